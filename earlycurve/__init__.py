@@ -1,0 +1,1 @@
+"""earlycurve: staged learning-curve prediction (SpotTune §1.8)."""

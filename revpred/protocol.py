@@ -1,0 +1,78 @@
+"""The revocation-predictor protocol the provisioner consumes, and the trivial constant predictor.
+
+Every predictor (RevPred, the Tributary-style baseline, logistic regression, empirical rate, constant
+hazard, the simulator's oracle) implements :class:`RevocationPredictor`, so an ablation swaps one object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from revpred.errors import RevPredError
+from revpred.prices._market import Market
+
+
+@runtime_checkable
+class RevocationPredictor(Protocol):
+    """P(spot price > max price within the next hour), per (market, decision time, max price).
+
+    Source: SpotTune §1.7 (``../shared/spec/SPOTTUNE_SPEC.md``); p feeds Eq 1.
+    """
+
+    def predict_proba(
+        self,
+        markets: Sequence[Market],
+        times_s: ArrayLike,
+        max_prices_usd_per_hour: ArrayLike,
+    ) -> np.ndarray:
+        """Revocation probability for each query.
+
+        Parameters
+        ----------
+        markets : sequence of Market, length n
+        times_s : float or array of shape (n,)
+            Decision times, seconds since the Unix epoch (UTC). A scalar applies to every query.
+        max_prices_usd_per_hour : float or array of shape (n,)
+            Max price b of each query, USD per instance-hour.
+
+        Returns
+        -------
+        p : ndarray of shape (n,), float64 in [0, 1]
+            P(price > b at some time in (t, t + 3600 s]).
+        """
+        ...
+
+
+class ConstantRevocation:
+    """A fixed revocation probability per market (or one for all): the do-nothing predictor.
+
+    Parameters
+    ----------
+    p : float or mapping Market -> float
+        Probability of revocation within the next hour, in [0, 1]. With a mapping, a market that is not
+        in it raises :class:`~revpred.errors.RevPredError`.
+    """
+
+    def __init__(self, p: float | Mapping[Market, float]):
+        values = p.values() if isinstance(p, Mapping) else [p]
+        for v in values:
+            if not 0.0 <= float(v) <= 1.0:
+                raise RevPredError(f"revocation probability is {v}, but must be in [0, 1]")
+        self.p = p
+
+    def predict_proba(
+        self,
+        markets: Sequence[Market],
+        times_s: ArrayLike,
+        max_prices_usd_per_hour: ArrayLike,
+    ) -> np.ndarray:
+        if not isinstance(self.p, Mapping):
+            return np.full(len(markets), float(self.p))
+        try:
+            return np.array([float(self.p[m]) for m in markets], dtype=float)
+        except KeyError as exc:
+            raise RevPredError(f"no revocation probability for market {exc.args[0]}") from None
