@@ -1,1 +1,56 @@
-"""earlycurve: staged learning-curve prediction (SpotTune §1.8)."""
+"""earlycurve: staged learning-curve prediction (SpotTune §1.8).
+
+Public surface (one concept per private module):
+
+- :class:`EarlyCurve` — Eq 4 refitted per learning-rate stage (Eq 7), online and batch, with a
+  plateau rule and an uncertainty interval (``_model``);
+- :class:`FinalMetricPredictor`, :class:`Prediction` — the contract the orchestrator uses
+  (``_protocol``); :class:`SLAQ`, :class:`LastValue`, :class:`BestValue` — baselines (``_baselines``);
+- :class:`CurveFitter`, :class:`CurveParams`, :func:`curve` — one stage of Eq 4 (``_curve``);
+- :class:`StageRule`, :class:`PlateauRule`, :func:`split_stages`, :func:`is_plateau` (``_stages``);
+- :func:`rank_trials`, :class:`Ranking` (``_ranking``); :func:`to_loss`, :func:`from_loss` (``_mode``).
+
+Everything here computes and does no I/O. The data loaders and the evaluation live in
+:mod:`earlycurve.evaluation`, which this module does not import.
+"""
+
+from earlycurve._baselines import SLAQ, BestValue, LastValue
+from earlycurve._curve import CurveFitter, CurveParams, curve
+from earlycurve._mode import from_loss, to_loss
+from earlycurve._model import EarlyCurve
+from earlycurve._protocol import FinalMetricPredictor, Prediction
+from earlycurve._ranking import Ranking, rank_trials
+from earlycurve._stages import PlateauRule, Stage, StageRule, is_plateau, split_stages
+from earlycurve.errors import (
+    CurveFitError,
+    EarlyCurveError,
+    InvalidCurveError,
+    NotFittedError,
+    TooFewPointsError,
+)
+
+__all__ = [
+    "EarlyCurve",
+    "FinalMetricPredictor",
+    "Prediction",
+    "SLAQ",
+    "LastValue",
+    "BestValue",
+    "CurveFitter",
+    "CurveParams",
+    "curve",
+    "StageRule",
+    "PlateauRule",
+    "Stage",
+    "split_stages",
+    "is_plateau",
+    "Ranking",
+    "rank_trials",
+    "to_loss",
+    "from_loss",
+    "EarlyCurveError",
+    "CurveFitError",
+    "TooFewPointsError",
+    "InvalidCurveError",
+    "NotFittedError",
+]

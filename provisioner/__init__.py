@@ -1,1 +1,69 @@
-"""provisioner: instance catalog, expected cost per step (Eq 1-2) and market choice (SpotTune §1.3-1.5)."""
+"""provisioner: instance catalog, expected cost per step (Eq 1-2) and market choice (SpotTune §1.3-1.5).
+
+Pure computation: choosers take time as ``now_s`` (seconds since the epoch, UTC) and randomness from
+an injected ``numpy.random.Generator``; only :meth:`InstanceCatalog.load` reads files. Imports revpred's
+price history and predictor protocol, never ``spottune``. See ``docs/provisioner.md``.
+"""
+
+from provisioner._base import BaseChooser, MarketChooser
+from provisioner._baselines import CheapestMarketChooser, FastestMarketChooser, FixedTypeChooser
+from provisioner._catalog import PUBLIC_FACTS, InstanceCatalog, InstanceFacts, InstanceSpec, find_data_file
+from provisioner._choice import Candidate, Choice, Explanation, SkippedMarket
+from provisioner._cost import (
+    HOUR_S,
+    PaperStepCost,
+    StepCostObjective,
+    UsefulStepCost,
+    expected_hour_cost_usd,
+    expected_useful_seconds,
+    step_cost_usd,
+    useful_step_cost_usd,
+)
+from provisioner._max_price import FixedMaxPrice, MaxPriceRule, MaxPriceSource
+from provisioner._performance import DEFAULT_ALPHA, PerformanceMatrix
+from provisioner._pool import Pool
+from provisioner._provisioner import Provisioner
+from provisioner.errors import (
+    CatalogError,
+    NoMarketAvailable,
+    ProvisionerConfigError,
+    ProvisionerError,
+    UnknownInstanceType,
+)
+
+__all__ = [
+    "BaseChooser",
+    "Candidate",
+    "CatalogError",
+    "CheapestMarketChooser",
+    "Choice",
+    "DEFAULT_ALPHA",
+    "Explanation",
+    "FastestMarketChooser",
+    "FixedMaxPrice",
+    "FixedTypeChooser",
+    "HOUR_S",
+    "InstanceCatalog",
+    "InstanceFacts",
+    "InstanceSpec",
+    "MarketChooser",
+    "MaxPriceRule",
+    "MaxPriceSource",
+    "NoMarketAvailable",
+    "PUBLIC_FACTS",
+    "PaperStepCost",
+    "PerformanceMatrix",
+    "Pool",
+    "Provisioner",
+    "ProvisionerConfigError",
+    "ProvisionerError",
+    "SkippedMarket",
+    "StepCostObjective",
+    "UnknownInstanceType",
+    "UsefulStepCost",
+    "expected_hour_cost_usd",
+    "expected_useful_seconds",
+    "find_data_file",
+    "step_cost_usd",
+    "useful_step_cost_usd",
+]

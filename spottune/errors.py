@@ -23,3 +23,28 @@ class BackendError(SpottuneError, RuntimeError):
 
 class CheckpointError(SpottuneError, RuntimeError):
     """A checkpoint could not be stored or restored intact."""
+
+
+class IllegalTransition(SpottuneError, RuntimeError):
+    """A trigger is not legal for a trial in its current state; the trial is left unchanged.
+
+    Parameters
+    ----------
+    trial_id : str
+    state : str
+        The trial's state, unchanged.
+    trigger : str
+        The event or action, with its marker, e.g. ``"CheckpointSaved(reason=hop)"``.
+    """
+
+    def __init__(self, trial_id: str, state: str, trigger: str):
+        self.trial_id, self.state, self.trigger = trial_id, state, trigger
+        super().__init__(f"trial {trial_id}: can't handle {trigger} in state {str(state).upper()}")
+
+
+class UnexpectedEvent(IllegalTransition):
+    """The driver or the cloud sent an event that is impossible in the trial's state (their fault)."""
+
+
+class InvalidAction(IllegalTransition):
+    """The policy tried an action that is illegal in the trial's state (an orchestrator bug)."""

@@ -97,8 +97,9 @@ class PriceSeries:
 
     # -- point queries --------------------------------------------------------------------------------
     def _index(self, t_s: np.ndarray) -> np.ndarray:
-        if t_s.size and (np.nanmin(t_s) < self.times_s[0] or np.nanmax(t_s) > self.end_s or np.isnan(t_s).any()):
-            bad = t_s[(t_s < self.times_s[0]) | (t_s > self.end_s) | np.isnan(t_s)][0]
+        outside = ~((t_s >= self.times_s[0]) & (t_s <= self.end_s))  # NaN is outside too
+        if outside.any():
+            bad = t_s[outside][0]
             raise PriceDataError(
                 f"market {self.market}: price at {to_timestamp(bad) if np.isfinite(bad) else bad} is unknown; "
                 f"the history covers {to_timestamp(self.start_s)} .. {to_timestamp(self.end_s)}"
@@ -304,6 +305,68 @@ class PriceHistory:
     def price_at(self, market: Market | str, t_s: ArrayLike) -> np.ndarray | float:
         """Shortcut for ``self[market].price_at(t_s)``."""
         return self[market].price_at(t_s)
+
+    def minute_grid(self, markets: Iterable[Market | str] | None = None, *, start_s: float | None = None,
+                    end_s: float | None = None, method: str = "ffill") -> pd.DataFrame:
+        """Prices of several markets on one shared one-minute grid.
+
+        Parameters
+        ----------
+        markets : iterable of Market or str, optional
+            Default: every market, sorted.
+        start_s, end_s : float, optional
+            Grid bounds, seconds since the epoch (UTC); default: the first whole minute at or after the
+            earliest first record of the chosen markets, and ``end_s`` of the history.
+        method : {"ffill", "linear"}
+            As :meth:`PriceSeries.minute_grid`.
+
+        Returns
+        -------
+        pandas.DataFrame of shape (n_minutes, n_markets)
+            USD per instance-hour; index: tz-aware UTC minutes named ``timestamp``; one column per market
+            (``str(market)``). A cell before a market's first record is NaN: the price is unknown there
+            (the per-series :meth:`PriceSeries.minute_grid` raises instead).
+
+        Raises
+        ------
+        PriceDataError
+            For an unknown market or method, or bounds outside the history.
+        """
+        chosen = [self[m] for m in (self.markets if markets is None else markets)]
+        if not chosen:
+            raise PriceDataError("minute grid of no markets")
+        if method not in ("ffill", "linear"):
+            raise PriceDataError(f"grid method {method!r} is unknown; use 'ffill' or 'linear'")
+        lo = min(s.start_s for s in chosen) if start_s is None else float(start_s)
+        hi = self.end_s if end_s is None else float(end_s)
+        if hi > self.end_s:
+            raise PriceDataError(f"grid end {to_timestamp(hi)} is after the end of the history {to_timestamp(self.end_s)}")
+        grid = np.arange(np.ceil(lo / 60.0) * 60.0, np.floor(hi / 60.0) * 60.0 + 1.0, 60.0)
+        values = np.full((grid.size, len(chosen)), np.nan)
+        for j, s in enumerate(chosen):
+            known = grid >= s.start_s
+            if method == "ffill":
+                values[known, j] = s.prices[np.searchsorted(s.times_s, grid[known], side="right") - 1]
+            else:
+                values[known, j] = np.interp(grid[known], s.times_s, s.prices)
+        index = pd.DatetimeIndex(pd.to_datetime(grid.astype("int64"), unit="s", utc=True), name="timestamp")
+        return pd.DataFrame(values, index=index, columns=[str(s.market) for s in chosen])
+
+    def describe(self) -> pd.DataFrame:
+        """One row per market: time range, record and change counts, min/median/max price.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``market`` (str), ``first_utc``, ``last_utc`` (first and last record, tz-aware UTC),
+            ``records`` (int), ``changes`` (records whose price differs from the previous one),
+            ``min_usd_per_hour``, ``median_usd_per_hour``, ``max_usd_per_hour`` (over records, not
+            time-weighted); sorted by market.
+        """
+        rows = [(str(s.market), to_timestamp(s.start_s), to_timestamp(s.times_s[-1]), len(s), s.n_changes,
+                 float(s.prices.min()), float(np.median(s.prices)), float(s.prices.max())) for s in self]
+        return pd.DataFrame(rows, columns=["market", "first_utc", "last_utc", "records", "changes",
+                                           "min_usd_per_hour", "median_usd_per_hour", "max_usd_per_hour"])
 
     def select(self, *, instance_types: Iterable[str] | None = None, availability_zones: Iterable[str] | None = None,
                product_description: str | None = None) -> list[Market]:

@@ -1,10 +1,211 @@
-"""``spottune prices info|fetch`` (issue 2)."""
+"""``spottune prices info|fetch`` (issue 2).
+
+``info`` reads a price file of any supported layout and summarises it per market. ``fetch`` collects
+history from the EC2 API (``describe_spot_price_history``, paginated) and writes the canonical layout.
+Errors are one line on stderr and exit code 2 (``spottune.cli.main``).
+"""
 
 from __future__ import annotations
 
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
 import click
+import pandas as pd
+
+from revpred.prices import (
+    PriceHistory,
+    load_report,
+    locate_prices,
+    read_prices,
+    records_to_table,
+    write_prices,
+)
+
+#: The EC2 API keeps this many days of spot price history.
+MAX_FETCH_DAYS = 90
+DEFAULT_FETCH_PRODUCT = "Linux/UNIX"
+_SHOWN_MARKETS = 40
 
 
 @click.group(help="Inspect and collect spot price history.")
 def prices() -> None:
     pass
+
+
+def _info_dict(history: PriceHistory) -> dict:
+    report = load_report(history.table)
+    per_market = history.describe()
+    markets = []
+    for row, s in zip(per_market.itertuples(index=False), history):
+        markets.append({
+            "market": row.market,
+            "availability_zone": s.market.availability_zone,
+            "instance_type": s.market.instance_type,
+            "product_description": s.market.product_description,
+            "first_utc": row.first_utc.isoformat(),
+            "last_utc": row.last_utc.isoformat(),
+            "records": int(row.records),
+            "price_changes": int(row.changes),
+            "min_usd_per_hour": row.min_usd_per_hour,
+            "median_usd_per_hour": row.median_usd_per_hour,
+            "max_usd_per_hour": row.max_usd_per_hour,
+        })
+    ts = history.table["timestamp"]
+    return {
+        "path": report.path,
+        "layout": report.layout,
+        "records_read": report.records_read,
+        "duplicates_dropped": report.duplicates_dropped,
+        "filtered_out": dict(sorted(report.filtered_out.items())),
+        "records_kept": report.records_kept,
+        "blank_lines": report.blank_lines,
+        "timestamps_assumed_utc": report.timestamps_assumed_utc,
+        "ignored_columns": list(report.ignored_columns),
+        "notes": list(report.notes),
+        "n_markets": len(history),
+        "instance_types": sorted({m.instance_type for m in history.markets}),
+        "availability_zones": sorted({m.availability_zone for m in history.markets}),
+        "product_descriptions": sorted({m.product_description for m in history.markets}),
+        "first_utc": ts.min().isoformat(),
+        "last_utc": ts.max().isoformat(),
+        "markets": markets,
+    }
+
+
+def _print_info(info: dict, all_markets: bool) -> None:
+    echo = click.echo
+    echo(f"file:        {info['path']}")
+    echo(f"layout:      {info['layout']}")
+    filtered = sum(info["filtered_out"].values())
+    line = (f"records:     {info['records_read']:,} read, {info['duplicates_dropped']:,} exact duplicates dropped, "
+            f"{filtered:,} filtered out by product description, {info['records_kept']:,} kept")
+    echo(line)
+    for product, n in info["filtered_out"].items():
+        echo(f"  filtered out: {n:,} x {product!r}")
+    echo(f"markets:     {info['n_markets']:,} ({len(info['instance_types'])} instance types x "
+         f"{len(info['availability_zones'])} availability zones x {len(info['product_descriptions'])} product "
+         f"descriptions: {', '.join(info['product_descriptions'])})")
+    echo(f"time range:  {info['first_utc']} .. {info['last_utc']}")
+    for note in info["notes"]:
+        echo(f"note:        {note}")
+    if info["blank_lines"]:
+        echo(f"note:        {info['blank_lines']} blank lines skipped")
+    if info["timestamps_assumed_utc"]:
+        echo(f"note:        {info['timestamps_assumed_utc']:,} timestamps had no offset and were read as UTC")
+    if info["ignored_columns"]:
+        echo(f"note:        ignored columns: {', '.join(info['ignored_columns'])}")
+    shown = info["markets"] if all_markets else info["markets"][:_SHOWN_MARKETS]
+    frame = pd.DataFrame([{
+        "market": m["market"],
+        "first (UTC)": m["first_utc"][:19].replace("T", " "),
+        "last (UTC)": m["last_utc"][:19].replace("T", " "),
+        "records": m["records"],
+        "changes": m["price_changes"],
+        "min $/h": m["min_usd_per_hour"],
+        "median $/h": m["median_usd_per_hour"],
+        "max $/h": m["max_usd_per_hour"],
+    } for m in shown])
+    echo("")
+    echo(frame.to_string(index=False))
+    if len(shown) < len(info["markets"]):
+        echo(f"... {len(info['markets']) - len(shown):,} more markets (--all-markets shows them; --json lists all)")
+
+
+@prices.command("info", help="Summarise a price file: records, markets, time range, price changes and levels. "
+                             "PATH may be a bare file name, looked up as data/spot_prices/README.md describes.")
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@click.option("--product-description", default=None, metavar="TEXT",
+              help="Keep only this product description ('all' keeps every one). Default: all, except "
+                   "EC2-Classic descriptions whose '(Amazon VPC)' twin is present.")
+@click.option("--all-markets", is_flag=True, help=f"List every market (default: the first {_SHOWN_MARKETS}).")
+def info(path: str, as_json: bool, product_description: str | None, all_markets: bool) -> None:
+    table = read_prices(locate_prices(path), product_description=product_description)
+    details = _info_dict(PriceHistory(table))
+    if as_json:
+        click.echo(json.dumps(details, indent=2))
+    else:
+        _print_info(details, all_markets)
+
+
+def _split(values: str) -> list[str]:
+    return [v.strip() for v in values.split(",") if v.strip()]
+
+
+def fetch_records(client, *, instance_types: list[str], product_descriptions: list[str], start_utc: datetime,
+                  end_utc: datetime, page_size: int = 1000) -> tuple[list[dict], int]:
+    """All ``describe_spot_price_history`` records in [start, end], following ``NextToken``.
+
+    Parameters
+    ----------
+    client : botocore EC2 client
+    instance_types, product_descriptions : list of str
+    start_utc, end_utc : datetime
+        tz-aware; the API also returns the last price change before the start (the price in force).
+    page_size : int
+        ``MaxResults`` per request (the API allows up to 1000).
+
+    Returns
+    -------
+    records : list of dict
+        The API's ``SpotPriceHistory`` items, all pages.
+    pages : int
+        Number of requests made.
+    """
+    paginator = client.get_paginator("describe_spot_price_history")
+    records: list[dict] = []
+    pages = 0
+    for page in paginator.paginate(InstanceTypes=instance_types, ProductDescriptions=product_descriptions,
+                                   StartTime=start_utc, EndTime=end_utc, PaginationConfig={"PageSize": page_size}):
+        pages += 1
+        records.extend(page.get("SpotPriceHistory", []))
+    return records, pages
+
+
+@prices.command("fetch", help="Collect spot price history from the EC2 API (at most 90 days back) and write it "
+                              "in the canonical CSV layout (gzip if FILE ends in .gz).")
+@click.option("--region", required=True, help="AWS region, e.g. us-east-1.")
+@click.option("--instance-types", required=True, help="Comma-separated instance types, e.g. r4.large,m4.2xlarge.")
+@click.option("--days", required=True, type=float, help="How many days back from now (0 < N <= 90).")
+@click.option("--product-description", "product_descriptions", default=DEFAULT_FETCH_PRODUCT, show_default=True,
+              help="Comma-separated product descriptions, e.g. 'Linux/UNIX,Linux/UNIX (Amazon VPC)'.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Output file.")
+@click.option("--endpoint-url", default=None, help="EC2 endpoint (e.g. a local moto server); default: AWS.")
+@click.option("--page-size", default=1000, show_default=True, type=click.IntRange(5, 1000),
+              help="Records per API request.")
+def fetch(region: str, instance_types: str, days: float, product_descriptions: str, out: str,
+          endpoint_url: str | None, page_size: int) -> None:
+    if not 0 < days <= MAX_FETCH_DAYS:
+        raise click.BadParameter(
+            f"{days:g} days is outside (0, {MAX_FETCH_DAYS}]: the EC2 API keeps only {MAX_FETCH_DAYS} days of "
+            "spot price history", param_hint="'--days'")
+    types = _split(instance_types)
+    products = _split(product_descriptions)
+    if not types:
+        raise click.BadParameter("give at least one instance type", param_hint="'--instance-types'")
+    if not products:
+        raise click.BadParameter("give at least one product description", param_hint="'--product-description'")
+    import boto3  # the CLI is the I/O shell; nothing else in the price layer talks to AWS
+    import botocore.exceptions
+
+    end = datetime.now(timezone.utc)
+    start = end - timedelta(days=days)
+    client = boto3.client("ec2", region_name=region, endpoint_url=endpoint_url)
+    try:
+        records, pages = fetch_records(client, instance_types=types, product_descriptions=products,
+                                       start_utc=start, end_utc=end, page_size=page_size)
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+        raise click.ClickException(f"describe_spot_price_history in {region} failed: {exc}") from None
+    if not records:
+        raise click.ClickException(
+            f"no spot prices for {','.join(types)} ({', '.join(products)}) in {region} since {start:%Y-%m-%d %H:%M} UTC")
+    table = records_to_table(records, source=f"describe_spot_price_history({region})")
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_prices(table, path)
+    report = load_report(table)
+    n_markets = table.groupby(["availability_zone", "instance_type", "product_description"]).ngroups
+    click.echo(f"wrote {len(table):,} records ({n_markets} markets, {pages} API pages, "
+               f"{report.duplicates_dropped:,} exact duplicates dropped) to {path}")

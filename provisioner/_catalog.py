@@ -1,0 +1,291 @@
+"""Instance catalog: instance type -> vCPUs, memory, ECU, GPUs and on-demand price per region.
+
+Sources, merged by :meth:`InstanceCatalog.load` ([I] catalog sources, see ``docs/provisioner.md``):
+
+1. ``on_demand_2017_noahgift.csv`` (GitHub ``noahgift/spot_price_machine_learning``, MIT): 53 types
+   with memory, ECU, vCPUs, GPUs and a Linux on-demand price in USD/hour. The file names no region;
+   its prices match the 2017 us-east-1 Linux list prices (``../shared/data/spot_prices/README.md`` §4),
+   so they are filed under ``us-east-1`` (configurable).
+2. ``on_demand_us-east-1_2015.csv`` (GitHub ``prateek-s/spot-price-model``): the on-demand price of the
+   five types of the 2015 us-east-1 spot trace, with an explicit region.
+3. :data:`PUBLIC_FACTS`: a small table of published AWS facts for types the files above lack.
+
+When both files price a type in the same region, the **regional file wins** (source 2 over source 1):
+it names its region, keeps three decimals where the other rounds to two (m3.medium 0.067 vs 0.07,
+r3.large 0.175 vs 0.17), and is from the same era as the only spot trace those types appear in.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from revpred.prices import price_dirs
+
+from provisioner.errors import CatalogError, UnknownInstanceType
+
+#: File names of the two bundled on-demand sources.
+SPECS_FILE = "on_demand_2017_noahgift.csv"
+REGIONAL_PRICES_FILE = "on_demand_us-east-1_2015.csv"
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstanceFacts:
+    """Published hardware facts for one instance type (no price).
+
+    Parameters
+    ----------
+    vcpus : int
+        Virtual CPUs.
+    memory_gib : float
+        Memory, GiB.
+    ecu : float or None
+        EC2 Compute Units; None where AWS publishes none (burstable types).
+    gpus : int
+        GPUs.
+    """
+
+    vcpus: int
+    memory_gib: float
+    ecu: float | None
+    gpus: int
+
+
+#: Public AWS facts for instance types that the bundled CSVs lack. Of the 2015 trace's five types
+#: (c3.xlarge, d2.8xlarge, g2.2xlarge, m3.medium, r3.large) only g2.2xlarge has no row with specs in
+#: ``on_demand_2017_noahgift.csv``; its on-demand price comes from ``on_demand_us-east-1_2015.csv``.
+#: Source: https://aws.amazon.com/ec2/previous-generation/ (G2 family: g2.2xlarge has 8 vCPUs,
+#: 26 ECU, 15 GiB memory and 1 NVIDIA GRID K520 GPU).
+PUBLIC_FACTS: Mapping[str, InstanceFacts] = MappingProxyType({
+    "g2.2xlarge": InstanceFacts(vcpus=8, memory_gib=15.0, ecu=26.0, gpus=1),
+})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstanceSpec:
+    """One instance type's hardware and on-demand prices.
+
+    Parameters
+    ----------
+    instance_type : str
+        E.g. ``"r4.large"``.
+    vcpus : int
+        Virtual CPUs ("cores" in the paper's initialisation of T, spec §1.4).
+    memory_gib : float
+        Memory, GiB.
+    ecu : float or None
+        EC2 Compute Units, None where unpublished.
+    gpus : int
+        GPUs.
+    on_demand_usd_per_hour : mapping region -> float
+        Linux on-demand price, USD per instance-hour, per region (may be empty: no price known).
+    source : str
+        Where the facts and each price come from.
+    """
+
+    instance_type: str
+    vcpus: int
+    memory_gib: float
+    ecu: float | None
+    gpus: int
+    on_demand_usd_per_hour: Mapping[str, float] = field(default_factory=dict, hash=False)
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        # read-only view, so a frozen spec cannot be changed through its price mapping
+        object.__setattr__(self, "on_demand_usd_per_hour", MappingProxyType(dict(self.on_demand_usd_per_hour)))
+
+    def on_demand(self, region: str) -> float:
+        """On-demand price in ``region``, USD per instance-hour.
+
+        Raises
+        ------
+        UnknownInstanceType
+            If no on-demand price of this type is known in that region (never defaulted).
+        """
+        try:
+            return self.on_demand_usd_per_hour[region]
+        except KeyError:
+            known = ", ".join(sorted(self.on_demand_usd_per_hour)) or "none"
+            raise UnknownInstanceType(
+                f"instance type {self.instance_type}: no on-demand price in region {region} (known regions: {known})"
+            ) from None
+
+
+def find_data_file(name: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Locate a bundled price file.
+
+    Search order: ``data_dir`` if given (only there), else the price-data folders of
+    :func:`revpred.prices.price_dirs` (``<project>/data/spot_prices/``, ``./data/spot_prices/``,
+    ``$SPOTTUNE_DATA``, ``<project>/../shared/data/spot_prices/``, ...), the same order as price files.
+
+    Raises
+    ------
+    CatalogError
+        If no candidate folder holds the file; the message lists the folders searched.
+    """
+    folders = [Path(data_dir)] if data_dir is not None else price_dirs()
+    for folder in folders:
+        if (folder / name).is_file():
+            return folder / name
+    raise CatalogError(f"{name} not found in any of: {', '.join(str(f) for f in folders)}")
+
+
+def _float(value: str, path: Path, line: int, column: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise CatalogError(f"{path}:{line}: column {column} is {value!r}, but must be a number") from None
+
+
+def _read_rows(path: Path, required: Iterable[str]) -> Iterator[tuple[int, dict[str, str]]]:
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in required if c not in (reader.fieldnames or [])]
+            if missing:
+                raise CatalogError(f"{path}: missing columns {missing}")
+            for i, row in enumerate(reader, start=2):
+                yield i, {k: (v or "").strip() for k, v in row.items() if k is not None}
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+class InstanceCatalog:
+    """Instance type -> :class:`InstanceSpec`. A missing type raises :class:`UnknownInstanceType`.
+
+    Parameters
+    ----------
+    specs : iterable of InstanceSpec
+        One per instance type.
+
+    Examples
+    --------
+    >>> cat = InstanceCatalog.load()
+    >>> cat["g2.2xlarge"].vcpus, cat["r3.large"].on_demand("us-east-1")
+    (8, 0.175)
+    """
+
+    def __init__(self, specs: Iterable[InstanceSpec]):
+        self._specs: dict[str, InstanceSpec] = {}
+        for spec in specs:
+            if spec.instance_type in self._specs:
+                raise CatalogError(f"instance type {spec.instance_type} is listed twice")
+            self._specs[spec.instance_type] = spec
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        specs_path: str | os.PathLike[str] | None = None,
+        regional_prices_path: str | os.PathLike[str] | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        specs_region: str = "us-east-1",
+        public_facts: Mapping[str, InstanceFacts] = PUBLIC_FACTS,
+    ) -> "InstanceCatalog":
+        """Build the catalog from the two bundled on-demand files plus :data:`PUBLIC_FACTS`.
+
+        Parameters
+        ----------
+        specs_path : path, optional
+            File in the ``on_demand_2017_noahgift.csv`` layout (hardware facts and a Linux on-demand
+            price in USD/hour; ``N/A`` = no price). Default: found with :func:`find_data_file`.
+        regional_prices_path : path, optional
+            File in the ``on_demand_us-east-1_2015.csv`` layout (``instance_type, region, os,
+            on_demand_price_usd_per_hour``). Default: found with :func:`find_data_file`.
+        data_dir : path, optional
+            Folder to look in for both default files (instead of the search order).
+        specs_region : str
+            Region the specs file's prices are filed under (the file names none), default us-east-1.
+        public_facts : mapping type -> InstanceFacts
+            Hardware facts for types the specs file lacks; the specs file wins where both have a type.
+
+        Returns
+        -------
+        InstanceCatalog
+
+        Raises
+        ------
+        CatalogError
+            If a file is missing or malformed, or a priced type has no hardware facts anywhere.
+        """
+        spath = Path(specs_path) if specs_path is not None else find_data_file(SPECS_FILE, data_dir)
+        rpath = Path(regional_prices_path) if regional_prices_path is not None else find_data_file(REGIONAL_PRICES_FILE, data_dir)
+
+        facts: dict[str, tuple[InstanceFacts, str]] = {
+            it: (f, "public AWS facts (aws.amazon.com/ec2/previous-generation)") for it, f in public_facts.items()
+        }
+        prices: dict[str, dict[str, tuple[float, str]]] = {}
+        required = ("InstanceType", "memory_gb", "compute_units_ecu", "vcpu", "gpus", "linux_on_demand_cost_hourly")
+        for line, row in _read_rows(spath, required):
+            it = row["InstanceType"]
+            ecu = row["compute_units_ecu"]
+            facts[it] = (
+                InstanceFacts(
+                    vcpus=int(_float(row["vcpu"], spath, line, "vcpu")),
+                    memory_gib=_float(row["memory_gb"], spath, line, "memory_gb"),
+                    ecu=None if ecu.upper() in ("", "N/A", "VARIABLE") else _float(ecu, spath, line, "compute_units_ecu"),
+                    gpus=int(_float(row["gpus"], spath, line, "gpus")),
+                ),
+                spath.name,
+            )
+            price = row["linux_on_demand_cost_hourly"]
+            if price.upper() not in ("", "N/A"):
+                prices.setdefault(it, {})[specs_region] = (_float(price, spath, line, "linux_on_demand_cost_hourly"), spath.name)
+        for line, row in _read_rows(rpath, ("instance_type", "region", "on_demand_price_usd_per_hour")):
+            value = _float(row["on_demand_price_usd_per_hour"], rpath, line, "on_demand_price_usd_per_hour")
+            prices.setdefault(row["instance_type"], {})[row["region"]] = (value, rpath.name)  # regional file wins
+
+        orphans = sorted(set(prices) - set(facts))
+        if orphans:
+            raise CatalogError(
+                f"instance types {orphans} have an on-demand price but no vCPU/memory facts; "
+                "add them to provisioner.PUBLIC_FACTS with a source"
+            )
+        specs = []
+        for it in sorted(facts):
+            f, fsource = facts[it]
+            by_region = prices.get(it, {})
+            psource = "; ".join(f"{r} price: {s}" for r, (_, s) in sorted(by_region.items()))
+            specs.append(InstanceSpec(
+                instance_type=it, vcpus=f.vcpus, memory_gib=f.memory_gib, ecu=f.ecu, gpus=f.gpus,
+                on_demand_usd_per_hour={r: v for r, (v, _) in by_region.items()},
+                source=f"specs: {fsource}" + (f"; {psource}" if psource else "; no on-demand price"),
+            ))
+        return cls(specs)
+
+    def __getitem__(self, instance_type: str) -> InstanceSpec:
+        try:
+            return self._specs[instance_type]
+        except KeyError:
+            close = difflib.get_close_matches(str(instance_type), list(self._specs), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise UnknownInstanceType(f"instance type {instance_type!r} is not in the catalog{hint}") from None
+
+    def __contains__(self, instance_type: object) -> bool:
+        return instance_type in self._specs
+
+    def __iter__(self) -> Iterator[InstanceSpec]:
+        return iter(self._specs[it] for it in sorted(self._specs))
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    @property
+    def instance_types(self) -> list[str]:
+        """Instance types, sorted."""
+        return sorted(self._specs)
+
+    def on_demand_usd_per_hour(self, instance_type: str, region: str) -> float:
+        """On-demand price of a type in a region, USD per instance-hour.
+
+        Raises
+        ------
+        UnknownInstanceType
+            If the type, or its price in that region, is not in the catalog.
+        """
+        return self[instance_type].on_demand(region)

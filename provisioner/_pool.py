@@ -1,0 +1,117 @@
+"""The allowed pool of spot markets: instance types × availability zones, with hardware filters.
+
+Spec D2 ([I]): Linux/UNIX by default; the pool is every (type, zone) market of the price history that
+passes the filters, or an explicit list of markets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from revpred.prices import DEFAULT_PRODUCT, Market, PriceHistory
+
+from provisioner._catalog import InstanceCatalog
+from provisioner.errors import NoMarketAvailable, ProvisionerConfigError
+
+
+def _tuple(values: Iterable | None, what: str) -> tuple | None:
+    if values is None:
+        return None
+    if isinstance(values, (str, Market)):
+        raise ProvisionerConfigError(f"{what} is {values!r}, but must be a list, not a single value")
+    return tuple(values)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pool:
+    """Which markets a trial may run on.
+
+    Parameters
+    ----------
+    instance_types : iterable of str, optional
+        Allowed types; None = every type in the price history (each must be in the catalog).
+    availability_zones : iterable of str, optional
+        Allowed zones; None = all.
+    product_description : str
+        Product of the markets, default ``Linux/UNIX``.
+    min_vcpus : int
+        Keep types with at least this many vCPUs.
+    min_memory_gib : float
+        Keep types with at least this much memory, GiB.
+    markets : iterable of Market, optional
+        An explicit market list instead of types × zones (the filters above still apply).
+
+    Examples
+    --------
+    >>> pool = Pool(instance_types=["r3.large", "c3.xlarge"], availability_zones=["us-east-1a"], min_vcpus=4)
+    >>> pool.instance_types, pool.min_vcpus
+    (('r3.large', 'c3.xlarge'), 4)
+    """
+
+    instance_types: tuple[str, ...] | None = None
+    availability_zones: tuple[str, ...] | None = None
+    product_description: str = DEFAULT_PRODUCT
+    min_vcpus: int = 0
+    min_memory_gib: float = 0.0
+    markets: tuple[Market, ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "instance_types", _tuple(self.instance_types, "instance_types"))
+        object.__setattr__(self, "availability_zones", _tuple(self.availability_zones, "availability_zones"))
+        object.__setattr__(self, "markets", _tuple(self.markets, "markets"))
+        if self.min_vcpus < 0:
+            raise ProvisionerConfigError(f"min_vcpus is {self.min_vcpus}, but must be >= 0")
+        if self.min_memory_gib < 0:
+            raise ProvisionerConfigError(f"min_memory_gib is {self.min_memory_gib}, but must be >= 0")
+
+    def resolve(self, history: PriceHistory, catalog: InstanceCatalog) -> list[Market]:
+        """The pool's markets, sorted by (zone, type, product).
+
+        Raises
+        ------
+        UnknownInstanceType
+            If a type of the pool (or of the history, when ``instance_types`` is None) is not in the
+            catalog: hardware is never defaulted.
+        ProvisionerConfigError
+            If a listed type, zone or market has no series in the price history.
+        NoMarketAvailable
+            If no market passes the filters.
+        """
+        if self.markets is not None:
+            missing = [str(m) for m in self.markets if m not in history]
+            if missing:
+                raise ProvisionerConfigError(f"markets {missing} are not in the price history")
+            candidates = sorted(set(self.markets))
+            if self.instance_types is not None:
+                candidates = [m for m in candidates if m.instance_type in self.instance_types]
+            if self.availability_zones is not None:
+                candidates = [m for m in candidates if m.availability_zone in self.availability_zones]
+        else:
+            candidates = history.select(
+                instance_types=self.instance_types,
+                availability_zones=self.availability_zones,
+                product_description=self.product_description,
+            )
+            for what, wanted, seen in (
+                ("instance type", self.instance_types, {m.instance_type for m in candidates}),
+                ("availability zone", self.availability_zones, {m.availability_zone for m in candidates}),
+            ):
+                absent = sorted(set(wanted or ()) - seen)
+                if absent:
+                    raise ProvisionerConfigError(
+                        f"{what}s {absent} have no {self.product_description} market in the price history"
+                    )
+        for it in sorted({m.instance_type for m in candidates}):
+            catalog[it]  # UnknownInstanceType if missing: never a default
+        kept = [
+            m for m in candidates
+            if catalog[m.instance_type].vcpus >= self.min_vcpus and catalog[m.instance_type].memory_gib >= self.min_memory_gib
+        ]
+        if not kept:
+            raise NoMarketAvailable(
+                f"no market passes the pool filters (types={self.instance_types}, zones={self.availability_zones}, "
+                f"product={self.product_description!r}, min_vcpus={self.min_vcpus}, min_memory_gib={self.min_memory_gib}); "
+                f"{len(candidates)} market(s) before the vCPU/memory filters"
+            )
+        return kept

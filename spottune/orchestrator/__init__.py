@@ -1,0 +1,55 @@
+"""The orchestrator: SpotTune's Algorithm 1 as a pure (sans-I/O) state machine.
+
+Drivers (``spottune.backends``) feed :mod:`events <spottune.orchestrator._events>` to
+:meth:`Orchestrator.handle` and carry out the returned :mod:`actions <spottune.orchestrator._actions>`.
+The trial transition table is :data:`TRANSITIONS`.
+"""
+
+from spottune.errors import IllegalTransition, InvalidAction, UnexpectedEvent
+from spottune.orchestrator._actions import (
+    TRIAL_ACTIONS,
+    Action,
+    Checkpoint,
+    ExperimentFinished,
+    Launch,
+    ScheduleWakeUp,
+    Stop,
+    StopReason,
+    Terminate,
+    TerminateReason,
+)
+from spottune.orchestrator._events import (
+    EVENT_TYPES,
+    INSTANCE_EVENTS,
+    CheckpointReason,
+    CheckpointSaved,
+    EndReason,
+    Event,
+    ExperimentStarted,
+    HourElapsed,
+    LaunchFailed,
+    MetricReported,
+    RevocationNotice,
+    SegmentEnded,
+    SegmentFailed,
+    TrialLaunched,
+    WakeUp,
+)
+from spottune.orchestrator._policy import (
+    FinalMetricPredictor,
+    LastValuePredictor,
+    MarketChooser,
+    Orchestrator,
+    OrchestratorConfig,
+    TrialRecord,
+)
+from spottune.orchestrator._state import TRANSITIONS, Marker, TrialState, next_state
+
+__all__ = [
+    "Action", "Checkpoint", "CheckpointReason", "CheckpointSaved", "EVENT_TYPES", "EndReason", "Event",
+    "ExperimentFinished", "ExperimentStarted", "FinalMetricPredictor", "HourElapsed", "INSTANCE_EVENTS",
+    "IllegalTransition", "InvalidAction", "LastValuePredictor", "Launch", "LaunchFailed", "MarketChooser",
+    "Marker", "MetricReported", "Orchestrator", "OrchestratorConfig", "RevocationNotice", "ScheduleWakeUp",
+    "SegmentEnded", "SegmentFailed", "Stop", "StopReason", "TRANSITIONS", "TRIAL_ACTIONS", "Terminate",
+    "TerminateReason", "TrialLaunched", "TrialRecord", "TrialState", "UnexpectedEvent", "WakeUp", "next_state",
+]

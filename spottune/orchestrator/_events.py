@@ -1,0 +1,189 @@
+"""Events a driver (backend) feeds into the orchestrator: small frozen values, data and no behaviour.
+
+Every event carries ``time_s`` (engine seconds: seconds since the Unix epoch, UTC, float) and the
+orchestrator reads time only from events. Events about one instance carry the driver's
+``instance_id``; an event about an instance the trial has already left (for example the provider
+terminating a revoked instance after its checkpoint was saved and a new one was launched) is a benign
+race that changes nothing (the ``PREVIOUS_INSTANCE`` rows of the transition table).
+
+Source: SpotTune Algorithm 1 (``SPOTTUNE_SPEC.md`` §1.6); the event names follow ``ARCHITECTURE.md``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+
+class CheckpointReason(enum.StrEnum):
+    """Why a checkpoint is taken; part of the transition key, like h11's ``(Response, _SWITCH_CONNECT)``."""
+
+    REVOCATION = "revocation"  #: the provider's 2-minute notice arrived: save, then relaunch elsewhere
+    HOP = "hop"  #: one hour on the instance without revocation: save, terminate, re-provision
+    THETA = "theta"  #: the trial reached θ·max_steps: save and pause until the barrier
+    END = "end"  #: the trial reached its target steps: save and finish
+    PLATEAU = "plateau"  #: the curve is flat (spec §1.8.4): save and finish early
+
+
+class EndReason(enum.StrEnum):
+    """Who ended an instance (ledger vocabulary: the provider's end is refundable in the first hour)."""
+
+    PROVIDER = "provider"  #: revoked / interrupted by the cloud
+    USER = "user"  #: terminated on our :class:`~spottune.orchestrator.Terminate` action
+
+
+_EVENT = dict(frozen=True, slots=True, kw_only=True)
+
+
+@dataclass(**_EVENT)
+class ExperimentStarted:
+    """The driver is ready; the orchestrator launches every trial. Sent exactly once, first."""
+
+    time_s: float
+
+
+@dataclass(**_EVENT)
+class TrialLaunched:
+    """An instance was fulfilled, booted and restored the trial's last checkpoint; training starts now.
+
+    Parameters
+    ----------
+    time_s : float
+        Engine seconds when training can start (after boot and restore).
+    trial_id : str
+    instance_id : str
+        Driver-assigned, unique for the whole experiment.
+    market : object
+        The market of the instance (``revpred.prices.Market``).
+    started_s : float
+        Engine seconds when the instance started (billing start, <= ``time_s``).
+    """
+
+    time_s: float
+    trial_id: str
+    instance_id: str
+    market: Any
+    started_s: float
+
+
+@dataclass(**_EVENT)
+class LaunchFailed:
+    """The spot request was not fulfilled (price above the max price, no capacity); no instance exists."""
+
+    time_s: float
+    trial_id: str
+    error: str = ""
+
+
+@dataclass(**_EVENT)
+class MetricReported:
+    """The trial completed ``step`` steps in total (counted from 0, across segments) and reports metrics."""
+
+    time_s: float
+    trial_id: str
+    instance_id: str
+    step: int
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(**_EVENT)
+class RevocationNotice:
+    """The provider will terminate the instance at ``deadline_s`` (legacy and modern: ``time_s + 120``)."""
+
+    time_s: float
+    trial_id: str
+    instance_id: str
+    deadline_s: float
+
+
+@dataclass(**_EVENT)
+class HourElapsed:
+    """The instance has run for one full hour (3600 s after ``started_s``) without revocation."""
+
+    time_s: float
+    trial_id: str
+    instance_id: str
+
+
+@dataclass(**_EVENT)
+class CheckpointSaved:
+    """A checkpoint requested with reason ``reason`` is complete and verified at ``step``."""
+
+    time_s: float
+    trial_id: str
+    instance_id: str
+    reason: CheckpointReason
+    step: int
+
+
+@dataclass(**_EVENT)
+class SegmentEnded:
+    """The instance is gone (``reason``: who ended it); ``steps_done`` = the trial's step count then.
+
+    If the trial was still on this instance (no checkpoint saved yet), it resumes from its last good
+    checkpoint and ``steps_done - last_checkpoint_step`` steps are lost (counted by the orchestrator).
+    """
+
+    time_s: float
+    trial_id: str
+    instance_id: str
+    steps_done: int
+    reason: EndReason
+
+
+@dataclass(**_EVENT)
+class SegmentFailed:
+    """The trainable raised; the worker stopped training. Counts against ``max_failures``."""
+
+    time_s: float
+    trial_id: str
+    instance_id: str
+    error: str = ""
+
+
+@dataclass(**_EVENT)
+class WakeUp:
+    """A timer the orchestrator asked for with :class:`~spottune.orchestrator.ScheduleWakeUp` fired."""
+
+    time_s: float
+    trial_id: str
+
+
+Event: TypeAlias = (
+    ExperimentStarted
+    | TrialLaunched
+    | LaunchFailed
+    | MetricReported
+    | RevocationNotice
+    | HourElapsed
+    | CheckpointSaved
+    | SegmentEnded
+    | SegmentFailed
+    | WakeUp
+)
+
+#: Every event type, in a stable order (docs and serialisation).
+EVENT_TYPES: tuple[type, ...] = (
+    ExperimentStarted,
+    TrialLaunched,
+    LaunchFailed,
+    MetricReported,
+    RevocationNotice,
+    HourElapsed,
+    CheckpointSaved,
+    SegmentEnded,
+    SegmentFailed,
+    WakeUp,
+)
+
+#: Event types that concern one instance (they carry ``instance_id``).
+INSTANCE_EVENTS: tuple[type, ...] = (
+    MetricReported,
+    RevocationNotice,
+    HourElapsed,
+    CheckpointSaved,
+    SegmentEnded,
+    SegmentFailed,
+)

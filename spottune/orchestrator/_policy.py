@@ -1,0 +1,487 @@
+"""Algorithm 1 of SpotTune as a pure state machine: ``Orchestrator.handle(event) -> list[Action]``.
+
+No I/O, no clock (time comes only from events), no global RNG. The market chooser (the provisioner,
+Eq 1–2) and the final-metric predictor (EarlyCurve, Eq 4–7) are injected objects that compute and do
+no I/O. Every state change goes through :func:`spottune.orchestrator._state.next_state`, for events we
+receive and for actions we send, validating first and assigning after, so a rejected trigger leaves
+the trial unchanged.
+
+Decisions ([I], spec §1.6 and §1.14):
+- launch every trial at ``ExperimentStarted``; relaunch at once after a revocation checkpoint (the
+  revoked instance is left for the provider to terminate so its first hour stays refundable);
+- after one hour on an instance: checkpoint (HOP), terminate, re-provision; if a notice arrived
+  meanwhile, the instance is not terminated by us (refund);
+- phase 1 target ``ceil(θ·max_steps)``; barrier once every trial is paused or terminal (D12); rank by
+  the predictor's final value in loss scale (``mode="max"`` metrics become ``1 − value``, spec §1.2);
+  plateaued trials rank by their last observed value and are never continued; the top-k continue to
+  ``max_steps``; the rest are stopped; with θ = 1 the ranking uses the actual final values;
+- a failing trainable is retried up to ``max_failures`` times (Ray's meaning), then FAILED; other
+  trials go on. Preemptions never touch that budget.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, assert_never
+
+import numpy as np
+
+from earlycurve.errors import EarlyCurveError
+from provisioner.errors import NoMarketAvailable
+from spottune.errors import ConfigError, UnexpectedEvent
+from spottune.orchestrator._actions import (
+    Action,
+    Checkpoint,
+    ExperimentFinished,
+    Launch,
+    ScheduleWakeUp,
+    Stop,
+    StopReason,
+    Terminate,
+    TerminateReason,
+)
+from spottune.orchestrator._events import (
+    INSTANCE_EVENTS,
+    CheckpointReason,
+    CheckpointSaved,
+    EndReason,
+    Event,
+    ExperimentStarted,
+    HourElapsed,
+    LaunchFailed,
+    MetricReported,
+    RevocationNotice,
+    SegmentEnded,
+    SegmentFailed,
+    TrialLaunched,
+    WakeUp,
+)
+from spottune.orchestrator._state import Marker, TrialState, next_state
+
+
+class MarketChooser(Protocol):
+    """What the orchestrator needs from the provisioner (``provisioner.Provisioner`` satisfies it)."""
+
+    def choose(self, trial_id: str, now_s: float) -> Any:
+        """Market for the trial's next segment: an object with ``market``, ``max_price_usd_per_hour``
+        (and optionally ``explanation``). Raises ``provisioner.errors.NoMarketAvailable`` if none."""
+        ...
+
+    def record_segment(self, trial_id: str, instance_type: str, seconds: float, steps: int) -> None:
+        """Online update of the performance matrix T (Algorithm 1, line 36): seconds of training."""
+        ...
+
+
+class FinalMetricPredictor(Protocol):
+    """What the orchestrator needs from EarlyCurve: ``predict_final(...).value`` in loss scale."""
+
+    def predict_final(self, steps: np.ndarray, values: np.ndarray, max_steps: int) -> Any: ...
+
+
+class LastValuePredictor:
+    """Trivial baseline predictor: the final metric equals the last observed one ("no EarlyCurve")."""
+
+    def predict_final(self, steps: np.ndarray, values: np.ndarray, max_steps: int) -> Any:
+        return _Prediction(float(values[-1]))
+
+
+@dataclass(frozen=True, slots=True)
+class _Prediction:
+    value: float
+
+
+PlateauRule = Callable[[np.ndarray, np.ndarray, int], bool]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OrchestratorConfig:
+    """Table I parameters and the orchestrator's own knobs, checked at once.
+
+    Parameters
+    ----------
+    max_steps : int
+        ``S_max``, steps.
+    theta : float, default=0.7
+        Early-shutdown rate, 0 < theta <= 1 (1 disables the θ phase).
+    top_k : int, default=3
+    metric : str, default="loss"
+        Key of the metric in ``MetricReported.metrics``.
+    mode : {"min", "max"}, default="min"
+    max_failures : int, default=2
+        Retries of a failing trainable before FAILED (Ray's ``max_failures``).
+    launch_retry_s : float, default=60.0
+        Back-off after ``LaunchFailed`` or when no market is available, seconds.
+    """
+
+    max_steps: int
+    theta: float = 0.7
+    top_k: int = 3
+    metric: str = "loss"
+    mode: str = "min"
+    max_failures: int = 2
+    launch_retry_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.max_steps, int) and self.max_steps >= 1):
+            raise ConfigError(f"`max_steps` is {self.max_steps!r}, but must be an integer >= 1")
+        if not 0 < self.theta <= 1:
+            raise ConfigError(f"`theta` is {self.theta!r}, but must be 0 < theta <= 1")
+        if not (isinstance(self.top_k, int) and self.top_k >= 1):
+            raise ConfigError(f"`top_k` is {self.top_k!r}, but must be an integer >= 1")
+        if self.mode not in ("min", "max"):
+            raise ConfigError(f"`mode` is {self.mode!r}, but must be 'min' or 'max'")
+        if not (isinstance(self.max_failures, int) and self.max_failures >= 0):
+            raise ConfigError(f"`max_failures` is {self.max_failures!r}, but must be an integer >= 0")
+        if not self.launch_retry_s > 0:
+            raise ConfigError(f"`launch_retry_s` is {self.launch_retry_s!r}, but must be > 0")
+
+    @property
+    def theta_steps(self) -> int:
+        """Phase-1 target ``ceil(θ·S_max)`` (Algorithm 1, line 7), steps."""
+        return self.max_steps if self.theta >= 1 else min(self.max_steps, math.ceil(self.theta * self.max_steps))
+
+
+@dataclass(slots=True, kw_only=True)
+class TrialRecord:
+    """Everything the orchestrator knows about one trial (read it, never write it from outside).
+
+    Curve values are stored in loss scale (``1 − value`` for ``mode="max"``).
+    """
+
+    trial_id: str
+    state: TrialState = TrialState.PENDING
+    target_steps: int = 0
+    instance_id: str | None = None
+    market: Any = None
+    started_s: float = 0.0  #: training start of the current segment (TrialLaunched.time_s)
+    train_end_s: float | None = None  #: when the current checkpoint began
+    segment_start_step: int = 0
+    step: int = 0  #: latest reported step on the current timeline
+    checkpoint_step: int = 0  #: last good checkpoint (0: none, fresh start)
+    failures: int = 0
+    revocations: int = 0
+    hops: int = 0
+    lost_steps: int = 0
+    plateaued: bool = False
+    continued: bool = False  #: chosen for the top-k at the barrier
+    instance_ids: list[str] = field(default_factory=list)
+    markets_used: list[Any] = field(default_factory=list)
+    noticed: set[str] = field(default_factory=set)
+    steps: list[int] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    predicted_loss: float | None = None
+    prediction: Any = None
+
+    def last_loss(self) -> float | None:
+        return self.losses[-1] if self.losses else None
+
+
+class Orchestrator:
+    """SpotTune's Algorithm 1, sans-I/O: feed events to :meth:`handle`, carry out the returned actions.
+
+    Parameters
+    ----------
+    trial_ids : sequence of str
+        The HPT jobs (one per configuration), launched in this order.
+    config : OrchestratorConfig
+    chooser : MarketChooser
+        The provisioner (Eq 1–2).
+    predictor : FinalMetricPredictor, optional
+        EarlyCurve; default :class:`LastValuePredictor`.
+    plateau_rule : callable (steps, losses, max_steps) -> bool, optional
+        Spec §1.8.4 (e.g. ``earlycurve``'s ``is_plateau``); default: never plateau.
+
+    Examples
+    --------
+    >>> orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=10), chooser)  # doctest: +SKIP
+    >>> orch.handle(ExperimentStarted(time_s=0.0))  # doctest: +SKIP
+    [Launch(trial_id='t0', market=..., ...)]
+    """
+
+    def __init__(
+        self,
+        trial_ids: Sequence[str],
+        config: OrchestratorConfig,
+        chooser: MarketChooser,
+        predictor: FinalMetricPredictor | None = None,
+        plateau_rule: PlateauRule | None = None,
+    ):
+        if len(set(trial_ids)) != len(trial_ids) or not trial_ids:
+            raise ConfigError(f"trial ids must be unique and non-empty, got {list(trial_ids)!r}")
+        self.config = config
+        self.chooser = chooser
+        self.predictor = predictor if predictor is not None else LastValuePredictor()
+        self.plateau_rule = plateau_rule
+        self.trials: dict[str, TrialRecord] = {
+            t: TrialRecord(trial_id=t, target_steps=config.theta_steps) for t in trial_ids
+        }
+        self.started_s: float | None = None
+        self.finished_s: float | None = None
+        self.selection_done = config.theta >= 1  #: the θ barrier has been passed (or there is none)
+        self.selected: tuple[str, ...] = ()  #: the top-k chosen at the barrier
+        self.top_k: tuple[str, ...] = ()  #: the final answer, best first
+
+    # -- public -------------------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        """True once :class:`ExperimentFinished` has been emitted."""
+        return self.finished_s is not None
+
+    def counts(self) -> dict[TrialState, int]:
+        """Number of trials per state."""
+        out = {s: 0 for s in TrialState}
+        for tr in self.trials.values():
+            out[tr.state] += 1
+        return out
+
+    def to_user(self, loss: float | None) -> float | None:
+        """Loss scale back to the user's metric direction."""
+        if loss is None:
+            return None
+        return loss if self.config.mode == "min" else 1.0 - loss
+
+    def handle(self, event: Event) -> list[Action]:
+        """Process one event; return the actions the driver must carry out, in order.
+
+        Raises
+        ------
+        UnexpectedEvent
+            If the event is impossible for the trial's state (nothing changes).
+        """
+        if isinstance(event, ExperimentStarted):
+            if self.started_s is not None:
+                raise UnexpectedEvent("*", "started", "ExperimentStarted")
+            self.started_s = event.time_s
+            out: list[Action] = []
+            for tr in self.trials.values():
+                self._launch(tr, event.time_s, out)
+            return out
+        tr = self.trials.get(event.trial_id)
+        if tr is None or self.started_s is None:
+            raise UnexpectedEvent(event.trial_id, "unknown" if tr is None else str(tr.state), type(event).__name__)
+        marker = self._marker(tr, event)
+        new_state = next_state(tr.trial_id, tr.state, type(event), marker)  # validate first
+        if isinstance(event, MetricReported) and marker is None and self.config.metric not in event.metrics:
+            raise ConfigError(
+                f"trial {tr.trial_id}: step() returned no metric {self.config.metric!r} (got {sorted(event.metrics)})"
+            )
+        old_state, tr.state = tr.state, new_state  # then assign
+        out = []
+        if marker is Marker.PREVIOUS_INSTANCE:
+            return out
+        self._react(tr, event, old_state, out)
+        return out
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _marker(self, tr: TrialRecord, event: Event) -> object:
+        if isinstance(event, INSTANCE_EVENTS):
+            if event.instance_id != tr.instance_id:
+                if event.instance_id not in tr.instance_ids:
+                    raise UnexpectedEvent(tr.trial_id, str(tr.state), f"{type(event).__name__}(unknown instance {event.instance_id})")
+                return Marker.PREVIOUS_INSTANCE
+        match event:
+            case CheckpointSaved():
+                return event.reason
+            case SegmentEnded():
+                return event.reason
+            case SegmentFailed():
+                return Marker.RETRY if tr.failures + 1 <= self.config.max_failures else Marker.GIVE_UP
+        return None
+
+    def _act(self, tr: TrialRecord, action: Action, marker: object, out: list[Action]) -> None:
+        tr.state = next_state(tr.trial_id, tr.state, type(action), marker)  # raises InvalidAction
+        out.append(action)
+
+    def _react(self, tr: TrialRecord, event: Event, old_state: TrialState, out: list[Action]) -> None:
+        t = event.time_s
+        match event:
+            case TrialLaunched():
+                tr.instance_id = event.instance_id
+                tr.instance_ids.append(event.instance_id)
+                tr.market = event.market
+                if event.market not in tr.markets_used:
+                    tr.markets_used.append(event.market)
+                tr.started_s, tr.train_end_s = t, None
+                tr.segment_start_step = tr.step = tr.checkpoint_step
+            case LaunchFailed():
+                out.append(ScheduleWakeUp(trial_id=tr.trial_id, at_s=t + self.config.launch_retry_s))
+            case WakeUp():
+                if tr.state in (TrialState.PENDING, TrialState.PREEMPTED, TrialState.HOPPING) or (
+                    tr.state is TrialState.PAUSED_AT_THETA and tr.continued
+                ):
+                    self._launch(tr, t, out)
+            case MetricReported():
+                if old_state is TrialState.RUNNING:
+                    self._on_metric(tr, event, out)
+            case RevocationNotice():
+                tr.revocations += 1
+                tr.noticed.add(event.instance_id)
+                if old_state is TrialState.RUNNING:
+                    self._checkpoint(tr, t, CheckpointReason.REVOCATION, out)
+            case HourElapsed():
+                if old_state is TrialState.RUNNING:
+                    self._checkpoint(tr, t, CheckpointReason.HOP, out)
+            case CheckpointSaved():
+                self._on_saved(tr, event, out)
+            case SegmentEnded():
+                if event.instance_id not in tr.noticed:
+                    tr.revocations += 1  # interrupted without (or before) a notice
+                self._rollback(tr, event.steps_done, t)
+                self._launch(tr, t, out)
+            case SegmentFailed():
+                tr.failures += 1
+                instance = tr.instance_id
+                self._rollback(tr, tr.step, t)
+                if instance not in tr.noticed:
+                    self._act(tr, Terminate(trial_id=tr.trial_id, instance_id=instance, reason=TerminateReason.FAILURE),
+                              TerminateReason.FAILURE, out)
+                if tr.state is TrialState.PENDING:
+                    self._launch(tr, t, out)
+                else:
+                    self._progress(t, out)
+            case ExperimentStarted():  # handled in handle()
+                raise AssertionError("unreachable")
+            case _:
+                assert_never(event)
+
+    def _on_metric(self, tr: TrialRecord, event: MetricReported, out: list[Action]) -> None:
+        value = float(event.metrics[self.config.metric])
+        loss = value if self.config.mode == "min" else 1.0 - value
+        tr.step = event.step
+        if tr.steps and event.step <= tr.steps[-1]:  # replayed after a rollback: keep one point per step
+            cut = int(np.searchsorted(tr.steps, event.step))
+            del tr.steps[cut:], tr.losses[cut:]
+        tr.steps.append(event.step)
+        tr.losses.append(loss)
+        if event.step >= tr.target_steps:
+            reason = CheckpointReason.END if tr.target_steps >= self.config.max_steps else CheckpointReason.THETA
+            self._checkpoint(tr, event.time_s, reason, out)
+        elif self.plateau_rule is not None and self.plateau_rule(
+            np.asarray(tr.steps, dtype=float), np.asarray(tr.losses, dtype=float), self.config.max_steps
+        ):
+            self._checkpoint(tr, event.time_s, CheckpointReason.PLATEAU, out)
+
+    def _checkpoint(self, tr: TrialRecord, t: float, reason: CheckpointReason, out: list[Action]) -> None:
+        tr.train_end_s = t
+        self._act(tr, Checkpoint(trial_id=tr.trial_id, instance_id=tr.instance_id, reason=reason), reason, out)
+
+    def _record_segment(self, tr: TrialRecord, end_s: float, steps_done: int) -> None:
+        steps = steps_done - tr.segment_start_step
+        seconds = end_s - tr.started_s
+        if steps > 0 and seconds > 0 and tr.market is not None:
+            self.chooser.record_segment(tr.trial_id, tr.market.instance_type, seconds, steps)
+
+    def _detach(self, tr: TrialRecord) -> str:
+        instance, tr.instance_id = tr.instance_id, None
+        return instance
+
+    def _rollback(self, tr: TrialRecord, steps_done: int, t: float) -> None:
+        """The instance is gone before a checkpoint: resume from the last good one, count lost steps."""
+        self._record_segment(tr, tr.train_end_s if tr.train_end_s is not None else t, steps_done)
+        self._detach(tr)
+        tr.lost_steps += max(0, steps_done - tr.checkpoint_step)
+        tr.step = tr.checkpoint_step
+        cut = int(np.searchsorted(tr.steps, tr.checkpoint_step, side="right"))
+        del tr.steps[cut:], tr.losses[cut:]
+
+    def _on_saved(self, tr: TrialRecord, event: CheckpointSaved, out: list[Action]) -> None:
+        t = event.time_s
+        tr.checkpoint_step = tr.step = event.step
+        self._record_segment(tr, tr.train_end_s if tr.train_end_s is not None else t, event.step)
+        instance = self._detach(tr)
+        noticed = instance in tr.noticed  # the provider will end it: keep the first-hour refund
+        match event.reason:
+            case CheckpointReason.REVOCATION:
+                self._launch(tr, t, out)
+            case CheckpointReason.HOP:
+                tr.hops += 1
+                if not noticed:
+                    self._act(tr, Terminate(trial_id=tr.trial_id, instance_id=instance, reason=TerminateReason.HOP),
+                              TerminateReason.HOP, out)
+                self._launch(tr, t, out)
+            case CheckpointReason.THETA:
+                if not noticed:
+                    self._act(tr, Terminate(trial_id=tr.trial_id, instance_id=instance, reason=TerminateReason.THETA),
+                              TerminateReason.THETA, out)
+                self._progress(t, out)
+            case CheckpointReason.END | CheckpointReason.PLATEAU:
+                tr.plateaued = event.reason is CheckpointReason.PLATEAU
+                if not noticed:
+                    self._act(tr, Terminate(trial_id=tr.trial_id, instance_id=instance, reason=TerminateReason.END),
+                              TerminateReason.END, out)
+                self._progress(t, out)
+            case _:
+                assert_never(event.reason)
+
+    def _launch(self, tr: TrialRecord, t: float, out: list[Action]) -> None:
+        try:
+            choice = self.chooser.choose(tr.trial_id, t)
+        except NoMarketAvailable:
+            out.append(ScheduleWakeUp(trial_id=tr.trial_id, at_s=t + self.config.launch_retry_s))
+            return
+        launch = Launch(
+            trial_id=tr.trial_id,
+            market=choice.market,
+            max_price_usd_per_hour=float(choice.max_price_usd_per_hour),
+            resume_step=tr.checkpoint_step,
+            target_steps=tr.target_steps,
+            explanation=str(getattr(choice, "explanation", "")),
+        )
+        self._act(tr, launch, None, out)
+
+    # -- barrier and the end ------------------------------------------------------------------------
+    def _progress(self, t: float, out: list[Action]) -> None:
+        states = [tr.state for tr in self.trials.values()]
+        if not self.selection_done:
+            if all(s is TrialState.PAUSED_AT_THETA or s.is_terminal() for s in states):
+                self._select(t, out)
+            else:
+                return
+        if all(tr.state.is_terminal() for tr in self.trials.values()) and not self.done:
+            self._finish(t, out)
+
+    def _ranking_loss(self, tr: TrialRecord) -> float:
+        if tr.state is TrialState.PAUSED_AT_THETA:
+            steps = np.asarray(tr.steps, dtype=float)
+            losses = np.asarray(tr.losses, dtype=float)
+            try:
+                tr.prediction = self.predictor.predict_final(steps, losses, self.config.max_steps)
+                tr.predicted_loss = float(tr.prediction.value)
+            except (EarlyCurveError, ValueError, FloatingPointError):
+                tr.prediction, tr.predicted_loss = None, float(losses[-1])  # fall back: last observed
+            if not np.isfinite(tr.predicted_loss):
+                tr.predicted_loss = float(losses[-1])
+            return tr.predicted_loss
+        return float(tr.losses[-1])
+
+    def _select(self, t: float, out: list[Action]) -> None:
+        """Algorithm 1, lines 48–52: rank paused and plateau-finished trials, continue the top-k."""
+        self.selection_done = True
+        ranked = sorted(
+            ((self._ranking_loss(tr), tr.trial_id) for tr in self.trials.values()
+             if tr.losses and tr.state in (TrialState.PAUSED_AT_THETA, TrialState.FINISHED)),
+        )
+        self.selected = tuple(tid for _, tid in ranked[: self.config.top_k])
+        for tr in self.trials.values():
+            if tr.state is not TrialState.PAUSED_AT_THETA:
+                continue
+            if tr.trial_id in self.selected:
+                tr.continued, tr.target_steps = True, self.config.max_steps
+                self._launch(tr, t, out)
+            else:
+                self._act(tr, Stop(trial_id=tr.trial_id, reason=StopReason.NOT_TOP_K), StopReason.NOT_TOP_K, out)
+
+    def _finish(self, t: float, out: list[Action]) -> None:
+        """Algorithm 1, line 53: the best of the selected trials by final observed metric."""
+        pool = self.selected if self.config.theta < 1 else tuple(self.trials)
+        finals = sorted(
+            (self.trials[tid].losses[-1], tid) for tid in pool
+            if self.trials[tid].state is TrialState.FINISHED and self.trials[tid].losses
+        )
+        self.top_k = tuple(tid for _, tid in finals[: self.config.top_k])
+        self.finished_s = t
+        out.append(ExperimentFinished(
+            time_s=t, top_k=self.top_k, metrics={tid: self.to_user(loss) for loss, tid in finals[: self.config.top_k]},
+        ))

@@ -1,0 +1,84 @@
+"""Instance-speed and checkpoint-bandwidth models of the simulator (one place, documented).
+
+**Seconds per step** ([I], spec §1.4). A workload declares ``reference_seconds_per_step`` on a 2-vCPU
+general-purpose reference instance with 6.5 ECU (m4.large / r3.large class, ``spottune.trainable``).
+On another instance the simulator uses::
+
+    T_true(i) = T_ref · (c_ref / c_i) · A(n_ref) / A(n_i)
+    A(n) = 1 / ((1 − f) + f / n)                      # Amdahl speed-up on n vCPUs, f = 0.8
+    c = ECU / vCPUs                                   # per-core speed (c_ref = 3.25); c_i = c_ref if no ECU
+
+So doubling the vCPUs never halves the step time: 2 → 16 vCPUs gives A(16) / A(2) = 4 / 1.67 = 2.4× (not 8×), the
+"not in a linear manner" of the paper's Figure 6. The provisioner's prior ``κ / cores`` is linear, so
+it is optimistic about large instances until its online update (Algorithm 1, line 36) measures them.
+f = 0.8 is an assumption (typical for small-batch SGD on CPU threads), not a measurement.
+
+**Checkpoint bandwidth** (spec §1.9). Measured [T]: m4.4xlarge (16 cores) 134.22 MB/s, t2.micro
+(1 core) 62.83 MB/s; "checkpointing is a CPU-bound process", so [I] interpolate linearly in the
+number of vCPUs between those two points and clamp outside [1, 16]. Restore uses the same bandwidth.
+Sizes are MB (10**6 bytes) as in ``Trainable.checkpoint_size_mb``; the paper's MB are taken as the same
+unit (its own check, speed × 120 s / 1024 = max GB, reads them as binary, a 5 % difference we ignore).
+"""
+
+from __future__ import annotations
+
+import math
+
+REFERENCE_VCPUS = 2
+REFERENCE_ECU = 6.5
+PARALLEL_FRACTION = 0.8
+CKPT_POINTS = ((1.0, 62.83), (16.0, 134.22))  # (vCPUs, MB/s), spec §1.9 [T]
+
+
+def amdahl(vcpus: float, parallel_fraction: float = PARALLEL_FRACTION) -> float:
+    """Amdahl speed-up on ``vcpus`` cores relative to one core (dimensionless)."""
+    return 1.0 / ((1.0 - parallel_fraction) + parallel_fraction / float(vcpus))
+
+
+def seconds_per_step(reference_seconds_per_step: float, vcpus: int, ecu: float | None = None,
+                     parallel_fraction: float = PARALLEL_FRACTION) -> float:
+    """True seconds per step of a workload on an instance with ``vcpus`` vCPUs and ``ecu`` ECU.
+
+    Parameters
+    ----------
+    reference_seconds_per_step : float
+        Seconds per step on the reference instance (2 vCPUs, 6.5 ECU), > 0.
+    vcpus : int
+        vCPUs of the instance, >= 1.
+    ecu : float or None
+        EC2 Compute Units; None (burstable types) = the reference per-core speed.
+
+    Returns
+    -------
+    float
+        Seconds per step.
+
+    Examples
+    --------
+    >>> round(seconds_per_step(60.0, 2, 6.5), 6)
+    60.0
+    >>> round(seconds_per_step(60.0, 16, 52.0), 2)   # 8x the cores, 2.4x the speed
+    25.0
+    """
+    if not (reference_seconds_per_step > 0 and vcpus >= 1):
+        raise ValueError(f"need reference_seconds_per_step > 0 and vcpus >= 1, got {reference_seconds_per_step}, {vcpus}")
+    per_core_ref = REFERENCE_ECU / REFERENCE_VCPUS
+    per_core = per_core_ref if ecu is None or not math.isfinite(ecu) or ecu <= 0 else ecu / vcpus
+    return (reference_seconds_per_step * (per_core_ref / per_core)
+            * amdahl(REFERENCE_VCPUS, parallel_fraction) / amdahl(vcpus, parallel_fraction))
+
+
+def checkpoint_bandwidth_mb_per_s(vcpus: float) -> float:
+    """Checkpoint (and restore) bandwidth to object storage, MB/s, interpolated by vCPUs (spec §1.9).
+
+    >>> checkpoint_bandwidth_mb_per_s(1), checkpoint_bandwidth_mb_per_s(16), checkpoint_bandwidth_mb_per_s(64)
+    (62.83, 134.22, 134.22)
+    """
+    (c0, b0), (c1, b1) = CKPT_POINTS
+    c = min(max(float(vcpus), c0), c1)
+    return b0 + (b1 - b0) * (c - c0) / (c1 - c0)
+
+
+def transfer_seconds(size_mb: float, vcpus: float, overhead_s: float = 0.0) -> float:
+    """Seconds to write (or read) a checkpoint of ``size_mb`` MB: ``overhead_s + size / bandwidth``."""
+    return float(overhead_s) + float(size_mb) / checkpoint_bandwidth_mb_per_s(vcpus)

@@ -1,0 +1,110 @@
+"""Calibration of the modern hazard model from the real interruption traces (../shared/data/interruption_traces)."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import special
+
+from revpred.prices import Market
+from spottune.errors import ConfigError, MarketError
+from spottune.market import (
+    HazardCalibration,
+    WeibullLifetime,
+    calibrate_from_traces,
+    fit_weibull,
+    kaplan_meier_cdf,
+    split_hazard,
+)
+
+TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "interruption_traces"
+needs_traces = pytest.mark.skipif(not (TRACES / "skypilot" / "periods.csv.gz").exists(),
+                                  reason="shared interruption traces not present")
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    return calibrate_from_traces(TRACES)
+
+
+@needs_traces
+def test_frozen_default_equals_a_fresh_fit(fitted):
+    default = HazardCalibration.default()
+    assert set(default.lifetimes) == set(fitted.lifetimes)
+    for key, w in fitted.lifetimes.items():
+        d = default.lifetimes[key]
+        assert (d.shape, d.scale_s, d.p_le_1h_observed) == pytest.approx((w.shape, w.scale_s, w.p_le_1h_observed),
+                                                                         rel=1e-5)
+        assert (d.n_events, d.n_censored) == (w.n_events, w.n_censored)
+    assert default.correlated_share == pytest.approx(fitted.correlated_share, rel=1e-5)
+    assert (default.outage_log_mean, default.outage_log_sd) == pytest.approx(
+        (fitted.outage_log_mean, fitted.outage_log_sd), rel=1e-5)
+
+
+@needs_traces
+def test_numbers_agree_with_the_traces_readme(fitted):
+    p3 = fitted.lifetimes[("p3.2xlarge", "*")]
+    r5 = fitted.lifetimes[("r5.16xlarge", "*")]
+    # README §1.8: events 202 / 221; KM P(<= 1 h) 0.623 / 0.696; rough uncensored Weibull 0.63/1.35 h, 0.59/0.96 h
+    assert (p3.n_events, r5.n_events) == (202, 221)
+    assert p3.p_le_1h_observed == pytest.approx(0.623, abs=0.001)
+    assert r5.p_le_1h_observed == pytest.approx(0.696, abs=0.001)
+    assert 0.55 <= p3.shape <= 0.70 and 0.55 <= r5.shape <= 0.70  # decreasing hazard, k ~ 0.6-0.7
+    assert p3.scale_s / 3600 == pytest.approx(1.35, abs=0.15) and r5.scale_s / 3600 == pytest.approx(0.96, abs=0.15)
+    assert 0.5 <= p3.p_le_1h <= 0.8 and 0.5 <= r5.p_le_1h <= 0.8
+    # README §1.7 per zone (KM P(<= 1 h)): zone matters more than type
+    assert fitted.lifetimes[("p3.2xlarge", "us-east-1c")].p_le_1h_observed == pytest.approx(0.707, abs=0.001)
+    assert fitted.lifetimes[("r5.16xlarge", "us-east-1d")].p_le_1h_observed == pytest.approx(0.250, abs=0.001)
+    # correlation: 4-node traces, most losses come in bursts (README §1.5: all-or-none 0.92-0.96 of ticks)
+    assert 0.7 <= fitted.correlated_share <= 0.95
+    # outages: README down medians 0.12-0.48 h per zone
+    assert 0.1 * 3600 <= fitted.outage_median_s <= 0.5 * 3600
+
+
+def test_lookup_falls_back_from_type_and_zone_to_pooled():
+    cal = HazardCalibration.default()
+    assert cal.lifetime(Market("us-east-1c", "p3.2xlarge")) is cal.lifetimes[("p3.2xlarge", "us-east-1c")]
+    assert cal.lifetime(Market("us-east-1a", "p3.2xlarge")) is cal.lifetimes[("p3.2xlarge", "*")]
+    assert cal.lifetime(Market("us-east-1c", "r3.large")) is cal.lifetimes[("*", "us-east-1c")]
+    assert cal.lifetime(Market("eu-west-1a", "m4.large")) is cal.lifetimes[("*", "*")]
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.3, 0.8333, 1.0])
+def test_split_keeps_the_first_hour_revocation_probability(rho):
+    life = HazardCalibration.default().lifetimes[("p3.2xlarge", "*")]
+    s = split_hazard(life, rho)
+    own = math.exp(-((3600 / s.instance_scale_s) ** s.shape)) if math.isfinite(s.instance_scale_s) else 1.0
+    event = float(special.gammaincc(1 / s.shape, (3600 / s.event_scale_s) ** s.shape)) \
+        if math.isfinite(s.event_scale_s) else 1.0
+    assert 1 - own * event == pytest.approx(life.p_le_1h_target, abs=1e-12)
+    assert math.isinf(s.event_scale_s) == (rho == 0.0) and math.isinf(s.instance_scale_s) == (rho == 1.0)
+
+
+def test_fit_weibull_recovers_parameters_with_censoring():
+    rng = np.random.default_rng(0)
+    life = 5000.0 * rng.weibull(0.6, 4000)
+    cut = rng.uniform(0, 40_000, 4000)  # independent censoring
+    w = fit_weibull(np.minimum(life, cut), life > cut)
+    assert w.shape == pytest.approx(0.6, rel=0.05) and w.scale_s == pytest.approx(5000, rel=0.08)
+    assert w.p_le_1h_observed == pytest.approx(1 - math.exp(-(3600 / 5000) ** 0.6), abs=0.02)
+
+
+def test_kaplan_meier_by_hand():
+    # times 1, 2(censored), 3, 4: S(1) = 3/4, S(3) = 3/4 * (1 - 1/2) = 3/8
+    t, c = np.array([1.0, 2.0, 3.0, 4.0]), np.array([False, True, False, False])
+    assert kaplan_meier_cdf(t, c, 2.5) == pytest.approx(0.25)
+    assert kaplan_meier_cdf(t, c, 3.0) == pytest.approx(1 - 3 / 8)
+
+
+def test_bad_inputs():
+    with pytest.raises(ConfigError):
+        WeibullLifetime(shape=0.0, scale_s=1.0)
+    with pytest.raises(ConfigError, match="pooled"):
+        HazardCalibration(lifetimes={}, correlated_share=0.5, outage_log_mean=0.0, outage_log_sd=0.0)
+    with pytest.raises(ConfigError, match="correlated_share"):
+        split_hazard(WeibullLifetime(shape=0.6, scale_s=1.0), 1.5)
+    with pytest.raises(MarketError, match="not found"):
+        calibrate_from_traces("/nonexistent")
+    with pytest.raises(MarketError, match="events"):
+        fit_weibull(np.array([1.0, 2.0]), np.array([True, True]))

@@ -1,0 +1,286 @@
+"""Paper scenarios as event scripts (SpotTune Algorithm 1, spec §1.6): revocation, preemption vs failure,
+hourly hop, θ barrier with top-k, plateau, launch retry, determinism."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from provisioner.errors import NoMarketAvailable
+from revpred.prices import Market
+from spottune.errors import ConfigError
+from spottune.orchestrator import (
+    Checkpoint,
+    CheckpointReason,
+    CheckpointSaved,
+    EndReason,
+    ExperimentFinished,
+    ExperimentStarted,
+    HourElapsed,
+    Launch,
+    LaunchFailed,
+    MetricReported,
+    Orchestrator,
+    OrchestratorConfig,
+    RevocationNotice,
+    ScheduleWakeUp,
+    SegmentEnded,
+    SegmentFailed,
+    Stop,
+    Terminate,
+    TerminateReason,
+    TrialLaunched,
+    TrialState,
+    WakeUp,
+)
+
+A = Market("us-east-1a", "r3.large")
+
+
+@dataclass(frozen=True)
+class Choice:
+    market: Market
+    max_price_usd_per_hour: float
+    explanation: str = "test"
+
+
+class Chooser:
+    def __init__(self, fail=0):
+        self.fail = fail
+        self.segments = []
+
+    def choose(self, trial_id, now_s):
+        if self.fail:
+            self.fail -= 1
+            raise NoMarketAvailable("none")
+        return Choice(A, 0.05)
+
+    def record_segment(self, trial_id, instance_type, seconds, steps):
+        self.segments.append((trial_id, instance_type, seconds, steps))
+
+
+class Script:
+    """A hand-driven 'driver': feeds events with increasing time and keeps every action."""
+
+    def __init__(self, trials=("t0",), chooser=None, **cfg):
+        self.chooser = chooser or Chooser()
+        cfg.setdefault("max_steps", 10)
+        predictor = cfg.pop("predictor", None)
+        self.orch = Orchestrator(list(trials), OrchestratorConfig(**cfg), self.chooser, predictor=predictor)
+        self.t = 0.0
+        self.n = 0
+        self.log = []
+
+    def __call__(self, cls, dt=1.0, **kw):
+        self.t += dt
+        ev = cls(time_s=self.t, **kw)
+        acts = self.orch.handle(ev)
+        self.log.append((ev, acts))
+        return acts
+
+    def start(self):
+        self.t = 0.0
+        acts = self.orch.handle(ExperimentStarted(time_s=0.0))
+        self.log.append((None, acts))
+        return acts
+
+    def launched(self, trial="t0"):
+        self.n += 1
+        iid = f"i{self.n}"
+        self(TrialLaunched, trial_id=trial, instance_id=iid, market=A, started_s=self.t)
+        return iid
+
+    def steps(self, trial, iid, upto, f=lambda k: 1.0 / k, dt=10.0):
+        acts = []
+        for k in range(self.orch.trials[trial].step + 1, upto + 1):
+            acts = self(MetricReported, dt=dt, trial_id=trial, instance_id=iid, step=k, metrics={self.orch.config.metric: f(k)})
+        return acts
+
+    def state(self, trial="t0"):
+        return self.orch.trials[trial].state
+
+
+def test_revocation_checkpoints_then_relaunches_and_keeps_refund():
+    s = Script()
+    assert [type(a) for a in s.start()] == [Launch]
+    i1 = s.launched()
+    s.steps("t0", i1, 3)
+    acts = s(RevocationNotice, trial_id="t0", instance_id=i1, deadline_s=s.t + 121)
+    assert acts == [Checkpoint(trial_id="t0", instance_id=i1, reason=CheckpointReason.REVOCATION)]
+    assert s.state() is TrialState.CHECKPOINTING
+    acts = s(CheckpointSaved, trial_id="t0", instance_id=i1, reason=CheckpointReason.REVOCATION, step=3)
+    # relaunch at once; never Terminate a revoked instance ourselves (the provider's end is refunded)
+    assert [type(a) for a in acts] == [Launch] and acts[0].resume_step == 3
+    assert s.state() is TrialState.LAUNCHING
+    i2 = s.launched()
+    assert s(SegmentEnded, trial_id="t0", instance_id=i1, steps_done=3, reason=EndReason.PROVIDER) == []
+    assert s.state() is TrialState.RUNNING
+    tr = s.orch.trials["t0"]
+    assert (tr.revocations, tr.failures, tr.lost_steps, tr.instance_id) == (1, 0, 0, i2)
+    assert s.chooser.segments == [("t0", "r3.large", 31.0, 3)]  # launched at 1 s, notice at 32 s
+
+
+def test_preemption_before_checkpoint_rolls_back_and_counts_lost_steps_not_failures():
+    s = Script(max_failures=0)
+    s.start()
+    i1 = s.launched()
+    s.steps("t0", i1, 2)
+    s(HourElapsed, trial_id="t0", instance_id=i1)
+    s(CheckpointSaved, trial_id="t0", instance_id=i1, reason=CheckpointReason.HOP, step=2)
+    i2 = s.launched()
+    s.steps("t0", i2, 5)
+    s(RevocationNotice, trial_id="t0", instance_id=i2, deadline_s=s.t + 120)
+    # the checkpoint is too slow: the provider kills the instance first
+    acts = s(SegmentEnded, dt=120, trial_id="t0", instance_id=i2, steps_done=5, reason=EndReason.PROVIDER)
+    assert [type(a) for a in acts] == [Launch] and acts[0].resume_step == 2
+    tr = s.orch.trials["t0"]
+    assert (tr.lost_steps, tr.failures, tr.revocations, tr.step, tr.steps) == (3, 0, 1, 2, [1, 2])
+    # ... and a preemption with no notice at all
+    i3 = s.launched()
+    s.steps("t0", i3, 4)
+    acts = s(SegmentEnded, trial_id="t0", instance_id=i3, steps_done=4, reason=EndReason.PROVIDER)
+    assert [type(a) for a in acts] == [Launch]
+    assert (tr.lost_steps, tr.failures, tr.revocations) == (5, 0, 2)
+    # the failure budget (0) is intact: the first failure is the one that fails the trial
+    i4 = s.launched()
+    acts = s(SegmentFailed, trial_id="t0", instance_id=i4, error="boom")
+    assert s.state() is TrialState.FAILED
+    assert isinstance(acts[0], Terminate) and acts[0].reason is TerminateReason.FAILURE
+
+
+def test_hourly_hop_checkpoints_terminates_and_reprovisions():
+    s = Script()
+    s.start()
+    i1 = s.launched()
+    s.steps("t0", i1, 4)
+    acts = s(HourElapsed, trial_id="t0", instance_id=i1)
+    assert acts == [Checkpoint(trial_id="t0", instance_id=i1, reason=CheckpointReason.HOP)]
+    acts = s(CheckpointSaved, trial_id="t0", instance_id=i1, reason=CheckpointReason.HOP, step=4)
+    assert [type(a) for a in acts] == [Terminate, Launch]
+    assert acts[0].reason is TerminateReason.HOP and acts[1].resume_step == 4
+    assert s.orch.trials["t0"].hops == 1
+    # the user-terminated instance reports its end later: a no-op
+    assert s(SegmentEnded, trial_id="t0", instance_id=i1, steps_done=4, reason=EndReason.USER) == []
+
+
+def test_hop_checkpoint_overtaken_by_notice_leaves_termination_to_provider():
+    s = Script()
+    s.start()
+    i1 = s.launched()
+    s.steps("t0", i1, 2)
+    s(HourElapsed, trial_id="t0", instance_id=i1)
+    assert s(RevocationNotice, trial_id="t0", instance_id=i1, deadline_s=s.t + 120) == []
+    acts = s(CheckpointSaved, trial_id="t0", instance_id=i1, reason=CheckpointReason.HOP, step=2)
+    assert [type(a) for a in acts] == [Launch]
+
+
+def test_theta_pauses_every_trial_then_keeps_top_k():
+    losses = {"t0": 4.0, "t1": 1.0, "t2": 3.0, "t3": 2.0}
+    s = Script(trials=tuple(losses), max_steps=10, theta=0.5, top_k=2)
+    assert len(s.start()) == 4
+    inst = {t: s.launched(t) for t in losses}
+    for i, t in enumerate(losses):
+        acts = s.steps(t, inst[t], 5, f=lambda k, t=t: losses[t] + 1.0 / k)
+        assert acts == [Checkpoint(trial_id=t, instance_id=inst[t], reason=CheckpointReason.THETA)]
+        acts = s(CheckpointSaved, trial_id=t, instance_id=inst[t], reason=CheckpointReason.THETA, step=5)
+        if i < 3:
+            assert s.state(t) is TrialState.PAUSED_AT_THETA
+            assert [type(a) for a in acts] == [Terminate]  # barrier: nobody continues before all paused
+    # the last pause passes the barrier: top-2 (t1, t3) relaunch at step 5 towards max_steps, others stop
+    launches = {a.trial_id: a for a in acts if isinstance(a, Launch)}
+    stops = {a.trial_id for a in acts if isinstance(a, Stop)}
+    assert set(launches) == {"t1", "t3"} and stops == {"t0", "t2"}
+    assert all(a.resume_step == 5 and a.target_steps == 10 for a in launches.values())
+    assert s.state("t0") is TrialState.STOPPED_EARLY
+    for t in ("t3", "t1"):
+        iid = s.launched(t)
+        acts = s.steps(t, iid, 10, f=lambda k, t=t: losses[t] + 1.0 / k)
+        assert acts == [Checkpoint(trial_id=t, instance_id=iid, reason=CheckpointReason.END)]
+        acts = s(CheckpointSaved, trial_id=t, instance_id=iid, reason=CheckpointReason.END, step=10)
+    assert isinstance(acts[-1], ExperimentFinished)
+    assert acts[-1].top_k == ("t1", "t3") and s.orch.done
+    assert acts[-1].metrics["t1"] == pytest.approx(1.1)
+
+
+def test_plateau_finishes_early_is_ranked_but_not_continued():
+    flat = lambda st, v, m: len(v) >= 3 and abs(v[-1] - v[-3]) < 1e-9  # noqa: E731
+    s = Script(trials=("a", "b"), max_steps=10, theta=0.5, top_k=1)
+    s.orch.plateau_rule = flat
+    s.start()
+    ia, ib = s.launched("a"), s.launched("b")
+    acts = s.steps("a", ia, 3, f=lambda k: 0.5)
+    assert acts == [Checkpoint(trial_id="a", instance_id=ia, reason=CheckpointReason.PLATEAU)]
+    acts = s(CheckpointSaved, trial_id="a", instance_id=ia, reason=CheckpointReason.PLATEAU, step=3)
+    assert s.state("a") is TrialState.FINISHED and s.orch.trials["a"].plateaued
+    s.steps("b", ib, 5, f=lambda k: 1.0 + 1.0 / k)
+    acts = s(CheckpointSaved, trial_id="b", instance_id=ib, reason=CheckpointReason.THETA, step=5)
+    # a (0.5, plateaued) beats b (~1.2): nothing continues, the experiment ends at the barrier
+    assert [type(x) for x in acts] == [Terminate, Stop, ExperimentFinished]
+    assert acts[-1].top_k == ("a",)
+
+
+def test_mode_max_ranks_by_one_minus_accuracy_and_theta_one_uses_finals():
+    s = Script(trials=("a", "b"), max_steps=3, theta=1.0, top_k=1, metric="acc", mode="max")
+    s.start()
+    for t, acc in (("a", 0.6), ("b", 0.9)):
+        iid = s.launched(t)
+        acts = s.steps(t, iid, 3, f=lambda k, acc=acc: acc)
+        assert acts[0].reason is CheckpointReason.END
+        acts = s(CheckpointSaved, trial_id=t, instance_id=iid, reason=CheckpointReason.END, step=3)
+    assert acts[-1].top_k == ("b",) and acts[-1].metrics == {"b": pytest.approx(0.9)}
+
+
+def test_failures_retry_then_fail_without_stopping_others():
+    s = Script(trials=("bad", "good"), max_steps=4, theta=1.0, top_k=1, max_failures=1)
+    s.start()
+    ib, ig = s.launched("bad"), s.launched("good")
+    acts = s(SegmentFailed, trial_id="bad", instance_id=ib, error="ValueError")
+    assert [type(a) for a in acts] == [Terminate, Launch] and s.orch.trials["bad"].failures == 1
+    ib2 = s.launched("bad")
+    acts = s(SegmentFailed, trial_id="bad", instance_id=ib2, error="ValueError")
+    assert [type(a) for a in acts] == [Terminate] and s.state("bad") is TrialState.FAILED
+    s.steps("good", ig, 4)
+    acts = s(CheckpointSaved, trial_id="good", instance_id=ig, reason=CheckpointReason.END, step=4)
+    assert acts[-1] == ExperimentFinished(time_s=s.t, top_k=("good",), metrics={"good": 0.25})
+
+
+def test_launch_failure_and_no_market_back_off_with_a_timer():
+    s = Script(chooser=Chooser(fail=1), launch_retry_s=30.0)
+    assert s.start() == [ScheduleWakeUp(trial_id="t0", at_s=30.0)]
+    assert s.state() is TrialState.PENDING
+    acts = s(WakeUp, dt=30.0, trial_id="t0")
+    assert [type(a) for a in acts] == [Launch]
+    acts = s(LaunchFailed, trial_id="t0", error="capacity-not-available")
+    assert acts == [ScheduleWakeUp(trial_id="t0", at_s=s.t + 30.0)]
+    assert [type(a) for a in s(WakeUp, dt=30.0, trial_id="t0")] == [Launch]
+
+
+def test_missing_metric_is_a_config_error_and_changes_nothing():
+    s = Script()
+    s.start()
+    iid = s.launched()
+    with pytest.raises(ConfigError, match="no metric 'loss'"):
+        s(MetricReported, trial_id="t0", instance_id=iid, step=1, metrics={"acc": 1.0})
+    assert s.orch.trials["t0"].steps == []
+
+
+@pytest.mark.parametrize("bad", [dict(theta=0.0), dict(theta=1.5), dict(top_k=0), dict(mode="up"), dict(max_steps=0),
+                                 dict(max_failures=-1)])
+def test_config_is_checked_at_once(bad):
+    with pytest.raises(ConfigError):
+        OrchestratorConfig(**{"max_steps": 10, **bad})
+
+
+def test_same_script_same_actions():
+    def run():
+        s = Script(trials=("a", "b"), max_steps=6, theta=0.5, top_k=1)
+        s.start()
+        for t in ("a", "b"):
+            iid = s.launched(t)
+            s.steps(t, iid, 3, f=lambda k, t=t: (2.0 if t == "a" else 1.0) / k)
+            s(CheckpointSaved, trial_id=t, instance_id=iid, reason=CheckpointReason.THETA, step=3)
+        return s.log
+
+    assert run() == run()

@@ -1,0 +1,156 @@
+"""Step-function semantics of PriceSeries / PriceHistory: exact hand-computed values, then properties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from revpred.errors import PriceDataError
+from revpred.prices import Market, PriceHistory, PriceSeries, to_seconds, to_timestamp
+
+T0 = to_seconds("2017-04-26T00:00:00Z")
+M = Market("us-east-1a", "r4.large")
+
+
+@pytest.fixture
+def series() -> PriceSeries:
+    # 0.10 from T0, 0.30 from T0+600 s, 0.20 from T0+1800 s; history ends at T0+3600 s
+    return PriceSeries(M, [T0, T0 + 600, T0 + 1800], [0.10, 0.30, 0.20], end_s=T0 + 3600)
+
+
+def test_price_at_around_a_change(series: PriceSeries) -> None:
+    assert series.price_at(T0) == 0.10
+    assert series.price_at(T0 + 599.999) == 0.10  # just before the change
+    assert series.price_at(T0 + 600) == 0.30  # at the change: the new price is in force
+    assert series.price_at(T0 + 600.001) == 0.30
+    assert series.price_at(T0 + 3600) == 0.20  # the end of the history is still known
+    np.testing.assert_array_equal(series.price_at([T0, T0 + 1799, T0 + 1800]), [0.10, 0.30, 0.20])
+
+
+@pytest.mark.parametrize("t_s", [T0 - 0.001, T0 - 86400, T0 + 3600.001, np.nan])
+def test_price_outside_the_history_is_an_error(series: PriceSeries, t_s: float) -> None:
+    with pytest.raises(PriceDataError, match="is unknown; the history covers"):
+        series.price_at(t_s)
+
+
+def test_cost_and_mean_across_two_changes(series: PriceSeries) -> None:
+    # run T0+300 .. T0+2400: 300 s at 0.10, 1200 s at 0.30, 600 s at 0.20 (USD per hour)
+    usd_s_per_h = 300 * 0.10 + 1200 * 0.30 + 600 * 0.20  # = 510
+    assert series.cost_usd(T0 + 300, T0 + 2400) == pytest.approx(510 / 3600, rel=1e-12)
+    assert series.mean_price(T0 + 300, T0 + 2400) == pytest.approx(510 / 2100, rel=1e-12)
+    assert series.cost_usd(T0 + 600, T0 + 600) == 0.0
+    assert series.mean_price(T0 + 700, T0 + 700) == 0.30  # zero width: the price at that instant
+    np.testing.assert_allclose(series.cost_usd([T0, T0 + 600], [T0 + 600, T0 + 1800]), [60 / 3600, 360 / 3600])
+    with pytest.raises(PriceDataError, match="cannot end before it starts"):
+        series.cost_usd(T0 + 10, T0 + 5)
+    with pytest.raises(PriceDataError, match="is unknown"):
+        series.cost_usd(T0 - 1, T0 + 5)
+
+
+def test_next_above(series: PriceSeries) -> None:
+    assert series.next_above(T0, 0.25) == T0 + 600
+    assert series.next_above(T0, 0.15) == T0 + 600
+    assert series.next_above(T0 + 600, 0.25) == np.inf  # strictly after t; 0.20 at T0+1800 is not above
+    assert series.next_above(T0 + 600, 0.15) == T0 + 1800
+    assert series.next_above(T0, 0.30) == np.inf  # "exceeds" is strict
+    np.testing.assert_array_equal(series.next_above([T0, T0, T0 + 1000], [0.05, 0.5, 0.1]),
+                                  [T0 + 600, np.inf, T0 + 1800])
+
+
+def test_changes_between_counts_raw_changes() -> None:
+    s = PriceSeries(M, [0, 10, 20, 30], [1.0, 1.0, 2.0, 1.0], end_s=40)
+    assert s.n_changes == 2  # the repeated 1.0 at t=10 is a record but not a change
+    np.testing.assert_array_equal(s.changes_between([0, 0, 10, 20], [40, 19, 20, 20]), [2, 0, 1, 0])
+
+
+def test_minute_grid_ffill_vs_linear() -> None:
+    s = PriceSeries(M, [T0, T0 + 90, T0 + 210], [1.0, 2.0, 4.0], end_s=T0 + 300)
+    ffill = s.minute_grid()
+    linear = s.minute_grid(method="linear")
+    assert list(ffill.index) == [to_timestamp(T0 + 60 * k) for k in range(6)]
+    assert str(ffill.index.tz) == "UTC"
+    np.testing.assert_allclose(ffill.to_numpy(), [1, 1, 2, 2, 4, 4])
+    np.testing.assert_allclose(linear.to_numpy(), [1, 1 + 60 / 90, 2.5, 3.5, 4, 4])
+    with pytest.raises(PriceDataError, match="grid method 'cubic' is unknown"):
+        s.minute_grid(method="cubic")
+
+
+def _table(rows: list[tuple[str, str, str, float]]) -> pd.DataFrame:
+    return pd.DataFrame({
+        "timestamp": pd.to_datetime([r[0] for r in rows], utc=True),
+        "region": [r[1][:-1] for r in rows],
+        "availability_zone": [r[1] for r in rows],
+        "instance_type": [r[2] for r in rows],
+        "product_description": "Linux/UNIX",
+        "price": [r[3] for r in rows],
+    })
+
+
+def test_history_grid_marks_unknown_prices_as_nan() -> None:
+    h = PriceHistory(_table([
+        ("2017-04-26 00:00:00", "us-east-1a", "r4.large", 0.03),
+        ("2017-04-26 00:02:30", "us-east-1b", "r4.large", 0.05),
+        ("2017-04-26 00:04:00", "us-east-1a", "r4.large", 0.04),
+    ]))
+    assert len(h) == 2 and h.end_s == to_seconds("2017-04-26T00:04:00Z")
+    grid = h.minute_grid()
+    assert list(grid.columns) == ["us-east-1a/r4.large/Linux/UNIX", "us-east-1b/r4.large/Linux/UNIX"]
+    np.testing.assert_allclose(grid.iloc[:, 0], [0.03, 0.03, 0.03, 0.03, 0.04])
+    np.testing.assert_allclose(grid.iloc[:, 1], [np.nan, np.nan, np.nan, 0.05, 0.05])
+    assert h.price_at("us-east-1b/r4.large", to_seconds("2017-04-26T00:03:00Z")) == 0.05
+    with pytest.raises(PriceDataError, match="not in the price data"):
+        h["us-east-1c/r4.large"]
+    d = h.describe()
+    assert list(d["records"]) == [2, 1] and list(d["changes"]) == [1, 0]
+
+
+def test_history_rejects_two_prices_at_one_instant() -> None:
+    with pytest.raises(PriceDataError, match="two different prices"):
+        PriceHistory(_table([("2017-04-26 00:00:00", "us-east-1a", "r4.large", 0.03),
+                             ("2017-04-26 00:00:00", "us-east-1a", "r4.large", 0.04)]))
+
+
+# -- properties ---------------------------------------------------------------------------------------------
+@st.composite
+def series_and_queries(draw):
+    n = draw(st.integers(1, 40))
+    gaps = draw(st.lists(st.integers(1, 5000), min_size=n, max_size=n))
+    times = T0 + np.cumsum(gaps).astype(float)
+    prices = np.array(draw(st.lists(st.floats(0, 20, allow_nan=False, allow_subnormal=False), min_size=n, max_size=n)))
+    end = times[-1] + draw(st.integers(0, 5000))
+    q = draw(st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1), st.floats(0, 21)), min_size=1, max_size=20))
+    a = np.array([x for x, _, _ in q])
+    b = np.array([y for _, y, _ in q])
+    lo = times[0] + np.minimum(a, b) * (end - times[0])
+    hi = times[0] + np.maximum(a, b) * (end - times[0])
+    return PriceSeries(M, times, prices, end_s=end), lo, hi, np.array([z for _, _, z in q])
+
+
+@settings(max_examples=150, deadline=None)
+@given(series_and_queries())
+def test_cost_nonnegative_and_mean_within_range(case) -> None:
+    s, lo, hi, _ = case
+    cost = s.cost_usd(lo, hi)
+    assert np.all(cost >= 0)
+    mean = s.mean_price(lo, hi)
+    for m, a, b in zip(mean, lo, hi):
+        i0 = np.searchsorted(s.times_s, a, side="right") - 1
+        i1 = np.searchsorted(s.times_s, b, side="right") - 1
+        in_force = s.prices[i0:i1 + 1]
+        assert in_force.min() - 1e-9 <= m <= in_force.max() + 1e-9
+    np.testing.assert_allclose(cost, mean * (hi - lo) / 3600.0, rtol=1e-9, atol=1e-12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(series_and_queries())
+def test_next_above_and_price_at_match_brute_force(case) -> None:
+    s, lo, _, b = case
+    got = s.next_above(lo, b)
+    for t, bid, g in zip(lo, b, got):
+        later = [ti for ti, p in zip(s.times_s, s.prices) if ti > t and p > bid]
+        assert g == (later[0] if later else np.inf)
+    expected = [s.prices[[i for i, ti in enumerate(s.times_s) if ti <= t][-1]] for t in lo]
+    np.testing.assert_array_equal(s.price_at(lo), expected)
