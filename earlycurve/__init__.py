@@ -20,7 +20,7 @@ from earlycurve._mode import from_loss, to_loss
 from earlycurve._model import EarlyCurve
 from earlycurve._protocol import FinalMetricPredictor, Prediction
 from earlycurve._ranking import Ranking, rank_trials
-from earlycurve._stages import PlateauRule, Stage, StageRule, is_plateau, split_stages
+from earlycurve._stages import NOISY_STAGE_RULE, PlateauRule, Stage, StageRule, is_plateau, split_stages
 from earlycurve.errors import (
     CurveFitError,
     EarlyCurveError,
@@ -40,6 +40,7 @@ __all__ = [
     "CurveParams",
     "curve",
     "StageRule",
+    "NOISY_STAGE_RULE",
     "PlateauRule",
     "Stage",
     "split_stages",

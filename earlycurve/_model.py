@@ -83,6 +83,9 @@ class EarlyCurve(FinalMetricPredictor):
     fallback : {"shifted", "scaled", "last_value"}, default="shifted"
         [I] What to do when the last stage is too short: continue the previous stage's fit from the
         current level, additively (spec §1.8.3) or as a ratio, or use the last value right away.
+    fit_window : float, default=1.0
+        [I] Fraction of the stage's observations used by the fit, the most recent ones (at least
+        ``min_points``); ``g`` still counts from the stage's start. 1.0 is the spec (whole stage).
     loss : str, default="linear"
         Residual loss of ``least_squares`` (see :class:`earlycurve.CurveFitter`).
     interval : {"jacobian", "bootstrap", "none"}, default="jacobian"
@@ -132,6 +135,7 @@ class EarlyCurve(FinalMetricPredictor):
         plateau_window_steps: float | None = None,
         min_points: int = N_PARAMS,
         fallback: str = "shifted",
+        fit_window: float = 1.0,
         loss: str = "linear",
         interval: str = "jacobian",
         level: float = 0.9,
@@ -148,6 +152,7 @@ class EarlyCurve(FinalMetricPredictor):
         self.plateau_window_steps = plateau_window_steps
         self.min_points = min_points
         self.fallback = fallback
+        self.fit_window = fit_window
         self.loss = loss
         self.interval = interval
         self.level = level
@@ -160,6 +165,8 @@ class EarlyCurve(FinalMetricPredictor):
             raise InvalidCurveError(f"EarlyCurve.min_points is {min_points!r}, but must be an integer >= {N_PARAMS}")
         if fallback not in _FALLBACKS:
             raise InvalidCurveError(f"EarlyCurve.fallback is {fallback!r}, but must be one of {_FALLBACKS}")
+        if not 0 < fit_window <= 1:
+            raise InvalidCurveError(f"EarlyCurve.fit_window is {fit_window!r}, but must be 0 < fit_window <= 1")
         if not 0 < level < 1:
             raise InvalidCurveError(f"EarlyCurve.level is {level!r}, but must be 0 < level < 1")
         self._stage_rule = StageRule(alpha=alpha, beta=beta, window=window, aggregate=aggregate, direction=direction)
@@ -173,7 +180,7 @@ class EarlyCurve(FinalMetricPredictor):
         """Constructor arguments, as a dict (scikit-learn style)."""
         names = (
             "max_steps alpha beta window aggregate direction plateau_tol plateau_window_steps "
-            "min_points fallback loss interval level n_boot random_state"
+            "min_points fallback fit_window loss interval level n_boot random_state"
         ).split()
         return {name: getattr(self, name) for name in names}
 
@@ -246,9 +253,10 @@ class EarlyCurve(FinalMetricPredictor):
     # -- fitting ---------------------------------------------------------------------------------
 
     def _fit_stage(self, steps: np.ndarray, values: np.ndarray, stage: Stage) -> CurveFitter:
-        sl = slice(stage.start, stage.stop)
         if stage.n_points < self.min_points:
             raise TooFewPointsError(f"stage {stage.index} has {stage.n_points} points, fewer than {self.min_points}")
+        n_fit = max(self.min_points, int(np.ceil(self.fit_window * stage.n_points)))
+        sl = slice(stage.stop - min(n_fit, stage.n_points), stage.stop)
         return self._new_fitter().fit(steps[sl] - stage.start_step, values[sl])
 
     def _refit(self) -> None:

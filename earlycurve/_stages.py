@@ -23,7 +23,7 @@ import numpy as np
 
 from earlycurve.errors import InvalidCurveError
 
-__all__ = ["Stage", "StageRule", "PlateauRule", "split_stages", "is_plateau"]
+__all__ = ["Stage", "StageRule", "PlateauRule", "split_stages", "is_plateau", "relative_changes", "NOISY_STAGE_RULE"]
 
 _AGGREGATES = ("max", "mean")
 _DIRECTIONS = ("decrease", "both")
@@ -223,3 +223,11 @@ def is_plateau(steps: np.ndarray, values: np.ndarray, max_steps: float, rule: Pl
     if ref == 0:
         return bool(np.all(span == 0))
     return bool(np.max(span) / abs(ref) < rule.tol)
+
+
+#: [I] Eq 7 thresholds for coarse, noisy curves (few evaluations, each with sampling noise of
+#: several percent), where the paper's α = 0.5, β = 0.01 never fire: a drop of more than 15 % after
+#: five observations whose *mean* relative change is below 30 %. Chosen by grid search on a seeded
+#: calibration half of the cakelab cluster settings and checked on the other half
+#: (``earlycurve.evaluation.calibrate_stage_rule``; figures in ``docs/earlycurve.md``).
+NOISY_STAGE_RULE = {"alpha": 0.15, "beta": 0.3, "aggregate": "mean"}

@@ -223,7 +223,8 @@ def sample_times(series: PriceSeries, start_s: float, end_s: float, stride_min: 
     first = np.ceil(lo / 60.0) * 60.0
     if hi < first:
         return np.empty(0)
-    return np.arange(first, hi + 1e-9, 60.0 * stride_min)
+    step = 60.0 * stride_min
+    return first + step * np.arange(int(np.floor((hi - first) / step + 1e-9)) + 1)
 
 
 def class_weights(y: ArrayLike) -> tuple[float, float]:

@@ -82,10 +82,10 @@ class TributaryNet(nn.Module):
 
 @contextlib.contextmanager
 def _threads(n: int | None) -> Iterator[None]:
-    if n is None:
+    old = torch.get_num_threads()
+    if n is None or int(n) == old:
         yield
         return
-    old = torch.get_num_threads()
     torch.set_num_threads(int(n))
     try:
         yield
@@ -276,7 +276,7 @@ class RevPredClassifier(ClassifierMixin, BaseEstimator):
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
-                    total += float(loss) * idx.numel()
+                    total += float(loss.detach()) * idx.numel()
                 self.loss_curve_.append(total / n)
                 if val is not None:
                     module.eval()

@@ -8,8 +8,9 @@ One market, one window (``fit_market``):
 3. max prices: Algorithm 2 for RevPred and logistic regression, ``price + U[0.00001, 0.2]`` for the
    Tributary baseline (seeded per market);
 4. labels from the raw records (``revpred.labels.revocation_labels``);
-5. split [I]: the last ``validation_days`` (default 1, the paper's "last training day") validate; the
-   training rows end one hour before them so no training label covers the validation period;
+5. split [I]: the last ``validation_days`` (default 1, the paper's "last training day"; at most 1/8 of
+   the window) validate; the training rows end one hour before them so no training label covers the
+   validation period;
 6. a :class:`~revpred.features.FeatureScaler` per model, fitted on its training rows only; then the
    estimator; then (LSTMs) the Eq 3 calibrator.
 
@@ -58,7 +59,7 @@ class TrainConfig:
     calibration : str
         Eq 3 calibrator (D5).
     validation_days : float
-        Length of the validation slice at the end of the training window.
+        Length of the validation slice at the end of the training window (capped at 1/8 of the window).
     seed : int
         Base seed; each market derives its own from the seed and its name.
     n_threads : int or None
@@ -125,7 +126,8 @@ def training_data(series: PriceSeries, start_s: float, end_s: float, config: Tra
     b = {"alg2": alg2_max_prices(series, t, variations=config.variations, method=config.grid_method),
          "random": random_max_prices(series, t, rng)}
     y = {rule: revocation_labels(series, t, bb) for rule, bb in b.items()}
-    val_start = min(float(end_s), series.end_s) - HORIZON_S - config.validation_days * 86400.0
+    val_s = min(config.validation_days * 86400.0, 0.125 * (float(end_s) - float(start_s)))
+    val_start = min(float(end_s), series.end_s) - HORIZON_S - val_s
     val = t >= val_start
     train = t <= val_start - HORIZON_S
     if train.sum() < 10:

@@ -84,6 +84,10 @@ class Trainable(abc.ABC):
         The hyperparameter configuration; stored as ``self.config`` and passed to :meth:`setup`.
     seed : int, default 0
         Seed of ``self.rng``. Use :func:`trial_seed` to give trials independent streams.
+    max_steps : int, optional
+        The trial's step budget ``S_max``, for trainables whose schedule depends on it (e.g. the
+        learning-rate milestones of ``digits-mlp``); available in ``setup`` as ``self.max_steps``.
+        spottune does not stop at it by itself; the orchestrator does.
 
     Attributes
     ----------
@@ -125,9 +129,10 @@ class Trainable(abc.ABC):
     reference_seconds_per_step: ClassVar[float] = 10.0
     checkpoint_size_mb: ClassVar[float] = 1.0
 
-    def __init__(self, config: Mapping[str, Any] | None = None, *, seed: int = 0):
+    def __init__(self, config: Mapping[str, Any] | None = None, *, seed: int = 0, max_steps: int | None = None):
         self.config: dict[str, Any] = dict(config or {})
         self.seed = int(seed)
+        self.max_steps = max_steps
         self.rng = np.random.default_rng(self.seed)
         self.iteration = 0
         self.setup(self.config)

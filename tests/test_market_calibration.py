@@ -40,6 +40,9 @@ def test_frozen_default_equals_a_fresh_fit(fitted):
     assert default.correlated_share == pytest.approx(fitted.correlated_share, rel=1e-5)
     assert (default.outage_log_mean, default.outage_log_sd) == pytest.approx(
         (fitted.outage_log_mean, fitted.outage_log_sd), rel=1e-5)
+    assert default.type_outages.keys() == fitted.type_outages.keys() == {"p3.2xlarge", "r5.16xlarge"}
+    for it, v in fitted.type_outages.items():
+        assert default.type_outages[it] == pytest.approx(v, rel=1e-5)
 
 
 @needs_traces
@@ -58,8 +61,11 @@ def test_numbers_agree_with_the_traces_readme(fitted):
     assert fitted.lifetimes[("r5.16xlarge", "us-east-1d")].p_le_1h_observed == pytest.approx(0.250, abs=0.001)
     # correlation: 4-node traces, most losses come in bursts (README §1.5: all-or-none 0.92-0.96 of ticks)
     assert 0.7 <= fitted.correlated_share <= 0.95
-    # outages: README down medians 0.12-0.48 h per zone
+    # outages: README down medians 0.12-0.48 h per zone; 0.396 h (p3.2xlarge) and 0.151 h (r5.16xlarge) pooled
     assert 0.1 * 3600 <= fitted.outage_median_s <= 0.5 * 3600
+    p3_out = math.exp(fitted.outage(Market("us-east-1c", "p3.2xlarge"))[0])
+    r5_out = math.exp(fitted.outage(Market("us-east-1c", "r5.16xlarge"))[0])
+    assert r5_out < fitted.outage_median_s < p3_out
 
 
 def test_lookup_falls_back_from_type_and_zone_to_pooled():

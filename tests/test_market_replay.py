@@ -109,6 +109,10 @@ def test_real_2015_trace_vectorised_queries_match_naive_loops(history_2015):
     want = np.array([naive_next_above(h[m], ti, bi) for m, ti, bi in zip(ms, t, b)])
     np.testing.assert_array_equal(got.notice_s, want)
     assert got.fulfilled.all()
+    legacy = LegacyBidRevocation(h)  # the scalar path (chunked scan) agrees with the vectorised one
+    for i in range(60):
+        one = legacy.revocation(ms[i], t[i], instance_id="x", max_price_usd_per_hour=b[i])
+        assert (one.notice_s, one.termination_s, str(one.cause)) == (got.notice_s[i], got.termination_s[i], got.cause[i])
     # run cost: exact integral vs a per-second sum, on a few runs
     for m, ti in list(zip(ms, t))[:5]:
         d = 1800.0

@@ -129,7 +129,7 @@ def series_and_queries(draw):
     return PriceSeries(M, times, prices, end_s=end), lo, hi, np.array([z for _, _, z in q])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(series_and_queries())
 def test_cost_nonnegative_and_mean_within_range(case) -> None:
     s, lo, hi, _ = case
@@ -144,7 +144,7 @@ def test_cost_nonnegative_and_mean_within_range(case) -> None:
     np.testing.assert_allclose(cost, mean * (hi - lo) / 3600.0, rtol=1e-9, atol=1e-12)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(series_and_queries())
 def test_next_above_and_price_at_match_brute_force(case) -> None:
     s, lo, _, b = case
@@ -154,3 +154,14 @@ def test_next_above_and_price_at_match_brute_force(case) -> None:
         assert g == (later[0] if later else np.inf)
     expected = [s.prices[[i for i, ti in enumerate(s.times_s) if ti <= t][-1]] for t in lo]
     np.testing.assert_array_equal(s.price_at(lo), expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(series_and_queries())
+def test_minute_grids_match_the_step_function(case) -> None:
+    s, lo, _, _ = case
+    grid = s.minute_grid(start_s=float(lo[0]))
+    t = grid.index.asi8 / 1e9
+    np.testing.assert_array_equal(grid.to_numpy(), s.price_at(t) if t.size else [])
+    linear = s.minute_grid(start_s=float(lo[0]), method="linear").to_numpy()
+    assert np.all(linear >= s.prices.min() - 1e-12) and np.all(linear <= s.prices.max() + 1e-12)

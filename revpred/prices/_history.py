@@ -226,17 +226,39 @@ class PriceSeries:
         """
         lo = self.start_s if start_s is None else float(start_s)
         hi = self.end_s if end_s is None else float(end_s)
-        first = np.ceil(lo / 60.0) * 60.0
-        grid = np.arange(first, np.floor(hi / 60.0) * 60.0 + 1.0, 60.0)
+        grid = _minutes(lo, hi)
+        if grid.size:
+            self._index(grid[[0, -1]])  # bounds check: the grid is sorted
         if method == "ffill":
-            values = self.prices[self._index(grid)] if grid.size else np.empty(0)
+            values = self.prices[self._ffill_index(grid)]
         elif method == "linear":
-            self._index(grid)  # same bounds check
             values = np.interp(grid, self.times_s, self.prices)
         else:
             raise PriceDataError(f"grid method {method!r} is unknown; use 'ffill' or 'linear'")
-        index = pd.DatetimeIndex(pd.to_datetime(grid.astype("int64"), unit="s", utc=True), name="timestamp")
-        return pd.Series(values, index=index, name=str(self.market))
+        return pd.Series(values, index=_minute_index(grid), name=str(self.market))
+
+    def _ffill_index(self, grid: np.ndarray) -> np.ndarray:
+        """Index of the record in force at each time of a sorted grid (-1 before the first record).
+
+        Same answer as ``searchsorted(times_s, grid, side="right") - 1``, but it searches the (fewer)
+        record times in the (longer) grid and fills forward: ~5x faster for a minute grid.
+        """
+        pos = np.searchsorted(grid, self.times_s, side="left")  # first grid point at or after each record
+        last = np.ones(pos.size, dtype=bool)
+        last[:-1] = pos[1:] != pos[:-1]  # of several records before one grid point, the last one counts
+        marks = np.full(grid.size + 1, -1, dtype=np.int64)
+        marks[pos[last]] = np.flatnonzero(last)
+        return np.maximum.accumulate(marks[:-1])
+
+
+def _minutes(lo_s: float, hi_s: float) -> np.ndarray:
+    """Whole minutes in [lo, hi], seconds since the epoch (float, exact)."""
+    return np.arange(np.ceil(lo_s / 60.0) * 60.0, np.floor(hi_s / 60.0) * 60.0 + 1.0, 60.0)
+
+
+def _minute_index(grid_s: np.ndarray) -> pd.DatetimeIndex:
+    ns = (grid_s.astype(np.int64) * 1_000_000_000).view("datetime64[ns]")
+    return pd.DatetimeIndex(ns, name="timestamp").tz_localize("UTC")
 
 
 class PriceHistory:
@@ -267,18 +289,31 @@ class PriceHistory:
         times = ts.dt.tz_convert("UTC").astype("datetime64[ns, UTC]").array.asi8 / 1e9
         self.end_s = float(times.max()) if end is None else to_seconds(end)
         self._series: dict[Market, PriceSeries] = {}
-        keys = ["availability_zone", "instance_type", "product_description"]
-        frame = pd.DataFrame({"t": times, "price": table["price"].to_numpy(dtype=float)})
-        for col in keys:
-            frame[col] = table[col].to_numpy()
-        frame = frame.sort_values(keys + ["t"], kind="stable")
-        for (az, it, pd_), g in frame.groupby(keys, sort=True):
-            market = Market(str(az), str(it), str(pd_))
-            t = g["t"].to_numpy()
-            if np.any(np.diff(t) == 0):
-                at = to_timestamp(t[np.flatnonzero(np.diff(t) == 0)[0]])
-                raise PriceDataError(f"market {market}: two different prices at {at}")
-            self._series[market] = PriceSeries(market, t, g["price"].to_numpy(), self.end_s)
+        # group by market with integer codes and one sort (a pandas groupby loop is ~10x slower on 4,700 markets)
+        codes, uniques = [], []
+        for col in ("availability_zone", "instance_type", "product_description"):
+            c, u = pd.factorize(table[col], sort=True)
+            if (c < 0).any():
+                raise PriceDataError(f"price table has a missing {col} in row {int(np.flatnonzero(c < 0)[0])}")
+            codes.append(c)
+            uniques.append(np.asarray(u, dtype=object))
+        price = table["price"].to_numpy(dtype=float)
+        order = np.lexsort((times, codes[2], codes[1], codes[0]))
+        key = [c[order] for c in codes]
+        t_sorted, p_sorted = times[order], price[order]
+        new_market = np.ones(order.size, dtype=bool)
+        new_market[1:] = (key[0][1:] != key[0][:-1]) | (key[1][1:] != key[1][:-1]) | (key[2][1:] != key[2][:-1])
+        bounds = np.append(np.flatnonzero(new_market), order.size)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            market = Market(str(uniques[0][key[0][lo]]), str(uniques[1][key[1][lo]]), str(uniques[2][key[2][lo]]))
+            t = t_sorted[lo:hi]
+            same = np.flatnonzero(np.diff(t) == 0)
+            if same.size:
+                j = lo + same[0]
+                what = "two different prices" if p_sorted[j] != p_sorted[j + 1] else "a duplicate record"
+                raise PriceDataError(f"market {market}: {what} at {to_timestamp(t[same[0]])} "
+                                     "(read the table with read_prices, which drops exact duplicates)")
+            self._series[market] = PriceSeries(market, t, p_sorted[lo:hi], self.end_s)
 
     @property
     def markets(self) -> list[Market]:
@@ -341,16 +376,16 @@ class PriceHistory:
         hi = self.end_s if end_s is None else float(end_s)
         if hi > self.end_s:
             raise PriceDataError(f"grid end {to_timestamp(hi)} is after the end of the history {to_timestamp(self.end_s)}")
-        grid = np.arange(np.ceil(lo / 60.0) * 60.0, np.floor(hi / 60.0) * 60.0 + 1.0, 60.0)
+        grid = _minutes(lo, hi)
         values = np.full((grid.size, len(chosen)), np.nan)
         for j, s in enumerate(chosen):
-            known = grid >= s.start_s
             if method == "ffill":
-                values[known, j] = s.prices[np.searchsorted(s.times_s, grid[known], side="right") - 1]
+                idx = s._ffill_index(grid)
+                values[:, j] = np.where(idx >= 0, s.prices[np.maximum(idx, 0)], np.nan)
             else:
+                known = grid >= s.start_s
                 values[known, j] = np.interp(grid[known], s.times_s, s.prices)
-        index = pd.DatetimeIndex(pd.to_datetime(grid.astype("int64"), unit="s", utc=True), name="timestamp")
-        return pd.DataFrame(values, index=index, columns=[str(s.market) for s in chosen])
+        return pd.DataFrame(values, index=_minute_index(grid), columns=[str(s.market) for s in chosen])
 
     def describe(self) -> pd.DataFrame:
         """One row per market: time range, record and change counts, min/median/max price.

@@ -420,7 +420,8 @@ def _parse_times(path: Path, raw: _Raw, s: pd.Series) -> tuple[np.ndarray, int]:
     """Int64 nanoseconds since the epoch (UTC) and the number of timestamps without an offset."""
     try:
         t = pd.to_datetime(s, format=_FAST_TIME_FORMAT, utc=True)
-        return t.to_numpy(dtype="datetime64[ns]").view("int64"), 0
+        if not t.isna().any():  # "" parses as NaT here
+            return t.to_numpy(dtype="datetime64[ns]").view("int64"), 0
     except (ValueError, TypeError, OverflowError):
         pass
     values = s.to_numpy(dtype=object)

@@ -36,9 +36,11 @@ def _project_errors() -> tuple[type[BaseException], ...]:
 
 
 def _register() -> None:
-    from spottune.cli import _prices
+    from spottune.cli import _prices, _run
 
     cli.add_command(_prices.prices)
+    cli.add_command(_run.run)
+    cli.add_command(_run.report)
 
 
 _register()

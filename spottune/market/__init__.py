@@ -13,15 +13,8 @@ Design decisions: ``docs/design.md``, section "Market replay".
 """
 
 from spottune.market._billing import FREE_WINDOW_S, Billing, Charge
-from spottune.market._calibration import (
-    HazardCalibration,
-    HazardSplit,
-    WeibullLifetime,
-    calibrate_from_traces,
-    fit_weibull,
-    kaplan_meier_cdf,
-    split_hazard,
-)
+from spottune.market._calibration import HazardCalibration, HazardSplit, WeibullLifetime, split_hazard
+from spottune.market._fitting import calibrate_from_traces, co_interruption_share, fit_weibull, kaplan_meier_cdf
 from spottune.market._ledger import (
     LEDGER_COLUMNS,
     EndedBy,
@@ -60,6 +53,7 @@ __all__ = [
     "RunRequest",
     "WeibullLifetime",
     "calibrate_from_traces",
+    "co_interruption_share",
     "fit_weibull",
     "kaplan_meier_cdf",
     "keyed_rng",

@@ -16,7 +16,8 @@ only, cite the paper). Three things are estimated:
    that share of the first-hour hazard to market-wide capacity-loss events (spec §2: correlated
    failures; README §1.5 "Multi-node correlation").
 3. **Outages**: a lognormal for how long a market stays without capacity after a capacity loss, fitted
-   to the interior "down" periods of the same traces (time until a replacement was running).
+   to the interior "down" periods of the same traces (time until a replacement was running), per
+   instance type (>= 10 periods) and pooled.
 
 The numbers from the bundled traces are frozen in :meth:`HazardCalibration.default` and recorded in
 ``docs/design.md`` ("Market replay"); a test checks them against :func:`calibrate_from_traces`.
@@ -24,19 +25,14 @@ The numbers from the bundled traces are frozen in :meth:`HazardCalibration.defau
 
 from __future__ import annotations
 
-import glob
-import gzip
-import json
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from os import PathLike
 
 import numpy as np
 import pandas as pd
 from revpred.prices import Market
-from spottune.errors import ConfigError, MarketError
+from spottune.errors import ConfigError
 
 ANY = "*"
 HOUR_S = 3600.0
@@ -175,7 +171,11 @@ class HazardCalibration:
     correlated_share : float
         rho in [0, 1]: share of the first-hour hazard due to market-wide capacity-loss events.
     outage_log_mean, outage_log_sd : float
-        Lognormal (of seconds) of how long a market has no capacity after a capacity-loss event.
+        Lognormal (mean and sd of log-seconds) of how long a market has no capacity after a
+        capacity-loss event; the fallback for types not in ``type_outages``.
+    type_outages : mapping of instance_type -> (log_mean, log_sd)
+        The same per instance type (outages differ by type: README §1.8, down median 0.40 h for
+        p3.2xlarge, 0.15 h for r5.16xlarge).
     source : str
         Where the numbers came from.
     """
@@ -184,16 +184,18 @@ class HazardCalibration:
     correlated_share: float
     outage_log_mean: float
     outage_log_sd: float
+    type_outages: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     source: str = ""
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if (ANY, ANY) not in self.lifetimes:
             raise ConfigError("a hazard calibration needs a pooled ('*', '*') lifetime as the fallback")
         if not 0.0 <= self.correlated_share <= 1.0:
             raise ConfigError(f"correlated_share is {self.correlated_share}, but must be in [0, 1]")
-        if not (self.outage_log_sd >= 0 and math.isfinite(self.outage_log_mean)):
-            raise ConfigError(f"outage lognormal ({self.outage_log_mean}, {self.outage_log_sd}) is invalid")
+        for name, (mu, sd) in {ANY: (self.outage_log_mean, self.outage_log_sd), **self.type_outages}.items():
+            if not (sd >= 0 and math.isfinite(mu)):
+                raise ConfigError(f"outage lognormal ({mu}, {sd}) for {name!r} is invalid: need a finite mean, sd >= 0")
 
     def lifetime(self, market: Market) -> WeibullLifetime:
         """The lifetime for a market: (type, zone), else (type, *), else (*, zone), else (*, *)."""
@@ -211,9 +213,13 @@ class HazardCalibration:
             self._cache[key] = split_hazard(life, self.correlated_share)
         return self._cache[key]
 
+    def outage(self, market: Market) -> tuple[float, float]:
+        """(log_mean, log_sd) of the outage lognormal for the market's instance type (else the pooled one)."""
+        return self.type_outages.get(market.instance_type, (self.outage_log_mean, self.outage_log_sd))
+
     @property
     def outage_median_s(self) -> float:
-        """Median outage after a capacity-loss event, seconds."""
+        """Median outage after a capacity-loss event, pooled over types, seconds."""
         return math.exp(self.outage_log_mean)
 
     def table(self) -> pd.DataFrame:
@@ -235,174 +241,7 @@ class HazardCalibration:
         return cls(lifetimes={k: WeibullLifetime(shape=v[0], scale_s=v[1], n_events=v[2], n_censored=v[3],
                                                  p_le_1h_observed=v[4]) for k, v in _DEFAULT_LIFETIMES.items()},
                    correlated_share=_DEFAULT_CORRELATED_SHARE, outage_log_mean=_DEFAULT_OUTAGE[0],
-                   outage_log_sd=_DEFAULT_OUTAGE[1], source=_DEFAULT_SOURCE)
-
-
-# -- fitting --------------------------------------------------------------------------------------------
-
-def fit_weibull(durations_s: np.ndarray, censored: np.ndarray, shape: float | None = None) -> WeibullLifetime:
-    """Maximum-likelihood Weibull with right-censoring.
-
-    Parameters
-    ----------
-    durations_s : ndarray of shape (n,)
-        Lifetimes in seconds (> 0).
-    censored : ndarray of bool, shape (n,)
-        True where the lifetime is only a lower bound.
-    shape : float, optional
-        Hold k fixed and fit the scale only (closed form ``scale^k = sum(t^k) / n_events``).
-
-    Returns
-    -------
-    WeibullLifetime
-    """
-    from scipy import optimize  # lazy: keeps `import spottune.market` light
-
-    t = np.asarray(durations_s, dtype=float)
-    c = np.asarray(censored, dtype=bool)
-    d = int(np.count_nonzero(~c))
-    if d == 0 or np.any(t <= 0):
-        raise MarketError(f"cannot fit a Weibull to {t.size} lifetimes with {d} events (need >= 1 event, all > 0)")
-    log_t = np.log(t)
-    sum_log_events = float(log_t[~c].sum())
-    scale_of = lambda k: (np.sum(t ** k) / d) ** (1.0 / k)  # noqa: E731
-
-    if shape is None:
-        def neg_profile(log_k: float) -> float:
-            k = math.exp(log_k)
-            return -(d * math.log(k) - d * k * math.log(scale_of(k)) + (k - 1.0) * sum_log_events - d)
-
-        res = optimize.minimize_scalar(neg_profile, bounds=(math.log(0.05), math.log(5.0)), method="bounded",
-                                       options={"xatol": 1e-10})
-        shape = math.exp(res.x)
-    return WeibullLifetime(shape=float(shape), scale_s=float(scale_of(shape)), n_events=d,
-                           n_censored=int(c.size - d), p_le_1h_observed=kaplan_meier_cdf(t, c, HOUR_S))
-
-
-def kaplan_meier_cdf(durations_s: np.ndarray, censored: np.ndarray, at_s: float) -> float:
-    """Kaplan–Meier estimate of P(T <= at_s) from right-censored durations (seconds)."""
-    t = np.asarray(durations_s, dtype=float)
-    c = np.asarray(censored, dtype=bool)
-    surv = 1.0
-    for time in np.unique(t[~c]):
-        if time > at_s:
-            break
-        at_risk = np.count_nonzero(t >= time)
-        deaths = np.count_nonzero((t == time) & ~c)
-        surv *= 1.0 - deaths / at_risk
-    return float(1.0 - surv)
-
-
-def co_interruption_share(counts: np.ndarray, window_ticks: int) -> tuple[int, int]:
-    """Instance losses in one multi-node trace, and how many had another loss within ``window_ticks``.
-
-    Parameters
-    ----------
-    counts : ndarray of int, shape (n_ticks,)
-        Instances up at each tick (SkyPilot ``data``).
-    window_ticks : int
-        A loss is co-interrupted if another loss happened at most this many ticks away (a drop of
-        two or more at one tick counts for all of its losses).
-
-    Returns
-    -------
-    (losses, co_interrupted) : tuple of int
-    """
-    drop = -np.diff(np.asarray(counts, dtype=np.int64))
-    ticks = np.flatnonzero(drop > 0)
-    sizes = drop[ticks]
-    co = 0
-    for tick, size in zip(ticks, sizes):
-        near = sizes[np.abs(ticks - tick) <= window_ticks].sum() - size
-        co += size if size >= 2 else int(near > 0)
-    return int(sizes.sum()), int(co)
-
-
-def calibrate_from_traces(path: str | PathLike[str], *, family: str = "preemption", nodes: int = 1,
-                          cloud: str = "aws", co_window_s: float = 300.0) -> HazardCalibration:
-    """Fit :class:`HazardCalibration` from the SkyPilot interruption traces.
-
-    Parameters
-    ----------
-    path : path-like
-        The ``interruption_traces`` folder (or its ``skypilot`` subfolder), holding
-        ``skypilot/periods.csv.gz``, ``skypilot/summary_per_trace.csv`` and
-        ``skypilot/preemption/4-node/*/*.json.gz`` (see that folder's README, §1.6 for definitions).
-    family : {"preemption", "availability"}, default "preemption"
-        Which traces give lifetimes. ``preemption`` = real preemptions of running instances (README §3
-        recommends it); ``availability`` = capacity-loss runs of launch probes (longer, more zones).
-    nodes : int, default 1
-        Trace cluster size; for N > 1 a lifetime is "time until the cluster is no longer full".
-    cloud : str, default "aws"
-    co_window_s : float, default 300
-        Window for :func:`co_interruption_share` on the 4-node preemption traces (one 300 s tick).
-
-    Returns
-    -------
-    HazardCalibration
-
-    Raises
-    ------
-    MarketError
-        If the files are missing or no trace matches.
-    """
-    root = os.fspath(path)
-    if os.path.isdir(os.path.join(root, "skypilot")):
-        root = os.path.join(root, "skypilot")
-    periods_path = os.path.join(root, "periods.csv.gz")
-    summary_path = os.path.join(root, "summary_per_trace.csv")
-    for p in (periods_path, summary_path):
-        if not os.path.exists(p):
-            raise MarketError(f"interruption traces not found: {p} is missing")
-    periods = pd.read_csv(periods_path)
-    summary = pd.read_csv(summary_path, usecols=["trace", "instance_type"])
-    periods = periods.merge(summary, on="trace", how="left")
-    sel = periods[(periods["family"] == family) & (periods["nodes"] == nodes) & (periods["cloud"] == cloud)]
-    up = sel[(sel["state"] == "up") & (sel["censored"].fillna("") != "left")]
-    if up.empty:
-        raise MarketError(f"no {cloud} {family} {nodes}-node up periods in {periods_path}")
-    t = up["seconds"].to_numpy(dtype=float)
-    cens = (up["censored"].fillna("") == "right").to_numpy()
-    types = up["instance_type"].astype(str).to_numpy()
-    zones = up["zone"].astype(str).to_numpy()
-
-    lifetimes: dict[tuple[str, str], WeibullLifetime] = {}
-    pooled = fit_weibull(t, cens)
-    lifetimes[(ANY, ANY)] = pooled
-    for zone in np.unique(zones):
-        m = zones == zone
-        if np.any(~cens[m]):
-            lifetimes[(ANY, str(zone))] = fit_weibull(t[m], cens[m], shape=pooled.shape)
-    for it in np.unique(types):
-        m = types == it
-        fit = fit_weibull(t[m], cens[m])
-        lifetimes[(str(it), ANY)] = fit
-        for zone in np.unique(zones[m]):
-            mz = m & (zones == zone)
-            if np.any(~cens[mz]):
-                lifetimes[(str(it), str(zone))] = fit_weibull(t[mz], cens[mz], shape=fit.shape)
-
-    losses = co = 0
-    multi = sorted(glob.glob(os.path.join(root, "preemption", "4-node", "*", "*.json.gz")))
-    for f in multi:
-        with gzip.open(f, "rt") as fh:
-            doc = json.load(fh)
-        gap = float(doc["metadata"]["gap_seconds"])
-        n, k = co_interruption_share(np.asarray(doc["data"]), int(round(co_window_s / gap)))
-        losses, co = losses + n, co + k
-    if losses == 0:
-        raise MarketError(f"no multi-node preemption traces under {root}/preemption/4-node to estimate correlation")
-
-    down = sel[(sel["state"] == "down") & sel["censored"].isna() & (sel["start_tick"] > 0)]
-    log_down = np.log(down["seconds"].to_numpy(dtype=float))
-    if log_down.size < 2:
-        raise MarketError(f"too few interior down periods ({log_down.size}) to fit outages")
-    return HazardCalibration(
-        lifetimes=lifetimes, correlated_share=co / losses, outage_log_mean=float(log_down.mean()),
-        outage_log_sd=float(log_down.std(ddof=1)),
-        source=(f"{periods_path}: {cloud} {family} {nodes}-node up periods; correlation: {len(multi)} 4-node "
-                f"preemption traces, {co}/{losses} losses within {co_window_s:g} s of another"),
-    )
+                   outage_log_sd=_DEFAULT_OUTAGE[1], type_outages=dict(_DEFAULT_TYPE_OUTAGES), source=_DEFAULT_SOURCE)
 
 
 # Frozen output of calibrate_from_traces("../shared/data/interruption_traces") with the defaults.
@@ -427,6 +266,7 @@ _DEFAULT_LIFETIMES: dict[tuple[str, str], tuple[float, float, int, int, float]] 
 }
 _DEFAULT_CORRELATED_SHARE = 0.833333  # 500 of 600 losses
 _DEFAULT_OUTAGE = (6.85937, 1.38847)  # log-seconds; median 953 s
+_DEFAULT_TYPE_OUTAGES = {"p3.2xlarge": (7.30827, 1.46913), "r5.16xlarge": (6.45313, 1.17438)}  # medians 1493 s, 635 s
 _DEFAULT_SOURCE = ("SkyPilot spot-traces (Wu et al., NSDI 2024): AWS preemption 1-node up periods "
                    "(p3.2xlarge, r5.16xlarge; Apr 2023); correlation: 4-node preemption traces, "
                    "500/600 losses within 300 s of another")

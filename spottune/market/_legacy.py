@@ -19,6 +19,7 @@ With ``notice_lead_s=0`` both choices coincide: notice and termination at t_r.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -74,12 +75,35 @@ class LegacyBidRevocation(RevocationModel):
 
     def revocation(self, market: Market, launch_s: float, *, instance_id: str,
                    max_price_usd_per_hour: float | None = None) -> Revocation:
-        """See :meth:`RevocationModel.revocation`; ``max_price_usd_per_hour`` is required here."""
+        """See :meth:`RevocationModel.revocation`; ``max_price_usd_per_hour`` is required here.
+
+        One launch: a chunked forward scan from the launch (a few µs when the crossing is near) gives
+        the same answer as the range-maximum search of :meth:`batch`.
+        """
         if max_price_usd_per_hour is None:
             raise MarketError(f"market {market}: the legacy (2017) rule needs a max price for launch {instance_id!r}")
-        b = self.batch(market, [launch_s], [max_price_usd_per_hour])
-        return Revocation(market=market, instance_id=instance_id, launch_s=float(launch_s), cause=Cause(b.cause[0]),
-                          notice_s=float(b.notice_s[0]), termination_s=float(b.termination_s[0]))
+        series = series_of(self.history, market)
+        t, b = float(launch_s), float(max_price_usd_per_hour)
+        try:
+            price = series.price_at(t)
+        except PriceDataError as err:
+            raise MarketError(str(err)) from err
+        if not price <= b:
+            return Revocation(market=market, instance_id=instance_id, launch_s=t, cause=Cause.REFUSED_PRICE,
+                              notice_s=math.nan, termination_s=math.nan)
+        crossing = _first_above(series, t, b)
+        if math.isinf(crossing):
+            return Revocation(market=market, instance_id=instance_id, launch_s=t, cause=Cause.NONE,
+                              notice_s=math.inf, termination_s=math.inf)
+        notice, termination = self._anchor(t, crossing)
+        return Revocation(market=market, instance_id=instance_id, launch_s=t, cause=Cause.PRICE,
+                          notice_s=float(notice), termination_s=float(termination))
+
+    def _anchor(self, launch_s, crossing_s):
+        """(notice, termination) from the crossing time, per ``crossing_is``; floats or arrays."""
+        if self.crossing_is == "notice":
+            return crossing_s, crossing_s + self.notice_lead_s
+        return np.maximum(crossing_s - self.notice_lead_s, launch_s), crossing_s
 
     def batch(self, market: Market, launch_s: ArrayLike, max_price_usd_per_hour: ArrayLike | None = None,
               instance_ids: Sequence[str] | None = None) -> RevocationBatch:
@@ -111,12 +135,22 @@ class LegacyBidRevocation(RevocationModel):
             crossing = np.atleast_1d(series.next_above(t, b))
         except PriceDataError as err:
             raise MarketError(str(err)) from err
-        lead = self.notice_lead_s
-        if self.crossing_is == "notice":
-            notice, termination = crossing, crossing + lead
-        else:
-            notice, termination = np.maximum(crossing - lead, t), crossing
+        notice, termination = self._anchor(t, crossing)
         revoked = np.isfinite(crossing)
         cause = np.where(fulfilled, np.where(revoked, Cause.PRICE.value, Cause.NONE.value), Cause.REFUSED_PRICE.value)
         return RevocationBatch(fulfilled=fulfilled, notice_s=np.where(fulfilled, notice, np.nan),
                                termination_s=np.where(fulfilled, termination, np.nan), cause=cause)
+
+
+def _first_above(series: PriceSeries, t_s: float, b: float) -> float:
+    """First record time strictly after t with price > b (``inf`` if none): a chunked forward scan."""
+    times, prices = series.times_s, series.prices
+    start = int(np.searchsorted(times, t_s, side="right"))
+    width = 64
+    while start < prices.size:
+        hit = np.flatnonzero(prices[start:start + width] > b)
+        if hit.size:
+            return float(times[start + hit[0]])
+        start += width
+        width *= 8
+    return math.inf

@@ -8,8 +8,10 @@ The model, per market (availability zone, instance type, product):
 
 * **Market-wide capacity-loss events.** A renewal process with Weibull(k, ``event_scale_s``)
   inter-arrival times (k < 1: bursts of losses, then long quiet spells). Each event terminates
-  *every* instance of the market running at that moment, and leaves the market without capacity
-  for a lognormal outage: launches in it are refused (``REFUSED_CAPACITY``).
+  *every* instance of the market running at that moment, and, unless the market is already out of
+  capacity, starts an outage of lognormal length (per instance type): launches in it, and in the
+  notice window just before the event, are refused (``REFUSED_CAPACITY``). Losses during an outage
+  do not extend it, so outages follow the traces' down-period distribution.
 * **Per-instance interruptions.** Each instance also has its own Weibull(k, ``instance_scale_s``)
   lifetime from launch.
 * The instance ends at the earlier of the two (and of a price crossing, if a max price is set: notice
@@ -64,7 +66,8 @@ class ModernHazardRevocation(RevocationModel):
     notice_lead_s : float, default 120
         Seconds from notice to termination; 0 = no usable notice.
     outages : bool, default True
-        Refuse launches while the market is out of capacity after a capacity-loss event.
+        Refuse launches while the market is out of capacity after a capacity-loss event (and in the
+        notice window before one); see :meth:`has_capacity`.
     correlated : bool, default True
         False: no market events, every instance has the whole fitted Weibull to itself (independent
         revocations, for ablations).
@@ -99,7 +102,11 @@ class ModernHazardRevocation(RevocationModel):
         return HazardSplit(life.shape, life.scale_s, math.inf)
 
     def _block(self, market: Market, b: int) -> tuple[np.ndarray, np.ndarray]:
-        """Event times and outage ends (seconds since the epoch) of block ``b`` of ``market``."""
+        """Event times of block ``b`` of ``market`` and, for each, the latest outage end up to that event.
+
+        Both in seconds since the epoch; the second array is a running maximum, so "is t inside an
+        outage" is one binary search.
+        """
         key = (market, b)
         hit = self._blocks.get(key)
         if hit is not None:
@@ -120,10 +127,15 @@ class ModernHazardRevocation(RevocationModel):
                 last = more[-1]
             times = np.concatenate(parts)
             times = times[times < end]
-        cal = self.calibration
-        outage = np.exp(keyed_rng(self.seed, "outages", market, b).normal(cal.outage_log_mean, cal.outage_log_sd,
-                                                                          size=times.size))
-        ends = times + np.minimum(outage, BLOCK_S) if self.outages else times.copy()
+        mu, sd = self.calibration.outage(market)
+        outage = np.exp(keyed_rng(self.seed, "outages", market, b).normal(mu, sd, size=times.size))
+        ends = times.copy()
+        if self.outages:  # a loss in a market that is already out of capacity starts no new outage
+            covered = -math.inf
+            for i, (at, length) in enumerate(zip(times.tolist(), np.minimum(outage, BLOCK_S).tolist())):
+                if at >= covered:
+                    covered = at + length
+                ends[i] = covered
         self._blocks[key] = (times, ends)
         if len(self._blocks) > _CACHE_BLOCKS:
             self._blocks.popitem(last=False)
@@ -138,14 +150,25 @@ class ModernHazardRevocation(RevocationModel):
         return np.concatenate(parts)
 
     def has_capacity(self, market: Market, t_s: float) -> bool:
-        """False while the market is in an outage after a capacity-loss event (at or before ``t_s``)."""
+        """Whether a launch in ``market`` at ``t_s`` can be fulfilled (always True with ``outages=False``).
+
+        False inside an outage after a capacity-loss event, and also while an event is pending within
+        the notice lead (``t_s`` in ``[event - notice_lead_s, event)``): EC2 is reclaiming the pool and
+        sending interruption notices, so it hands out no new instances from it [I]. Without this, a
+        policy that relaunches on the notice would relaunch into the same doomed pool again and again.
+        """
+        if not self.outages:
+            return True
         b = math.floor(t_s / BLOCK_S)
-        for blk in (b - 1, b):
-            times, ends = self._block(market, blk)
-            past = times <= t_s
-            if np.any(ends[past] > t_s):
-                return False
-        return True
+        times, ends = self._block(market, b)
+        i = int(np.searchsorted(times, t_s, side="right"))
+        covered = float(ends[i - 1]) if i else -math.inf  # ``ends`` is a running max: latest outage end so far
+        prev = self._block(market, b - 1)[1]
+        if prev.size:
+            covered = max(covered, float(prev[-1]))
+        if covered > t_s:
+            return False
+        return not self._next_event(market, t_s) - t_s <= self.notice_lead_s
 
     def _next_event(self, market: Market, t_s: float) -> float:
         b = math.floor(t_s / BLOCK_S)
@@ -175,7 +198,7 @@ class ModernHazardRevocation(RevocationModel):
             return Revocation(market=market, instance_id=instance_id, launch_s=t, cause=cause, notice_s=nan,
                               termination_s=nan)
 
-        if self.outages and not self.has_capacity(market, t):
+        if not self.has_capacity(market, t):
             return refused(Cause.REFUSED_CAPACITY)
         price_term = price_notice = math.inf
         if max_price_usd_per_hour is not None:

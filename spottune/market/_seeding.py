@@ -14,6 +14,12 @@ import struct
 import numpy as np
 
 
+def _key_bytes(key: object) -> bytes:
+    if isinstance(key, float):
+        return b"f" + struct.pack("<d", key)
+    return b"s" + str(key).encode("utf-8")
+
+
 def stable_hash(key: object) -> int:
     """64-bit hash of ``str(key)`` (floats by their exact IEEE bits), stable across processes.
 
@@ -28,11 +34,7 @@ def stable_hash(key: object) -> int:
     int
         In ``[0, 2**64)``.
     """
-    if isinstance(key, float):
-        data = b"f" + struct.pack("<d", key)
-    else:
-        data = b"s" + str(key).encode("utf-8")
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+    return int.from_bytes(hashlib.blake2b(_key_bytes(key), digest_size=8).digest(), "little")
 
 
 def keyed_rng(seed: int, *keys: object) -> np.random.Generator:
@@ -43,15 +45,20 @@ def keyed_rng(seed: int, *keys: object) -> np.random.Generator:
     seed : int
         Non-negative experiment seed.
     *keys : object
-        Anything :func:`stable_hash` accepts, e.g. ``("events", market)`` or ``("life", market, id, t)``.
+        Anything :func:`stable_hash` accepts, e.g. ``("events", market, block)``.
     """
     return np.random.default_rng(np.random.SeedSequence([int(seed), *(stable_hash(k) for k in keys)]))
 
 
 def keyed_uniform(seed: int, *keys: object) -> float:
-    """One uniform draw in (0, 1], determined only by ``seed`` and ``keys`` (cheaper than a Generator).
+    """One uniform draw in (0, 1], determined only by ``seed`` and ``keys`` (about 3 µs).
 
-    Uses the 53 high bits of one 64-bit word from ``SeedSequence(seed, hashes of keys)``.
+    The 53 high bits of a BLAKE2b digest of the seed and the length-prefixed keys: a keyed hash is a
+    good enough uniform source for one draw per instance, and far cheaper than building a Generator.
     """
-    word = np.random.SeedSequence([int(seed), *(stable_hash(k) for k in keys)]).generate_state(1, dtype=np.uint64)[0]
-    return (int(word >> np.uint64(11)) + 1) * 2.0**-53
+    h = hashlib.blake2b(digest_size=8, person=b"spottune-u")
+    for k in (int(seed), *keys):
+        data = _key_bytes(k)
+        h.update(struct.pack("<I", len(data)))
+        h.update(data)
+    return ((int.from_bytes(h.digest(), "little") >> 11) + 1) * 2.0**-53

@@ -21,7 +21,9 @@ learning curves from the learning-rate drops, 16 configurations.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from spottune.trainable import Trainable
@@ -34,9 +36,30 @@ DECAY_AT = (0.3, 0.6)  # fractions of max_steps
 DECAY_GAMMA = 0.1
 
 
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run torch single-threaded inside the block, then restore the process setting.
+
+    [I] A 64-128-10 MLP is far too small for intra-op parallelism: on a 2-core machine under load,
+    2 threads made a step 10-50x slower (40-270 ms vs 4-5 ms) from OpenMP spin-waiting. Restoring
+    the previous count keeps other torch users in the process (RevPred) unaffected; a toggle costs
+    about 0.3 us.
+    """
+    import torch
+
+    previous = torch.get_num_threads()
+    if previous != 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if previous != 1:
+            torch.set_num_threads(previous)
+
+
 class DigitsMLP(Trainable):
-    """Torch MLP on digits; ``config`` keys: ``lr``, ``hidden``, ``batch_size``, optional ``momentum``,
-    ``weight_decay`` and ``max_steps`` (sets the decay milestones; default 300)."""
+    """Torch MLP on digits; ``config`` keys: ``lr``, ``hidden``, ``batch_size``, optional ``momentum``
+    and ``weight_decay``. The decay milestones follow ``self.max_steps`` (default 300)."""
 
     reference_seconds_per_step = 60.0
     checkpoint_size_mb = 100.0
@@ -57,12 +80,16 @@ class DigitsMLP(Trainable):
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=float(config.get("lr", 0.1)),
                                          momentum=float(config.get("momentum", 0.0)),
                                          weight_decay=float(config.get("weight_decay", 0.0)))
-        max_steps = int(config.get("max_steps", MAX_STEPS))
+        max_steps = int(self.max_steps or config.get("max_steps", MAX_STEPS))
         milestones = sorted({max(1, int(round(f * max_steps))) for f in DECAY_AT})
         self.scheduler = torch.optim.lr_scheduler.MultiStepLR(self.optimizer, milestones=milestones, gamma=DECAY_GAMMA)
         self.batch_size = int(config.get("batch_size", 32))
 
     def step(self) -> dict[str, float]:
+        with _one_thread():
+            return self._step()
+
+    def _step(self) -> dict[str, float]:
         import torch
         from torch.nn.functional import cross_entropy
 
@@ -76,13 +103,13 @@ class DigitsMLP(Trainable):
             loss = cross_entropy(self.model(self._X_train[idx]), self._y_train[idx])
             loss.backward()
             self.optimizer.step()
-            train_loss += float(loss) / MINIBATCHES_PER_STEP
+            train_loss += loss.item() / MINIBATCHES_PER_STEP
         self.scheduler.step()
         self.model.eval()
         with torch.no_grad():
             logits = self.model(self._X_val)
-            val_loss = float(cross_entropy(logits, self._y_val))
-            val_acc = float((logits.argmax(dim=1) == self._y_val).float().mean())
+            val_loss = cross_entropy(logits, self._y_val).item()
+            val_acc = (logits.argmax(dim=1) == self._y_val).float().mean().item()
         return {"val_cross_entropy": val_loss, "val_accuracy": val_acc, "train_loss": train_loss, "lr": lr}
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:

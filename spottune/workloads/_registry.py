@@ -82,9 +82,9 @@ class Workload:
         """Number of configurations of the default search space."""
         return count_configs(self.search_space, self.num_samples)
 
-    def make(self, config: Mapping[str, Any], seed: int = 0) -> Trainable:
-        """A fresh trial of this workload (runs ``setup``)."""
-        return self.trainable(config, seed=seed)
+    def make(self, config: Mapping[str, Any], seed: int = 0, max_steps: int | None = None) -> Trainable:
+        """A fresh trial of this workload (runs ``setup``); ``max_steps`` defaults to the workload's."""
+        return self.trainable(config, seed=seed, max_steps=self.max_steps if max_steps is None else max_steps)
 
 
 def list_workloads() -> list[str]:

@@ -1,0 +1,139 @@
+"""RevPred speed benchmark -> benchmarks/results/revpred_speed.json (issue 3).
+
+Measures, on the 2015 us-east-1 trace:
+
+1. **Training one market on a 9-day window** (features + labels + RevPred LSTM) at the default setting,
+   target <= 60 s on 2 cores; also the Tributary baseline and all five models together.
+2. **Accuracy cost of the stride / epoch choice**: RevPred trained on one market at several (stride,
+   epochs) settings, each scored on the following 3 days (both max-price rules).
+3. **Inference for all 15 markets at one decision time** (one provisioning round): target <= 20 ms.
+   Timing does not depend on the weights, so the 15 models are trained cheaply (1 epoch, stride 60).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_revpred.py [--prices PATH] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from revpred._load import load_history
+from revpred.evaluation import evaluate
+from revpred.prices import Market, to_seconds
+from revpred.training import TrainConfig, train_markets
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_PRICES = ROOT.parent / "shared" / "data" / "spot_prices" / "us-east-1_2015.csv.gz"
+TRAIN_START, TRAIN_END = "2015-06-01T00:00Z", "2015-06-10T00:00Z"
+TEST_END = "2015-06-13T00:00Z"
+MARKET = Market("us-east-1a", "c3.xlarge")  # the busiest series: the hardest case for training time
+
+
+def _load_avg() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover
+        return []
+
+
+def bench_training(history, settings: list[tuple[int, int]]) -> dict:
+    s, e, te = to_seconds(TRAIN_START), to_seconds(TRAIN_END), to_seconds(TEST_END)
+    out = {"market": str(MARKET), "train_window": [TRAIN_START, TRAIN_END], "test_window": [TRAIN_END, TEST_END],
+           "runs": []}
+    for stride, epochs in settings:
+        cfg = TrainConfig(stride_min=stride, epochs=epochs, n_threads=1)
+        t0 = time.perf_counter()
+        ms = train_markets(history, [MARKET], s, e, cfg, kinds=["revpred"])
+        seconds = time.perf_counter() - t0
+        res = evaluate(history, {"revpred": ms.predictor("revpred")}, [MARKET], e, te, stride_min=5, train_end_s=e)
+        fit = ms.fits[MARKET]
+        row = {"stride_min": stride, "epochs": epochs, "train_seconds": round(seconds, 2),
+               "n_train": fit.models["revpred"].info["n_train"], "best_epoch": fit.models["revpred"].estimator.best_epoch_,
+               "load_avg": _load_avg()}
+        for rule in ("random", "alg2"):
+            pooled = res["rules"][rule]["revpred"]["pooled"]
+            row[rule] = {k: pooled[k] for k in ("accuracy", "f1", "roc_auc", "brier", "n_pos", "n")}
+        out["runs"].append(row)
+        print(f"train stride={stride} epochs={epochs}: {seconds:.1f} s, "
+              f"AUC random {row['random']['roc_auc']:.3f} alg2 {row['alg2']['roc_auc']:.3f}", flush=True)
+    # all five models at the default setting (RevPred + Tributary LSTMs dominate)
+    cfg = TrainConfig(n_threads=1)
+    t0 = time.perf_counter()
+    ms = train_markets(history, [MARKET], s, e, cfg)
+    out["all_models_default"] = {"stride_min": cfg.stride_min, "epochs": cfg.epochs,
+                                 "seconds": round(time.perf_counter() - t0, 2),
+                                 "per_model_fit_seconds": {k: v.info["fit_seconds"] for k, v in ms.fits[MARKET].models.items()},
+                                 "load_avg": _load_avg()}
+    print(f"all models, default: {out['all_models_default']['seconds']} s", flush=True)
+    return out
+
+
+def bench_inference(history, repeats: int) -> dict:
+    markets = history.markets
+    s, e = to_seconds(TRAIN_START), to_seconds(TRAIN_END)
+    ms = train_markets(history, markets, s, e, TrainConfig(stride_min=60, epochs=1, n_threads=1), kinds=["revpred"])
+    rp = ms.predictor("revpred")
+    rng = np.random.default_rng(0)
+    times = e + 3600.0 * rng.uniform(0, 60, repeats)
+    rp.predict_proba(markets, times[0], 0.1)  # warm-up
+    laps = []
+    for t in times:
+        b = np.array([history[m].price_at(t) for m in markets]) + rng.uniform(1e-5, 0.2, len(markets))
+        t0 = time.perf_counter()
+        p = rp.predict_proba(markets, t, b)
+        laps.append((time.perf_counter() - t0) * 1e3)
+        assert p.shape == (len(markets),)
+    laps.sort()
+    # several max prices per market in one call (the provisioner may ask for a few)
+    many = []
+    for t in times[: max(10, repeats // 5)]:
+        b = np.repeat([history[m].price_at(t) for m in markets], 4) + rng.uniform(1e-5, 0.2, 4 * len(markets))
+        t0 = time.perf_counter()
+        rp.predict_proba([m for m in markets for _ in range(4)], t, b)
+        many.append((time.perf_counter() - t0) * 1e3)
+    out = {"n_markets": len(markets), "repeats": repeats, "torch_threads": 1,
+           "ms_median": round(statistics.median(laps), 2), "ms_p95": round(laps[int(0.95 * (len(laps) - 1))], 2),
+           "ms_min": round(laps[0], 2), "ms_median_4_prices_per_market": round(statistics.median(many), 2),
+           "load_avg": _load_avg()}
+    print(f"inference 15 markets: median {out['ms_median']} ms, p95 {out['ms_p95']} ms", flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--prices", default=str(DEFAULT_PRICES))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "revpred_speed.json"))
+    ap.add_argument("--quick", action="store_true", help="Only the default training setting and 50 inference repeats.")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    history = load_history(args.prices)
+    load_s = time.perf_counter() - t0
+    settings = [(5, 8)] if args.quick else [(5, 8), (1, 4), (2, 8), (5, 4), (5, 16), (10, 8), (15, 8)]
+    result = {
+        "benchmark": "revpred_speed",
+        "machine": {"python": platform.python_version(), "torch": torch.__version__, "cpus": os.cpu_count(),
+                    "note": "shared 2-core machine; other jobs were running (see load_avg)"},
+        "prices": str(args.prices),
+        "load_seconds": round(load_s, 2),
+        "targets": {"train_one_market_9_days_s": 60, "inference_15_markets_ms": 20},
+        "inference": bench_inference(history, 50 if args.quick else 300),
+        "training": bench_training(history, settings),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1))
+    print(f"-> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

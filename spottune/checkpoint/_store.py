@@ -1,0 +1,347 @@
+"""Checkpoint store over fsspec: a local folder (``file://``), S3 (``s3://``) or ``memory://``.
+
+Layout under the root URL::
+
+    <root>/<trial_id>/data/v00000007-<token>/<files...>   uploaded first (invisible until published)
+    <root>/<trial_id>/manifests/v00000007.json             written last = the publish step
+
+The ``<token>`` (random hex) keeps a crashed writer's leftovers apart from a later write of the same
+version number. The manifest holds the step, the SHA-256 and size of every file, and a SHA-256 of
+its own body. Publishing is one atomic operation: ``os.rename`` of a temporary manifest on a local
+file system, one PUT on S3 (S3 never exposes a partially written object).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import fsspec
+
+from spottune.checkpoint._base import CheckpointInfo, CheckpointStore, FileEntry
+from spottune.errors import CheckpointError, ConfigError
+
+__all__ = ["FsspecCheckpointStore", "open_store"]
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+_CHUNK = 4 * 1024 * 1024
+_MANIFEST_RE = re.compile(r"^v(\d{8})\.json$")
+_DATA_RE = re.compile(r"^v(\d{8})-[0-9a-f]+$")
+_TRIAL_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def _sha256_file(fh: Any) -> tuple[str, int]:
+    h = hashlib.sha256()
+    n = 0
+    while chunk := fh.read(_CHUNK):
+        h.update(chunk)
+        n += len(chunk)
+    return h.hexdigest(), n
+
+
+def _body_digest(body: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+class _Corrupt(Exception):
+    """A version failed verification; the message says why (internal)."""
+
+
+class FsspecCheckpointStore(CheckpointStore):
+    """Atomic, versioned, verified checkpoints on any fsspec file system.
+
+    Parameters
+    ----------
+    url : str
+        Root: a folder path, ``file:///abs/path``, ``s3://bucket/prefix`` or ``memory://name``.
+    storage_options : mapping, optional
+        Passed to fsspec; for S3 e.g. ``{"endpoint_url": "http://127.0.0.1:8333", "key": ...,
+        "secret": ...}``. Directory listings are never cached (``use_listings_cache=False`` for S3),
+        because other processes write the same store.
+    keep : int, default 2
+        Versions kept per trial after a successful save (>= 1).
+    verify_after_write : bool, default True
+        Read every uploaded file back and compare its SHA-256 before publishing. With False only
+        the sizes are compared (cheaper on slow links).
+
+    Raises
+    ------
+    ConfigError
+        If the URL's protocol is unknown or ``keep < 1``.
+    """
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None, *, keep: int = 2,
+                 verify_after_write: bool = True):
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ConfigError(f"keep is {keep!r}, but must be an integer >= 1")
+        options = dict(storage_options or {})
+        if "://" not in url:
+            url = os.path.abspath(os.path.expanduser(url))
+        protocol = url.split("://", 1)[0] if "://" in url else "file"
+        if protocol in ("s3", "s3a"):
+            options.setdefault("use_listings_cache", False)
+        try:
+            self.fs, root = fsspec.core.url_to_fs(url, **options)
+        except (ValueError, ImportError) as exc:
+            raise ConfigError(f"storage_path is {url!r}, but it cannot be opened: {exc}") from None
+        self.url = url
+        self.root = root.rstrip("/")
+        self.keep = keep
+        self.verify_after_write = verify_after_write
+        self._local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
+
+    def __repr__(self) -> str:
+        return f"FsspecCheckpointStore({self.url!r}, keep={self.keep})"
+
+    # -- paths --------------------------------------------------------------------------------------
+    def _trial(self, trial_id: str) -> str:
+        if not isinstance(trial_id, str) or not _TRIAL_RE.match(trial_id) or trial_id in (".", ".."):
+            raise CheckpointError(f"trial id {trial_id!r} is not usable in a path (letters, digits, - _ . only)")
+        return f"{self.root}/{trial_id}"
+
+    def _ls(self, path: str) -> list[str]:
+        try:
+            self.fs.invalidate_cache(path)
+            return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(path, detail=False)]
+        except FileNotFoundError:
+            return []
+
+    def _url(self, path: str) -> str:
+        return self.fs.unstrip_protocol(path)
+
+    # -- manifests ----------------------------------------------------------------------------------
+    def _manifest_versions(self, trial_id: str) -> list[int]:
+        names = self._ls(f"{self._trial(trial_id)}/manifests")
+        return sorted(int(m.group(1)) for n in names if (m := _MANIFEST_RE.match(n)))
+
+    def _read_manifest(self, trial_id: str, version: int) -> CheckpointInfo:
+        path = f"{self._trial(trial_id)}/manifests/v{version:08d}.json"
+        try:
+            doc = json.loads(self.fs.cat_file(path))
+            body, digest = doc["body"], doc["sha256"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise _Corrupt(f"manifest {path} is unreadable ({type(exc).__name__}: {exc})") from None
+        if _body_digest(body) != digest:
+            raise _Corrupt(f"manifest {path} does not match its own checksum")
+        try:
+            files = {str(k): FileEntry(str(v["sha256"]), int(v["size_bytes"])) for k, v in body["files"].items()}
+            return CheckpointInfo(trial_id=trial_id, version=int(body["version"]), step=int(body["step"]),
+                                  files=files, size_bytes=sum(f.size_bytes for f in files.values()),
+                                  created_utc=str(body["created_utc"]), metadata=dict(body.get("metadata") or {}),
+                                  location=self._url(f"{self._trial(trial_id)}/{body['data']}"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _Corrupt(f"manifest {path} lacks a field ({exc})") from None
+
+    def _data_path(self, info: CheckpointInfo) -> str:
+        return self.fs._strip_protocol(info.location)
+
+    def _check_version(self, info: CheckpointInfo, dest: Path | None) -> None:
+        """Read every file, compare SHA-256 and size; with ``dest`` also write the files there."""
+        base = self._data_path(info)
+        for rel, entry in info.files.items():
+            src = f"{base}/{rel}"
+            try:
+                with self.fs.open(src, "rb") as fh:
+                    if dest is None:
+                        digest, size = _sha256_file(fh)
+                    else:
+                        target = dest / rel
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        with open(target, "wb") as out:
+                            digest, size = _sha256_file(_Tee(fh, out))
+            except FileNotFoundError:
+                raise _Corrupt(f"version {info.version}: file {rel} is missing") from None
+            except OSError as exc:
+                raise _Corrupt(f"version {info.version}: file {rel} is unreadable ({exc})") from None
+            if digest != entry.sha256 or size != entry.size_bytes:
+                raise _Corrupt(f"version {info.version}: file {rel} has sha256 {digest[:12]}.../{size} B, "
+                               f"manifest says {entry.sha256[:12]}.../{entry.size_bytes} B")
+
+    def _newest_good(self, trial_id: str, dest: Path | None) -> CheckpointInfo | None:
+        versions = self._manifest_versions(trial_id)
+        skipped: list[int] = []
+        reasons: list[str] = []
+        for version in reversed(versions):
+            try:
+                info = self._read_manifest(trial_id, version)
+                if dest is not None:
+                    _clear(dest)
+                self._check_version(info, dest)
+            except _Corrupt as exc:
+                log.warning("checkpoint of trial %s: %s; falling back to the previous version", trial_id, exc)
+                skipped.append(version)
+                reasons.append(str(exc))
+                continue
+            if skipped:
+                info = dataclasses.replace(info, skipped_versions=tuple(skipped))
+            return info
+        if versions:
+            raise CheckpointError(f"trial {trial_id}: no intact checkpoint among versions {versions}: " + "; ".join(reasons))
+        return None
+
+    # -- public API ---------------------------------------------------------------------------------
+    def versions(self, trial_id: str) -> list[CheckpointInfo]:
+        out = []
+        for v in self._manifest_versions(trial_id):
+            try:
+                out.append(self._read_manifest(trial_id, v))
+            except _Corrupt as exc:
+                log.warning("checkpoint of trial %s: %s", trial_id, exc)
+        return out
+
+    def latest_good(self, trial_id: str) -> CheckpointInfo | None:
+        return self._newest_good(trial_id, None)
+
+    def restore(self, trial_id: str, local_dir: str | os.PathLike[str]) -> CheckpointInfo | None:
+        dest = Path(local_dir)
+        if dest.exists() and any(dest.iterdir()):
+            raise CheckpointError(f"restore target {dest} is not empty")
+        return self._newest_good(trial_id, dest)
+
+    def save(self, trial_id: str, local_dir: str | os.PathLike[str], *, step: int,
+             metadata: Mapping[str, Any] | None = None) -> CheckpointInfo:
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise CheckpointError(f"step is {step!r}, but must be an integer >= 0")
+        src = Path(local_dir)
+        if not src.is_dir():
+            raise CheckpointError(f"checkpoint folder {src} does not exist")
+        trial = self._trial(trial_id)
+        local_files = sorted(p for p in src.rglob("*") if p.is_file())
+        entries: dict[str, FileEntry] = {}
+        for p in local_files:
+            with open(p, "rb") as fh:
+                entries[p.relative_to(src).as_posix()] = FileEntry(*_sha256_file(fh))
+        existing = self._manifest_versions(trial_id)
+        version = (existing[-1] if existing else 0) + 1
+        data_rel = f"data/v{version:08d}-{secrets.token_hex(6)}"
+        data = f"{trial}/{data_rel}"
+        # 1. upload (invisible: no manifest yet)
+        for rel in entries:
+            self._put(str(src / rel), f"{data}/{rel}")
+        # 2. verify what the store now holds
+        for rel, entry in entries.items():
+            target = f"{data}/{rel}"
+            if self.verify_after_write:
+                with self.fs.open(target, "rb") as fh:
+                    digest, size = _sha256_file(fh)
+            else:
+                digest, size = entry.sha256, int(self.fs.size(target))
+            if digest != entry.sha256 or size != entry.size_bytes:
+                self._rm(data)
+                raise CheckpointError(f"trial {trial_id}: uploaded {rel} reads back as sha256 {digest[:12]}... "
+                                      f"({size} B), expected {entry.sha256[:12]}... ({entry.size_bytes} B)")
+        # 3. publish
+        body = {"format": FORMAT, "trial_id": trial_id, "version": version, "step": step, "data": data_rel,
+                "files": {k: {"sha256": e.sha256, "size_bytes": e.size_bytes} for k, e in entries.items()},
+                "created_utc": datetime.now(timezone.utc).isoformat(), "metadata": dict(metadata or {})}
+        doc = json.dumps({"body": body, "sha256": _body_digest(body)}, indent=1).encode()
+        self._publish(f"{trial}/manifests/v{version:08d}.json", doc)
+        info = self._read_manifest(trial_id, version)
+        # 4. retention: older versions beyond `keep`, and leftovers of crashed writers
+        self._prune(trial_id, keep_from=self._manifest_versions(trial_id)[-self.keep:], current=data_rel)
+        return info
+
+    def delete(self, trial_id: str) -> None:
+        self._rm(self._trial(trial_id))
+
+    # -- low-level ----------------------------------------------------------------------------------
+    def _put(self, local: str, remote: str) -> None:
+        if self._local:
+            self.fs.makedirs(remote.rsplit("/", 1)[0], exist_ok=True)
+        self.fs.put_file(local, remote)
+
+    def _publish(self, path: str, payload: bytes) -> None:
+        if self._local:
+            parent = path.rsplit("/", 1)[0]
+            self.fs.makedirs(parent, exist_ok=True)
+            tmp = f"{parent}/.tmp-{secrets.token_hex(6)}"
+            with open(tmp, "wb") as fh:
+                fh.write(payload)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)  # atomic on POSIX
+        else:
+            self.fs.pipe_file(path, payload)  # one PUT: atomic on S3 and in memory
+
+    def _rm(self, path: str) -> None:
+        try:
+            self.fs.rm(path, recursive=True)
+        except FileNotFoundError:
+            pass
+
+    def _prune(self, trial_id: str, keep_from: list[int], current: str) -> None:
+        trial = self._trial(trial_id)
+        oldest_kept = min(keep_from)
+        kept_data = {current.rsplit("/", 1)[-1]}
+        for v in self._manifest_versions(trial_id):
+            if v < oldest_kept:
+                self._rm(f"{trial}/manifests/v{v:08d}.json")  # unpublish first, then delete the data
+                continue
+            try:
+                kept_data.add(self._read_manifest(trial_id, v).location.rstrip("/").rsplit("/", 1)[-1])
+            except _Corrupt:
+                pass
+        for name in self._ls(f"{trial}/data"):
+            if _DATA_RE.match(name) and name not in kept_data:
+                self._rm(f"{trial}/data/{name}")
+        if self._local:
+            for name in self._ls(f"{trial}/manifests"):
+                if name.startswith(".tmp-"):
+                    self._rm(f"{trial}/manifests/{name}")
+
+
+def _clear(folder: Path) -> None:
+    """Make ``folder`` an existing, empty folder (it only ever holds files this store wrote)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for child in folder.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+class _Tee:
+    """File-like reader that copies everything it reads into ``out``."""
+
+    def __init__(self, src: Any, out: Any):
+        self._src, self._out = src, out
+
+    def read(self, n: int = -1) -> bytes:
+        chunk = self._src.read(n)
+        if chunk:
+            self._out.write(chunk)
+        return chunk
+
+
+def open_store(storage_path: str, storage_options: Mapping[str, Any] | None = None, *, keep: int = 2,
+               verify_after_write: bool = True) -> CheckpointStore:
+    """Open the checkpoint store at ``storage_path`` (folder, ``file://``, ``s3://`` or ``memory://``).
+
+    Parameters
+    ----------
+    storage_path : str
+        Root URL or folder (relative folders are made absolute).
+    storage_options : mapping, optional
+        fsspec options (S3: ``endpoint_url``, ``key``, ``secret``, ``client_kwargs`` ...).
+    keep : int, default 2
+        Versions kept per trial.
+    verify_after_write : bool, default True
+        Read uploads back and compare checksums before publishing.
+
+    Returns
+    -------
+    store : CheckpointStore
+    """
+    return FsspecCheckpointStore(storage_path, storage_options, keep=keep, verify_after_write=verify_after_write)

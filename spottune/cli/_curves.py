@@ -1,0 +1,113 @@
+"""``spottune curves eval`` (issue 4): EarlyCurve against its baselines on recorded learning curves.
+
+Bad input raises :class:`earlycurve.EarlyCurveError` subclasses or ``click.BadParameter``; the
+CLI runner turns both into one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from earlycurve.evaluation import THETAS, default_predictors, evaluate_set, find_datasets
+
+_COLUMNS = (
+    ("median_rel_err", "med.err", "{:.4f}"),
+    ("p90_rel_err", "p90.err", "{:.4f}"),
+    ("coverage", "cover", "{:.2f}"),
+    ("top1", "top1", "{:.3f}"),
+    ("topk_recall", "topk", "{:.3f}"),
+    ("regret1", "regret1", "{:.4f}"),
+    ("regretk", "regretk", "{:.4f}"),
+)
+
+
+def _check_theta(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if not 0 < value <= 1:
+        raise click.BadParameter(f"theta is {value}, but must be 0 < theta <= 1", ctx=ctx, param=param)
+    return value
+
+
+def _check_positive(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise click.BadParameter(f"{param.name} is {value}, but must be >= 1", ctx=ctx, param=param)
+    return value
+
+
+def format_table(result: dict, theta: float) -> str:
+    """Plain-text table of one data set's rows at ``theta`` (one line per predictor)."""
+    errors = {r["predictor"]: r for r in result["errors"] if abs(r["theta"] - theta) < 1e-9}
+    selection = {r["predictor"]: r for r in result["selection"] if abs(r["theta"] - theta) < 1e-9}
+    counts = ", ".join(f"{k}={v}" for k, v in result["counts"].items())
+    lines = [f"{result['name']} (theta={theta:g}; {counts})", "  " + "predictor".ljust(18) + "".join(h.rjust(9) for _, h, _ in _COLUMNS)]
+    for name, row in errors.items():
+        merged = row | selection.get(name, {})
+        lines.append("  " + name.ljust(18) + "".join(fmt.format(merged[key]).rjust(9) for key, _, fmt in _COLUMNS))
+    return "\n".join(lines)
+
+
+@click.group(help="Learning-curve prediction (EarlyCurve) and its evaluation.")
+def curves() -> None:
+    pass
+
+
+@curves.command("eval")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--theta", type=float, default=0.7, show_default=True, callback=_check_theta, help="Observed fraction of max_steps for the printed table.")
+@click.option("--top-k", "top_k", type=int, default=3, show_default=True, callback=_check_positive, help="Trials kept per study.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write every figure (all thetas) to this JSON file.")
+@click.option("--studies", type=int, default=200, show_default=True, callback=_check_positive, help="Seeded random studies per data set.")
+@click.option("--study-size", type=int, default=16, show_default=True, callback=_check_positive, help="Configurations per study.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the study sampling and of the predictors.")
+@click.option("--digits", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="Also evaluate this digits_curves.csv (benchmarks/digits_curves.py).")
+@click.option("--max-curves", type=int, default=None, callback=_check_positive, help="Evaluate at most N curves per data set (seeded subsample; for quick runs).")
+@click.option("--sweep/--no-sweep", default=True, show_default=True, help="Evaluate every theta in 0.1..1.0 (else only --theta).")
+def eval_command(
+    path: Path,
+    theta: float,
+    top_k: int,
+    json_out: Path | None,
+    studies: int,
+    study_size: int,
+    seed: int,
+    digits: Path | None,
+    max_curves: int | None,
+    sweep: bool,
+) -> None:
+    """Compare EarlyCurve with SLAQ, last value and best value on the curves under PATH.
+
+    PATH is shared/data/learning_curves (or one of its files). Values are losses (1 - top-1 or
+    1 - accuracy; digits: validation cross-entropy); errors are relative to the true final loss.
+    """
+    sets = find_datasets(path, digits)
+    thetas = tuple(sorted(set(THETAS) | {theta})) if sweep else (theta,)
+    predictors = default_predictors(seed)
+    report = {
+        "theta": theta,
+        "top_k": top_k,
+        "studies": studies,
+        "study_size": study_size,
+        "seed": seed,
+        "max_curves": max_curves,
+        "thetas": list(thetas),
+        "datasets": {},
+    }
+    for name, curve_set in sets.items():
+        result = evaluate_set(
+            curve_set,
+            predictors,
+            thetas=thetas,
+            n_studies=studies,
+            study_size=study_size,
+            top_k=top_k,
+            seed=seed,
+            max_curves=max_curves,
+        )
+        report["datasets"][name] = result
+        click.echo(format_table(result, theta))
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        click.echo(f"wrote {json_out}")

@@ -1,0 +1,380 @@
+"""The experiment spec: everything a tuning run needs, validated when it is built.
+
+Options use Ray Tune's vocabulary where it exists (``metric``, ``mode``, ``max_steps``,
+``num_samples``, ``storage_path``, ``max_failures``) and SpotTune's own names otherwise (``theta``,
+``top_k``; spec §1.2). An :class:`ExperimentSpec` comes from Python, from a YAML file
+(:meth:`ExperimentSpec.from_yaml`), and CLI flags override the file
+(:meth:`ExperimentSpec.with_overrides`). ``ExperimentSpec()`` is the default experiment: ``digits-mlp``
+(16 configurations) on every market of the ``us-east-1_2015`` trace (5 types x 3 zones = 15), θ = 0.7,
+top-3, the simulator in the legacy (2017 bid) market mode.
+
+Fields left as None that the workload knows (``metric``, ``mode``, ``max_steps``, ``search_space``,
+``num_samples``) are filled from it at construction, and re-derived if an override changes the
+workload.
+
+Example YAML::
+
+    workload: logreg
+    search_space:
+      lr: {loguniform: [0.001, 0.1]}
+      l2: {grid_search: [0.0, 0.01]}
+    num_samples: 4
+    theta: 0.8
+    top_k: 2
+    instance_types: [r3.large, c3.xlarge]
+    storage_path: s3://my-bucket/spottune
+    storage_options: {endpoint_url: "http://127.0.0.1:8333"}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from spottune.errors import ConfigError
+from spottune.search_space import count_configs, generate_configs, parse_space, space_to_dict
+from spottune.trainable import Trainable, trial_seed
+from spottune.workloads import Workload, get_workload
+
+__all__ = ["BACKENDS", "BILLING", "MARKET_MODES", "PREDICTORS", "ExperimentSpec", "TrialSpec"]
+
+BACKENDS = ("sim", "local", "aws")
+MARKET_MODES = ("legacy", "modern")
+PREDICTORS = ("revpred", "constant", "none")
+BILLING = ("second", "hour")
+_FROM_WORKLOAD = ("metric", "mode", "max_steps", "search_space", "num_samples")
+_ALIASES = {"trainable": "workload", "pool_types": "instance_types", "zones": "availability_zones",
+            "k": "top_k", "storage": "storage_path", "start": "start_utc"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrialSpec:
+    """One trial of an experiment: its id, position, configuration and seed.
+
+    Attributes
+    ----------
+    trial_id : str
+        ``t00``, ``t01``, ... (zero-padded to the width of the trial count).
+    index : int
+        Position in :func:`~spottune.search_space.generate_configs` order.
+    config : dict
+        The hyperparameter configuration.
+    seed : int
+        Seed of the trial's ``Trainable.rng`` (:func:`~spottune.trainable.trial_seed`).
+    """
+
+    trial_id: str
+    index: int
+    config: dict[str, Any]
+    seed: int
+
+
+def _normalise_key(key: str) -> str:
+    k = str(key).strip().replace("-", "_")
+    return _ALIASES.get(k, k)
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_real(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExperimentSpec:
+    """A tuning experiment (SpotTune's Table I parameters plus where and how to run it).
+
+    Parameters
+    ----------
+    workload : str, default "digits-mlp"
+        Built-in workload name (:func:`spottune.workloads.list_workloads`) or ``"pkg.module:Class"``
+        naming a Trainable subclass or a Workload. YAML also accepts the key ``trainable``.
+    search_space : mapping, optional
+        Search space in Python or YAML form (:mod:`spottune.search_space`); default: the workload's.
+    num_samples : int, optional
+        Repetitions of the grid (Ray semantics); default: the workload's (1 for the built-ins).
+    metric : str, optional
+        Metric that ranks trials (a key of ``step()``'s dict); default: the workload's.
+    mode : {"min", "max"}, optional
+        Direction of ``metric``; default: the workload's.
+    max_steps : int, optional
+        ``S_max``, steps per trial; default: the workload's.
+    theta : float, default 0.7
+        Early-shutdown rate θ, ``0 < theta <= 1``; 1 disables EarlyCurve.
+    top_k : int, default 3
+        Trials continued after θ·S_max; ``1 <= top_k <=`` number of trials.
+    instance_types, availability_zones : tuple of str, optional
+        The instance pool is every market of the price data whose type and zone are in these lists;
+        None means every type (zone) in the data. A comma-separated string is accepted.
+    prices : str, default "us-east-1_2015.csv.gz"
+        Price data: a file path or a dataset name resolved by the price loader.
+    start_utc : pandas.Timestamp, optional
+        Simulated start time (UTC). A string is parsed; a naive time is taken as UTC. None: the
+        run's default (``spottune run`` uses 2015-05-05 00:00 UTC; spec D10). YAML key ``start`` works.
+    storage_path : str, optional
+        Checkpoint location: a folder, ``file://...``, ``s3://bucket/prefix`` or ``memory://...``.
+        None: a ``checkpoints/`` folder in the run's output directory.
+    storage_options : mapping, default {}
+        fsspec options for ``storage_path``, e.g. ``{"endpoint_url": ..., "key": ..., "secret": ...}``.
+    seed : int, default 0
+        Seeds search-space sampling, trial RNGs (:func:`~spottune.trainable.trial_seed`) and the
+        backend's random draws.
+    backend : {"sim", "local", "aws"}, default "sim"
+    market_mode : {"legacy", "modern"}, default "legacy"
+        2017 bid-based revocations (the paper) or today's interruption model (spec §2).
+    max_failures : int, default 2
+        Retries of a trial whose trainable raises, before it is FAILED (preemptions never count).
+    checkpoint_keep : int, default 2
+        Verified checkpoint versions kept per trial (>= 1); older ones are deleted only after a newer
+        one is verified.
+    time_scale : float, default 600.0
+        Local backend only: simulated seconds per wall-clock second (600: one simulated hour = 6 s).
+    predictor : {"revpred", "constant", "none"}, default "revpred"
+        Revocation predictor for Eq 1 (as ``spottune run --predictor``).
+    train_days : float, default 4.0
+        Days of price history before ``start_utc`` the predictor is trained on.
+    boot_s : float, default 0.0
+        Instance boot latency, seconds (spec D11; 0 in the paper's faithful mode).
+    step_time_cov : float, default 0.05
+        Coefficient of variation of simulated step times (spec §1.4: measured < 0.1).
+    billing : {"second", "hour"}, default "second"
+        Spot billing granularity (per second as in the paper, or the historical hourly rule).
+
+    Raises
+    ------
+    ConfigError
+        On any invalid value; the message names the option, the value and the rule, e.g.
+        ``theta is 1.5, but must be 0 < theta <= 1``.
+    """
+
+    workload: str = "digits-mlp"
+    search_space: Mapping[str, Any] | None = None
+    num_samples: int | None = None
+    metric: str | None = None
+    mode: str | None = None
+    max_steps: int | None = None
+    theta: float = 0.7
+    top_k: int = 3
+    instance_types: tuple[str, ...] | None = None
+    availability_zones: tuple[str, ...] | None = None
+    prices: str = "us-east-1_2015.csv.gz"
+    start_utc: pd.Timestamp | None = None
+    storage_path: str | None = None
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    backend: str = "sim"
+    market_mode: str = "legacy"
+    max_failures: int = 2
+    checkpoint_keep: int = 2
+    time_scale: float = 600.0
+    predictor: str = "revpred"
+    train_days: float = 4.0
+    boot_s: float = 0.0
+    step_time_cov: float = 0.05
+    billing: str = "second"
+    _derived: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    # -- construction -------------------------------------------------------------------------------
+    def __post_init__(self) -> None:
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
+        wl = get_workload(self.workload)
+        derived = []
+        for name in _FROM_WORKLOAD:
+            if getattr(self, name) is None:
+                value = getattr(wl, name)
+                if value is None:
+                    raise ConfigError(f"{name} is None, but must be given: workload {self.workload!r} has no default")
+                set_(name, value)
+                derived.append(name)
+        set_("_derived", tuple(derived))
+        set_("search_space", parse_space(self.search_space))
+        set_("instance_types", self._names("instance_types", self.instance_types))
+        set_("availability_zones", self._names("availability_zones", self.availability_zones))
+        set_("start_utc", self._timestamp(self.start_utc))
+        if not isinstance(self.storage_options, Mapping):
+            raise ConfigError(f"storage_options is {self.storage_options!r}, but must be a mapping")
+        set_("storage_options", dict(self.storage_options))
+        if isinstance(self.theta, int) and not isinstance(self.theta, bool):
+            set_("theta", float(self.theta))
+        for name in ("time_scale", "train_days", "boot_s", "step_time_cov"):
+            value = getattr(self, name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                set_(name, float(value))
+        self._validate()
+
+    @staticmethod
+    def _names(name: str, value: object) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = [v for v in (s.strip() for s in value.split(",")) if v]
+        if not isinstance(value, Sequence) or not value or not all(isinstance(v, str) and v for v in value):
+            raise ConfigError(f"{name} is {value!r}, but must be a non-empty list of names (or None for all)")
+        return tuple(value)
+
+    @staticmethod
+    def _timestamp(value: object) -> pd.Timestamp | None:
+        if value is None:
+            return None
+        try:
+            ts = pd.Timestamp(value)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"start_utc is {value!r}, but must be a time such as '2015-05-05T00:00Z' ({exc})") from None
+        if ts is pd.NaT:
+            raise ConfigError(f"start_utc is {value!r}, but must be a time, not NaT")
+        return ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
+
+    def _validate(self) -> None:
+        def need(ok: bool, name: str, rule: str) -> None:
+            if not ok:
+                raise ConfigError(f"{name} is {getattr(self, name)!r}, but must be {rule}")
+
+        need(isinstance(self.metric, str) and bool(self.metric), "metric", "a non-empty metric name")
+        need(self.mode in ("min", "max"), "mode", "'min' or 'max'")
+        need(_is_int(self.max_steps) and self.max_steps >= 1, "max_steps", "an integer >= 1")
+        need(_is_real(self.theta) and 0 < self.theta <= 1, "theta", "0 < theta <= 1")
+        need(_is_int(self.num_samples) and self.num_samples >= 1, "num_samples", "an integer >= 1")
+        n_trials = count_configs(self.search_space, self.num_samples)
+        need(_is_int(self.top_k) and 1 <= self.top_k <= n_trials, "top_k",
+             f"an integer with 1 <= top_k <= {n_trials} (the number of trials)")
+        need(isinstance(self.prices, str) and bool(self.prices), "prices", "a price file path or dataset name")
+        need(self.storage_path is None or (isinstance(self.storage_path, str) and bool(self.storage_path)),
+             "storage_path", "a folder, 's3://bucket/prefix' or None")
+        need(_is_int(self.seed) and self.seed >= 0, "seed", "an integer >= 0")
+        need(self.backend in BACKENDS, "backend", f"one of {', '.join(BACKENDS)}")
+        need(self.market_mode in MARKET_MODES, "market_mode", f"one of {', '.join(MARKET_MODES)}")
+        need(_is_int(self.max_failures) and self.max_failures >= 0, "max_failures", "an integer >= 0")
+        need(_is_int(self.checkpoint_keep) and self.checkpoint_keep >= 1, "checkpoint_keep", "an integer >= 1")
+        need(_is_real(self.time_scale) and self.time_scale > 0, "time_scale", "a number > 0 (simulated s per wall s)")
+        need(self.predictor in PREDICTORS, "predictor", f"one of {', '.join(PREDICTORS)}")
+        need(_is_real(self.train_days) and self.train_days > 0, "train_days", "a number of days > 0")
+        need(_is_real(self.boot_s) and self.boot_s >= 0, "boot_s", "a number of seconds >= 0")
+        need(_is_real(self.step_time_cov) and 0 <= self.step_time_cov < 1, "step_time_cov", "0 <= step_time_cov < 1")
+        need(self.billing in BILLING, "billing", f"one of {', '.join(BILLING)}")
+
+    # -- derived values -----------------------------------------------------------------------------
+    def get_workload(self) -> Workload:
+        """The :class:`~spottune.workloads.Workload` this experiment trains."""
+        return get_workload(self.workload)
+
+    @property
+    def theta_steps(self) -> int:
+        """Steps every trial runs before the θ barrier: ``ceil(theta * max_steps)`` (spec §1.6 line 7)."""
+        return self.max_steps if self.theta >= 1 else max(1, math.ceil(self.theta * self.max_steps - 1e-9))
+
+    @property
+    def n_trials(self) -> int:
+        """Number of trials (``num_samples`` x grid size)."""
+        return count_configs(self.search_space, self.num_samples)
+
+    def trials(self) -> list[TrialSpec]:
+        """The trials, in a deterministic order, each with its configuration and seed."""
+        configs = generate_configs(self.search_space, self.num_samples, self.seed)
+        width = max(2, len(str(len(configs) - 1)))
+        return [TrialSpec(trial_id=f"t{i:0{width}d}", index=i, config=c, seed=trial_seed(self.seed, i))
+                for i, c in enumerate(configs)]
+
+    def make_trainable(self, trial: TrialSpec) -> Trainable:
+        """A fresh :class:`~spottune.trainable.Trainable` for ``trial`` (runs ``setup``)."""
+        return self.get_workload().make(trial.config, seed=trial.seed, max_steps=self.max_steps)
+
+    # -- dict / YAML --------------------------------------------------------------------------------
+    def to_dict(self, *, include_derived: bool = True) -> dict[str, Any]:
+        """Plain-data form (YAML/JSON-ready); ``ExperimentSpec.from_dict(spec.to_dict()) == spec``.
+
+        Parameters
+        ----------
+        include_derived : bool, default True
+            Also write the values filled from the workload.
+        """
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "_derived" or (not include_derived and f.name in self._derived):
+                continue
+            v = getattr(self, f.name)
+            if f.name == "search_space":
+                v = space_to_dict(v)
+            elif isinstance(v, tuple):
+                v = list(v)
+            elif isinstance(v, pd.Timestamp):
+                v = v.isoformat()
+            out[f.name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ExperimentSpec":
+        """Build from plain data; keys may use ``-`` or ``_`` and the aliases ``trainable``, ``zones``.
+
+        Raises
+        ------
+        ConfigError
+            On an unknown key (with a close match suggested) or an invalid value.
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"experiment spec is {type(data).__name__}, but must be a mapping of options")
+        names = [f.name for f in dataclasses.fields(cls) if f.init]
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            k = _normalise_key(key)
+            if k not in names:
+                close = difflib.get_close_matches(k, names, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ConfigError(f"option {key!r} is unknown{hint} (options: {', '.join(names)})")
+            kwargs[k] = value
+        return cls(**kwargs)
+
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike[str]) -> "ExperimentSpec":
+        """Read a YAML file of options (see the module docstring).
+
+        Raises
+        ------
+        ConfigError
+            If the file is missing or not valid YAML, or on any invalid option.
+        """
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfigError(f"experiment file {str(path)!r} cannot be read: {exc.strerror}") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"experiment file {str(path)!r} is not valid YAML: {exc}".replace("\n", " ")) from None
+        return cls.from_dict(data or {})
+
+    def to_yaml(self, path: str | os.PathLike[str] | None = None) -> str:
+        """YAML text of :meth:`to_dict`; also written to ``path`` if given."""
+        text = yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+    def with_overrides(self, **options: Any) -> "ExperimentSpec":
+        """A copy with some options replaced (CLI flags over a file).
+
+        Parameters
+        ----------
+        **options
+            Option names (``-`` or ``_``, aliases allowed). None values are ignored, so unset click
+            options can be passed straight through. If ``workload`` changes, options that were
+            filled from the old workload are filled from the new one.
+
+        Raises
+        ------
+        ConfigError
+            On an unknown option or an invalid value.
+        """
+        data = self.to_dict(include_derived=False)
+        data.update({_normalise_key(k): v for k, v in options.items() if v is not None})
+        return type(self).from_dict(data)

