@@ -110,8 +110,9 @@ def main() -> None:
     first_next_above = time.perf_counter() - t0
     pa_med, pa_min, pa = timed(all_price_at, r)
     na_med, na_min, na = timed(all_next_above, r)
-    s0 = series[0]
-    one_med, _, _ = timed(lambda: s0.price_at(float(t_q[which == 0][0])), 200)
+    s0, t0_s, b0 = series[0], float(t_q[groups[0][1][0]]), float(b_q[groups[0][1][0]])
+    one_med, _, _ = timed(lambda: s0.price_at(t0_s), 500)
+    one_na_med, _, _ = timed(lambda: s0.next_above(t0_s, b0), 500)
 
     # -- baselines, same run
     nl_med, nl_min, naive_table = timed(lambda: naive_load(TRACE), max(1, r // 2))
@@ -172,6 +173,7 @@ def main() -> None:
             "next_above_1e5_median": na_med, "next_above_1e5_min": na_min,
             "next_above_1e5_first_call": first_next_above,
             "price_at_single_call_median": one_med,
+            "next_above_single_call_median": one_na_med,
             "load_validate_2021_all_products_median": l21_med,
             "price_history_2021_all_products_median": h21_med,
         },
@@ -209,6 +211,7 @@ def main() -> None:
           f"grid {ms(grid_med)} (naive {ms(ng_med)}); load+grid {ms(sec['load_plus_grid_median'])}")
     print(f"price_at 1e5 {ms(pa_med)} (asof {base['asof_price_at_1e5_extrapolated']:.1f} s); next_above 1e5 "
           f"{ms(na_med)} (first call {ms(first_next_above)}; scan {base['scan_next_above_1e5_extrapolated']:.1f} s)")
+    print(f"single calls: price_at {1e6 * one_med:.0f} us, next_above {1e6 * one_na_med:.0f} us")
     print(f"2021 trace, all products: load+validate {ms(l21_med)}, PriceHistory of {len(history21)} markets {ms(h21_med)}")
     print(f"agreement {res['agreement']}; targets met {res['targets_met']}; wrote {args.out}")
 

@@ -4,8 +4,9 @@ Measures, on the 2015 us-east-1 trace:
 
 1. **Training one market on a 9-day window** (features + labels + RevPred LSTM) at the default setting,
    target <= 60 s on 2 cores; also the Tributary baseline and all five models together.
-2. **Accuracy cost of the stride / epoch choice**: RevPred trained on one market at several (stride,
-   epochs) settings, each scored on the following 3 days (both max-price rules).
+2. **Accuracy cost of the stride / epoch / batch choice**: RevPred trained on one market at several
+   settings, each scored on the following 3 days (both max-price rules); plus ablations of D3 (linear
+   grid), D4 (literal grid Algorithm 2) and D5 (Platt / temperature / no calibration).
 3. **Inference for all 15 markets at one decision time** (one provisioning round): target <= 20 ms.
    Timing does not depend on the weights, so the 15 models are trained cheaply (1 epoch, stride 60).
 
@@ -46,35 +47,68 @@ def _load_avg() -> list[float]:
         return []
 
 
-def bench_training(history, settings: list[tuple[int, int]]) -> dict:
+def _score(history, predictor, e, te) -> dict:
+    res = evaluate(history, {"m": predictor}, [MARKET], e, te, stride_min=5, train_end_s=e)
+    out = {}
+    for rule in ("random", "alg2"):
+        pooled = res["rules"][rule]["m"]["pooled"]
+        out[rule] = {k: pooled[k] for k in ("accuracy", "f1", "roc_auc", "brier", "n_pos", "n")}
+    return out
+
+
+def bench_training(history, settings: list[tuple[int, int, int]]) -> dict:
     s, e, te = to_seconds(TRAIN_START), to_seconds(TRAIN_END), to_seconds(TEST_END)
     out = {"market": str(MARKET), "train_window": [TRAIN_START, TRAIN_END], "test_window": [TRAIN_END, TEST_END],
            "runs": []}
-    for stride, epochs in settings:
-        cfg = TrainConfig(stride_min=stride, epochs=epochs, n_threads=1)
+    for stride, epochs, batch in settings:
+        cfg = TrainConfig(stride_min=stride, epochs=epochs, batch_size=batch, n_threads=1)
         t0 = time.perf_counter()
         ms = train_markets(history, [MARKET], s, e, cfg, kinds=["revpred"])
         seconds = time.perf_counter() - t0
-        res = evaluate(history, {"revpred": ms.predictor("revpred")}, [MARKET], e, te, stride_min=5, train_end_s=e)
         fit = ms.fits[MARKET]
-        row = {"stride_min": stride, "epochs": epochs, "train_seconds": round(seconds, 2),
+        row = {"stride_min": stride, "epochs": epochs, "batch_size": batch, "train_seconds": round(seconds, 2),
                "n_train": fit.models["revpred"].info["n_train"], "best_epoch": fit.models["revpred"].estimator.best_epoch_,
-               "load_avg": _load_avg()}
-        for rule in ("random", "alg2"):
-            pooled = res["rules"][rule]["revpred"]["pooled"]
-            row[rule] = {k: pooled[k] for k in ("accuracy", "f1", "roc_auc", "brier", "n_pos", "n")}
+               "load_avg": _load_avg(), **_score(history, ms.predictor("revpred"), e, te)}
         out["runs"].append(row)
-        print(f"train stride={stride} epochs={epochs}: {seconds:.1f} s, "
+        print(f"train stride={stride} epochs={epochs} batch={batch}: {seconds:.1f} s, "
               f"AUC random {row['random']['roc_auc']:.3f} alg2 {row['alg2']['roc_auc']:.3f}", flush=True)
     # all five models at the default setting (RevPred + Tributary LSTMs dominate)
     cfg = TrainConfig(n_threads=1)
     t0 = time.perf_counter()
     ms = train_markets(history, [MARKET], s, e, cfg)
-    out["all_models_default"] = {"stride_min": cfg.stride_min, "epochs": cfg.epochs,
+    out["all_models_default"] = {"stride_min": cfg.stride_min, "epochs": cfg.epochs, "batch_size": cfg.batch_size,
                                  "seconds": round(time.perf_counter() - t0, 2),
                                  "per_model_fit_seconds": {k: v.info["fit_seconds"] for k, v in ms.fits[MARKET].models.items()},
                                  "load_avg": _load_avg()}
     print(f"all models, default: {out['all_models_default']['seconds']} s", flush=True)
+    out["ablations"] = bench_ablations(history, ms, s, e, te)
+    return out
+
+
+def bench_ablations(history, ms, s, e, te) -> dict:
+    """Default RevPred vs: other Eq 3 calibrators (refitted on the same validation day), linear grid (D3),
+    literal grid Algorithm 2 (D4)."""
+    from revpred.calibration import make_calibrator
+    from revpred.features import make_inputs
+    from revpred.training import training_data
+
+    base = TrainConfig(n_threads=1)
+    out = {"default": _score(history, ms.predictor("revpred"), e, te)}
+    mm = ms.fits[MARKET].models["revpred"]
+    data = training_data(history[MARKET], s, e, base)
+    Xv = mm.scaler.transform(make_inputs(data.feats[data.val], data.b["alg2"][data.val]))
+    o_val, y_val = mm.estimator.predict_raw(Xv), data.y["alg2"][data.val]
+    original = mm.estimator.calibrator_
+    for kind in ("platt", "temperature", "none"):
+        mm.estimator.calibrator_ = make_calibrator(kind).fit(o_val, y_val, mm.estimator.r_p_)
+        out[f"calibration_{kind}"] = _score(history, ms.predictor("revpred"), e, te)
+    mm.estimator.calibrator_ = original
+    for name, cfg in (("grid_linear", TrainConfig(n_threads=1, grid_method="linear")),
+                      ("alg2_literal_grid", TrainConfig(n_threads=1, variations="grid"))):
+        alt = train_markets(history, [MARKET], s, e, cfg, kinds=["revpred"])
+        out[name] = _score(history, alt.predictor("revpred"), e, te)
+        out[name]["train_positive_share"] = alt.fits[MARKET].models["revpred"].info["train_positive_share"]
+        print(f"ablation {name}: AUC alg2 {out[name]['alg2']['roc_auc']:.3f}", flush=True)
     return out
 
 
@@ -119,7 +153,8 @@ def main() -> None:
     t0 = time.perf_counter()
     history = load_history(args.prices)
     load_s = time.perf_counter() - t0
-    settings = [(5, 8)] if args.quick else [(5, 8), (1, 4), (2, 8), (5, 4), (5, 16), (10, 8), (15, 8)]
+    settings = [(5, 8, 64)] if args.quick else [(5, 8, 64), (5, 8, 256), (1, 4, 64), (2, 8, 64), (5, 4, 64),
+                                                 (5, 16, 64), (10, 6, 64), (10, 8, 64), (15, 8, 64)]
     result = {
         "benchmark": "revpred_speed",
         "machine": {"python": platform.python_version(), "torch": torch.__version__, "cpus": os.cpu_count(),

@@ -17,7 +17,7 @@ Everything here computes and does no I/O. The data loaders and the evaluation li
 from earlycurve._baselines import SLAQ, BestValue, LastValue
 from earlycurve._curve import CurveFitter, CurveParams, curve
 from earlycurve._mode import from_loss, to_loss
-from earlycurve._model import EarlyCurve
+from earlycurve._model import RECOMMENDED, EarlyCurve
 from earlycurve._protocol import FinalMetricPredictor, Prediction
 from earlycurve._ranking import Ranking, rank_trials
 from earlycurve._stages import NOISY_STAGE_RULE, PlateauRule, Stage, StageRule, is_plateau, split_stages
@@ -31,6 +31,7 @@ from earlycurve.errors import (
 
 __all__ = [
     "EarlyCurve",
+    "RECOMMENDED",
     "FinalMetricPredictor",
     "Prediction",
     "SLAQ",

@@ -10,7 +10,7 @@ Architectures (inputs are the standardised rows of :func:`revpred.features.make_
   its 6 features plus the query's max price and delta (8 values; [I] the max price is repeated on every
   step); last hidden state -> 32 -> 1 -> sigmoid.
 
-Training [I, D6]: Adam (lr 1e-3), batch 256, weighted binary cross-entropy with the paper's class weights
+Training [I, D6]: Adam (lr 1e-3), batch 64, weighted binary cross-entropy with the paper's class weights
 (``revpred.labels.class_weights``), a few epochs with the best epoch kept by weighted validation loss on
 the validation rows (the last day of the training window when called from :mod:`revpred.predictor`).
 Output: the raw o is mapped to p by the Eq 3 calibrator (:mod:`revpred.calibration`).
@@ -108,7 +108,8 @@ class RevPredClassifier(ClassifierMixin, BaseEstimator):
     head_size : int, default=32
     lr : float, default=1e-3
         Adam learning rate.
-    batch_size : int, default=256
+    batch_size : int, default=64
+        [I] D6 suggests 256; per-market training sets of ~1-2k rows need more Adam steps per epoch.
     epochs : int, default=8
         Passes over the training rows [I: few, to fit the CPU budget; see docs/revpred.md].
     class_weight : {"paper", None}, default="paper"
@@ -150,7 +151,7 @@ class RevPredClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, *, architecture: str = "revpred", hidden_size: int = 64, num_layers: int = 3,
-                 fc_sizes: tuple[int, ...] = (64, 64, 32), head_size: int = 32, lr: float = 1e-3, batch_size: int = 256,
+                 fc_sizes: tuple[int, ...] = (64, 64, 32), head_size: int = 32, lr: float = 1e-3, batch_size: int = 64,
                  epochs: int = 8, class_weight: str | None = "paper", calibration: str = "prior_shift",
                  validation_fraction: float = 0.1, random_state: int | np.random.RandomState | None = None,
                  n_threads: int | None = None, device: str = "cpu"):

@@ -13,7 +13,7 @@ provisioning round (all markets, one t, a few max prices) costs one small forwar
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -167,9 +167,3 @@ class RevPred:
         from revpred.store import load_model_set
 
         return load_model_set(path, history, markets).predictor(kind)
-
-    def replace_model(self, model: MarketModel) -> "RevPred":
-        """A copy with ``model`` set for its market."""
-        models = dict(self.models)
-        models[model.market] = replace(model)
-        return RevPred(self.history, models, raw=self.raw)

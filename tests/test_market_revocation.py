@@ -178,6 +178,19 @@ def test_modern_outage_refuses_launches_until_capacity_returns():
         assert model.has_capacity(P3, first + outage + 1)
 
 
+def test_modern_no_launch_into_a_pool_that_is_being_reclaimed():
+    """Within the notice lead before a market event, EC2 is reclaiming the pool: launches are refused."""
+    model = fully_correlated(outages=True)
+    events = model.market_events(P3, T23, T23 + BLOCK_S)
+    e = next(x for x in events if model.has_capacity(P3, x - 121))
+    ok = model.revocation(P3, e - 121, instance_id="early")
+    assert (ok.cause, ok.notice_s, ok.termination_s) == (Cause.CAPACITY_EVENT, e - 120, e)
+    late = model.revocation(P3, e - 60, instance_id="late")
+    assert late.cause == Cause.REFUSED_CAPACITY
+    assert ModernHazardRevocation(model.calibration, 3, outages=False).revocation(
+        P3, e - 60, instance_id="late").termination_s == e  # no capacity refusals without outages
+
+
 def test_modern_notice_is_120_s_before_termination_and_never_before_launch():
     model = ModernHazardRevocation(None, 8)
     for r in answers(model, launches(200, seed=2)):

@@ -162,6 +162,7 @@ def moto_ec2(monkeypatch: pytest.MonkeyPatch):
         server.stop()
 
 
+@pytest.mark.server
 def test_fetch_pages_through_and_writes_canonical(tmp_path: Path, moto_ec2, capsys, monkeypatch) -> None:
     endpoint, seeded, calls = moto_ec2
     out = tmp_path / "sub" / "fetched.csv.gz"
@@ -189,6 +190,7 @@ def test_fetch_pages_through_and_writes_canonical(tmp_path: Path, moto_ec2, caps
     assert set(got["region"]) == {"us-east-1"} and set(got["product_description"]) == {"Linux/UNIX"}
 
 
+@pytest.mark.server
 def test_fetch_nothing_found_is_an_error(tmp_path: Path, moto_ec2, capsys, monkeypatch) -> None:
     endpoint, _, _ = moto_ec2
     code, _, err = run(["prices", "fetch", "--region", "us-east-1", "--instance-types", "p3.16xlarge", "--days", "90",

@@ -212,6 +212,7 @@ def _with(line_no: int, old: str, new: str) -> str:
 @pytest.mark.parametrize(("text", "message"), [
     (_with(3, "2017-04-26 00:00:10+00:00", "yesterday"), r"line 3: timestamp 'yesterday' is not a date and time"),
     (_with(2, "2017-04-26 00:07:30", "2017-13-45 00:07:30"), r"line 2: timestamp '2017-13-45 00:07:30\+00:00' is not"),
+    (_with(3, "2017-04-26", "3017-04-26"), r"line 3: timestamp '3017-04-26 00:00:10\+00:00' is outside 1970 \.\. 2200"),
     (_with(4, "0.12", "-0.12"), r"line 4: price '-0.12' is negative"),
     (_with(2, "0.033", "abc"), r"line 2: price 'abc' is not a number \(USD per hour\)"),
     (_with(3, "0.0321", "nan"), r"line 3: price 'nan' is not a number"),

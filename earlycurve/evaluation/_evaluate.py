@@ -47,13 +47,15 @@ THETAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 def default_predictors(seed: int = 0) -> dict[str, FinalMetricPredictor]:
     """The predictors compared in ``docs/earlycurve.md``, by name.
 
-    ``earlycurve`` uses the paper's Eq 7 thresholds; ``earlycurve-noisy`` the
-    :data:`earlycurve.NOISY_STAGE_RULE` preset for coarse, noisy curves. Both fit with
-    ``max_steps`` from ``predict_final``.
+    ``earlycurve`` is the paper's setting (Eq 7 with α = 0.5, β = 0.01; fit on the whole last
+    stage); ``earlycurve-noisy`` swaps in :data:`earlycurve.NOISY_STAGE_RULE`;
+    ``earlycurve-rec`` is :meth:`earlycurve.EarlyCurve.recommended` (noisy rule plus a fit on the
+    most recent half of the stage). ``max_steps`` comes from each ``predict_final`` call.
     """
     return {
         "earlycurve": EarlyCurve(1, random_state=seed),
         "earlycurve-noisy": EarlyCurve(1, random_state=seed, **NOISY_STAGE_RULE),
+        "earlycurve-rec": EarlyCurve.recommended(1, random_state=seed),
         "slaq": SLAQ(random_state=seed),
         "last_value": LastValue(),
         "best_value": BestValue(),

@@ -223,6 +223,16 @@ class PriceSeries:
             ``ffill`` is the step function (use it for anything that decides a revocation or a bill);
             ``linear`` interpolates between records, the literal reading of the paper (spec D3), for
             RevPred experiments only.
+
+        Returns
+        -------
+        pandas.Series of shape (n_minutes,)
+            USD per instance-hour, named ``str(market)``, index ``timestamp`` (whole UTC minutes).
+
+        Raises
+        ------
+        PriceDataError
+            If the grid reaches outside [first record, ``end_s``] or the method is unknown.
         """
         lo = self.start_s if start_s is None else float(start_s)
         hi = self.end_s if end_s is None else float(end_s)

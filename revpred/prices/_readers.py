@@ -158,7 +158,6 @@ class _Raw:
     line_of: Callable[[int], str]  # row position -> "line N"
     layout: str
     product_from_os: bool = False
-    blank_lines: int = 0
     ignored_columns: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
 
@@ -237,7 +236,7 @@ def _csv_layout(fields: Sequence[str], normalized: set[str]) -> str:
         return "ec2-tools-csv"
     if "os" in normalized and "datetime" in normalized:
         return "os-csv"
-    if set(fields) >= _API_NAMES - {"Timestamp"}:
+    if set(fields) >= _API_NAMES:
         return "aws-csv"
     return "csv"
 
@@ -410,9 +409,8 @@ def _codes(path: Path, raw: _Raw, s: pd.Series, name: str) -> tuple[np.ndarray, 
     empty_code = inverse[-1]
     codes = np.where(codes < 0, empty_code, inverse[:-1][np.maximum(codes, 0)])
     _fail(path, raw, codes == empty_code, lambda i: f"missing value in column {name!r}")
-    if values[empty_code] == "":  # drop the "" slot so codes index real values only
-        values = np.delete(values, empty_code)
-        codes = codes - (codes > empty_code)
+    values = np.delete(values, empty_code)  # drop the "" slot so codes index real values only
+    codes = codes - (codes > empty_code)
     return codes.astype(np.int64), values
 
 
@@ -421,7 +419,7 @@ def _parse_times(path: Path, raw: _Raw, s: pd.Series) -> tuple[np.ndarray, int]:
     try:
         t = pd.to_datetime(s, format=_FAST_TIME_FORMAT, utc=True)
         if not t.isna().any():  # "" parses as NaT here
-            return t.to_numpy(dtype="datetime64[ns]").view("int64"), 0
+            return _to_ns(path, raw, t, s), 0
     except (ValueError, TypeError, OverflowError):
         pass
     values = s.to_numpy(dtype=object)
@@ -429,7 +427,15 @@ def _parse_times(path: Path, raw: _Raw, s: pd.Series) -> tuple[np.ndarray, int]:
     t = pd.to_datetime(s, format="ISO8601", utc=True, errors="coerce")
     _fail(path, raw, t.isna().to_numpy(), lambda i: f"timestamp {values[i]!r} is not a date and time")
     naive = int((~s.str.strip().str.contains(_HAS_OFFSET, regex=True)).sum())
-    return t.to_numpy(dtype="datetime64[ns]").view("int64"), naive
+    return _to_ns(path, raw, t, s), naive
+
+
+def _to_ns(path: Path, raw: _Raw, t: pd.Series, s: pd.Series) -> np.ndarray:
+    lo, hi = pd.Timestamp("1970-01-01", tz="UTC"), pd.Timestamp("2200-01-01", tz="UTC")
+    if t.min() < lo or t.max() >= hi:
+        _fail(path, raw, ((t < lo) | (t >= hi)).to_numpy(),
+              lambda i: f"timestamp {s.iloc[i]!r} is outside 1970 .. 2200 (not a spot price record)")
+    return t.to_numpy(dtype="datetime64[ns]").view("int64")
 
 
 def _parse_prices(path: Path, raw: _Raw, s: pd.Series) -> np.ndarray:

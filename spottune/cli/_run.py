@@ -247,6 +247,10 @@ def run(ctx: click.Context, config: str | None, **_: Any) -> None:
     from spottune.results import write_results
 
     opts = _options(ctx, config)
+    from spottune.orchestrator import OrchestratorConfig
+
+    OrchestratorConfig(max_steps=int(opts["max_steps"] or 1), theta=float(opts["theta"]), top_k=int(opts["top_k"]),
+                       max_failures=int(opts["max_failures"]))  # checked at once, before any loading
     out = Path(opts["output"] or Path("results") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
     from spottune.workloads import get_workload
 

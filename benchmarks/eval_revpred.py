@@ -1,0 +1,187 @@
+"""Rolled RevPred evaluation -> benchmarks/results/revpred_eval.json (issue 3; tables in docs/revpred.md).
+
+Suites:
+
+- ``us``: the bidding-era trace ``us-east-1_2015.csv.gz``, all 15 markets, 5 windows one month apart
+  (9 days of training, the next 3 days of test; test windows never overlap their training window).
+- ``eu``: the post-2017 trace ``eu-west-1_2021-08.csv.gz``, the six SpotTune instance types in
+  eu-west-1a (``Linux/UNIX (Amazon VPC)``), 3 windows.
+
+Each window trains RevPred, the Tributary-style LSTM, logistic regression, the empirical rate and the
+constant hazard on the training window only (``revpred.training.train_markets``, the code behind
+``revpred train``), then scores them on the test window with random-delta and Algorithm 2 max prices
+(``revpred.evaluation.evaluate``, the code behind ``revpred eval``). Results are pooled over markets
+per window; the summary gives mean and standard deviation across windows.
+
+Usage (the full run takes ~20 min on a shared 2-core machine; run it in the background)::
+
+    nohup .venv/bin/python benchmarks/eval_revpred.py > benchmarks/results/revpred_eval.log 2>&1 &
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from revpred._load import load_history
+from revpred.cli import build_predictors
+from revpred.evaluation import evaluate
+from revpred.prices import Market, to_seconds, to_timestamp
+from revpred.training import TrainConfig, train_markets
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "spot_prices"
+SPOTTUNE_TYPES = ("r4.large", "r3.xlarge", "r4.xlarge", "m4.2xlarge", "r4.2xlarge", "m4.4xlarge")
+SUITES = {
+    "us": {"prices": DATA / "us-east-1_2015.csv.gz", "markets": None,
+           "starts": ["2015-04-01", "2015-05-01", "2015-06-01", "2015-07-01", "2015-08-01"]},
+    "eu": {"prices": DATA / "eu-west-1_2021-08.csv.gz",
+           "markets": [f"eu-west-1a/{t}/Linux/UNIX (Amazon VPC)" for t in SPOTTUNE_TYPES],
+           "starts": ["2021-08-01", "2021-08-09", "2021-08-17"]},
+}
+METRICS = ("accuracy", "f1", "roc_auc", "brier", "base_rate", "mean_p")
+
+
+def _mean_sd(values: list[float]) -> dict:
+    vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not vals:
+        return {"mean": None, "sd": None, "n": 0}
+    return {"mean": statistics.fmean(vals), "sd": statistics.stdev(vals) if len(vals) > 1 else 0.0, "n": len(vals)}
+
+
+def _merge_reliability(tables: list[list[dict]]) -> list[dict]:
+    out = []
+    for bins in zip(*tables):
+        n = sum(b["n"] for b in bins)
+        sp = sum(b["n"] * b["mean_p"] for b in bins if b["n"])
+        sy = sum(b["n"] * b["frac_pos"] for b in bins if b["n"])
+        out.append({"lo": bins[0]["lo"], "hi": bins[0]["hi"], "n": n,
+                    "mean_p": sp / n if n else None, "frac_pos": sy / n if n else None})
+    return out
+
+
+def summarise(windows: list[dict]) -> dict:
+    """Mean/sd across windows of pooled metrics; per-market means; wins; merged reliability tables."""
+    summary, per_market, wins, reliability = {}, {}, {}, {}
+    rules = windows[0]["result"]["rules"]
+    for rule, models in rules.items():
+        summary[rule], per_market[rule], reliability[rule] = {}, {}, {}
+        for name in models:
+            pooled = [w["result"]["rules"][rule][name]["pooled"] for w in windows]
+            summary[rule][name] = {k: _mean_sd([p.get(k) for p in pooled]) for k in METRICS}
+            summary[rule][name]["n_pos"] = sum(p.get("n_pos", 0) for p in pooled)
+            summary[rule][name]["n"] = sum(p.get("n", 0) for p in pooled)
+            reliability[rule][name] = _merge_reliability([p["reliability"] for p in pooled if "reliability" in p])
+            markets = sorted({m for w in windows for m in w["result"]["rules"][rule][name]["markets"]})
+            per_market[rule][name] = {
+                m: {k: _mean_sd([w["result"]["rules"][rule][name]["markets"].get(m, {}).get(k) for w in windows])["mean"]
+                    for k in ("roc_auc", "brier", "f1", "accuracy", "base_rate")}
+                for m in markets}
+        # which model has the best AUC / Brier per (window, market)
+        wins[rule] = {"roc_auc": {}, "brier": {}}
+        for w in windows:
+            res = w["result"]["rules"][rule]
+            for m in next(iter(res.values()))["markets"]:
+                for metric, better in (("roc_auc", max), ("brier", min)):
+                    vals = {name: res[name]["markets"][m].get(metric) for name in res if name != "revpred_raw"}
+                    vals = {k: v for k, v in vals.items() if v is not None and not math.isnan(v)}
+                    if vals:
+                        best = better(vals, key=vals.get)
+                        wins[rule][metric][best] = wins[rule][metric].get(best, 0) + 1
+    return {"pooled": summary, "per_market": per_market, "wins": wins, "reliability": reliability}
+
+
+def run_suite(name: str, spec: dict, args) -> dict:
+    history = load_history(spec["prices"])
+    markets = [Market.parse(m) for m in spec["markets"]] if spec["markets"] else history.markets
+    cfg = TrainConfig(stride_min=args.stride, epochs=args.epochs, seed=args.seed, n_threads=1)
+    out = {"prices": str(spec["prices"]), "markets": [str(m) for m in markets], "config": cfg.to_dict(),
+           "train_days": args.train_days, "test_days": args.test_days, "test_stride_min": args.test_stride,
+           "windows": []}
+    for start in spec["starts"]:
+        s = to_seconds(f"{start}T00:00Z")
+        e = s + args.train_days * 86400.0
+        te = e + args.test_days * 86400.0
+        t0 = time.perf_counter()
+        ms = train_markets(history, markets, s, e, cfg)
+        train_s = time.perf_counter() - t0
+        res = evaluate(history, build_predictors(ms), markets, e, te, stride_min=args.test_stride, seed=args.seed,
+                       variations=cfg.variations, grid_method=cfg.grid_method, train_end_s=e)
+        window = {"train_start": to_timestamp(s).isoformat(), "train_end": to_timestamp(e).isoformat(),
+                  "test_start": to_timestamp(e).isoformat(), "test_end": to_timestamp(te).isoformat(),
+                  "train_seconds": round(train_s, 1), "eval_seconds": round(time.perf_counter() - t0 - train_s, 1),
+                  "train_info": {str(m): {"positive_share": f.info["positive_share"],
+                                          "best_epoch": {k: getattr(v.estimator, "best_epoch_", None) for k, v in f.models.items()}}
+                                 for m, f in ms.fits.items()},
+                  "result": res}
+        out["windows"].append(window)
+        p = res["rules"]
+        print(f"[{name}] {start}: train {train_s:.0f} s; AUC random rp {p['random']['revpred']['pooled'].get('roc_auc', float('nan')):.3f} "
+              f"trib {p['random']['tributary']['pooled'].get('roc_auc', float('nan')):.3f}; alg2 rp "
+              f"{p['alg2']['revpred']['pooled'].get('roc_auc', float('nan')):.3f}", flush=True)
+        args.on_window(out)
+    out["summary"] = summarise(out["windows"])
+    out["reproduce_cli_example"] = (
+        f"revpred train --prices {spec['prices']} --all-markets --train-start {spec['starts'][0]}T00:00Z "
+        f"--train-end {to_timestamp(to_seconds(spec['starts'][0] + 'T00:00Z') + args.train_days * 86400).isoformat()} "
+        f"--out /tmp/m --stride {args.stride} --epochs {args.epochs} --seed {args.seed}; revpred eval ... --stride {args.test_stride}")
+    return out
+
+
+def _clean(o):
+    if isinstance(o, dict):
+        return {k: _clean(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_clean(v) for v in o]
+    if isinstance(o, (float, np.floating)):
+        return None if not math.isfinite(float(o)) else float(o)
+    if isinstance(o, np.integer):
+        return int(o)
+    return o
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--suite", choices=["us", "eu", "all"], default="all")
+    ap.add_argument("--stride", type=int, default=10, help="Minutes between training samples.")
+    ap.add_argument("--epochs", type=int, default=6)
+    ap.add_argument("--test-stride", type=int, default=5, help="Minutes between test queries.")
+    ap.add_argument("--train-days", type=float, default=9.0)
+    ap.add_argument("--test-days", type=float, default=3.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "revpred_eval.json"))
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    result = {"benchmark": "revpred_eval", "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "load_avg_start": list(os.getloadavg()), "suites": {}}
+    outp = Path(args.out)
+    outp.parent.mkdir(parents=True, exist_ok=True)
+
+    def checkpoint() -> None:
+        outp.write_text(json.dumps(_clean(result), indent=1))
+
+    t0 = time.perf_counter()
+    for name in (["us", "eu"] if args.suite == "all" else [args.suite]):
+        def on_window(partial: dict, _name: str = name) -> None:
+            result["suites"][_name] = partial  # partial results survive an interrupted run
+            checkpoint()
+
+        args.on_window = on_window
+        result["suites"][name] = run_suite(name, SUITES[name], args)
+        checkpoint()
+    result["total_seconds"] = round(time.perf_counter() - t0, 1)
+    result["load_avg_end"] = list(os.getloadavg())
+    checkpoint()
+    print(f"done in {result['total_seconds']:.0f} s -> {outp}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""Loaders, evaluation on a small slice of the real curves, and ``spottune curves eval``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+import numpy as np
+import pandas as pd
+import pytest
+
+from earlycurve import SLAQ, EarlyCurve, EarlyCurveError, InvalidCurveError, LastValue
+from earlycurve.evaluation import (
+    error_rows,
+    evaluate_set,
+    find_datasets,
+    load_cakelab,
+    load_digits_csv,
+    load_opda,
+    predict_table,
+    selection_rows,
+    subsample,
+)
+from earlycurve.evaluation._datasets import RecordedCurve
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "learning_curves"
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared learning-curve data not present")
+
+
+@pytest.fixture(scope="module")
+def cakelab():
+    return load_cakelab(DATA / "cakelab_resnet32_cifar10_curves.csv.gz")
+
+
+@needs_data
+def test_opda_counts_match_the_readme():
+    alexnet = load_opda(DATA / "opda_alexnet_imagenet_tuning.jsonl.gz", "opda-alexnet")
+    assert alexnet.counts == {"total": 512, "diverged": 147, "empty": 0, "incomplete": 0, "used": 365}
+    first = alexnet.curves[0]
+    assert first.steps[0] == 1 and first.steps[-1] == first.max_steps  # step = epochs completed
+    assert np.all((first.values >= 0) & (first.values <= 1))  # 1 − top-1
+
+
+@needs_data
+def test_cakelab_counts_match_the_readme(cakelab):
+    assert cakelab.counts["total"] == 408 and cakelab.counts["used"] == 386
+    assert cakelab.counts["truncated"] == 22 and cakelab.counts["repeated_steps"] >= 1
+
+
+@needs_data
+def test_staging_pays_off_on_step_decay_curves(cakelab):
+    """Small real-data eval: noisy-curve Eq 7 at θ = 0.7 at least halves SLAQ's median error."""
+    curves = subsample(cakelab, 40, seed=0)
+    tables = {
+        "earlycurve-noisy": predict_table(curves, EarlyCurve.recommended(1, fit_window=1.0), (0.7,)),
+        "slaq": predict_table(curves, SLAQ(), (0.7,)),
+    }
+    rows = {r["predictor"]: r for r in error_rows(curves, tables)}
+    assert rows["earlycurve-noisy"]["multi_stage"] > 0.8  # the LR drop at 32k steps is found
+    assert rows["earlycurve-noisy"]["median_rel_err"] <= 0.5 * rows["slaq"]["median_rel_err"]
+
+
+def _toy_curves():
+    g = np.arange(1.0, 11.0)
+    return tuple(
+        RecordedCurve(curve_id=f"t{i}", group="toy", steps=g, values=0.2 * i + 1.0 / g, max_steps=10.0) for i in range(5)
+    )
+
+
+def test_selection_metrics_on_a_toy_study():
+    curves = _toy_curves()  # curve 0 is the best, in every respect
+    tables = {"last": predict_table(curves, LastValue(), (0.5, 1.0))}
+    rows = selection_rows(curves, tables, n_studies=3, study_size=5, top_k=1)
+    assert all(r["top1"] == 1.0 and r["regret1"] == 0.0 and r["topk_recall"] == 1.0 for r in rows)
+    err = error_rows(curves, tables)
+    assert err[1]["median_rel_err"] == 0.0 and err[0]["median_rel_err"] > 0
+
+
+def test_head_keeps_at_least_one_point_and_cuts_at_theta():
+    rec = _toy_curves()[0]
+    assert rec.head(0.05)[0].tolist() == [1.0]
+    assert rec.head(0.7)[0][-1] == 7.0
+
+
+def test_digits_csv_loader(tmp_path):
+    rows = [{"config_id": "c0", "step": s, "max_steps": 20, "val_loss": 1.0 / (s + 1)} for s in range(0, 21, 5)]
+    rows += [{"config_id": "c1", "step": s, "max_steps": 20, "val_loss": float("nan")} for s in range(0, 21, 5)]
+    path = tmp_path / "digits_curves.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    curve_set = load_digits_csv(path)
+    assert curve_set.counts == {"total": 2, "diverged": 1, "used": 1}
+    result = evaluate_set(curve_set, {"last": LastValue()}, thetas=(0.5,), n_studies=2)
+    assert result["counts"]["evaluated"] == 1
+
+
+def test_find_datasets_errors(tmp_path):
+    with pytest.raises(InvalidCurveError, match="does not exist"):
+        find_datasets(tmp_path / "missing")
+    with pytest.raises(InvalidCurveError, match="none of the known"):
+        find_datasets(tmp_path)
+
+
+# -- CLI ------------------------------------------------------------------------------------------
+
+
+def _run_cli(argv: list[str], monkeypatch) -> int:
+    """Run ``spottune curves ...`` through the project's runner; return the exit code."""
+    from revpred.cli_runner import run_click
+    from spottune.cli._curves import curves
+
+    @click.group()
+    def cli() -> None:
+        pass
+
+    cli.add_command(curves)
+    monkeypatch.setattr(sys, "argv", ["spottune", *argv])
+    try:
+        run_click(cli, (EarlyCurveError,), prog_name="spottune")
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--theta", "1.5"], "theta is 1.5"),
+        (["--theta", "0"], "theta is 0.0"),
+        (["--top-k", "0"], "top_k is 0"),
+        (["--studies", "0"], "studies is 0"),
+    ],
+)
+def test_cli_bad_option_exit_2(args, message, tmp_path, monkeypatch, capsys):
+    code = _run_cli(["curves", "eval", str(tmp_path), *args], monkeypatch)
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_cli_bad_path_exit_2(tmp_path, monkeypatch, capsys):
+    assert _run_cli(["curves", "eval", str(tmp_path / "nope")], monkeypatch) == 2
+    assert _run_cli(["curves", "eval", str(tmp_path)], monkeypatch) == 2  # no known file inside
+    err = capsys.readouterr().err
+    assert "none of the known curve files" in err and "Traceback" not in err
+
+
+@needs_data
+def test_cli_small_eval_writes_json(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "eval.json"
+    argv = ["curves", "eval", str(DATA / "cakelab_resnet32_cifar10_curves.csv.gz"), "--max-curves", "12", "--studies", "4", "--no-sweep", "--json", str(out)]
+    assert _run_cli(argv, monkeypatch) == 0
+    report = json.loads(out.read_text())
+    result = report["datasets"]["cakelab-resnet32"]
+    assert result["counts"]["evaluated"] == 12
+    assert {r["predictor"] for r in result["errors"]} >= {"earlycurve", "slaq", "last_value", "best_value"}
+    assert "earlycurve-rec" in capsys.readouterr().out
+
+
+def test_registered_in_spottune_cli_if_wired():
+    from spottune import cli as spottune_cli
+
+    if "curves" not in spottune_cli.cli.commands:
+        pytest.skip("the lead has not registered `curves` in spottune/cli/__init__.py yet")
+    assert "eval" in spottune_cli.cli.commands["curves"].commands
