@@ -28,13 +28,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from revpred._load import load_history
 from revpred.evaluation import evaluate
-from revpred.prices import Market, to_seconds
+from revpred.prices import Market, load_history, locate_prices, to_seconds
 from revpred.training import TrainConfig, train_markets
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_PRICES = ROOT.parent / "shared" / "data" / "spot_prices" / "us-east-1_2015.csv.gz"
+DEFAULT_PRICES = "us-east-1_2015.csv.gz"  # found by revpred.prices.locate_prices
 TRAIN_START, TRAIN_END = "2015-06-01T00:00Z", "2015-06-10T00:00Z"
 TEST_END = "2015-06-13T00:00Z"
 MARKET = Market("us-east-1a", "c3.xlarge")  # the busiest series: the hardest case for training time
@@ -145,7 +144,7 @@ def bench_inference(history, repeats: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--prices", default=str(DEFAULT_PRICES))
+    ap.add_argument("--prices", default=DEFAULT_PRICES)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "revpred_speed.json"))
     ap.add_argument("--quick", action="store_true", help="Only the default training setting and 50 inference repeats.")
     args = ap.parse_args()
@@ -159,7 +158,7 @@ def main() -> None:
         "benchmark": "revpred_speed",
         "machine": {"python": platform.python_version(), "torch": torch.__version__, "cpus": os.cpu_count(),
                     "note": "shared 2-core machine; other jobs were running (see load_avg)"},
-        "prices": str(args.prices),
+        "prices": str(locate_prices(args.prices)),
         "load_seconds": round(load_s, 2),
         "targets": {"train_one_market_9_days_s": 60, "inference_15_markets_ms": 20},
         "inference": bench_inference(history, 50 if args.quick else 300),

@@ -31,19 +31,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from revpred._load import load_history
 from revpred.cli import build_predictors
 from revpred.evaluation import evaluate
-from revpred.prices import Market, to_seconds, to_timestamp
+from revpred.prices import Market, load_history, locate_prices, to_seconds, to_timestamp
 from revpred.training import TrainConfig, train_markets
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "spot_prices"
 SPOTTUNE_TYPES = ("r4.large", "r3.xlarge", "r4.xlarge", "m4.2xlarge", "r4.2xlarge", "m4.4xlarge")
 SUITES = {
-    "us": {"prices": DATA / "us-east-1_2015.csv.gz", "markets": None,
+    "us": {"prices": "us-east-1_2015.csv.gz", "markets": None,
            "starts": ["2015-04-01", "2015-05-01", "2015-06-01", "2015-07-01", "2015-08-01"]},
-    "eu": {"prices": DATA / "eu-west-1_2021-08.csv.gz",
+    "eu": {"prices": "eu-west-1_2021-08.csv.gz",
            "markets": [f"eu-west-1a/{t}/Linux/UNIX (Amazon VPC)" for t in SPOTTUNE_TYPES],
            "starts": ["2021-08-01", "2021-08-09", "2021-08-17"]},
 }
@@ -103,7 +101,7 @@ def run_suite(name: str, spec: dict, args) -> dict:
     history = load_history(spec["prices"])
     markets = [Market.parse(m) for m in spec["markets"]] if spec["markets"] else history.markets
     cfg = TrainConfig(stride_min=args.stride, epochs=args.epochs, seed=args.seed, n_threads=1)
-    out = {"prices": str(spec["prices"]), "markets": [str(m) for m in markets], "config": cfg.to_dict(),
+    out = {"prices": str(locate_prices(spec["prices"])), "markets": [str(m) for m in markets], "config": cfg.to_dict(),
            "train_days": args.train_days, "test_days": args.test_days, "test_stride_min": args.test_stride,
            "windows": []}
     for start in spec["starts"]:

@@ -53,13 +53,15 @@ def _markets(history, market_args: tuple[str, ...], all_markets: bool) -> list:
 
 
 def _history(prices: str | None):
-    from revpred._load import load_history, resolve_prices_path
+    """Price history of ``--prices`` (a path or a bare file name; default: the project's lookup, issue 2)."""
+    from revpred.prices import load_history
 
-    return load_history(resolve_prices_path(prices))
+    return load_history(prices)
 
 
 @cli.command(help="Train RevPred and the baselines per market on a training window.")
-@click.option("--prices", type=click.Path(dir_okay=False), default=None, help="Spot price CSV (canonical or bundled layouts).")
+@click.option("--prices", default=None, metavar="PATH",
+              help="Price file or bare file name (default: us-east-1_2015.csv.gz via the data lookup).")
 @click.option("--market", "market_args", multiple=True, metavar="AZ/TYPE[/PRODUCT]", help="Market to train (repeatable).")
 @click.option("--all-markets", is_flag=True, help="Train every market in the price file.")
 @click.option("--train-start", required=True, help="UTC, e.g. 2015-05-01T00:00Z.")
@@ -114,7 +116,7 @@ def train(prices, market_args, all_markets, train_start, train_end, out, seed, e
 
 
 @cli.command(name="eval", help="Score RevPred and every baseline on a test window after the training window.")
-@click.option("--prices", type=click.Path(dir_okay=False), default=None)
+@click.option("--prices", default=None, metavar="PATH", help="As for train; the same file the models were trained on.")
 @click.option("--models", "models_dir", required=True, type=click.Path(file_okay=False))
 @click.option("--test-start", required=True, help="UTC; must not be before the end of training.")
 @click.option("--test-end", required=True, help="UTC.")

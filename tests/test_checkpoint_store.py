@@ -175,3 +175,12 @@ def test_relative_folder_and_file_url_are_the_same_store(tmp_path, monkeypatch):
     a = open_store("ckpts")
     a.save("t", _write(tmp_path / "v", w=b"x"), step=3)
     assert open_store(f"file://{tmp_path}/ckpts").latest_good("t").step == 3
+
+
+def test_restore_at_a_given_step(store, tmp_path):
+    for step in (5, 9):
+        store.save("t10", _write(tmp_path / f"v{step}", w=str(step).encode()), step=step)
+    assert store.latest_good("t10", step=5).version == 1
+    assert store.restore("t10", tmp_path / "out", step=5).step == 5 and (tmp_path / "out" / "w").read_bytes() == b"5"
+    with pytest.raises(CheckpointError, match="no intact checkpoint at step 7"):
+        store.latest_good("t10", step=7)

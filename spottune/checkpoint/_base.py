@@ -113,8 +113,17 @@ class CheckpointStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def restore(self, trial_id: str, local_dir: str | os.PathLike[str]) -> CheckpointInfo | None:
-        """Download the newest intact version into ``local_dir`` (created if needed).
+    def restore(self, trial_id: str, local_dir: str | os.PathLike[str], *,
+                step: int | None = None) -> CheckpointInfo | None:
+        """Download the newest intact version into ``local_dir`` (created if needed; must be empty).
+
+        Parameters
+        ----------
+        trial_id : str
+        local_dir : path
+        step : int, optional
+            Only consider versions taken at this step (the orchestrator's ``Launch.resume_step``, in
+            case a newer checkpoint was published that the orchestrator never confirmed).
 
         Returns
         -------
@@ -125,12 +134,13 @@ class CheckpointStore(abc.ABC):
         Raises
         ------
         CheckpointError
-            If published versions exist but none is intact.
+            If published versions exist but none is intact (at ``step``, if given).
         """
 
     @abc.abstractmethod
-    def latest_good(self, trial_id: str) -> CheckpointInfo | None:
-        """The newest intact version, checked by reading every file; like :meth:`restore` without copying."""
+    def latest_good(self, trial_id: str, *, step: int | None = None) -> CheckpointInfo | None:
+        """The newest intact version (at ``step``, if given), checked by reading every file; like
+        :meth:`restore` without copying."""
 
     @abc.abstractmethod
     def versions(self, trial_id: str) -> list[CheckpointInfo]:
@@ -148,10 +158,12 @@ class CheckpointStore(abc.ABC):
             trainable.save(tmp)
             return self.save(trial_id, tmp, step=trainable.iteration, metadata=metadata)
 
-    def restore_trainable(self, trial_id: str, trainable: Trainable) -> CheckpointInfo | None:
-        """Restore the newest intact version into ``trainable``; None (and no change) if there is none."""
+    def restore_trainable(self, trial_id: str, trainable: Trainable, *,
+                          step: int | None = None) -> CheckpointInfo | None:
+        """Restore the newest intact version (at ``step``, if given) into ``trainable``; None (and no
+        change) if the trial has no checkpoint."""
         with tempfile.TemporaryDirectory(prefix=f"spottune-{trial_id}-") as tmp:
-            info = self.restore(trial_id, Path(tmp) / "ckpt")
+            info = self.restore(trial_id, Path(tmp) / "ckpt", step=step)
             if info is not None:
                 trainable.restore(Path(tmp) / "ckpt")
             return info

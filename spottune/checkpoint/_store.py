@@ -169,13 +169,15 @@ class FsspecCheckpointStore(CheckpointStore):
                 raise _Corrupt(f"version {info.version}: file {rel} has sha256 {digest[:12]}.../{size} B, "
                                f"manifest says {entry.sha256[:12]}.../{entry.size_bytes} B")
 
-    def _newest_good(self, trial_id: str, dest: Path | None) -> CheckpointInfo | None:
+    def _newest_good(self, trial_id: str, dest: Path | None, step: int | None = None) -> CheckpointInfo | None:
         versions = self._manifest_versions(trial_id)
         skipped: list[int] = []
         reasons: list[str] = []
         for version in reversed(versions):
             try:
                 info = self._read_manifest(trial_id, version)
+                if step is not None and info.step != step:
+                    continue
                 if dest is not None:
                     _clear(dest)
                 self._check_version(info, dest)
@@ -187,6 +189,9 @@ class FsspecCheckpointStore(CheckpointStore):
             if skipped:
                 info = dataclasses.replace(info, skipped_versions=tuple(skipped))
             return info
+        if step is not None and versions:
+            raise CheckpointError(f"trial {trial_id}: no intact checkpoint at step {step} among versions {versions}"
+                                  + (": " + "; ".join(reasons) if reasons else ""))
         if versions:
             raise CheckpointError(f"trial {trial_id}: no intact checkpoint among versions {versions}: " + "; ".join(reasons))
         return None
@@ -201,14 +206,14 @@ class FsspecCheckpointStore(CheckpointStore):
                 log.warning("checkpoint of trial %s: %s", trial_id, exc)
         return out
 
-    def latest_good(self, trial_id: str) -> CheckpointInfo | None:
-        return self._newest_good(trial_id, None)
+    def latest_good(self, trial_id: str, *, step: int | None = None) -> CheckpointInfo | None:
+        return self._newest_good(trial_id, None, step)
 
-    def restore(self, trial_id: str, local_dir: str | os.PathLike[str]) -> CheckpointInfo | None:
+    def restore(self, trial_id: str, local_dir: str | os.PathLike[str], *, step: int | None = None) -> CheckpointInfo | None:
         dest = Path(local_dir)
         if dest.exists() and any(dest.iterdir()):
             raise CheckpointError(f"restore target {dest} is not empty")
-        return self._newest_good(trial_id, dest)
+        return self._newest_good(trial_id, dest, step)
 
     def save(self, trial_id: str, local_dir: str | os.PathLike[str], *, step: int,
              metadata: Mapping[str, Any] | None = None) -> CheckpointInfo:

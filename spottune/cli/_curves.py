@@ -41,10 +41,12 @@ def format_table(result: dict, theta: float) -> str:
     errors = {r["predictor"]: r for r in result["errors"] if abs(r["theta"] - theta) < 1e-9}
     selection = {r["predictor"]: r for r in result["selection"] if abs(r["theta"] - theta) < 1e-9}
     counts = ", ".join(f"{k}={v}" for k, v in result["counts"].items())
-    lines = [f"{result['name']} (theta={theta:g}; {counts})", "  " + "predictor".ljust(18) + "".join(h.rjust(9) for _, h, _ in _COLUMNS)]
+    header = "  " + "predictor".ljust(18) + "".join(h.rjust(9) for _, h, _ in _COLUMNS)
+    lines = [f"{result['name']} (theta={theta:g}; {counts})", header]
     for name, row in errors.items():
         merged = row | selection.get(name, {})
-        lines.append("  " + name.ljust(18) + "".join(fmt.format(merged[key]).rjust(9) for key, _, fmt in _COLUMNS))
+        cells = "".join(fmt.format(merged[key]).rjust(9) for key, _, fmt in _COLUMNS)
+        lines.append("  " + name.ljust(18) + cells)
     return "\n".join(lines)
 
 
@@ -55,15 +57,39 @@ def curves() -> None:
 
 @curves.command("eval")
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
-@click.option("--theta", type=float, default=0.7, show_default=True, callback=_check_theta, help="Observed fraction of max_steps for the printed table.")
-@click.option("--top-k", "top_k", type=int, default=3, show_default=True, callback=_check_positive, help="Trials kept per study.")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write every figure (all thetas) to this JSON file.")
-@click.option("--studies", type=int, default=200, show_default=True, callback=_check_positive, help="Seeded random studies per data set.")
-@click.option("--study-size", type=int, default=16, show_default=True, callback=_check_positive, help="Configurations per study.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the study sampling and of the predictors.")
-@click.option("--digits", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="Also evaluate this digits_curves.csv (benchmarks/digits_curves.py).")
-@click.option("--max-curves", type=int, default=None, callback=_check_positive, help="Evaluate at most N curves per data set (seeded subsample; for quick runs).")
-@click.option("--sweep/--no-sweep", default=True, show_default=True, help="Evaluate every theta in 0.1..1.0 (else only --theta).")
+@click.option(
+    "--theta", type=float, default=0.7, show_default=True, callback=_check_theta,
+    help="Observed fraction of max_steps for the printed table.",
+)
+@click.option(
+    "--top-k", "top_k", type=int, default=3, show_default=True, callback=_check_positive,
+    help="Trials kept per study.",
+)
+@click.option(
+    "--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="Write every figure (all thetas) to this JSON file.",
+)
+@click.option(
+    "--studies", type=int, default=200, show_default=True, callback=_check_positive,
+    help="Seeded random studies per data set.",
+)
+@click.option(
+    "--study-size", type=int, default=16, show_default=True, callback=_check_positive,
+    help="Configurations per study.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the study sampling and the predictors.")
+@click.option(
+    "--digits", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+    help="Also evaluate this digits_curves.csv (written by benchmarks/digits_curves.py).",
+)
+@click.option(
+    "--max-curves", type=int, default=None, callback=_check_positive,
+    help="Evaluate at most N curves per data set (seeded subsample; for quick runs).",
+)
+@click.option(
+    "--sweep/--no-sweep", default=True, show_default=True,
+    help="Evaluate every theta in 0.1..1.0 (else only --theta).",
+)
 def eval_command(
     path: Path,
     theta: float,

@@ -35,14 +35,9 @@ from spottune.orchestrator._events import (
     TrialLaunched,
     WakeUp,
 )
-from spottune.orchestrator._policy import (
-    FinalMetricPredictor,
-    LastValuePredictor,
-    MarketChooser,
-    Orchestrator,
-    OrchestratorConfig,
-    TrialRecord,
-)
+from spottune.orchestrator._config import FinalMetricPredictor, LastValuePredictor, MarketChooser, OrchestratorConfig
+from spottune.orchestrator._policy import Orchestrator
+from spottune.orchestrator._record import TrialRecord
 from spottune.orchestrator._state import TRANSITIONS, Marker, TrialState, next_state
 
 __all__ = [

@@ -1,0 +1,98 @@
+"""What the orchestrator is given: its configuration (checked at once) and the injected protocols.
+
+The provisioner satisfies :class:`MarketChooser` and EarlyCurve satisfies :class:`FinalMetricPredictor`;
+:class:`LastValuePredictor` is the do-nothing baseline ("no EarlyCurve").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from spottune.errors import ConfigError
+
+
+class MarketChooser(Protocol):
+    """What the orchestrator needs from the provisioner (``provisioner.Provisioner`` satisfies it)."""
+
+    def choose(self, trial_id: str, now_s: float) -> Any:
+        """Market for the trial's next segment: an object with ``market``, ``max_price_usd_per_hour``
+        (and optionally ``explanation``). Raises ``provisioner.errors.NoMarketAvailable`` if none."""
+        ...
+
+    def record_segment(self, trial_id: str, instance_type: str, seconds: float, steps: int) -> None:
+        """Online update of the performance matrix T (Algorithm 1, line 36): seconds of training."""
+        ...
+
+
+class FinalMetricPredictor(Protocol):
+    """What the orchestrator needs from EarlyCurve: ``predict_final(...).value`` in loss scale."""
+
+    def predict_final(self, steps: np.ndarray, values: np.ndarray, max_steps: int) -> Any: ...
+
+
+class LastValuePredictor:
+    """Trivial baseline predictor: the final metric equals the last observed one ("no EarlyCurve")."""
+
+    def predict_final(self, steps: np.ndarray, values: np.ndarray, max_steps: int) -> Any:
+        return _Prediction(float(values[-1]))
+
+
+@dataclass(frozen=True, slots=True)
+class _Prediction:
+    value: float
+
+
+PlateauRule = Callable[[np.ndarray, np.ndarray, int], bool]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OrchestratorConfig:
+    """Table I parameters and the orchestrator's own knobs, checked at once.
+
+    Parameters
+    ----------
+    max_steps : int
+        ``S_max``, steps.
+    theta : float, default=0.7
+        Early-shutdown rate, 0 < theta <= 1 (1 disables the θ phase).
+    top_k : int, default=3
+    metric : str, default="loss"
+        Key of the metric in ``MetricReported.metrics``.
+    mode : {"min", "max"}, default="min"
+    max_failures : int, default=2
+        Retries of a failing trainable before FAILED (Ray's ``max_failures``).
+    launch_retry_s : float, default=60.0
+        Back-off after ``LaunchFailed`` or when no market is available, seconds.
+    """
+
+    max_steps: int
+    theta: float = 0.7
+    top_k: int = 3
+    metric: str = "loss"
+    mode: str = "min"
+    max_failures: int = 2
+    launch_retry_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.max_steps, int) and self.max_steps >= 1):
+            raise ConfigError(f"`max_steps` is {self.max_steps!r}, but must be an integer >= 1")
+        if not 0 < self.theta <= 1:
+            raise ConfigError(f"`theta` is {self.theta!r}, but must be 0 < theta <= 1")
+        if not (isinstance(self.top_k, int) and self.top_k >= 1):
+            raise ConfigError(f"`top_k` is {self.top_k!r}, but must be an integer >= 1")
+        if self.mode not in ("min", "max"):
+            raise ConfigError(f"`mode` is {self.mode!r}, but must be 'min' or 'max'")
+        if not (isinstance(self.max_failures, int) and self.max_failures >= 0):
+            raise ConfigError(f"`max_failures` is {self.max_failures!r}, but must be an integer >= 0")
+        if not self.launch_retry_s > 0:
+            raise ConfigError(f"`launch_retry_s` is {self.launch_retry_s!r}, but must be > 0")
+
+    @property
+    def theta_steps(self) -> int:
+        """Phase-1 target ``ceil(θ·S_max)`` (Algorithm 1, line 7), steps."""
+        return self.max_steps if self.theta >= 1 else min(self.max_steps, math.ceil(self.theta * self.max_steps))

@@ -1,0 +1,43 @@
+"""Everything the orchestrator knows about one trial (mutable; owned by the orchestrator)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from spottune.orchestrator._state import TrialState
+
+
+@dataclass(slots=True, kw_only=True)
+class TrialRecord:
+    """Everything the orchestrator knows about one trial (read it, never write it from outside).
+
+    Curve values are stored in loss scale (``1 − value`` for ``mode="max"``).
+    """
+
+    trial_id: str
+    state: TrialState = TrialState.PENDING
+    target_steps: int = 0
+    instance_id: str | None = None
+    market: Any = None
+    started_s: float = 0.0  #: training start of the current segment (TrialLaunched.time_s)
+    train_end_s: float | None = None  #: when the current checkpoint began
+    segment_start_step: int = 0
+    step: int = 0  #: latest reported step on the current timeline
+    checkpoint_step: int = 0  #: last good checkpoint (0: none, fresh start)
+    failures: int = 0
+    revocations: int = 0
+    hops: int = 0
+    lost_steps: int = 0
+    plateaued: bool = False
+    continued: bool = False  #: chosen for the top-k at the barrier
+    instance_ids: list[str] = field(default_factory=list)
+    markets_used: list[Any] = field(default_factory=list)
+    noticed: set[str] = field(default_factory=set)
+    steps: list[int] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    predicted_loss: float | None = None
+    prediction: Any = None
+
+    def last_loss(self) -> float | None:
+        return self.losses[-1] if self.losses else None
