@@ -213,19 +213,24 @@ def split_inputs(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 _TRANSFORMS = ("log", "log", "log1p", "log1p", "id", "id", "log", "log")
 
 
-def _transform_columns(values: np.ndarray) -> np.ndarray:
-    """Apply ``_TRANSFORMS`` to an array whose last axis holds the 8 present features (or the first 6)."""
-    out = np.empty_like(values, dtype=np.float64)
-    for c in range(values.shape[-1]):
-        v = values[..., c]
-        kind = _TRANSFORMS[c]
-        if kind == "log":
-            out[..., c] = np.log(np.maximum(v, LOG_FLOOR))
-        elif kind == "log1p":
-            out[..., c] = np.log1p(np.maximum(v, 0.0))
-        else:
-            out[..., c] = v
-    return out
+def _column_kinds() -> np.ndarray:
+    """Transform kind of each of the 362 input columns."""
+    return np.array(list(_TRANSFORMS[:N_SEQ]) * N_HISTORY + list(_TRANSFORMS))
+
+
+_KINDS = _column_kinds()
+_LOG = _KINDS == "log"
+_LOG1P = _KINDS == "log1p"
+#: Feature index (0..7) of each of the 362 input columns, for the per-feature statistics.
+_FEATURE_OF_COLUMN = np.array(list(range(N_SEQ)) * N_HISTORY + list(range(N_PRESENT)))
+
+
+def _transform_inputs(X: np.ndarray) -> np.ndarray:
+    """Apply ``_TRANSFORMS`` column-wise to inputs of shape (n, 362); returns a new float64 array."""
+    Z = np.array(X, dtype=np.float64)
+    Z[:, _LOG] = np.log(np.maximum(Z[:, _LOG], LOG_FLOOR))
+    Z[:, _LOG1P] = np.log1p(np.maximum(Z[:, _LOG1P], 0.0))
+    return Z
 
 
 class FeatureScaler(TransformerMixin, BaseEstimator):
@@ -258,13 +263,12 @@ class FeatureScaler(TransformerMixin, BaseEstimator):
     def fit(self, X: ArrayLike, y: object = None) -> "FeatureScaler":
         """Learn per-feature mean and scale from training inputs ``X`` of shape (n, 362)."""
         X = self._check(X)
-        hist, present = split_inputs(X)
-        th = _transform_columns(hist).reshape(-1, N_SEQ)
-        tp = _transform_columns(present)
+        Z = _transform_inputs(X)
+        hist, present = split_inputs(Z)
         # sequence features: pool all 60 records; b and delta: present record only
-        seq = np.concatenate([th, tp[:, :N_SEQ]], axis=0)
-        mean = np.concatenate([seq.mean(axis=0), tp[:, N_SEQ:].mean(axis=0)])
-        std = np.concatenate([seq.std(axis=0), tp[:, N_SEQ:].std(axis=0)])
+        seq = np.concatenate([hist.reshape(-1, N_SEQ), present[:, :N_SEQ]], axis=0)
+        mean = np.concatenate([seq.mean(axis=0), present[:, N_SEQ:].mean(axis=0)])
+        std = np.concatenate([seq.std(axis=0), present[:, N_SEQ:].std(axis=0)])
         self.mean_ = mean
         self.scale_ = np.where(std > 1e-12, std, 1.0)
         self.n_features_in_ = N_INPUTS
@@ -273,12 +277,10 @@ class FeatureScaler(TransformerMixin, BaseEstimator):
     def transform(self, X: ArrayLike) -> np.ndarray:
         """Standardised inputs, shape (n, 362), float32."""
         check_is_fitted(self)
-        X = self._check(X)
-        hist, present = split_inputs(X)
-        zh = (_transform_columns(hist) - self.mean_[:N_SEQ]) / self.scale_[:N_SEQ]
-        zp = (_transform_columns(present) - self.mean_) / self.scale_
-        z = np.concatenate([zh.reshape(X.shape[0], -1), zp], axis=1)
-        return np.clip(z, -self.clip, self.clip).astype(np.float32)
+        Z = _transform_inputs(self._check(X))
+        Z -= self.mean_[_FEATURE_OF_COLUMN]
+        Z /= self.scale_[_FEATURE_OF_COLUMN]
+        return np.clip(Z, -self.clip, self.clip, out=Z).astype(np.float32)
 
     @staticmethod
     def _check(X: ArrayLike) -> np.ndarray:

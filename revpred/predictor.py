@@ -21,7 +21,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from revpred.errors import RevPredError
-from revpred.features import FeatureScaler, make_inputs, record_features
+from revpred.features import N_HISTORY, N_RECORDS, N_SEQ, FeatureScaler, make_inputs, record_features
+
+#: Column of the present price (USD/hour, unscaled) in the input rows.
+PRESENT_PRICE_COLUMN = N_HISTORY * N_SEQ
 from revpred.prices import Market, PriceHistory
 
 
@@ -55,19 +58,30 @@ class MarketModel:
     train_end_s: float
     info: dict = field(default_factory=dict)
 
+    def raw_inputs(self, history: PriceHistory, times_s: np.ndarray, max_prices: np.ndarray) -> np.ndarray:
+        """Unscaled inputs of shape (n, 362) for queries on this market (features built once per distinct t)."""
+        series = history[self.market]
+        if times_s.size == 1 or np.all(times_s == times_s[0]):
+            feats = np.broadcast_to(record_features(series, times_s[:1], self.grid_method), (times_s.size, N_RECORDS, N_SEQ))
+        else:
+            uniq, inv = np.unique(times_s, return_inverse=True)
+            feats = record_features(series, uniq, self.grid_method)[inv.ravel()]
+        return make_inputs(feats, max_prices)
+
     def inputs(self, history: PriceHistory, times_s: np.ndarray, max_prices: np.ndarray) -> np.ndarray:
         """Standardised inputs of shape (n, 362) for queries on this market."""
-        series = history[self.market]
-        uniq, inv = np.unique(times_s, return_inverse=True)
-        feats = record_features(series, uniq, self.grid_method)[inv.ravel()]
-        return self.scaler.transform(make_inputs(feats, max_prices))
+        return self.scaler.transform(self.raw_inputs(history, times_s, max_prices))
 
     def proba(self, history: PriceHistory, times_s: np.ndarray, max_prices: np.ndarray, raw: bool = False) -> np.ndarray:
-        """P(revoked within the hour) for queries on this market, shape (n,)."""
-        X = self.inputs(history, times_s, max_prices)
+        """P(revoked within the hour) for queries on this market, shape (n,); 1 where b < price(t)."""
+        X = self.raw_inputs(history, times_s, max_prices)
+        Z = self.scaler.transform(X)
         if raw and hasattr(self.estimator, "predict_raw"):
-            return np.asarray(self.estimator.predict_raw(X), dtype=np.float64)
-        return np.asarray(self.estimator.predict_proba(X)[:, 1], dtype=np.float64)
+            p = np.asarray(self.estimator.predict_raw(Z), dtype=np.float64)
+        else:
+            p = np.asarray(self.estimator.predict_proba(Z)[:, 1], dtype=np.float64)
+        p[max_prices < X[:, PRESENT_PRICE_COLUMN]] = 1.0
+        return p
 
 
 def broadcast_queries(markets: Sequence[Market], times_s: ArrayLike,
@@ -153,8 +167,6 @@ class RevPred:
                 raise RevPredError(f"no RevPred model for market {m} (have: {', '.join(map(str, self.markets[:5]))})")
             idx = np.asarray(rows)
             out[idx] = model.proba(self.history, t[idx], b[idx], raw=self.raw)
-            below = b[idx] < np.asarray(self.history[m].price_at(t[idx]))
-            out[idx[below]] = 1.0
         return np.clip(out, 0.0, 1.0)
 
     @classmethod

@@ -55,3 +55,20 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, args, w
         main()
     err = capsys.readouterr().err
     assert info.value.code == 2 and words in err and len(err.strip().splitlines()) == 1
+
+
+def test_config_file_then_flags_override(tmp_path):
+    import click
+
+    from spottune.cli._run import _options, run
+    from spottune.errors import ConfigError
+
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text("theta: 0.6\ntop-k: 2\nzones: us-east-1a, us-east-1b\n")
+    ctx = run.make_context("run", ["--config", str(cfg), "--top-k", "1"])
+    opts = _options(ctx, str(cfg))
+    assert (opts["theta"], opts["top_k"], opts["zones"]) == (0.6, 1, ["us-east-1a", "us-east-1b"])
+    cfg.write_text("tehta: 0.6\n")
+    with pytest.raises(ConfigError, match="unknown option 'tehta'"):
+        _options(run.make_context("run", ["--config", str(cfg)]), str(cfg))
+    assert click is not None

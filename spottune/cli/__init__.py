@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import click
 
+from earlycurve.errors import EarlyCurveError
+from provisioner.errors import ProvisionerError
 from revpred.cli_runner import run_click
 from revpred.errors import RevPredError
 from spottune.errors import SpottuneError
@@ -18,26 +20,13 @@ def cli() -> None:
     pass
 
 
-def _project_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [SpottuneError, RevPredError]
-    try:
-        from earlycurve.errors import EarlyCurveError
-
-        errors.append(EarlyCurveError)
-    except ImportError:  # pragma: no cover - package not built yet
-        pass
-    try:
-        from provisioner.errors import ProvisionerError
-
-        errors.append(ProvisionerError)
-    except ImportError:  # pragma: no cover
-        pass
-    return tuple(errors)
+PROJECT_ERRORS = (SpottuneError, RevPredError, EarlyCurveError, ProvisionerError)
 
 
 def _register() -> None:
-    from spottune.cli import _prices, _run
+    from spottune.cli import _curves, _prices, _run
 
+    cli.add_command(_curves.curves)
     cli.add_command(_prices.prices)
     cli.add_command(_run.run)
     cli.add_command(_run.report)
@@ -48,4 +37,4 @@ _register()
 
 def main() -> None:
     """Console-script entry point."""
-    run_click(cli, _project_errors(), prog_name="spottune")
+    run_click(cli, PROJECT_ERRORS, prog_name="spottune")

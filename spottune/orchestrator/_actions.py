@@ -43,7 +43,7 @@ class Launch:
     max_price_usd_per_hour: float
     resume_step: int
     target_steps: int
-    explanation: str = ""
+    explanation: Any = ""  #: the chooser's explanation as plain data (dict from ``to_dict()``), or text
 
 
 @dataclass(**_ACTION)

@@ -67,6 +67,14 @@ from spottune.orchestrator._record import TrialRecord
 from spottune.orchestrator._state import Marker, TrialState, next_state
 
 
+def _explain(explanation: object) -> object:
+    """The chooser's explanation as plain data for the event log (``to_dict()`` if it has one)."""
+    if explanation is None:
+        return ""
+    to_dict = getattr(explanation, "to_dict", None)
+    return to_dict() if callable(to_dict) else str(explanation)
+
+
 class Orchestrator:
     """SpotTune's Algorithm 1, sans-I/O: feed events to :meth:`handle`, carry out the returned actions.
 
@@ -316,7 +324,7 @@ class Orchestrator:
             max_price_usd_per_hour=float(choice.max_price_usd_per_hour),
             resume_step=tr.checkpoint_step,
             target_steps=tr.target_steps,
-            explanation=str(getattr(choice, "explanation", "")),
+            explanation=_explain(getattr(choice, "explanation", None)),
         )
         self._act(tr, launch, None, out)
 
