@@ -340,7 +340,7 @@ class RevPredClassifier(ClassifierMixin, BaseEstimator):
         proba : ndarray of shape (n_samples, 2)
             Column 1 is P(price > b within (t, t + 3600 s]) after Eq 3.
         """
-        p = self.calibrator_.transform(self.predict_raw(X)) if hasattr(self, "calibrator_") else self.predict_raw(X)
+        p = self.calibrator_.transform(self.predict_raw(X))
         return np.column_stack([1.0 - p, p])
 
     def predict(self, X: ArrayLike) -> np.ndarray:

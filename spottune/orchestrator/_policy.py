@@ -44,7 +44,6 @@ from spottune.orchestrator._events import (
     INSTANCE_EVENTS,
     CheckpointReason,
     CheckpointSaved,
-    EndReason,
     Event,
     ExperimentStarted,
     HourElapsed,

@@ -1,0 +1,190 @@
+"""The worker as a real OS process: IMDS notice -> checkpoint -> exit; a resumed worker repeats the curve."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spottune.checkpoint import open_store
+from spottune.imds import ImdsClient, ImdsEmulator
+from spottune.trainable import Trainable
+
+
+class Walk(Trainable):
+    """Pure NumPy (fast to import in a worker): noisy gradient descent on x**2."""
+
+    reference_seconds_per_step = 60.0
+    checkpoint_size_mb = 1.0
+
+    def setup(self, config):
+        self.x = 5.0
+
+    def step(self):
+        if self.iteration + 1 == self.config.get("fail_at"):
+            raise RuntimeError("boom")
+        self.x -= self.config["lr"] * 2 * self.x + float(self.rng.normal(0, 0.05))
+        return {"loss": self.x**2 + 0.1}
+
+    def save_checkpoint(self, d):
+        Path(d, "x.json").write_text(json.dumps(self.x))
+
+    def load_checkpoint(self, d):
+        self.x = json.loads(Path(d, "x.json").read_text())
+
+
+WORKLOAD = "tests.test_worker_process:Walk"
+CONFIG = {"lr": 0.02}
+
+
+def reference(n, seed=3):
+    t = Walk(CONFIG, seed=seed)
+    return [t.train() for _ in range(n)]
+
+
+class Worker:
+    """A worker subprocess with line-by-line access to its JSON output."""
+
+    def __init__(self, store, imds_url, *, until, resume=-1, step_wall_s=0.004, storage_options=None, extra=()):
+        args = [sys.executable, "-m", "spottune.worker", "--trial", "t0", "--workload", WORKLOAD,
+                "--config", json.dumps(CONFIG), "--seed", "3", "--store", store,
+                "--storage-options", json.dumps(storage_options or {}), "--until-step", str(until),
+                "--resume-step", str(resume), "--step-wall-s", str(step_wall_s), "--imds-url", imds_url,
+                "--poll-s", "0.02", *extra]
+        env = {**os.environ, "PYTHONPATH": os.getcwd()}
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.lines = []
+
+    def next(self):
+        line = self.proc.stdout.readline()
+        assert line, f"worker ended early (code {self.proc.wait()})"
+        msg = json.loads(line)
+        self.lines.append(msg)
+        return msg
+
+    def until(self, event):
+        while (msg := self.next())["event"] != event:
+            pass
+        return msg
+
+    def send(self, **cmd):
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+
+    def finish(self):
+        """Read up to the worker's ``exit`` line (stdin stays open: EOF would make it exit)."""
+        if not self.lines or self.lines[-1]["event"] != "exit":
+            self.until("exit")
+        assert self.proc.stdout.read() == ""
+        return self.proc.wait(timeout=30)
+
+    def metrics(self):
+        return [m["metrics"] for m in self.lines if m["event"] == "metric"]
+
+
+@pytest.fixture
+def imds():
+    with ImdsEmulator(require_token=True) as emu:
+        yield emu
+
+
+def run_with_notices(store, imds, cuts, storage_options=None):
+    """Revoke a worker through IMDS after each cut; resume a new worker each time."""
+    curve = []
+    for i, cut in enumerate(cuts):
+        url = imds.register(f"i-{i}", instance_type="r3.large", availability_zone="us-east-1a")
+        w = Worker(store, url, until=cuts[-1], storage_options=storage_options)
+        ready = w.until("ready")
+        assert ready["step"] == (cuts[i - 1] if i else 0)
+        if cut != cuts[-1]:
+            while w.next()["event"] != "metric" or w.lines[-1]["step"] < cut:
+                pass
+            imds.notify(f"i-{i}", time_s=1431000000.0 + 120)
+            notice = w.until("notice")
+            assert notice == {"event": "notice", "action": "terminate", "time": "2015-05-07T12:02:00Z"}
+            saved = w.until("checkpoint")
+            assert saved["reason"] == "revocation" and saved["step"] >= cut
+            cuts[i] = saved["step"]  # steps done before the poll saw the notice are kept, not lost
+            assert w.finish() == 0 and w.lines[-1] == {"event": "exit", "code": 0}
+        else:
+            w.until("idle")
+            w.send(cmd="checkpoint", reason="end")
+            assert w.until("checkpoint")["step"] == cut and w.finish() == 0
+        curve += w.metrics()
+    return curve
+
+
+def test_notice_checkpoint_and_resume_give_the_uninterrupted_curve(tmp_path, imds):
+    cuts = [5, 12, 13, 30]
+    curve = run_with_notices(str(tmp_path / "store"), imds, cuts)
+    assert [m["step"] for m in curve] == list(range(1, 31))
+    assert curve == reference(30)
+    assert imds.requests > 5  # the workers really polled (with IMDSv2 tokens: require_token=True)
+
+
+@pytest.mark.server
+def test_notice_resume_on_s3(seaweedfs, s3_store_url, imds):
+    curve = run_with_notices(s3_store_url, imds, [8, 20], storage_options=seaweedfs["storage_options"])
+    assert curve == reference(20)
+    assert open_store(s3_store_url, seaweedfs["storage_options"]).latest_good("t0").step == 20
+
+
+def test_checkpoint_command_discards_the_step_in_flight(tmp_path):
+    w = Worker(str(tmp_path / "s"), "none", until=1000, step_wall_s=0.5)  # slow steps: a command lands mid-step
+    w.until("ready")
+    w.until("metric")
+    w.send(cmd="checkpoint", reason="hop")
+    saved = w.until("checkpoint")
+    assert w.finish() == 0
+    assert saved["step"] == w.metrics()[-1]["step"] and saved["reason"] == "hop"
+
+
+def test_sigterm_checkpoints_and_eof_exits(tmp_path):
+    w = Worker(str(tmp_path / "s"), "none", until=1000)
+    w.until("metric")
+    w.proc.terminate()
+    saved = w.until("checkpoint")
+    assert saved["reason"] == "sigterm" and w.finish() == 0
+    w2 = Worker(str(tmp_path / "s"), "none", until=1000, resume=saved["step"])
+    assert w2.until("ready")["step"] == saved["step"]
+    w2.proc.stdin.close()  # the driver is gone
+    assert w2.finish() == 0 and not any(m["event"] == "checkpoint" for m in w2.lines)
+
+
+def test_trainable_failure_is_reported(tmp_path):
+    w = Worker(str(tmp_path / "s"), "none", until=100, extra=("--config", json.dumps({"lr": 0.1, "fail_at": 3})))
+    assert w.finish() == 1
+    failed = [m for m in w.lines if m["event"] == "failed"]
+    assert failed == [{"event": "failed", "during": "step", "error": "RuntimeError: boom"}]
+    assert len(w.metrics()) == 2
+
+
+def test_bad_arguments_exit_2(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "spottune.worker", "--trial", "t", "--workload", "x",
+                           "--store", str(tmp_path), "--until-step", "3", "--config", "[1]"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "--config must be a JSON object" in proc.stderr
+
+
+def test_imds_client_against_the_emulator(imds):
+    url = imds.register("i-9", instance_type="c3.xlarge", availability_zone="us-east-1b")
+    client = ImdsClient(url)
+    assert client.instance_action() is None
+    assert client.get("/latest/meta-data/instance-type") == "c3.xlarge"
+    assert client.get("/latest/meta-data/placement/availability-zone") == "us-east-1b"
+    imds.notify("i-9", time_s=0.0, action="stop")
+    action = client.instance_action()
+    assert (action.action, action.time_utc) == ("stop", "1970-01-01T00:00:00Z")
+    import urllib.error
+    import urllib.request
+
+    with pytest.raises(urllib.error.HTTPError) as err:  # IMDSv2 required: no token, no answer
+        urllib.request.urlopen(url + "/latest/meta-data/spot/instance-action")
+    assert err.value.code == 401
+    imds.unregister("i-9")
+    assert ImdsClient(url).instance_action() is None  # unknown instance: 404 on the token route -> v1 -> 404
