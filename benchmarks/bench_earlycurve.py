@@ -3,6 +3,7 @@
 Writes ``benchmarks/results/earlycurve.json``. Usage (from the project root)::
 
     .venv/bin/python benchmarks/digits_curves.py          # once: records our own curves
+    .venv/bin/python benchmarks/digits_curves.py --workload digits-mlp   # the main job's workload
     .venv/bin/python benchmarks/bench_earlycurve.py [--data ../shared/data/learning_curves]
         [--studies 200] [--seed 0] [--speed-only] [--markdown]
 
@@ -17,7 +18,8 @@ Speed (targets from the issue; baselines measured in the same run):
 - ``rank_100``: :func:`earlycurve.rank_trials` over 100 real trials cut at θ = 0.7; target < 1 s.
 
 Quality: :func:`earlycurve.evaluation.evaluate_set` on every data set with the same arguments as
-``spottune curves eval PATH --digits benchmarks/results/digits_curves.csv`` (so the figures match),
+``spottune curves eval PATH --digits benchmarks/results/digits_curves.csv --digits
+benchmarks/results/workload_digits-mlp_curves.csv`` (so the figures match),
 and the held-out check of the noisy-curve Eq 7 thresholds on cakelab.
 """
 
@@ -136,7 +138,11 @@ def sweep_markdown(report: dict, predictors: tuple[str, ...] = ("earlycurve", "e
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=ROOT / ".." / "shared" / "data" / "learning_curves")
-    parser.add_argument("--digits", type=Path, default=RESULTS / "digits_curves.csv")
+    parser.add_argument(
+        "--digits", type=Path, nargs="*",
+        default=[RESULTS / "digits_curves.csv", RESULTS / "workload_digits-mlp_curves.csv"],
+        help="extra curve CSVs (benchmarks/digits_curves.py format); missing ones are skipped",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "earlycurve.json")
     parser.add_argument("--studies", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
@@ -148,7 +154,7 @@ def main() -> None:
         print(markdown(report))
         print(sweep_markdown(report))
         return
-    sets = find_datasets(args.data, args.digits if args.digits.is_file() else None)
+    sets = find_datasets(args.data, [p for p in args.digits if p.is_file()])
     t0 = time.perf_counter()
     report = {
         "command": "python benchmarks/bench_earlycurve.py" + ("" if not args.speed_only else " --speed-only"),

@@ -86,7 +86,7 @@ def bench_training(history, settings: list[tuple[int, int, int]]) -> dict:
 
 def bench_ablations(history, ms, s, e, te) -> dict:
     """Default RevPred vs: other Eq 3 calibrators (refitted on the same validation day), linear grid (D3),
-    literal grid Algorithm 2 (D4)."""
+    literal grid Algorithm 2 (D4), and [I] training on mixed Algorithm 2 / random max prices."""
     from revpred.calibration import make_calibrator
     from revpred.features import make_inputs
     from revpred.training import training_data
@@ -103,11 +103,13 @@ def bench_ablations(history, ms, s, e, te) -> dict:
         out[f"calibration_{kind}"] = _score(history, ms.predictor("revpred"), e, te)
     mm.estimator.calibrator_ = original
     for name, cfg in (("grid_linear", TrainConfig(n_threads=1, grid_method="linear")),
-                      ("alg2_literal_grid", TrainConfig(n_threads=1, variations="grid"))):
+                      ("alg2_literal_grid", TrainConfig(n_threads=1, variations="grid")),
+                      ("mixed_max_prices", TrainConfig(n_threads=1, revpred_max_prices="mixed"))):
         alt = train_markets(history, [MARKET], s, e, cfg, kinds=["revpred"])
         out[name] = _score(history, alt.predictor("revpred"), e, te)
         out[name]["train_positive_share"] = alt.fits[MARKET].models["revpred"].info["train_positive_share"]
-        print(f"ablation {name}: AUC alg2 {out[name]['alg2']['roc_auc']:.3f}", flush=True)
+        print(f"ablation {name}: AUC random {out[name]['random']['roc_auc']:.3f} alg2 {out[name]['alg2']['roc_auc']:.3f}",
+              flush=True)
     return out
 
 

@@ -8,10 +8,16 @@ a fixed held-out split is recorded every ``eval_every`` steps, including step 0.
 Everything is seeded (``numpy.random.default_rng`` for the configurations and batches,
 ``torch.manual_seed`` for the weights); one thread, so the curves are reproducible on one machine.
 
+With ``--workload NAME`` it instead records the main job's built-in workload (e.g. ``digits-mlp``
+from ``spottune.workloads``: its default grid, ``--repeats`` seeds per configuration, every step) to
+``benchmarks/results/workload_<NAME>_curves.csv`` in the same format (a metric to maximise is
+stored as ``1 − value``).
+
 Usage::
 
     .venv/bin/python benchmarks/digits_curves.py [--out benchmarks/results/digits_curves.csv]
         [--configs 48] [--max-steps 600] [--eval-every 10] [--seed 0]
+    .venv/bin/python benchmarks/digits_curves.py --workload digits-mlp [--repeats 2] [--seed 0]
 
 Output CSV columns: ``config_id, step, max_steps, val_loss`` (nats), ``val_accuracy``, and the
 configuration: ``lr, momentum, weight_decay, hidden, batch_size, gamma, seed``.
@@ -140,15 +146,67 @@ def record(out: Path, *, n_configs: int, max_steps: int, eval_every: int, seed: 
     return table
 
 
+def record_workload(name: str, out: Path, *, repeats: int, seed: int) -> pd.DataFrame:
+    """Record every configuration of a built-in workload, ``repeats`` seeds each, one row per step.
+
+    Parameters
+    ----------
+    name : str
+        Workload name in ``spottune.workloads`` (e.g. ``"digits-mlp"``).
+    out : Path
+        CSV to write (columns ``config_id, step, max_steps, val_loss, seed`` + the configuration).
+    repeats : int
+        Seeds per configuration (``spottune.trainable.trial_seed(seed, index)``).
+    seed : int
+        Base seed.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+    """
+    from spottune.trainable import trial_seed
+    from spottune.workloads import get_workload
+
+    workload = get_workload(name)
+    frames, index = [], 0
+    for rep in range(repeats):
+        for i, config in enumerate(workload.configs(seed)):
+            trial = workload.trainable(config, seed=trial_seed(seed, index), max_steps=workload.max_steps)
+            rows = []
+            for _ in range(workload.max_steps):
+                result = trial.train()
+                value = float(result[workload.metric])
+                rows.append({"step": int(result.get("step", len(rows) + 1)), "val_loss": value if workload.mode == "min" else 1.0 - value})
+            frame = pd.DataFrame(rows)
+            frame.insert(0, "config_id", f"{name}-{i:02d}-r{rep}")
+            frame.insert(2, "max_steps", workload.max_steps)
+            for key, val in config.items():
+                frame[key] = val
+            frame["seed"] = trial_seed(seed, index)
+            frames.append(frame)
+            index += 1
+    table = pd.concat(frames, ignore_index=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out, index=False)
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="CSV to write (default depends on --workload)")
     parser.add_argument("--configs", type=int, default=48)
     parser.add_argument("--max-steps", type=int, default=600)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workload", default=None, help="record this built-in spottune workload instead")
+    parser.add_argument("--repeats", type=int, default=2, help="seeds per configuration (--workload)")
     args = parser.parse_args()
     t0 = time.perf_counter()
+    if args.workload is not None:
+        out = args.out if args.out != DEFAULT_OUT else DEFAULT_OUT.parent / f"workload_{args.workload}_curves.csv"
+        table = record_workload(args.workload, out, repeats=args.repeats, seed=args.seed)
+        print(f"wrote {out}: {table.config_id.nunique()} curves, {len(table)} rows in {time.perf_counter() - t0:.1f} s")
+        return
     table = record(args.out, n_configs=args.configs, max_steps=args.max_steps, eval_every=args.eval_every, seed=args.seed)
     print(f"wrote {args.out}: {table.config_id.nunique()} curves, {len(table)} rows in {time.perf_counter() - t0:.1f} s")
 

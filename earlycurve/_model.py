@@ -65,6 +65,11 @@ class EarlyCurve(FinalMetricPredictor):
     Works on a **loss** (lower is better, ≥ 0). A metric to maximise is converted by the caller,
     e.g. ``1 − accuracy`` (:func:`earlycurve.to_loss` with ``mode="max"``).
 
+    The constructor keeps the paper's settings (faithful mode); :meth:`recommended` gives the
+    variant that did best on real curves. Learned attributes are set by :meth:`fit` and refreshed
+    lazily by the next prediction after :meth:`observe`; the :attr:`stages` property is always
+    current.
+
     Parameters
     ----------
     max_steps : int

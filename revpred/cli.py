@@ -77,11 +77,13 @@ def _history(prices: str | None):
               type=click.Choice(["prior_shift", "platt", "temperature", "none"]), help="Eq 3 (spec D5).")
 @click.option("--kinds", default="revpred,tributary,logreg,empirical,constant", show_default=True,
               help="Comma-separated models to train.")
+@click.option("--revpred-max-prices", default="alg2", show_default=True, type=click.Choice(["alg2", "mixed"]),
+              help="RevPred training max prices: Algorithm 2 (paper) or half Algorithm 2, half random delta.")
 @click.option("--validation-days", default=1.0, show_default=True, type=click.FloatRange(min=0.0),
               help="Validation slice at the end of the window (at most 1/8 of it).")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="torch threads.")
 def train(prices, market_args, all_markets, train_start, train_end, out, seed, epochs, stride, grid_method,
-          variations, calibration, kinds, validation_days, threads) -> None:
+          variations, calibration, kinds, revpred_max_prices, validation_days, threads) -> None:
     from tqdm import tqdm
 
     from revpred.store import save_model_set
@@ -99,7 +101,8 @@ def train(prices, market_args, all_markets, train_start, train_end, out, seed, e
     history = _history(prices)
     markets = _markets(history, market_args, all_markets)
     config = TrainConfig(stride_min=stride, epochs=epochs, grid_method=grid_method, variations=variations,
-                         calibration=calibration, seed=seed, n_threads=threads, validation_days=validation_days)
+                         calibration=calibration, seed=seed, n_threads=threads, validation_days=validation_days,
+                         revpred_max_prices=revpred_max_prices)
     n_lstm = sum(k in LEARNED_KINDS and k != "logreg" for k in kind_list)
     bar = tqdm(total=len(markets) * max(n_lstm, 1) * epochs, unit="epoch", desc="revpred train", disable=None)
 
@@ -183,7 +186,7 @@ def info(models_dir) -> None:
         c = fit.config
         click.echo(f"- {m}: train {to_timestamp(fit.train_start_s)} .. {to_timestamp(fit.train_end_s)}; "
                    f"stride {c.stride_min} min, epochs {c.epochs}, grid {c.grid_method}, Alg-2 {c.variations}, "
-                   f"calibration {c.calibration}, seed {c.seed}")
+                   f"calibration {c.calibration}, RevPred max prices {c.revpred_max_prices}, seed {c.seed}")
         for kind, mm in fit.models.items():
             est = mm.estimator
             extra = f", best epoch {est.best_epoch_}/{est.n_iter_}" if hasattr(est, "best_epoch_") else ""

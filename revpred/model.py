@@ -322,7 +322,8 @@ class RevPredClassifier(ClassifierMixin, BaseEstimator):
         -------
         o : ndarray of shape (n_samples,), in (0, 1)
         """
-        check_is_fitted(self, "module_")
+        if not hasattr(self, "module_"):  # cheaper than check_is_fitted on the inference hot path
+            check_is_fitted(self, "module_")
         X = self._check_X(X)
         with _threads(self.n_threads):
             return self._raw(X)
@@ -340,7 +341,8 @@ class RevPredClassifier(ClassifierMixin, BaseEstimator):
         proba : ndarray of shape (n_samples, 2)
             Column 1 is P(price > b within (t, t + 3600 s]) after Eq 3.
         """
-        p = self.calibrator_.transform(self.predict_raw(X))
+        o = self.predict_raw(X)  # raises NotFittedError first
+        p = self.calibrator_.transform(o)
         return np.column_stack([1.0 - p, p])
 
     def predict(self, X: ArrayLike) -> np.ndarray:

@@ -62,6 +62,10 @@ class TrainConfig:
         Length of the validation slice at the end of the training window (capped at 1/8 of the window).
     seed : int
         Base seed; each market derives its own from the seed and its name.
+    revpred_max_prices : {"alg2", "mixed"}
+        Max prices of RevPred's training rows: Algorithm 2 (the paper, default) or [I] "mixed": each row
+        gets its Algorithm 2 or its random (``price + U[0.00001, 0.2]``) max price with probability 1/2,
+        so that the model also sees the max prices SpotTune queries at inference (D1).
     n_threads : int or None
         torch threads (None: leave as is).
     hidden_size, lr, batch_size : model settings (D6). [I] batch 64, not the suggested 256: with a
@@ -76,6 +80,7 @@ class TrainConfig:
     calibration: str = "prior_shift"
     validation_days: float = 1.0
     seed: int = 0
+    revpred_max_prices: str = "alg2"
     n_threads: int | None = None
     hidden_size: int = 64
     lr: float = 1e-3
@@ -118,7 +123,12 @@ class TrainingData:
 
 
 def training_data(series: PriceSeries, start_s: float, end_s: float, config: TrainConfig) -> TrainingData:
-    """Build the samples of ``series`` in the training window ``[start_s, end_s]`` (see module docstring)."""
+    """Build the samples of ``series`` in the training window ``[start_s, end_s]`` (see module docstring).
+
+    ``b`` and ``y`` hold the rules ``"alg2"``, ``"random"`` and ``"mixed"`` (see :class:`TrainConfig`).
+    """
+    if config.revpred_max_prices not in ("alg2", "mixed"):
+        raise RevPredError(f"revpred_max_prices is {config.revpred_max_prices!r}, but must be 'alg2' or 'mixed'")
     t = sample_times(series, start_s, end_s, config.stride_min)
     if t.size < 20:
         raise RevPredError(f"market {series.market}: only {t.size} training samples in the window; "
@@ -127,6 +137,7 @@ def training_data(series: PriceSeries, start_s: float, end_s: float, config: Tra
     rng = np.random.default_rng(market_seed(config.seed, series.market))
     b = {"alg2": alg2_max_prices(series, t, variations=config.variations, method=config.grid_method),
          "random": random_max_prices(series, t, rng)}
+    b["mixed"] = np.where(rng.uniform(size=t.size) < 0.5, b["alg2"], b["random"])
     y = {rule: revocation_labels(series, t, bb) for rule, bb in b.items()}
     val_s = min(config.validation_days * 86400.0, 0.125 * (float(end_s) - float(start_s)))
     val_start = min(float(end_s), series.end_s) - HORIZON_S - val_s
@@ -141,7 +152,7 @@ def training_data(series: PriceSeries, start_s: float, end_s: float, config: Tra
 def fit_learned(data: TrainingData, kind: str, config: TrainConfig, start_s: float, end_s: float,
                 on_epoch: Callable[[int, float], None] | None = None) -> MarketModel:
     """Fit one learned model (``revpred``, ``tributary`` or ``logreg``) on prepared samples."""
-    rule = LEARNED_KINDS[kind]
+    rule = config.revpred_max_prices if kind == "revpred" else LEARNED_KINDS[kind]
     X = make_inputs(data.feats, data.b[rule])
     y = data.y[rule]
     scaler = FeatureScaler().fit(X[data.train])
@@ -205,9 +216,9 @@ def fit_market(series: PriceSeries, start_s: float, end_s: float, config: TrainC
     if "empirical" in kinds:
         fit.rises = max_rise(series, data.times_s)
     if "constant" in kinds:
-        fit.rates = {rule: float(y.mean()) for rule, y in data.y.items()}
+        fit.rates = {rule: float(data.y[rule].mean()) for rule in RULES}
     fit.info["n_samples"] = int(data.times_s.size)
-    fit.info["positive_share"] = {rule: float(y.mean()) for rule, y in data.y.items()}
+    fit.info["positive_share"] = {rule: float(data.y[rule].mean()) for rule in RULES}
     fit.info["seconds"] = round(time.perf_counter() - t0, 3)
     return fit
 

@@ -35,6 +35,10 @@ Every report is one JSON object per line on stdout, with an ``event`` key:
 
 Exit codes: 0 after a checkpoint, an exit command or EOF; 1 if the trainable or the store failed
 (after a ``failed`` line); 2 on bad arguments.
+
+``--standby`` starts a pre-warmed worker that waits for its arguments on stdin (:func:`standby`); the
+local backend keeps a pool of them so that launching a segment costs milliseconds of wall time, not
+the second or more of Python imports that the accelerated clock would turn into simulated boot time.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from typing import Any, TextIO
 
 from spottune.imds import DEFAULT_IMDS_URL, ImdsClient
 
-__all__ = ["main", "parse_args", "run"]
+__all__ = ["main", "parse_args", "run", "standby"]
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -244,8 +248,58 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
         due = max(due + args.step_wall_s, time.monotonic() - args.step_wall_s)
 
 
+def _warm_up(workload: str, store: str | None, storage_options: dict[str, Any]) -> None:
+    """Pay the one-off costs of a segment ahead of time: imports, datasets, the store's client.
+
+    Builds (and throws away) one trainable of the workload with its first default configuration, so
+    torch / scikit-learn are imported and the dataset is loaded and cached in this process. Failures
+    are ignored here; the real segment reports them.
+    """
+    from spottune.checkpoint import open_store
+    from spottune.workloads import get_workload
+
+    try:
+        wl = get_workload(workload)
+        configs = wl.configs() if wl.search_space else [{}]
+        wl.make(configs[0]).cleanup()
+    except Exception:
+        pass
+    if store:
+        try:
+            open_store(store, storage_options)
+        except Exception:
+            pass
+
+
+def standby(argv: Sequence[str], stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+    """A pre-started worker (the local backend's warm pool, like a booted instance from a baked image).
+
+    ``python -m spottune.worker --standby --workload W [--store URL --storage-options JSON]`` warms up
+    (:func:`_warm_up`), prints ``{"event": "standby"}`` and waits for one JSON line
+    ``{"argv": [...]}`` holding the segment's real arguments; then it runs as usual. EOF exits.
+    """
+    p = argparse.ArgumentParser(prog="python -m spottune.worker --standby")
+    p.add_argument("--standby", action="store_true")
+    p.add_argument("--workload", required=True)
+    p.add_argument("--store", default=None)
+    p.add_argument("--storage-options", default="{}")
+    pre = p.parse_args(argv)
+    stdin = stdin or sys.stdin
+    out = _Out(stdout or sys.stdout)
+    t0 = time.monotonic()
+    _warm_up(pre.workload, pre.store, json.loads(pre.storage_options))
+    out("standby", pid=os.getpid(), warm_up_s=round(time.monotonic() - t0, 6))
+    line = stdin.readline()
+    if not line.strip():
+        return 0
+    return run(parse_args(json.loads(line)["argv"]), stdin=stdin, stdout=stdout)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m spottune.worker``; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--standby" in argv:
+        return standby(argv)
     return run(parse_args(argv))
 
 

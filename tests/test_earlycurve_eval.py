@@ -95,6 +95,18 @@ def test_digits_csv_loader(tmp_path):
     assert result["counts"]["evaluated"] == 1
 
 
+@needs_data
+def test_find_datasets_with_extra_csvs(tmp_path):
+    rows = [{"config_id": "c0", "step": s, "max_steps": 20, "val_loss": 1.0 / (s + 1)} for s in range(0, 21, 5)]
+    paths = [tmp_path / "digits_curves.csv", tmp_path / "workload_digits-mlp_curves.csv"]
+    for path in paths:
+        pd.DataFrame(rows).to_csv(path, index=False)
+    sets = find_datasets(DATA / "cakelab_resnet32_cifar10_curves.csv.gz", paths)
+    assert list(sets) == ["cakelab-resnet32", "digits-mlp", "workload-digits-mlp"]
+    with pytest.raises(InvalidCurveError, match="does not exist"):
+        find_datasets(DATA, [tmp_path / "missing.csv"])
+
+
 def test_find_datasets_errors(tmp_path):
     with pytest.raises(InvalidCurveError, match="does not exist"):
         find_datasets(tmp_path / "missing")

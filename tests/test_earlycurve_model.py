@@ -209,3 +209,12 @@ def test_to_loss_round_trip():
     np.testing.assert_allclose(to_loss(acc, "min"), acc)
     with pytest.raises(InvalidCurveError, match="mode"):
         to_loss(acc, "maximize")
+
+
+@pytest.mark.parametrize("module", ["earlycurve._curve", "earlycurve._model", "earlycurve._mode", "earlycurve._ranking"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0

@@ -9,8 +9,8 @@ counts of what it skipped and why. See ``shared/data/learning_curves/README.md``
 - cakelab ResNet-32 (CIFAR-10, step decay): loss = 1 − accuracy, ``max_steps`` = the curve's last
   step. Skipped: truncated curves (last step < 98 % of the file's largest step, i.e. revoked runs).
   A repeated step keeps its first row (``lr_case1`` repeats step 32002 with the same value).
-- digits (``benchmarks/digits_curves.py``): loss = validation cross-entropy, ``max_steps`` from the
-  file.
+- digits (``benchmarks/digits_curves.py``, also ``--workload digits-mlp``): loss = validation
+  cross-entropy, ``max_steps`` from the file.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import gzip
 import json
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,16 @@ import pandas as pd
 
 from earlycurve.errors import InvalidCurveError
 
-__all__ = ["RecordedCurve", "CurveSet", "load_opda", "load_cakelab", "load_digits_csv", "find_datasets", "DATASET_FILES"]
+__all__ = [
+    "RecordedCurve",
+    "CurveSet",
+    "load_opda",
+    "load_cakelab",
+    "load_digits_csv",
+    "find_datasets",
+    "csv_dataset_name",
+    "DATASET_FILES",
+]
 
 DATASET_FILES = {
     "opda-alexnet": "opda_alexnet_imagenet_tuning.jsonl.gz",
@@ -188,7 +198,16 @@ def load_digits_csv(path: Path, name: str = "digits-mlp") -> CurveSet:
 _LOADERS = {"opda-alexnet": load_opda, "opda-convnext": load_opda, "cakelab-resnet32": load_cakelab, "digits-mlp": load_digits_csv}
 
 
-def find_datasets(path: Path, digits: Path | None = None) -> dict[str, CurveSet]:
+def csv_dataset_name(path: Path) -> str:
+    """Data-set name of a curve CSV: ``digits_curves.csv`` -> ``digits-mlp``,
+    ``workload_digits-mlp_curves.csv`` -> ``workload-digits-mlp``."""
+    path = Path(path)
+    if path.name == DATASET_FILES["digits-mlp"]:
+        return "digits-mlp"
+    return path.name.removesuffix(".csv").removesuffix("_curves").replace("_", "-")
+
+
+def find_datasets(path: Path, digits: Path | Sequence[Path] | None = None) -> dict[str, CurveSet]:
     """Load every known data set found in a directory (or one file).
 
     Parameters
@@ -196,18 +215,20 @@ def find_datasets(path: Path, digits: Path | None = None) -> dict[str, CurveSet]
     path : Path
         ``shared/data/learning_curves`` (or any directory holding the files of ``DATASET_FILES``),
         or a single one of those files.
-    digits : Path or None, default=None
-        The digits CSV, if it lives elsewhere (``benchmarks/results/digits_curves.csv``).
+    digits : Path or sequence of Path or None, default=None
+        Curve CSVs in the ``benchmarks/digits_curves.py`` format that live elsewhere
+        (``benchmarks/results/digits_curves.csv``, ``workload_digits-mlp_curves.csv``), named by
+        :func:`csv_dataset_name`.
 
     Returns
     -------
     sets : dict of str to CurveSet
-        In the order of ``DATASET_FILES``.
+        The files of ``DATASET_FILES`` in that order, then the extra CSVs.
 
     Raises
     ------
     InvalidCurveError
-        ``path`` does not exist or holds none of the known files.
+        ``path`` does not exist or holds none of the known files, or an extra CSV is missing.
     """
     path = Path(path)
     if not path.exists():
@@ -217,10 +238,13 @@ def find_datasets(path: Path, digits: Path | None = None) -> dict[str, CurveSet]
         candidate = path / filename if path.is_dir() else path
         if candidate.is_file() and candidate.name == filename:
             found[name] = candidate
-    if digits is not None:
-        if not Path(digits).is_file():
-            raise InvalidCurveError(f"digits curve file {str(digits)!r} does not exist")
-        found["digits-mlp"] = Path(digits)
     if not found:
         raise InvalidCurveError(f"{str(path)!r} holds none of the known curve files {sorted(DATASET_FILES.values())}")
-    return {name: _LOADERS[name](found[name], name) for name in DATASET_FILES if name in found}
+    sets = {name: _LOADERS[name](found[name], name) for name in DATASET_FILES if name in found}
+    extra = [] if digits is None else [digits] if isinstance(digits, (str, Path)) else list(digits)
+    for csv in extra:
+        if not Path(csv).is_file():
+            raise InvalidCurveError(f"curve file {str(csv)!r} does not exist")
+        name = csv_dataset_name(csv)
+        sets[name] = load_digits_csv(Path(csv), name)
+    return sets

@@ -6,7 +6,7 @@ lines on its stdout, and polls ``/latest/meta-data/spot/instance-action`` on the
 emulator (:class:`spottune.imds.ImdsEmulator`), exactly as it would poll the real IMDS on EC2.
 
 The driver contract is the one of :mod:`spottune.backends._base`; the differences from the simulator
-are only in where effects come from ([I] decisions, recorded in ``docs/design.md``):
+are only in where effects come from (the [I] decisions of this backend):
 
 - **Clock.** Engine time = ``start_s + (wall seconds since start) * time_scale``. Every timed effect
   (revocation notice, termination, the hourly tick ``HourElapsed``, ``ScheduleWakeUp``) is a date job
@@ -106,9 +106,16 @@ class LocalSettings:
     max_wall_s : float, default 3600.0
         Give up (``BackendError``) after this many wall seconds.
     log_dir : str, optional
-        Where each worker's stderr goes (``<instance_id>.log``); default: a temporary folder.
+        Where each worker's stderr goes (``w00001.log``, ...); default: a temporary folder.
     python : str, default ``sys.executable``
         Interpreter that runs ``-m spottune.worker``.
+    standby_workers : int, optional
+        Size of the warm pool of pre-started workers (``--standby``: imports done, dataset loaded);
+        default: one per trial; 0 starts every segment cold. [I] Without it, a worker's ~1-3 s of
+        Python start-up would become 10-60 simulated minutes of boot at ``time_scale`` 1,800, so a
+        revocation in the first half hour could never be observed.
+    standby_timeout_s : float, default 300.0
+        Wall seconds to wait for the pool to warm up before the clock starts.
     """
 
     store_url: str
@@ -121,6 +128,20 @@ class LocalSettings:
     max_wall_s: float = 3600.0
     log_dir: str | None = None
     python: str = sys.executable
+    standby_workers: int | None = None
+    standby_timeout_s: float = 300.0
+
+
+@dataclass(slots=True, eq=False)
+class _Worker:
+    """One worker process, pre-started in standby or started for a segment."""
+
+    name: str
+    proc: subprocess.Popen
+    log_path: Path
+    standby: threading.Event = field(default_factory=threading.Event)
+    reader: threading.Thread | None = None
+    inst: Any = None  # the _Instance it runs, once assigned
 
 
 @dataclass(slots=True)
@@ -135,8 +156,7 @@ class _Instance:
     seconds_per_step: float
     resume_step: int
     reason: str
-    proc: subprocess.Popen | None = None
-    reader: threading.Thread | None = None
+    worker: _Worker | None = None
     step: int = 0
     saved_step: int = 0
     unconfirmed_save: int | None = None  # a save the worker made on its own (IMDS notice)
@@ -208,6 +228,9 @@ class LocalBackend(Driver):
         self._sched: BackgroundScheduler | None = None
         self._imds = ImdsEmulator()
         self._log_dir = Path(settings.log_dir) if settings.log_dir else None
+        self._workers: list[_Worker] = []
+        self._pool: list[_Worker] = []
+        self._n_workers = 0
         self.record.meta.update(backend="local", time_scale=settings.time_scale, store=settings.store_url,
                                 reference_seconds_per_step=self.ref_sps, poll_s=settings.poll_s)
 
@@ -234,11 +257,12 @@ class LocalBackend(Driver):
             self._log_dir = Path(tmp.name)
         self._log_dir.mkdir(parents=True, exist_ok=True)
         self._sched = BackgroundScheduler(timezone=timezone.utc, job_defaults={"coalesce": False, "max_instances": 1000})
-        self._imds.start()
-        self._sched.start()
-        self._wall0 = time.monotonic()
-        give_up = self._wall0 + self.settings.max_wall_s
         try:
+            self._warm_pool()
+            self._imds.start()
+            self._sched.start()
+            self._wall0 = time.monotonic()
+            give_up = self._wall0 + self.settings.max_wall_s
             self._deliver(ExperimentStarted(time_s=self.start_s))
             end_s = float(self.history.end_s)
             while not self.orchestrator.done:
@@ -257,15 +281,34 @@ class LocalBackend(Driver):
                     self._kill(inst)
                     self._end(inst, min(inst.termination_s, end_s), "provider", inst.reason or "price")
         finally:
-            for inst in self._instances.values():
-                self._kill(inst)
-            self._sched.shutdown(wait=False)
+            for worker in self._workers:
+                self._stop_worker(worker)
+            if self._sched.running:
+                self._sched.shutdown(wait=False)
             self._imds.stop()
             if tmp is not None:
                 tmp.cleanup()
         self.record.meta["usd"] = self.usd
         self.record.meta["worker"] = {iid: inst.stats for iid, inst in self._instances.items()}
         return self.record
+
+    def _warm_pool(self) -> None:
+        """Start the standby workers and wait until every one has warmed up (before the clock starts)."""
+        n = self.settings.standby_workers
+        n = len(self.trials) if n is None else int(n)
+        t0 = time.monotonic()
+        for _ in range(n):
+            self._spawn_standby()
+        deadline = t0 + self.settings.standby_timeout_s
+        for worker in list(self._pool):
+            while not worker.standby.wait(0.1):
+                if worker.proc.poll() is not None:
+                    tail = worker.log_path.read_text(errors="replace")[-400:]
+                    raise BackendError(f"a standby worker exited with code {worker.proc.returncode}: {tail}")
+                if time.monotonic() > deadline:
+                    raise BackendError(f"standby workers not ready after {self.settings.standby_timeout_s:.0f} s")
+        self.record.meta["standby_workers"] = n
+        self.record.meta["pool_warm_up_wall_s"] = round(time.monotonic() - t0, 3)
 
     def _deliver(self, event: Any) -> None:
         self._last_s = max(self._last_s, float(event.time_s))
@@ -342,52 +385,90 @@ class LocalBackend(Driver):
         if t + HOUR_S < inst.termination_s:
             self._at(t + HOUR_S, ("hour", inst))
 
-    def _spawn(self, inst: _Instance, action: Launch) -> None:
-        s = self.settings
-        config, seed = self.trials[inst.trial_id]
-        url = self._imds.register(inst.instance_id, instance_type=inst.market.instance_type,
-                                  availability_zone=inst.market.availability_zone)
-        args = [s.python, "-m", "spottune.worker", "--trial", inst.trial_id, "--workload", self.workload,
-                "--config", json.dumps(config), "--seed", str(seed), "--store", s.store_url,
-                "--storage-options", json.dumps(dict(s.storage_options)), "--keep", str(s.checkpoint_keep),
-                "--resume-step", str(action.resume_step), "--until-step", str(action.target_steps),
-                "--step-wall-s", repr(inst.seconds_per_step / s.time_scale), "--imds-url", url,
-                "--poll-s", repr(max(_MIN_POLL_WALL_S, s.poll_s / s.time_scale)), "--instance-id", inst.instance_id]
-        if s.max_steps is not None:
-            args += ["--max-steps", str(s.max_steps)]
+    def _spawn_worker(self, argv: list[str]) -> _Worker:
+        """Start ``python -m spottune.worker <argv>`` with its reader thread."""
+        assert self._log_dir is not None
+        self._n_workers += 1
+        name = f"w{self._n_workers:05d}"
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join([root, os.getcwd()] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        assert self._log_dir is not None
-        stderr = open(self._log_dir / f"{inst.instance_id}.log", "wb")
-        try:
-            inst.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                                         env=env, text=True, bufsize=1)
-        finally:
-            stderr.close()
-        inst.stats["spawn_wall_s"] = time.monotonic() - self._wall0
-        inst.reader = threading.Thread(target=self._read, args=(inst,), daemon=True, name=f"worker-{inst.instance_id}")
-        inst.reader.start()
+        log_path = self._log_dir / f"{name}.log"
+        with open(log_path, "wb") as stderr:
+            proc = subprocess.Popen([self.settings.python, "-m", "spottune.worker", *argv], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=stderr, env=env, text=True, bufsize=1)
+        worker = _Worker(name, proc, log_path)
+        worker.reader = threading.Thread(target=self._read, args=(worker,), daemon=True, name=f"worker-{name}")
+        worker.reader.start()
+        self._workers.append(worker)
+        return worker
 
-    def _read(self, inst: _Instance) -> None:
+    def _spawn_standby(self) -> _Worker:
+        s = self.settings
+        worker = self._spawn_worker(["--standby", "--workload", self.workload, "--store", s.store_url,
+                                     "--storage-options", json.dumps(dict(s.storage_options))])
+        self._pool.append(worker)
+        return worker
+
+    def _segment_argv(self, inst: _Instance, action: Launch, imds_url: str) -> list[str]:
+        s = self.settings
+        config, seed = self.trials[inst.trial_id]
+        argv = ["--trial", inst.trial_id, "--workload", self.workload, "--config", json.dumps(config),
+                "--seed", str(seed), "--store", s.store_url, "--storage-options", json.dumps(dict(s.storage_options)),
+                "--keep", str(s.checkpoint_keep), "--resume-step", str(action.resume_step),
+                "--until-step", str(action.target_steps), "--step-wall-s", repr(inst.seconds_per_step / s.time_scale),
+                "--imds-url", imds_url, "--poll-s", repr(max(_MIN_POLL_WALL_S, s.poll_s / s.time_scale)),
+                "--instance-id", inst.instance_id]
+        if s.max_steps is not None:
+            argv += ["--max-steps", str(s.max_steps)]
+        return argv
+
+    def _spawn(self, inst: _Instance, action: Launch) -> None:
+        url = self._imds.register(inst.instance_id, instance_type=inst.market.instance_type,
+                                  availability_zone=inst.market.availability_zone)
+        argv = self._segment_argv(inst, action, url)
+        while self._pool:
+            worker = self._pool.pop(0)
+            if worker.proc.poll() is None:
+                worker.inst = inst
+                inst.worker = worker
+                inst.stats.update(worker=worker.name, warm=worker.standby.is_set())
+                self._command(inst, {"argv": argv})
+                self._spawn_standby()  # refill the pool
+                break
+        else:
+            worker = self._spawn_worker(argv)
+            worker.inst = inst
+            inst.worker = worker
+            inst.stats.update(worker=worker.name, warm=False)
+        inst.stats["spawn_wall_s"] = time.monotonic() - self._wall0
+
+    def _read(self, worker: _Worker) -> None:
         """Reader thread: every stdout line of the worker becomes a queue item, then EOF."""
-        assert inst.proc is not None and inst.proc.stdout is not None
-        for line in inst.proc.stdout:
+        assert worker.proc.stdout is not None
+        for line in worker.proc.stdout:
             try:
                 msg = json.loads(line)
             except ValueError:
                 continue  # stray print from user code
-            if isinstance(msg, dict):
-                self._q.put(("line", inst, msg))
-        self._q.put(("eof", inst, inst.proc.wait()))
+            if not isinstance(msg, dict):
+                continue
+            if msg.get("event") == "standby":
+                worker.standby.set()
+            elif worker.inst is not None:
+                self._q.put(("line", worker.inst, msg))
+        code = worker.proc.wait()
+        if worker.inst is not None:
+            self._q.put(("eof", worker.inst, code))
 
     def _command(self, inst: _Instance, cmd: Mapping[str, Any]) -> bool:
-        """Write a command to the worker; False if it is gone."""
-        if inst.proc is None or inst.proc.poll() is not None or inst.proc.stdin is None:
+        """Write a command to the instance's worker; False if it is gone."""
+        w = inst.worker
+        if w is None or w.proc.poll() is not None or w.proc.stdin is None:
             return False
         try:
-            inst.proc.stdin.write(json.dumps(dict(cmd)) + "\n")
-            inst.proc.stdin.flush()
+            w.proc.stdin.write(json.dumps(dict(cmd)) + "\n")
+            w.proc.stdin.flush()
             return True
         except (BrokenPipeError, OSError, ValueError):
             return False
@@ -395,15 +476,19 @@ class LocalBackend(Driver):
     def _kill(self, inst: _Instance) -> None:
         """SIGKILL the worker (the instance is gone) and wait until its output has been read."""
         inst.gone = True
-        if inst.proc is None:
+        if inst.worker is None:
             return
         inst.killed = True
-        if inst.proc.poll() is None:
-            inst.proc.kill()
-        inst.proc.wait()
-        if inst.reader is not None and inst.reader is not threading.current_thread():
-            inst.reader.join(timeout=10)
-        for stream in (inst.proc.stdin, inst.proc.stdout):
+        self._stop_worker(inst.worker)
+
+    @staticmethod
+    def _stop_worker(worker: _Worker) -> None:
+        if worker.proc.poll() is None:
+            worker.proc.kill()
+        worker.proc.wait()
+        if worker.reader is not None and worker.reader is not threading.current_thread():
+            worker.reader.join(timeout=10)
+        for stream in (worker.proc.stdin, worker.proc.stdout):
             try:
                 if stream is not None:
                     stream.close()
@@ -483,7 +568,7 @@ class LocalBackend(Driver):
         if inst.killed or inst.failed or not inst.alive or returncode == 0:
             return
         assert self._log_dir is not None
-        tail = (self._log_dir / f"{inst.instance_id}.log").read_text(errors="replace")[-400:].replace("\n", " ")
+        tail = inst.worker.log_path.read_text(errors="replace")[-400:].replace("\n", " ") if inst.worker else ""
         error = f"worker exited with code {returncode}: {tail}"
         inst.failed = True
         if not inst.ready:

@@ -137,6 +137,8 @@ class SimBackend(Driver):
         self.now_s = float(start_s)
         self.record = RunRecord(start_s=float(start_s))
         self.ref_sps = curves.attribute("reference_seconds_per_step", 10.0)
+        # optional per-trial speed (recorded studies: each configuration's own recorded seconds per step)
+        self._ref_of: Callable[[str], float] | None = getattr(curves, "reference_seconds_per_step_of", None)
         size = self.settings.checkpoint_size_mb
         self.size_mb = curves.attribute("checkpoint_size_mb", 1.0) if size is None else float(size)
         self.usd = 0.0
@@ -217,7 +219,9 @@ class SimBackend(Driver):
             return
         vcpus, ecu = self.instance_facts(action.market.instance_type)
         inst = _Instance(iid, action.trial_id, action.market, action.max_price_usd_per_hour, t, float(rev.notice_s),
-                         float(rev.termination_s), seconds_per_step(self.ref_sps, vcpus, ecu), vcpus,
+                         float(rev.termination_s),
+                         seconds_per_step(self._ref_of(action.trial_id) if self._ref_of else self.ref_sps, vcpus, ecu),
+                         vcpus,
                          step=action.resume_step, saved_step=action.resume_step, reason=str(rev.cause))
         self._instances[iid] = inst
         ready = t + self.settings.boot_s

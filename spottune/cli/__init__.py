@@ -24,12 +24,13 @@ PROJECT_ERRORS = (SpottuneError, RevPredError, EarlyCurveError, ProvisionerError
 
 
 def _register() -> None:
-    from spottune.cli import _curves, _prices, _run
+    from spottune.cli import _curves, _prices, _run, _simulate
 
     cli.add_command(_curves.curves)
     cli.add_command(_prices.prices)
     cli.add_command(_run.run)
     cli.add_command(_run.report)
+    cli.add_command(_simulate.simulate)
 
 
 _register()

@@ -79,8 +79,8 @@ def curves() -> None:
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the study sampling and the predictors.")
 @click.option(
-    "--digits", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-    help="Also evaluate this digits_curves.csv (written by benchmarks/digits_curves.py).",
+    "--digits", type=click.Path(exists=True, dir_okay=False, path_type=Path), multiple=True,
+    help="Also evaluate this curve CSV (benchmarks/digits_curves.py format); repeatable.",
 )
 @click.option(
     "--max-curves", type=int, default=None, callback=_check_positive,
@@ -98,7 +98,7 @@ def eval_command(
     studies: int,
     study_size: int,
     seed: int,
-    digits: Path | None,
+    digits: tuple[Path, ...],
     max_curves: int | None,
     sweep: bool,
 ) -> None:

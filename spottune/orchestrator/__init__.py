@@ -35,7 +35,13 @@ from spottune.orchestrator._events import (
     TrialLaunched,
     WakeUp,
 )
-from spottune.orchestrator._config import FinalMetricPredictor, LastValuePredictor, MarketChooser, OrchestratorConfig
+from spottune.orchestrator._config import (
+    FinalMetricPredictor,
+    LastValuePredictor,
+    MarketChooser,
+    OrchestratorConfig,
+    StopRule,
+)
 from spottune.orchestrator._policy import Orchestrator
 from spottune.orchestrator._record import TrialRecord
 from spottune.orchestrator._state import TRANSITIONS, Marker, TrialState, next_state
@@ -45,6 +51,6 @@ __all__ = [
     "ExperimentFinished", "ExperimentStarted", "FinalMetricPredictor", "HourElapsed", "INSTANCE_EVENTS",
     "IllegalTransition", "InvalidAction", "LastValuePredictor", "Launch", "LaunchFailed", "MarketChooser",
     "Marker", "MetricReported", "Orchestrator", "OrchestratorConfig", "RevocationNotice", "ScheduleWakeUp",
-    "SegmentEnded", "SegmentFailed", "Stop", "StopReason", "TRANSITIONS", "TRIAL_ACTIONS", "Terminate",
+    "SegmentEnded", "SegmentFailed", "Stop", "StopReason", "StopRule", "TRANSITIONS", "TRIAL_ACTIONS", "Terminate",
     "TerminateReason", "TrialLaunched", "TrialRecord", "TrialState", "UnexpectedEvent", "WakeUp", "next_state",
 ]

@@ -24,6 +24,7 @@ class TerminateReason(enum.StrEnum):
     THETA = "theta"  #: paused at θ·max_steps; the instance is released while waiting for the barrier
     END = "end"  #: the trial finished (target reached or plateau)
     FAILURE = "failure"  #: the trainable raised; the instance is released before a retry
+    PRUNE = "prune"  #: an external stop rule (e.g. an Optuna pruner) stopped the running trial
 
 
 class StopReason(enum.StrEnum):

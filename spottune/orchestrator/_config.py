@@ -50,6 +50,21 @@ class _Prediction:
 PlateauRule = Callable[[np.ndarray, np.ndarray, int], bool]
 
 
+class StopRule(Protocol):
+    """An external early-stopping rule (e.g. an Optuna pruner): "stop this trial now".
+
+    Called by the orchestrator for every step a RUNNING trial reports on its current timeline, the
+    final step included (so a rule that mirrors trials elsewhere also learns when a trial completes).
+    Returning True before the trial reaches its target stops it at once: its instance is terminated
+    (no checkpoint) and the trial becomes STOPPED_EARLY (``TerminateReason.PRUNE``). It must compute
+    and do no I/O, like every injected object.
+    """
+
+    def should_stop(self, trial_id: str, step: int, loss: float) -> bool:
+        """Whether to stop ``trial_id`` after ``step`` steps whose metric, in loss scale, is ``loss``."""
+        ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OrchestratorConfig:
     """Table I parameters and the orchestrator's own knobs, checked at once.
@@ -68,6 +83,10 @@ class OrchestratorConfig:
         Retries of a failing trainable before FAILED (Ray's ``max_failures``).
     launch_retry_s : float, default=60.0
         Back-off after ``LaunchFailed`` or when no market is available, seconds.
+    hourly_hop : bool, default=True
+        Answer ``HourElapsed`` with a HOP checkpoint and re-provisioning (Algorithm 1). False keeps a
+        trial on its instance until it finishes or is revoked (the single-instance and spot-with-restart
+        baselines of the evaluation, spec §1.9).
     """
 
     max_steps: int
@@ -77,6 +96,7 @@ class OrchestratorConfig:
     mode: str = "min"
     max_failures: int = 2
     launch_retry_s: float = 60.0
+    hourly_hop: bool = True
 
     def __post_init__(self) -> None:
         if not (isinstance(self.max_steps, int) and self.max_steps >= 1):

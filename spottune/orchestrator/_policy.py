@@ -61,6 +61,7 @@ from spottune.orchestrator._config import (
     MarketChooser,
     OrchestratorConfig,
     PlateauRule,
+    StopRule,
 )
 from spottune.orchestrator._record import TrialRecord
 from spottune.orchestrator._state import Marker, TrialState, next_state
@@ -88,6 +89,9 @@ class Orchestrator:
         EarlyCurve; default :class:`LastValuePredictor`.
     plateau_rule : callable (steps, losses, max_steps) -> bool, optional
         Spec §1.8.4 (e.g. ``earlycurve``'s ``is_plateau``); default: never plateau.
+    stop_rule : StopRule, optional
+        External early stopping (e.g. an Optuna pruner, ``spottune.evaluation``): asked after every
+        reported step; True stops the running trial at once (STOPPED_EARLY). Default: none.
 
     Examples
     --------
@@ -103,6 +107,7 @@ class Orchestrator:
         chooser: MarketChooser,
         predictor: FinalMetricPredictor | None = None,
         plateau_rule: PlateauRule | None = None,
+        stop_rule: StopRule | None = None,
     ):
         if len(set(trial_ids)) != len(trial_ids) or not trial_ids:
             raise ConfigError(f"trial ids must be unique and non-empty, got {list(trial_ids)!r}")
@@ -110,6 +115,7 @@ class Orchestrator:
         self.chooser = chooser
         self.predictor = predictor if predictor is not None else LastValuePredictor()
         self.plateau_rule = plateau_rule
+        self.stop_rule = stop_rule
         self.trials: dict[str, TrialRecord] = {
             t: TrialRecord(trial_id=t, target_steps=config.theta_steps) for t in trial_ids
         }
@@ -217,7 +223,7 @@ class Orchestrator:
                 if old_state is TrialState.RUNNING:
                     self._checkpoint(tr, t, CheckpointReason.REVOCATION, out)
             case HourElapsed():
-                if old_state is TrialState.RUNNING:
+                if old_state is TrialState.RUNNING and self.config.hourly_hop:
                     self._checkpoint(tr, t, CheckpointReason.HOP, out)
             case CheckpointSaved():
                 self._on_saved(tr, event, out)
@@ -251,13 +257,25 @@ class Orchestrator:
             del tr.steps[cut:], tr.losses[cut:]
         tr.steps.append(event.step)
         tr.losses.append(loss)
-        if event.step >= tr.target_steps:
+        if self.stop_rule is not None and self.stop_rule.should_stop(tr.trial_id, event.step, loss) \
+                and event.step < tr.target_steps:
+            self._prune(tr, event.time_s, out)
+        elif event.step >= tr.target_steps:
             reason = CheckpointReason.END if tr.target_steps >= self.config.max_steps else CheckpointReason.THETA
             self._checkpoint(tr, event.time_s, reason, out)
         elif self.plateau_rule is not None and self.plateau_rule(
             np.asarray(tr.steps, dtype=float), np.asarray(tr.losses, dtype=float), self.config.max_steps
         ):
             self._checkpoint(tr, event.time_s, CheckpointReason.PLATEAU, out)
+
+    def _prune(self, tr: TrialRecord, t: float, out: list[Action]) -> None:
+        """The stop rule fired: terminate the instance now (nothing to save) and stop the trial."""
+        tr.pruned_at = tr.step
+        self._record_segment(tr, t, tr.step)
+        instance = self._detach(tr)  # its SegmentEnded(user) is then a PREVIOUS_INSTANCE self-loop
+        self._act(tr, Terminate(trial_id=tr.trial_id, instance_id=instance, reason=TerminateReason.PRUNE),
+                  TerminateReason.PRUNE, out)
+        self._progress(t, out)
 
     def _checkpoint(self, tr: TrialRecord, t: float, reason: CheckpointReason, out: list[Action]) -> None:
         tr.train_end_s = t

@@ -30,6 +30,7 @@ class TrialRecord:
     hops: int = 0
     lost_steps: int = 0
     plateaued: bool = False
+    pruned_at: int | None = None  #: step at which an external stop rule stopped the trial
     continued: bool = False  #: chosen for the top-k at the barrier
     instance_ids: list[str] = field(default_factory=list)
     markets_used: list[Any] = field(default_factory=list)

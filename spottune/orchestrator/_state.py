@@ -17,6 +17,7 @@ The machine, one trial at a time (actions we send are keyed like events we recei
                             --(SegmentFailed, retry)----> PENDING     (trainable raised, budget left)
                             --(SegmentFailed, give_up)--> FAILED
     PAUSED_AT_THETA --(Stop, not_top_k)--> STOPPED_EARLY
+    RUNNING --(Terminate, prune)--> STOPPED_EARLY     (an external stop rule, e.g. an Optuna pruner)
 
 Markers refine a trigger where its type alone does not decide: the checkpoint / terminate reason, who
 ended a segment, and two guards computed beside the table from data: the failure budget (``RETRY`` while
@@ -115,6 +116,7 @@ TRANSITIONS: dict[TrialState, dict[object, TrialState]] = {
         (SegmentEnded, EndReason.PROVIDER): S.PREEMPTED,  # no notice, or notice ignored: roll back
         (SegmentFailed, Marker.RETRY): S.PENDING,
         (SegmentFailed, Marker.GIVE_UP): S.FAILED,
+        (Terminate, TerminateReason.PRUNE): S.STOPPED_EARLY,  # stop rule: terminate now, no checkpoint
     },
     S.CHECKPOINTING: {
         MetricReported: S.CHECKPOINTING,  # a step that finished as the checkpoint began

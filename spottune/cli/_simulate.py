@@ -1,0 +1,144 @@
+"""``spottune simulate``: every policy on identical replays of one workload, over many starts (issue 7).
+
+Writes ``<output>/table.csv`` and ``table.json`` (one tidy row per policy × start, columns
+``spottune.evaluation.COLUMNS``), ``summary.csv`` (mean and sd over starts) and ``meta.json`` (the
+command, tasks and wall times). Runs go to ``--jobs`` worker processes; predictors are trained (or read
+from the cache) and the study's curves computed (or read) once, before the workers start.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import click
+
+from spottune.errors import ConfigError
+
+
+def _starts(history: Any, markets: list, n: int, explicit: str | None) -> list[float]:
+    from revpred.prices import to_seconds
+    from spottune.evaluation import default_starts
+
+    if explicit:
+        return [float(to_seconds(s.strip())) for s in explicit.split(",") if s.strip()]
+    return default_starts(history, markets, n)
+
+
+def simulate_all(workload: str, policies: str, starts: int, market_mode: str, output: Path, *, seed: int = 0,
+                 theta_sweep: bool = False, jobs: int = 1, start_times: str | None = None,
+                 max_steps: int | None = None, prices: str | None = None, progress: bool = True) -> Any:
+    """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
+
+    Parameters
+    ----------
+    workload : str
+        Built-in workload or recorded study (``spottune.evaluation.list_studies()``).
+    policies : str
+        Comma-separated policy names; ``default`` and ``theta-sweep`` expand to lists.
+    starts : int
+        Number of start times spread over the price history (ignored with ``start_times``).
+    market_mode : {"legacy", "modern", "both"}
+    output : Path
+    seed : int
+    theta_sweep : bool
+        Add SpotTune θ = 0.1 … 1.0 (RevPred).
+    jobs : int
+        Worker processes (1 = in this process).
+    start_times : str, optional
+        Comma-separated UTC start times instead of spread ones.
+    max_steps : int, optional
+        S_max override (small runs).
+    prices : str, optional
+        Price file (default: the 2015 us-east-1 trace).
+    """
+    from tqdm import tqdm
+
+    from spottune.evaluation import THETA_SWEEP, Task, make_table, parse_policies, summarise
+    from spottune.evaluation._predictors import ensure_model_set
+    from spottune.evaluation._runner import TRAIN_DAYS, environment, run_task
+    from spottune.evaluation._studies import list_studies
+
+    if workload not in list_studies():
+        raise ConfigError(f"--workload is {workload!r}, but must be one of {', '.join(list_studies())}")
+    modes = ["legacy", "modern"] if market_mode == "both" else [market_mode]
+    for m in modes:
+        if m not in ("legacy", "modern"):
+            raise ConfigError(f"--market-mode is {market_mode!r}, but must be legacy, modern or both")
+    if jobs < 1:
+        raise ConfigError(f"--jobs is {jobs}, but must be >= 1")
+    pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""))
+    env = environment(workload, seed, modes[0], prices, max_steps)  # loads curves (training them once)
+    starts_s = _starts(env["history"], env["markets"], starts, start_times)
+    hi = min(starts_s)
+    lo = hi - TRAIN_DAYS * 86400.0
+    if any(p.uses_predictor and p.predictor in ("revpred", "tributary", "constant") for p in pols):
+        ensure_model_set(env["history"], env["markets"], lo, hi, seed, log=lambda s: click.echo(s, err=True))
+    tasks = [Task(workload=workload, policy=p.name, start_index=i, start_s=s, market_mode=m, seed=seed,
+                  train_lo_s=lo, train_hi_s=hi, prices=prices, max_steps=max_steps)
+             for m in modes for i, s in enumerate(starts_s) for p in pols]
+    rows, walls = [None] * len(tasks), [0.0] * len(tasks)
+    t0 = time.perf_counter()
+    bar = tqdm(total=len(tasks), unit="run", disable=not progress, dynamic_ncols=True, file=sys.stderr)
+    if jobs == 1:
+        for k, task in enumerate(tasks):
+            rows[k], walls[k] = run_task(task)
+            bar.update(1)
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(run_task, task): k for k, task in enumerate(tasks)}
+            for fut in as_completed(futures):
+                k = futures[fut]
+                rows[k], walls[k] = fut.result()
+                bar.update(1)
+    bar.close()
+    wall = time.perf_counter() - t0
+    table = make_table(rows)
+    output.mkdir(parents=True, exist_ok=True)
+    table.to_csv(output / "table.csv", index=False)
+    (output / "table.json").write_text(table.to_json(orient="records", indent=1) + "\n")
+    summarise(table).to_csv(output / "summary.csv", index=False)
+    meta = {"argv": sys.argv, "workload": workload, "policies": [p.name for p in pols], "market_modes": modes,
+            "starts": sorted(set(table["start"])), "seed": seed,
+            "jobs": jobs, "runs": len(tasks), "wall_s": wall, "run_wall_s": walls,
+            "predictor_training_window_s": [lo, hi], "study": env["study"].source, "max_steps": env["study"].max_steps}
+    (output / "meta.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
+    return table
+
+
+@click.command("simulate", help="Compare policies (SpotTune, single-spot, on-demand, spot-restart, Optuna pruners) "
+                                "on identical spot-market replays; writes a tidy table.")
+@click.option("--workload", default="digits-mlp", show_default=True,
+              help="Built-in workload or recorded study (opda-alexnet, opda-convnext).")
+@click.option("--policies", default="default", show_default=True,
+              help="Comma-separated policy names, or 'default' / 'theta-sweep'.")
+@click.option("--starts", type=int, default=10, show_default=True, help="Start times spread over the trace.")
+@click.option("--start-times", default=None, help="Comma-separated UTC start times (instead of --starts).")
+@click.option("--market-mode", type=click.Choice(["legacy", "modern", "both"]), default="legacy", show_default=True)
+@click.option("--output", type=click.Path(file_okay=False), required=True, help="Output folder.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--theta-sweep", is_flag=True, help="Add SpotTune θ = 0.1 … 1.0 (paper Fig 8).")
+@click.option("--jobs", type=int, default=1, show_default=True, help="Worker processes.")
+@click.option("--max-steps", type=int, default=None, help="S_max override (small runs).")
+@click.option("--prices", default=None, help="Price file (default: us-east-1_2015).")
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def simulate(workload: str, policies: str, starts: int, start_times: str | None, market_mode: str, output: str,
+             seed: int, theta_sweep: bool, jobs: int, max_steps: int | None, prices: str | None,
+             progress: bool) -> None:
+    from spottune.evaluation import summarise, to_markdown
+
+    table = simulate_all(workload, policies, starts, market_mode, Path(output), seed=seed, theta_sweep=theta_sweep,
+                         jobs=jobs, start_times=start_times, max_steps=max_steps, prices=prices, progress=progress)
+    s = summarise(table, ["cost_usd", "jct_h", "pcr_norm", "top3", "refunded_share"])
+    cols = ["market_mode", "policy", "cost_usd_mean", "jct_h_mean", "pcr_norm_mean", "top3_mean",
+            "refunded_share_mean", "n"]
+    click.echo(to_markdown(s[cols]))
+    failed = int((table["error"].fillna("") != "").sum())
+    if failed:
+        click.echo(f"{failed} run(s) failed; see the error column", err=True)
+    click.echo(f"results: {output}")
+

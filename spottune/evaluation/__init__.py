@@ -1,0 +1,31 @@
+"""Evaluation of spottune against baselines and peers on identical replays (issue 7).
+
+Policies (:mod:`._policies`), oracle / on-demand market rules (:mod:`._oracle`), Optuna pruners as stop
+rules (:mod:`._pruning`), studies with ground-truth curves (:mod:`._studies`), one run and its row
+(:mod:`._runner`), the tidy table (:mod:`._table`) and the figures (:mod:`._plots`). The CLI is
+``spottune simulate`` (``spottune/cli/_simulate.py``); results are discussed in ``docs/evaluation.md``.
+"""
+
+from spottune.evaluation._oracle import NeverRevoked, OnDemandBilling, OraclePredictor
+from spottune.evaluation._policies import (
+    DEFAULT_POLICIES,
+    FIXED,
+    THETA_SWEEP,
+    Assembly,
+    Policy,
+    assemble,
+    fixed_types,
+    get_policy,
+    parse_policies,
+)
+from spottune.evaluation._pruning import PRUNERS, OptunaStopRule, make_pruner
+from spottune.evaluation._runner import Task, default_starts, run_task
+from spottune.evaluation._studies import Study, list_studies, load_study
+from spottune.evaluation._table import COLUMNS, make_table, normalise_pcr, ratio_table, summarise, to_markdown
+
+__all__ = [
+    "Assembly", "COLUMNS", "DEFAULT_POLICIES", "FIXED", "NeverRevoked", "OnDemandBilling", "OptunaStopRule",
+    "OraclePredictor", "PRUNERS", "Policy", "Study", "THETA_SWEEP", "Task", "assemble", "default_starts",
+    "fixed_types", "get_policy", "list_studies", "load_study", "make_pruner", "make_table", "normalise_pcr",
+    "parse_policies", "ratio_table", "run_task", "summarise", "to_markdown",
+]

@@ -1,0 +1,257 @@
+"""Named policies: each a recipe that assembles chooser + predictor + θ + hop/no-hop + max-price rule.
+
+A policy is data (:class:`Policy`); :func:`assemble` turns it, for one study, market mode and start, into
+the orchestrator, revocation model and billing rule the simulator runs. Every policy sees the same
+trials, the same price replay and the same seeds (STYLE §2: a baseline is another object, not a flag).
+
+=========================  ==========================================================================
+name                       recipe
+=========================  ==========================================================================
+spottune-<θ>[-<pred>]      Provisioner (Eq 2) with predictor <pred> (default RevPred; ``tributary``,
+                           ``constant``, ``oracle``, ``none``), D1 max price, hourly hop, EarlyCurve
+                           at θ and the plateau rule. ``spottune-0.7``, ``spottune-1.0``, θ sweep.
+single-cheapest            one instance per trial of the cheapest type (lowest on-demand price in the
+                           pool), in its cheapest zone at launch; max price 10x the highest recorded
+                           price (never revoked by price), no hop, θ = 1, no early stopping (D9).
+single-fastest             the same on the fastest type (fewest seconds per step, speed model).
+on-demand                  the single-cheapest recipe on on-demand capacity: never revoked, billed per
+                           second at the catalog's on-demand price, no refund.
+spot-restart               cheapest market at each launch, max price = on-demand price (the default of
+                           today's managed spot jobs), relaunch from the last checkpoint after a
+                           revocation, no hourly hop, no early stopping.
+optuna-median / -sha /     SpotTune's provisioning (RevPred, hop) at θ = 1 without EarlyCurve; stop
+optuna-hyperband           decisions by Optuna's MedianPruner / SuccessiveHalvingPruner / HyperbandPruner
+                           (:mod:`spottune.evaluation._pruning`).
+=========================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from spottune.errors import ConfigError
+from spottune.evaluation._predictors import KINDS
+from spottune.evaluation._pruning import PRUNERS
+
+CHOOSERS = ("spottune", "cheapest-market", "fixed-cheapest", "fixed-fastest")
+NEVER_REVOKED_FACTOR = 10.0  #: single-spot max price = this x the highest price of the whole history
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Policy:
+    """One compared policy.
+
+    Parameters
+    ----------
+    name : str
+    description : str
+    chooser : {"spottune", "cheapest-market", "fixed-cheapest", "fixed-fastest"}
+    predictor : str
+        Revocation predictor for Eq 1 (``revpred``, ``tributary``, ``constant``, ``oracle``, ``none``).
+    theta : float
+        Early-shutdown rate θ in (0, 1].
+    hourly_hop : bool
+        Checkpoint and re-provision after each hour on an instance.
+    early_curve : bool
+        EarlyCurve ranking at θ and the plateau rule; False ranks by the last value and never plateaus.
+    max_price : {"d1", "never-revoked", "on-demand"}
+        D1 (current + U[0.00001, 0.2] USD/h), far above every recorded price, or the on-demand price.
+    capacity : {"spot", "on-demand"}
+        On-demand: never revoked, billed at the on-demand price.
+    pruner : {"median", "sha", "hyperband"} or None
+        Optuna pruner that stops trials.
+    """
+
+    name: str
+    description: str
+    chooser: str = "spottune"
+    predictor: str = "revpred"
+    theta: float = 0.7
+    hourly_hop: bool = True
+    early_curve: bool = True
+    max_price: str = "d1"
+    capacity: str = "spot"
+    pruner: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.chooser not in CHOOSERS:
+            raise ConfigError(f"policy {self.name}: chooser is {self.chooser!r}, but must be one of {CHOOSERS}")
+        if self.predictor not in KINDS:
+            raise ConfigError(f"policy {self.name}: predictor is {self.predictor!r}, but must be one of {KINDS}")
+        if not 0 < self.theta <= 1:
+            raise ConfigError(f"policy {self.name}: theta is {self.theta!r}, but must be 0 < theta <= 1")
+        if self.max_price not in ("d1", "never-revoked", "on-demand"):
+            raise ConfigError(f"policy {self.name}: max_price is {self.max_price!r}")
+        if self.capacity not in ("spot", "on-demand"):
+            raise ConfigError(f"policy {self.name}: capacity is {self.capacity!r}")
+        if self.pruner is not None and self.pruner not in PRUNERS:
+            raise ConfigError(f"policy {self.name}: pruner is {self.pruner!r}, but must be one of {PRUNERS}")
+
+    @property
+    def uses_predictor(self) -> bool:
+        """Whether the chooser reads revocation probabilities (only the SpotTune provisioner does)."""
+        return self.chooser == "spottune"
+
+
+_SINGLE = dict(predictor="none", theta=1.0, hourly_hop=False, early_curve=False, max_price="never-revoked")
+FIXED: dict[str, Policy] = {p.name: p for p in [
+    Policy(name="single-cheapest", description="Single-Spot Cheapest: cheapest type, never revoked, no hop, θ=1",
+           chooser="fixed-cheapest", **_SINGLE),
+    Policy(name="single-fastest", description="Single-Spot Fastest: fastest type, never revoked, no hop, θ=1",
+           chooser="fixed-fastest", **_SINGLE),
+    Policy(name="on-demand", description="cheapest type on on-demand capacity, no hop, θ=1",
+           chooser="fixed-cheapest", capacity="on-demand", **_SINGLE),
+    Policy(name="spot-restart", description="cheapest market, max price = on-demand, restart from checkpoint "
+           "after a revocation, no hop, no early stopping", chooser="cheapest-market", predictor="none", theta=1.0,
+           hourly_hop=False, early_curve=False, max_price="on-demand"),
+    *[Policy(name=f"optuna-{k}", description=f"SpotTune provisioning (RevPred), θ=1, Optuna {k} pruner",
+             theta=1.0, early_curve=False, pruner=k) for k in PRUNERS],
+]}
+
+#: The policies of the headline comparison, in display order.
+DEFAULT_POLICIES = ("spottune-0.7", "spottune-1.0", "spottune-0.7-tributary", "spottune-0.7-constant",
+                    "spottune-0.7-oracle", "single-cheapest", "single-fastest", "on-demand", "spot-restart",
+                    "optuna-median", "optuna-sha", "optuna-hyperband")
+THETA_SWEEP = tuple(f"spottune-{t / 10:.1f}" for t in range(1, 11))
+
+_SPOTTUNE = re.compile(r"^spottune-(?P<theta>[01](?:\.\d+)?)(?:-(?P<pred>[a-z]+))?$")
+
+
+def get_policy(name: str) -> Policy:
+    """The policy called ``name`` (see the module table).
+
+    Raises
+    ------
+    ConfigError
+        If the name is unknown.
+    """
+    if name in FIXED:
+        return FIXED[name]
+    m = _SPOTTUNE.match(name)
+    if m:
+        theta, pred = float(m["theta"]), m["pred"] or "revpred"
+        if pred not in KINDS:
+            raise ConfigError(f"policy {name!r}: predictor {pred!r} must be one of {', '.join(KINDS)}")
+        return Policy(name=name, description=f"SpotTune θ={theta:g}, predictor {pred}", theta=theta, predictor=pred)
+    raise ConfigError(f"policy {name!r} is unknown; use spottune-<θ>[-{'|'.join(KINDS)}] or one of "
+                      f"{', '.join(FIXED)}")
+
+
+def parse_policies(text: str) -> list[Policy]:
+    """Comma-separated policy names (``default`` = :data:`DEFAULT_POLICIES`), duplicates dropped."""
+    names: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        for n in (DEFAULT_POLICIES if part == "default" else THETA_SWEEP if part == "theta-sweep" else [part]):
+            if n and n not in names:
+                names.append(n)
+    if not names:
+        raise ConfigError("--policies is empty")
+    return [get_policy(n) for n in names]
+
+
+def fixed_types(catalog: Any, markets: list) -> dict[str, str]:
+    """``{"cheapest": type, "fastest": type}`` of the pool: lowest on-demand price; fewest seconds/step.
+
+    Ties: the type name. Speed from :func:`spottune.speed.seconds_per_step` (vCPUs, ECU).
+    """
+    from spottune.speed import seconds_per_step
+
+    types = sorted({m.instance_type for m in markets})
+    region = markets[0].region
+    od = {t: catalog.on_demand_usd_per_hour(t, region) for t in types}
+    sps = {t: seconds_per_step(1.0, catalog[t].vcpus, catalog[t].ecu) for t in types}
+    return {"cheapest": min(types, key=lambda t: (od[t], t)), "fastest": min(types, key=lambda t: (sps[t], t))}
+
+
+@dataclass(slots=True)
+class Assembly:
+    """What one simulated run needs: the orchestrator and the market rules it is replayed under."""
+
+    orchestrator: Any
+    revocation_model: Any
+    billing: Any
+    chooser: Any
+    stop_rule: Any = None
+    note: str = ""
+
+
+def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: Any, markets: list,
+             revocation_model: Any, billing: Any, predictor: Any, seed: int, top_k: int = 3) -> Assembly:
+    """Build the orchestrator (and market rules) of ``policy`` for one run.
+
+    Parameters
+    ----------
+    policy : Policy
+    study : spottune.evaluation.Study
+        Trials, metric, mode and S_max.
+    history : revpred.prices.PriceHistory
+        Spot prices, USD per instance-hour.
+    catalog : provisioner.InstanceCatalog
+    pool : provisioner.Pool
+    markets : list of Market
+        The pool resolved on the history.
+    revocation_model : spottune.market.RevocationModel
+        The replay's spot revocation rule (legacy or modern).
+    billing : spottune.market.Billing
+        Spot billing.
+    predictor : RevocationPredictor or None
+        Used only by the SpotTune chooser (``policy.uses_predictor``).
+    seed : int
+        Seeds the max-price draws (``numpy.random.default_rng(seed)``).
+    top_k : int
+    """
+    from earlycurve import EarlyCurve, is_plateau
+    from provisioner import (
+        CheapestMarketChooser,
+        FixedMaxPrice,
+        FixedTypeChooser,
+        MaxPriceRule,
+        Provisioner,
+    )
+    from spottune.evaluation._oracle import NeverRevoked, OnDemandBilling
+    from spottune.evaluation._pruning import OptunaStopRule, make_pruner
+    from spottune.orchestrator import LastValuePredictor, Orchestrator, OrchestratorConfig
+
+    rng = np.random.default_rng(seed)
+    if policy.max_price == "never-revoked":
+        top = max(float(np.max(history[m].prices)) for m in markets)
+        rule = FixedMaxPrice(NEVER_REVOKED_FACTOR * top)
+    elif policy.max_price == "on-demand":
+        rule = MaxPriceRule(delta_low_usd_per_hour=1e6, delta_high_usd_per_hour=1e6, cap_at_on_demand=True)
+    else:
+        rule = MaxPriceRule()
+    note = ""
+    if policy.chooser == "spottune":
+        if predictor is None:
+            raise ConfigError(f"policy {policy.name} needs a revocation predictor")
+        chooser = Provisioner(history, catalog, predictor, pool, rng, max_price_rule=rule)
+    elif policy.chooser == "cheapest-market":
+        chooser = CheapestMarketChooser(history, catalog, pool, rng, max_price_rule=rule)
+    else:
+        itype = fixed_types(catalog, markets)[policy.chooser.removeprefix("fixed-")]
+        chooser = FixedTypeChooser(itype, history, catalog, pool, rng, max_price_rule=rule)
+        note = itype
+    if policy.capacity == "on-demand":
+        revocation_model, billing = NeverRevoked(), OnDemandBilling(catalog)
+    config = OrchestratorConfig(max_steps=study.max_steps, theta=policy.theta, top_k=top_k, metric=study.metric,
+                                mode=study.mode, hourly_hop=policy.hourly_hop)
+    stop_rule = None
+    if policy.pruner is not None:
+        stop_rule = OptunaStopRule(make_pruner(policy.pruner, study.max_steps), study.trial_ids, study.max_steps)
+    if policy.early_curve:
+        fmp, plateau = EarlyCurve(study.max_steps), (lambda s, v, smax: is_plateau(s, v, smax))
+    else:
+        fmp, plateau = LastValuePredictor(), None
+    orch = Orchestrator(study.trial_ids, config, chooser, predictor=fmp, plateau_rule=plateau, stop_rule=stop_rule)
+    return Assembly(orchestrator=orch, revocation_model=revocation_model, billing=billing, chooser=chooser,
+                    stop_rule=stop_rule, note=note)
+
+
+def with_theta(policy: Policy, theta: float) -> Policy:
+    """A copy of a SpotTune policy at another θ (name ``spottune-<θ>[-pred]``)."""
+    suffix = "" if policy.predictor == "revpred" else f"-{policy.predictor}"
+    return replace(policy, name=f"spottune-{theta:.1f}{suffix}", theta=theta)

@@ -1,0 +1,91 @@
+"""Optuna's own pruners as SpotTune stop rules (``spottune.orchestrator.StopRule``).
+
+Each simulated trial is mirrored by one trial of an in-memory Optuna study, created in trial order
+with ``study.ask()`` (so trial numbers, and Hyperband's bracket hash of ``study_name`` and number, are
+deterministic). Every step the orchestrator reports is passed on with ``trial.report(loss, step)`` and
+the decision is the pruner's own ``trial.should_prune()``: no re-implementation. A pruned trial is told
+``PRUNED`` and the orchestrator stops it at once; a trial reaching ``max_steps`` is told ``COMPLETE`` with
+its final loss, which is what ``MedianPruner`` compares against.
+
+[I] Pruner settings (spec-free; Optuna defaults where they work without completed trials):
+``MedianPruner(n_startup_trials=5, n_warmup_steps=max_steps // 10)``;
+``SuccessiveHalvingPruner(min_resource=max(1, max_steps // 27), reduction_factor=3)`` (``"auto"`` needs
+a completed trial, which a fully parallel study does not have before the end);
+``HyperbandPruner(min_resource=max(1, max_steps // 27), max_resource=max_steps, reduction_factor=3)``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from spottune.errors import ConfigError
+
+PRUNERS = ("median", "sha", "hyperband")
+
+
+def make_pruner(kind: str, max_steps: int) -> Any:
+    """The Optuna pruner ``kind`` ("median", "sha", "hyperband") for a study of ``max_steps`` steps."""
+    import optuna
+
+    r = max(1, max_steps // 27)
+    if kind == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=max(0, max_steps // 10))
+    if kind == "sha":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=r, reduction_factor=3)
+    if kind == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=r, max_resource=max_steps, reduction_factor=3)
+    raise ConfigError(f"pruner is {kind!r}, but must be one of {', '.join(PRUNERS)}")
+
+
+class OptunaStopRule:
+    """Stop decisions of a real Optuna pruner over trials mirrored from the orchestrator.
+
+    Parameters
+    ----------
+    pruner : optuna.pruners.BasePruner
+    trial_ids : sequence of str
+        The orchestrator's trials, in launch order.
+    max_steps : int
+        ``S_max``, steps; a report at this step completes the Optuna trial.
+    study_name : str, default="spottune-sim"
+        Fixed, so Hyperband's bracket assignment is reproducible.
+
+    Attributes
+    ----------
+    pruned : dict trial_id -> int
+        Step at which each pruned trial was stopped.
+    """
+
+    def __init__(self, pruner: Any, trial_ids: Sequence[str], max_steps: int, study_name: str = "spottune-sim"):
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.max_steps = int(max_steps)
+        self.study = optuna.create_study(study_name=study_name, direction="minimize", pruner=pruner,
+                                         sampler=optuna.samplers.RandomSampler(seed=0))
+        self._trials = {tid: self.study.ask() for tid in trial_ids}
+        self._done: set[str] = set()
+        self.pruned: dict[str, int] = {}
+
+    def should_stop(self, trial_id: str, step: int, loss: float) -> bool:
+        """Report ``loss`` at ``step`` to the mirrored Optuna trial and return ``should_prune()``."""
+        import optuna
+
+        if trial_id in self._done:
+            return False
+        trial = self._trials[trial_id]
+        if step >= self.max_steps:
+            self.study.tell(trial, float(loss))
+            self._done.add(trial_id)
+            return False
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a step replayed after a rollback is reported twice
+            trial.report(float(loss), int(step))
+            prune = bool(trial.should_prune())
+        if prune:
+            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            self._done.add(trial_id)
+            self.pruned[trial_id] = int(step)
+        return prune

@@ -1,0 +1,199 @@
+"""One simulated run per (workload, policy, start, market mode): build, replay, measure.
+
+Runs are independent and deterministic (their only randomness is seeded), so they can go to worker
+processes in any order; each process loads the price history, the study's cached curves and the cached
+predictors once (:func:`environment`) and reuses them for every run it gets.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from spottune.errors import SpottuneError
+
+DAY_S = 86400.0
+TRAIN_DAYS = 4.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Task:
+    """One run to simulate.
+
+    Parameters
+    ----------
+    workload : str
+    policy : str
+    start_index : int
+    start_s : float
+        Experiment start, seconds since the epoch (UTC).
+    market_mode : {"legacy", "modern"}
+    seed : int
+    train_lo_s, train_hi_s : float
+        Predictor training window, seconds since the epoch (before the earliest start).
+    prices : str or None
+        Price file (default: the 2015 us-east-1 trace).
+    max_steps : int or None
+        Overrides the study's S_max (small test runs).
+    billing : {"second", "hour"}
+    """
+
+    workload: str
+    policy: str
+    start_index: int
+    start_s: float
+    market_mode: str
+    seed: int
+    train_lo_s: float
+    train_hi_s: float
+    prices: str | None = None
+    max_steps: int | None = None
+    billing: str = "second"
+
+
+def default_starts(history: Any, markets: list, n: int, *, train_days: float = TRAIN_DAYS,
+                   tail_days: float = 7.0) -> list[float]:
+    """``n`` start times spread evenly over the history, on whole hours (seconds since the epoch).
+
+    The first start leaves ``train_days`` (+1 day) after the latest first record of any pool market for
+    the predictors' training window; the last leaves ``tail_days`` before the end of the history for
+    the longest baseline to finish.
+    """
+    first = max(float(history[m].start_s) for m in markets) + (train_days + 1.0) * DAY_S
+    last = min(float(history[m].end_s) for m in markets) - tail_days * DAY_S
+    if n < 1 or last <= first:
+        raise SpottuneError(f"cannot place {n} starts in the price history")
+    starts = np.linspace(first, last, n) if n > 1 else np.array([first])
+    return [float(math.ceil(s / 3600.0) * 3600.0) for s in starts]
+
+
+@functools.lru_cache(maxsize=4)
+def environment(workload: str, seed: int, market_mode: str, prices: str | None, max_steps: int | None) -> dict:
+    """Everything shared by the runs of one process: history, catalog, pool, study, market model."""
+    from provisioner import InstanceCatalog, Pool
+    from revpred.prices import load_history
+    from spottune.evaluation._studies import load_study
+    from spottune.market import LegacyBidRevocation, ModernHazardRevocation
+
+    history = load_history(prices)
+    catalog = InstanceCatalog.load()
+    pool = Pool()
+    markets = pool.resolve(history, catalog)
+    if market_mode == "legacy":
+        revocations = LegacyBidRevocation(history)
+    elif market_mode == "modern":
+        revocations = ModernHazardRevocation(None, seed, history=history)
+    else:
+        raise SpottuneError(f"--market-mode is {market_mode!r}, but must be legacy or modern")
+    study = load_study(workload, seed, max_steps=max_steps)
+    return {"history": history, "catalog": catalog, "pool": pool, "markets": markets, "revocations": revocations,
+            "study": study, "predictors": {}}
+
+
+def _predictor(env: dict, kind: str, task: Task) -> Any:
+    from spottune.evaluation._predictors import make_predictor
+
+    key = (kind, task.train_lo_s, task.train_hi_s)
+    if key not in env["predictors"]:
+        env["predictors"][key] = make_predictor(kind, env["history"], env["markets"], task.train_lo_s,
+                                                task.train_hi_s, task.seed, env["revocations"])
+    return env["predictors"][key]
+
+
+def overhead_seconds(log: list[dict]) -> tuple[float, float]:
+    """(checkpoint seconds, restore-and-boot seconds) summed over a run's event log."""
+    pending: dict[str, float] = {}
+    ckpt = restore = 0.0
+    for rec in log:
+        typ = rec["type"]
+        if typ == "Checkpoint" and rec["kind"] == "action":
+            pending[rec["instance_id"]] = rec["t"]
+        elif typ == "CheckpointSaved":
+            t0 = pending.pop(rec["instance_id"], None)
+            if t0 is not None:
+                ckpt += rec["t"] - t0
+        elif typ == "TrialLaunched":
+            restore += rec["time_s"] - rec["started_s"]
+    return ckpt, restore
+
+
+def measure(task: Task, policy: Any, study: Any, orch: Any, record: Any) -> dict[str, Any]:
+    """The table row of one finished run (see :data:`spottune.evaluation.COLUMNS`)."""
+    from spottune.orchestrator import TrialState
+    from spottune.results import _ledger_frame, summary_dict
+
+    ledger = _ledger_frame(record)
+    summary = summary_dict(orch, record, ledger)
+    truth = study.final()
+    ranking = study.ranking()
+    chosen = list(orch.top_k)
+    sign = 1.0 if study.mode == "min" else -1.0
+    ckpt_s, restore_s = overhead_seconds(record.log)
+    run_s = float((ledger["end_s"] - ledger["start_s"]).sum()) if len(ledger) else 0.0
+    train_s = max(run_s - ckpt_s - restore_s, 1e-9)
+    cost, jct = float(summary["total_cost_usd"]), summary["jct_h"]
+    return {
+        "policy": policy.name, "workload": study.name, "market_mode": task.market_mode,
+        "start_index": task.start_index, "start": _iso(task.start_s), "seed": task.seed, "theta": policy.theta,
+        "predictor": policy.predictor if policy.uses_predictor else "", "cost_usd": cost, "jct_h": jct,
+        "pcr": (math.inf if cost <= 0 else 1.0 / (jct * cost)) if jct else math.nan, "pcr_norm": math.nan,
+        "top1": float(bool(chosen) and chosen[0] == ranking[0]), "top3": float(ranking[0] in chosen[:3]),
+        "regret": sign * (truth[chosen[0]] - truth[ranking[0]]) if chosen else math.nan,
+        "refunded_share": float(summary["share_steps_refunded"]), "revocations": int(summary["revocations"]),
+        "hops": int(summary["hops"]), "lost_steps": int(summary["steps_lost"]),
+        "ckpt_overhead_share": (ckpt_s + restore_s) / train_s, "steps_executed": int(summary["steps_executed"]),
+        "instances": int(summary["instances"]), "refunded_usd": float(summary["refunded_usd"]),
+        "stopped_early": sum(tr.state is TrialState.STOPPED_EARLY for tr in orch.trials.values()),
+        "chosen_best": chosen[0] if chosen else "", "true_best": ranking[0], "note": "", "error": "",
+    }
+
+
+def _iso(t_s: float) -> str:
+    from revpred.prices import to_timestamp
+
+    return to_timestamp(t_s).strftime("%Y-%m-%dT%H:%MZ")
+
+
+def run_task(task: Task) -> tuple[dict[str, Any], float]:
+    """Simulate one run; returns (table row, wall seconds). A project error becomes the row's ``error``."""
+    from spottune.backends import SimBackend, SimSettings
+    from spottune.evaluation._policies import assemble, get_policy
+    from spottune.market import Billing
+
+    t0 = time.perf_counter()
+    policy = get_policy(task.policy)
+    env = environment(task.workload, task.seed, task.market_mode, task.prices, task.max_steps)
+    study = env["study"]
+    try:
+        predictor = _predictor(env, policy.predictor, task) if policy.uses_predictor else None
+        asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],
+                       markets=env["markets"], revocation_model=env["revocations"], billing=Billing(task.billing),
+                       predictor=predictor, seed=task.seed)
+        catalog = env["catalog"]
+
+        def facts(instance_type: str) -> tuple[int, float | None]:
+            spec = catalog[instance_type]
+            return spec.vcpus, spec.ecu
+
+        backend = SimBackend(asm.orchestrator, env["history"], asm.revocation_model, asm.billing, study.sim_curves(),
+                             facts, task.start_s, SimSettings(seed=task.seed))
+        record = backend.run()
+        row = measure(task, policy, study, asm.orchestrator, record)
+        row["note"] = asm.note
+    except SpottuneError as exc:  # e.g. the price history ends before the run finishes
+        from spottune.evaluation._table import empty_row
+
+        row = empty_row(policy=policy.name, workload=study.name, market_mode=task.market_mode,
+                        start_index=task.start_index, start=_iso(task.start_s), seed=task.seed, theta=policy.theta,
+                        error=f"{type(exc).__name__}: {exc}")
+    return row, time.perf_counter() - t0
+
+
+def task_dict(task: Task) -> dict[str, Any]:
+    """Plain dict of a task (for the run's metadata JSON)."""
+    return asdict(task)

@@ -1,0 +1,214 @@
+"""The trials an evaluation replays: every configuration's full curve, computed (or read) once.
+
+Two kinds of study, both with every curve known to ``max_steps`` (the ground truth of top-k accuracy):
+
+- **built-in workloads** (``digits-mlp``, ``logreg``, ``linreg``, ``linear-svm``, ``gbt``): each
+  configuration is really trained to ``max_steps`` once and its per-step metrics are cached on disk
+  (``<cache>/curves/<workload>-seed<seed>-<max_steps>.json``). The trainable API guarantees that a
+  resumed trial reproduces the uninterrupted curve, so replaying the cached curve is what
+  :class:`~spottune.backends.TrainableCurves` would compute, at no training cost;
+- **recorded studies** (``opda-alexnet``, ``opda-convnext``): 16 configurations sampled with the seed
+  from the complete curves (length == ``epochs``, no NaN) of ``../shared/data/learning_curves/
+  opda_*_tuning.jsonl.gz`` (CC BY-SA 4.0, N. Lourie). Metric ``loss = 1 − top_1`` (min).
+
+[I] Recorded configurations train for different numbers of epochs (20–100). Each is replayed on a
+common grid of ``max_steps`` (default 50) *progress steps*: step k is the point k/S_max through the
+configuration's own schedule, its metrics linearly interpolated between recorded epochs, and its
+seconds per step = the recorded total ``time`` / S_max. That recorded hardware is the reference
+instance of the speed model (``spottune.speed``), so each trial keeps its own recorded speed, scaled
+per instance type like every workload.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spottune.backends import RecordedCurves
+from spottune.errors import ConfigError
+
+#: Recorded studies: name -> (file, checkpoint size in MB [I: fp32 weights + SGD momentum]).
+RECORDED: dict[str, tuple[str, float]] = {
+    "opda-alexnet": ("opda_alexnet_imagenet_tuning.jsonl.gz", 490.0),  # 61 M parameters x 4 B x 2
+    "opda-convnext": ("opda_convnext-tiny_imagenet_tuning.jsonl.gz", 230.0),  # 28.6 M parameters x 4 B x 2
+}
+RECORDED_STEPS = 50
+N_CONFIGS = 16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Study:
+    """A set of trials with their full curves (ground truth) and simulation facts.
+
+    Attributes
+    ----------
+    name : str
+    trial_ids : list of str
+    configs : dict trial_id -> dict
+    curves : dict trial_id -> list of dict
+        ``curves[t][k - 1]`` = metrics after k steps, for k = 1 .. max_steps.
+    metric : str
+    mode : {"min", "max"}
+    max_steps : int
+    reference_seconds_per_step : dict trial_id -> float
+        Seconds per step on the reference instance (2 vCPUs, 6.5 ECU), per trial.
+    checkpoint_size_mb : float
+        MB (10**6 bytes).
+    """
+
+    name: str
+    trial_ids: list[str]
+    configs: dict[str, dict[str, Any]]
+    curves: dict[str, list[dict[str, float]]]
+    metric: str
+    mode: str
+    max_steps: int
+    reference_seconds_per_step: dict[str, float]
+    checkpoint_size_mb: float
+    source: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def final(self) -> dict[str, float]:
+        """Each trial's metric at ``max_steps`` (user direction): the ground truth of top-k accuracy."""
+        return {t: float(self.curves[t][self.max_steps - 1][self.metric]) for t in self.trial_ids}
+
+    def ranking(self) -> list[str]:
+        """Trial ids, truly best first (ties by id)."""
+        fin = self.final()
+        sign = 1.0 if self.mode == "min" else -1.0
+        return sorted(self.trial_ids, key=lambda t: (sign * fin[t], t))
+
+    def sim_curves(self) -> "StudyCurves":
+        """Metrics source for :class:`~spottune.backends.SimBackend` (per-trial reference speed)."""
+        return StudyCurves(self.curves, self.reference_seconds_per_step, self.checkpoint_size_mb)
+
+
+class StudyCurves(RecordedCurves):
+    """:class:`RecordedCurves` with a per-trial reference speed (``reference_seconds_per_step_of``)."""
+
+    def __init__(self, curves: Mapping[str, list], per_trial_s: Mapping[str, float], checkpoint_size_mb: float):
+        mean = float(np.mean(list(per_trial_s.values())))
+        super().__init__(curves, reference_seconds_per_step=mean, checkpoint_size_mb=checkpoint_size_mb)
+        self._per_trial = dict(per_trial_s)
+
+    def reference_seconds_per_step_of(self, trial_id: str) -> float:
+        """Seconds per step of ``trial_id`` on the reference instance."""
+        return self._per_trial[trial_id]
+
+
+def cache_dir() -> Path:
+    """``$SPOTTUNE_CACHE`` or ``~/.cache/spottune``."""
+    return Path(os.environ.get("SPOTTUNE_CACHE") or Path.home() / ".cache" / "spottune")
+
+
+def learning_curves_dir() -> Path:
+    """Folder of the recorded learning curves (``$SPOTTUNE_LEARNING_CURVES`` or ``../shared/data/...``)."""
+    env = os.environ.get("SPOTTUNE_LEARNING_CURVES")
+    root = Path(__file__).resolve().parents[2]
+    for cand in ([Path(env)] if env else []) + [root.parent / "shared" / "data" / "learning_curves",
+                                                 root / "data" / "learning_curves"]:
+        if cand.is_dir():
+            return cand
+    raise ConfigError("recorded learning curves not found: set SPOTTUNE_LEARNING_CURVES or put the opda_* files "
+                      "in ../shared/data/learning_curves/")
+
+
+def list_studies() -> list[str]:
+    """Every workload name ``spottune simulate`` accepts."""
+    from spottune.workloads import list_workloads
+
+    return list_workloads() + sorted(RECORDED)
+
+
+def load_study(name: str, seed: int = 0, *, max_steps: int | None = None, n_configs: int = N_CONFIGS,
+               cache: Path | None = None) -> Study:
+    """The study ``name`` (built-in workload or recorded study), curves complete to ``max_steps``.
+
+    Parameters
+    ----------
+    name : str
+        See :func:`list_studies`.
+    seed : int
+        Seeds the built-in trainables (``trial_seed(seed, i)``) or the sample of recorded configurations.
+    max_steps : int, optional
+        S_max, steps (default: the workload's; 50 for recorded studies).
+    n_configs : int
+        Configurations sampled from a recorded study (built-in workloads use their search space).
+    cache : Path, optional
+        Curve cache folder (default ``cache_dir() / "curves"``).
+    """
+    if name in RECORDED:
+        return _recorded(name, seed, max_steps or RECORDED_STEPS, n_configs)
+    return _builtin(name, seed, max_steps, cache)
+
+
+def _builtin(name: str, seed: int, max_steps: int | None, cache: Path | None) -> Study:
+    from spottune.trainable import trial_seed
+    from spottune.workloads import get_workload
+
+    wl = get_workload(name)
+    steps = int(max_steps or wl.max_steps)
+    configs = wl.configs(seed)
+    ids = [f"t{i:02d}" for i in range(len(configs))]
+    path = (cache or cache_dir() / "curves") / f"{name}-seed{seed}-{steps}.json"
+    curves: dict[str, list[dict[str, float]]] | None = None
+    if path.exists():
+        try:
+            data = json.loads(path.read_text())
+            if data.get("configs") == json.loads(json.dumps(configs, default=str)):
+                curves = data["curves"]
+        except (OSError, ValueError, KeyError):
+            curves = None
+    if curves is None:
+        curves = {}
+        for i, (tid, c) in enumerate(zip(ids, configs)):
+            trainable = wl.make(c, seed=trial_seed(seed, i), max_steps=steps)
+            curves[tid] = [{k: float(v) for k, v in dict(trainable.train()).items()
+                            if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)}
+                           for _ in range(steps)]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"workload": name, "seed": seed, "max_steps": steps,
+                                   "configs": json.loads(json.dumps(configs, default=str)), "curves": curves}))
+        tmp.replace(path)
+    ref = float(wl.reference_seconds_per_step)
+    return Study(name=name, trial_ids=ids, configs=dict(zip(ids, configs)), curves=curves, metric=str(wl.metric),
+                 mode=wl.mode, max_steps=steps, reference_seconds_per_step={t: ref for t in ids},
+                 checkpoint_size_mb=float(wl.checkpoint_size_mb), source=f"real training, cached in {path}")
+
+
+def _recorded(name: str, seed: int, steps: int, n: int) -> Study:
+    fname, size_mb = RECORDED[name]
+    path = learning_curves_dir() / fname
+    with gzip.open(path, "rt") as fh:
+        rows = [json.loads(line) for line in fh]
+    complete = sorted((r for r in rows if r["learning_curve"] and not r["nan_train_loss"]
+                       and len(r["learning_curve"]) == r["epochs"]), key=lambda r: r["iteration"])
+    if len(complete) < n:
+        raise ConfigError(f"{name}: only {len(complete)} complete curves, {n} asked")
+    pick = np.sort(np.random.default_rng(seed).choice(len(complete), size=n, replace=False))
+    ids = [f"t{i:02d}" for i in range(n)]
+    curves, configs, speed = {}, {}, {}
+    for tid, j in zip(ids, pick.tolist()):
+        r = complete[j]
+        lc = r["learning_curve"]
+        epochs = len(lc)
+        top1 = np.array([p["top_1"] for p in lc], dtype=float)
+        top5 = np.array([p["top_5"] for p in lc], dtype=float)
+        pos = np.arange(1, steps + 1) * epochs / steps - 1.0  # fractional 0-based epoch of progress step k
+        x = np.arange(epochs, dtype=float)
+        t1, t5 = np.interp(pos, x, top1), np.interp(pos, x, top5)
+        curves[tid] = [{"loss": float(1.0 - a), "top_1": float(a), "top_5": float(b)} for a, b in zip(t1, t5)]
+        configs[tid] = {k: r[k] for k in ("iteration", "epochs", "batch_size", "lr", "lr_peak_epoch", "momentum",
+                                           "weight_decay", "label_smoothing")}
+        speed[tid] = float(lc[-1]["time"]) / steps
+    return Study(name=name, trial_ids=ids, configs=configs, curves=curves, metric="loss", mode="min", max_steps=steps,
+                 reference_seconds_per_step=speed, checkpoint_size_mb=size_mb,
+                 source=f"{path.name}: {n} of {len(complete)} complete curves, seed {seed}")

@@ -1,0 +1,123 @@
+"""The local backend: real worker processes, real checkpoints (folder and SeaweedFS S3), a replayed market.
+
+The market and the orchestrator are the simulator's; the trainable is the NumPy ``Walk`` of
+``test_worker_process`` so worker processes start fast. Time runs 1,800x faster than the market.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import pytest
+
+from revpred.prices import Market, PriceHistory
+from spottune.backends._local import LocalBackend, LocalSettings
+from spottune.errors import BackendError
+from spottune.market import Billing, LegacyBidRevocation
+from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState
+from tests.test_worker_process import WORKLOAD, Walk
+
+T0 = pd.Timestamp("2015-05-05T00:00Z").value / 1e9
+A = Market("us-east-1a", "r3.large")
+FACTS = {"r3.large": (2, 6.5)}
+
+
+def history(spike_at_s=None, spike_len_s=600.0, hours=48):
+    rows = [(T0 - 86400, 0.02)]
+    if spike_at_s is not None:
+        rows += [(T0 + spike_at_s, 1.0), (T0 + spike_at_s + spike_len_s, 0.02)]
+    rows.append((T0 + hours * 3600, 0.02))
+    return PriceHistory(pd.DataFrame({
+        "timestamp": pd.to_datetime([r[0] for r in rows], unit="s", utc=True), "availability_zone": A.availability_zone,
+        "instance_type": A.instance_type, "product_description": "Linux/UNIX", "price": [r[1] for r in rows]}))
+
+
+@dataclass(frozen=True)
+class Choice:
+    market: Market
+    max_price_usd_per_hour: float
+
+
+class Fixed:
+    def choose(self, trial_id, now_s):
+        return Choice(A, 0.1)
+
+    def record_segment(self, *args):
+        pass
+
+
+def run_local(store_url, configs, *, spike_at_s=None, max_steps=40, theta=1.0, top_k=1, storage_options=None,
+              time_scale=1800.0, max_failures=1, max_wall_s=60.0):
+    hist = history(spike_at_s)
+    ids = [f"t{i}" for i in range(len(configs))]
+    orch = Orchestrator(ids, OrchestratorConfig(max_steps=max_steps, theta=theta, top_k=top_k, metric="loss",
+                                                max_failures=max_failures), Fixed())
+    backend = LocalBackend(orch, hist, LegacyBidRevocation(hist), Billing(), WORKLOAD,
+                           {t: (c, 100 + i) for i, (t, c) in enumerate(zip(ids, configs))}, FACTS.__getitem__, T0,
+                           LocalSettings(store_url=store_url, storage_options=storage_options or {},
+                                         time_scale=time_scale, max_wall_s=max_wall_s))
+    return orch, backend.run()
+
+
+def reported(record, trial_id):
+    """Every MetricReported of a trial, in order (replayed steps after a rollback appear twice)."""
+    return [(r["step"], r["metrics"]) for r in record.log
+            if r["kind"] == "event" and r["type"] == "MetricReported" and r["trial_id"] == trial_id]
+
+
+def assert_same_curve(record, trial_id, config, seed, max_steps):
+    ref = Walk(config, seed=seed)
+    expected = {i + 1: ref.train() for i in range(max_steps)}
+    got = reported(record, trial_id)
+    assert {s for s, _ in got} == set(expected)
+    for step, metrics in got:  # every report, including replays, equals the uninterrupted run
+        assert metrics == expected[step], step
+
+
+def test_revocation_and_hourly_hops_with_real_processes_repeat_the_curve(tmp_path):
+    configs = [{"lr": 0.02}, {"lr": 0.05}]
+    # 150 steps x 60 s = 2.5 h of training: hops every hour, a revocation at 30 min (price spike)
+    orch, rec = run_local(str(tmp_path / "store"), configs, spike_at_s=1800.0, max_steps=150, top_k=1)
+    for i, (tid, tr) in enumerate(orch.trials.items()):
+        assert tr.state is TrialState.FINISHED and tr.step == 150 and tr.failures == 0
+        assert tr.revocations == 1 and tr.hops >= 1
+        assert_same_curve(rec, tid, configs[i], 100 + i, 150)
+    provider = [r for r in rec.ledger if r.ended_by == "provider"]
+    assert len(provider) == 2 and all(r.charged_usd == 0 and r.refunded_usd > 0 for r in provider)
+    assert all(r.end_s == pytest.approx(T0 + 1800 + 120) for r in provider)
+    kinds = [(r["type"], r.get("reason")) for r in rec.log if r.get("trial_id") == "t0"]
+    assert ("CheckpointSaved", "revocation") in kinds and ("CheckpointSaved", "hop") in kinds
+    assert ("HourElapsed", None) in kinds and orch.top_k and rec.end_s is not None
+    workers = rec.meta["worker"]
+    assert len(workers) == len(rec.ledger) and all(w.get("ready_wall_s") for w in workers.values())
+
+
+@pytest.mark.server
+def test_local_backend_on_seaweedfs_s3(seaweedfs, s3_store_url):
+    config = {"lr": 0.03}
+    orch, rec = run_local(s3_store_url, [config], spike_at_s=1200.0, max_steps=80,
+                          storage_options=seaweedfs["storage_options"])
+    tr = orch.trials["t0"]
+    assert tr.state is TrialState.FINISHED and tr.revocations == 1
+    assert_same_curve(rec, "t0", config, 100, 80)
+    from spottune.checkpoint import open_store
+
+    assert open_store(s3_store_url, seaweedfs["storage_options"]).latest_good("t0").step == 80
+
+
+def test_failing_trainable_is_retried_then_failed(tmp_path):
+    orch, rec = run_local(str(tmp_path / "store"), [{"lr": 0.02, "fail_at": 5}, {"lr": 0.02}], max_steps=20,
+                          max_failures=1)
+    assert orch.trials["t0"].state is TrialState.FAILED and orch.trials["t0"].failures == 2
+    assert orch.trials["t1"].state is TrialState.FINISHED
+    errors = [r["error"] for r in rec.log if r["type"] == "SegmentFailed"]
+    assert errors and all("RuntimeError: boom" in e for e in errors)
+
+
+def test_a_memory_store_is_refused():
+    hist = history()
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=5), Fixed())
+    with pytest.raises(BackendError, match="separate processes"):
+        LocalBackend(orch, hist, LegacyBidRevocation(hist), Billing(), WORKLOAD, {"t0": ({}, 0)}, FACTS.__getitem__,
+                     T0, LocalSettings(store_url="memory://x"))
