@@ -8,13 +8,14 @@ Suites:
   eu-west-1a (``Linux/UNIX (Amazon VPC)``), 2 windows.
 
 Each window trains RevPred, the Tributary-style LSTM, logistic regression, the empirical rate and the
-constant hazard (and, unless ``--no-mixed``, [I] RevPred on mixed Algorithm 2 / random max prices) on
+constant hazard (and, with ``--with-mixed``, [I] RevPred on mixed Algorithm 2 / random max prices) on
 the training window only (``revpred.training.train_markets``, the code behind
 ``revpred train``), then scores them on the test window with random-delta and Algorithm 2 max prices
 (``revpred.evaluation.evaluate``, the code behind ``revpred eval``). Results are pooled over markets
 per window; the summary gives mean and standard deviation across windows.
 
-Defaults: training stride 10 min, 6 epochs, batch 64, seed 0; test queries every 5 min.
+Defaults: training stride 15 min, 6 epochs, batch 64, seed 0; test queries every 5 min (chosen to keep
+the full run under ~25 min on a shared 2-core machine; see docs/revpred.md for the accuracy cost).
 Usage (the full run takes ~20-25 min on a shared 2-core machine; run it in the background)::
 
     nohup .venv/bin/python benchmarks/eval_revpred.py > benchmarks/results/revpred_eval.log 2>&1 &
@@ -153,20 +154,66 @@ def _clean(o):
     return o
 
 
+MODEL_ORDER = ("revpred", "revpred_raw", "revpred_mixed", "tributary", "logreg", "empirical", "constant")
+
+
+def _ms(d: dict | None, digits: int = 3) -> str:
+    if not d or d.get("mean") is None:
+        return "n/a"
+    return f"{d['mean']:.{digits}f} ± {d['sd']:.{digits}f}"
+
+
+def markdown(result: dict) -> str:
+    """Markdown tables of a result JSON (what docs/revpred.md shows)."""
+    lines = []
+    for name, suite in result["suites"].items():
+        summ = suite["summary"]
+        nwin = len(suite["windows"])
+        lines.append(f"### {name}: {suite['prices'].split('/')[-1]}, {len(suite['markets'])} markets, {nwin} windows")
+        lines.append("")
+        for rule in ("random", "alg2"):
+            pooled = summ["pooled"][rule]
+            anyname = next(iter(pooled))
+            lines.append(f"**Test max prices: {rule}** (test queries {pooled[anyname]['n']}, positives "
+                         f"{pooled[anyname]['n_pos']}; pooled over markets, mean ± sd over {nwin} windows)")
+            lines.append("")
+            lines.append("| model | accuracy | F1 | ROC AUC | Brier | mean p | per-market AUC (mean) |")
+            lines.append("| --- | --- | --- | --- | --- | --- | --- |")
+            for model in [m for m in MODEL_ORDER if m in pooled]:
+                r = pooled[model]
+                aucs = [v["roc_auc"] for v in summ["per_market"][rule][model].values() if v.get("roc_auc") is not None]
+                macro = f"{statistics.fmean(aucs):.3f} ({len(aucs)} mkts)" if aucs else "n/a"
+                lines.append(f"| {model} | {_ms(r['accuracy'])} | {_ms(r['f1'])} | {_ms(r['roc_auc'])} | "
+                             f"{_ms(r['brier'])} | {_ms(r['mean_p'])} | {macro} |")
+            base = pooled[anyname]["base_rate"]
+            lines.append(f"| (test base rate) | | | | | {_ms(base)} | |")
+            lines.append("")
+            wins = summ["wins"][rule]
+            lines.append("Best model per (window, market): AUC " + ", ".join(f"{k} {v}" for k, v in sorted(
+                wins["roc_auc"].items(), key=lambda kv: -kv[1])) + "; Brier " + ", ".join(
+                f"{k} {v}" for k, v in sorted(wins["brier"].items(), key=lambda kv: -kv[1])) + ".")
+            lines.append("")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--suite", choices=["us", "eu", "all"], default="all")
-    ap.add_argument("--stride", type=int, default=10, help="Minutes between training samples.")
+    ap.add_argument("--stride", type=int, default=15, help="Minutes between training samples.")
     ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--test-stride", type=int, default=5, help="Minutes between test queries.")
     ap.add_argument("--train-days", type=float, default=9.0)
     ap.add_argument("--test-days", type=float, default=3.0)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-mixed", dest="with_mixed", action="store_false",
-                    help="Skip RevPred trained on mixed max prices (saves one LSTM per market).")
+    ap.add_argument("--with-mixed", action="store_true",
+                    help="Also train RevPred on mixed Algorithm 2 / random max prices (+1 LSTM per market).")
     ap.add_argument("--windows", type=int, default=None, help="Use only the first N start dates of each suite.")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "revpred_eval.json"))
+    ap.add_argument("--report", metavar="JSON", help="Only print the markdown tables of an existing result file.")
     args = ap.parse_args()
+    if args.report:
+        print(markdown(json.loads(Path(args.report).read_text())))
+        return
     torch.set_num_threads(1)
     result = {"benchmark": "revpred_eval", "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "load_avg_start": list(os.getloadavg()), "suites": {}}
@@ -188,6 +235,7 @@ def main() -> None:
     result["total_seconds"] = round(time.perf_counter() - t0, 1)
     result["load_avg_end"] = list(os.getloadavg())
     checkpoint()
+    print(markdown(result))
     print(f"done in {result['total_seconds']:.0f} s -> {outp}")
 
 

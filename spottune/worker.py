@@ -31,6 +31,7 @@ Every report is one JSON object per line on stdout, with an ``event`` key:
 ``idle``       ``step``: reached ``--until-step``, waiting for a command
 ``failed``     ``during`` (setup, restore, step, checkpoint), ``error`` (one line)
 ``exit``       ``code``
+``standby``    ``pid``, ``warm_up_s``: a ``--standby`` worker is warm and waits for ``{"argv": [...]}``
 =============  ===============================================================================
 
 Exit codes: 0 after a checkpoint, an exit command or EOF; 1 if the trainable or the store failed
@@ -111,7 +112,11 @@ def _one_line(exc: BaseException) -> str:
 
 
 class _Signals:
-    """Everything that can interrupt training, gathered by helper threads; ``wake`` is set on news."""
+    """Everything that can interrupt training, gathered by helper threads; ``wake`` is set on news.
+
+    One per process: the stdin reader and the SIGTERM handler outlive a segment (a standby worker
+    runs several). :meth:`new_segment` resets the per-segment parts.
+    """
 
     def __init__(self) -> None:
         self.wake = threading.Event()
@@ -119,6 +124,27 @@ class _Signals:
         self.notice: Any = None
         self.sigterm = False
         self.stop_polling = threading.Event()
+        self._reading = False
+
+    def start(self, stdin: TextIO) -> "_Signals":
+        """Start the stdin reader (once) and, on the main thread, the SIGTERM handler."""
+        if not self._reading:
+            self._reading = True
+            threading.Thread(target=self.read_commands, args=(stdin,), daemon=True, name="commands").start()
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, self._on_sigterm)
+        return self
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.sigterm = True
+        self.wake.set()
+
+    def new_segment(self) -> None:
+        """Forget the previous segment's notice and IMDS poller."""
+        self.stop_polling.set()
+        self.stop_polling = threading.Event()
+        self.notice = None
+        self.wake.clear()
 
     def read_commands(self, stream: TextIO) -> None:
         for line in stream:
@@ -135,37 +161,40 @@ class _Signals:
         self.commands.put(None)  # EOF: the driver is gone
         self.wake.set()
 
-    def poll_imds(self, client: ImdsClient, interval_s: float) -> None:
-        while not self.stop_polling.is_set():
+    def poll_imds(self, client: ImdsClient, interval_s: float, stop: threading.Event) -> None:
+        while not stop.is_set():
             try:
                 action = client.instance_action()
             except (OSError, ValueError):
                 action = None  # unreachable or garbled: try again next time
-            if action is not None:
+            if action is not None and not stop.is_set():
                 self.notice = action
                 self.wake.set()
                 return
-            self.stop_polling.wait(interval_s)
+            stop.wait(interval_s)
 
 
-def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | None = None,
+        signals: _Signals | None = None) -> int:
     """Run one segment (see the module docstring); returns the exit code."""
     from spottune.checkpoint import open_store
     from spottune.errors import SpottuneError
     from spottune.workloads import get_workload
 
     out = _Out(stdout or sys.stdout)
-    sig = _Signals()
-    threading.Thread(target=sig.read_commands, args=(stdin or sys.stdin,), daemon=True, name="commands").start()
-    if threading.current_thread() is threading.main_thread():
-        def on_sigterm(signum: int, frame: Any) -> None:
-            sig.sigterm = True
-            sig.wake.set()
+    sig = (signals or _Signals()).start(stdin or sys.stdin)
+    sig.new_segment()
+    stop_polling = sig.stop_polling
 
-        signal.signal(signal.SIGTERM, on_sigterm)
+    trainable: Any = None
 
     def finish(code: int) -> int:
-        sig.stop_polling.set()
+        stop_polling.set()
+        if trainable is not None:
+            try:
+                trainable.cleanup()
+            except Exception:
+                traceback.print_exc(file=sys.stderr)
         out("exit", code=code)
         return code
 
@@ -192,8 +221,8 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
         restore_s=round(time.monotonic() - t0, 6), pid=os.getpid())
 
     if args.imds_url.lower() != "none":
-        threading.Thread(target=sig.poll_imds, args=(ImdsClient(args.imds_url), args.poll_s), daemon=True,
-                         name="imds-poll").start()
+        threading.Thread(target=sig.poll_imds, args=(ImdsClient(args.imds_url), args.poll_s, stop_polling),
+                         daemon=True, name="imds-poll").start()
 
     def checkpoint(reason: str) -> int:
         t = time.monotonic()
@@ -219,6 +248,7 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
         except queue.Empty:
             cmd = {}
         if cmd is None:
+            sig.commands.put(None)  # keep the EOF visible to a standby loop
             return finish(0)
         if cmd.get("cmd") == "checkpoint":
             return checkpoint(str(cmd.get("reason", "requested")))
@@ -272,11 +302,13 @@ def _warm_up(workload: str, store: str | None, storage_options: dict[str, Any]) 
 
 
 def standby(argv: Sequence[str], stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
-    """A pre-started worker (the local backend's warm pool, like a booted instance from a baked image).
+    """A pre-started, reusable worker (the local backend's warm pool: a booted instance from a baked image).
 
     ``python -m spottune.worker --standby --workload W [--store URL --storage-options JSON]`` warms up
-    (:func:`_warm_up`), prints ``{"event": "standby"}`` and waits for one JSON line
-    ``{"argv": [...]}`` holding the segment's real arguments; then it runs as usual. EOF exits.
+    (:func:`_warm_up`), prints ``{"event": "standby"}`` and waits for a JSON line ``{"argv": [...]}``
+    holding a segment's arguments, runs that segment, and, if it ended with exit code 0, prints
+    ``standby`` again and waits for the next one (the driver recycles it after an hourly hop). EOF,
+    ``{"cmd": "exit"}``, SIGTERM or a failed segment end the process.
     """
     p = argparse.ArgumentParser(prog="python -m spottune.worker --standby")
     p.add_argument("--standby", action="store_true")
@@ -286,13 +318,27 @@ def standby(argv: Sequence[str], stdin: TextIO | None = None, stdout: TextIO | N
     pre = p.parse_args(argv)
     stdin = stdin or sys.stdin
     out = _Out(stdout or sys.stdout)
+    sig = _Signals().start(stdin)
     t0 = time.monotonic()
     _warm_up(pre.workload, pre.store, json.loads(pre.storage_options))
-    out("standby", pid=os.getpid(), warm_up_s=round(time.monotonic() - t0, 6))
-    line = stdin.readline()
-    if not line.strip():
-        return 0
-    return run(parse_args(json.loads(line)["argv"]), stdin=stdin, stdout=stdout)
+    warm_up_s = round(time.monotonic() - t0, 6)
+    while True:
+        out("standby", pid=os.getpid(), warm_up_s=warm_up_s)
+        while True:
+            if sig.sigterm:
+                return 0
+            try:
+                msg = sig.commands.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            if msg is None or msg.get("cmd") == "exit":
+                return 0
+            if "argv" in msg:
+                break
+        code = run(parse_args(msg["argv"]), stdin=stdin, stdout=stdout, signals=sig)
+        if code != 0 or sig.sigterm:
+            return code
+        warm_up_s = 0.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

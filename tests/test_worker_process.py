@@ -33,6 +33,7 @@ class Walk(Trainable):
 
     def save_checkpoint(self, d):
         Path(d, "x.json").write_text(json.dumps(self.x))
+        time.sleep(self.config.get("save_sleep_s", 0.0))  # a slow upload (the local backend's lost-checkpoint test)
 
     def load_checkpoint(self, d):
         self.x = json.loads(Path(d, "x.json").read_text())
@@ -188,3 +189,36 @@ def test_imds_client_against_the_emulator(imds):
     assert err.value.code == 401
     imds.unregister("i-9")
     assert ImdsClient(url).instance_action() is None  # unknown instance: 404 on the token route -> v1 -> 404
+
+
+def test_standby_worker_runs_several_segments(tmp_path):
+    store = str(tmp_path / "s")
+    proc = subprocess.Popen([sys.executable, "-m", "spottune.worker", "--standby", "--workload", WORKLOAD,
+                             "--store", store], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.getcwd()})
+    lines = []
+
+    def until(event):
+        while True:
+            msg = json.loads(proc.stdout.readline())
+            lines.append(msg)
+            if msg["event"] == event:
+                return msg
+
+    def send(obj):
+        proc.stdin.write(json.dumps(obj) + "\n")
+        proc.stdin.flush()
+
+    base = ["--trial", "t0", "--workload", WORKLOAD, "--config", json.dumps(CONFIG), "--seed", "3",
+            "--store", store, "--imds-url", "none"]
+    assert until("standby")["warm_up_s"] >= 0
+    for resume, until_step in ((0, 6), (6, 15)):
+        send({"argv": base + ["--resume-step", str(resume), "--until-step", str(until_step)]})
+        assert until("ready")["step"] == resume
+        until("idle")
+        send({"cmd": "checkpoint", "reason": "hop"})
+        assert until("checkpoint")["step"] == until_step
+        until("standby")  # the same process is ready for the next segment
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+    assert [m["metrics"] for m in lines if m["event"] == "metric"] == reference(15)

@@ -110,10 +110,13 @@ class LocalSettings:
     python : str, default ``sys.executable``
         Interpreter that runs ``-m spottune.worker``.
     standby_workers : int, optional
-        Size of the warm pool of pre-started workers (``--standby``: imports done, dataset loaded);
-        default: one per trial; 0 starts every segment cold. [I] Without it, a worker's ~1-3 s of
-        Python start-up would become 10-60 simulated minutes of boot at ``time_scale`` 1,800, so a
-        revocation in the first half hour could never be observed.
+        Spare pre-started workers (``--standby``: imports done, dataset loaded) kept warm during the
+        run; default ``min(4, number of trials)``; 0 starts every segment cold. Before the clock
+        starts, one warm worker per trial (for the first launches) plus the spares are prepared. After an hourly hop
+        (a clean checkpoint, then our ``Terminate``) the worker process is recycled into the pool
+        instead of killed; a provider termination always kills it. [I] Without warm workers, a
+        worker's 1-10 s of Python start-up (torch, scikit-learn) would become 0.5-5 simulated hours
+        of boot at ``time_scale`` 1,800, and no revocation in the first half hour could be observed.
     standby_timeout_s : float, default 300.0
         Wall seconds to wait for the pool to warm up before the clock starts.
     """
@@ -139,6 +142,7 @@ class _Worker:
     name: str
     proc: subprocess.Popen
     log_path: Path
+    standby_mode: bool = False  # started with --standby: reusable after a clean segment
     standby: threading.Event = field(default_factory=threading.Event)
     reader: threading.Thread | None = None
     inst: Any = None  # the _Instance it runs, once assigned
@@ -160,6 +164,7 @@ class _Instance:
     step: int = 0
     saved_step: int = 0
     unconfirmed_save: int | None = None  # a save the worker made on its own (IMDS notice)
+    segment_saved: bool = False  # the worker reported a checkpoint in this segment (it then stops)
     executed: int = 0
     alive: bool = True  # billed and ended once False
     gone: bool = False  # the worker process has been killed (its queued output still counts)
@@ -231,6 +236,9 @@ class LocalBackend(Driver):
         self._workers: list[_Worker] = []
         self._pool: list[_Worker] = []
         self._n_workers = 0
+        n = settings.standby_workers
+        self._spares = min(4, len(self.trials)) if n is None else max(0, int(n))
+        self._started_pool = self._spares > 0
         self.record.meta.update(backend="local", time_scale=settings.time_scale, store=settings.store_url,
                                 reference_seconds_per_step=self.ref_sps, poll_s=settings.poll_s)
 
@@ -294,8 +302,8 @@ class LocalBackend(Driver):
 
     def _warm_pool(self) -> None:
         """Start the standby workers and wait until every one has warmed up (before the clock starts)."""
-        n = self.settings.standby_workers
-        n = len(self.trials) if n is None else int(n)
+        # one warm worker per trial for the first launches, plus the spares, all warm before the clock starts
+        n = len(self.trials) + self._spares if self._started_pool else 0
         t0 = time.monotonic()
         for _ in range(n):
             self._spawn_standby()
@@ -307,7 +315,7 @@ class LocalBackend(Driver):
                     raise BackendError(f"a standby worker exited with code {worker.proc.returncode}: {tail}")
                 if time.monotonic() > deadline:
                     raise BackendError(f"standby workers not ready after {self.settings.standby_timeout_s:.0f} s")
-        self.record.meta["standby_workers"] = n
+        self.record.meta["standby_workers"] = self._spares
         self.record.meta["pool_warm_up_wall_s"] = round(time.monotonic() - t0, 3)
 
     def _deliver(self, event: Any) -> None:
@@ -351,7 +359,12 @@ class LocalBackend(Driver):
                 self._checkpoint(action)
             case Terminate():
                 inst = self._instances[action.instance_id]
-                self._kill(inst)
+                w = inst.worker
+                if (w is not None and w.standby_mode and inst.segment_saved and not inst.failed
+                        and w.proc.poll() is None and w.inst is inst):
+                    self._recycle(inst)
+                else:
+                    self._kill(inst)
                 self._end(inst, self.now_s(), "user", str(action.reason))
                 self._q.put(("ended", inst, EndReason.USER))
             case ScheduleWakeUp():
@@ -407,8 +420,33 @@ class LocalBackend(Driver):
         s = self.settings
         worker = self._spawn_worker(["--standby", "--workload", self.workload, "--store", s.store_url,
                                      "--storage-options", json.dumps(dict(s.storage_options))])
+        worker.standby_mode = True
         self._pool.append(worker)
         return worker
+
+    def _take_from_pool(self) -> _Worker | None:
+        """A live pooled worker, warm ones first."""
+        self._pool = [w for w in self._pool if w.proc.poll() is None]
+        for w in self._pool:
+            if w.standby.is_set():
+                self._pool.remove(w)
+                return w
+        return self._pool.pop(0) if self._pool else None
+
+    def _recycle(self, inst: _Instance) -> None:
+        """The segment ended cleanly: detach the worker (it prints ``standby`` again) and pool it."""
+        w = inst.worker
+        assert w is not None
+        inst.gone = True
+        inst.worker = None
+        w.inst = None
+        w.standby.clear()
+        self._pool.insert(0, w)
+        while len(self._pool) > self._spares:  # keep the pool small: drop cold ones first
+            cold = [x for x in self._pool if not x.standby.is_set() and x is not w]
+            victim = cold[-1] if cold else self._pool[-1]
+            self._pool.remove(victim)
+            self._stop_worker(victim)
 
     def _segment_argv(self, inst: _Instance, action: Launch, imds_url: str) -> list[str]:
         s = self.settings
@@ -427,15 +465,14 @@ class LocalBackend(Driver):
         url = self._imds.register(inst.instance_id, instance_type=inst.market.instance_type,
                                   availability_zone=inst.market.availability_zone)
         argv = self._segment_argv(inst, action, url)
-        while self._pool:
-            worker = self._pool.pop(0)
-            if worker.proc.poll() is None:
-                worker.inst = inst
-                inst.worker = worker
-                inst.stats.update(worker=worker.name, warm=worker.standby.is_set())
-                self._command(inst, {"argv": argv})
+        worker = self._take_from_pool() if self._started_pool else None
+        if worker is not None:
+            worker.inst = inst
+            inst.worker = worker
+            inst.stats.update(worker=worker.name, warm=worker.standby.is_set())
+            self._command(inst, {"argv": argv})
+            if len(self._pool) < self._spares:
                 self._spawn_standby()  # refill the pool
-                break
         else:
             worker = self._spawn_worker(argv)
             worker.inst = inst
@@ -541,6 +578,7 @@ class LocalBackend(Driver):
             if not inst.alive:
                 return  # published too late: the orchestrator rolls back; the store keeps it as unconfirmed
             step = int(msg["step"])
+            inst.segment_saved = True
             inst.saved_step = step
             self._checkpoint_step[inst.trial_id] = step
             inst.stats.setdefault("save_s", []).append(msg.get("save_s"))

@@ -39,6 +39,10 @@ from spottune.evaluation._pruning import PRUNERS
 
 CHOOSERS = ("spottune", "cheapest-market", "fixed-cheapest", "fixed-fastest")
 NEVER_REVOKED_FACTOR = 10.0  #: single-spot max price = this x the highest price of the whole history
+#: [I] Back-off after a refused launch, seconds. The orchestrator's default (60 s) makes modern-mode runs,
+#: whose capacity outages refuse launches for tens of minutes, spend most of their CPU on retries that
+#: ask the predictor again; 300 s changes JCT by at most 5 minutes per refusal.
+LAUNCH_RETRY_S = 300.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -238,7 +242,7 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     if policy.capacity == "on-demand":
         revocation_model, billing = NeverRevoked(), OnDemandBilling(catalog)
     config = OrchestratorConfig(max_steps=study.max_steps, theta=policy.theta, top_k=top_k, metric=study.metric,
-                                mode=study.mode, hourly_hop=policy.hourly_hop)
+                                mode=study.mode, hourly_hop=policy.hourly_hop, launch_retry_s=LAUNCH_RETRY_S)
     stop_rule = None
     if policy.pruner is not None:
         stop_rule = OptunaStopRule(make_pruner(policy.pruner, study.max_steps), study.trial_ids, study.max_steps)

@@ -1,0 +1,159 @@
+"""Policy recipes assemble what they say, and behave as they say on a synthetic market replay."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from provisioner import CheapestMarketChooser, FixedMaxPrice, FixedTypeChooser, InstanceCatalog, Pool, Provisioner
+from revpred.prices import Market, PriceHistory
+from revpred.protocol import ConstantRevocation
+from spottune.backends import SimBackend, SimSettings
+from spottune.errors import ConfigError
+from spottune.evaluation import (
+    DEFAULT_POLICIES,
+    NeverRevoked,
+    OnDemandBilling,
+    OptunaStopRule,
+    OraclePredictor,
+    Study,
+    assemble,
+    get_policy,
+    parse_policies,
+)
+from spottune.market import Billing, LegacyBidRevocation
+from spottune.orchestrator import LastValuePredictor, TrialState
+
+T0 = pd.Timestamp("2015-05-05T00:00Z").value / 1e9
+A = Market("us-east-1a", "r3.large")
+B = Market("us-east-1a", "c3.xlarge")
+
+
+def _history(spike=True):
+    times = [T0 - 7200, T0 + 3 * 86400]
+    rows = [(t, "r3.large", 0.02) for t in times] + [(t, "c3.xlarge", 0.04) for t in times]
+    if spike:  # every market spikes above on-demand for 10 minutes, 40 minutes in
+        for itype in ("r3.large", "c3.xlarge"):
+            rows += [(T0 + 2400, itype, 0.50), (T0 + 3000, itype, 0.02 if itype == "r3.large" else 0.04)]
+    table = pd.DataFrame(rows, columns=["t", "instance_type", "price"])
+    table["timestamp"] = pd.to_datetime(table.pop("t"), unit="s", utc=True)
+    table["availability_zone"], table["product_description"] = "us-east-1a", "Linux/UNIX"
+    return PriceHistory(table)
+
+
+def _study(n=4, steps=30, sps=300.0):
+    ids = [f"t{i}" for i in range(n)]
+    curves = {t: [{"loss": 0.1 * i + 1.0 / k} for k in range(1, steps + 1)] for i, t in enumerate(ids)}
+    return Study(name="toy", trial_ids=ids, configs={t: {"i": i} for i, t in enumerate(ids)}, curves=curves,
+                 metric="loss", mode="min", max_steps=steps, reference_seconds_per_step={t: sps for t in ids},
+                 checkpoint_size_mb=0.0)
+
+
+def _run(name, history=None, study=None, predictor=None, cov=0.0):
+    history = history or _history()
+    study = study or _study()
+    catalog = InstanceCatalog.load()
+    pool = Pool()
+    markets = pool.resolve(history, catalog)
+    revocations = LegacyBidRevocation(history)
+    policy = get_policy(name)
+    if policy.uses_predictor and predictor is None:
+        predictor = OraclePredictor(revocations) if policy.predictor == "oracle" else ConstantRevocation(0.0)
+    asm = assemble(policy, study=study, history=history, catalog=catalog, pool=pool, markets=markets,
+                   revocation_model=revocations, billing=Billing(), predictor=predictor, seed=0)
+    record = SimBackend(asm.orchestrator, history, asm.revocation_model, asm.billing, study.sim_curves(),
+                        lambda t: (catalog[t].vcpus, catalog[t].ecu), T0, SimSettings(step_time_cov=cov)).run()
+    return asm, record
+
+
+@pytest.mark.parametrize("name", DEFAULT_POLICIES)
+def test_every_default_policy_parses(name):
+    assert get_policy(name).name == name
+
+
+def test_policy_names_and_errors():
+    p = get_policy("spottune-0.3-tributary")
+    assert (p.theta, p.predictor, p.hourly_hop, p.early_curve) == (0.3, "tributary", True, True)
+    assert [q.name for q in parse_policies("spottune-0.7,theta-sweep")][:3] == ["spottune-0.7", "spottune-0.1",
+                                                                                "spottune-0.2"]
+    for bad in ("spottune-1.5", "spottune-0.7-magic", "nope"):
+        with pytest.raises(ConfigError):
+            get_policy(bad)
+
+
+def test_recipes_assemble_the_right_parts():
+    asm, _ = _run("spottune-0.7-oracle")
+    assert isinstance(asm.chooser, Provisioner) and asm.orchestrator.config.theta == 0.7
+    assert asm.orchestrator.config.hourly_hop and asm.orchestrator.plateau_rule is not None
+    assert isinstance(asm.chooser.predictor, OraclePredictor)
+    asm, _ = _run("single-fastest")
+    assert isinstance(asm.chooser, FixedTypeChooser) and asm.chooser.instance_type == "c3.xlarge"
+    assert isinstance(asm.chooser.max_price_rule, FixedMaxPrice)
+    assert asm.chooser.max_price_rule.max_price_usd_per_hour == pytest.approx(10 * 0.50)
+    cfg = asm.orchestrator.config
+    assert (cfg.theta, cfg.hourly_hop) == (1.0, False) and isinstance(asm.orchestrator.predictor, LastValuePredictor)
+    asm, _ = _run("single-cheapest")
+    assert asm.chooser.instance_type == "r3.large"  # 0.175 < 0.21 USD/h on demand
+    asm, _ = _run("on-demand")
+    assert isinstance(asm.revocation_model, NeverRevoked) and isinstance(asm.billing, OnDemandBilling)
+    asm, _ = _run("spot-restart")
+    assert isinstance(asm.chooser, CheapestMarketChooser) and not asm.orchestrator.config.hourly_hop
+    assert asm.chooser.max_price_rule.cap_at_on_demand
+    asm, _ = _run("optuna-sha")
+    assert isinstance(asm.stop_rule, OptunaStopRule) and asm.orchestrator.config.theta == 1.0
+
+
+@pytest.mark.parametrize("name", ["single-cheapest", "single-fastest"])
+def test_single_spot_is_never_revoked_and_never_hops(name):
+    asm, record = _run(name)
+    trials = asm.orchestrator.trials.values()
+    assert all(tr.state is TrialState.FINISHED for tr in trials)
+    assert sum(tr.revocations for tr in trials) == 0 and sum(tr.hops for tr in trials) == 0
+    assert len(record.ledger) == 4 and all(str(r.ended_by) == "user" for r in record.ledger)
+
+
+def test_on_demand_is_billed_at_the_on_demand_price():
+    asm, record = _run("on-demand")
+    # r3.large = the reference instance: 300 s per step exactly (cov 0); 30 steps + a 1 s end checkpoint
+    for row in record.ledger:
+        assert row.end_s - row.start_s == pytest.approx(30 * 300.0 + 1.0)
+        assert row.charged_usd == pytest.approx(0.175 * (30 * 300.0 + 1.0) / 3600.0)
+    assert sum(tr.revocations for tr in asm.orchestrator.trials.values()) == 0
+
+
+def test_spot_restart_is_revoked_relaunches_and_never_hops():
+    asm, record = _run("spot-restart")
+    trials = asm.orchestrator.trials.values()
+    assert all(tr.state is TrialState.FINISHED for tr in trials)
+    assert sum(tr.revocations for tr in trials) == 4  # each trial once, by the spike above on-demand
+    assert sum(tr.hops for tr in trials) == 0
+    assert len(record.ledger) == 8
+
+
+def test_spottune_hops_every_hour():
+    asm, _ = _run("spottune-1.0", history=_history(spike=False))
+    assert sum(tr.hops for tr in asm.orchestrator.trials.values()) > 0
+
+
+def _pruned(name):
+    asm, _ = _run(name, study=_study(n=9, steps=27, sps=60.0))
+    trials = asm.orchestrator.trials
+    return {t: tr.pruned_at for t, tr in trials.items() if tr.state is TrialState.STOPPED_EARLY}, asm
+
+
+@pytest.mark.parametrize("name", ["optuna-sha", "optuna-hyperband"])
+def test_optuna_pruners_stop_trials_deterministically(name):
+    pruned, asm = _pruned(name)
+    assert pruned and all(v is not None and v < 27 for v in pruned.values())
+    assert "t0" not in pruned  # the best trial survives
+    assert asm.orchestrator.top_k[0] == "t0"
+    assert set(pruned) == set(asm.stop_rule.pruned)
+    assert _pruned(name)[0] == pruned
+
+
+def test_optuna_median_needs_completed_trials():
+    # all trials run in lockstep: MedianPruner never sees a COMPLETE trial before the end, so prunes nothing
+    pruned, asm = _pruned("optuna-median")
+    assert pruned == {}
+    assert len(asm.stop_rule.study.get_trials()) == 9
