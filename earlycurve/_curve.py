@@ -208,7 +208,7 @@ class CurveFitter:
                 loss=self.loss,
                 f_scale=self.f_scale,
                 x_scale="jac",
-                ftol=1e-10,
+                ftol=1e-8,
                 xtol=1e-10,
                 gtol=1e-10,
                 max_nfev=400,

@@ -45,12 +45,14 @@ from spottune.search_space import count_configs, generate_configs, parse_space, 
 from spottune.trainable import Trainable, trial_seed
 from spottune.workloads import Workload, get_workload
 
-__all__ = ["BACKENDS", "BILLING", "MARKET_MODES", "PREDICTORS", "ExperimentSpec", "TrialSpec"]
+__all__ = ["BACKENDS", "BILLING", "DEFAULT_START_UTC", "MARKET_MODES", "PREDICTORS", "ExperimentSpec", "TrialSpec"]
 
 BACKENDS = ("sim", "local", "aws")
 MARKET_MODES = ("legacy", "modern")
 PREDICTORS = ("revpred", "constant", "none")
 BILLING = ("second", "hour")
+#: Start of a run whose spec leaves ``start_utc`` as None (spec D10: the 2015 trace's default window).
+DEFAULT_START_UTC = pd.Timestamp("2015-05-05T00:00Z")
 _FROM_WORKLOAD = ("metric", "mode", "max_steps", "search_space", "num_samples")
 _ALIASES = {"trainable": "workload", "pool_types": "instance_types", "zones": "availability_zones",
             "k": "top_k", "storage": "storage_path", "start": "start_utc"}
@@ -121,7 +123,8 @@ class ExperimentSpec:
         Price data: a file path or a dataset name resolved by the price loader.
     start_utc : pandas.Timestamp, optional
         Simulated start time (UTC). A string is parsed; a naive time is taken as UTC. None: the
-        run's default (``spottune run`` uses 2015-05-05 00:00 UTC; spec D10). YAML key ``start`` works.
+        run's default :data:`DEFAULT_START_UTC` (2015-05-05 00:00 UTC; spec D10), see
+        :attr:`start`. YAML key ``start`` works.
     storage_path : str, optional
         Checkpoint location: a folder, ``file://...``, ``s3://bucket/prefix`` or ``memory://...``.
         None: a ``checkpoints/`` folder in the run's output directory.
@@ -272,6 +275,11 @@ class ExperimentSpec:
     def theta_steps(self) -> int:
         """Steps every trial runs before the θ barrier: ``ceil(theta * max_steps)`` (spec §1.6 line 7)."""
         return self.max_steps if self.theta >= 1 else max(1, math.ceil(self.theta * self.max_steps - 1e-9))
+
+    @property
+    def start(self) -> pd.Timestamp:
+        """The run's start time (UTC): ``start_utc``, or :data:`DEFAULT_START_UTC` when it is None."""
+        return DEFAULT_START_UTC if self.start_utc is None else self.start_utc
 
     @property
     def n_trials(self) -> int:

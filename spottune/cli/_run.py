@@ -1,15 +1,21 @@
 """``spottune run`` and ``spottune report``: the main job, end to end (issue 6).
 
-``spottune run`` with no arguments runs the default experiment: workload ``digits-mlp`` (16 configs),
-the 15 markets of ``us-east-1_2015``, the RevPred predictor (trained on the window before the start on
-first use, then cached), the simulator backend in legacy market mode, θ = 0.7, top-k = 3, start
-2015-05-05 00:00 UTC. Options may also come from a YAML file (``--config``; keys are the long option
-names with ``_``), and flags given on the command line override it.
+``spottune run`` with no arguments runs the default experiment, ``ExperimentSpec()``: workload
+``digits-mlp`` (16 configs), the 15 markets of ``us-east-1_2015``, the RevPred predictor (trained on the
+window before the start on first use, then cached), the simulator backend in legacy market mode,
+θ = 0.7, top-k = 3, start 2015-05-05 00:00 UTC.
+
+``--config FILE`` reads an experiment spec (YAML, :meth:`spottune.experiment.ExperimentSpec.from_yaml`;
+example: ``examples/digits_mlp.yaml``), and flags given on the command line override it
+(:meth:`~spottune.experiment.ExperimentSpec.with_overrides`): spec defaults < file < flags. The spec is
+the one source of truth for defaults and validation; the options below only show its defaults.
+``--output`` and ``--progress`` belong to the command, not to the experiment, so they are not spec keys.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,39 +24,43 @@ import click
 import numpy as np
 
 from spottune.errors import ConfigError
+from spottune.experiment import ExperimentSpec
 
-DEFAULTS: dict[str, Any] = {
-    "workload": "digits-mlp", "theta": 0.7, "top_k": 3, "max_steps": None, "prices": None,
-    "start": "2015-05-05T00:00Z", "instance_types": None, "zones": None, "backend": "sim",
-    "market_mode": "legacy", "predictor": "revpred", "train_days": 4.0, "seed": 0, "max_failures": 2,
-    "boot_s": 0.0, "step_time_cov": 0.05, "billing": "second", "output": None, "progress": True,
-}
+#: Options of ``spottune run`` that only steer the command (everything else is an ExperimentSpec field).
+CLI_ONLY = ("config", "output", "progress")
 
 
-def _options(ctx: click.Context, config: str | None) -> dict[str, Any]:
-    """Defaults < YAML file < flags given on the command line."""
-    opts = dict(DEFAULTS)
-    if config:
-        import yaml
+def _default(name: str) -> str:
+    """An ExperimentSpec default as ``--help`` shows it (the spec is the source; click's own default is None)."""
+    if name == "start_utc":
+        from spottune.experiment import DEFAULT_START_UTC
 
-        try:
-            data = yaml.safe_load(Path(config).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"--config {config}: {exc}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"--config {config}: must be a mapping of option names to values")
-        for key, value in data.items():
-            key = str(key).replace("-", "_")
-            if key not in DEFAULTS:
-                raise ConfigError(f"--config {config}: unknown option {key!r} (known: {', '.join(sorted(DEFAULTS))})")
-            opts[key] = value
-    for key, value in ctx.params.items():
-        if key in DEFAULTS and ctx.get_parameter_source(key) is click.core.ParameterSource.COMMANDLINE:
-            opts[key] = value
-    for key in ("instance_types", "zones"):
-        if isinstance(opts[key], str):
-            opts[key] = [v.strip() for v in opts[key].split(",") if v.strip()]
-    return opts
+        return DEFAULT_START_UTC.strftime("%Y-%m-%dT%H:%MZ")
+    f = {f.name: f for f in dataclasses.fields(ExperimentSpec)}[name]
+    return str(f.default)
+
+
+def _spec(ctx: click.Context, config: str | None) -> ExperimentSpec:
+    """The experiment: spec defaults < the ``--config`` YAML file < flags given on the command line.
+
+    Unset flags are None, which :meth:`ExperimentSpec.with_overrides` ignores.
+
+    Raises
+    ------
+    ConfigError
+        On an unreadable file, an unknown key or an invalid value (one line, exit code 2).
+    """
+    spec = ExperimentSpec.from_yaml(config) if config else ExperimentSpec()
+    return spec.with_overrides(**{k: v for k, v in ctx.params.items() if k not in CLI_ONLY})
+
+
+def spec_from_options(opts: Mapping[str, Any]) -> ExperimentSpec:
+    """An ExperimentSpec from a dict of ``spottune run`` options (the old ``run_experiment(opts)`` form).
+
+    CLI-only keys (``output``, ``progress``, ``config``) and None values are dropped; the rest are spec
+    keys or their aliases (``start``, ``zones``, ``trainable``, ...).
+    """
+    return ExperimentSpec.from_dict({k: v for k, v in opts.items() if k not in CLI_ONLY and v is not None})
 
 
 def _predictor(kind: str, history: Any, markets: list, start_s: float, train_days: float, seed: int) -> tuple[Any, str]:
@@ -122,69 +132,117 @@ def _revpred(history: Any, markets: list, lo_s: float, hi_s: float, seed: int) -
     return model_set.predictor("revpred"), desc
 
 
-def run_experiment(opts: dict[str, Any], progress: Any = None) -> dict[str, Any]:
-    """Build every part from the options, run the backend, return what ``spottune.results`` needs.
+def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = None, *,
+                   output: str | Path | None = None) -> dict[str, Any]:
+    """Build every part from the experiment spec, run its backend, return what ``spottune.results`` needs.
+
+    Parameters
+    ----------
+    spec : ExperimentSpec or mapping
+        The experiment; a mapping of ``spottune run`` options is read with :func:`spec_from_options`.
+    progress : callable (now_s, orchestrator, usd) -> None, optional
+        Called after every delivered event.
+    output : str or Path, optional
+        The run's results folder. The local backend keeps its checkpoints (when ``storage_path`` is
+        None) in ``<output>/checkpoints/`` and its worker logs in ``<output>/workers/``; without
+        ``output`` a new temporary folder is used (and left for inspection).
 
     Returns
     -------
     dict
-        ``orchestrator``, ``record`` (RunRecord), ``curves``, ``opts``, ``workload``, ``configs``,
-        ``predictor_desc``.
+        ``orchestrator``, ``record`` (RunRecord), ``curves`` (TrainableCurves; None for the local
+        backend), ``spec``, ``opts`` (``spec.to_dict()``), ``workload``, ``configs``, ``predictor_desc``.
+
+    Raises
+    ------
+    ConfigError
+        On an invalid spec or a backend this build cannot run (``aws``).
     """
     from earlycurve import EarlyCurve, is_plateau
     from provisioner import InstanceCatalog, Pool, Provisioner
     from revpred.prices import load_history, to_seconds
-    from spottune.backends import SimBackend, SimSettings, TrainableCurves
     from spottune.market import Billing, LegacyBidRevocation, ModernHazardRevocation
     from spottune.orchestrator import Orchestrator, OrchestratorConfig
-    from spottune.trainable import trial_seed
-    from spottune.workloads import get_workload
 
-    if opts["backend"] != "sim":
-        raise ConfigError(f"--backend {opts['backend']!r} is not available in this build; use --backend sim")
-    if opts["market_mode"] not in ("legacy", "modern"):
-        raise ConfigError(f"--market-mode is {opts['market_mode']!r}, but must be legacy or modern")
-    seed = int(opts["seed"])
-    workload = get_workload(opts["workload"])
-    max_steps = int(opts["max_steps"] or workload.max_steps)
-    history = load_history(opts["prices"])
-    start_s = to_seconds(opts["start"])
+    if not isinstance(spec, ExperimentSpec):
+        spec = spec_from_options(spec)
+    if spec.backend not in ("sim", "local"):
+        raise ConfigError(f"backend is {spec.backend!r}, but this build runs only sim and local")
+    seed = spec.seed
+    workload = spec.get_workload()
+    history = load_history(spec.prices)
+    start_s = to_seconds(spec.start)
     catalog = InstanceCatalog.load()
-    pool = Pool(instance_types=opts["instance_types"], availability_zones=opts["zones"])
+    pool = Pool(instance_types=spec.instance_types, availability_zones=spec.availability_zones)
     markets = pool.resolve(history, catalog)
-    predictor, predictor_desc = _predictor(opts["predictor"], history, markets, start_s, float(opts["train_days"]), seed)
+    predictor, predictor_desc = _predictor(spec.predictor, history, markets, start_s, spec.train_days, seed)
     provisioner = Provisioner(history, catalog, predictor, pool, np.random.default_rng(seed))
-    configs = workload.configs(seed)
-    trial_ids = [f"t{i:02d}" for i in range(len(configs))]
+    trials = spec.trials()
+    trial_ids = [t.trial_id for t in trials]
     orch = Orchestrator(
         trial_ids,
-        OrchestratorConfig(max_steps=max_steps, theta=float(opts["theta"]), top_k=int(opts["top_k"]),
-                           metric=workload.metric, mode=workload.mode, max_failures=int(opts["max_failures"])),
+        OrchestratorConfig(max_steps=spec.max_steps, theta=spec.theta, top_k=spec.top_k, metric=spec.metric,
+                           mode=spec.mode, max_failures=spec.max_failures),
         provisioner,
-        predictor=EarlyCurve(max_steps),
+        predictor=EarlyCurve(spec.max_steps),
         plateau_rule=lambda steps, values, smax: is_plateau(steps, values, smax),
     )
-    curves = TrainableCurves({t: (lambda c=c, i=i: workload.make(c, seed=trial_seed(seed, i)))
-                              for i, (t, c) in enumerate(zip(trial_ids, configs))})
-    if opts["market_mode"] == "legacy":
+    if spec.market_mode == "legacy":
         revocations = LegacyBidRevocation(history)
     else:
         revocations = ModernHazardRevocation(None, seed, history=history)
 
     def facts(instance_type: str) -> tuple[int, float | None]:
-        spec = catalog[instance_type]
-        return spec.vcpus, spec.ecu
+        it = catalog[instance_type]
+        return it.vcpus, it.ecu
 
-    backend = SimBackend(orch, history, revocations, Billing(opts["billing"]), curves, facts, start_s,
-                         SimSettings(boot_s=float(opts["boot_s"]), step_time_cov=float(opts["step_time_cov"]), seed=seed),
-                         progress=progress)
+    parts = (orch, history, revocations, Billing(spec.billing))
+    curves = None
+    if spec.backend == "sim":
+        from spottune.backends import SimBackend, SimSettings, TrainableCurves
+
+        # make_trainable passes the spec's max_steps, so LR schedules scale with --max-steps
+        curves = TrainableCurves({t.trial_id: (lambda t=t: spec.make_trainable(t)) for t in trials})
+        backend: Any = SimBackend(*parts, curves, facts, start_s,
+                                  SimSettings(boot_s=spec.boot_s, step_time_cov=spec.step_time_cov, seed=seed),
+                                  progress=progress)
+    else:
+        backend = _local_backend(spec, output, parts, trials, facts, start_s, progress)
     record = backend.run()
-    record.meta.update(workload=workload.name, market_mode=opts["market_mode"], predictor=predictor_desc,
-                       theta=orch.config.theta, top_k=orch.config.top_k, max_steps=max_steps, seed=seed,
-                       start=str(opts["start"]), start_s=start_s, markets=[str(m) for m in markets], metric=workload.metric,
-                       mode=workload.mode)
-    return {"orchestrator": orch, "record": record, "curves": curves, "opts": opts, "workload": workload,
-            "configs": dict(zip(trial_ids, configs)), "predictor_desc": predictor_desc}
+    record.meta.update(workload=workload.name, market_mode=spec.market_mode, predictor=predictor_desc,
+                       theta=orch.config.theta, top_k=orch.config.top_k, max_steps=spec.max_steps, seed=seed,
+                       start=spec.start.isoformat(), start_s=start_s, markets=[str(m) for m in markets],
+                       metric=spec.metric, mode=spec.mode, n_trials=len(trials), spec=spec.to_dict())
+    return {"orchestrator": orch, "record": record, "curves": curves, "spec": spec, "opts": spec.to_dict(),
+            "workload": workload, "configs": {t.trial_id: t.config for t in trials},
+            "predictor_desc": predictor_desc}
+
+
+def store_url(spec: ExperimentSpec, folder: str | Path) -> str:
+    """Where the local backend's workers checkpoint: ``storage_path``, or ``<folder>/checkpoints``.
+
+    A plain folder is made absolute (the workers are separate processes); URLs (``s3://``,
+    ``file://``) are used as they are, with ``spec.storage_options``.
+    """
+    path = spec.storage_path
+    if path is None:
+        return str((Path(folder) / "checkpoints").resolve())
+    return path if "://" in path else str(Path(path).expanduser().resolve())
+
+
+def _local_backend(spec: ExperimentSpec, output: str | Path | None, parts: tuple, trials: list, facts: Any,
+                   start_s: float, progress: Any) -> Any:
+    """The local backend of ``spec``: checkpoints and worker logs under ``output`` (or a new temp folder)."""
+    import tempfile
+
+    from spottune.backends import LocalBackend, LocalSettings
+
+    folder = Path(output) if output is not None else Path(tempfile.mkdtemp(prefix="spottune-run-"))
+    settings = LocalSettings(store_url=store_url(spec, folder), storage_options=dict(spec.storage_options),
+                             time_scale=spec.time_scale, max_steps=spec.max_steps, checkpoint_keep=spec.checkpoint_keep,
+                             log_dir=str(folder / "workers"))
+    return LocalBackend(*parts, spec.workload, {t.trial_id: (t.config, t.seed) for t in trials}, facts, start_s,
+                        settings, progress=progress)
 
 
 class _Bar:
@@ -217,52 +275,54 @@ class _Bar:
         self.bar.close()
 
 
-@click.command("run", help="Tune a workload on (simulated) spot capacity: Algorithm 1 of SpotTune end to end.")
-@click.option("--config", type=click.Path(exists=True, dir_okay=False), help="YAML file of options (flags override).")
-@click.option("--workload", default=DEFAULTS["workload"], show_default=True, help="Built-in workload name.")
-@click.option("--theta", type=float, default=DEFAULTS["theta"], show_default=True, help="Early-shutdown rate θ in (0, 1].")
-@click.option("--top-k", "top_k", type=int, default=DEFAULTS["top_k"], show_default=True, help="Models to keep.")
+@click.command("run", help="Tune a workload on (simulated) spot capacity: Algorithm 1 of SpotTune end to end. "
+               "Options come from the experiment spec: its defaults < --config FILE < flags.")
+@click.option("--config", type=click.Path(exists=True, dir_okay=False),
+              help="Experiment spec, YAML (keys: the spec's fields, e.g. examples/digits_mlp.yaml); flags override it.")
+@click.option("--workload", default=None, show_default=_default("workload"), help="Built-in workload or 'module:Class'.")
+@click.option("--num-samples", type=int, default=None, help="Repetitions of the search space (default: the workload's).")
+@click.option("--theta", type=float, default=None, show_default=_default("theta"), help="Early-shutdown rate θ in (0, 1].")
+@click.option("--top-k", "top_k", type=int, default=None, show_default=_default("top_k"), help="Models to keep.")
 @click.option("--max-steps", type=int, default=None, help="S_max (default: the workload's).")
-@click.option("--prices", default=None, help="Price file path or name (default: us-east-1_2015.csv.gz).")
-@click.option("--start", default=DEFAULTS["start"], show_default=True, help="Simulation start, UTC.")
+@click.option("--prices", default=None, show_default=_default("prices"), help="Price file path or dataset name.")
+@click.option("--start", default=None, show_default=_default("start_utc"), help="Simulation start, UTC.")
 @click.option("--instance-types", default=None, help="Comma-separated instance types (default: all in the prices).")
 @click.option("--zones", default=None, help="Comma-separated availability zones (default: all).")
-@click.option("--backend", type=click.Choice(["sim", "local"]), default="sim", show_default=True)
-@click.option("--market-mode", type=click.Choice(["legacy", "modern"]), default="legacy", show_default=True,
+@click.option("--backend", type=click.Choice(["sim", "local"]), default=None, show_default=_default("backend"),
+              help="sim: virtual clock; local: real worker processes on an accelerated wall clock.")
+@click.option("--market-mode", type=click.Choice(["legacy", "modern"]), default=None,
+              show_default=_default("market_mode"),
               help="legacy: 2017 price > max-price revocations; modern: capacity hazard model.")
-@click.option("--predictor", type=click.Choice(["revpred", "constant", "none"]), default="revpred", show_default=True,
-              help="Revocation predictor for Eq 1.")
-@click.option("--train-days", type=float, default=DEFAULTS["train_days"], show_default=True,
+@click.option("--predictor", type=click.Choice(["revpred", "constant", "none"]), default=None,
+              show_default=_default("predictor"), help="Revocation predictor for Eq 1.")
+@click.option("--train-days", type=float, default=None, show_default=_default("train_days"),
               help="Predictor training window before --start, days.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--max-failures", type=int, default=DEFAULTS["max_failures"], show_default=True)
-@click.option("--boot-s", type=float, default=0.0, show_default=True, help="Instance boot latency, seconds (D11).")
-@click.option("--step-time-cov", type=float, default=0.05, show_default=True, help="Step-time noise (COV).")
-@click.option("--billing", type=click.Choice(["second", "hour"]), default="second", show_default=True)
+@click.option("--seed", type=int, default=None, show_default=_default("seed"))
+@click.option("--max-failures", type=int, default=None, show_default=_default("max_failures"))
+@click.option("--boot-s", type=float, default=None, show_default=_default("boot_s"),
+              help="Instance boot latency, seconds (D11; sim backend).")
+@click.option("--step-time-cov", type=float, default=None, show_default=_default("step_time_cov"),
+              help="Step-time noise (COV; sim backend).")
+@click.option("--billing", type=click.Choice(["second", "hour"]), default=None, show_default=_default("billing"))
+@click.option("--storage-path", default=None,
+              help="Checkpoint store of the local backend: a folder or s3://bucket/prefix (default: OUTPUT/checkpoints).")
+@click.option("--time-scale", type=float, default=None, show_default=_default("time_scale"),
+              help="Local backend: simulated seconds per wall-clock second.")
 @click.option("--output", type=click.Path(file_okay=False), default=None, help="Results folder (default results/<timestamp>/).")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 @click.pass_context
-def run(ctx: click.Context, config: str | None, **_: Any) -> None:
+def run(ctx: click.Context, config: str | None, output: str | None, progress: bool, **_: Any) -> None:
+    from revpred.prices import to_seconds
     from spottune.report import render_report
     from spottune.results import write_results
 
-    opts = _options(ctx, config)
-    from spottune.orchestrator import OrchestratorConfig
-
-    OrchestratorConfig(max_steps=int(opts["max_steps"] or 1), theta=float(opts["theta"]), top_k=int(opts["top_k"]),
-                       max_failures=int(opts["max_failures"]))  # checked at once, before any loading
-    out = Path(opts["output"] or Path("results") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
-    from spottune.workloads import get_workload
-
-    wl = get_workload(opts["workload"])
-    max_steps = int(opts["max_steps"] or wl.max_steps)
-    theta, k, n = float(opts["theta"]), int(opts["top_k"]), wl.n_configs()
-    planned = n * math.ceil(theta * max_steps) + min(k, n) * (max_steps - math.ceil(theta * max_steps))
-    from revpred.prices import to_seconds
-
-    bar = _Bar(planned, to_seconds(opts["start"]), bool(opts["progress"]))
+    spec = _spec(ctx, config)  # validated at once, before any loading
+    out = Path(output or Path("results") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
+    n, k = spec.n_trials, min(spec.top_k, spec.n_trials)
+    planned = n * spec.theta_steps + k * (spec.max_steps - spec.theta_steps)
+    bar = _Bar(planned, to_seconds(spec.start), progress)
     try:
-        result = run_experiment(opts, progress=bar)
+        result = run_experiment(spec, progress=bar, output=out)
     finally:
         bar.close()
     write_results(out, result)
