@@ -157,10 +157,26 @@ def _clean(o):
 MODEL_ORDER = ("revpred", "revpred_raw", "revpred_mixed", "tributary", "logreg", "empirical", "constant")
 
 
-def _ms(d: dict | None, digits: int = 3) -> str:
+def _ms(d: dict | None, nwin: int, digits: int = 3) -> str:
     if not d or d.get("mean") is None:
         return "n/a"
-    return f"{d['mean']:.{digits}f} ± {d['sd']:.{digits}f}"
+    if d["n"] < 2:
+        return f"{d['mean']:.{digits}f} ({d['n']} window)"
+    extra = "" if d["n"] == nwin else f" ({d['n']} windows)"
+    return f"{d['mean']:.{digits}f} ± {d['sd']:.{digits}f}{extra}"
+
+
+def _reliability_md(summ: dict, rule: str, models: tuple[str, ...]) -> list[str]:
+    rows = ["| p bin | " + " | ".join(f"{m}: n, mean p, observed" for m in models) + " |",
+            "| --- |" + " --- |" * len(models)]
+    bins = summ["reliability"][rule][models[0]]
+    for k, b in enumerate(bins):
+        cells = []
+        for m in models:
+            r = summ["reliability"][rule][m][k]
+            cells.append(f"{r['n']}, {r['mean_p']:.3f}, {r['frac_pos']:.3f}" if r["n"] else "0")
+        rows.append(f"| {b['lo']:.1f}–{b['hi']:.1f} | " + " | ".join(cells) + " |")
+    return rows
 
 
 def markdown(result: dict) -> str:
@@ -183,15 +199,20 @@ def markdown(result: dict) -> str:
                 r = pooled[model]
                 aucs = [v["roc_auc"] for v in summ["per_market"][rule][model].values() if v.get("roc_auc") is not None]
                 macro = f"{statistics.fmean(aucs):.3f} ({len(aucs)} mkts)" if aucs else "n/a"
-                lines.append(f"| {model} | {_ms(r['accuracy'])} | {_ms(r['f1'])} | {_ms(r['roc_auc'])} | "
-                             f"{_ms(r['brier'])} | {_ms(r['mean_p'])} | {macro} |")
+                lines.append(f"| {model} | {_ms(r['accuracy'], nwin)} | {_ms(r['f1'], nwin)} | {_ms(r['roc_auc'], nwin)} | "
+                             f"{_ms(r['brier'], nwin)} | {_ms(r['mean_p'], nwin)} | {macro} |")
             base = pooled[anyname]["base_rate"]
-            lines.append(f"| (test base rate) | | | | | {_ms(base)} | |")
+            lines.append(f"| (test base rate) | | | | | {_ms(base, nwin)} | |")
             lines.append("")
             wins = summ["wins"][rule]
             lines.append("Best model per (window, market): AUC " + ", ".join(f"{k} {v}" for k, v in sorted(
                 wins["roc_auc"].items(), key=lambda kv: -kv[1])) + "; Brier " + ", ".join(
                 f"{k} {v}" for k, v in sorted(wins["brier"].items(), key=lambda kv: -kv[1])) + ".")
+            lines.append("")
+            rel_models = tuple(m for m in ("revpred", "revpred_raw", "tributary", "empirical") if m in pooled)
+            lines.append(f"Reliability, {rule} max prices (all windows and markets merged):")
+            lines.append("")
+            lines += _reliability_md(summ, rule, rel_models)
             lines.append("")
     return "\n".join(lines)
 

@@ -6,45 +6,16 @@ The market and the orchestrator are the simulator's; the trainable is the NumPy 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import pandas as pd
 import pytest
 
-from revpred.prices import Market, PriceHistory
-from spottune.backends._local import LocalBackend, LocalSettings
+from spottune.backends import LocalBackend, LocalSettings
 from spottune.errors import BackendError
 from spottune.market import Billing, LegacyBidRevocation
 from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState
+from tests.test_sim_backend import T0, Fixed, history
 from tests.test_worker_process import WORKLOAD, Walk
 
-T0 = pd.Timestamp("2015-05-05T00:00Z").value / 1e9
-A = Market("us-east-1a", "r3.large")
-FACTS = {"r3.large": (2, 6.5)}
-
-
-def history(spike_at_s=None, spike_len_s=600.0, hours=48):
-    rows = [(T0 - 86400, 0.02)]
-    if spike_at_s is not None:
-        rows += [(T0 + spike_at_s, 1.0), (T0 + spike_at_s + spike_len_s, 0.02)]
-    rows.append((T0 + hours * 3600, 0.02))
-    return PriceHistory(pd.DataFrame({
-        "timestamp": pd.to_datetime([r[0] for r in rows], unit="s", utc=True), "availability_zone": A.availability_zone,
-        "instance_type": A.instance_type, "product_description": "Linux/UNIX", "price": [r[1] for r in rows]}))
-
-
-@dataclass(frozen=True)
-class Choice:
-    market: Market
-    max_price_usd_per_hour: float
-
-
-class Fixed:
-    def choose(self, trial_id, now_s):
-        return Choice(A, 0.1)
-
-    def record_segment(self, *args):
-        pass
+FACTS = {"r3.large": (2, 6.5)}  # Fixed always chooses market A (us-east-1a, r3.large)
 
 
 def run_local(store_url, configs, *, spike_at_s=None, max_steps=40, theta=1.0, top_k=1, storage_options=None,

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
 from spottune.cli import cli
+from spottune.experiment import ExperimentSpec
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "digits_mlp.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -58,17 +62,86 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, args, w
 
 
 def test_config_file_then_flags_override(tmp_path):
-    import click
-
-    from spottune.cli._run import _options, run
+    """Spec defaults < the --config file < flags given on the command line."""
+    from spottune.cli._run import _spec, run
     from spottune.errors import ConfigError
 
     cfg = tmp_path / "exp.yaml"
     cfg.write_text("theta: 0.6\ntop-k: 2\nzones: us-east-1a, us-east-1b\n")
-    ctx = run.make_context("run", ["--config", str(cfg), "--top-k", "1"])
-    opts = _options(ctx, str(cfg))
-    assert (opts["theta"], opts["top_k"], opts["zones"]) == (0.6, 1, ["us-east-1a", "us-east-1b"])
+    spec = _spec(run.make_context("run", ["--config", str(cfg), "--top-k", "1"]), str(cfg))
+    assert (spec.theta, spec.top_k, spec.availability_zones) == (0.6, 1, ("us-east-1a", "us-east-1b"))
+    assert (spec.workload, spec.backend, spec.seed) == ("digits-mlp", "sim", 0)  # the spec's defaults
+    assert _spec(run.make_context("run", []), None) == ExperimentSpec()
     cfg.write_text("tehta: 0.6\n")
-    with pytest.raises(ConfigError, match="unknown option 'tehta'"):
-        _options(run.make_context("run", ["--config", str(cfg)]), str(cfg))
-    assert click is not None
+    with pytest.raises(ConfigError, match="option 'tehta' is unknown; did you mean 'theta'"):
+        _spec(run.make_context("run", ["--config", str(cfg)]), str(cfg))
+
+
+def test_a_dict_of_run_options_still_makes_a_spec():
+    from spottune.cli._run import spec_from_options
+
+    spec = spec_from_options({"theta": 0.6, "zones": "us-east-1a", "start": "2015-06-01T00:00Z", "max_steps": None,
+                              "output": "x", "progress": False})
+    assert spec == ExperimentSpec(theta=0.6, availability_zones=["us-east-1a"], start_utc="2015-06-01T00:00Z")
+
+
+def test_bad_config_file_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    from spottune.cli import main
+
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text("theta: 0.6\noutput: somewhere\n")  # output is a CLI option, not a spec key
+    monkeypatch.setattr("sys.argv", ["spottune", "run", "--config", str(cfg), "--no-progress"])
+    with pytest.raises(SystemExit) as info:
+        main()
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "'output' is unknown" in err and len(err.strip().splitlines()) == 1
+
+
+def test_example_spec_drives_the_trials(tmp_path):
+    """examples/digits_mlp.yaml: its own search space (6 trials, not the workload's 16), flags on top."""
+    spec = ExperimentSpec.from_yaml(EXAMPLE)
+    out = tmp_path / "res"
+    args = ["run", "--config", str(EXAMPLE), "--max-steps", "6", "--predictor", "none", "--zones", "us-east-1a",
+            "--no-progress", "--output", str(out)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    trials = pd.read_csv(out / "trials.csv").set_index("trial_id")
+    assert len(trials) == spec.n_trials == 6 and (trials["state"] == "finished").sum() == spec.top_k == 2
+    configs = {t.trial_id: t.config for t in spec.trials()}
+    assert {t: json.loads(c) for t, c in trials["config"].items()} == configs
+    assert all(c["momentum"] == 0.5 for c in configs.values())
+    settings = json.loads((out / "summary.json").read_text())["settings"]
+    assert (settings["max_steps"], settings["theta"], settings["n_trials"]) == (6, 0.7, 6)
+    assert settings["spec"]["availability_zones"] == ["us-east-1a"] and settings["spec"]["num_samples"] == 3
+
+
+def test_max_steps_reaches_the_trainable_so_the_lr_schedule_scales():
+    from spottune.cli._run import run_experiment
+
+    spec = ExperimentSpec(search_space={"lr": 0.1, "hidden": 32, "batch_size": 8}, max_steps=10, theta=1.0, top_k=1,
+                          predictor="none", instance_types=["r3.large"], availability_zones=["us-east-1a"])
+    result = run_experiment(spec)
+    lrs = [m["lr"] for m in result["curves"].curve("t00")]
+    assert len(lrs) == 10 and lrs[0] == pytest.approx(0.1)
+    assert len(set(lrs)) == 3  # digits-mlp decays at 30 % and 60 % of max_steps: 10 here, not 300
+
+
+def test_run_on_the_local_backend_end_to_end(tmp_path):
+    """Real worker processes, real checkpoints in OUTPUT/checkpoints, the market on a 1,200x clock."""
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text("workload: logreg\nsearch_space: {lr: {grid_search: [0.05, 0.2]}}\nmax_steps: 20\n"
+                   "theta: 0.5\ntop_k: 1\ninstance_types: [r3.large]\nzones: [us-east-1a]\npredictor: none\n")
+    out = tmp_path / "res"
+    result = CliRunner().invoke(cli, ["run", "--config", str(cfg), "--backend", "local", "--time-scale", "1200",
+                                      "--no-progress", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    trials = pd.read_csv(out / "trials.csv")
+    assert sorted(trials["state"]) == ["finished", "stopped_early"] and trials["steps"].max() == 20
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["settings"]["backend"] == "local" and summary["settings"]["time_scale"] == 1200.0
+    assert summary["settings"]["store"] == str((out / "checkpoints").resolve())
+    from spottune.checkpoint import open_store
+
+    best = summary["top_k"][0]["trial_id"]
+    assert open_store(str(out / "checkpoints")).latest_good(best).step == 20
+    assert len(list((out / "workers").glob("w*.log"))) >= 2

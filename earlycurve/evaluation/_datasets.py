@@ -110,7 +110,20 @@ class CurveSet:
 
 
 def load_opda(path: Path, name: str = "opda") -> CurveSet:
-    """Load an opda tuning file (``*.jsonl.gz``); see the module docstring for the rules."""
+    """Load an opda tuning file (``*.jsonl.gz``); see the module docstring for the rules.
+
+    Parameters
+    ----------
+    path : Path
+        The file.
+    name : str
+        Data-set name (also the curves' ``group``).
+
+    Returns
+    -------
+    curve_set : CurveSet
+        Complete curves as a loss, with ``counts`` of what was skipped.
+    """
     path = Path(path)
     curves, counts = [], {"total": 0, "diverged": 0, "empty": 0, "incomplete": 0}
     with gzip.open(path, "rt", encoding="utf-8") as fh:
@@ -145,7 +158,22 @@ def load_opda(path: Path, name: str = "opda") -> CurveSet:
 
 
 def load_cakelab(path: Path, name: str = "cakelab-resnet32", complete_fraction: float = 0.98) -> CurveSet:
-    """Load the cakelab CSV; see the module docstring for the rules."""
+    """Load the cakelab CSV; see the module docstring for the rules.
+
+    Parameters
+    ----------
+    path : Path
+        The file.
+    name : str
+        Data-set name (the curves' ``group`` is ``experiment/setting`` instead).
+    complete_fraction : float, default=0.98
+        A curve is complete when its last step reaches this fraction of the file's largest step.
+
+    Returns
+    -------
+    curve_set : CurveSet
+        Complete curves as a loss, with ``counts`` of what was skipped.
+    """
     table = pd.read_csv(path)
     last = float(table["step"].max())
     curves, counts = [], {"total": 0, "truncated": 0, "repeated_steps": 0}
@@ -172,7 +200,21 @@ def load_cakelab(path: Path, name: str = "cakelab-resnet32", complete_fraction: 
 
 
 def load_digits_csv(path: Path, name: str = "digits-mlp") -> CurveSet:
-    """Load ``benchmarks/results/digits_curves.csv`` (written by ``benchmarks/digits_curves.py``)."""
+    """Load a curve CSV written by ``benchmarks/digits_curves.py`` (columns ``config_id, step,
+    max_steps, val_loss``).
+
+    Parameters
+    ----------
+    path : Path
+        The file.
+    name : str
+        Data-set name (also the curves' ``group``).
+
+    Returns
+    -------
+    curve_set : CurveSet
+        Complete curves as a loss, with ``counts`` of what was skipped.
+    """
     table = pd.read_csv(path)
     curves, counts = [], {"total": 0, "diverged": 0}
     for cid, rows in table.groupby("config_id", sort=True):

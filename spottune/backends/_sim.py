@@ -28,54 +28,19 @@ from typing import Any
 
 import numpy as np
 
-from spottune.backends._base import Driver, Progress, RunRecord, log_record
+from spottune.backends._base import Progress, RunRecord
+from spottune.backends._common import Instance, ReplayDriver
 from spottune.backends._curves import TrialFailure
 from spottune.errors import BackendError
-from spottune.orchestrator import (
-    Action,
-    Checkpoint,
-    CheckpointSaved,
-    EndReason,
-    ExperimentFinished,
-    ExperimentStarted,
-    HourElapsed,
-    Launch,
-    LaunchFailed,
-    MetricReported,
-    Orchestrator,
-    RevocationNotice,
-    ScheduleWakeUp,
-    SegmentEnded,
-    SegmentFailed,
-    Stop,
-    Terminate,
-    TrialLaunched,
-    WakeUp,
-)
-from spottune.speed import seconds_per_step, transfer_seconds
-
-HOUR_S = 3600.0
+from spottune.orchestrator import Checkpoint, EndReason, Launch, Orchestrator, Terminate
+from spottune.speed import transfer_seconds
 
 
-@dataclass(slots=True)
-class _Instance:
-    instance_id: str
-    trial_id: str
-    market: Any
-    max_price: float
-    started_s: float
-    notice_s: float
-    termination_s: float
-    seconds_per_step: float
-    vcpus: int
-    step: int = 0  # the trial's step count on this instance
-    saved_step: int = 0  # last good checkpoint of the trial when this instance started / saved
-    executed: int = 0
-    alive: bool = True
+@dataclass(slots=True, kw_only=True)
+class _Instance(Instance):
     training: bool = False
     token: int = 0  # bumped to cancel a scheduled step
     checkpoint: Any = None  # the pending Checkpoint action
-    reason: str = ""
 
 
 @dataclass(slots=True)
@@ -102,52 +67,36 @@ class SimSettings:
     seed: int = 0
 
 
-class SimBackend(Driver):
+class SimBackend(ReplayDriver):
     """Replay a spot market on a virtual clock and drive the orchestrator through it.
 
     Parameters
     ----------
-    orchestrator : Orchestrator
-    history : revpred.prices.PriceHistory
-        Prices (USD per instance-hour) of every market the provisioner may choose.
-    revocation_model : spottune.market.RevocationModel
-        ``revocation(market, launch_s, instance_id=..., max_price_usd_per_hour=...) -> Revocation``.
-    billing : spottune.market.Billing
+    orchestrator, history, revocation_model, billing, instance_facts, start_s, progress
+        As :class:`~spottune.backends._common.ReplayDriver`.
     curves : TrainableCurves or RecordedCurves
-    instance_facts : callable instance_type -> (vcpus, ecu or None)
-        E.g. from ``provisioner.InstanceCatalog``.
-    start_s : float
-        Experiment start, seconds since the epoch (UTC).
+        Where each step's metrics come from.
     settings : SimSettings, optional
-    progress : callable (now_s, orchestrator, usd) -> None, optional
-        Called after every delivered event (for a progress bar).
     """
+
+    name = "sim"
 
     def __init__(self, orchestrator: Orchestrator, history: Any, revocation_model: Any, billing: Any, curves: Any,
                  instance_facts: Callable[[str], tuple[int, float | None]], start_s: float,
                  settings: SimSettings | None = None, progress: Progress | None = None):
-        self.orchestrator = orchestrator
-        self.history = history
-        self.revocation_model = revocation_model
-        self.billing = billing
+        super().__init__(orchestrator, history, revocation_model, billing, instance_facts, start_s, progress)
         self.curves = curves
-        self.instance_facts = instance_facts
         self.settings = settings or SimSettings()
-        self.progress = progress
         self.now_s = float(start_s)
-        self.record = RunRecord(start_s=float(start_s))
         self.ref_sps = curves.attribute("reference_seconds_per_step", 10.0)
         # optional per-trial speed (recorded studies: each configuration's own recorded seconds per step)
         self._ref_of: Callable[[str], float] | None = getattr(curves, "reference_seconds_per_step_of", None)
         size = self.settings.checkpoint_size_mb
         self.size_mb = curves.attribute("checkpoint_size_mb", 1.0) if size is None else float(size)
-        self.usd = 0.0
         self._rng = np.random.default_rng(self.settings.seed)
         self._heap: list[tuple[float, int, Callable[..., None], tuple]] = []
         self._seq = 0
-        self._instances: dict[str, _Instance] = {}
-        self._checkpoint_step: dict[str, int] = {t: 0 for t in orchestrator.trials}
-        self.record.meta.update(backend="sim", boot_s=self.settings.boot_s, seed=self.settings.seed,
+        self.record.meta.update(boot_s=self.settings.boot_s, seed=self.settings.seed,
                                 checkpoint_size_mb=self.size_mb, reference_seconds_per_step=self.ref_sps,
                                 step_time_cov=self.settings.step_time_cov)
 
@@ -157,7 +106,7 @@ class SimBackend(Driver):
         heapq.heappush(self._heap, (max(t, self.now_s), self._seq, fn, args))
 
     def run(self) -> RunRecord:
-        self._deliver(ExperimentStarted(time_s=self.now_s))
+        self._start()
         end_s = float(self.history.end_s)
         while self._heap:
             t, _, fn, args = heapq.heappop(self._heap)
@@ -170,82 +119,52 @@ class SimBackend(Driver):
             fn(*args)
         if not self.orchestrator.done:
             raise BackendError("the simulation ran out of events before the experiment finished (a driver bug)")
-        for inst in list(self._instances.values()):  # only revoked-and-saved instances can be left
-            if inst.alive:
-                self._end(inst, min(inst.termination_s, end_s), "provider", inst.reason or "price")
-        self.record.meta["usd"] = self.usd
+        self._close_leftovers(end_s)  # only revoked-and-saved instances can be left
         return self.record
 
-    def _deliver(self, event: Any) -> None:
-        self.record.log.append(log_record("event", event, self.now_s))
-        for action in self.orchestrator.handle(event):
-            self.record.log.append(log_record("action", action, self.now_s))
-            self._apply(action)
-        if self.progress is not None:
-            self.progress(self.now_s, self.orchestrator, self.usd)
+    def _event_time(self, event: Any) -> float:
+        return self.now_s
 
-    def _apply(self, action: Action) -> None:
-        match action:
-            case Launch():
-                self._launch(action)
-            case Checkpoint():
-                self._checkpoint(action)
-            case Terminate():
-                inst = self._instances[action.instance_id]
-                self._end(inst, self.now_s, "user", str(action.reason))
-                self._at(self.now_s, self._deliver, SegmentEnded(time_s=self.now_s, trial_id=inst.trial_id,
-                                                                 instance_id=inst.instance_id, steps_done=inst.step,
-                                                                 reason=EndReason.USER))
-            case ScheduleWakeUp():
-                self._at(action.at_s, self._wake, action.trial_id, action.at_s)
-            case Stop():
-                pass  # nothing runs: the record is in the log
-            case ExperimentFinished():
-                self.record.end_s = self.now_s
-            case _:
-                raise BackendError(f"sim backend cannot carry out {type(action).__name__}")
+    def _post(self, event: Any) -> None:
+        self._at(self.now_s, self._deliver, event)
+
+    def _timer(self, t_s: float, kind: str, inst: _Instance) -> None:
+        self._at(t_s, {"notice": self._notice, "terminate": self._terminated, "hour": self._hour}[kind], inst)
+
+    def _wake_at(self, trial_id: str, at_s: float) -> None:
+        self._at(at_s, self._wake, trial_id, at_s)
 
     # -- effects ------------------------------------------------------------------------------------
     def _launch(self, action: Launch) -> None:
         t = self.now_s
-        iid = f"i-{len(self._instances) + 1:05d}"
         if action.resume_step != self._checkpoint_step[action.trial_id]:
             raise BackendError(f"trial {action.trial_id}: Launch resumes at step {action.resume_step}, but the "
                                f"store's last checkpoint is step {self._checkpoint_step[action.trial_id]}")
-        rev = self.revocation_model.revocation(action.market, t, instance_id=iid,
-                                               max_price_usd_per_hour=action.max_price_usd_per_hour)
-        if not rev.fulfilled:
-            self._at(t, self._deliver, LaunchFailed(time_s=t, trial_id=action.trial_id, error=str(rev.cause)))
+        ref_sps = self._ref_of(action.trial_id) if self._ref_of else self.ref_sps
+        inst = self._new_instance(action, t, ref_sps, _Instance)
+        if inst is None:
             return
-        vcpus, ecu = self.instance_facts(action.market.instance_type)
-        inst = _Instance(iid, action.trial_id, action.market, action.max_price_usd_per_hour, t, float(rev.notice_s),
-                         float(rev.termination_s),
-                         seconds_per_step(self._ref_of(action.trial_id) if self._ref_of else self.ref_sps, vcpus, ecu),
-                         vcpus,
-                         step=action.resume_step, saved_step=action.resume_step, reason=str(rev.cause))
-        self._instances[iid] = inst
         ready = t + self.settings.boot_s
         if action.resume_step > 0:
-            ready += transfer_seconds(self.size_mb, vcpus, self.settings.checkpoint_overhead_s)
+            ready += transfer_seconds(self.size_mb, inst.vcpus, self.settings.checkpoint_overhead_s)
         if inst.termination_s <= ready:  # died while booting: no trial ever ran on it
             self._at(inst.termination_s, self._died_booting, inst)
             return
         self._at(ready, self._ready, inst)
-        if math.isfinite(inst.notice_s):
-            self._at(max(inst.notice_s, ready), self._notice, inst)
-        if math.isfinite(inst.termination_s):
-            self._at(inst.termination_s, self._terminated, inst)
-        if t + HOUR_S < inst.termination_s:
-            self._at(max(t + HOUR_S, ready), self._hour, inst)
+        self._schedule_timers(inst, ready)
+
+    def _terminate(self, action: Terminate) -> None:
+        inst = self._instances[action.instance_id]
+        self._end(inst, self.now_s, "user", str(action.reason))
+        self._post(inst.segment_ended(self.now_s, EndReason.USER))
 
     def _died_booting(self, inst: _Instance) -> None:
         self._end(inst, self.now_s, "provider", inst.reason)
-        self._deliver(LaunchFailed(time_s=self.now_s, trial_id=inst.trial_id, error="terminated while booting"))
+        self._deliver(inst.died_booting(self.now_s))
 
     def _ready(self, inst: _Instance) -> None:
         inst.training = True
-        self._deliver(TrialLaunched(time_s=self.now_s, trial_id=inst.trial_id, instance_id=inst.instance_id,
-                                    market=inst.market, started_s=inst.started_s))
+        self._deliver(inst.trial_launched(self.now_s))
         self._schedule_step(inst)
 
     def _schedule_step(self, inst: _Instance) -> None:
@@ -266,13 +185,11 @@ class SimBackend(Driver):
             metrics = self.curves.metrics(inst.trial_id, inst.step + 1)
         except TrialFailure as exc:
             inst.training = False
-            self._deliver(SegmentFailed(time_s=self.now_s, trial_id=inst.trial_id, instance_id=inst.instance_id,
-                                        error=str(exc)))
+            self._deliver(inst.segment_failed(self.now_s, str(exc)))
             return
         inst.step += 1
         inst.executed += 1
-        self._deliver(MetricReported(time_s=self.now_s, trial_id=inst.trial_id, instance_id=inst.instance_id,
-                                     step=inst.step, metrics=metrics))
+        self._deliver(inst.metric_reported(self.now_s, metrics))
         self._schedule_step(inst)
 
     def _checkpoint(self, action: Checkpoint) -> None:
@@ -291,35 +208,18 @@ class SimBackend(Driver):
         inst.saved_step = step
         inst.checkpoint = None
         self._checkpoint_step[inst.trial_id] = step
-        self._deliver(CheckpointSaved(time_s=self.now_s, trial_id=inst.trial_id, instance_id=inst.instance_id,
-                                      reason=action.reason, step=step))
+        self._deliver(inst.checkpoint_saved(self.now_s, action.reason, step))
 
     def _notice(self, inst: _Instance) -> None:
         if inst.alive:
-            self._deliver(RevocationNotice(time_s=self.now_s, trial_id=inst.trial_id, instance_id=inst.instance_id,
-                                           deadline_s=inst.termination_s))
+            self._deliver(inst.revocation_notice(self.now_s))
 
     def _hour(self, inst: _Instance) -> None:
         if inst.alive:
-            self._deliver(HourElapsed(time_s=self.now_s, trial_id=inst.trial_id, instance_id=inst.instance_id))
+            self._deliver(inst.hour_elapsed(self.now_s))
 
     def _terminated(self, inst: _Instance) -> None:
         if not inst.alive:
             return
         self._end(inst, self.now_s, "provider", inst.reason)
-        self._deliver(SegmentEnded(time_s=self.now_s, trial_id=inst.trial_id, instance_id=inst.instance_id,
-                                   steps_done=inst.step, reason=EndReason.PROVIDER))
-
-    def _wake(self, trial_id: str, at_s: float) -> None:
-        self._deliver(WakeUp(time_s=at_s, trial_id=trial_id))
-
-    def _end(self, inst: _Instance, t: float, ended_by: str, reason: str) -> None:
-        """The instance is gone: bill it, count its steps (lost = run but never checkpointed)."""
-        inst.alive = inst.training = False
-        inst.token += 1
-        row = self.billing.bill(self.history[inst.market], inst.started_s, t, ended_by, instance_id=inst.instance_id,
-                                reason=reason, trial_id=inst.trial_id, max_price_usd_per_hour=inst.max_price)
-        self.record.ledger.append(row)
-        self.usd += row.charged_usd
-        lost = max(0, inst.step - self._checkpoint_step[inst.trial_id]) if inst.step > inst.saved_step else 0
-        self.record.instance_steps[inst.instance_id] = (inst.executed, lost)
+        self._deliver(inst.segment_ended(self.now_s, EndReason.PROVIDER))
