@@ -113,9 +113,13 @@ def run_suite(name: str, spec: dict, args) -> dict:
         e = s + args.train_days * 86400.0
         te = e + args.test_days * 86400.0
         t0 = time.perf_counter()
-        ms = train_markets(history, markets, s, e, cfg)
-        predictors = build_predictors(ms)
-        if args.with_mixed:  # [I] RevPred trained on mixed Algorithm 2 / random max prices
+        if args.only_mixed:  # ablation: only RevPred on mixed max prices
+            ms = train_markets(history, markets, s, e, replace(cfg, revpred_max_prices="mixed"), kinds=["revpred"])
+            predictors = {"revpred_mixed": ms.predictor("revpred")}
+        else:
+            ms = train_markets(history, markets, s, e, cfg)
+            predictors = build_predictors(ms)
+        if args.with_mixed and not args.only_mixed:  # [I] RevPred trained on mixed Algorithm 2 / random max prices
             mixed = train_markets(history, markets, s, e, replace(cfg, revpred_max_prices="mixed"), kinds=["revpred"])
             predictors["revpred_mixed"] = mixed.predictor("revpred")
         train_s = time.perf_counter() - t0
@@ -130,9 +134,9 @@ def run_suite(name: str, spec: dict, args) -> dict:
                   "result": res}
         out["windows"].append(window)
         p = res["rules"]
-        print(f"[{name}] {start}: train {train_s:.0f} s; AUC random rp {p['random']['revpred']['pooled'].get('roc_auc', float('nan')):.3f} "
-              f"trib {p['random']['tributary']['pooled'].get('roc_auc', float('nan')):.3f}; alg2 rp "
-              f"{p['alg2']['revpred']['pooled'].get('roc_auc', float('nan')):.3f}", flush=True)
+        print(f"[{name}] {start}: train {train_s:.0f} s; pooled AUC " + "; ".join(
+            f"{rule} {model} {r['pooled'].get('roc_auc', float('nan')):.3f}" for rule in p for model, r in p[rule].items()
+            if model in ("revpred", "tributary", "revpred_mixed")), flush=True)
         args.on_window(out)
     out["summary"] = summarise(out["windows"])
     out["reproduce_cli_example"] = (
@@ -228,6 +232,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--with-mixed", action="store_true",
                     help="Also train RevPred on mixed Algorithm 2 / random max prices (+1 LSTM per market).")
+    ap.add_argument("--only-mixed", action="store_true",
+                    help="Ablation: train and score only RevPred on mixed max prices (see docs/revpred.md).")
     ap.add_argument("--windows", type=int, default=None, help="Use only the first N start dates of each suite.")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "revpred_eval.json"))
     ap.add_argument("--report", metavar="JSON", help="Only print the markdown tables of an existing result file.")

@@ -267,7 +267,11 @@ class CurveFitter:
         self._theta = theta
         self._u, self._z = u, z
         A, B, C, D = theta
-        self.params_ = CurveParams(a=float(A / (Y * G * G)), b=float(B / (Y * G)), c=float(C / Y), d=float(D * Y))
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            mapped = np.array([A / (Y * G * G), B / (Y * G), C / Y, D * Y])
+        if not np.all(np.isfinite(mapped)):
+            raise CurveFitError(f"parameters overflow when mapped back to the data's units (max|y| = {Y:g})")
+        self.params_ = CurveParams(a=float(mapped[0]), b=float(mapped[1]), c=float(mapped[2]), d=float(mapped[3]))
         resid = _scaled_model(theta, u) - z
         self.cost_ = 0.5 * float(np.sum(resid**2)) * Y * Y
         self.n_points_ = int(g.size)

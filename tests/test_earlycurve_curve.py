@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from earlycurve import CurveFitError, CurveFitter, CurveParams, InvalidCurveError, NotFittedError, TooFewPointsError, curve
@@ -29,10 +29,11 @@ def test_exact_recovery_large_step_counts():
     np.testing.assert_allclose(fitter.predict(1e5), curve(1e5, truth), rtol=1e-9)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(
     values=st.lists(st.floats(min_value=0.0, max_value=10.0, allow_nan=False), min_size=4, max_size=30),
 )
+@example(values=[0.0, 0.0, 0.0, 1.1125369292536007e-308])  # subnormal scale: CurveFitError, not inf
 def test_fits_respect_bounds_on_any_data(values):
     y = np.asarray(values)
     g = np.arange(y.size, dtype=float) * 7.0

@@ -42,7 +42,8 @@ class ScaledClock:
         """Start the scheduler thread; engine time ``start_s`` is now."""
         from apscheduler.schedulers.background import BackgroundScheduler
 
-        self._sched = BackgroundScheduler(timezone=timezone.utc, job_defaults={"coalesce": False, "max_instances": 1000})
+        self._sched = BackgroundScheduler(timezone=timezone.utc,
+                                          job_defaults={"coalesce": False, "max_instances": 1000})
         self._sched.start()
         self._wall0 = time.monotonic()
 

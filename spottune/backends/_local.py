@@ -15,9 +15,9 @@ are only in where effects come from (the [I] decisions of this backend):
   to the orchestrator, so it stays single-threaded.
 - **Launch.** The injected revocation model decides fulfilment, notice and termination times, as in
   the simulator (:mod:`spottune.backends._common`). A fulfilled launch hands the segment to a warm
-  worker of the pool (:mod:`spottune.backends._workers`), or starts one; its real start-up (imports, restore) is
-  the instance's boot time, scaled by ``time_scale``. ``TrialLaunched`` is sent when the worker
-  prints ``ready``. Step pacing: a step takes ``speed.seconds_per_step(...) / time_scale`` wall
+  worker of the pool (:mod:`spottune.backends._workers`), or starts one; its real start-up (imports,
+  restore) is the instance's boot time, scaled by ``time_scale``. ``TrialLaunched`` is sent when the
+  worker prints ``ready``. Step pacing: a step takes ``speed.seconds_per_step(...) / time_scale`` wall
   seconds (the worker sleeps the rest), or longer if the real step is slower.
 - **Revocation.** At the notice time the backend flips the emulator for that instance (the worker
   sees it at its next poll, checkpoints on its own and exits) and sends ``RevocationNotice``; the

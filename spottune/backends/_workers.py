@@ -114,7 +114,8 @@ class WorkerPool:
         name = f"w{self._count:05d}"
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join([root, os.getcwd()] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        extra = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
+        env["PYTHONPATH"] = os.pathsep.join([root, os.getcwd(), *extra])
         log_path = self.log_dir / f"{name}.log"
         with open(log_path, "wb") as stderr:
             proc = subprocess.Popen([self.python, "-m", "spottune.worker", *argv], stdin=subprocess.PIPE,

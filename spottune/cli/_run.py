@@ -279,9 +279,12 @@ class _Bar:
                "Options come from the experiment spec: its defaults < --config FILE < flags.")
 @click.option("--config", type=click.Path(exists=True, dir_okay=False),
               help="Experiment spec, YAML (keys: the spec's fields, e.g. examples/digits_mlp.yaml); flags override it.")
-@click.option("--workload", default=None, show_default=_default("workload"), help="Built-in workload or 'module:Class'.")
-@click.option("--num-samples", type=int, default=None, help="Repetitions of the search space (default: the workload's).")
-@click.option("--theta", type=float, default=None, show_default=_default("theta"), help="Early-shutdown rate θ in (0, 1].")
+@click.option("--workload", default=None, show_default=_default("workload"),
+              help="Built-in workload or 'module:Class'.")
+@click.option("--num-samples", type=int, default=None,
+              help="Repetitions of the search space (default: the workload's).")
+@click.option("--theta", type=float, default=None, show_default=_default("theta"),
+              help="Early-shutdown rate θ in (0, 1].")
 @click.option("--top-k", "top_k", type=int, default=None, show_default=_default("top_k"), help="Models to keep.")
 @click.option("--max-steps", type=int, default=None, help="S_max (default: the workload's).")
 @click.option("--prices", default=None, show_default=_default("prices"), help="Price file path or dataset name.")
@@ -305,7 +308,7 @@ class _Bar:
               help="Step-time noise (COV; sim backend).")
 @click.option("--billing", type=click.Choice(["second", "hour"]), default=None, show_default=_default("billing"))
 @click.option("--storage-path", default=None,
-              help="Checkpoint store of the local backend: a folder or s3://bucket/prefix (default: OUTPUT/checkpoints).")
+              help="Local backend's checkpoint store: a folder or s3://bucket/prefix (default: OUTPUT/checkpoints).")
 @click.option("--time-scale", type=float, default=None, show_default=_default("time_scale"),
               help="Local backend: simulated seconds per wall-clock second.")
 @click.option("--output", type=click.Path(file_okay=False), default=None, help="Results folder (default results/<timestamp>/).")
