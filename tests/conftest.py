@@ -17,6 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# =====================================================================================================
+# Hypothesis: property tests draw their examples deterministically (the same examples on every run and
+# in CI), so a test that passes here passes there. Set HYPOTHESIS_PROFILE=explore to search afresh.
+# =====================================================================================================
+settings.register_profile("deterministic", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("explore", deadline=None, max_examples=500)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 # =====================================================================================================
 # SeaweedFS: a real S3-compatible server for checkpoint tests (checkpoint store, trainable, worker).
