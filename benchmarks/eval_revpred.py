@@ -213,11 +213,13 @@ def markdown(result: dict) -> str:
                 wins["roc_auc"].items(), key=lambda kv: -kv[1])) + "; Brier " + ", ".join(
                 f"{k} {v}" for k, v in sorted(wins["brier"].items(), key=lambda kv: -kv[1])) + ".")
             lines.append("")
-            rel_models = tuple(m for m in ("revpred", "revpred_raw", "tributary", "empirical") if m in pooled)
-            lines.append(f"Reliability, {rule} max prices (all windows and markets merged):")
-            lines.append("")
-            lines += _reliability_md(summ, rule, rel_models)
-            lines.append("")
+            rel_models = tuple(m for m in ("revpred", "revpred_raw", "revpred_mixed", "tributary", "empirical")
+                               if m in pooled)
+            if rel_models:
+                lines.append(f"Reliability, {rule} max prices (all windows and markets merged):")
+                lines.append("")
+                lines += _reliability_md(summ, rule, rel_models)
+                lines.append("")
     return "\n".join(lines)
 
 

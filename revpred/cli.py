@@ -173,6 +173,7 @@ def build_predictors(ms) -> dict:
 @cli.command(help="Describe a model directory.")
 @click.argument("models_dir", type=click.Path(file_okay=False))
 def info(models_dir) -> None:
+    from revpred.prices import to_timestamp
     from revpred.store import index_markets, load_market_fit, market_slug, read_index
 
     index = read_index(models_dir)
@@ -181,8 +182,6 @@ def info(models_dir) -> None:
                f"{len(markets)} market(s)")
     for m in markets:
         fit = load_market_fit(Path(models_dir) / index["markets"].get(str(m), market_slug(m)), m)
-        from revpred.prices import to_timestamp
-
         c = fit.config
         click.echo(f"- {m}: train {to_timestamp(fit.train_start_s)} .. {to_timestamp(fit.train_end_s)}; "
                    f"stride {c.stride_min} min, epochs {c.epochs}, grid {c.grid_method}, Alg-2 {c.variations}, "
