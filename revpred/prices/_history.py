@@ -60,7 +60,7 @@ class PriceSeries:
         End of the recorded history (>= last record). Queries after it raise PriceDataError.
     """
 
-    __slots__ = ("market", "times_s", "prices", "end_s", "_cum", "_sparse")
+    __slots__ = ("market", "times_s", "prices", "end_s", "_cum", "_sparse", "_changed")
 
     def __init__(self, market: Market, times_s: ArrayLike, prices_usd_per_hour: ArrayLike, end_s: float):
         t = np.asarray(times_s, dtype=np.float64)
@@ -78,6 +78,7 @@ class PriceSeries:
         # cumulative integral of price over time at each record: USD*s/h
         self._cum = np.concatenate([[0.0], np.cumsum(p[:-1] * np.diff(t))])
         self._sparse: list[np.ndarray] | None = None
+        self._changed: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self.times_s.size
@@ -162,10 +163,16 @@ class PriceSeries:
         """Number of records with start < time <= end whose price differs from the previous one."""
         s = np.atleast_1d(np.asarray(start_s, dtype=float))
         e = np.atleast_1d(np.asarray(end_s, dtype=float))
-        changed = np.concatenate([[0], np.cumsum(np.diff(self.prices) != 0)])
+        changed = self._changed_cumulative()
         i0 = np.searchsorted(self.times_s, s, side="right") - 1
         i1 = np.searchsorted(self.times_s, e, side="right") - 1
         return changed[np.maximum(i1, 0)] - changed[np.maximum(i0, 0)]  # changed[0] == 0
+
+    def _changed_cumulative(self) -> np.ndarray:
+        # changed[i]: price changes among records 1..i (computed once, then cached)
+        if self._changed is None:
+            self._changed = np.concatenate([[0], np.cumsum(np.diff(self.prices) != 0)])
+        return self._changed
 
     # -- threshold queries ----------------------------------------------------------------------------
     def _sparse_table(self) -> list[np.ndarray]:
