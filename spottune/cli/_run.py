@@ -94,30 +94,14 @@ def _predictor(kind: str, history: Any, markets: list, start_s: float, train_day
     return ConstantHazard.from_rates(rates), desc
 
 
-#: The default run trains a lighter RevPred than ``revpred train`` (spec §1.7 sizes: stride 1-5 min,
-#: LSTM 3x64) to meet the 8-minute ``make run`` budget on 2 cores: 10-minute stride, hidden 32, 4 epochs.
-RUN_REVPRED = {"stride_min": 10, "epochs": 4, "hidden_size": 32, "validation_days": 0.5, "n_threads": 1}
-
-
-def cache_dir() -> Path:
-    """``$SPOTTUNE_CACHE`` or ``~/.cache/spottune``."""
-    import os
-
-    return Path(os.environ.get("SPOTTUNE_CACHE") or Path.home() / ".cache" / "spottune")
-
-
 def _revpred(history: Any, markets: list, lo_s: float, hi_s: float, seed: int) -> tuple[Any, str]:
-    """RevPred trained on ``[lo_s, hi_s]`` for ``markets``, cached by (data, markets, window, settings)."""
-    import hashlib
-    import json
-
+    """RevPred trained on ``[lo_s, hi_s]`` for ``markets``, cached by (data, markets, window, settings, code)."""
     from revpred.store import load_model_set, save_model_set
     from revpred.training import TrainConfig, train_markets
+    from spottune.cache import LIGHT_REVPRED, model_set_dir
 
-    config = TrainConfig(seed=seed, **RUN_REVPRED)
-    first = {str(m): [float(history[m].times_s[0]), float(history[m].times_s[-1]), len(history[m])] for m in markets}
-    key = hashlib.sha256(json.dumps([first, lo_s, hi_s, config.to_dict()], sort_keys=True, default=str).encode())
-    path = cache_dir() / "revpred" / key.hexdigest()[:16]
+    config = TrainConfig(seed=seed, **LIGHT_REVPRED)
+    path = model_set_dir("revpred", history, markets, lo_s, hi_s, config)
     desc = f"RevPred trained on {(hi_s - lo_s) / 86400:g} days before the start ({path})"
     from revpred.store import INDEX
 

@@ -10,29 +10,22 @@ fits its CPU budget. The oracle needs no training (:class:`~spottune.evaluation.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from spottune.errors import ConfigError
 from spottune.evaluation._oracle import OraclePredictor
-from spottune.evaluation._studies import cache_dir
+from spottune.cache import LIGHT_REVPRED, model_set_dir
 
 LEARNED = ("revpred", "tributary", "constant")
 KINDS = (*LEARNED, "oracle", "none")
-EVAL_REVPRED = {"stride_min": 10, "epochs": 4, "hidden_size": 32, "validation_days": 0.5, "n_threads": 1}
 
 
 def model_set_path(history: Any, markets: list, lo_s: float, hi_s: float, seed: int) -> Path:
     """Cache folder of the model set trained on ``[lo_s, hi_s]`` (seconds since the epoch, UTC)."""
     from revpred.training import TrainConfig
 
-    config = TrainConfig(seed=seed, **EVAL_REVPRED)
-    first = {str(m): [float(history[m].times_s[0]), float(history[m].times_s[-1]), len(history[m])] for m in markets}
-    key = hashlib.sha256(json.dumps([first, lo_s, hi_s, config.to_dict(), LEARNED], sort_keys=True,
-                                    default=str).encode())
-    return cache_dir() / "revpred-eval" / key.hexdigest()[:16]
+    return model_set_dir("revpred-eval", history, markets, lo_s, hi_s, TrainConfig(seed=seed, **LIGHT_REVPRED), LEARNED)
 
 
 def ensure_model_set(history: Any, markets: list, lo_s: float, hi_s: float, seed: int, log: Any = None) -> Path:
@@ -45,7 +38,7 @@ def ensure_model_set(history: Any, markets: list, lo_s: float, hi_s: float, seed
         return path
     if log is not None:
         log(f"training RevPred, Tributary and constant hazard for {len(markets)} markets (cached in {path}) ...")
-    model_set = train_markets(history, markets, lo_s, hi_s, TrainConfig(seed=seed, **EVAL_REVPRED), kinds=LEARNED)
+    model_set = train_markets(history, markets, lo_s, hi_s, TrainConfig(seed=seed, **LIGHT_REVPRED), kinds=LEARNED)
     save_model_set(path, model_set)
     return path
 

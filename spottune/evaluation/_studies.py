@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from spottune.backends import RecordedCurves
+from spottune.cache import cache_dir
 from spottune.errors import ConfigError
 
 #: Recorded studies: name -> (file, checkpoint size in MB [I: fp32 weights + SGD momentum]).
@@ -101,11 +102,6 @@ class StudyCurves(RecordedCurves):
     def reference_seconds_per_step_of(self, trial_id: str) -> float:
         """Seconds per step of ``trial_id`` on the reference instance."""
         return self._per_trial[trial_id]
-
-
-def cache_dir() -> Path:
-    """``$SPOTTUNE_CACHE`` or ``~/.cache/spottune``."""
-    return Path(os.environ.get("SPOTTUNE_CACHE") or Path.home() / ".cache" / "spottune")
 
 
 def learning_curves_dir() -> Path:
