@@ -27,6 +27,23 @@ settings.register_profile("deterministic", derandomize=True, deadline=None, prin
 settings.register_profile("explore", deadline=None, max_examples=500)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
+
+# =====================================================================================================
+# Cache isolation: trained models and recorded curves go to a per-session folder, never to the user's
+# ~/.cache/spottune (subprocesses inherit the variable).
+# =====================================================================================================
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_spottune_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    old = os.environ.get("SPOTTUNE_CACHE")
+    os.environ["SPOTTUNE_CACHE"] = str(tmp_path_factory.mktemp("spottune-cache"))
+    yield
+    if old is None:
+        os.environ.pop("SPOTTUNE_CACHE", None)
+    else:
+        os.environ["SPOTTUNE_CACHE"] = old
+
 # =====================================================================================================
 # SeaweedFS: a real S3-compatible server for checkpoint tests (checkpoint store, trainable, worker).
 # One server per test session, started on free loopback ports; tests needing it are marked `server`.
