@@ -50,7 +50,10 @@ def test_report_rerenders(small_run):
 
 
 @pytest.mark.parametrize(("args", "words"), [(["--theta", "1.5"], "theta"), (["--top-k", "0"], "top_k"),
-                                             (["--workload", "nope"], "nope")])
+                                             (["--workload", "nope"], "nope"),
+                                             (["--start", "2030-01-01T00:00Z"], "2015-08-31 23:59:13"),
+                                             (["--start", "2015-03-12T00:00Z"], "2015-04-04 06:35:56"),
+                                             (["--instance-types", "zz.large"], "zz.large")])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, args, words):
     from spottune.cli import main
 

@@ -159,6 +159,7 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
     catalog = InstanceCatalog.load()
     pool = Pool(instance_types=spec.instance_types, availability_zones=spec.availability_zones)
     markets = pool.resolve(history, catalog)
+    _check_start(history, markets, start_s, spec.train_days)
     predictor, predictor_desc = _predictor(spec.predictor, history, markets, start_s, spec.train_days, seed)
     provisioner = Provisioner(history, catalog, predictor, pool, np.random.default_rng(seed))
     trials = spec.trials()
@@ -202,6 +203,26 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
             "predictor_desc": predictor_desc}
 
 
+def _check_start(history: Any, markets: list, start_s: float, train_days: float) -> None:
+    """The start must leave ``train_days`` of price history of every pool market before it, inside the history.
+
+    Raises
+    ------
+    ConfigError
+        Naming the start and the recorded range.
+    """
+    from revpred.prices import to_timestamp
+
+    first = max(history[m].start_s for m in markets)
+    lo, hi = first + train_days * 86400.0, history.end_s
+    if not lo <= start_s < hi:
+        raise ConfigError(
+            f"start is {to_timestamp(start_s)}, but must lie in [{to_timestamp(lo)}, {to_timestamp(hi)}): every "
+            f"pool market has prices from {to_timestamp(first)} to {to_timestamp(hi)}, and RevPred trains on the "
+            f"{train_days:g} days before the start"
+        )
+
+
 def store_url(spec: ExperimentSpec, folder: str | Path) -> str:
     """Where the local backend's workers checkpoint: ``storage_path``, or ``<folder>/checkpoints``.
 
@@ -233,14 +254,17 @@ class _Bar:
     """tqdm bar over planned steps, with simulated time, trial states and dollars so far."""
 
     def __init__(self, total_steps: int, start_s: float, enabled: bool):
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=total_steps, unit="step", disable=not enabled, dynamic_ncols=True)
+        self.total_steps, self.enabled = total_steps, enabled
+        self.bar: Any = None  # drawn at the first report, so set-up errors print alone
         self.start_s = start_s
         self.done = 0
         self.calls = 0
 
     def __call__(self, now_s: float, orch: Any, usd: float) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.total_steps, unit="step", disable=not self.enabled, dynamic_ncols=True)
         self.calls += 1
         steps = sum(tr.step for tr in orch.trials.values())
         if steps != self.done:
@@ -256,7 +280,8 @@ class _Bar:
                 refresh=False)
 
     def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
 
 
 @click.command("run", help="Tune a workload on (simulated) spot capacity: Algorithm 1 of SpotTune end to end. "
