@@ -259,18 +259,19 @@ class CurveFitter:
             raise InvalidCurveError("g and y must be finite")
         if g[0] < 0 or np.any(np.diff(g) <= 0):
             raise InvalidCurveError("g must be >= 0 and strictly increasing")
-        G = float(g[-1]) if g[-1] > 0 else 1.0
+        G = float(g[-1])  # > 0: at least 4 strictly increasing steps from g[0] >= 0
         Y = float(np.max(np.abs(y))) or 1.0
         u, z = g / G, y / Y
         theta = self._solve(u, z)
-        self._scale = (G, Y)
-        self._theta = theta
-        self._u, self._z = u, z
         A, B, C, D = theta
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             mapped = np.array([A / (Y * G * G), B / (Y * G), C / Y, D * Y])
         if not np.all(np.isfinite(mapped)):
             raise CurveFitError(f"parameters overflow when mapped back to the data's units (max|y| = {Y:g})")
+        # validated: only now replace the state of a previous fit (a failed refit leaves it intact)
+        self._scale = (G, Y)
+        self._theta = theta
+        self._u = u
         self.params_ = CurveParams(a=float(mapped[0]), b=float(mapped[1]), c=float(mapped[2]), d=float(mapped[3]))
         resid = _scaled_model(theta, u) - z
         self.cost_ = 0.5 * float(np.sum(resid**2)) * Y * Y

@@ -163,7 +163,7 @@ class PerformanceMatrix:
         """
         j = self.column(instance_type)
         seconds = float(seconds)
-        if steps < 0 or not math.isfinite(seconds) or seconds < 0:
+        if not steps >= 0 or not math.isfinite(seconds) or seconds < 0:  # "not >=" also refuses NaN
             raise ProvisionerConfigError(
                 f"trial {trial_id}: segment of {seconds} s and {steps} steps, but both must be >= 0 and finite"
             )

@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted
 from revpred.errors import RevPredError
 from revpred.features import N_INPUTS, N_PRESENT
 from revpred.labels import HORIZON_S
-from revpred.predictor import broadcast_queries
+from revpred.predictor import broadcast_queries, group_by_market
 from revpred.prices import Market, PriceHistory
 
 
@@ -82,14 +82,17 @@ class PresentRecordLogistic(ClassifierMixin, BaseEstimator):
         return np.column_stack([1.0 - p, p])
 
     def predict(self, X: ArrayLike) -> np.ndarray:
+        """Class labels 0/1, shape (n,): 1 where P(revoked within the hour) >= 0.5."""
         return (self.predict_proba(X)[:, 1] >= 0.5).astype(np.int64)
 
     def export_state(self) -> dict:
+        """JSON-able parameters and coefficients (for :mod:`revpred.store`)."""
         check_is_fitted(self, "coef_")
         return {"params": self.get_params(), "coef": self.coef_.tolist(), "intercept": self.intercept_}
 
     @classmethod
     def from_state(cls, d: dict) -> "PresentRecordLogistic":
+        """Inverse of :meth:`export_state`; RevPredError if the coefficients have the wrong length."""
         est = cls(**d["params"])
         est.coef_ = np.asarray(d["coef"], dtype=np.float64)
         if est.coef_.shape != (N_PRESENT,):
@@ -122,8 +125,7 @@ class EmpiricalRate:
         """See :class:`~revpred.protocol.RevocationPredictor`. Shape (n,)."""
         ms, t, b = broadcast_queries(markets, times_s, max_prices_usd_per_hour)
         out = np.empty(len(ms))
-        for m in set(ms):
-            idx = np.flatnonzero([x == m for x in ms])
+        for m, idx in group_by_market(ms).items():
             r = self.rises.get(m)
             if r is None:
                 raise RevPredError(f"no empirical rate for market {m}")

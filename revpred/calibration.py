@@ -34,6 +34,11 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z))
 
 
+def _prior_shift(r_p: float) -> float:
+    """``log(r_p / r_n)``, the logit shift of Eq 3; 0 for one-class training (no weighting was applied)."""
+    return 0.0 if r_p in (0.0, 1.0) else math.log(r_p / (1.0 - r_p))
+
+
 def _log_loss(y: np.ndarray, z: np.ndarray) -> float:
     # mean binary cross-entropy from logits, numerically stable
     return float(np.mean(np.logaddexp(0.0, z) - y * z))
@@ -49,12 +54,15 @@ class Calibrator:
     kind = "none"
 
     def fit(self, o: ArrayLike, y: ArrayLike, r_p: float) -> "Calibrator":
+        """Learn the mapping from raw outputs ``o`` (n,), labels ``y`` (n,) and the training share ``r_p``; returns self."""
         return self
 
     def transform(self, o: ArrayLike) -> np.ndarray:
+        """Revocation probabilities p in [0, 1], shape (n,), from raw outputs ``o`` of shape (n,)."""
         return np.asarray(o, dtype=np.float64)
 
     def to_dict(self) -> dict:
+        """JSON-able state; :func:`calibrator_from_dict` restores it."""
         return {"kind": self.kind}
 
 
@@ -71,10 +79,9 @@ class PriorShift(Calibrator):
 
     def transform(self, o: ArrayLike) -> np.ndarray:
         o = np.asarray(o, dtype=np.float64)
-        r_p = self.r_p_
-        if r_p in (0.0, 1.0):  # one-class training: no weighting was applied
+        if self.r_p_ in (0.0, 1.0):  # one-class training: no weighting was applied
             return o
-        return _sigmoid(_logit(o) + math.log(r_p / (1.0 - r_p)))
+        return _sigmoid(_logit(o) + _prior_shift(self.r_p_))
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "r_p": self.r_p_}
@@ -118,19 +125,15 @@ class Temperature(Calibrator):
         self.T_ = 1.0
         z = _logit(np.asarray(o, dtype=np.float64))
         y = np.asarray(y, dtype=np.float64)
-        shift = self._shift()
+        shift = _prior_shift(self.r_p_)
         if y.size and 0.0 < y.mean() < 1.0:
             res = minimize_scalar(lambda lt: _log_loss(y, z / math.exp(lt) + shift), bounds=(math.log(0.05), math.log(20.0)),
                                   method="bounded")
             self.T_ = float(math.exp(res.x))
         return self
 
-    def _shift(self) -> float:
-        r_p = self.r_p_
-        return 0.0 if r_p in (0.0, 1.0) else math.log(r_p / (1.0 - r_p))
-
     def transform(self, o: ArrayLike) -> np.ndarray:
-        return _sigmoid(_logit(np.asarray(o, dtype=np.float64)) / self.T_ + self._shift())
+        return _sigmoid(_logit(np.asarray(o, dtype=np.float64)) / self.T_ + _prior_shift(self.r_p_))
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "T": self.T_, "r_p": self.r_p_}
@@ -157,4 +160,6 @@ def calibrator_from_dict(d: dict) -> Calibrator:
             cal.T_, cal.r_p_ = float(d["T"]), float(d["r_p"])
     except KeyError as exc:
         raise RevPredError(f"stored calibration {d.get('kind')!r} lacks {exc.args[0]!r}") from None
+    except (TypeError, ValueError) as exc:
+        raise RevPredError(f"stored calibration {d.get('kind')!r} has a non-numeric field ({exc})") from None
     return cal

@@ -31,10 +31,8 @@ def _seconds(value: str, name: str) -> float:
 
     try:
         return to_seconds(value)
-    except RevPredError:
-        raise
-    except (ValueError, TypeError):
-        raise RevPredError(f"{name} {value!r} is not a timestamp; use UTC ISO-8601, e.g. 2015-05-01T00:00Z") from None
+    except RevPredError as exc:  # to_seconds raises PriceDataError for every bad value
+        raise RevPredError(f"{name}: {exc}") from None
 
 
 def _markets(history, market_args: tuple[str, ...], all_markets: bool) -> list:

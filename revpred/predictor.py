@@ -22,10 +22,10 @@ from numpy.typing import ArrayLike
 
 from revpred.errors import RevPredError
 from revpred.features import N_HISTORY, N_RECORDS, N_SEQ, FeatureScaler, make_inputs, record_features
+from revpred.prices import Market, PriceHistory
 
 #: Column of the present price (USD/hour, unscaled) in the input rows.
 PRESENT_PRICE_COLUMN = N_HISTORY * N_SEQ
-from revpred.prices import Market, PriceHistory
 
 
 @dataclass
@@ -100,6 +100,14 @@ def broadcast_queries(markets: Sequence[Market], times_s: ArrayLike,
     return ms, t, b
 
 
+def group_by_market(markets: Sequence[Market]) -> dict[Market, np.ndarray]:
+    """Query positions per market, in first-seen order: ``{market: int ndarray of shape (n_m,)}``."""
+    groups: dict[Market, list[int]] = {}
+    for i, m in enumerate(markets):
+        groups.setdefault(m, []).append(i)
+    return {m: np.asarray(rows) for m, rows in groups.items()}
+
+
 class RevPred:
     """Per-market RevPred models behind the :class:`~revpred.protocol.RevocationPredictor` protocol.
 
@@ -158,14 +166,10 @@ class RevPred:
         """
         ms, t, b = broadcast_queries(markets, times_s, max_prices_usd_per_hour)
         out = np.empty(len(ms))
-        groups: dict[Market, list[int]] = {}
-        for i, m in enumerate(ms):
-            groups.setdefault(m, []).append(i)
-        for m, rows in groups.items():
+        for m, idx in group_by_market(ms).items():
             model = self.models.get(m)
             if model is None:
                 raise RevPredError(f"no RevPred model for market {m} (have: {', '.join(map(str, self.markets[:5]))})")
-            idx = np.asarray(rows)
             out[idx] = model.proba(self.history, t[idx], b[idx], raw=self.raw)
         return np.clip(out, 0.0, 1.0)
 

@@ -70,6 +70,13 @@ class ConstantRevocation:
         times_s: ArrayLike,
         max_prices_usd_per_hour: ArrayLike,
     ) -> np.ndarray:
+        """The fixed p of each query's market, ndarray of shape (n,); times and max prices are ignored.
+
+        Raises
+        ------
+        RevPredError
+            A market is not in the mapping.
+        """
         if not isinstance(self.p, Mapping):
             return np.full(len(markets), float(self.p))
         try:

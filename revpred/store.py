@@ -157,6 +157,13 @@ def load_market_fit(path: str | Path, market: Market) -> MarketFit:
     if meta.get("market") != str(market):
         raise RevPredError(f"model in {d} was trained for market {meta.get('market')}, not {market}; "
                            "refusing to use it for another market")
+    try:
+        return _market_fit_from_meta(d, meta, market)
+    except KeyError as exc:  # a hand-edited or truncated meta.json
+        raise RevPredError(f"model in {d}: meta.json lacks the field {exc.args[0]!r}") from None
+
+
+def _market_fit_from_meta(d: Path, meta: dict, market: Market) -> MarketFit:
     start, end = float(meta["train_start_s"]), float(meta["train_end_s"])
     if not (math.isfinite(start) and math.isfinite(end) and start < end):
         raise RevPredError(f"model in {d} has a malformed training window {meta['train_start']} .. {meta['train_end']}")

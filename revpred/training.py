@@ -87,10 +87,12 @@ class TrainConfig:
     batch_size: int = 64
 
     def to_dict(self) -> dict:
+        """JSON-able settings (for the model directory's ``meta.json``)."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
+        """Inverse of :meth:`to_dict`; unknown keys are ignored, missing ones take their defaults."""
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         return cls(**known)
 
@@ -241,6 +243,7 @@ class ModelSet:
 
     @property
     def markets(self) -> list[Market]:
+        """Markets with a fit, sorted."""
         return sorted(self.fits)
 
     @property

@@ -112,11 +112,15 @@ class ImdsClient:
         ------
         OSError
             If the service cannot be reached (callers that poll should log and retry).
+        ValueError
+            If the body is not a JSON object (garbled answer).
         """
         body = self.get(_ACTION_PATH)
         if body is None:
             return None
         doc = json.loads(body)
+        if not isinstance(doc, dict):  # a ValueError like a garbled body: pollers retry, not crash
+            raise ValueError(f"{_ACTION_PATH} returned {body[:100]!r}, but must be a JSON object")
         return InstanceAction(str(doc.get("action", "terminate")), str(doc.get("time", "")))
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from spottune.results import read_results
 
@@ -144,4 +143,4 @@ def render_report(out: Path, plots: bool = True) -> str:
     return results_table(res)
 
 
-__all__ = ["render_report", "results_table", "plot_learning_curves", "plot_timeline", "plot_cost", "pd"]
+__all__ = ["render_report", "results_table", "plot_learning_curves", "plot_timeline", "plot_cost"]

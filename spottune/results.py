@@ -15,6 +15,8 @@ Definitions (spec §1.11):
 from __future__ import annotations
 
 import json
+import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +101,26 @@ def curves_frame(orch: Any) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["trial_id", "step", "value"])
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so a killed process leaves the old file or the new one, never half.
+
+    The text goes to a uniquely named temporary file in the same folder, is flushed to disk, then
+    replaces ``path`` with ``os.replace`` (atomic on POSIX and Windows).
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def write_results(out: Path, result: dict[str, Any]) -> dict[str, Any]:
-    """Write every results file into ``out`` (created); returns the summary dict.
+    """Write every results file into ``out`` (created), each atomically; returns the summary dict.
 
     Parameters
     ----------
@@ -112,25 +132,33 @@ def write_results(out: Path, result: dict[str, Any]) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     orch, record = result["orchestrator"], result["record"]
     ledger = _ledger_frame(record)
-    ledger.to_csv(out / "ledger.csv", index=False)
-    trials_frame(orch, ledger, result.get("configs", {})).to_csv(out / "trials.csv", index=False)
-    curves_frame(orch).to_csv(out / "curves.csv", index=False)
-    with open(out / "events.jsonl", "w") as fh:
-        for rec in record.log:
-            fh.write(json.dumps(rec, sort_keys=True) + "\n")
+    _write_atomic(out / "ledger.csv", ledger.to_csv(index=False))
+    _write_atomic(out / "trials.csv", trials_frame(orch, ledger, result.get("configs", {})).to_csv(index=False))
+    _write_atomic(out / "curves.csv", curves_frame(orch).to_csv(index=False))
+    _write_atomic(out / "events.jsonl", "".join(json.dumps(rec, sort_keys=True) + "\n" for rec in record.log))
     summary = summary_dict(orch, record, ledger)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    # written last: read_results needs it, so a run killed midway is not mistaken for a finished one
+    _write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
     return summary
 
 
 def read_results(out: Path) -> dict[str, Any]:
-    """Read back ``trials``, ``ledger``, ``curves`` (DataFrames) and ``summary`` (dict)."""
+    """Read back ``trials``, ``ledger``, ``curves`` (DataFrames) and ``summary`` (dict).
+
+    Raises
+    ------
+    ConfigError
+        If a file is missing, unreadable or not valid CSV/JSON (not a spottune results folder).
+    """
+    from spottune.errors import ConfigError
+
     out = Path(out)
     need = ["trials.csv", "ledger.csv", "curves.csv", "summary.json"]
     missing = [n for n in need if not (out / n).exists()]
     if missing:
-        from spottune.errors import ConfigError
-
         raise ConfigError(f"{out} is not a spottune results folder (missing {', '.join(missing)})")
-    return {"trials": pd.read_csv(out / "trials.csv"), "ledger": pd.read_csv(out / "ledger.csv"),
-            "curves": pd.read_csv(out / "curves.csv"), "summary": json.loads((out / "summary.json").read_text())}
+    try:  # pandas' EmptyDataError/ParserError and JSONDecodeError are ValueErrors
+        return {"trials": pd.read_csv(out / "trials.csv"), "ledger": pd.read_csv(out / "ledger.csv"),
+                "curves": pd.read_csv(out / "curves.csv"), "summary": json.loads((out / "summary.json").read_text())}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{out} holds an unreadable results file ({type(exc).__name__}: {exc})") from None

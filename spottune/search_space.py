@@ -97,6 +97,12 @@ class Choice:
         return _plain(self.values[int(rng.integers(len(self.values)))])
 
 
+def _check_finite_bounds(kind: str, lo: object, hi: object) -> None:
+    """Raise ``ConfigError`` unless both bounds of a ``kind`` distribution are finite numbers."""
+    if not (_is_number(lo) and _is_number(hi)) or not (math.isfinite(lo) and math.isfinite(hi)):  # type: ignore[arg-type]
+        raise ConfigError(f"{kind} is [{lo!r}, {hi!r}], but both bounds must be finite numbers")
+
+
 @dataclass(frozen=True, slots=True)
 class Uniform:
     """A float uniformly in ``[lo, hi)`` (Ray's ``tune.uniform``)."""
@@ -105,8 +111,7 @@ class Uniform:
     hi: float
 
     def __post_init__(self) -> None:
-        if not (_is_number(self.lo) and _is_number(self.hi)) or not (math.isfinite(self.lo) and math.isfinite(self.hi)):
-            raise ConfigError(f"uniform is [{self.lo!r}, {self.hi!r}], but both bounds must be finite numbers")
+        _check_finite_bounds("uniform", self.lo, self.hi)
         if not self.lo < self.hi:
             raise ConfigError(f"uniform is [{self.lo!r}, {self.hi!r}], but must have lo < hi")
 
@@ -123,8 +128,7 @@ class LogUniform:
     hi: float
 
     def __post_init__(self) -> None:
-        if not (_is_number(self.lo) and _is_number(self.hi)) or not (math.isfinite(self.lo) and math.isfinite(self.hi)):
-            raise ConfigError(f"loguniform is [{self.lo!r}, {self.hi!r}], but both bounds must be finite numbers")
+        _check_finite_bounds("loguniform", self.lo, self.hi)
         if not 0 < self.lo < self.hi:
             raise ConfigError(f"loguniform is [{self.lo!r}, {self.hi!r}], but must have 0 < lo < hi")
 

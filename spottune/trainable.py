@@ -210,17 +210,23 @@ class Trainable(abc.ABC):
         Raises
         ------
         CheckpointError
-            If the folder holds no framework state file (not a spottune checkpoint).
+            If the folder holds no readable framework state file (not a spottune checkpoint), or
+            the file lacks the step counter or a valid ``rng`` state.
         """
         path = Path(checkpoint_dir)
         try:
             state = json.loads((path / FRAMEWORK_STATE_FILE).read_text())
         except (OSError, ValueError) as exc:
             raise CheckpointError(f"{path} is not a spottune checkpoint: {exc}") from None
-        self.iteration = int(state["iteration"])
-        rng_state = state["rng"]
-        bitgen = getattr(np.random, rng_state["bit_generator"])()
-        bitgen.state = rng_state
+        try:  # parse all of it before changing anything
+            iteration = int(state["iteration"])
+            rng_state = state["rng"]
+            bitgen = getattr(np.random, rng_state["bit_generator"])()
+            bitgen.state = rng_state
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CheckpointError(f"{path / FRAMEWORK_STATE_FILE} is malformed "
+                                  f"({type(exc).__name__}: {exc})") from None
+        self.iteration = iteration
         self.rng = np.random.Generator(bitgen)
         self.load_checkpoint(str(path))
 

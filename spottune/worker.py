@@ -283,7 +283,7 @@ def _warm_up(workload: str, store: str | None, storage_options: dict[str, Any]) 
 
     Builds (and throws away) one trainable of the workload with its first default configuration, so
     torch / scikit-learn are imported and the dataset is loaded and cached in this process. Failures
-    are ignored here; the real segment reports them.
+    are written to stderr and otherwise ignored here; the real segment reports them.
     """
     from spottune.checkpoint import open_store
     from spottune.workloads import get_workload
@@ -292,13 +292,13 @@ def _warm_up(workload: str, store: str | None, storage_options: dict[str, Any]) 
         wl = get_workload(workload)
         configs = wl.configs() if wl.search_space else [{}]
         wl.make(configs[0]).cleanup()
-    except Exception:
-        pass
+    except Exception as exc:  # not fatal: the segment that needs it reports the failure on stdout
+        print(f"spottune worker: warm-up of workload {workload!r} failed: {_one_line(exc)}", file=sys.stderr)
     if store:
         try:
             open_store(store, storage_options)
-        except Exception:
-            pass
+        except Exception as exc:
+            print(f"spottune worker: warm-up of store {store!r} failed: {_one_line(exc)}", file=sys.stderr)
 
 
 def standby(argv: Sequence[str], stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:

@@ -232,6 +232,17 @@ def test_mode_max_ranks_by_one_minus_accuracy_and_theta_one_uses_finals():
     assert acts[-1].top_k == ("b",) and acts[-1].metrics == {"b": pytest.approx(0.9)}
 
 
+def test_a_diverged_trial_with_nan_loss_is_ranked_last():
+    s = Script(trials=("a", "b"), max_steps=3, theta=1.0, top_k=1)
+    s.start()
+    for t, loss in (("a", float("nan")), ("b", 0.9)):
+        iid = s.launched(t)
+        s.steps(t, iid, 3, f=lambda k, loss=loss: loss)
+        acts = s(CheckpointSaved, trial_id=t, instance_id=iid, reason=CheckpointReason.END, step=3)
+    # a bare tuple sort leaves (nan, "a") first, since nothing compares less than NaN
+    assert acts[-1].top_k == ("b",) and acts[-1].metrics == {"b": pytest.approx(0.9)}
+
+
 def test_failures_retry_then_fail_without_stopping_others():
     s = Script(trials=("bad", "good"), max_steps=4, theta=1.0, top_k=1, max_failures=1)
     s.start()
@@ -271,6 +282,13 @@ def test_missing_metric_is_a_config_error_and_changes_nothing():
 def test_config_is_checked_at_once(bad):
     with pytest.raises(ConfigError):
         OrchestratorConfig(**{"max_steps": 10, **bad})
+
+
+@pytest.mark.parametrize(("theta", "max_steps", "expected"),
+                         [(0.07, 100, 7), (0.7, 10, 7), (0.75, 10, 8), (0.001, 10, 1), (0.999, 10, 10), (1.0, 10, 10)])
+def test_theta_steps_is_ceil_without_float_noise(theta, max_steps, expected):
+    # 0.07 * 100 == 7.000000000000001 in floats; a bare ceil would give 8
+    assert OrchestratorConfig(max_steps=max_steps, theta=theta).theta_steps == expected
 
 
 def test_same_script_same_actions():

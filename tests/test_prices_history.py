@@ -165,3 +165,9 @@ def test_minute_grids_match_the_step_function(case) -> None:
     np.testing.assert_array_equal(grid.to_numpy(), s.price_at(t) if t.size else [])
     linear = s.minute_grid(start_s=float(lo[0]), method="linear").to_numpy()
     assert np.all(linear >= s.prices.min() - 1e-12) and np.all(linear <= s.prices.max() + 1e-12)
+
+
+@pytest.mark.parametrize("bad", ["garbage", "nan", None, float("nan"), float("inf"), "2017-04-26T00:00"])
+def test_to_seconds_rejects_bad_times_with_price_data_error(bad):
+    with pytest.raises(PriceDataError):
+        to_seconds(bad)

@@ -267,6 +267,17 @@ def test_file_level_errors(tmp_path: Path) -> None:
         read_prices(write(tmp_path, _with(3, "0.0321", "-1").replace("0.12", "-2")))
 
 
+def test_unreadable_file_is_a_price_data_error(tmp_path: Path, monkeypatch) -> None:
+    path = write(tmp_path, _with(3, "0.0321", "0.0321"))
+
+    def denied(self: Path) -> bytes:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    with pytest.raises(PriceDataError, match="cannot read the price file \\(Permission denied\\)"):
+        read_prices(path)
+
+
 def test_records_to_table_accepts_boto3_records() -> None:
     recs = [{**api(r), "Timestamp": pd.Timestamp(r[0]).to_pydatetime()} for r in RECORDS]
     pd.testing.assert_frame_equal(records_to_table(recs + recs[:1]), canonical(RECORDS))

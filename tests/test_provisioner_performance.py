@@ -59,7 +59,7 @@ def test_zero_steps_is_no_information():
     assert not T.measured("h", "r4.large")
 
 
-@pytest.mark.parametrize("seconds, steps", [(-1.0, 10), (10.0, -1), (float("nan"), 3), (0.0, 5)])
+@pytest.mark.parametrize("seconds, steps", [(-1.0, 10), (10.0, -1), (float("nan"), 3), (0.0, 5), (10.0, float("nan"))])
 def test_bad_segments_are_rejected(seconds, steps):
     T = PerformanceMatrix(CORES)
     with pytest.raises(ProvisionerConfigError):

@@ -72,3 +72,10 @@ def test_platt_and_temperature_beat_raw_output_on_their_validation_data():
 def test_unknown_calibration_is_refused():
     with pytest.raises(RevPredError, match="unknown"):
         make_calibrator("isotonic")
+
+
+def test_damaged_stored_calibration_is_refused():
+    with pytest.raises(RevPredError, match="lacks"):
+        calibrator_from_dict({"kind": "platt", "a": 1.0})
+    with pytest.raises(RevPredError, match="non-numeric"):
+        calibrator_from_dict({"kind": "temperature", "T": None, "r_p": 0.1})

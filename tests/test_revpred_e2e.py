@@ -158,6 +158,9 @@ def test_persistence_refuses_damaged_directories(tmp_path, history, model_set):
     (sub / "meta.json").write_text(json.dumps({**meta, "train_end_s": meta["train_start_s"] - 1}))
     with pytest.raises(RevPredError, match="training window"):
         load_market_fit(sub, MARKETS[0])
+    (sub / "meta.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "config"}))
+    with pytest.raises(RevPredError, match="lacks the field 'config'"):
+        load_market_fit(sub, MARKETS[0])
     (sub / "meta.json").write_text(json.dumps(meta))
     (sub / "revpred.pt").write_bytes(b"not a torch file")
     with pytest.raises(RevPredError, match="unreadable"):

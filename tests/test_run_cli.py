@@ -49,6 +49,24 @@ def test_report_rerenders(small_run):
     assert "JCT" in result.output
 
 
+def test_results_are_written_without_temp_leftovers(small_run):
+    out, _ = small_run
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_report_on_a_corrupt_results_file_is_a_config_error(small_run, tmp_path):
+    import shutil
+
+    from spottune.errors import ConfigError
+    from spottune.results import read_results
+
+    broken = tmp_path / "broken"
+    shutil.copytree(small_run[0], broken)
+    (broken / "summary.json").write_text('{"total_cost_usd": 1.')  # a truncated file
+    with pytest.raises(ConfigError, match="unreadable results file"):
+        read_results(broken)
+
+
 @pytest.mark.parametrize(("args", "words"), [(["--theta", "1.5"], "theta"), (["--top-k", "0"], "top_k"),
                                              (["--workload", "nope"], "nope"),
                                              (["--start", "2030-01-01T00:00Z"], "2015-08-31 23:59:13"),

@@ -72,6 +72,17 @@ def test_restore_from_a_non_checkpoint_raises(tmp_path):
         Noisy({"lr": 0.1}).restore(tmp_path)
 
 
+@pytest.mark.parametrize("state", [{}, {"iteration": 1}, {"iteration": 1, "rng": {"bit_generator": "NoSuchGen"}},
+                                   {"iteration": "x", "rng": {}}, []])
+def test_restore_from_a_malformed_state_file_raises_and_changes_nothing(tmp_path, state):
+    (tmp_path / FRAMEWORK_STATE_FILE).write_text(json.dumps(state))
+    t = Noisy({"lr": 0.1}, seed=3)
+    t.train()
+    with pytest.raises(CheckpointError, match="is malformed"):
+        t.restore(tmp_path)
+    assert t.iteration == 1
+
+
 def test_step_must_return_numbers():
     class Bad(Noisy):
         def step(self):

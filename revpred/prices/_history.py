@@ -32,10 +32,22 @@ def to_seconds(t: object) -> float:
     """UTC timestamp (str, datetime, pandas.Timestamp) or seconds -> float seconds since the epoch.
 
     Naive timestamps are rejected: engine times are never naive.
+
+    Raises
+    ------
+    PriceDataError
+        If ``t`` is not finite, not a date and time, or has no time zone.
     """
     if isinstance(t, (int, float, np.integer, np.floating)):
+        if not np.isfinite(t):
+            raise PriceDataError(f"time {t!r} is not finite; give seconds since the epoch or a UTC timestamp")
         return float(t)
-    ts = pd.Timestamp(t)
+    try:
+        ts = pd.Timestamp(t)
+    except (ValueError, TypeError, OverflowError):
+        raise PriceDataError(f"timestamp {t!r} is not a date and time; use UTC ISO-8601, e.g. '2015-05-01T00:00Z'") from None
+    if ts is pd.NaT:
+        raise PriceDataError(f"timestamp {t!r} is not a date and time; use UTC ISO-8601, e.g. '2015-05-01T00:00Z'")
     if ts.tzinfo is None:
         raise PriceDataError(f"timestamp {t!r} has no time zone; give it in UTC, e.g. '2015-05-01T00:00Z'")
     return ts.value / 1e9

@@ -99,6 +99,8 @@ def _read_bytes(path: Path) -> bytes:
         raise PriceDataError(f"{path}: no such price file") from None
     except IsADirectoryError:
         raise PriceDataError(f"{path}: is a directory, not a price file") from None
+    except OSError as exc:  # e.g. permission denied
+        raise PriceDataError(f"{path}: cannot read the price file ({exc.strerror or exc})") from None
     try:
         if data[:2] == b"\x1f\x8b":
             data = gzip.decompress(data)

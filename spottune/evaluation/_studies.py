@@ -170,7 +170,7 @@ def _builtin(name: str, seed: int, max_steps: int | None, cache: Path | None) ->
                             if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)}
                            for _ in range(steps)]
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # per process: parallel runs fill the same cache
         tmp.write_text(json.dumps({"workload": name, "seed": seed, "max_steps": steps,
                                    "configs": json.loads(json.dumps(configs, default=str)), "curves": curves}))
         tmp.replace(path)

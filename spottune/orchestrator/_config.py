@@ -114,5 +114,12 @@ class OrchestratorConfig:
 
     @property
     def theta_steps(self) -> int:
-        """Phase-1 target ``ceil(θ·S_max)`` (Algorithm 1, line 7), steps."""
-        return self.max_steps if self.theta >= 1 else min(self.max_steps, math.ceil(self.theta * self.max_steps))
+        """Phase-1 target ``ceil(θ·S_max)`` (Algorithm 1, line 7), steps.
+
+        A 1e-9 tolerance absorbs floating-point noise (``0.07 * 100`` is ``7.000000000000001``, whose
+        ceiling would be 8); the result is clamped to ``[1, S_max]``. Same rule as
+        :attr:`spottune.experiment.ExperimentSpec.theta_steps`.
+        """
+        if self.theta >= 1:
+            return self.max_steps
+        return min(self.max_steps, max(1, math.ceil(self.theta * self.max_steps - 1e-9)))

@@ -21,6 +21,7 @@ Decisions ([I], spec §1.6 and §1.14):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import assert_never
 
@@ -376,6 +377,7 @@ class Orchestrator:
         ranked = sorted(
             ((self._ranking_loss(tr), tr.trial_id) for tr in self.trials.values()
              if tr.losses and tr.state in (TrialState.PAUSED_AT_THETA, TrialState.FINISHED)),
+            key=_rank_key,
         )
         self.selected = tuple(tid for _, tid in ranked[: self.config.top_k])
         for tr in self.trials.values():
@@ -391,11 +393,23 @@ class Orchestrator:
         """Algorithm 1, line 53: the best of the selected trials by final observed metric."""
         pool = self.selected if self.config.theta < 1 else tuple(self.trials)
         finals = sorted(
-            (self.trials[tid].losses[-1], tid) for tid in pool
-            if self.trials[tid].state is TrialState.FINISHED and self.trials[tid].losses
+            ((self.trials[tid].losses[-1], tid) for tid in pool
+             if self.trials[tid].state is TrialState.FINISHED and self.trials[tid].losses),
+            key=_rank_key,
         )
         self.top_k = tuple(tid for _, tid in finals[: self.config.top_k])
         self.finished_s = t
         out.append(ExperimentFinished(
             time_s=t, top_k=self.top_k, metrics={tid: self.to_user(loss) for loss, tid in finals[: self.config.top_k]},
         ))
+
+
+def _rank_key(item: tuple[float, str]) -> tuple[bool, float, str]:
+    """Sort key of ``(loss, trial_id)``: lowest loss first, a NaN loss (a diverged trial) last.
+
+    A bare tuple sort puts NaN anywhere (every comparison with NaN is False), so a diverged trial
+    could be kept in the top-k.
+    """
+    loss, trial_id = item
+    nan = math.isnan(loss)
+    return (nan, 0.0 if nan else loss, trial_id)
