@@ -40,7 +40,8 @@ class Pool:
     min_memory_gib : float
         Keep types with at least this much memory, GiB.
     markets : iterable of Market, optional
-        An explicit market list instead of types × zones (the filters above still apply).
+        An explicit market list instead of types × zones. The type, zone, vCPU and memory filters
+        still apply; ``product_description`` does not (each market names its own).
 
     Examples
     --------
