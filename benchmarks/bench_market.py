@@ -19,43 +19,16 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _common import ROOT, TRACE, load_2015, timed  # puts the project on sys.path
 
-from revpred.prices import PriceHistory  # noqa: E402
 from spottune.market import Billing, LegacyBidRevocation, MarketReplay, ModernHazardRevocation  # noqa: E402
 
-TRACE = ROOT.parent / "shared" / "data" / "spot_prices" / "us-east-1_2015.csv.gz"
 TARGET_S = 1.0
-
-
-def load_2015() -> tuple[PriceHistory, str]:
-    try:
-        from revpred.prices import read_prices
-    except ImportError:  # readers not there yet: the documented pandas fallback
-        df = pd.read_csv(TRACE)
-        df["timestamp"] = pd.to_datetime(df["datetime"], utc=True)
-        df["product_description"] = "Linux/UNIX"
-        return PriceHistory(df), "pandas.read_csv fallback"
-    return PriceHistory(read_prices(TRACE)), "revpred.prices.read_prices"
-
-
-def timed(fn, repeats: int) -> tuple[float, float, object]:
-    """Median and min wall time (s) over ``repeats`` calls, and the last result."""
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), min(times), out
 
 
 def naive_next_above(series, t: float, b: float) -> float:

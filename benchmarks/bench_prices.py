@@ -26,32 +26,17 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _common import ROOT, TRACE, TRACE_2021, timed  # puts the project on sys.path
 
 from revpred.prices import PriceHistory, load_report, read_prices  # noqa: E402
 
-TRACE = ROOT.parent / "shared" / "data" / "spot_prices" / "us-east-1_2015.csv.gz"
-TRACE_2021 = ROOT.parent / "shared" / "data" / "spot_prices" / "eu-west-1_2021-08.csv.gz"
 SAMPLE = 2_000
-
-
-def timed(fn, repeats: int) -> tuple[float, float, object]:
-    """Median and min wall time (s) over ``repeats`` calls, and the last result."""
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), min(times), out
 
 
 def naive_load(path: Path) -> pd.DataFrame:

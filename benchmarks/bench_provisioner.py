@@ -16,27 +16,19 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _common import ROOT, TRACE, load_2015, run_times  # puts the project on sys.path
 
 from provisioner import InstanceCatalog, Pool, Provisioner, step_cost_usd  # noqa: E402
-from revpred.prices import PriceHistory, read_prices  # noqa: E402
 from revpred.protocol import ConstantRevocation  # noqa: E402
 
-TRACE = ROOT.parent / "shared" / "data" / "spot_prices" / "us-east-1_2015.csv.gz"
 N_TRIALS = 16
 TARGET_MS = 50.0
-
-
-def load_2015() -> tuple[PriceHistory, str]:
-    return PriceHistory(read_prices(TRACE)), "revpred.prices.read_prices"
 
 
 def naive_round(prov: Provisioner, trial_ids, now_s: float, rng: np.random.Generator):
@@ -63,12 +55,8 @@ def naive_round(prov: Provisioner, trial_ids, now_s: float, rng: np.random.Gener
 
 
 def timed(fn, repeats: int) -> list[float]:
-    out = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t0) * 1e3)
-    return out
+    """Wall time of each call, milliseconds."""
+    return [s * 1e3 for s in run_times(fn, repeats)[0]]
 
 
 def summary(ms: list[float]) -> dict:

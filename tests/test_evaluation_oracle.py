@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from provisioner import InstanceCatalog
-from revpred.prices import Market, PriceHistory, PriceSeries
+from revpred.prices import Market, PriceHistory
 from spottune.evaluation import NeverRevoked, OnDemandBilling, OraclePredictor
 from spottune.market import LegacyBidRevocation
 

@@ -19,7 +19,6 @@ from spottune.orchestrator import (
     EndReason,
     ExperimentStarted,
     HourElapsed,
-    Launch,
     LaunchFailed,
     Marker,
     MetricReported,

@@ -38,9 +38,9 @@ def test_price_outside_the_history_is_an_error(series: PriceSeries, t_s: float) 
 
 def test_cost_and_mean_across_two_changes(series: PriceSeries) -> None:
     # run T0+300 .. T0+2400: 300 s at 0.10, 1200 s at 0.30, 600 s at 0.20 (USD per hour)
-    usd_s_per_h = 300 * 0.10 + 1200 * 0.30 + 600 * 0.20  # = 510
-    assert series.cost_usd(T0 + 300, T0 + 2400) == pytest.approx(510 / 3600, rel=1e-12)
-    assert series.mean_price(T0 + 300, T0 + 2400) == pytest.approx(510 / 2100, rel=1e-12)
+    usd_s_per_h = 510.0  # 300 * 0.10 + 1200 * 0.30 + 600 * 0.20, by hand
+    assert series.cost_usd(T0 + 300, T0 + 2400) == pytest.approx(usd_s_per_h / 3600, rel=1e-12)
+    assert series.mean_price(T0 + 300, T0 + 2400) == pytest.approx(usd_s_per_h / 2100, rel=1e-12)
     assert series.cost_usd(T0 + 600, T0 + 600) == 0.0
     assert series.mean_price(T0 + 700, T0 + 700) == 0.30  # zero width: the price at that instant
     np.testing.assert_allclose(series.cost_usd([T0, T0 + 600], [T0 + 600, T0 + 1800]), [60 / 3600, 360 / 3600])

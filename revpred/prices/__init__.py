@@ -9,11 +9,11 @@ Read a file with :func:`read_prices` (any supported layout, see ``LAYOUTS``), fi
 """
 
 from revpred.prices._history import CANONICAL_COLUMNS, PriceHistory, PriceSeries, to_seconds, to_timestamp
+from revpred.prices._layouts import LAYOUTS
 from revpred.prices._locate import DATA_ENV, DEFAULT_PRICE_FILE, load_history, locate_prices, price_dirs, project_root
 from revpred.prices._market import DEFAULT_PRODUCT, Market
 from revpred.prices._readers import (
     ALL_PRODUCTS,
-    LAYOUTS,
     LoadReport,
     load_report,
     read_prices,

@@ -22,7 +22,6 @@ import pandas as pd
 
 from revpred.errors import PriceDataError
 from revpred.prices._history import CANONICAL_COLUMNS
-from revpred.prices._layouts import LAYOUTS  # noqa: F401  (re-exported: revpred.prices imports it from here)
 from revpred.prices._layouts import _OS_TO_PRODUCT, _frame_from_records, _parse, _Raw, _read_bytes
 from revpred.prices._validate import _codes, _drop_blank_lines, _parse_prices, _parse_times
 

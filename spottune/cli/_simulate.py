@@ -58,7 +58,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     """
     from tqdm import tqdm
 
-    from spottune.evaluation import THETA_SWEEP, Task, make_table, parse_policies, summarise
+    from spottune.evaluation import Task, make_table, parse_policies, summarise
     from spottune.evaluation._predictors import ensure_model_set
     from spottune.evaluation._runner import TRAIN_DAYS, environment, run_task
     from spottune.evaluation._studies import list_studies

@@ -1,0 +1,45 @@
+"""What the benchmarks share: paths to the shared traces, a wall-clock timer, the 2015 price history.
+
+Benchmarks are scripts (``python benchmarks/bench_x.py``), so this module sits beside them and each
+script puts the project root on ``sys.path`` before importing the project.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SPOT_PRICES = ROOT.parent / "shared" / "data" / "spot_prices"
+TRACE = SPOT_PRICES / "us-east-1_2015.csv.gz"
+TRACE_2021 = SPOT_PRICES / "eu-west-1_2021-08.csv.gz"
+
+
+def run_times(fn: Callable[[], Any], repeats: int) -> tuple[list[float], Any]:
+    """Wall time of each of ``repeats`` calls, seconds, and the last call's result."""
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return times, out
+
+
+def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, float, Any]:
+    """Median and minimum wall time over ``repeats`` calls, seconds, and the last call's result."""
+    times, out = run_times(fn, repeats)
+    return statistics.median(times), min(times), out
+
+
+def load_2015() -> tuple[Any, str]:
+    """The us-east-1 2015 trace as a ``PriceHistory``, and how it was read."""
+    from revpred.prices import PriceHistory, read_prices
+
+    return PriceHistory(read_prices(TRACE)), "revpred.prices.read_prices"
