@@ -1,4 +1,4 @@
-"""What the benchmarks share: paths to the shared traces, a wall-clock timer, the 2015 price history.
+"""What the benchmarks share: paths to the bundled traces, a wall-clock timer, the 2015 price history.
 
 Benchmarks are scripts (``python benchmarks/bench_x.py``), so this module sits beside them and each
 script puts the project root on ``sys.path`` before importing the project.
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SPOT_PRICES = ROOT.parent / "shared" / "data" / "spot_prices"
+SPOT_PRICES = ROOT / "data" / "spot_prices"
 TRACE = SPOT_PRICES / "us-east-1_2015.csv.gz"
 TRACE_2021 = SPOT_PRICES / "eu-west-1_2021-08.csv.gz"
 
@@ -40,6 +40,6 @@ def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, float, Any]:
 
 def load_2015() -> tuple[Any, str]:
     """The us-east-1 2015 trace as a ``PriceHistory``, and how it was read."""
-    from revpred.prices import PriceHistory, read_prices
+    from spotmarket.prices import PriceHistory, read_prices
 
-    return PriceHistory(read_prices(TRACE)), "revpred.prices.read_prices"
+    return PriceHistory(read_prices(TRACE)), "spotmarket.prices.read_prices"

@@ -4,7 +4,7 @@ Writes ``benchmarks/results/earlycurve.json``. Usage (from the project root)::
 
     .venv/bin/python benchmarks/digits_curves.py          # once: records our own curves
     .venv/bin/python benchmarks/digits_curves.py --workload digits-mlp   # the main job's workload
-    .venv/bin/python benchmarks/bench_earlycurve.py [--data ../shared/data/learning_curves]
+    .venv/bin/python benchmarks/bench_earlycurve.py [--data data/learning_curves]
         [--studies 200] [--seed 0] [--speed-only] [--markdown]
 
 Speed (targets from the issue; baselines measured in the same run):
@@ -138,7 +138,7 @@ def sweep_markdown(report: dict, predictors: tuple[str, ...] = ("earlycurve", "e
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=ROOT / ".." / "shared" / "data" / "learning_curves")
+    parser.add_argument("--data", type=Path, default=ROOT / "data" / "learning_curves")
     parser.add_argument(
         "--digits", type=Path, nargs="*",
         default=[RESULTS / "digits_curves.csv", RESULTS / "workload_digits-mlp_curves.csv"],

@@ -26,7 +26,7 @@ import numpy as np
 
 from _common import ROOT, TRACE, load_2015, timed  # puts the project on sys.path
 
-from spottune.market import Billing, LegacyBidRevocation, MarketReplay, ModernHazardRevocation  # noqa: E402
+from spotmarket import Billing, LegacyBidRevocation, MarketReplay, ModernHazardRevocation  # noqa: E402
 
 TARGET_S = 1.0
 

@@ -25,10 +25,10 @@ import numpy as np
 
 from earlycurve import EarlyCurve, is_plateau
 from provisioner import InstanceCatalog, Pool, Provisioner
-from revpred.prices import load_history, to_seconds
+from spotmarket.prices import load_history, to_seconds
 from revpred.protocol import ConstantRevocation
 from spottune.backends import RecordedCurves, SimBackend, SimSettings
-from spottune.market import Billing, LegacyBidRevocation
+from spotmarket import Billing, LegacyBidRevocation
 from spottune.orchestrator import Orchestrator, OrchestratorConfig
 
 N_TRIALS, MAX_STEPS, THETA, TOP_K, SEED, REPEATS = 16, 300, 0.7, 3, 0, 3

@@ -34,7 +34,7 @@ import pandas as pd
 
 from _common import ROOT, TRACE, TRACE_2021, timed  # puts the project on sys.path
 
-from revpred.prices import PriceHistory, load_report, read_prices  # noqa: E402
+from spotmarket.prices import PriceHistory, load_report, read_prices  # noqa: E402
 
 SAMPLE = 2_000
 

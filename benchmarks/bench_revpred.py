@@ -29,11 +29,11 @@ import numpy as np
 import torch
 
 from revpred.evaluation import evaluate
-from revpred.prices import Market, load_history, locate_prices, to_seconds
+from spotmarket.prices import Market, load_history, locate_prices, to_seconds
 from revpred.training import TrainConfig, train_markets
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_PRICES = "us-east-1_2015.csv.gz"  # found by revpred.prices.locate_prices
+DEFAULT_PRICES = "us-east-1_2015.csv.gz"  # found by spotmarket.prices.locate_prices
 TRAIN_START, TRAIN_END = "2015-06-01T00:00Z", "2015-06-10T00:00Z"
 TEST_END = "2015-06-13T00:00Z"
 MARKET = Market("us-east-1a", "c3.xlarge")  # the busiest series: the hardest case for training time

@@ -49,11 +49,11 @@ def speed() -> dict:
 
 def scaling() -> dict:
     from provisioner import InstanceCatalog, Pool
-    from revpred.prices import load_history, to_seconds
+    from spotmarket.prices import load_history, to_seconds
     from revpred.protocol import ConstantRevocation
     from spottune.backends import SimBackend, SimSettings
     from spottune.evaluation import Study, assemble, get_policy
-    from spottune.market import Billing, LegacyBidRevocation
+    from spotmarket import Billing, LegacyBidRevocation
 
     history = load_history(None)
     catalog = InstanceCatalog.load()

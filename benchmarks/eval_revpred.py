@@ -37,7 +37,7 @@ import torch
 
 from revpred.cli import build_predictors
 from revpred.evaluation import evaluate
-from revpred.prices import Market, load_history, locate_prices, to_seconds, to_timestamp
+from spotmarket.prices import Market, load_history, locate_prices, to_seconds, to_timestamp
 from revpred.training import TrainConfig, train_markets
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from revpred.prices import PriceHistory, to_timestamp
+from spotmarket.prices import PriceHistory, to_timestamp
 from revpred.protocol import RevocationPredictor
 
 from provisioner._catalog import InstanceCatalog

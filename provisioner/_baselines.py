@@ -7,7 +7,7 @@ predictor they still report p and the Eq 2 step cost of every candidate, for the
 
 from __future__ import annotations
 
-from revpred.prices import Market
+from spotmarket.prices import Market
 
 from provisioner._base import BaseChooser
 from provisioner.errors import ProvisionerConfigError

@@ -4,7 +4,7 @@ Sources, merged by :meth:`InstanceCatalog.load` ([I] catalog sources, see ``docs
 
 1. ``on_demand_2017_noahgift.csv`` (GitHub ``noahgift/spot_price_machine_learning``, MIT): 53 types
    with memory, ECU, vCPUs, GPUs and a Linux on-demand price in USD/hour. The file names no region;
-   its prices match the 2017 us-east-1 Linux list prices (``../shared/data/spot_prices/README.md`` §4),
+   its prices match the 2017 us-east-1 Linux list prices (``data/spot_prices/README.md`` §4),
    so they are filed under ``us-east-1`` (configurable).
 2. ``on_demand_us-east-1_2015.csv`` (GitHub ``prateek-s/spot-price-model``): the on-demand price of the
    five types of the 2015 us-east-1 spot trace, with an explicit region.
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from revpred.prices import price_dirs
+from spotmarket.prices import price_dirs
 
 from provisioner.errors import CatalogError, UnknownInstanceType
 
@@ -120,8 +120,8 @@ def find_data_file(name: str, data_dir: str | os.PathLike[str] | None = None) ->
     """Locate a bundled price file.
 
     Search order: ``data_dir`` if given (only there), else the price-data folders of
-    :func:`revpred.prices.price_dirs` (``<project>/data/spot_prices/``, ``./data/spot_prices/``,
-    ``$SPOTTUNE_DATA``, ``<project>/../shared/data/spot_prices/``, ...), the same order as price files.
+    :func:`spotmarket.prices.price_dirs` (``$SPOTTUNE_DATA``, the project's ``data/spot_prices/``, a
+    wheel's ``share/spottune/data/spot_prices/``), the same order as price files.
 
     Raises
     ------

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from revpred.prices import Market
+from spotmarket.prices import Market
 
 
 def _num(x: float | None) -> float | None:

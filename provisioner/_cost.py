@@ -1,6 +1,6 @@
 """SpotTune's cost model: Eq 1 (expected hourly cost), Eq 2 (cost per step) and an opt-in refinement.
 
-Source: SpotTune (ICDCS 2020) Eq 1–2 as reconstructed in ``../shared/spec/SPOTTUNE_SPEC.md`` §1.3–1.4.
+Source: SpotTune (ICDCS 2020) Eq 1–2 as reconstructed in spec §1.3–1.4.
 A revocation within an instance's first hour is fully refunded, so with probability p the next hour is
 free: ``E[C_i] = p_i · 0 + (1 − p_i) · P̄_i``. All functions are vectorised (NumPy broadcasting) and
 return a float for scalar input.

@@ -1,6 +1,6 @@
 """The performance matrix T: seconds per training step, per trial (row) and instance type (column).
 
-Source: SpotTune §1.4 (``../shared/spec/SPOTTUNE_SPEC.md``): "T is initiated according to the number of
+Source: SpotTune §1.4 (spec): "T is initiated according to the number of
 CPU cores of each instance" and "updated in an online manner according to the latest runs". The
 details are [I] decisions, recorded in ``docs/provisioner.md``:
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from revpred.prices import DEFAULT_PRODUCT, Market, PriceHistory
+from spotmarket.prices import DEFAULT_PRODUCT, Market, PriceHistory
 
 from provisioner._catalog import InstanceCatalog
 from provisioner.errors import NoMarketAvailable, ProvisionerConfigError

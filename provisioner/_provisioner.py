@@ -1,6 +1,6 @@
 """SpotTune's provisioner: each trial goes to the market with the lowest expected cost per step.
 
-Source: SpotTune (ICDCS 2020) getBestInst, Eq 1–2 (``../shared/spec/SPOTTUNE_SPEC.md`` §1.3–1.5):
+Source: SpotTune (ICDCS 2020) getBestInst, Eq 1–2 (spec §1.3–1.5):
 ``argmin_i (1 − p_i) · P̄_i · T[h][i] / 3600`` over the pool, p_i predicted at the max price b_i that
 is then requested (D1).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from revpred.prices import PriceHistory
+from spotmarket.prices import PriceHistory
 from revpred.protocol import RevocationPredictor
 
 from provisioner._base import BaseChooser
@@ -54,7 +54,7 @@ class Provisioner(BaseChooser):
     Examples
     --------
     >>> import numpy as np, pandas as pd
-    >>> from revpred.prices import PriceHistory
+    >>> from spotmarket.prices import PriceHistory
     >>> from revpred.protocol import ConstantRevocation
     >>> table = pd.DataFrame({
     ...     "timestamp": pd.to_datetime(["2015-05-01T00:00Z"] * 2 + ["2015-05-02T00:00Z"] * 2),

@@ -1,7 +1,7 @@
 """revpred: spot price data and revocation prediction (SpotTune §1.7).
 
 The model API is exported lazily (``revpred.RevPred`` etc.), so ``import revpred`` or
-``import revpred.prices`` does not import torch.
+``import spotmarket.prices`` does not import torch.
 """
 
 from importlib import import_module

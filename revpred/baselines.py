@@ -30,7 +30,7 @@ from revpred.errors import RevPredError
 from revpred.features import N_INPUTS, N_PRESENT
 from revpred.labels import HORIZON_S
 from revpred.predictor import broadcast_queries, group_by_market
-from revpred.prices import Market, PriceHistory
+from spotmarket.prices import Market, PriceHistory
 
 
 class PresentRecordLogistic(ClassifierMixin, BaseEstimator):

@@ -19,6 +19,7 @@ import click
 
 from revpred.cli_runner import run_click
 from revpred.errors import RevPredError
+from spotmarket.errors import SpotMarketError
 
 
 @click.group(help="RevPred: revocation prediction from spot price history (SpotTune §1.7).")
@@ -27,16 +28,16 @@ def cli() -> None:
 
 
 def _seconds(value: str, name: str) -> float:
-    from revpred.prices import to_seconds
+    from spotmarket.prices import to_seconds
 
     try:
         return to_seconds(value)
-    except RevPredError as exc:  # to_seconds raises PriceDataError for every bad value
+    except (RevPredError, SpotMarketError) as exc:  # to_seconds raises PriceDataError for every bad value
         raise RevPredError(f"{name}: {exc}") from None
 
 
 def _markets(history, market_args: tuple[str, ...], all_markets: bool) -> list:
-    from revpred.prices import Market
+    from spotmarket.prices import Market
 
     if all_markets and market_args:
         raise RevPredError("give either --market (repeatable) or --all-markets, not both")
@@ -52,7 +53,7 @@ def _markets(history, market_args: tuple[str, ...], all_markets: bool) -> list:
 
 def _history(prices: str | None):
     """Price history of ``--prices`` (a path or a bare file name; default: the project's lookup, issue 2)."""
-    from revpred.prices import load_history
+    from spotmarket.prices import load_history
 
     return load_history(prices)
 
@@ -128,7 +129,7 @@ def train(prices, market_args, all_markets, train_start, train_end, out, seed, e
 @click.option("--per-market", is_flag=True, help="Also print per-market rows.")
 def eval_(prices, models_dir, test_start, test_end, market_args, stride, seed, json_out, per_market) -> None:
     from revpred.evaluation import evaluate, summary_rows
-    from revpred.prices import Market
+    from spotmarket.prices import Market
     from revpred.store import load_model_set
 
     start_s, end_s = _seconds(test_start, "--test-start"), _seconds(test_end, "--test-end")
@@ -171,7 +172,7 @@ def build_predictors(ms) -> dict:
 @cli.command(help="Describe a model directory.")
 @click.argument("models_dir", type=click.Path(file_okay=False))
 def info(models_dir) -> None:
-    from revpred.prices import to_timestamp
+    from spotmarket.prices import to_timestamp
     from revpred.store import index_markets, load_market_fit, market_slug, read_index
 
     index = read_index(models_dir)
@@ -223,4 +224,4 @@ def _clean(o):
 
 def main() -> None:
     """Console-script entry point."""
-    run_click(cli, (RevPredError,), prog_name="revpred")
+    run_click(cli, (RevPredError, SpotMarketError), prog_name="revpred")

@@ -21,7 +21,7 @@ from sklearn.metrics import f1_score, roc_auc_score
 
 from revpred.errors import RevPredError
 from revpred.labels import alg2_max_prices, random_max_prices, revocation_labels, sample_times
-from revpred.prices import Market, PriceHistory, to_timestamp
+from spotmarket.prices import Market, PriceHistory, to_timestamp
 
 RULES = ("random", "alg2")
 

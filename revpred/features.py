@@ -44,7 +44,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from revpred.errors import PriceDataError, RevPredError
-from revpred.prices import PriceSeries, to_timestamp
+from spotmarket.prices import PriceSeries, to_timestamp
 
 SEQ_FEATURES: tuple[str, ...] = (
     "price",

@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike
 
 from revpred.errors import PriceDataError, RevPredError
 from revpred.features import HISTORY_S, minute_prices
-from revpred.prices import PriceSeries, to_timestamp
+from spotmarket.prices import PriceSeries, to_timestamp
 
 HORIZON_S = 3600.0
 TRIM_FRACTION = 0.2

@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike
 
 from revpred.errors import RevPredError
 from revpred.features import N_HISTORY, N_RECORDS, N_SEQ, FeatureScaler, make_inputs, record_features
-from revpred.prices import Market, PriceHistory
+from spotmarket.prices import Market, PriceHistory
 
 #: Column of the present price (USD/hour, unscaled) in the input rows.
 PRESENT_PRICE_COLUMN = N_HISTORY * N_SEQ

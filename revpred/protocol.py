@@ -13,14 +13,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from revpred.errors import RevPredError
-from revpred.prices._market import Market
+from spotmarket.prices._market import Market
 
 
 @runtime_checkable
 class RevocationPredictor(Protocol):
     """P(spot price > max price within the next hour), per (market, decision time, max price).
 
-    Source: SpotTune §1.7 (``../shared/spec/SPOTTUNE_SPEC.md``); p feeds Eq 1.
+    Source: SpotTune §1.7 (spec); p feeds Eq 1.
     """
 
     def predict_proba(

@@ -32,7 +32,7 @@ from revpred.errors import RevPredError
 from revpred.features import FeatureScaler
 from revpred.model import RevPredClassifier
 from revpred.predictor import MarketModel
-from revpred.prices import Market, PriceHistory, to_timestamp
+from spotmarket.prices import Market, PriceHistory, to_timestamp
 from revpred.training import LEARNED_KINDS, MarketFit, ModelSet, TrainConfig
 
 FORMAT = "revpred-models"

@@ -34,7 +34,7 @@ from revpred.labels import (HORIZON_S, alg2_max_prices, max_rise, random_max_pri
                             sample_times)
 from revpred.model import RevPredClassifier
 from revpred.predictor import MarketModel, RevPred
-from revpred.prices import Market, PriceHistory, PriceSeries
+from spotmarket.prices import Market, PriceHistory, PriceSeries
 
 #: Learned per-market models and the max-price rule of their training labels.
 LEARNED_KINDS = {"revpred": "alg2", "tributary": "random", "logreg": "alg2"}

@@ -5,16 +5,15 @@ Each subclass also inherits the built-in it resembles, so ``except ValueError`` 
 """
 
 
+from spotmarket.errors import MarketError  # noqa: F401  (re-exported: market errors live in spotmarket)
+
+
 class SpottuneError(Exception):
     """Base class of every error spottune raises on purpose."""
 
 
 class ConfigError(SpottuneError, ValueError):
     """An experiment option or CLI argument is invalid; the message names the value and the rule."""
-
-
-class MarketError(SpottuneError, ValueError):
-    """A market replay query is invalid (unknown market, time outside the recorded history, ...)."""
 
 
 class BackendError(SpottuneError, RuntimeError):

@@ -32,7 +32,7 @@ TRIAL_COLUMNS = [
 
 
 def _ledger_frame(record: Any) -> pd.DataFrame:
-    from spottune.market import LEDGER_COLUMNS, ledger_frame
+    from spotmarket import LEDGER_COLUMNS, ledger_frame
 
     frame = ledger_frame(record.ledger) if record.ledger else pd.DataFrame(columns=list(LEDGER_COLUMNS))
     steps = record.instance_steps

@@ -25,8 +25,7 @@ from earlycurve.evaluation import (
 )
 from earlycurve.evaluation._datasets import RecordedCurve
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "learning_curves"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared learning-curve data not present")
+DATA = Path(__file__).resolve().parents[1] / "data" / "learning_curves"
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +33,6 @@ def cakelab():
     return load_cakelab(DATA / "cakelab_resnet32_cifar10_curves.csv.gz")
 
 
-@needs_data
 def test_opda_counts_match_the_readme():
     alexnet = load_opda(DATA / "opda_alexnet_imagenet_tuning.jsonl.gz", "opda-alexnet")
     assert alexnet.counts == {"total": 512, "diverged": 147, "empty": 0, "incomplete": 0, "used": 365}
@@ -43,13 +41,11 @@ def test_opda_counts_match_the_readme():
     assert np.all((first.values >= 0) & (first.values <= 1))  # 1 − top-1
 
 
-@needs_data
 def test_cakelab_counts_match_the_readme(cakelab):
     assert cakelab.counts["total"] == 408 and cakelab.counts["used"] == 386
     assert cakelab.counts["truncated"] == 22 and cakelab.counts["repeated_steps"] >= 1
 
 
-@needs_data
 def test_staging_pays_off_on_step_decay_curves(cakelab):
     """Small real-data eval: noisy-curve Eq 7 at θ = 0.7 at least halves SLAQ's median error."""
     curves = subsample(cakelab, 40, seed=0)
@@ -95,7 +91,6 @@ def test_digits_csv_loader(tmp_path):
     assert result["counts"]["evaluated"] == 1
 
 
-@needs_data
 def test_find_datasets_with_extra_csvs(tmp_path):
     rows = [{"config_id": "c0", "step": s, "max_steps": 20, "val_loss": 1.0 / (s + 1)} for s in range(0, 21, 5)]
     paths = [tmp_path / "digits_curves.csv", tmp_path / "workload_digits-mlp_curves.csv"]
@@ -157,7 +152,6 @@ def test_cli_bad_path_exit_2(tmp_path, monkeypatch, capsys):
     assert "none of the known curve files" in err and "Traceback" not in err
 
 
-@needs_data
 def test_cli_small_eval_writes_json(tmp_path, monkeypatch, capsys):
     out = tmp_path / "eval.json"
     argv = ["curves", "eval", str(DATA / "cakelab_resnet32_cifar10_curves.csv.gz"), "--max-curves", "12", "--studies", "4", "--no-sweep", "--json", str(out)]

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from provisioner import InstanceCatalog
-from revpred.prices import Market, PriceHistory
+from spotmarket.prices import Market, PriceHistory
 from spottune.evaluation import NeverRevoked, OnDemandBilling, OraclePredictor
-from spottune.market import LegacyBidRevocation
+from spotmarket import LegacyBidRevocation
 
 A = Market("us-east-1a", "r3.large")
 T0 = pd.Timestamp("2015-05-05T00:00Z").value / 1e9

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from provisioner import CheapestMarketChooser, FixedMaxPrice, FixedTypeChooser, InstanceCatalog, Pool, Provisioner
-from revpred.prices import Market, PriceHistory
+from spotmarket.prices import Market, PriceHistory
 from revpred.protocol import ConstantRevocation
 from spottune.backends import SimBackend, SimSettings
 from spottune.errors import ConfigError
@@ -21,7 +21,7 @@ from spottune.evaluation import (
     get_policy,
     parse_policies,
 )
-from spottune.market import Billing, LegacyBidRevocation
+from spotmarket import Billing, LegacyBidRevocation
 from spottune.orchestrator import LastValuePredictor, TrialState
 
 T0 = pd.Timestamp("2015-05-05T00:00Z").value / 1e9

@@ -10,7 +10,7 @@ import pytest
 
 from spottune.backends import LocalBackend, LocalSettings
 from spottune.errors import BackendError
-from spottune.market import Billing, LegacyBidRevocation
+from spotmarket import Billing, LegacyBidRevocation
 from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState
 from tests.test_sim_backend import T0, Fixed, history
 from tests.test_worker_process import WORKLOAD, Walk

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from revpred.prices import Market, PriceSeries
-from spottune.errors import ConfigError, MarketError
-from spottune.market import Billing, EndedBy, LedgerRow
+from spotmarket.prices import Market, PriceSeries
+from spotmarket.errors import MarketError
+from spotmarket import Billing, EndedBy, LedgerRow
 
 T0 = 1_430_000_000.0  # 2015-04-25T22:13:20Z: real epoch magnitudes, to catch float trouble
 M = Market("us-east-1a", "r3.large")
@@ -108,7 +108,7 @@ def test_bill_returns_a_ledger_row():
 
 
 def test_errors_name_the_value_and_the_rule():
-    with pytest.raises(ConfigError, match="granularity is 'minute'"):
+    with pytest.raises(MarketError, match="granularity is 'minute'"):
         Billing("minute")
     with pytest.raises(MarketError, match="ended_by is 'aws'"):
         bill(0, 10, "aws")

@@ -5,9 +5,9 @@ import math
 import pandas as pd
 import pytest
 
-from revpred.prices import Market
+from spotmarket.prices import Market
 from spottune.errors import MarketError
-from spottune.market import LEDGER_COLUMNS, EndedBy, LedgerRow, ledger_frame, ledger_rows, read_ledger_csv, write_ledger_csv
+from spotmarket import LEDGER_COLUMNS, EndedBy, LedgerRow, ledger_frame, ledger_rows, read_ledger_csv, write_ledger_csv
 
 M = Market("us-east-1a", "r3.large")
 

@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from revpred.prices import Market, PriceSeries
-from spottune.market import Billing, LegacyBidRevocation, MarketReplay, ModernHazardRevocation, RunRequest
+from spotmarket.prices import Market, PriceSeries
+from spotmarket import Billing, LegacyBidRevocation, MarketReplay, ModernHazardRevocation, RunRequest
 
 M = Market("us-east-1a", "r3.large")
 T0 = 1_430_000_000.0

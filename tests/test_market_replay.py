@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from revpred.prices import Market, PriceHistory, PriceSeries
+from spotmarket.prices import Market, PriceHistory, PriceSeries
 from spottune.errors import MarketError
-from spottune.market import (
+from spotmarket import (
     Billing,
     Cause,
     LegacyBidRevocation,
@@ -21,7 +21,7 @@ A = Market("us-east-1a", "r3.large")
 B = Market("us-east-1b", "r3.large")
 SA = PriceSeries(A, [T0, T0 + 1000, T0 + 2500], [0.36, 0.72, 0.18], end_s=T0 + 100_000)
 SB = PriceSeries(B, [T0, T0 + 5000], [0.1, 0.4], end_s=T0 + 100_000)
-PRICE_2015 = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "spot_prices" / "us-east-1_2015.csv.gz"
+PRICE_2015 = Path(__file__).resolve().parents[1] / "data" / "spot_prices" / "us-east-1_2015.csv.gz"
 
 
 def replay(**kw):
@@ -82,9 +82,7 @@ def test_replay_is_repeatable_for_both_models():
 
 @pytest.fixture(scope="module")
 def history_2015():
-    if not PRICE_2015.exists():
-        pytest.skip("shared 2015 price trace not present")
-    from revpred.prices import read_prices
+    from spotmarket.prices import read_prices
     return PriceHistory(read_prices(PRICE_2015))
 
 

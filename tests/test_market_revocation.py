@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from revpred.prices import Market, PriceSeries
-from spottune.errors import ConfigError, MarketError
-from spottune.market import (
+from spotmarket.prices import Market, PriceSeries
+from spotmarket.errors import MarketError
+from spotmarket import (
     BLOCK_S,
     Cause,
     HazardCalibration,
@@ -91,9 +91,9 @@ def test_legacy_errors():
         legacy().revocation(Market("us-east-1b", "r3.large"), T0, instance_id="i", max_price_usd_per_hour=1.0)
     with pytest.raises(MarketError, match="unknown"):
         rev(legacy(), -10, 1.0)
-    with pytest.raises(ConfigError, match="crossing_is"):
+    with pytest.raises(MarketError, match="crossing_is"):
         legacy(crossing_is="both")
-    with pytest.raises(ConfigError, match="notice_lead_s"):
+    with pytest.raises(MarketError, match="notice_lead_s"):
         legacy(notice_lead_s=-1)
 
 
@@ -129,7 +129,7 @@ def test_modern_same_seed_same_revocations_in_any_query_order():
 
 def test_modern_is_stable_across_processes():
     """Seeds are hashed with BLAKE2b, not hash(): a new process with another PYTHONHASHSEED agrees."""
-    code = ("from revpred.prices import Market; from spottune.market import ModernHazardRevocation as M;"
+    code = ("from spotmarket.prices import Market; from spotmarket import ModernHazardRevocation as M;"
             "r = M(None, 5).revocation(Market('us-east-1c', 'p3.2xlarge'), 1682000000.0, instance_id='i-9');"
             "print(repr(r.termination_s), r.cause)")
     env = dict(os.environ, PYTHONHASHSEED="12345")
@@ -225,5 +225,5 @@ def test_modern_first_hour_revocation_rate_matches_the_traces():
 
 
 def test_modern_rejects_bad_seed():
-    with pytest.raises(ConfigError, match="seed"):
+    with pytest.raises(MarketError, match="seed"):
         ModernHazardRevocation(None, -1)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from provisioner.errors import NoMarketAvailable
-from revpred.prices import Market
+from spotmarket.prices import Market
 from spottune.errors import ConfigError
 from spottune.orchestrator import (
     Checkpoint,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from revpred.prices import Market
+from spotmarket.prices import Market
 from spottune.errors import IllegalTransition, InvalidAction, UnexpectedEvent
 from spottune.orchestrator import (
     EVENT_TYPES,

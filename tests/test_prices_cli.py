@@ -11,14 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from revpred.prices import load_report, read_prices
+from spotmarket.prices import load_report, read_prices
 from spottune.cli import main
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "spot_prices"
-TRACE_2015 = SHARED / "us-east-1_2015.csv.gz"
-TRACE_2021 = SHARED / "eu-west-1_2021-08.csv.gz"
-needs_traces = pytest.mark.skipif(not TRACE_2015.exists() or not TRACE_2021.exists(),
-                                  reason="../shared/data/spot_prices/ is not there")
+PRICES = Path(__file__).resolve().parents[1] / "data" / "spot_prices"
+TRACE_2015 = PRICES / "us-east-1_2015.csv.gz"
+TRACE_2021 = PRICES / "eu-west-1_2021-08.csv.gz"
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
@@ -33,7 +31,6 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest
     return code, out, err
 
 
-@needs_traces
 def test_info_on_the_2015_trace(capsys, monkeypatch) -> None:
     code, out, _ = run(["prices", "info", str(TRACE_2015), "--json"], capsys, monkeypatch)
     assert code == 0
@@ -50,7 +47,6 @@ def test_info_on_the_2015_trace(capsys, monkeypatch) -> None:
     assert code == 0 and "274,099 read" in out and "markets:     15 " in out
 
 
-@needs_traces
 def test_info_on_the_2021_trace_shows_read_and_kept(capsys, monkeypatch) -> None:
     code, out, _ = run(["prices", "info", str(TRACE_2021), "--json"], capsys, monkeypatch)
     info = json.loads(out)
@@ -123,7 +119,7 @@ def moto_ec2(monkeypatch: pytest.MonkeyPatch):
 
     This is the one mock in the price tests, and why: moto's own answer is fake and not seedable (every
     price "0.00001", every timestamp 2006-01-02, StartTime/EndTime/ProductDescriptions ignored; see
-    ../shared/spec/DEPENDENCIES.md §2(b)). So its response handler is replaced in-process, before the server
+    the dependency notes, §2(b)). So its response handler is replaced in-process, before the server
     thread serves a request, by one that filters the seeded rows the way EC2 does and pages them with
     MaxResults/NextToken. Everything else (HTTP, the EC2 query protocol, botocore's paginator and
     parsing) is real.

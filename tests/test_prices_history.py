@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from revpred.errors import PriceDataError
-from revpred.prices import Market, PriceHistory, PriceSeries, to_seconds, to_timestamp
+from spotmarket.prices import Market, PriceHistory, PriceSeries, to_seconds, to_timestamp
 
 T0 = to_seconds("2017-04-26T00:00:00Z")
 M = Market("us-east-1a", "r4.large")

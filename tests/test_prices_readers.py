@@ -1,4 +1,4 @@
-"""revpred.prices readers: every layout, every bad input (file and line named), duplicates, properties.
+"""spotmarket.prices readers: every layout, every bad input (file and line named), duplicates, properties.
 
 All inputs are small files written in tmp_path; the real traces are covered in test_prices_cli.py.
 """
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from revpred.errors import PriceDataError
-from revpred.prices import CANONICAL_COLUMNS, LoadReport, load_report, read_prices, records_to_table, write_prices
+from spotmarket.prices import CANONICAL_COLUMNS, LoadReport, load_report, read_prices, records_to_table, write_prices
 
 RECORDS = [  # (timestamp UTC, availability zone, instance type, product description, price USD/h), unsorted
     ("2017-04-26 00:07:30+00:00", "us-east-1a", "r4.large", "Linux/UNIX", 0.033),

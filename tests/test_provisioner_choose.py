@@ -23,7 +23,7 @@ from provisioner import (
     UnknownInstanceType,
     UsefulStepCost,
 )
-from revpred.prices import Market, PriceHistory
+from spotmarket.prices import Market, PriceHistory
 from revpred.protocol import ConstantRevocation
 
 R4 = Market("us-east-1a", "r4.large")

@@ -8,16 +8,14 @@ import pandas as pd
 import pytest
 
 from provisioner import CheapestMarketChooser, InstanceCatalog, Pool, Provisioner
-from revpred.prices import PriceHistory, read_prices
+from spotmarket.prices import PriceHistory, read_prices
 from revpred.protocol import ConstantRevocation
 
-TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "spot_prices" / "us-east-1_2015.csv.gz"
+TRACE = Path(__file__).resolve().parents[1] / "data" / "spot_prices" / "us-east-1_2015.csv.gz"
 
 
 @pytest.fixture(scope="module")
 def trace():
-    if not TRACE.is_file():
-        pytest.skip(f"{TRACE} not found")
     return PriceHistory(read_prices(TRACE))
 
 

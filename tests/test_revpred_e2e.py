@@ -17,7 +17,7 @@ from revpred.errors import RevPredError
 from revpred.evaluation import binary_metrics, evaluate
 from revpred.features import make_inputs, record_features
 from revpred.predictor import RevPred
-from revpred.prices import Market, PriceHistory, to_seconds
+from spotmarket.prices import Market, PriceHistory, to_seconds
 from revpred.protocol import RevocationPredictor
 from revpred.store import load_market_fit, load_model_set, market_slug, save_model_set
 from revpred.training import TrainConfig, train_markets
@@ -30,10 +30,7 @@ CONFIG = TrainConfig(stride_min=10, epochs=1, validation_days=0.1, seed=3, n_thr
 
 
 def trace_path() -> Path:
-    for base in (os.environ.get("SPOTTUNE_DATA"), ROOT / "data" / "spot_prices", ROOT.parent / "shared" / "data" / "spot_prices"):
-        if base and (Path(base) / "us-east-1_2015.csv.gz").is_file():
-            return Path(base) / "us-east-1_2015.csv.gz"
-    pytest.skip("us-east-1_2015.csv.gz not found")
+    return ROOT / "data" / "spot_prices" / "us-east-1_2015.csv.gz"
 
 
 def small_table(markets=MARKETS, lo="2015-04-30T00:00Z", hi="2015-05-02T00:00Z") -> pd.DataFrame:

@@ -8,7 +8,7 @@ import pytest
 from revpred.errors import PriceDataError, RevPredError
 from revpred.features import (HISTORY_S, MAX_MINUTES_SINCE_SET, N_INPUTS, FeatureScaler, make_inputs,
                               minute_prices, record_features, split_inputs)
-from revpred.prices import Market, PriceSeries, to_seconds
+from spotmarket.prices import Market, PriceSeries, to_seconds
 
 T0 = to_seconds("2015-05-04T00:00Z")  # a Monday, 00:00 UTC
 MIN = 60.0

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from revpred.errors import PriceDataError, RevPredError
 from revpred.labels import (alg2_max_prices, class_weights, max_rise, price_variation, random_max_prices,
                             revocation_labels, sample_times, trimmed_mean)
-from revpred.prices import Market, PriceSeries, to_seconds
+from spotmarket.prices import Market, PriceSeries, to_seconds
 
 T = to_seconds("2015-05-04T12:00Z")
 MIN = 60.0

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from revpred.prices import Market, PriceHistory
+from spotmarket.prices import Market, PriceHistory
 from spottune.backends import RecordedCurves, SimBackend, SimSettings, TrainableCurves
 from spottune.errors import BackendError
-from spottune.market import Billing, LegacyBidRevocation
+from spotmarket import Billing, LegacyBidRevocation
 from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState
 from spottune.trainable import Trainable
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from spottune.checkpoint import open_store
-from spottune.imds import ImdsClient, ImdsEmulator
+from spottune.backends.local.imds import ImdsClient, ImdsEmulator
 from spottune.trainable import Trainable
 
 
@@ -52,7 +52,7 @@ class Worker:
     """A worker subprocess with line-by-line access to its JSON output."""
 
     def __init__(self, store, imds_url, *, until, resume=-1, step_wall_s=0.004, storage_options=None, extra=()):
-        args = [sys.executable, "-m", "spottune.worker", "--trial", "t0", "--workload", WORKLOAD,
+        args = [sys.executable, "-m", "spottune.backends.local.worker", "--trial", "t0", "--workload", WORKLOAD,
                 "--config", json.dumps(CONFIG), "--seed", "3", "--store", store,
                 "--storage-options", json.dumps(storage_options or {}), "--until-step", str(until),
                 "--resume-step", str(resume), "--step-wall-s", str(step_wall_s), "--imds-url", imds_url,
@@ -166,7 +166,7 @@ def test_trainable_failure_is_reported(tmp_path):
 
 
 def test_bad_arguments_exit_2(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "spottune.worker", "--trial", "t", "--workload", "x",
+    proc = subprocess.run([sys.executable, "-m", "spottune.backends.local.worker", "--trial", "t", "--workload", "x",
                            "--store", str(tmp_path), "--until-step", "3", "--config", "[1]"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "--config must be a JSON object" in proc.stderr
@@ -193,7 +193,7 @@ def test_imds_client_against_the_emulator(imds):
 
 def test_standby_worker_runs_several_segments(tmp_path):
     store = str(tmp_path / "s")
-    proc = subprocess.Popen([sys.executable, "-m", "spottune.worker", "--standby", "--workload", WORKLOAD,
+    proc = subprocess.Popen([sys.executable, "-m", "spottune.backends.local.worker", "--standby", "--workload", WORKLOAD,
                              "--store", store], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": os.getcwd()})
     lines = []

@@ -1,7 +1,7 @@
-"""Loaders for the recorded learning curves in ``shared/data/learning_curves`` and our digits curves.
+"""Loaders for the recorded learning curves in ``data/learning_curves`` and our digits curves.
 
 Every loader returns a :class:`CurveSet` of complete curves as a **loss** (lower is better) plus
-counts of what it skipped and why. See ``shared/data/learning_curves/README.md`` for the sources.
+counts of what it skipped and why. See ``data/learning_curves/README.md`` for the sources.
 
 - opda AlexNet / ConvNeXt-tiny (ImageNet): loss = 1 − top-1, one point per epoch at
   ``step = epoch + 1`` (epochs completed), ``max_steps = epochs``. Skipped: diverged
@@ -255,7 +255,7 @@ def find_datasets(path: Path, digits: Path | Sequence[Path] | None = None) -> di
     Parameters
     ----------
     path : Path
-        ``shared/data/learning_curves`` (or any directory holding the files of ``DATASET_FILES``),
+        ``data/learning_curves`` (or any directory holding the files of ``DATASET_FILES``),
         or a single one of those files.
     digits : Path or sequence of Path or None, default=None
         Curve CSVs in the ``benchmarks/digits_curves.py`` format that live elsewhere

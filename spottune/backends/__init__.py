@@ -6,9 +6,8 @@ process against the same market replayed on an accelerated wall clock.
 """
 
 from spottune.backends._base import Driver, Progress, RunRecord, log_record
-from spottune.backends._curves import RecordedCurves, TrainableCurves, TrialFailure
-from spottune.backends._local import LocalBackend, LocalSettings
-from spottune.backends._sim import SimBackend, SimSettings
+from spottune.backends.local import LocalBackend, LocalSettings
+from spottune.backends.sim import RecordedCurves, SimBackend, SimSettings, TrainableCurves, TrialFailure
 
 __all__ = [
     "Driver",

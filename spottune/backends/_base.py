@@ -82,7 +82,7 @@ class RunRecord:
     log : list of dict
         Every event and action, in order (:func:`log_record`).
     ledger : list of LedgerRow
-        One per instance run (``spottune.market.LedgerRow``).
+        One per instance run (``spotmarket.LedgerRow``).
     instance_steps : dict instance_id -> (steps_executed, steps_lost)
         Steps each instance ran, and how many of them were lost (no checkpoint before it died).
     meta : dict

@@ -11,6 +11,7 @@ from earlycurve.errors import EarlyCurveError
 from provisioner.errors import ProvisionerError
 from revpred.cli_runner import run_click
 from revpred.errors import RevPredError
+from spotmarket.errors import SpotMarketError
 from spottune.errors import SpottuneError
 
 
@@ -20,7 +21,7 @@ def cli() -> None:
     pass
 
 
-PROJECT_ERRORS = (SpottuneError, RevPredError, EarlyCurveError, ProvisionerError)
+PROJECT_ERRORS = (SpottuneError, SpotMarketError, RevPredError, EarlyCurveError, ProvisionerError)
 
 
 def _register() -> None:

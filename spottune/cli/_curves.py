@@ -104,7 +104,7 @@ def eval_command(
 ) -> None:
     """Compare EarlyCurve with SLAQ, last value and best value on the curves under PATH.
 
-    PATH is shared/data/learning_curves (or one of its files). Values are losses (1 - top-1 or
+    PATH is data/learning_curves (or one of its files). Values are losses (1 - top-1 or
     1 - accuracy; digits: validation cross-entropy); errors are relative to the true final loss.
     """
     sets = find_datasets(path, digits)

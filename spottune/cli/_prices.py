@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from revpred.prices import (
+from spotmarket.prices import (
     PriceHistory,
     load_report,
     locate_prices,

@@ -144,8 +144,8 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
     """
     from earlycurve import EarlyCurve, is_plateau
     from provisioner import InstanceCatalog, Pool, Provisioner
-    from revpred.prices import load_history, to_seconds
-    from spottune.market import Billing, LegacyBidRevocation, ModernHazardRevocation
+    from spotmarket.prices import load_history, to_seconds
+    from spotmarket import Billing, LegacyBidRevocation, ModernHazardRevocation
     from spottune.orchestrator import Orchestrator, OrchestratorConfig
 
     if not isinstance(spec, ExperimentSpec):
@@ -211,7 +211,7 @@ def _check_start(history: Any, markets: list, start_s: float, train_days: float)
     ConfigError
         Naming the start and the recorded range.
     """
-    from revpred.prices import to_timestamp
+    from spotmarket.prices import to_timestamp
 
     first = max(history[m].start_s for m in markets)
     lo, hi = first + train_days * 86400.0, history.end_s
@@ -324,7 +324,7 @@ class _Bar:
 @click.option("--progress/--no-progress", default=True, show_default=True)
 @click.pass_context
 def run(ctx: click.Context, config: str | None, output: str | None, progress: bool, **_: Any) -> None:
-    from revpred.prices import to_seconds
+    from spotmarket.prices import to_seconds
     from spottune.report import render_report
     from spottune.results import write_results
 

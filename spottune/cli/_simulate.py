@@ -21,7 +21,7 @@ from spottune.errors import ConfigError
 
 
 def _starts(history: Any, markets: list, n: int, explicit: str | None) -> list[float]:
-    from revpred.prices import to_seconds
+    from spotmarket.prices import to_seconds
     from spottune.evaluation import default_starts
 
     if explicit:

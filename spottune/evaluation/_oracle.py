@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from revpred.prices import Market, PriceSeries
-from spottune.market import Billing
-from spottune.market._revocation import Cause, Revocation
+from spotmarket.prices import Market, PriceSeries
+from spotmarket import Billing
+from spotmarket._revocation import Cause, Revocation
 
 HOUR_S = 3600.0
 
@@ -35,7 +35,7 @@ class OraclePredictor:
 
     Parameters
     ----------
-    revocation_model : spottune.market.RevocationModel
+    revocation_model : spotmarket.RevocationModel
         The same model the simulator replays (``LegacyBidRevocation`` or ``ModernHazardRevocation``).
     horizon_s : float, default=3600.0
         The refund window, seconds: p = 1 iff the provider terminates within it.
@@ -116,5 +116,5 @@ class OnDemandBilling:
         return self._series[m]
 
     def bill(self, series: PriceSeries, start_s: float, end_s: float, ended_by: str, **kwargs: Any) -> Any:
-        """Ledger row of one run at the on-demand price (see :meth:`spottune.market.Billing.bill`)."""
+        """Ledger row of one run at the on-demand price (see :meth:`spotmarket.Billing.bill`)."""
         return self._billing.bill(self.flat_series(series), start_s, end_s, ended_by, **kwargs)

@@ -160,9 +160,9 @@ def parse_policies(text: str) -> list[Policy]:
 def fixed_types(catalog: Any, markets: list) -> dict[str, str]:
     """``{"cheapest": type, "fastest": type}`` of the pool: lowest on-demand price; fewest seconds/step.
 
-    Ties: the type name. Speed from :func:`spottune.speed.seconds_per_step` (vCPUs, ECU).
+    Ties: the type name. Speed from :func:`spottune.backends._speed.seconds_per_step` (vCPUs, ECU).
     """
-    from spottune.speed import seconds_per_step
+    from spottune.backends._speed import seconds_per_step
 
     types = sorted({m.instance_type for m in markets})
     region = markets[0].region
@@ -192,15 +192,15 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     policy : Policy
     study : spottune.evaluation.Study
         Trials, metric, mode and S_max.
-    history : revpred.prices.PriceHistory
+    history : spotmarket.prices.PriceHistory
         Spot prices, USD per instance-hour.
     catalog : provisioner.InstanceCatalog
     pool : provisioner.Pool
     markets : list of Market
         The pool resolved on the history.
-    revocation_model : spottune.market.RevocationModel
+    revocation_model : spotmarket.RevocationModel
         The replay's spot revocation rule (legacy or modern).
-    billing : spottune.market.Billing
+    billing : spotmarket.Billing
         Spot billing.
     predictor : RevocationPredictor or None
         Used only by the SpotTune chooser (``policy.uses_predictor``).

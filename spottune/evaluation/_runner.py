@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from spotmarket.errors import SpotMarketError
 from spottune.errors import SpottuneError
 
 DAY_S = 86400.0
@@ -76,9 +77,9 @@ def default_starts(history: Any, markets: list, n: int, *, train_days: float = T
 def environment(workload: str, seed: int, market_mode: str, prices: str | None, max_steps: int | None) -> dict:
     """Everything shared by the runs of one process: history, catalog, pool, study, market model."""
     from provisioner import InstanceCatalog, Pool
-    from revpred.prices import load_history
+    from spotmarket.prices import load_history
     from spottune.evaluation._studies import load_study
-    from spottune.market import LegacyBidRevocation, ModernHazardRevocation
+    from spotmarket import LegacyBidRevocation, ModernHazardRevocation
 
     history = load_history(prices)
     catalog = InstanceCatalog.load()
@@ -154,7 +155,7 @@ def measure(task: Task, policy: Any, study: Any, orch: Any, record: Any) -> dict
 
 
 def _iso(t_s: float) -> str:
-    from revpred.prices import to_timestamp
+    from spotmarket.prices import to_timestamp
 
     return to_timestamp(t_s).strftime("%Y-%m-%dT%H:%MZ")
 
@@ -163,7 +164,7 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
     """Simulate one run; returns (table row, wall seconds). A project error becomes the row's ``error``."""
     from spottune.backends import SimBackend, SimSettings
     from spottune.evaluation._policies import assemble, get_policy
-    from spottune.market import Billing
+    from spotmarket import Billing
 
     t0 = time.perf_counter()
     policy = get_policy(task.policy)
@@ -185,7 +186,7 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
         record = backend.run()
         row = measure(task, policy, study, asm.orchestrator, record)
         row["note"] = asm.note
-    except SpottuneError as exc:  # e.g. the price history ends before the run finishes
+    except (SpottuneError, SpotMarketError) as exc:  # e.g. the price history ends before the run finishes
         from spottune.evaluation._table import empty_row
 
         row = empty_row(policy=policy.name, workload=study.name, market_mode=task.market_mode,

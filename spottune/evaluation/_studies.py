@@ -8,14 +8,14 @@ Two kinds of study, both with every curve known to ``max_steps`` (the ground tru
   resumed trial reproduces the uninterrupted curve, so replaying the cached curve is what
   :class:`~spottune.backends.TrainableCurves` would compute, at no training cost;
 - **recorded studies** (``opda-alexnet``, ``opda-convnext``): 16 configurations sampled with the seed
-  from the complete curves (length == ``epochs``, no NaN) of ``../shared/data/learning_curves/
+  from the complete curves (length == ``epochs``, no NaN) of ``data/learning_curves/
   opda_*_tuning.jsonl.gz`` (CC BY-SA 4.0, N. Lourie). Metric ``loss = 1 − top_1`` (min).
 
 [I] Recorded configurations train for different numbers of epochs (20–100). Each is replayed on a
 common grid of ``max_steps`` (default 50) *progress steps*: step k is the point k/S_max through the
 configuration's own schedule, its metrics linearly interpolated between recorded epochs, and its
 seconds per step = the recorded total ``time`` / S_max. That recorded hardware is the reference
-instance of the speed model (``spottune.speed``), so each trial keeps its own recorded speed, scaled
+instance of the speed model (``spottune.backends._speed``), so each trial keeps its own recorded speed, scaled
 per instance type like every workload.
 """
 
@@ -33,6 +33,8 @@ import numpy as np
 
 from spottune.backends import RecordedCurves
 from spottune.cache import cache_dir
+from spotmarket.data import data_dir
+from spotmarket.errors import DataNotFoundError
 from spottune.errors import ConfigError
 
 #: Recorded studies: name -> (file, checkpoint size in MB [I: fp32 weights + SGD momentum]).
@@ -105,15 +107,11 @@ class StudyCurves(RecordedCurves):
 
 
 def learning_curves_dir() -> Path:
-    """Folder of the recorded learning curves (``$SPOTTUNE_LEARNING_CURVES`` or ``../shared/data/...``)."""
-    env = os.environ.get("SPOTTUNE_LEARNING_CURVES")
-    root = Path(__file__).resolve().parents[2]
-    for cand in ([Path(env)] if env else []) + [root.parent / "shared" / "data" / "learning_curves",
-                                                 root / "data" / "learning_curves"]:
-        if cand.is_dir():
-            return cand
-    raise ConfigError("recorded learning curves not found: set SPOTTUNE_LEARNING_CURVES or put the opda_* files "
-                      "in ../shared/data/learning_curves/")
+    """Folder of the recorded learning curves (:func:`spotmarket.data.data_dir`, ``learning_curves``)."""
+    try:
+        return data_dir("learning_curves")
+    except DataNotFoundError as exc:
+        raise ConfigError(f"recorded learning curves: {exc}") from None
 
 
 def list_studies() -> list[str]:

@@ -56,7 +56,7 @@ class TrialLaunched:
     instance_id : str
         Driver-assigned, unique for the whole experiment.
     market : object
-        The market of the instance (``revpred.prices.Market``).
+        The market of the instance (``spotmarket.prices.Market``).
     started_s : float
         Engine seconds when the instance started (billing start, <= ``time_s``).
     """

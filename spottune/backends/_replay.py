@@ -1,0 +1,269 @@
+"""What the two market-replay drivers (sim, local) share: the instance record, delivery, launch and billing.
+
+Both drivers replay a spot market (:mod:`spotmarket`) around the orchestrator; they differ only in
+where time and training come from (a virtual clock and cached curves, or the wall clock and real
+worker processes). :class:`ReplayDriver` holds the common part of the contract of
+:mod:`spottune.backends._base`:
+
+- **delivery**: every event is logged, handed to the orchestrator, and each action it returns is
+  logged and carried out (:meth:`ReplayDriver._deliver`, :meth:`ReplayDriver._apply`); the driver
+  never decides;
+- **launch**: the injected revocation model says whether a ``Launch`` is fulfilled and when the notice
+  and the termination come (:meth:`ReplayDriver._new_instance`); a refusal is a ``LaunchFailed``;
+  the notice, the termination and the hourly tick are then put on the driver's clock
+  (:meth:`ReplayDriver._schedule_timers`);
+- **billing**: when an instance is gone it is billed once (``spotmarket.Billing``), and the steps it
+  ran and lost (run but never checkpointed) go to the ledger (:meth:`ReplayDriver._end`).
+
+A subclass supplies the effects: ``_launch``, ``_checkpoint``, ``_terminate``, ``_wake_at``, and the
+clock hooks ``_timer`` (call back at an engine time), ``_post`` (deliver an event after the current
+one) and ``_event_time`` (the time an event is logged at).
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from spottune.backends._base import Driver, Progress, RunRecord, log_record
+from spottune.errors import BackendError
+from spottune import orchestrator as ev  # events and actions: ev.TrialLaunched, ev.Launch, ...
+from spottune.orchestrator import Orchestrator
+from spottune.backends._speed import seconds_per_step
+
+__all__ = ["HOUR_S", "Instance", "ReplayDriver"]
+
+HOUR_S = 3600.0
+
+
+@dataclass(slots=True, kw_only=True)
+class Instance:
+    """One instance run of a trial: from the fulfilled launch until the instance is gone.
+
+    Attributes
+    ----------
+    instance_id, trial_id : str
+    market : spotmarket.prices.Market
+    max_price : float
+        The launch's max price, USD per instance-hour.
+    started_s, notice_s, termination_s : float
+        Billing start, revocation notice and termination (engine seconds; inf: never).
+    seconds_per_step : float
+        Simulated seconds per step on this instance type (:func:`spottune.backends._speed.seconds_per_step`).
+    vcpus : int
+    reason : str
+        What the market will end it for (``spotmarket.Cause``), for the ledger.
+    step : int
+        The trial's step count on this instance (starts at the restored step).
+    saved_step : int
+        The trial's last good checkpoint when this instance started, then its own last save.
+    executed : int
+        Steps run on this instance.
+    alive : bool
+        False once it has been billed.
+    """
+
+    instance_id: str
+    trial_id: str
+    market: Any
+    max_price: float
+    started_s: float
+    notice_s: float
+    termination_s: float
+    seconds_per_step: float
+    vcpus: int
+    reason: str = ""
+    step: int = 0
+    saved_step: int = 0
+    executed: int = 0
+    alive: bool = True
+
+    # -- the events about this instance, at engine time t -----------------------------------------------
+    def trial_launched(self, t: float) -> ev.TrialLaunched:
+        return ev.TrialLaunched(time_s=t, trial_id=self.trial_id, instance_id=self.instance_id, market=self.market,
+                             started_s=self.started_s)
+
+    def metric_reported(self, t: float, metrics: dict[str, float]) -> ev.MetricReported:
+        """The metrics of step ``self.step``."""
+        return ev.MetricReported(time_s=t, trial_id=self.trial_id, instance_id=self.instance_id, step=self.step,
+                              metrics=metrics)
+
+    def checkpoint_saved(self, t: float, reason: ev.CheckpointReason, step: int) -> ev.CheckpointSaved:
+        return ev.CheckpointSaved(time_s=t, trial_id=self.trial_id, instance_id=self.instance_id, reason=reason,
+                               step=step)
+
+    def revocation_notice(self, t: float) -> ev.RevocationNotice:
+        return ev.RevocationNotice(time_s=t, trial_id=self.trial_id, instance_id=self.instance_id,
+                                deadline_s=self.termination_s)
+
+    def hour_elapsed(self, t: float) -> ev.HourElapsed:
+        return ev.HourElapsed(time_s=t, trial_id=self.trial_id, instance_id=self.instance_id)
+
+    def segment_failed(self, t: float, error: str) -> ev.SegmentFailed:
+        return ev.SegmentFailed(time_s=t, trial_id=self.trial_id, instance_id=self.instance_id, error=error)
+
+    def segment_ended(self, t: float, reason: ev.EndReason) -> ev.SegmentEnded:
+        return ev.SegmentEnded(time_s=t, trial_id=self.trial_id, instance_id=self.instance_id, steps_done=self.step,
+                            reason=reason)
+
+    def died_booting(self, t: float) -> ev.LaunchFailed:
+        """The provider ended it before the trial could start: reported as a failed launch."""
+        return ev.LaunchFailed(time_s=t, trial_id=self.trial_id, error="terminated while booting")
+
+
+InstanceT = TypeVar("InstanceT", bound=Instance)
+
+
+class ReplayDriver(Driver):
+    """Base of the drivers that replay a spot market around the orchestrator (see the module doc).
+
+    Parameters
+    ----------
+    orchestrator : Orchestrator
+    history : spotmarket.prices.PriceHistory
+        Prices (USD per instance-hour) of every market the provisioner may choose.
+    revocation_model : spotmarket.RevocationModel
+        ``revocation(market, launch_s, instance_id=..., max_price_usd_per_hour=...) -> Revocation``.
+    billing : spotmarket.Billing
+    instance_facts : callable instance_type -> (vcpus, ecu or None)
+        E.g. from ``provisioner.InstanceCatalog``.
+    start_s : float
+        Experiment start, engine seconds since the epoch (UTC).
+    progress : callable (now_s, orchestrator, usd) -> None, optional
+        Called after every delivered event (for a progress bar).
+    """
+
+    #: Backend name for ``meta["backend"]`` and error messages.
+    name = "replay"
+
+    def __init__(self, orchestrator: Orchestrator, history: Any, revocation_model: Any, billing: Any,
+                 instance_facts: Callable[[str], tuple[int, float | None]], start_s: float,
+                 progress: Progress | None = None):
+        self.orchestrator = orchestrator
+        self.history = history
+        self.revocation_model = revocation_model
+        self.billing = billing
+        self.instance_facts = instance_facts
+        self.progress = progress
+        self.record = RunRecord(start_s=float(start_s))
+        self.record.meta["backend"] = self.name
+        self.usd = 0.0
+        self._instances: dict[str, Any] = {}
+        self._checkpoint_step: dict[str, int] = {t: 0 for t in orchestrator.trials}
+        self._log_s = float(start_s)  # time of the event being (or last) delivered
+
+    # -- the orchestrator side ------------------------------------------------------------------------
+    def _start(self) -> None:
+        """Deliver ``ExperimentStarted`` at the start time."""
+        self._deliver(ev.ExperimentStarted(time_s=self.record.start_s))
+
+    def _wake(self, trial_id: str, t: float) -> None:
+        """Deliver ``WakeUp`` (for a ``ScheduleWakeUp``) at engine time ``t``."""
+        self._deliver(ev.WakeUp(time_s=t, trial_id=trial_id))
+
+    def _deliver(self, event: Any) -> None:
+        """Log ``event``, hand it to the orchestrator, log and carry out every action it returns."""
+        now = self._log_s = self._event_time(event)
+        self.record.log.append(log_record("event", event, now))
+        for action in self.orchestrator.handle(event):
+            self.record.log.append(log_record("action", action, now))
+            self._apply(action)
+        if self.progress is not None:
+            self.progress(now, self.orchestrator, self.usd)
+
+    def _apply(self, action: ev.Action) -> None:
+        match action:
+            case ev.Launch():
+                self._launch(action)
+            case ev.Checkpoint():
+                self._checkpoint(action)
+            case ev.Terminate():
+                self._terminate(action)
+            case ev.ScheduleWakeUp():
+                self._wake_at(action.trial_id, action.at_s)
+            case ev.Stop():
+                pass  # nothing runs: the record is in the log
+            case ev.ExperimentFinished():
+                self.record.end_s = self._log_s
+            case _:
+                raise BackendError(f"{self.name} backend cannot carry out {type(action).__name__}")
+
+    # -- shared effects -------------------------------------------------------------------------------
+    def _new_instance(self, action: ev.Launch, t: float, reference_seconds_per_step: float, cls: type[InstanceT],
+                      **extra: Any) -> InstanceT | None:
+        """Ask the market for an instance at ``t``; returns it, or None after posting ``LaunchFailed``."""
+        iid = f"i-{len(self._instances) + 1:05d}"
+        rev = self.revocation_model.revocation(action.market, t, instance_id=iid,
+                                               max_price_usd_per_hour=action.max_price_usd_per_hour)
+        if not rev.fulfilled:
+            self._post(ev.LaunchFailed(time_s=t, trial_id=action.trial_id, error=str(rev.cause)))
+            return None
+        vcpus, ecu = self.instance_facts(action.market.instance_type)
+        inst = cls(instance_id=iid, trial_id=action.trial_id, market=action.market,
+                   max_price=action.max_price_usd_per_hour, started_s=t, notice_s=float(rev.notice_s),
+                   termination_s=float(rev.termination_s),
+                   seconds_per_step=seconds_per_step(reference_seconds_per_step, vcpus, ecu), vcpus=vcpus,
+                   reason=str(rev.cause), step=action.resume_step, saved_step=action.resume_step, **extra)
+        self._instances[iid] = inst
+        return inst
+
+    def _schedule_timers(self, inst: Instance, ready_s: float) -> None:
+        """Put the notice (not before ``ready_s``), the termination and the hourly tick on the clock."""
+        if math.isfinite(inst.notice_s):
+            self._timer(max(inst.notice_s, ready_s), "notice", inst)
+        if math.isfinite(inst.termination_s):
+            self._timer(inst.termination_s, "terminate", inst)
+        if inst.started_s + HOUR_S < inst.termination_s:
+            self._timer(max(inst.started_s + HOUR_S, ready_s), "hour", inst)
+
+    def _end(self, inst: Instance, t: float, ended_by: str, reason: str) -> None:
+        """The instance is gone: bill it once, count its steps (lost = run but never checkpointed)."""
+        if not inst.alive:
+            return
+        inst.alive = False
+        row = self.billing.bill(self.history[inst.market], inst.started_s, t, ended_by, instance_id=inst.instance_id,
+                                reason=reason, trial_id=inst.trial_id, max_price_usd_per_hour=inst.max_price)
+        self.record.ledger.append(row)
+        self.usd += row.charged_usd
+        lost = max(0, inst.step - self._checkpoint_step[inst.trial_id]) if inst.step > inst.saved_step else 0
+        self.record.instance_steps[inst.instance_id] = (inst.executed, lost)
+
+    def _close_leftovers(self, end_s: float) -> None:
+        """After ``ExperimentFinished``: the provider ends the instances still alive (revoked and saved ones)."""
+        for inst in list(self._instances.values()):
+            if inst.alive:
+                self._release(inst)
+                self._end(inst, min(inst.termination_s, end_s), "provider", inst.reason or "price")
+        self.record.meta["usd"] = self.usd
+
+    def _release(self, inst: Any) -> None:
+        """Free what runs the instance before it is billed (the local backend kills its worker)."""
+
+    # -- what a subclass supplies ---------------------------------------------------------------------
+    @abc.abstractmethod
+    def _event_time(self, event: Any) -> float:
+        """Engine time at which ``event`` is logged (and the progress callback is told)."""
+
+    @abc.abstractmethod
+    def _post(self, event: Any) -> None:
+        """Deliver ``event`` now, after the event being delivered."""
+
+    @abc.abstractmethod
+    def _timer(self, t_s: float, kind: str, inst: Any) -> None:
+        """At engine time ``t_s``, handle ``kind`` (``notice``, ``terminate``, ``hour``) for ``inst``."""
+
+    @abc.abstractmethod
+    def _launch(self, action: ev.Launch) -> None: ...
+
+    @abc.abstractmethod
+    def _checkpoint(self, action: ev.Checkpoint) -> None: ...
+
+    @abc.abstractmethod
+    def _terminate(self, action: ev.Terminate) -> None: ...
+
+    @abc.abstractmethod
+    def _wake_at(self, trial_id: str, at_s: float) -> None:
+        """Deliver ``WakeUp(trial_id)`` at engine time ``at_s``."""

@@ -1,0 +1,387 @@
+"""The local backend: real worker processes, real checkpoints, a spot market replayed on a fast wall clock.
+
+Each trial segment is a real OS process, ``python -m spottune.backends.local.worker`` (:mod:`spottune.backends.local.worker`), that
+restores from the checkpoint store (a folder or S3 through fsspec), trains, reports metrics as JSON
+lines on its stdout, and polls ``/latest/meta-data/spot/instance-action`` on the backend's own IMDS
+emulator (:class:`spottune.backends.local.imds.ImdsEmulator`), exactly as it would poll the real IMDS on EC2.
+
+The driver contract is the one of :mod:`spottune.backends._base`; the differences from the simulator
+are only in where effects come from (the [I] decisions of this backend):
+
+- **Clock** (:mod:`spottune.backends.local._clock`). Engine time = ``start_s + (wall seconds since start) *
+  time_scale``. Every timed effect (revocation notice, termination, the hourly tick ``HourElapsed``,
+  ``ScheduleWakeUp``) is an APScheduler date job at the wall time its engine time maps to. Jobs and
+  the workers' reader threads only enqueue; one thread (the caller of :meth:`LocalBackend.run`) talks
+  to the orchestrator, so it stays single-threaded.
+- **Launch.** The injected revocation model decides fulfilment, notice and termination times, as in
+  the simulator (:mod:`spottune.backends._replay`). A fulfilled launch hands the segment to a warm
+  worker of the pool (:mod:`spottune.backends.local._pool`), or starts one; its real start-up (imports,
+  restore) is the instance's boot time, scaled by ``time_scale``. ``TrialLaunched`` is sent when the
+  worker prints ``ready``. Step pacing: a step takes ``speed.seconds_per_step(...) / time_scale`` wall
+  seconds (the worker sleeps the rest), or longer if the real step is slower.
+- **Revocation.** At the notice time the backend flips the emulator for that instance (the worker
+  sees it at its next poll, checkpoints on its own and exits) and sends ``RevocationNotice``; the
+  orchestrator's ``Checkpoint`` reaches the worker on stdin, whichever comes first wins. At the
+  termination time the worker process is killed (SIGKILL) if still alive; a checkpoint not finished
+  by then is lost and the store keeps the previous good version.
+- **Checkpoint.** ``Checkpoint`` actions become ``{"cmd": "checkpoint"}`` on the worker's stdin;
+  ``CheckpointSaved`` is sent when the worker reports the published, verified version. Real
+  checkpoint and restore times are measured (``meta["worker"]``), not modelled.
+- **Terminate.** Kills the worker (the instance is gone) and bills up to now.
+- **Billing** and the ledger are the simulator's (:class:`spotmarket.Billing`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spottune.backends._base import Progress, RunRecord
+from spottune.backends.local._clock import ScaledClock
+from spottune.backends._replay import Instance, ReplayDriver
+from spottune.backends.local._pool import Worker, WorkerPool, segment_argv
+from spottune.errors import BackendError
+from spottune.backends.local.imds import ImdsEmulator
+from spottune.orchestrator import Checkpoint, EndReason, Launch, Orchestrator, Terminate
+
+__all__ = ["LocalBackend", "LocalSettings"]
+
+_MIN_POLL_WALL_S = 0.05  # never poll the emulator more often than 20 times a second
+
+
+@dataclass(slots=True)
+class LocalSettings:
+    """Knobs of the local backend.
+
+    Parameters
+    ----------
+    store_url : str
+        Checkpoint store root (folder, ``file://``, ``s3://bucket/prefix``); workers open it themselves,
+        so ``memory://`` does not work here.
+    storage_options : mapping, default {}
+        fsspec options for ``store_url`` (passed to every worker as JSON).
+    time_scale : float, default 600.0
+        Simulated seconds per wall-clock second.
+    poll_s : float, default 5.0
+        Simulated seconds between a worker's IMDS polls (AWS recommends 5 s); the wall interval is
+        ``poll_s / time_scale`` but never below 0.05 s.
+    max_steps : int, optional
+        The trials' ``S_max``, given to every trainable (``Trainable.max_steps``).
+    reference_seconds_per_step : float, optional
+        Overrides the workload's simulated seconds per step on the reference instance.
+    checkpoint_keep : int, default 2
+        Versions kept per trial in the store.
+    max_wall_s : float, default 3600.0
+        Give up (``BackendError``) after this many wall seconds.
+    log_dir : str, optional
+        Where each worker's stderr goes (``w00001.log``, ...); default: a temporary folder.
+    python : str, default ``sys.executable``
+        Interpreter that runs ``-m spottune.backends.local.worker``.
+    standby_workers : int, optional
+        Spare warm workers (:mod:`spottune.backends.local._pool`) kept during the run; default
+        ``min(4, number of trials)``; 0 starts every segment cold. Before the clock starts, one warm
+        worker per trial plus the spares are prepared.
+    standby_timeout_s : float, default 300.0
+        Wall seconds to wait for the pool to warm up before the clock starts.
+    """
+
+    store_url: str
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+    time_scale: float = 600.0
+    poll_s: float = 5.0
+    max_steps: int | None = None
+    reference_seconds_per_step: float | None = None
+    checkpoint_keep: int = 2
+    max_wall_s: float = 3600.0
+    log_dir: str | None = None
+    python: str = sys.executable
+    standby_workers: int | None = None
+    standby_timeout_s: float = 300.0
+
+
+@dataclass(slots=True, kw_only=True)
+class _Instance(Instance):
+    resume_step: int = 0
+    worker: Worker | None = None
+    unconfirmed_save: int | None = None  # a save the worker made on its own (IMDS notice)
+    segment_saved: bool = False  # the worker reported a checkpoint in this segment (it then stops)
+    gone: bool = False  # the worker process has been killed (its queued output still counts)
+    ready: bool = False
+    failed: bool = False
+    killed: bool = False
+    pending: Checkpoint | None = None
+    deferred: list[Any] = field(default_factory=list)  # notice / hour events that fired before ready
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class LocalBackend(ReplayDriver):
+    """Run every trial segment as a real worker process against a market replayed on the wall clock.
+
+    Parameters
+    ----------
+    orchestrator, history, revocation_model, billing, instance_facts, start_s, progress
+        As :class:`~spottune.backends._replay.ReplayDriver`.
+    workload : str
+        Built-in workload name or ``"module:Class"`` importable by the worker processes.
+    trials : mapping trial_id -> (config, seed)
+        The configuration and seed of each of the orchestrator's trials.
+    settings : LocalSettings
+    """
+
+    name = "local"
+
+    def __init__(self, orchestrator: Orchestrator, history: Any, revocation_model: Any, billing: Any, workload: str,
+                 trials: Mapping[str, tuple[Mapping[str, Any], int]],
+                 instance_facts: Callable[[str], tuple[int, float | None]], start_s: float,
+                 settings: LocalSettings, progress: Progress | None = None):
+        from spottune.workloads import get_workload
+
+        missing = set(orchestrator.trials) - set(trials)
+        if missing:
+            raise BackendError(f"local backend: no configuration for trials {sorted(missing)}")
+        if settings.store_url.startswith("memory://"):
+            raise BackendError("the local backend's workers are separate processes: use a folder or s3:// store")
+        super().__init__(orchestrator, history, revocation_model, billing, instance_facts, start_s, progress)
+        self.clock = ScaledClock(start_s, settings.time_scale)
+        self.workload = workload
+        self.trials = {t: (dict(c), int(s)) for t, (c, s) in trials.items()}
+        self.start_s = float(start_s)
+        self.settings = settings
+        wl = get_workload(workload)
+        self.ref_sps = float(settings.reference_seconds_per_step or wl.reference_seconds_per_step)
+        self._q: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self._imds = ImdsEmulator()
+        n = settings.standby_workers
+        self._spares = min(4, len(self.trials)) if n is None else max(0, int(n))
+        self._pool = WorkerPool(python=settings.python, workload=workload, store_url=settings.store_url,
+                                storage_options=settings.storage_options, spares=self._spares,
+                                on_line=lambda inst, msg: self._q.put(("line", inst, msg)),
+                                on_eof=lambda inst, code: self._q.put(("eof", inst, code)))
+        self.record.meta.update(time_scale=settings.time_scale, store=settings.store_url,
+                                reference_seconds_per_step=self.ref_sps, poll_s=settings.poll_s)
+
+    # -- clock --------------------------------------------------------------------------------------
+    def now_s(self) -> float:
+        """Engine seconds now (never earlier than the last delivered event)."""
+        return max(self.clock.engine_s(), self._log_s)
+
+    def _at(self, t_s: float, item: tuple[Any, ...]) -> None:
+        """Enqueue ``item`` when engine time reaches ``t_s``."""
+        self.clock.call_at(t_s, self._q.put, item)
+
+    def _event_time(self, event: Any) -> float:
+        return max(self._log_s, float(event.time_s))
+
+    def _post(self, event: Any) -> None:
+        self._q.put(("event", event))
+
+    def _timer(self, t_s: float, kind: str, inst: _Instance) -> None:
+        self._at(t_s, (kind, inst))
+
+    def _wake_at(self, trial_id: str, at_s: float) -> None:
+        self._at(at_s, ("wake", trial_id, at_s))
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def run(self) -> RunRecord:
+        tmp = None
+        log_dir = self.settings.log_dir
+        if log_dir is None:
+            tmp = tempfile.TemporaryDirectory(prefix="spottune-local-")
+            log_dir = tmp.name
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+        s, pool = self.settings, self._pool
+        pool.log_dir = Path(log_dir)
+        try:
+            # one warm worker per trial for the first launches, plus the spares, all warm before the clock starts
+            warm_s = pool.warm_up(len(self.trials) + self._spares if pool.enabled else 0, s.standby_timeout_s)
+            self.record.meta.update(standby_workers=self._spares, pool_warm_up_wall_s=round(warm_s, 3))
+            self._imds.start()
+            self.clock.start()
+            give_up = time.monotonic() + s.max_wall_s
+            self._start()
+            end_s = float(self.history.end_s)
+            while not self.orchestrator.done:
+                if time.monotonic() > give_up:
+                    raise BackendError(f"the local run did not finish within {s.max_wall_s:.0f} wall "
+                                       f"seconds (engine time {(self.now_s() - self.start_s) / 3600:.1f} h)")
+                if self.now_s() > end_s:
+                    raise BackendError(f"the price history ends at {end_s:.0f} s before the experiment finished")
+                try:
+                    item = self._q.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                self._handle(item)
+            self._close_leftovers(end_s)  # revoked-and-saved instances: the provider ends them
+        finally:
+            pool.stop_all()
+            self.clock.stop()
+            self._imds.stop()
+            if tmp is not None:
+                tmp.cleanup()
+        self.record.meta["worker"] = {iid: inst.stats for iid, inst in self._instances.items()}
+        return self.record
+
+    def _handle(self, item: tuple[Any, ...]) -> None:
+        """One queue item: ``(kind, *args)`` from a timer, a reader thread or the driver itself."""
+        kind, *args = item
+        handler = {"event": self._deliver, "line": self._on_line, "eof": self._on_eof, "notice": self._on_notice,
+                   "hour": self._on_hour, "terminate": self._on_termination, "ended": self._on_ended,
+                   "wake": self._on_wake}.get(kind)
+        if handler is None:  # pragma: no cover - a driver bug
+            raise BackendError(f"local backend: unknown queue item {kind!r}")
+        handler(*args)
+
+    # -- effects ------------------------------------------------------------------------------------
+    def _launch(self, action: Launch) -> None:
+        t = self.now_s()
+        inst = self._new_instance(action, t, self.ref_sps, _Instance, resume_step=action.resume_step)
+        if inst is None:
+            return
+        self._spawn(inst, action)
+        self._schedule_timers(inst, t)
+
+    def _terminate(self, action: Terminate) -> None:
+        inst = self._instances[action.instance_id]
+        w = inst.worker
+        if (w is not None and w.standby_mode and inst.segment_saved and not inst.failed
+                and w.proc.poll() is None and w.owner is inst):
+            inst.gone = True  # the hourly hop: the process goes back to the pool
+            inst.worker = None
+            self._pool.recycle(w)
+        else:
+            self._kill(inst)
+        self._end(inst, self.now_s(), "user", str(action.reason))
+        self._q.put(("ended", inst, EndReason.USER))
+
+    def _spawn(self, inst: _Instance, action: Launch) -> None:
+        s = self.settings
+        url = self._imds.register(inst.instance_id, instance_type=inst.market.instance_type,
+                                  availability_zone=inst.market.availability_zone)
+        config, seed = self.trials[inst.trial_id]
+        argv = segment_argv(trial_id=inst.trial_id, instance_id=inst.instance_id, config=config, seed=seed,
+                            resume_step=action.resume_step, until_step=action.target_steps,
+                            step_wall_s=inst.seconds_per_step / s.time_scale, imds_url=url,
+                            poll_wall_s=max(_MIN_POLL_WALL_S, s.poll_s / s.time_scale), max_steps=s.max_steps,
+                            keep=s.checkpoint_keep)
+        inst.worker, warm = self._pool.segment(inst, argv)
+        inst.stats.update(worker=inst.worker.name, warm=warm, spawn_wall_s=self.clock.wall_s())
+
+    def _kill(self, inst: _Instance) -> None:
+        """SIGKILL the worker (the instance is gone) and wait until its output has been read."""
+        inst.gone = True
+        if inst.worker is None:
+            return
+        inst.killed = True
+        self._pool.stop(inst.worker)
+
+    _release = _kill
+
+    def _checkpoint(self, action: Checkpoint) -> None:
+        inst = self._instances[action.instance_id]
+        if inst.unconfirmed_save is not None and inst.unconfirmed_save == inst.step:
+            step, inst.unconfirmed_save = inst.unconfirmed_save, None  # already saved on the IMDS notice
+            self._post(inst.checkpoint_saved(self.now_s(), action.reason, step))
+            return
+        inst.pending = action
+        self._pool.command(inst.worker, {"cmd": "checkpoint", "reason": str(action.reason)})
+        # if the worker is already gone, its end (failure, termination) answers instead
+
+    def _send_or_defer(self, inst: _Instance, event: Any) -> None:
+        if inst.ready:
+            self._deliver(event)
+        else:
+            inst.deferred.append(event)
+
+    def _on_hour(self, inst: _Instance) -> None:
+        if inst.alive and not inst.gone:
+            self._send_or_defer(inst, inst.hour_elapsed(self.now_s()))
+
+    def _on_wake(self, trial_id: str, at_s: float) -> None:
+        self._wake(trial_id, max(self.now_s(), at_s))
+
+    def _launched(self, inst: _Instance) -> None:
+        inst.ready = True
+        self._deliver(inst.trial_launched(self.now_s()))
+
+    # -- worker reports -----------------------------------------------------------------------------
+    def _on_line(self, inst: _Instance, msg: Mapping[str, Any]) -> None:
+        kind = msg.get("event")
+        if not inst.alive and kind != "checkpoint":
+            return
+        now = self.now_s()
+        if kind == "ready":
+            if int(msg.get("step", -1)) != inst.resume_step:
+                raise BackendError(f"trial {inst.trial_id}: worker restored step {msg.get('step')}, "
+                                   f"but the Launch asked for step {inst.resume_step}")
+            inst.stats.update(ready_wall_s=self.clock.wall_s(), restore_s=msg.get("restore_s"),
+                              restored_version=msg.get("version"))
+            self._launched(inst)
+            for event in inst.deferred:
+                if not inst.gone:
+                    self._deliver(dataclasses.replace(event, time_s=self.now_s()))
+            inst.deferred.clear()
+        elif kind == "metric":
+            inst.step = int(msg["step"])
+            inst.executed += 1
+            metrics = {str(k): float(v) for k, v in dict(msg.get("metrics") or {}).items()}
+            self._deliver(inst.metric_reported(now, metrics))
+        elif kind == "checkpoint":
+            if not inst.alive:
+                return  # published too late: the orchestrator rolls back; the store keeps it as unconfirmed
+            step = int(msg["step"])
+            inst.segment_saved = True
+            inst.saved_step = step
+            self._checkpoint_step[inst.trial_id] = step
+            inst.stats.setdefault("save_s", []).append(msg.get("save_s"))
+            if inst.pending is not None:
+                action, inst.pending = inst.pending, None
+                self._deliver(inst.checkpoint_saved(now, action.reason, step))
+            else:
+                inst.unconfirmed_save = step
+        elif kind == "notice":
+            inst.stats["notice_seen_s"] = now
+        elif kind == "failed":
+            inst.stats["failed"] = msg.get("during")
+            self._failed(inst, f"{msg.get('during', '?')}: {msg.get('error', '')}")
+
+    def _failed(self, inst: _Instance, error: str) -> None:
+        """The trainable (or the worker) failed on this instance: ``SegmentFailed``."""
+        inst.failed = True
+        if not inst.ready:  # setup or restore raised: the trainable failed on this instance
+            self._launched(inst)
+        self._deliver(inst.segment_failed(self.now_s(), error))
+
+    def _on_eof(self, inst: _Instance, returncode: int) -> None:
+        inst.stats["returncode"] = returncode
+        if inst.killed or inst.failed or not inst.alive or returncode == 0:
+            return
+        tail = inst.worker.tail() if inst.worker else ""
+        self._failed(inst, f"worker exited with code {returncode}: {tail}")
+
+    def _on_notice(self, inst: _Instance) -> None:
+        if not inst.alive or inst.gone:
+            return
+        self._imds.notify(inst.instance_id, time_s=inst.termination_s)
+        self._send_or_defer(inst, inst.revocation_notice(self.now_s()))
+
+    def _on_termination(self, inst: _Instance) -> None:
+        if not inst.alive or inst.gone:
+            return
+        self._kill(inst)  # its remaining output is now queued ahead of the "ended" item
+        self._q.put(("ended", inst, EndReason.PROVIDER))
+
+    def _on_ended(self, inst: _Instance, reason: EndReason) -> None:
+        self._imds.unregister(inst.instance_id)
+        if reason is EndReason.PROVIDER:
+            self._end(inst, inst.termination_s, "provider", inst.reason)
+        if reason is EndReason.PROVIDER and not inst.ready:
+            self._deliver(inst.died_booting(self.now_s()))
+        else:
+            self._deliver(inst.segment_ended(self.now_s(), reason))

@@ -1,0 +1,263 @@
+"""Worker processes of the local backend, and the warm pool that makes launching one cheap.
+
+Each trial segment runs in ``python -m spottune.backends.local.worker`` (:mod:`spottune.backends.local.worker`): JSON-line commands
+go in on stdin, JSON-line reports come out on stdout, stderr goes to ``<log_dir>/wNNNNN.log``. A reader
+thread per process turns every report into a callback ``on_line(owner, msg)`` and the process's end
+into ``on_eof(owner, returncode)``, where ``owner`` is what the process runs now (the backend's
+instance record); reports of a process that runs nothing are dropped.
+
+**Warm pool** ([I]). A worker's Python start-up (imports of torch or scikit-learn, the dataset) takes
+1-10 s of wall time, which the accelerated clock would turn into 0.5-5 simulated hours of boot at
+``time_scale`` 1,800, so no revocation in the first half hour could ever be observed. So the pool
+pre-starts ``--standby`` workers (imports done, dataset loaded, store client opened; like a booted
+instance from a baked image) that wait for a segment's arguments on stdin. Before the clock starts,
+one warm worker per trial plus the spares are started and waited for; later launches take a warm one
+(milliseconds) and the pool is refilled up to the spares. After a clean segment (a checkpoint, then
+the user's ``Terminate``: the hourly hop) the process is recycled into the pool instead of killed; a
+provider termination always kills it (SIGKILL: the instance is gone).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spottune.errors import BackendError
+
+__all__ = ["Worker", "WorkerPool", "segment_argv"]
+
+
+@dataclass(slots=True, eq=False)
+class Worker:
+    """One worker process, pre-started in standby or started for a segment.
+
+    Attributes
+    ----------
+    name : str
+        ``w00001``, ...; its stderr is ``<log_dir>/<name>.log``.
+    proc : subprocess.Popen
+    log_path : pathlib.Path
+    standby_mode : bool
+        Started with ``--standby``: reusable after a clean segment.
+    standby : threading.Event
+        Set while it is warm and waiting for a segment.
+    owner : object or None
+        What it runs now (the backend's instance record).
+    """
+
+    name: str
+    proc: subprocess.Popen
+    log_path: Path
+    standby_mode: bool = False
+    standby: threading.Event = field(default_factory=threading.Event)
+    reader: threading.Thread | None = None
+    owner: Any = None
+
+    def tail(self, n_chars: int = 400) -> str:
+        """The end of its stderr log, on one line."""
+        try:
+            return self.log_path.read_text(errors="replace")[-n_chars:].replace("\n", " ")
+        except OSError:
+            return ""
+
+
+class WorkerPool:
+    """Starts, feeds, recycles and stops worker processes (see the module docstring).
+
+    Parameters
+    ----------
+    python : str
+        Interpreter that runs ``-m spottune.backends.local.worker``.
+    workload : str
+        Workload the standby workers warm up.
+    store_url : str
+    storage_options : mapping
+        The checkpoint store of every worker (opened ahead of time by the standby ones).
+    spares : int
+        Warm workers kept beyond the running ones; 0 starts every segment cold (no pool).
+    on_line : callable (owner, msg: dict) -> None
+    on_eof : callable (owner, returncode: int) -> None
+        Called from the reader threads.
+    log_dir : pathlib.Path, optional
+        Where the stderr logs go; must be set before the first process starts.
+    """
+
+    def __init__(self, *, python: str, workload: str, store_url: str, storage_options: Mapping[str, Any],
+                 spares: int, on_line: Callable[[Any, dict[str, Any]], None], on_eof: Callable[[Any, int], None],
+                 log_dir: Path | None = None):
+        self.python = python
+        self.workload = workload
+        self.store_url = store_url
+        self.storage_options = dict(storage_options)
+        self.log_dir = log_dir
+        self.spares = max(0, int(spares))
+        self.enabled = self.spares > 0
+        self._on_line = on_line
+        self._on_eof = on_eof
+        self._all: list[Worker] = []
+        self._idle: list[Worker] = []
+        self._count = 0
+
+    # -- starting -------------------------------------------------------------------------------------
+    def spawn(self, argv: list[str], owner: Any = None) -> Worker:
+        """Start ``python -m spottune.backends.local.worker <argv>`` for ``owner``, with its reader thread."""
+        if self.log_dir is None:
+            raise BackendError("the worker pool has no log_dir")
+        self._count += 1
+        name = f"w{self._count:05d}"
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[2])
+        extra = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
+        env["PYTHONPATH"] = os.pathsep.join([root, os.getcwd(), *extra])
+        log_path = self.log_dir / f"{name}.log"
+        with open(log_path, "wb") as stderr:
+            proc = subprocess.Popen([self.python, "-m", "spottune.backends.local.worker", *argv], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=stderr, env=env, text=True, bufsize=1)
+        worker = Worker(name, proc, log_path, owner=owner)
+        worker.reader = threading.Thread(target=self._read, args=(worker,), daemon=True, name=f"worker-{name}")
+        worker.reader.start()
+        self._all.append(worker)
+        return worker
+
+    def segment(self, owner: Any, argv: list[str]) -> tuple[Worker, bool]:
+        """Start a segment for ``owner``: on a pooled worker (then refill the pool) or a new process.
+
+        Returns the worker and whether it was warm. ``argv`` is :func:`segment_argv`'s; the pool adds
+        its workload and store.
+        """
+        argv = ["--workload", self.workload, "--store", self.store_url, "--storage-options",
+                json.dumps(self.storage_options), *argv]
+        worker = self.take(owner) if self.enabled else None
+        if worker is None:
+            return self.spawn(argv, owner=owner), False
+        warm = worker.standby.is_set()
+        self.command(worker, {"argv": argv})
+        self.refill()
+        return worker, warm
+
+    def spawn_standby(self) -> Worker:
+        """Start a ``--standby`` worker into the pool."""
+        worker = self.spawn(["--standby", "--workload", self.workload, "--store", self.store_url,
+                             "--storage-options", json.dumps(self.storage_options)])
+        worker.standby_mode = True
+        self._idle.append(worker)
+        return worker
+
+    def warm_up(self, n: int, timeout_s: float) -> float:
+        """Start ``n`` standby workers and wait until every idle one is warm; returns the wall seconds.
+
+        Raises
+        ------
+        BackendError
+            If a standby worker exits, or they are not all warm within ``timeout_s``.
+        """
+        t0 = time.monotonic()
+        for _ in range(n):
+            self.spawn_standby()
+        deadline = t0 + timeout_s
+        for worker in list(self._idle):
+            while not worker.standby.wait(0.1):
+                if worker.proc.poll() is not None:
+                    raise BackendError(f"a standby worker exited with code {worker.proc.returncode}: {worker.tail()}")
+                if time.monotonic() > deadline:
+                    raise BackendError(f"standby workers not ready after {timeout_s:.0f} s")
+        return time.monotonic() - t0
+
+    # -- the pool -------------------------------------------------------------------------------------
+    def take(self, owner: Any) -> Worker | None:
+        """A live pooled worker for ``owner``, warm ones first; None if the pool is empty."""
+        self._idle = [w for w in self._idle if w.proc.poll() is None]
+        worker = next((w for w in self._idle if w.standby.is_set()), self._idle[0] if self._idle else None)
+        if worker is not None:
+            self._idle.remove(worker)
+            worker.owner = owner
+        return worker
+
+    def refill(self) -> None:
+        """Start a standby worker if fewer than ``spares`` are idle."""
+        if len(self._idle) < self.spares:
+            self.spawn_standby()
+
+    def recycle(self, worker: Worker) -> None:
+        """The worker's segment ended cleanly: detach it (it prints ``standby`` again) and pool it."""
+        worker.owner = None
+        worker.standby.clear()
+        self._idle.insert(0, worker)
+        while len(self._idle) > self.spares:  # keep the pool small: drop cold ones first
+            cold = [x for x in self._idle if not x.standby.is_set() and x is not worker]
+            victim = cold[-1] if cold else self._idle[-1]
+            self._idle.remove(victim)
+            self.stop(victim)
+
+    # -- talking and stopping -------------------------------------------------------------------------
+    @staticmethod
+    def command(worker: Worker | None, cmd: Mapping[str, Any]) -> bool:
+        """Write a JSON command to the worker's stdin; False if it is gone."""
+        if worker is None or worker.proc.poll() is not None or worker.proc.stdin is None:
+            return False
+        try:
+            worker.proc.stdin.write(json.dumps(dict(cmd)) + "\n")
+            worker.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+
+    @staticmethod
+    def stop(worker: Worker) -> None:
+        """SIGKILL the process (if alive) and wait until its output has been read."""
+        if worker.proc.poll() is None:
+            worker.proc.kill()
+        worker.proc.wait()
+        if worker.reader is not None and worker.reader is not threading.current_thread():
+            worker.reader.join(timeout=10)
+        for stream in (worker.proc.stdin, worker.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+
+    def stop_all(self) -> None:
+        """Stop every process this pool started."""
+        for worker in self._all:
+            self.stop(worker)
+
+    def _read(self, worker: Worker) -> None:
+        """Reader thread: every stdout line of the worker becomes a callback, then EOF."""
+        assert worker.proc.stdout is not None
+        for line in worker.proc.stdout:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue  # stray print from user code
+            if not isinstance(msg, dict):
+                continue
+            if msg.get("event") == "standby":
+                worker.standby.set()
+            elif worker.owner is not None:
+                self._on_line(worker.owner, msg)
+        code = worker.proc.wait()
+        if worker.owner is not None:
+            self._on_eof(worker.owner, code)
+
+
+def segment_argv(*, trial_id: str, instance_id: str, config: Mapping[str, Any], seed: int, resume_step: int,
+                 until_step: int, step_wall_s: float, imds_url: str, poll_wall_s: float, max_steps: int | None,
+                 keep: int) -> list[str]:
+    """The arguments of one segment, for ``python -m spottune.backends.local.worker`` or a standby worker's ``argv``.
+
+    The workload and the store are the pool's; see :func:`spottune.backends.local.worker.parse_args` for each one.
+    """
+    argv = ["--trial", trial_id, "--config", json.dumps(dict(config)), "--seed", str(seed), "--keep", str(keep),
+            "--resume-step", str(resume_step), "--until-step", str(until_step), "--step-wall-s", repr(step_wall_s),
+            "--imds-url", imds_url, "--poll-s", repr(poll_wall_s), "--instance-id", instance_id]
+    if max_steps is not None:
+        argv += ["--max-steps", str(max_steps)]
+    return argv

@@ -1,0 +1,353 @@
+"""One trial segment on one instance: restore, train, report, and checkpoint when told or warned.
+
+Run as ``python -m spottune.backends.local.worker --trial t03 --workload digits-mlp --config '{"lr": 0.1, ...}'
+--seed 7 --store s3://bucket/prefix --imds-url http://169.254.169.254 --until-step 210``. The same
+program runs in a local process (local backend, IMDS emulator) and on a real EC2 spot instance
+(Dockerfile image, real IMDS).
+
+Lifecycle:
+
+1. Build the trainable (``setup``) and restore the checkpoint at ``--resume-step`` (0: fresh start;
+   -1: the newest intact one) from the store; print ``ready``.
+2. Train. Each step first waits ``--step-wall-s`` seconds (the simulated step time on this instance
+   type divided by the backend's time scale; 0 = full speed), then computes the step and prints its
+   metrics. Waiting first means a checkpoint request that arrives during a step discards that step
+   cleanly (nothing to roll back), as the driver contract requires.
+3. A background thread polls ``<imds-url>/latest/meta-data/spot/instance-action`` every ``--poll-s``
+   seconds (AWS recommends 5 s). On a notice the worker checkpoints at once (reason
+   ``revocation``) and exits: it does not wait for the orchestrator's round trip.
+4. Commands arrive as JSON lines on stdin: ``{"cmd": "checkpoint", "reason": "hop"}`` (save, then
+   exit) and ``{"cmd": "exit"}``. SIGTERM means "checkpoint and exit" too. EOF on stdin (the
+   driver is gone) exits without saving. At ``--until-step`` training pauses and the worker waits
+   for a command.
+
+Every report is one JSON object per line on stdout, with an ``event`` key:
+
+=============  ===============================================================================
+``ready``      ``step`` (restored step), ``version`` (checkpoint version or null), ``restore_s``
+``metric``     ``step`` (1-based, across segments), ``metrics`` (name -> float)
+``notice``     ``action``, ``time`` (from IMDS)
+``checkpoint`` ``step``, ``version``, ``reason``, ``save_s`` (wall seconds to save and verify)
+``idle``       ``step``: reached ``--until-step``, waiting for a command
+``failed``     ``during`` (setup, restore, step, checkpoint), ``error`` (one line)
+``exit``       ``code``
+``standby``    ``pid``, ``warm_up_s``: a ``--standby`` worker is warm and waits for ``{"argv": [...]}``
+=============  ===============================================================================
+
+Exit codes: 0 after a checkpoint, an exit command or EOF; 1 if the trainable or the store failed
+(after a ``failed`` line); 2 on bad arguments.
+
+``--standby`` starts a pre-warmed worker that waits for its arguments on stdin (:func:`standby`); the
+local backend keeps a pool of them so that launching a segment costs milliseconds of wall time, not
+the second or more of Python imports that the accelerated clock would turn into simulated boot time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from spottune.backends.local.imds import DEFAULT_IMDS_URL, ImdsClient
+
+__all__ = ["main", "parse_args", "run", "standby"]
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the worker's command line (see the module docstring)."""
+    p = argparse.ArgumentParser(prog="python -m spottune.backends.local.worker", description="Run one trial segment.")
+    p.add_argument("--trial", required=True, help="trial id (checkpoint key)")
+    p.add_argument("--workload", required=True, help="built-in workload name or 'module:Class'")
+    p.add_argument("--config", default="{}", help="hyperparameter configuration, JSON")
+    p.add_argument("--seed", type=int, default=0, help="trial seed (Trainable.rng)")
+    p.add_argument("--max-steps", type=int, default=None, help="the trial's S_max, given to the trainable")
+    p.add_argument("--store", required=True, help="checkpoint store URL: folder, file://, s3://, memory://")
+    p.add_argument("--storage-options", default="{}", help="fsspec options for --store, JSON")
+    p.add_argument("--keep", type=int, default=2, help="checkpoint versions kept per trial")
+    p.add_argument("--resume-step", type=int, default=-1,
+                   help="restore the checkpoint taken at this step; 0 = fresh start; -1 = newest (default)")
+    p.add_argument("--until-step", type=int, required=True, help="pause training at this step and wait")
+    p.add_argument("--step-wall-s", type=float, default=0.0, help="wall seconds per step (pacing); 0 = full speed")
+    p.add_argument("--imds-url", default=DEFAULT_IMDS_URL, help="IMDS root; 'none' disables polling")
+    p.add_argument("--poll-s", type=float, default=5.0, help="wall seconds between IMDS polls")
+    p.add_argument("--instance-id", default="", help="for the checkpoint metadata and logs")
+    args = p.parse_args(argv)
+    for name in ("config", "storage_options"):
+        try:
+            value = json.loads(getattr(args, name))
+        except ValueError as exc:
+            p.error(f"--{name.replace('_', '-')} is not valid JSON: {exc}")
+        if not isinstance(value, dict):
+            p.error(f"--{name.replace('_', '-')} must be a JSON object")
+        setattr(args, name, value)
+    if args.until_step < 0 or args.step_wall_s < 0 or args.poll_s <= 0:
+        p.error("--until-step and --step-wall-s must be >= 0 and --poll-s > 0")
+    return args
+
+
+class _Out:
+    """JSON-lines reporter (thread-safe, flushed per line)."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.lock = threading.Lock()
+
+    def __call__(self, event: str, **fields: Any) -> None:
+        line = json.dumps({"event": event, **fields}, allow_nan=True)
+        with self.lock:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:500]
+
+
+class _Signals:
+    """Everything that can interrupt training, gathered by helper threads; ``wake`` is set on news.
+
+    One per process: the stdin reader and the SIGTERM handler outlive a segment (a standby worker
+    runs several). :meth:`new_segment` resets the per-segment parts.
+    """
+
+    def __init__(self) -> None:
+        self.wake = threading.Event()
+        self.commands: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.notice: Any = None
+        self.sigterm = False
+        self.stop_polling = threading.Event()
+        self._reading = False
+
+    def start(self, stdin: TextIO) -> "_Signals":
+        """Start the stdin reader (once) and, on the main thread, the SIGTERM handler."""
+        if not self._reading:
+            self._reading = True
+            threading.Thread(target=self.read_commands, args=(stdin,), daemon=True, name="commands").start()
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, self._on_sigterm)
+        return self
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.sigterm = True
+        self.wake.set()
+
+    def new_segment(self) -> None:
+        """Forget the previous segment's notice and IMDS poller."""
+        self.stop_polling.set()
+        self.stop_polling = threading.Event()
+        self.notice = None
+        self.wake.clear()
+
+    def read_commands(self, stream: TextIO) -> None:
+        for line in stream:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                cmd = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(cmd, dict):
+                self.commands.put(cmd)
+                self.wake.set()
+        self.commands.put(None)  # EOF: the driver is gone
+        self.wake.set()
+
+    def poll_imds(self, client: ImdsClient, interval_s: float, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                action = client.instance_action()
+            except (OSError, ValueError):
+                action = None  # unreachable or garbled: try again next time
+            if action is not None and not stop.is_set():
+                self.notice = action
+                self.wake.set()
+                return
+            stop.wait(interval_s)
+
+
+def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | None = None,
+        signals: _Signals | None = None) -> int:
+    """Run one segment (see the module docstring); returns the exit code."""
+    from spottune.checkpoint import open_store
+    from spottune.errors import SpottuneError
+    from spottune.workloads import get_workload
+
+    out = _Out(stdout or sys.stdout)
+    sig = (signals or _Signals()).start(stdin or sys.stdin)
+    sig.new_segment()
+    stop_polling = sig.stop_polling
+
+    trainable: Any = None
+
+    def finish(code: int) -> int:
+        stop_polling.set()
+        if trainable is not None:
+            try:
+                trainable.cleanup()
+            except Exception:
+                traceback.print_exc(file=sys.stderr)
+        out("exit", code=code)
+        return code
+
+    try:
+        store = open_store(args.store, args.storage_options, keep=args.keep)
+        trainable = get_workload(args.workload).make(args.config, seed=args.seed, max_steps=args.max_steps)
+    except Exception as exc:  # the user's setup() or a bad workload: report, never a traceback only
+        traceback.print_exc(file=sys.stderr)
+        out("failed", during="setup", error=_one_line(exc))
+        return finish(1)
+    t0 = time.monotonic()
+    try:
+        info = None
+        if args.resume_step != 0:
+            step = None if args.resume_step < 0 else args.resume_step
+            info = store.restore_trainable(args.trial, trainable, step=step)
+            if info is None and step is not None:
+                raise SpottuneError(f"trial {args.trial}: no checkpoint to resume at step {step}")
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        out("failed", during="restore", error=_one_line(exc))
+        return finish(1)
+    out("ready", step=trainable.iteration, version=None if info is None else info.version,
+        restore_s=round(time.monotonic() - t0, 6), pid=os.getpid())
+
+    if args.imds_url.lower() != "none":
+        threading.Thread(target=sig.poll_imds, args=(ImdsClient(args.imds_url), args.poll_s, stop_polling),
+                         daemon=True, name="imds-poll").start()
+
+    def checkpoint(reason: str) -> int:
+        t = time.monotonic()
+        try:
+            info = store.save_trainable(args.trial, trainable, metadata={"reason": reason, "instance_id": args.instance_id})
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            out("failed", during="checkpoint", error=_one_line(exc))
+            return finish(1)
+        out("checkpoint", step=info.step, version=info.version, reason=reason, save_s=round(time.monotonic() - t, 6))
+        return finish(0)
+
+    due = time.monotonic() + args.step_wall_s
+    idle_reported = False
+    while True:
+        if sig.notice is not None:
+            out("notice", action=sig.notice.action, time=sig.notice.time_utc)
+            return checkpoint("revocation")
+        if sig.sigterm:
+            return checkpoint("sigterm")
+        try:
+            cmd = sig.commands.get_nowait()
+        except queue.Empty:
+            cmd = {}
+        if cmd is None:
+            sig.commands.put(None)  # keep the EOF visible to a standby loop
+            return finish(0)
+        if cmd.get("cmd") == "checkpoint":
+            return checkpoint(str(cmd.get("reason", "requested")))
+        if cmd.get("cmd") == "exit":
+            return finish(0)
+        if cmd:
+            continue  # unknown command: ignore
+        if trainable.iteration >= args.until_step:
+            if not idle_reported:
+                out("idle", step=trainable.iteration)
+                idle_reported = True
+            sig.wake.wait(1.0)
+            sig.wake.clear()
+            continue
+        wait = due - time.monotonic()
+        if wait > 0:
+            sig.wake.wait(wait)
+            sig.wake.clear()
+            continue
+        try:
+            metrics = trainable.train()
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            out("failed", during="step", error=_one_line(exc))
+            return finish(1)
+        out("metric", step=trainable.iteration, metrics=metrics)
+        due = max(due + args.step_wall_s, time.monotonic() - args.step_wall_s)
+
+
+def _warm_up(workload: str, store: str | None, storage_options: dict[str, Any]) -> None:
+    """Pay the one-off costs of a segment ahead of time: imports, datasets, the store's client.
+
+    Builds (and throws away) one trainable of the workload with its first default configuration, so
+    torch / scikit-learn are imported and the dataset is loaded and cached in this process. Failures
+    are written to stderr and otherwise ignored here; the real segment reports them.
+    """
+    from spottune.checkpoint import open_store
+    from spottune.workloads import get_workload
+
+    try:
+        wl = get_workload(workload)
+        configs = wl.configs() if wl.search_space else [{}]
+        wl.make(configs[0]).cleanup()
+    except Exception as exc:  # not fatal: the segment that needs it reports the failure on stdout
+        print(f"spottune worker: warm-up of workload {workload!r} failed: {_one_line(exc)}", file=sys.stderr)
+    if store:
+        try:
+            open_store(store, storage_options)
+        except Exception as exc:
+            print(f"spottune worker: warm-up of store {store!r} failed: {_one_line(exc)}", file=sys.stderr)
+
+
+def standby(argv: Sequence[str], stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+    """A pre-started, reusable worker (the local backend's warm pool: a booted instance from a baked image).
+
+    ``python -m spottune.backends.local.worker --standby --workload W [--store URL --storage-options JSON]`` warms up
+    (:func:`_warm_up`), prints ``{"event": "standby"}`` and waits for a JSON line ``{"argv": [...]}``
+    holding a segment's arguments, runs that segment, and, if it ended with exit code 0, prints
+    ``standby`` again and waits for the next one (the driver recycles it after an hourly hop). EOF,
+    ``{"cmd": "exit"}``, SIGTERM or a failed segment end the process.
+    """
+    p = argparse.ArgumentParser(prog="python -m spottune.backends.local.worker --standby")
+    p.add_argument("--standby", action="store_true")
+    p.add_argument("--workload", required=True)
+    p.add_argument("--store", default=None)
+    p.add_argument("--storage-options", default="{}")
+    pre = p.parse_args(argv)
+    stdin = stdin or sys.stdin
+    out = _Out(stdout or sys.stdout)
+    sig = _Signals().start(stdin)
+    t0 = time.monotonic()
+    _warm_up(pre.workload, pre.store, json.loads(pre.storage_options))
+    warm_up_s = round(time.monotonic() - t0, 6)
+    while True:
+        out("standby", pid=os.getpid(), warm_up_s=warm_up_s)
+        while True:
+            if sig.sigterm:
+                return 0
+            try:
+                msg = sig.commands.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            if msg is None or msg.get("cmd") == "exit":
+                return 0
+            if "argv" in msg:
+                break
+        code = run(parse_args(msg["argv"]), stdin=stdin, stdout=stdout, signals=sig)
+        if code != 0 or sig.sigterm:
+            return code
+        warm_up_s = 0.0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m spottune.backends.local.worker``; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--standby" in argv:
+        return standby(argv)
+    return run(parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
