@@ -301,3 +301,65 @@ def test_same_script_same_actions():
         return s.log
 
     assert run() == run()
+
+
+# -- no lost work (issue 11, items 2 and 3) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("trigger", ["hop", "notice"])
+def test_checkpoint_at_the_target_step_finishes_the_trial(trigger):
+    """A hop or notice that overlaps the last step: the checkpoint holds the target step, so the trial is
+    finished, not relaunched with nothing to do (which looped every hour)."""
+    s = Script(max_steps=5, theta=1.0)
+    s.start()
+    i1 = s.launched()
+    s.steps("t0", i1, 4)
+    if trigger == "hop":
+        acts = s(HourElapsed, trial_id="t0", instance_id=i1)
+        reason = CheckpointReason.HOP
+    else:
+        acts = s(RevocationNotice, trial_id="t0", instance_id=i1, deadline_s=s.t + 120)
+        reason = CheckpointReason.REVOCATION
+    assert acts == [Checkpoint(trial_id="t0", instance_id=i1, reason=reason)]
+    # step 5 completes after the checkpoint request; the checkpoint saves it
+    assert s(MetricReported, trial_id="t0", instance_id=i1, step=5, metrics={"loss": 0.2}) == []
+    acts = s(CheckpointSaved, trial_id="t0", instance_id=i1, reason=reason, step=5)
+    assert not any(isinstance(a, Launch) for a in acts)
+    assert s.state() is TrialState.FINISHED
+    tr = s.orch.trials["t0"]
+    assert (tr.step, tr.checkpoint_step, tr.hops) == (5, 5, 0)
+    assert tr.steps == [1, 2, 3, 4, 5] and tr.losses[-1] == 0.2  # the last step kept its metric
+    if trigger == "hop":  # ours to end; a noticed instance is left to the provider (first-hour refund)
+        assert [(type(a), a.reason) for a in acts if isinstance(a, Terminate)] == [(Terminate, TerminateReason.END)]
+    else:
+        assert not any(isinstance(a, Terminate) for a in acts)
+    assert isinstance(acts[-1], ExperimentFinished)
+
+
+def test_checkpoint_at_the_theta_step_pauses_the_trial():
+    s = Script(trials=("t0", "t1"), max_steps=10, theta=0.5, top_k=1)
+    s.start()
+    i0, i1 = s.launched("t0"), s.launched("t1")
+    s.steps("t0", i0, 4)
+    s(HourElapsed, trial_id="t0", instance_id=i0)
+    s(MetricReported, trial_id="t0", instance_id=i0, step=5, metrics={"loss": 0.3})
+    acts = s(CheckpointSaved, trial_id="t0", instance_id=i0, reason=CheckpointReason.HOP, step=5)
+    assert s.state("t0") is TrialState.PAUSED_AT_THETA
+    assert [type(a) for a in acts] == [Terminate] and acts[0].reason is TerminateReason.THETA
+
+
+def test_metric_of_a_step_finished_during_a_checkpoint_is_recorded():
+    """A step that completes after the checkpoint request is saved; its metric must be kept too."""
+    s = Script(max_steps=10, theta=1.0)
+    s.start()
+    i1 = s.launched()
+    s.steps("t0", i1, 3)
+    s(HourElapsed, trial_id="t0", instance_id=i1)
+    s(MetricReported, trial_id="t0", instance_id=i1, step=4, metrics={"loss": 0.25})
+    s(CheckpointSaved, trial_id="t0", instance_id=i1, reason=CheckpointReason.HOP, step=4)
+    i2 = s.launched()
+    s.steps("t0", i2, 10)
+    tr = s.orch.trials["t0"]
+    assert tr.steps == list(range(1, 11))
+    assert tr.losses[3] == 0.25
+    assert s.state() is TrialState.CHECKPOINTING  # step 10 asked for the end checkpoint

@@ -186,7 +186,7 @@ class Orchestrator:
                 return Marker.PREVIOUS_INSTANCE
         match event:
             case CheckpointSaved():
-                return event.reason
+                return self._saved_reason(tr, event)
             case SegmentEnded():
                 return event.reason
             case SegmentFailed():
@@ -218,6 +218,8 @@ class Orchestrator:
             case MetricReported():
                 if old_state is TrialState.RUNNING:
                     self._on_metric(tr, event, out)
+                elif old_state is TrialState.CHECKPOINTING:  # finished as the checkpoint began: it is saved,
+                    self._record_point(tr, event)  # so keep its metric; the checkpoint in flight decides
             case RevocationNotice():
                 tr.revocations += 1
                 tr.noticed.add(event.instance_id)
@@ -249,7 +251,8 @@ class Orchestrator:
             case _:
                 assert_never(event)
 
-    def _on_metric(self, tr: TrialRecord, event: MetricReported, out: list[Action]) -> None:
+    def _record_point(self, tr: TrialRecord, event: MetricReported) -> float:
+        """Keep ``event``'s metric as the curve point of its step; returns the loss (smaller is better)."""
         value = float(event.metrics[self.config.metric])
         loss = value if self.config.mode == "min" else 1.0 - value
         tr.step = event.step
@@ -258,6 +261,10 @@ class Orchestrator:
             del tr.steps[cut:], tr.losses[cut:]
         tr.steps.append(event.step)
         tr.losses.append(loss)
+        return loss
+
+    def _on_metric(self, tr: TrialRecord, event: MetricReported, out: list[Action]) -> None:
+        loss = self._record_point(tr, event)
         if self.stop_rule is not None and self.stop_rule.should_stop(tr.trial_id, event.step, loss) \
                 and event.step < tr.target_steps:
             self._prune(tr, event.time_s, out)
@@ -301,13 +308,22 @@ class Orchestrator:
         cut = int(np.searchsorted(tr.steps, tr.checkpoint_step, side="right"))
         del tr.steps[cut:], tr.losses[cut:]
 
+    def _saved_reason(self, tr: TrialRecord, event: CheckpointSaved) -> CheckpointReason:
+        """What a saved checkpoint means for the trial: a hop or revocation checkpoint that already holds the
+        target step (the last step finished as the checkpoint began) ends the segment like the θ or end
+        checkpoint would; relaunching it would have nothing to do, and did so every hour (issue 11)."""
+        if event.reason in (CheckpointReason.HOP, CheckpointReason.REVOCATION) and event.step >= tr.target_steps:
+            return CheckpointReason.END if tr.target_steps >= self.config.max_steps else CheckpointReason.THETA
+        return event.reason
+
     def _on_saved(self, tr: TrialRecord, event: CheckpointSaved, out: list[Action]) -> None:
         t = event.time_s
+        reason = self._saved_reason(tr, event)
         tr.checkpoint_step = tr.step = event.step
         self._record_segment(tr, tr.train_end_s if tr.train_end_s is not None else t, event.step)
         instance = self._detach(tr)
         noticed = instance in tr.noticed  # the provider will end it: keep the first-hour refund
-        match event.reason:
+        match reason:
             case CheckpointReason.REVOCATION:
                 self._launch(tr, t, out)
             case CheckpointReason.HOP:
@@ -322,13 +338,13 @@ class Orchestrator:
                               TerminateReason.THETA, out)
                 self._progress(t, out)
             case CheckpointReason.END | CheckpointReason.PLATEAU:
-                tr.plateaued = event.reason is CheckpointReason.PLATEAU
+                tr.plateaued = reason is CheckpointReason.PLATEAU
                 if not noticed:
                     self._act(tr, Terminate(trial_id=tr.trial_id, instance_id=instance, reason=TerminateReason.END),
                               TerminateReason.END, out)
                 self._progress(t, out)
             case _:
-                assert_never(event.reason)
+                assert_never(reason)
 
     def _launch(self, tr: TrialRecord, t: float, out: list[Action]) -> None:
         try:

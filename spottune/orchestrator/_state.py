@@ -19,6 +19,11 @@ The machine, one trial at a time (actions we send are keyed like events we recei
     PAUSED_AT_THETA --(Stop, not_top_k)--> STOPPED_EARLY
     RUNNING --(Terminate, prune)--> STOPPED_EARLY     (an external stop rule, e.g. an Optuna pruner)
 
+A hop or revocation checkpoint that already holds the target step (the last step finished as the checkpoint
+began) is marked ``end`` or ``theta``, not ``hop``/``revocation``: the trial is done with this segment, and
+relaunching it would have nothing to do (issue 11). A ``MetricReported`` during ``CHECKPOINTING`` keeps its
+curve point: that step is in the checkpoint being saved.
+
 Markers refine a trigger where its type alone does not decide: the checkpoint / terminate reason, who
 ended a segment, and two guards computed beside the table from data: the failure budget (``RETRY`` while
 ``failures <= max_failures``, else ``GIVE_UP``) and ``PREVIOUS_INSTANCE`` for an event about an instance
