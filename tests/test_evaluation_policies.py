@@ -29,11 +29,12 @@ A = Market("us-east-1a", "r3.large")
 B = Market("us-east-1a", "c3.xlarge")
 
 
-def _history(spike=True):
+def _history(spike=True, types=("r3.large", "c3.xlarge")):
     times = [T0 - 7200, T0 + 3 * 86400]
-    rows = [(t, "r3.large", 0.02) for t in times] + [(t, "c3.xlarge", 0.04) for t in times]
+    price = {"r3.large": 0.02, "c3.xlarge": 0.04}
+    rows = [(t, itype, price[itype]) for itype in types for t in times]
     if spike:  # every market spikes above on-demand for 10 minutes, 40 minutes in
-        for itype in ("r3.large", "c3.xlarge"):
+        for itype in types:
             rows += [(T0 + 2400, itype, 0.50), (T0 + 3000, itype, 0.02 if itype == "r3.large" else 0.04)]
     table = pd.DataFrame(rows, columns=["t", "instance_type", "price"])
     table["timestamp"] = pd.to_datetime(table.pop("t"), unit="s", utc=True)
@@ -131,8 +132,17 @@ def test_spot_restart_is_revoked_relaunches_and_never_hops():
 
 
 def test_spottune_hops_every_hour():
-    asm, _ = _run("spottune-1.0", history=_history(spike=False))
-    assert sum(tr.hops for tr in asm.orchestrator.trials.values()) > 0
+    # one market (r3.large, the reference instance: 300 s per step), no spike: each trial trains 30 steps =
+    # 9000 s = 2.5 h, so it hops at 1 h and 2 h of instance time (1 h + a 1 s HOP checkpoint per segment)
+    # and ends in its third segment: 2 hops per trial, 8 in all, never revoked.
+    asm, record = _run("spottune-1.0", history=_history(spike=False, types=("r3.large",)))
+    trials = asm.orchestrator.trials
+    assert {t: (tr.state, tr.hops, tr.revocations) for t, tr in trials.items()} == {
+        t: (TrialState.FINISHED, 2, 0) for t in ("t0", "t1", "t2", "t3")}
+    for t in trials:
+        rows = [r for r in record.ledger if r.trial_id == t]
+        assert [str(r.reason) for r in rows] == ["hop", "hop", "end"]
+        assert [(r.start_s - T0, r.end_s - T0) for r in rows[:2]] == [(0.0, 3601.0), (3601.0, 7202.0)]
 
 
 def _pruned(name):
