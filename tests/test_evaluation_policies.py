@@ -145,20 +145,58 @@ def test_spottune_hops_every_hour():
         assert [(r.start_s - T0, r.end_s - T0) for r in rows[:2]] == [(0.0, 3601.0), (3601.0, 7202.0)]
 
 
+# Nine trials in lockstep (one market, 60 s per step, 27 steps), loss a / k + b at step k. t4 is a late
+# bloomer (a = 2, b = 0.3): the worst of all at step 1 (2.3), the best at the end (2/27 + 0.3 = 0.374);
+# the others have a = 1 and the b below. Without a pruner t4 ranks first.
+LATE_B = {"t0": 0.9, "t1": 0.8, "t2": 1.0, "t3": 0.6, "t5": 0.7, "t6": 0.5, "t7": 1.1, "t8": 0.55}
+
+
+def _crossing_study():
+    ab = {t: (2.0, 0.3) if t == "t4" else (1.0, LATE_B[t]) for t in (f"t{i}" for i in range(9))}
+    curves = {t: [{"loss": a / k + b} for k in range(1, 28)] for t, (a, b) in ab.items()}
+    return Study(name="toy", trial_ids=list(ab), configs={t: {"i": i} for i, t in enumerate(ab)}, curves=curves,
+                 metric="loss", mode="min", max_steps=27, reference_seconds_per_step={t: 60.0 for t in ab},
+                 checkpoint_size_mb=0.0)
+
+
 def _pruned(name):
-    asm, _ = _run(name, study=_study(n=9, steps=27, sps=60.0))
+    asm, _ = _run(name, study=_crossing_study())
     trials = asm.orchestrator.trials
     return {t: tr.pruned_at for t, tr in trials.items() if tr.state is TrialState.STOPPED_EARLY}, asm
 
 
+# Optuna's rule (SuccessiveHalvingPruner, min_resource 1, eta 3): at a rung step a trial is promoted iff its
+# value <= the max(n // 3, 1)-th smallest of the n values reported there so far, its own included; trials
+# report in launch order t0..t8.
+# - SHA, rungs at steps 1, 3, 9. Step 1 (a + b): t0 1.9 (n = 1) kept; t1 1.8 <= min kept; t2 2.0 > 1.8 pruned;
+#   t3 1.6 kept; t4 2.3 (n = 5, min 1.6) pruned; t5 1.7 (n = 6, 2nd smallest 1.7) kept; t6 1.5 kept; t7 2.1
+#   (2nd smallest 1.6) pruned; t8 1.55 (n = 9, 3rd smallest 1.6) kept. Step 3 (1/3 + b): t0 1.233, t1 1.133,
+#   t3 0.933 kept (each <= min); t5 1.033 (n = 4, min 0.933) pruned; t6 0.833 kept; t8 0.883 (n = 6, 2nd
+#   smallest 0.883) kept. Step 9 (1/9 + b): t0 1.011, t1 0.911, t3 0.711, t6 0.611 kept (each <= min);
+#   t8 0.661 (n = 5, min 0.611) pruned. Survivors t0, t1, t3, t6; the late bloomer t4 is pruned at step 1
+#   and t6 (b = 0.5) ranks first.
+# - Hyperband (4 brackets with budgets 27, 12, 6, 4 of 49; bracket = crc32("spottune-sim_<n>") % 49):
+#   t0 -> 39 (bracket 2: one rung at step 9, alone: kept); t4 -> 28, t6 -> 35 (bracket 1: rungs at 3 and 9);
+#   the rest in bracket 0 (rungs 1, 3, 9). Bracket 0, step 1: t1 1.8 kept, t2 2.0 pruned, t3 1.6 kept,
+#   t5 1.7 and t7 2.1 pruned, t8 1.55 (n = 6, 2nd smallest 1.6) kept; steps 3 and 9: t1, t3, t8 each the
+#   smallest so far. Bracket 1, step 3: t4 0.967 alone kept, t6 0.833 kept; step 9: t4 0.522 kept, t6 0.611
+#   > 0.522 pruned. Survivors t0, t1, t3, t4, t8; the late bloomer t4 survives and ranks first.
+EXPECTED_PRUNING = {
+    "optuna-sha": ({"t2": 1, "t4": 1, "t7": 1, "t5": 3, "t8": 9}, ("t6", "t3", "t1")),
+    "optuna-hyperband": ({"t2": 1, "t5": 1, "t7": 1, "t6": 9}, ("t4", "t8", "t3")),
+}
+
+
 @pytest.mark.parametrize("name", ["optuna-sha", "optuna-hyperband"])
-def test_optuna_pruners_stop_trials_deterministically(name):
+def test_optuna_pruners_stop_exactly_the_trials_their_rules_name(name):
     pruned, asm = _pruned(name)
-    assert pruned and all(v is not None and v < 27 for v in pruned.values())
-    assert "t0" not in pruned  # the best trial survives
-    assert asm.orchestrator.top_k[0] == "t0"
-    assert set(pruned) == set(asm.stop_rule.pruned)
-    assert _pruned(name)[0] == pruned
+    expected_pruned, expected_top = EXPECTED_PRUNING[name]
+    assert pruned == expected_pruned
+    assert asm.stop_rule.pruned == expected_pruned
+    assert asm.orchestrator.top_k == expected_top
+    survivors = {t for t, tr in asm.orchestrator.trials.items() if tr.state is TrialState.FINISHED}
+    assert survivors == {f"t{i}" for i in range(9)} - set(expected_pruned)
+    assert _pruned(name)[0] == pruned  # deterministic
 
 
 def test_optuna_median_needs_completed_trials():
