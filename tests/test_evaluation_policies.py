@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from earlycurve import LastValue
 from provisioner import CheapestMarketChooser, FixedMaxPrice, FixedTypeChooser, InstanceCatalog, Pool, Provisioner
 from spotmarket.prices import Market, PriceHistory
 from revpred.protocol import ConstantRevocation
@@ -22,7 +23,7 @@ from spottune.evaluation import (
     parse_policies,
 )
 from spotmarket import Billing, LegacyBidRevocation
-from spottune.orchestrator import LastValuePredictor, TrialState
+from spottune.orchestrator import TrialState
 
 T0 = pd.Timestamp("2015-05-05T00:00Z").value / 1e9
 A = Market("us-east-1a", "r3.large")
@@ -92,7 +93,7 @@ def test_recipes_assemble_the_right_parts():
     assert isinstance(asm.chooser.max_price_rule, FixedMaxPrice)
     assert asm.chooser.max_price_rule.max_price_usd_per_hour == pytest.approx(10 * 0.50)
     cfg = asm.orchestrator.config
-    assert (cfg.theta, cfg.hourly_hop) == (1.0, False) and isinstance(asm.orchestrator.predictor, LastValuePredictor)
+    assert (cfg.theta, cfg.hourly_hop) == (1.0, False) and isinstance(asm.orchestrator.predictor, LastValue)
     asm, _ = _run("single-cheapest")
     assert asm.chooser.instance_type == "r3.large"  # 0.175 < 0.21 USD/h on demand
     asm, _ = _run("on-demand")
