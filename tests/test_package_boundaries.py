@@ -183,6 +183,20 @@ def test_each_protocol_is_defined_once_in_its_package():
     assert type(orch.predictor) is earlycurve.LastValue
 
 
+def test_hour_s_is_defined_once_in_spotmarket():
+    defined = []
+    for module, path in project_modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+            defined += [module for t in targets if isinstance(t, ast.Name) and t.id in ("HOUR_S", "SECONDS_PER_HOUR")]
+    assert defined == ["spotmarket._units"]
+
+    import provisioner
+    import spotmarket
+
+    assert spotmarket.HOUR_S == 3600.0 and provisioner.HOUR_S is spotmarket.HOUR_S
+
+
 def _fresh(code: str) -> str:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
