@@ -22,7 +22,7 @@ from spottune.orchestrator import (
     TrialState,
     next_state,
 )
-from tests._fakes import A, FakeChooser, StopAt
+from tests._fakes import A, StopAt
 
 
 def _start(orch):
@@ -32,23 +32,23 @@ def _start(orch):
         orch.handle(TrialLaunched(time_s=1.0, trial_id=a.trial_id, instance_id=f"i{i}", market=A, started_s=0.0))
 
 
-def test_no_hourly_hop_ignores_hour_elapsed():
-    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=10, theta=1.0, hourly_hop=False), FakeChooser())
+def test_no_hourly_hop_ignores_hour_elapsed(fake_chooser):
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=10, theta=1.0, hourly_hop=False), fake_chooser)
     _start(orch)
     assert orch.handle(HourElapsed(time_s=3600.0, trial_id="t0", instance_id="i0")) == []
     assert orch.trials["t0"].state is TrialState.RUNNING and orch.trials["t0"].hops == 0
 
 
-def test_hourly_hop_default_still_checkpoints():
-    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=10, theta=1.0), FakeChooser())
+def test_hourly_hop_default_still_checkpoints(fake_chooser):
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=10, theta=1.0), fake_chooser)
     _start(orch)
     acts = orch.handle(HourElapsed(time_s=3600.0, trial_id="t0", instance_id="i0"))
     assert [type(a) for a in acts] == [Checkpoint]
 
 
-def test_stop_rule_terminates_now_and_stops_early():
+def test_stop_rule_terminates_now_and_stops_early(fake_chooser):
     rule = StopAt("t1", 3)
-    orch = Orchestrator(["t0", "t1"], OrchestratorConfig(max_steps=10, theta=1.0), FakeChooser(), stop_rule=rule)
+    orch = Orchestrator(["t0", "t1"], OrchestratorConfig(max_steps=10, theta=1.0), fake_chooser, stop_rule=rule)
     _start(orch)
     for k in (1, 2):
         assert orch.handle(MetricReported(time_s=10.0 * k, trial_id="t1", instance_id="i1", step=k,
