@@ -15,9 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from provisioner.errors import ProvisionerConfigError
-
-#: One instance-hour, seconds: the horizon of Eq 1 and of the hourly re-provisioning.
-HOUR_S = 3600.0
+from spotmarket import HOUR_S  # one instance-hour: the horizon of Eq 1 and of the hourly hop
 
 
 def _out(x: np.ndarray) -> np.ndarray | float:

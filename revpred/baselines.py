@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted
 from revpred.errors import RevPredError
 from revpred.features import N_INPUTS, N_PRESENT
 from revpred.labels import HORIZON_S
-from revpred.predictor import broadcast_queries, group_by_market
+from revpred.queries import broadcast_queries, group_by_market
 from spotmarket.prices import Market, PriceHistory
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,6 +21,7 @@ from numpy.typing import ArrayLike
 
 from revpred.errors import RevPredError
 from revpred.features import N_HISTORY, N_RECORDS, N_SEQ, FeatureScaler, make_inputs, record_features
+from revpred.queries import broadcast_queries, group_by_market
 from spotmarket.prices import Market, PriceHistory
 
 #: Column of the present price (USD/hour, unscaled) in the input rows.
@@ -84,30 +84,6 @@ class MarketModel:
         return p
 
 
-def broadcast_queries(markets: Sequence[Market], times_s: ArrayLike,
-                      max_prices_usd_per_hour: ArrayLike) -> tuple[list[Market], np.ndarray, np.ndarray]:
-    """Validate and broadcast a query batch to (markets, times (n,), max prices (n,))."""
-    ms = [Market.parse(m) if isinstance(m, str) else m for m in markets]
-    n = len(ms)
-    try:
-        t = np.broadcast_to(np.asarray(times_s, dtype=np.float64), (n,)).copy()
-        b = np.broadcast_to(np.asarray(max_prices_usd_per_hour, dtype=np.float64), (n,)).copy()
-    except ValueError:
-        raise RevPredError(f"{n} markets, but times and max prices have shapes {np.shape(times_s)} and "
-                           f"{np.shape(max_prices_usd_per_hour)}; give scalars or arrays of shape ({n},)") from None
-    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(b))):
-        raise RevPredError("decision times and max prices must be finite")
-    return ms, t, b
-
-
-def group_by_market(markets: Sequence[Market]) -> dict[Market, np.ndarray]:
-    """Query positions per market, in first-seen order: ``{market: int ndarray of shape (n_m,)}``."""
-    groups: dict[Market, list[int]] = {}
-    for i, m in enumerate(markets):
-        groups.setdefault(m, []).append(i)
-    return {m: np.asarray(rows) for m, rows in groups.items()}
-
-
 class RevPred:
     """Per-market RevPred models behind the :class:`~revpred.protocol.RevocationPredictor` protocol.
 
@@ -121,7 +97,7 @@ class RevPred:
 
     Examples
     --------
-    >>> rp = RevPred.load("models/", history)                      # doctest: +SKIP
+    >>> rp = load_model_set("models/", history).predictor("revpred")  # doctest: +SKIP
     >>> rp.predict_proba(markets, t_s, prices + 0.05)               # doctest: +SKIP
     array([0.12, 0.03, ...])
     """
@@ -172,14 +148,3 @@ class RevPred:
                 raise RevPredError(f"no RevPred model for market {m} (have: {', '.join(map(str, self.markets[:5]))})")
             out[idx] = model.proba(self.history, t[idx], b[idx], raw=self.raw)
         return np.clip(out, 0.0, 1.0)
-
-    @classmethod
-    def load(cls, path: str | Path, history: PriceHistory, markets: Sequence[Market] | None = None,
-             kind: str = "revpred") -> "RevPred":
-        """Load the ``kind`` models (``revpred``, ``tributary`` or ``logreg``) of a model directory.
-
-        See :func:`revpred.store.load_model_set`; refuses a model stored for another market.
-        """
-        from revpred.store import load_model_set
-
-        return load_model_set(path, history, markets).predictor(kind)

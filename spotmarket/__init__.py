@@ -29,6 +29,7 @@ from spotmarket._modern import BLOCK_S, ModernHazardRevocation
 from spotmarket._replay import MEAN_PRICE_WINDOW_S, MarketReplay, RunOutcome, RunRequest
 from spotmarket._revocation import NOTICE_LEAD_S, Cause, Revocation, RevocationBatch, RevocationModel
 from spotmarket._seeding import keyed_rng, stable_hash
+from spotmarket._units import HOUR_S
 
 __all__ = [
     "BLOCK_S",
@@ -37,6 +38,7 @@ __all__ = [
     "Charge",
     "EndedBy",
     "FREE_WINDOW_S",
+    "HOUR_S",
     "HazardCalibration",
     "HazardSplit",
     "LEDGER_COLUMNS",

@@ -39,9 +39,9 @@ from spotmarket.errors import PriceDataError
 from spotmarket.prices import PriceSeries
 from spotmarket.errors import MarketError
 from spotmarket._ledger import EndedBy, LedgerRow
+from spotmarket._units import HOUR_S
 
-SECONDS_PER_HOUR = 3600.0
-FREE_WINDOW_S = 3600.0
+FREE_WINDOW_S = HOUR_S
 """A provider termination with run length strictly below this is refunded in full (spec §1.9)."""
 
 Granularity = Literal["second", "hour"]
@@ -158,17 +158,17 @@ class Billing:
     @staticmethod
     def _hourly(series: PriceSeries, s: np.ndarray, e: np.ndarray, d: np.ndarray,
                 refund: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        started = np.ceil(d / SECONDS_PER_HOUR).astype(np.int64)       # user pays every started hour
-        completed = np.floor(d / SECONDS_PER_HOUR).astype(np.int64)
+        started = np.ceil(d / HOUR_S).astype(np.int64)       # user pays every started hour
+        completed = np.floor(d / HOUR_S).astype(np.int64)
         n_charged = np.where(refund, completed, started)
         run = np.repeat(np.arange(s.size), started)
         first = np.repeat(np.cumsum(started) - started, started)
         k = np.arange(run.size) - first                                  # hour index within its run
-        hour_price = np.atleast_1d(series.price_at(s[run] + SECONDS_PER_HOUR * k)) if run.size else np.empty(0)
+        hour_price = np.atleast_1d(series.price_at(s[run] + HOUR_S * k)) if run.size else np.empty(0)
         charged_hour = k < n_charged[run]
         charged = np.bincount(run, weights=np.where(charged_hour, hour_price, 0.0), minlength=s.size)
         refunded = np.bincount(run, weights=np.where(charged_hour, 0.0, hour_price), minlength=s.size)
-        return charged, refunded, n_charged * SECONDS_PER_HOUR
+        return charged, refunded, n_charged * HOUR_S
 
     def bill(self, series: PriceSeries, start_s: float, end_s: float, ended_by: EndedBy | str, *,
              instance_id: str, reason: str, trial_id: str | None = None,

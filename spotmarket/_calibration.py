@@ -33,9 +33,9 @@ import numpy as np
 import pandas as pd
 from spotmarket.prices import Market
 from spotmarket.errors import MarketError
+from spotmarket._units import HOUR_S
 
 ANY = "*"
-HOUR_S = 3600.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

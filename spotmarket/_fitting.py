@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from spotmarket.errors import MarketError
-from spotmarket._calibration import ANY, HOUR_S, HazardCalibration, WeibullLifetime
+from spotmarket._calibration import ANY, HazardCalibration, WeibullLifetime
+from spotmarket._units import HOUR_S
 
 def fit_weibull(durations_s: np.ndarray, censored: np.ndarray, shape: float | None = None) -> WeibullLifetime:
     """Maximum-likelihood Weibull with right-censoring.

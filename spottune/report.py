@@ -7,6 +7,7 @@ revocations marked ×), ``cost.png`` (cumulative USD charged over simulated time
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -70,8 +71,9 @@ def plot_learning_curves(res: dict[str, Any], path: Path) -> None:
                 grid = np.linspace(max(model.stages_[-1].start_step, 1), smax, 60)
                 yhat = np.asarray(model.predict(grid), dtype=float)
                 ax.plot(grid, yhat if mode == "min" else 1.0 - yhat, color=color, ls="--", lw=0.8)
-            except Exception:  # a fit that fails is simply not drawn  # noqa: BLE001
-                pass
+            except Exception as exc:  # a fit that fails is not drawn  # noqa: BLE001
+                logging.getLogger(__name__).warning("EarlyCurve fit of trial %s not drawn (%s: %s)", tid,
+                                                    type(exc).__name__, exc)
     if theta < 1:
         ax.axvline(cut, color="k", ls=":", lw=1)
         ax.text(cut, ax.get_ylim()[1], f" θ·S_max = {cut}", va="top", fontsize=8)

@@ -166,3 +166,16 @@ def s3_store_url(seaweedfs: dict[str, Any], request: pytest.FixtureRequest) -> s
     return f"s3://{seaweedfs['bucket']}/{name}-{time.monotonic_ns()}"
 
 # ===================================================================================== end SeaweedFS
+
+# =====================================================================================================
+# Shared fakes: hand-made stand-ins used by several test files live in tests/_fakes.py (a market chooser,
+# a stop rule, the parts of a finished run). Import the classes with `from tests._fakes import ...`, or
+# take a fresh chooser from the `fake_chooser` fixture.
+# =====================================================================================================
+from tests._fakes import FakeChooser  # noqa: E402
+
+
+@pytest.fixture
+def fake_chooser() -> FakeChooser:
+    """A chooser that always answers r3.large in us-east-1a at 0.05 USD/hour and records segments."""
+    return FakeChooser()

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
-from spotmarket.prices import Market
 from spottune.errors import InvalidAction
 from spottune.orchestrator import (
     TRANSITIONS,
@@ -25,33 +22,7 @@ from spottune.orchestrator import (
     TrialState,
     next_state,
 )
-
-A = Market("us-east-1a", "r3.large")
-
-
-@dataclass(frozen=True)
-class Choice:
-    market: Market
-    max_price_usd_per_hour: float
-
-
-class Chooser:
-    def choose(self, trial_id, now_s):
-        return Choice(A, 0.05)
-
-    def record_segment(self, trial_id, instance_type, seconds, steps):
-        pass
-
-
-class StopAt:
-    """Stop rule: stop trial ``who`` once it reports ``step``; records every call."""
-
-    def __init__(self, who, step):
-        self.who, self.step, self.calls = who, step, []
-
-    def should_stop(self, trial_id, step, loss):
-        self.calls.append((trial_id, step))
-        return trial_id == self.who and step >= self.step
+from tests._fakes import A, StopAt
 
 
 def _start(orch):
@@ -61,23 +32,23 @@ def _start(orch):
         orch.handle(TrialLaunched(time_s=1.0, trial_id=a.trial_id, instance_id=f"i{i}", market=A, started_s=0.0))
 
 
-def test_no_hourly_hop_ignores_hour_elapsed():
-    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=10, theta=1.0, hourly_hop=False), Chooser())
+def test_no_hourly_hop_ignores_hour_elapsed(fake_chooser):
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=10, theta=1.0, hourly_hop=False), fake_chooser)
     _start(orch)
     assert orch.handle(HourElapsed(time_s=3600.0, trial_id="t0", instance_id="i0")) == []
     assert orch.trials["t0"].state is TrialState.RUNNING and orch.trials["t0"].hops == 0
 
 
-def test_hourly_hop_default_still_checkpoints():
-    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=10, theta=1.0), Chooser())
+def test_hourly_hop_default_still_checkpoints(fake_chooser):
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=10, theta=1.0), fake_chooser)
     _start(orch)
     acts = orch.handle(HourElapsed(time_s=3600.0, trial_id="t0", instance_id="i0"))
     assert [type(a) for a in acts] == [Checkpoint]
 
 
-def test_stop_rule_terminates_now_and_stops_early():
+def test_stop_rule_terminates_now_and_stops_early(fake_chooser):
     rule = StopAt("t1", 3)
-    orch = Orchestrator(["t0", "t1"], OrchestratorConfig(max_steps=10, theta=1.0), Chooser(), stop_rule=rule)
+    orch = Orchestrator(["t0", "t1"], OrchestratorConfig(max_steps=10, theta=1.0), fake_chooser, stop_rule=rule)
     _start(orch)
     for k in (1, 2):
         assert orch.handle(MetricReported(time_s=10.0 * k, trial_id="t1", instance_id="i1", step=k,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from earlycurve import LastValue
 from provisioner import CheapestMarketChooser, FixedMaxPrice, FixedTypeChooser, InstanceCatalog, Pool, Provisioner
 from spotmarket.prices import Market, PriceHistory
 from revpred.protocol import ConstantRevocation
@@ -22,18 +23,19 @@ from spottune.evaluation import (
     parse_policies,
 )
 from spotmarket import Billing, LegacyBidRevocation
-from spottune.orchestrator import LastValuePredictor, TrialState
+from spottune.orchestrator import TrialState
 
 T0 = pd.Timestamp("2015-05-05T00:00Z").value / 1e9
 A = Market("us-east-1a", "r3.large")
 B = Market("us-east-1a", "c3.xlarge")
 
 
-def _history(spike=True):
+def _history(spike=True, types=("r3.large", "c3.xlarge")):
     times = [T0 - 7200, T0 + 3 * 86400]
-    rows = [(t, "r3.large", 0.02) for t in times] + [(t, "c3.xlarge", 0.04) for t in times]
+    price = {"r3.large": 0.02, "c3.xlarge": 0.04}
+    rows = [(t, itype, price[itype]) for itype in types for t in times]
     if spike:  # every market spikes above on-demand for 10 minutes, 40 minutes in
-        for itype in ("r3.large", "c3.xlarge"):
+        for itype in types:
             rows += [(T0 + 2400, itype, 0.50), (T0 + 3000, itype, 0.02 if itype == "r3.large" else 0.04)]
     table = pd.DataFrame(rows, columns=["t", "instance_type", "price"])
     table["timestamp"] = pd.to_datetime(table.pop("t"), unit="s", utc=True)
@@ -91,7 +93,7 @@ def test_recipes_assemble_the_right_parts():
     assert isinstance(asm.chooser.max_price_rule, FixedMaxPrice)
     assert asm.chooser.max_price_rule.max_price_usd_per_hour == pytest.approx(10 * 0.50)
     cfg = asm.orchestrator.config
-    assert (cfg.theta, cfg.hourly_hop) == (1.0, False) and isinstance(asm.orchestrator.predictor, LastValuePredictor)
+    assert (cfg.theta, cfg.hourly_hop) == (1.0, False) and isinstance(asm.orchestrator.predictor, LastValue)
     asm, _ = _run("single-cheapest")
     assert asm.chooser.instance_type == "r3.large"  # 0.175 < 0.21 USD/h on demand
     asm, _ = _run("on-demand")
@@ -131,24 +133,71 @@ def test_spot_restart_is_revoked_relaunches_and_never_hops():
 
 
 def test_spottune_hops_every_hour():
-    asm, _ = _run("spottune-1.0", history=_history(spike=False))
-    assert sum(tr.hops for tr in asm.orchestrator.trials.values()) > 0
+    # one market (r3.large, the reference instance: 300 s per step), no spike: each trial trains 30 steps =
+    # 9000 s = 2.5 h, so it hops at 1 h and 2 h of instance time (1 h + a 1 s HOP checkpoint per segment)
+    # and ends in its third segment: 2 hops per trial, 8 in all, never revoked.
+    asm, record = _run("spottune-1.0", history=_history(spike=False, types=("r3.large",)))
+    trials = asm.orchestrator.trials
+    assert {t: (tr.state, tr.hops, tr.revocations) for t, tr in trials.items()} == {
+        t: (TrialState.FINISHED, 2, 0) for t in ("t0", "t1", "t2", "t3")}
+    for t in trials:
+        rows = [r for r in record.ledger if r.trial_id == t]
+        assert [str(r.reason) for r in rows] == ["hop", "hop", "end"]
+        assert [(r.start_s - T0, r.end_s - T0) for r in rows[:2]] == [(0.0, 3601.0), (3601.0, 7202.0)]
+
+
+# Nine trials in lockstep (one market, 60 s per step, 27 steps), loss a / k + b at step k. t4 is a late
+# bloomer (a = 2, b = 0.3): the worst of all at step 1 (2.3), the best at the end (2/27 + 0.3 = 0.374);
+# the others have a = 1 and the b below. Without a pruner t4 ranks first.
+LATE_B = {"t0": 0.9, "t1": 0.8, "t2": 1.0, "t3": 0.6, "t5": 0.7, "t6": 0.5, "t7": 1.1, "t8": 0.55}
+
+
+def _crossing_study():
+    ab = {t: (2.0, 0.3) if t == "t4" else (1.0, LATE_B[t]) for t in (f"t{i}" for i in range(9))}
+    curves = {t: [{"loss": a / k + b} for k in range(1, 28)] for t, (a, b) in ab.items()}
+    return Study(name="toy", trial_ids=list(ab), configs={t: {"i": i} for i, t in enumerate(ab)}, curves=curves,
+                 metric="loss", mode="min", max_steps=27, reference_seconds_per_step={t: 60.0 for t in ab},
+                 checkpoint_size_mb=0.0)
 
 
 def _pruned(name):
-    asm, _ = _run(name, study=_study(n=9, steps=27, sps=60.0))
+    asm, _ = _run(name, study=_crossing_study())
     trials = asm.orchestrator.trials
     return {t: tr.pruned_at for t, tr in trials.items() if tr.state is TrialState.STOPPED_EARLY}, asm
 
 
+# Optuna's rule (SuccessiveHalvingPruner, min_resource 1, eta 3): at a rung step a trial is promoted iff its
+# value <= the max(n // 3, 1)-th smallest of the n values reported there so far, its own included; trials
+# report in launch order t0..t8.
+# - SHA, rungs at steps 1, 3, 9. Step 1 (a + b): t0 1.9 (n = 1) kept; t1 1.8 <= min kept; t2 2.0 > 1.8 pruned;
+#   t3 1.6 kept; t4 2.3 (n = 5, min 1.6) pruned; t5 1.7 (n = 6, 2nd smallest 1.7) kept; t6 1.5 kept; t7 2.1
+#   (2nd smallest 1.6) pruned; t8 1.55 (n = 9, 3rd smallest 1.6) kept. Step 3 (1/3 + b): t0 1.233, t1 1.133,
+#   t3 0.933 kept (each <= min); t5 1.033 (n = 4, min 0.933) pruned; t6 0.833 kept; t8 0.883 (n = 6, 2nd
+#   smallest 0.883) kept. Step 9 (1/9 + b): t0 1.011, t1 0.911, t3 0.711, t6 0.611 kept (each <= min);
+#   t8 0.661 (n = 5, min 0.611) pruned. Survivors t0, t1, t3, t6; the late bloomer t4 is pruned at step 1
+#   and t6 (b = 0.5) ranks first.
+# - Hyperband (4 brackets with budgets 27, 12, 6, 4 of 49; bracket = crc32("spottune-sim_<n>") % 49):
+#   t0 -> 39 (bracket 2: one rung at step 9, alone: kept); t4 -> 28, t6 -> 35 (bracket 1: rungs at 3 and 9);
+#   the rest in bracket 0 (rungs 1, 3, 9). Bracket 0, step 1: t1 1.8 kept, t2 2.0 pruned, t3 1.6 kept,
+#   t5 1.7 and t7 2.1 pruned, t8 1.55 (n = 6, 2nd smallest 1.6) kept; steps 3 and 9: t1, t3, t8 each the
+#   smallest so far. Bracket 1, step 3: t4 0.967 alone kept, t6 0.833 kept; step 9: t4 0.522 kept, t6 0.611
+#   > 0.522 pruned. Survivors t0, t1, t3, t4, t8; the late bloomer t4 survives and ranks first.
+EXPECTED_PRUNING = {
+    "optuna-sha": ({"t2": 1, "t4": 1, "t7": 1, "t5": 3, "t8": 9}, ("t6", "t3", "t1")),
+    "optuna-hyperband": ({"t2": 1, "t5": 1, "t7": 1, "t6": 9}, ("t4", "t8", "t3")),
+}
+
+
 @pytest.mark.parametrize("name", ["optuna-sha", "optuna-hyperband"])
-def test_optuna_pruners_stop_trials_deterministically(name):
+def test_optuna_pruners_stop_exactly_the_trials_their_rules_name(name):
     pruned, asm = _pruned(name)
-    assert pruned and all(v is not None and v < 27 for v in pruned.values())
-    assert "t0" not in pruned  # the best trial survives
-    assert asm.orchestrator.top_k[0] == "t0"
-    assert set(pruned) == set(asm.stop_rule.pruned)
-    assert _pruned(name)[0] == pruned
+    expected_pruned, expected_top = EXPECTED_PRUNING[name]
+    assert pruned == expected_pruned
+    assert asm.stop_rule.pruned == expected_pruned
+    assert asm.orchestrator.top_k == expected_top
+    survivors = {t for t, tr in asm.orchestrator.trials.items() if tr.state is TrialState.FINISHED}
+    assert survivors == {f"t{i}" for i in range(9)} - set(expected_pruned)
+    assert _pruned(name)[0] == pruned  # deterministic
 
 
 def test_optuna_median_needs_completed_trials():

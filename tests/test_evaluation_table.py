@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import pandas as pd
 import pytest
@@ -73,8 +74,16 @@ def test_same_seed_gives_an_identical_table(tiny):
     assert (tiny[0] / "table.json").exists() and (tiny[0] / "summary.csv").exists()
 
 
-def test_cli_rejects_bad_input():
-    from spottune.cli import cli
+def test_cli_rejects_an_unknown_workload_in_one_line(tmp_path, monkeypatch, capsys):
+    from spottune.cli import main
 
-    res = CliRunner().invoke(cli, ["simulate", "--workload", "nope", "--output", "/tmp/x"], standalone_mode=True)
-    assert res.exit_code != 0
+    out_dir = tmp_path / "x"
+    monkeypatch.setattr(sys, "argv", ["spottune", "simulate", "--workload", "nope", "--output", str(out_dir)])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == ("error: --workload is 'nope', but must be one of digits-mlp, gbt, linear-svm, linreg, logreg, "
+                   "opda-alexnet, opda-convnext\n")
+    assert not out_dir.exists()

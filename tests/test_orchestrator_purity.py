@@ -29,32 +29,43 @@ def _dotted(node):
     return None
 
 
-def test_orchestrator_does_no_io_and_reads_no_clock():
+def _problems(source: str, name: str) -> list[str]:
+    """Forbidden imports and calls in one module's source, in line order, as ``name:line imports|calls what``."""
     problems = []
-    for path in _sources():
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
-            else:
-                names = []
-            for name in names:
-                if name.split(".")[0] in FORBIDDEN_MODULES or name.startswith(("datetime.datetime", "numpy.random")):
-                    problems.append(f"{path.name}:{node.lineno} imports {name}")
-            if isinstance(node, ast.Call):
-                func = _dotted(node.func) or ""
-                head, _, attr = func.rpartition(".")
-                if (head.split(".")[-1], attr) in {(h.split(".")[-1], a) for h, a in FORBIDDEN_CALLS} or func in {"open", "print", "input"}:
-                    problems.append(f"{path.name}:{node.lineno} calls {func}")
+    forbidden_calls = {(h.split(".")[-1], a) for h, a in FORBIDDEN_CALLS}
+    for node in ast.walk(ast.parse(source, filename=name)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            names = []
+        for imported in names:
+            if imported.split(".")[0] in FORBIDDEN_MODULES or imported.startswith(("datetime.datetime", "numpy.random")):
+                problems.append((node.lineno, f"{name}:{node.lineno} imports {imported}"))
+        if isinstance(node, ast.Call):
+            func = _dotted(node.func) or ""
+            head, _, attr = func.rpartition(".")
+            if (head.split(".")[-1], attr) in forbidden_calls or func in {"open", "print", "input"}:
+                problems.append((node.lineno, f"{name}:{node.lineno} calls {func}"))
+    return [text for _, text in sorted(problems)]
+
+
+def test_orchestrator_does_no_io_and_reads_no_clock():
+    problems = [p for path in _sources() for p in _problems(path.read_text(), path.name)]
     assert problems == []
 
 
-def test_the_check_catches_a_forbidden_import(tmp_path):
-    bad = "import time\nfrom datetime import datetime\nx = datetime.now()\n"
-    tree = ast.parse(bad)
-    hits = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
-    assert {a.name for h in hits for a in h.names} >= {"time", "datetime"}
-    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call))
-    assert _dotted(call.func) == "datetime.now"
+def test_the_check_catches_forbidden_imports_and_calls():
+    bad = ("import time\nfrom datetime import datetime\nimport numpy as np\nx = datetime.now()\n"
+           "rng = np.random.default_rng()\nprint(x)\nfrom os import path\n")
+    assert _problems(bad, "bad.py") == [
+        "bad.py:1 imports time",
+        "bad.py:2 imports datetime.datetime",
+        "bad.py:4 calls datetime.now",
+        "bad.py:5 calls np.random.default_rng",
+        "bad.py:6 calls print",
+        "bad.py:7 imports os",
+        "bad.py:7 imports os.path",
+    ]
+    assert _problems("import math\nfrom datetime import timedelta\ny = math.ceil(2.5)\n", "ok.py") == []

@@ -3,12 +3,8 @@ hourly hop, θ barrier with top-k, plateau, launch retry, determinism."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
-from provisioner.errors import NoMarketAvailable
-from spotmarket.prices import Market
 from spottune.errors import ConfigError
 from spottune.orchestrator import (
     Checkpoint,
@@ -34,37 +30,14 @@ from spottune.orchestrator import (
     TrialState,
     WakeUp,
 )
-
-A = Market("us-east-1a", "r3.large")
-
-
-@dataclass(frozen=True)
-class Choice:
-    market: Market
-    max_price_usd_per_hour: float
-    explanation: str = "test"
-
-
-class Chooser:
-    def __init__(self, fail=0):
-        self.fail = fail
-        self.segments = []
-
-    def choose(self, trial_id, now_s):
-        if self.fail:
-            self.fail -= 1
-            raise NoMarketAvailable("none")
-        return Choice(A, 0.05)
-
-    def record_segment(self, trial_id, instance_type, seconds, steps):
-        self.segments.append((trial_id, instance_type, seconds, steps))
+from tests._fakes import A, FakeChooser
 
 
 class Script:
     """A hand-driven 'driver': feeds events with increasing time and keeps every action."""
 
     def __init__(self, trials=("t0",), chooser=None, **cfg):
-        self.chooser = chooser or Chooser()
+        self.chooser = chooser or FakeChooser()
         cfg.setdefault("max_steps", 10)
         predictor = cfg.pop("predictor", None)
         self.orch = Orchestrator(list(trials), OrchestratorConfig(**cfg), self.chooser, predictor=predictor)
@@ -257,7 +230,7 @@ def test_failures_retry_then_fail_without_stopping_others():
 
 
 def test_launch_failure_and_no_market_back_off_with_a_timer():
-    s = Script(chooser=Chooser(fail=1), launch_retry_s=30.0)
+    s = Script(chooser=FakeChooser(fail=1), launch_retry_s=30.0)
     assert s.start() == [ScheduleWakeUp(trial_id="t0", at_s=30.0)]
     assert s.state() is TrialState.PENDING
     acts = s(WakeUp, dt=30.0, trial_id="t0")

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
-from spotmarket.prices import Market
 from spottune.errors import IllegalTransition, InvalidAction, UnexpectedEvent
 from spottune.orchestrator import (
     EVENT_TYPES,
@@ -36,22 +33,9 @@ from spottune.orchestrator import (
     WakeUp,
     next_state,
 )
+from tests._fakes import A, FakeChooser
 
-MARKET = Market("us-east-1a", "r3.large")
-
-
-@dataclass(frozen=True)
-class Choice:
-    market: Market = MARKET
-    max_price_usd_per_hour: float = 0.05
-
-
-class Chooser:
-    def choose(self, trial_id, now_s):
-        return Choice()
-
-    def record_segment(self, trial_id, instance_type, seconds, steps):
-        pass
+MARKET = A
 
 
 def _markers(trigger):
@@ -135,7 +119,7 @@ def _event(trigger, marker, instance):
 
 
 def _orchestrator_in(state, max_failures):
-    orch = Orchestrator(["t0", "t1"], OrchestratorConfig(max_steps=10, max_failures=max_failures), Chooser())
+    orch = Orchestrator(["t0", "t1"], OrchestratorConfig(max_steps=10, max_failures=max_failures), FakeChooser())
     orch.handle(ExperimentStarted(time_s=0.0))
     tr = orch.trials["t0"]
     tr.state = state

@@ -16,7 +16,6 @@ from revpred.baselines import ConstantHazard, EmpiricalRate
 from revpred.errors import RevPredError
 from revpred.evaluation import binary_metrics, evaluate
 from revpred.features import make_inputs, record_features
-from revpred.predictor import RevPred
 from spotmarket.prices import Market, PriceHistory, to_seconds
 from revpred.protocol import RevocationPredictor
 from revpred.store import load_market_fit, load_model_set, market_slug, save_model_set
@@ -130,7 +129,7 @@ def test_persistence_round_trip_and_wrong_market_refusal(tmp_path, history, mode
             np.testing.assert_array_equal(loaded.predictor(kind).predict_proba([m] * t.size, t, b),
                                           model_set.predictor(kind).predict_proba([m] * t.size, t, b))
     assert loaded.fits[MARKETS[0]].rates == model_set.fits[MARKETS[0]].rates
-    np.testing.assert_array_equal(RevPred.load(root, history).predict_proba(MARKETS, t[0], 0.05),
+    np.testing.assert_array_equal(load_model_set(root, history).predictor("revpred").predict_proba(MARKETS, t[0], 0.05),
                                   model_set.predictor("revpred").predict_proba(MARKETS, t[0], 0.05))
     # a model directory of one market used for another is refused
     with pytest.raises(RevPredError, match="trained for market us-east-1a/r3.large"):

@@ -8,6 +8,7 @@ import torch
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
+from revpred.calibration import PriorShift
 from revpred.errors import RevPredError
 from revpred.features import N_HISTORY, N_INPUTS, N_SEQ
 from revpred.model import RevPredClassifier, RevPredNet, TributaryNet
@@ -38,9 +39,15 @@ def test_fit_returns_self_and_sets_attributes(arch):
     X, y = data()
     est = RevPredClassifier(architecture=arch, random_state=0, **SMALL)
     assert est.fit(X, y) is est
-    for attr in ("module_", "calibrator_", "classes_", "n_features_in_", "loss_curve_", "r_p_", "best_epoch_"):
-        assert hasattr(est, attr)
+    # 300 rows, validation_fraction 0.1: the first 270 train, the last 30 validate
+    assert isinstance(est.module_, {"revpred": RevPredNet, "tributary": TributaryNet}[arch])
+    assert not est.module_.training  # left in eval mode
+    assert est.classes_.tolist() == [0, 1] and est.n_features_in_ == N_INPUTS == 362
+    assert est.r_p_ == np.mean(y[:270] == 1)
+    assert isinstance(est.calibrator_, PriorShift) and est.calibrator_.r_p_ == est.r_p_
     assert len(est.loss_curve_) == 2 and len(est.validation_scores_) == 2
+    assert all(np.isfinite(est.loss_curve_)) and all(np.isfinite(est.validation_scores_))
+    assert est.best_epoch_ == 1 + int(np.argmin(est.validation_scores_))
     proba = est.predict_proba(X)
     assert proba.shape == (300, 2) and np.allclose(proba.sum(axis=1), 1.0)
     assert set(np.unique(est.predict(X))) <= {0, 1}

@@ -33,10 +33,10 @@ from spottune.errors import BackendError
 from spottune import orchestrator as ev  # events and actions: ev.TrialLaunched, ev.Launch, ...
 from spottune.orchestrator import Orchestrator
 from spottune.backends._speed import seconds_per_step
+from spotmarket import HOUR_S
 
-__all__ = ["HOUR_S", "Instance", "ReplayDriver"]
+__all__ = ["Instance", "ReplayDriver"]
 
-HOUR_S = 3600.0
 
 
 @dataclass(slots=True, kw_only=True)

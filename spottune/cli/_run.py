@@ -15,6 +15,7 @@ the one source of truth for defaults and validation; the options below only show
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -108,8 +109,9 @@ def _revpred(history: Any, markets: list, lo_s: float, hi_s: float, seed: int) -
     if (path / INDEX).exists():
         try:
             return load_model_set(path, history, markets).predictor("revpred"), desc + ", cached"
-        except Exception:  # a stale or partial cache is retrained  # noqa: BLE001
-            pass
+        except Exception as exc:  # a stale or partial cache is retrained  # noqa: BLE001
+            logging.getLogger(__name__).warning("cached RevPred models in %s are unusable (%s: %s); retraining",
+                                                path, type(exc).__name__, exc)
     click.echo(f"training RevPred for {len(markets)} markets (cached afterwards in {path}) ...", err=True)
     model_set = train_markets(history, markets, lo_s, hi_s, config, kinds=("revpred",))
     save_model_set(path, model_set)

@@ -24,10 +24,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from spotmarket.prices import Market, PriceSeries
-from spotmarket import Billing
+from spotmarket import HOUR_S, Billing
 from spotmarket._revocation import Cause, Revocation
-
-HOUR_S = 3600.0
 
 
 class OraclePredictor:

@@ -28,7 +28,7 @@ optuna-hyperband           decisions by Optuna's MedianPruner / SuccessiveHalvin
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -218,7 +218,8 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     )
     from spottune.evaluation._oracle import NeverRevoked, OnDemandBilling
     from spottune.evaluation._pruning import OptunaStopRule, make_pruner
-    from spottune.orchestrator import LastValuePredictor, Orchestrator, OrchestratorConfig
+    from earlycurve import LastValue
+    from spottune.orchestrator import Orchestrator, OrchestratorConfig
 
     rng = np.random.default_rng(seed)
     if policy.max_price == "never-revoked":
@@ -249,13 +250,7 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     if policy.early_curve:
         fmp, plateau = EarlyCurve(study.max_steps), (lambda s, v, smax: is_plateau(s, v, smax))
     else:
-        fmp, plateau = LastValuePredictor(), None
+        fmp, plateau = LastValue(), None
     orch = Orchestrator(study.trial_ids, config, chooser, predictor=fmp, plateau_rule=plateau, stop_rule=stop_rule)
     return Assembly(orchestrator=orch, revocation_model=revocation_model, billing=billing, chooser=chooser,
                     stop_rule=stop_rule, note=note)
-
-
-def with_theta(policy: Policy, theta: float) -> Policy:
-    """A copy of a SpotTune policy at another θ (name ``spottune-<θ>[-pred]``)."""
-    suffix = "" if policy.predictor == "revpred" else f"-{policy.predictor}"
-    return replace(policy, name=f"spottune-{theta:.1f}{suffix}", theta=theta)

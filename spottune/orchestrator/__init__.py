@@ -2,7 +2,9 @@
 
 Drivers (``spottune.backends``) feed :mod:`events <spottune.orchestrator._events>` to
 :meth:`Orchestrator.handle` and carry out the returned :mod:`actions <spottune.orchestrator._actions>`.
-The trial transition table is :data:`TRANSITIONS`.
+The trial transition table is :data:`TRANSITIONS`. The injected market chooser and final-metric
+predictor follow :class:`provisioner.MarketChooser` and :class:`earlycurve.FinalMetricPredictor` (one
+definition each, in those packages).
 """
 
 from spottune.errors import IllegalTransition, InvalidAction, UnexpectedEvent
@@ -35,21 +37,15 @@ from spottune.orchestrator._events import (
     TrialLaunched,
     WakeUp,
 )
-from spottune.orchestrator._config import (
-    FinalMetricPredictor,
-    LastValuePredictor,
-    MarketChooser,
-    OrchestratorConfig,
-    StopRule,
-)
+from spottune.orchestrator._config import OrchestratorConfig, StopRule
 from spottune.orchestrator._policy import Orchestrator
 from spottune.orchestrator._record import TrialRecord
 from spottune.orchestrator._state import TRANSITIONS, Marker, TrialState, next_state
 
 __all__ = [
     "Action", "Checkpoint", "CheckpointReason", "CheckpointSaved", "EVENT_TYPES", "EndReason", "Event",
-    "ExperimentFinished", "ExperimentStarted", "FinalMetricPredictor", "HourElapsed", "INSTANCE_EVENTS",
-    "IllegalTransition", "InvalidAction", "LastValuePredictor", "Launch", "LaunchFailed", "MarketChooser",
+    "ExperimentFinished", "ExperimentStarted", "HourElapsed", "INSTANCE_EVENTS",
+    "IllegalTransition", "InvalidAction", "Launch", "LaunchFailed",
     "Marker", "MetricReported", "Orchestrator", "OrchestratorConfig", "RevocationNotice", "ScheduleWakeUp",
     "SegmentEnded", "SegmentFailed", "Stop", "StopReason", "StopRule", "TRANSITIONS", "TRIAL_ACTIONS", "Terminate",
     "TerminateReason", "TrialLaunched", "TrialRecord", "TrialState", "UnexpectedEvent", "WakeUp", "next_state",

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from spotmarket.prices import Market
+
 from spottune.orchestrator._events import CheckpointReason
 
 _ACTION = dict(frozen=True, slots=True, kw_only=True)
@@ -40,7 +42,7 @@ class Launch:
     :class:`TrialLaunched` or :class:`LaunchFailed`."""
 
     trial_id: str
-    market: Any
+    market: Market
     max_price_usd_per_hour: float
     resume_step: int
     target_steps: int

@@ -1,7 +1,9 @@
-"""What the orchestrator is given: its configuration (checked at once) and the injected protocols.
+"""What the orchestrator is given: its configuration (checked at once) and its own injected rules.
 
-The provisioner satisfies :class:`MarketChooser` and EarlyCurve satisfies :class:`FinalMetricPredictor`;
-:class:`LastValuePredictor` is the do-nothing baseline ("no EarlyCurve").
+The two injected models are defined once, in the package that implements them, and only imported here:
+the market chooser is :class:`provisioner.MarketChooser` (``provisioner.Provisioner`` and the baseline
+choosers satisfy it), the final-metric predictor is :class:`earlycurve.FinalMetricPredictor` (EarlyCurve,
+SLAQ, and :class:`earlycurve.LastValue`, the "no EarlyCurve" default).
 """
 
 from __future__ import annotations
@@ -9,43 +11,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
+from earlycurve import FinalMetricPredictor, LastValue
+from provisioner import MarketChooser
 from spottune.errors import ConfigError
 
-
-class MarketChooser(Protocol):
-    """What the orchestrator needs from the provisioner (``provisioner.Provisioner`` satisfies it)."""
-
-    def choose(self, trial_id: str, now_s: float) -> Any:
-        """Market for the trial's next segment: an object with ``market``, ``max_price_usd_per_hour``
-        (and optionally ``explanation``). Raises ``provisioner.errors.NoMarketAvailable`` if none."""
-        ...
-
-    def record_segment(self, trial_id: str, instance_type: str, seconds: float, steps: int) -> None:
-        """Online update of the performance matrix T (Algorithm 1, line 36): seconds of training."""
-        ...
-
-
-class FinalMetricPredictor(Protocol):
-    """What the orchestrator needs from EarlyCurve: ``predict_final(...).value`` in loss scale."""
-
-    def predict_final(self, steps: np.ndarray, values: np.ndarray, max_steps: int) -> Any: ...
-
-
-class LastValuePredictor:
-    """Trivial baseline predictor: the final metric equals the last observed one ("no EarlyCurve")."""
-
-    def predict_final(self, steps: np.ndarray, values: np.ndarray, max_steps: int) -> Any:
-        return _Prediction(float(values[-1]))
-
-
-@dataclass(frozen=True, slots=True)
-class _Prediction:
-    value: float
-
+__all__ = ["FinalMetricPredictor", "LastValue", "MarketChooser", "OrchestratorConfig", "PlateauRule", "StopRule"]
 
 PlateauRule = Callable[[np.ndarray, np.ndarray, int], bool]
 

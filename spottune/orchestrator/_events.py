@@ -14,7 +14,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import TypeAlias
+
+from spotmarket.prices import Market
 
 
 class CheckpointReason(enum.StrEnum):
@@ -55,8 +57,8 @@ class TrialLaunched:
     trial_id : str
     instance_id : str
         Driver-assigned, unique for the whole experiment.
-    market : object
-        The market of the instance (``spotmarket.prices.Market``).
+    market : spotmarket.prices.Market
+        The market of the instance.
     started_s : float
         Engine seconds when the instance started (billing start, <= ``time_s``).
     """
@@ -64,7 +66,7 @@ class TrialLaunched:
     time_s: float
     trial_id: str
     instance_id: str
-    market: Any
+    market: Market
     started_s: float
 
 

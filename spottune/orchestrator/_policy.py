@@ -58,7 +58,7 @@ from spottune.orchestrator._events import (
 )
 from spottune.orchestrator._config import (
     FinalMetricPredictor,
-    LastValuePredictor,
+    LastValue,
     MarketChooser,
     OrchestratorConfig,
     PlateauRule,
@@ -87,7 +87,7 @@ class Orchestrator:
     chooser : MarketChooser
         The provisioner (Eq 1–2).
     predictor : FinalMetricPredictor, optional
-        EarlyCurve; default :class:`LastValuePredictor`.
+        EarlyCurve; default :class:`earlycurve.LastValue` (the last observed loss).
     plateau_rule : callable (steps, losses, max_steps) -> bool, optional
         Spec §1.8.4 (e.g. ``earlycurve``'s ``is_plateau``); default: never plateau.
     stop_rule : StopRule, optional
@@ -114,7 +114,7 @@ class Orchestrator:
             raise ConfigError(f"trial ids must be unique and non-empty, got {list(trial_ids)!r}")
         self.config = config
         self.chooser = chooser
-        self.predictor = predictor if predictor is not None else LastValuePredictor()
+        self.predictor = predictor if predictor is not None else LastValue()
         self.plateau_rule = plateau_rule
         self.stop_rule = stop_rule
         self.trials: dict[str, TrialRecord] = {

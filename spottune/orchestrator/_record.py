@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
+from earlycurve import Prediction
+from spotmarket.prices import Market
 from spottune.orchestrator._state import TrialState
 
 
@@ -19,7 +19,7 @@ class TrialRecord:
     state: TrialState = TrialState.PENDING
     target_steps: int = 0
     instance_id: str | None = None
-    market: Any = None
+    market: Market | None = None
     started_s: float = 0.0  #: training start of the current segment (TrialLaunched.time_s)
     train_end_s: float | None = None  #: when the current checkpoint began
     segment_start_step: int = 0
@@ -33,12 +33,12 @@ class TrialRecord:
     pruned_at: int | None = None  #: step at which an external stop rule stopped the trial
     continued: bool = False  #: chosen for the top-k at the barrier
     instance_ids: list[str] = field(default_factory=list)
-    markets_used: list[Any] = field(default_factory=list)
+    markets_used: list[Market] = field(default_factory=list)
     noticed: set[str] = field(default_factory=set)
     steps: list[int] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
     predicted_loss: float | None = None
-    prediction: Any = None
+    prediction: Prediction | None = None  #: the predictor's answer at the θ barrier
 
     def last_loss(self) -> float | None:
         return self.losses[-1] if self.losses else None
