@@ -8,6 +8,7 @@ Errors are one line on stderr and exit code 2 (``spottune.cli.main``).
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -27,6 +28,8 @@ from spotmarket.prices import (
 MAX_FETCH_DAYS = 90
 DEFAULT_FETCH_PRODUCT = "Linux/UNIX"
 _SHOWN_MARKETS = 40
+#: AWS region names: us-east-1, eu-west-1, ap-southeast-2, us-gov-west-1, cn-north-1, ...
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
 
 
 @click.group(help="Inspect and collect spot price history.")
@@ -187,13 +190,16 @@ def fetch(region: str, instance_types: str, days: float, product_descriptions: s
         raise click.BadParameter("give at least one instance type", param_hint="'--instance-types'")
     if not products:
         raise click.BadParameter("give at least one product description", param_hint="'--product-description'")
+    if not _REGION.fullmatch(region):
+        raise click.BadParameter(f"{region!r} is not an AWS region name such as us-east-1 or eu-west-1",
+                                 param_hint="'--region'")
     import boto3  # the CLI is the I/O shell; nothing else in the price layer talks to AWS
     import botocore.exceptions
 
     end = datetime.now(timezone.utc)
     start = end - timedelta(days=days)
-    client = boto3.client("ec2", region_name=region, endpoint_url=endpoint_url)
     try:
+        client = boto3.client("ec2", region_name=region, endpoint_url=endpoint_url)
         records, pages = fetch_records(client, instance_types=types, product_descriptions=products,
                                        start_utc=start, end_utc=end, page_size=page_size)
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
