@@ -258,11 +258,11 @@ class ExperimentSpec:
         need(isinstance(self.metric, str) and bool(self.metric), "metric", "a non-empty metric name")
         need(self.mode in ("min", "max"), "mode", "'min' or 'max'")
         need(_is_int(self.max_steps) and 1 <= self.max_steps <= MAX_STEPS, "max_steps",
-             f"an integer with 1 <= max_steps <= {MAX_STEPS:,}")
+             f"an integer >= 1 and <= {MAX_STEPS:,}")
         need(_is_real(self.theta) and 0 < self.theta <= 1, "theta", "0 < theta <= 1")
         need(_is_int(self.num_samples) and self.num_samples >= 1, "num_samples", "an integer >= 1")
         n_trials = count_configs(self.search_space, self.num_samples)
-        if not has_domain(self.search_space):
+        if n_trials > 1 and not has_domain(self.search_space):
             what = "is empty" if not self.search_space else "has no grid_search or random domain"
             raise ConfigError(f"search_space is {space_to_dict(self.search_space)!r}, but it {what}, so all "
                               f"{n_trials} trial(s) would train the same configuration; give at least one "

@@ -142,7 +142,7 @@ CASES = [
     ("spec-max-steps-huge-int", "spottune",
      lambda t: ["run", "--config", _spec(t, "max_steps: 1000000000000\n")], "max_steps"),
     ("spec-empty-search-space", "spottune",
-     lambda t: ["run", "--config", _spec(t, "search_space: {}\ntop_k: 1\n")], "search_space"),
+     lambda t: ["run", "--config", _spec(t, "search_space: {}\nnum_samples: 3\n")], "empty"),
     ("spec-identical-trials", "spottune",
      lambda t: ["run", "--config", _spec(t, "search_space: {lr: 0.1}\nnum_samples: 4\n")], "same configuration"),
     ("spec-storage-gopher", "spottune", lambda t: [*RUN, "--storage-path", "gopher://x/y"], "gopher"),
@@ -253,9 +253,11 @@ def _run_main(program: str, argv: list[str], monkeypatch, capsys) -> tuple[int, 
     else:
         from revpred.cli import main
     monkeypatch.setattr(sys, "argv", [program, *argv])
-    with pytest.raises(SystemExit) as info:
+    code: object = 0
+    try:
         main()
-    code = info.value.code
+    except SystemExit as exc:
+        code = exc.code
     return (0 if code is None else code), capsys.readouterr().err
 
 
