@@ -83,6 +83,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""))
     types_, zones_ = _names(instance_types), _names(zones)
     env = environment(workload, seed, modes[0], prices, max_steps, types_, zones_)  # loads curves (training them once)
+    env["catalog"].check_on_demand(env["markets"])  # the baselines need it: fail now, not after training
     starts_s = _starts(env["history"], env["markets"], starts, start_times)
     hi = min(starts_s)
     lo = hi - TRAIN_DAYS * 86400.0
