@@ -16,6 +16,7 @@ from provisioner._catalog import InstanceCatalog
 from provisioner.errors import NoMarketAvailable, ProvisionerConfigError
 
 _log = logging.getLogger("provisioner")
+_NOTED: set[str] = set()
 
 
 def _tuple(values: Iterable | None, what: str) -> tuple | None:
@@ -120,9 +121,12 @@ class Pool:
             unknown = sorted({m.instance_type for m in candidates if not known(m)})
             if unknown:
                 candidates = [m for m in candidates if known(m)]
-                _log.warning("pool: %d instance type(s) of the price data are not in the instance catalog (or have no "
-                             "on-demand price there) and are left out: %s", len(unknown),
-                             ", ".join(unknown[:12]) + (" ..." if len(unknown) > 12 else ""))
+                note = (f"pool: {len(unknown)} instance type(s) of the price data are not in the instance catalog (or "
+                        f"have no on-demand price there) and are left out: "
+                        + ", ".join(unknown[:12]) + (" ..." if len(unknown) > 12 else ""))
+                if note not in _NOTED:  # once per process: a run resolves its pool more than once
+                    _NOTED.add(note)
+                    _log.warning(note)
         for it in sorted({m.instance_type for m in candidates}):
             catalog[it]  # UnknownInstanceType if missing: never a default
         kept = [

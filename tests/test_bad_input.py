@@ -162,6 +162,13 @@ CASES = [
     ("every-trial-failed", "spottune",
      lambda t: [*RUN, *_FAST, "--workload", _module(t, FAILING_WORKLOAD) + ":WORKLOAD", "--output", str(t / "o")],
      "no trial finished"),
+    ("every-trial-failed-in-setup", "spottune",
+     lambda t: [*RUN, *_FAST, "--workload", _module(t, FAILING_WORKLOAD.replace(
+         'self.x = config["x"]', 'raise ValueError("bad config")')) + ":WORKLOAD", "--output", str(t / "o")],
+     "setup raised ValueError: bad config"),
+    ("every-trial-failed-no-retries", "spottune",
+     lambda t: [*RUN, *_FAST, "--max-failures", "0", "--workload", _module(t, FAILING_WORKLOAD) + ":WORKLOAD",
+                "--output", str(t / "o")], "results so far are in"),
     # -- learning curves ----------------------------------------------------------------------------------
     ("curves-corrupt-cakelab-gz", "spottune",
      lambda t: ["curves", "eval", _write(t / "cakelab_resnet32_cifar10_curves.csv.gz", b"\x1f\x8b\x08\x00junk")],
@@ -238,7 +245,8 @@ def _models(models: Path, tmp: Path, *, index=None, meta=None, config=None, meta
     if meta is not None or config is not None:
         m = json.loads((sub / "meta.json").read_text())
         m.update(meta or {})
-        m["config"].update(config or {})
+        if config is not None:
+            m["config"].update(config)
         (sub / "meta.json").write_text(json.dumps(m))
     if meta_text is not None:
         (sub / "meta.json").write_text(meta_text)
@@ -346,9 +354,9 @@ _YAML_KEYS = ["theta", "top_k", "max_steps", "num_samples", "search_space", "tra
               "workload", "instance_types", "prices", "storage_path", "backend", "billing", "boot_s", "tehta"]
 _scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12),
                      st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12))
-_values = st.recursive(_scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                         st.dictionaries(st.text(max_size=8), inner, max_size=3)),
-                       max_leaves=6)
+_values = st.one_of(_scalars, st.lists(_scalars, max_size=3),
+                    st.dictionaries(st.text(max_size=8), st.one_of(_scalars, st.lists(_scalars, max_size=3)),
+                                    max_size=3))
 
 
 @st.composite

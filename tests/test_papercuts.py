@@ -137,13 +137,15 @@ def _prices_with_unknown_type(path: Path) -> Path:
     return path
 
 
-def test_default_pool_is_the_catalogued_types(tmp_path, caplog):
+def test_default_pool_is_the_catalogued_types(tmp_path, caplog, monkeypatch):
+    monkeypatch.setattr("provisioner._pool._NOTED", set())
     from provisioner import InstanceCatalog, Pool
     from spotmarket.prices import load_history
 
     history = load_history(_prices_with_unknown_type(tmp_path / "p.csv"))
     with caplog.at_level(logging.WARNING, logger="provisioner"):
         markets = Pool().resolve(history, InstanceCatalog.load())
+        Pool().resolve(history, InstanceCatalog.load())  # noted once, not twice
     assert [str(m) for m in markets] == ["us-east-1a/r3.large/Linux/UNIX"]
     notes = [r.getMessage() for r in caplog.records if r.name == "provisioner"]
     assert len(notes) == 1 and "2 instance type(s)" in notes[0] and "a1.2xlarge, zz9.mega" in notes[0]
@@ -160,6 +162,7 @@ def test_named_unknown_type_is_still_refused(tmp_path):
 
 
 def test_run_on_prices_with_uncatalogued_types(tmp_path, monkeypatch, capsys, caplog):
+    monkeypatch.setattr("provisioner._pool._NOTED", set())  # the note is made once per process
     prices = _prices_with_unknown_type(tmp_path / "p.csv")
     out = tmp_path / "res"
     with caplog.at_level(logging.WARNING, logger="provisioner"):  # the console shows it as one stderr line

@@ -1,7 +1,13 @@
-"""Loaders for the recorded learning curves in ``data/learning_curves`` and our digits curves.
+"""Loaders for recorded learning curves: ``data/learning_curves``, our digits curves, and any file in a
+documented layout (``LAYOUTS``, detected from the content by :func:`detect_layout`; the file name
+does not matter; ``docs/earlycurve.md`` §"Curve files").
 
 Every loader returns a :class:`CurveSet` of complete curves as a **loss** (lower is better) plus
-counts of what it skipped and why. See ``data/learning_curves/README.md`` for the sources.
+counts of what it skipped and why, and raises :class:`~earlycurve.errors.InvalidCurveError` (naming the
+file and line) on a file it cannot read. See ``data/learning_curves/README.md`` for the sources.
+
+- long CSV ``config_id, step, value[, max_steps]``: ``value`` is the loss; ``max_steps`` per
+  configuration, else the file's largest step. Skipped: diverged (non-finite), incomplete.
 
 - opda AlexNet / ConvNeXt-tiny (ImageNet): loss = 1 − top-1, one point per epoch at
   ``step = epoch + 1`` (epochs completed), ``max_steps = epochs``. Skipped: diverged
