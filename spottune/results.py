@@ -316,7 +316,8 @@ def _check_results(out: Path, res: dict[str, Any]) -> None:
     for name, key in (("trials.csv", "trials"), ("ledger.csv", "ledger"), ("curves.csv", "curves")):
         missing = [c for c in needs[name] if c not in res[key].columns]
         if missing:
-            raise ConfigError(f"{out / name} is not a spottune results file: it lacks the column(s) {', '.join(missing)}")
+            raise ConfigError(f"{out / name} is not a spottune results file: it lacks the column(s) "
+                              f"{', '.join(missing)}")
         _check_rows(out / name)
     t = res["trials"]
     bad = t[t[["trial_id", "state", "steps"]].isna().any(axis=1)]

@@ -90,6 +90,8 @@ def _results(tmp: Path, trials: str) -> str:
     return str(d)
 
 
+_TRIALS_HEADER = ("trial_id,state,steps,metric,metric_kind,predicted,predicted_low,predicted_high,selected,rank,usd,"
+                  "refunded_usd,revocations,hops,failures,lost_steps,instances,markets_used,config")
 RUN = ["run", "--no-progress", "--predictor", "none", "--instance-types", "r3.large", "--zones", "us-east-1a"]
 _FAST = ["--max-steps", "4", "--theta", "1", "--top-k", "1"]
 
@@ -178,6 +180,13 @@ CASES = [
     ("curves-bad-opda-jsonl", "spottune",
      lambda t: ["curves", "eval", _write(t / "o.jsonl", json.dumps({"iteration": 0, "epochs": 3}) + "\n")],
      "learning_curve"),
+    ("curves-opda-point-without-top1", "spottune",
+     lambda t: ["curves", "eval", _write(t / "o.jsonl", json.dumps(
+         {**OPDA_LINE, "learning_curve": [{"epoch": 0}, {"epoch": 1}, {"epoch": 2}]}) + "\n")], "top_1"),
+    ("curves-opda-gz-truncated", "spottune",
+     lambda t: ["curves", "eval",
+                _write(t / "o.jsonl.gz", gzip.compress((json.dumps(OPDA_LINE) + "\n").encode() * 9)[:40])],
+     "damaged"),
     ("curves-opda-not-json", "spottune",
      lambda t: ["curves", "eval", _write(t / "o.jsonl", '{"iteration": 0, "epochs": 3\n')], "line 1"),
     ("curves-fewer-than-top-k", "spottune",
@@ -194,6 +203,9 @@ CASES = [
     ("report-truncated-trials", "spottune",
      lambda t: ["report", "--no-plots", _results(t, "trial_id,state,steps,metric\nt00,finished,4,0.")], "trials.csv"),
     ("report-empty-trials", "spottune", lambda t: ["report", "--no-plots", _results(t, "")], "trials.csv"),
+    ("report-trials-cut-mid-row", "spottune",
+     lambda t: ["report", "--no-plots", _results(t, _TRIALS_HEADER + "\nt00,finished,12,0.31,final,0.3")],
+     "truncated"),
     ("report-not-results", "spottune", lambda t: ["report", str(t)], "not a spottune results folder"),
     # -- simulate -----------------------------------------------------------------------------------------
     ("simulate-max-steps-0", "spottune",
