@@ -50,6 +50,15 @@ def test_revpred_help_says_naive_times_are_utc(command):
     assert res.exit_code == 0 and "without a zone is read as UTC" in " ".join(res.output.split())
 
 
+@pytest.mark.parametrize(("command", "option"), [("run", "--start"), ("simulate", "--start-times")])
+def test_spottune_help_says_naive_times_are_utc(command, option):
+    from spottune.cli import cli
+
+    res = CliRunner().invoke(cli, [command, "--help"])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0 and option in text and "without a zone" in text and "read as UTC" in text
+
+
 def test_revpred_train_accepts_a_date_without_zone(tmp_path):
     from revpred.cli import _seconds
 

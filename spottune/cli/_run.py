@@ -299,7 +299,7 @@ class _Bar:
 @click.option("--top-k", "top_k", type=int, default=None, show_default=_default("top_k"), help="Models to keep.")
 @click.option("--max-steps", type=int, default=None, help="S_max (default: the workload's).")
 @click.option("--prices", default=None, show_default=_default("prices"), help="Price file path or dataset name.")
-@click.option("--start", default=None, show_default=_default("start_utc"), help="Simulation start, UTC.")
+@click.option("--start", default=None, show_default=_default("start_utc"), help="Simulation start, UTC (a time without a zone, e.g. 2015-05-05, is read as UTC, as AWS reports).")
 @click.option("--instance-types", default=None, help="Comma-separated instance types (default: all in the prices).")
 @click.option("--zones", default=None, help="Comma-separated availability zones (default: all).")
 @click.option("--backend", type=click.Choice(["sim", "local"]), default=None, show_default=_default("backend"),

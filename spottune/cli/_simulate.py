@@ -129,7 +129,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
               help="Comma-separated policy names, or 'default' / 'theta-sweep'.")
 @click.option("--starts", type=click.IntRange(min=1), default=10, show_default=True,
               help="Start times spread over the trace.")
-@click.option("--start-times", default=None, help="Comma-separated UTC start times (instead of --starts).")
+@click.option("--start-times", default=None,
+              help="Comma-separated UTC start times (instead of --starts); a time without a zone is read as UTC.")
 @click.option("--market-mode", type=click.Choice(["legacy", "modern", "both"]), default="legacy", show_default=True)
 @click.option("--output", type=click.Path(file_okay=False), required=True, help="Output folder.")
 @click.option("--seed", type=int, default=0, show_default=True)
