@@ -309,3 +309,29 @@ def test_results_are_written_while_the_run_goes_on(tmp_path):
     final = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     assert len(final) == len(result["record"].log)
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_revpred_eval_without_positives_warns_once_and_prints_undefined(tmp_path, monkeypatch, capsys):
+    from tests.test_revpred_cli import small_table
+
+    raw = small_table().rename(columns={"timestamp": "datetime"}).assign(os="Linux")
+    raw["datetime"] = raw["datetime"].astype(str)
+    prices = tmp_path / "prices.csv"
+    raw[["datetime", "instance_type", "os", "region", "availability_zone", "price"]].to_csv(prices, index=False)
+    models = tmp_path / "m"
+    code, _, err = _main("revpred", ["train", "--prices", str(prices), "--market", "us-east-1a/r3.large",
+                                     "--train-start", "2015-05-01", "--train-end", "2015-05-01 14:00",
+                                     "--out", str(models), "--kinds", "constant,empirical"], monkeypatch, capsys)
+    assert code == 0, err
+    monkeypatch.setattr("revpred.evaluation.revocation_labels", lambda s, t, b: np.zeros(len(t), dtype=np.int64))
+    code, out, err = _main("revpred", ["eval", "--prices", str(prices), "--models", str(models), "--test-start",
+                                       "2015-05-01T14:00Z", "--test-end", "2015-05-01T20:00Z", "--stride", "10",
+                                       "--json", str(tmp_path / "e.json")], monkeypatch, capsys)
+    assert code == 0, err
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "positives: random 0, alg2 0" in warnings[0]
+    header, *rows = [line.split() for line in out.splitlines()[:5]]
+    assert header == ["rule", "model", "n", "positives", "accuracy", "f1", "roc_auc", "brier"]
+    assert all(r[3] == "0" and r[5] == "undefined" and r[6] == "undefined" for r in rows)
+    pooled = json.loads((tmp_path / "e.json").read_text())["rules"]["alg2"]["empirical"]["pooled"]
+    assert pooled["n_pos"] == 0 and pooled["f1"] is None and pooled["accuracy"] is not None
