@@ -420,3 +420,16 @@ def test_fuzz_price_bytes(data, tmp_path_factory, monkeypatch, capsys):
     assert code in (0, 2)
     if code == 2:
         assert len(err.strip().splitlines()) == 1, err
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.one_of(_mutated(LONG_CURVES.encode()), _mutated((json.dumps(OPDA_LINE) + "\n").encode() * 5),
+                      _mutated(gzip.compress(LONG_CURVES.encode(), mtime=0)), st.binary(max_size=80)))
+def test_fuzz_curve_bytes(data, tmp_path_factory, monkeypatch, capsys):
+    path = _write(tmp_path_factory.mktemp("fuzz-curves") / "c.csv", data)
+    code, err = _run_main("spottune", ["curves", "eval", path, "--studies", "1", "--study-size", "4", "--no-sweep",
+                                       "--top-k", "1"], monkeypatch, capsys)
+    assert "Traceback" not in err
+    assert code in (0, 2)
+    if code == 2:
+        assert len(err.strip().splitlines()) == 1, err

@@ -335,3 +335,28 @@ def test_revpred_eval_without_positives_warns_once_and_prints_undefined(tmp_path
     assert all(r[3] == "0" and r[5] == "undefined" and r[6] == "undefined" for r in rows)
     pooled = json.loads((tmp_path / "e.json").read_text())["rules"]["alg2"]["empirical"]["pooled"]
     assert pooled["n_pos"] == 0 and pooled["f1"] is None and pooled["accuracy"] is not None
+
+
+def test_a_run_that_dies_midway_keeps_its_events_and_ledger(tmp_path):
+    from spottune.cli._run import run_experiment
+    from spottune.experiment import ExperimentSpec
+    from spottune.results import ResultsJournal, prepare_output
+
+    out = prepare_output(tmp_path / "res")
+    calls = []
+
+    def die(now_s, orch, usd):
+        calls.append(now_s)
+        if len(calls) == 40:
+            raise KeyboardInterrupt  # the user's Ctrl-C, or a crash
+
+    journal = ResultsJournal(out, progress=die)
+    spec = ExperimentSpec(max_steps=6, theta=0.5, top_k=2, predictor="none", instance_types=["r3.large"],
+                          availability_zones=["us-east-1a"])
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(spec, progress=journal, output=out)
+    journal.close()
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    assert len(events) == len(journal.record.log) > 40 and events[0]["type"] == "ExperimentStarted"
+    assert len(pd.read_csv(out / "ledger.csv")) == len(journal.record.ledger)
+    assert len(pd.read_csv(out / "trials.csv")) == 16 and not (out / "summary.json").exists()
