@@ -32,6 +32,10 @@ from provisioner.errors import CatalogError, UnknownInstanceType
 #: File names of the two bundled on-demand sources.
 SPECS_FILE = "on_demand_2017_noahgift.csv"
 REGIONAL_PRICES_FILE = "on_demand_us-east-1_2015.csv"
+#: More regional on-demand files in the same layout, read when found (one per region of a shipped trace).
+#: ``on_demand_eu-west-1.csv`` holds *derived* prices (us-east-1 list price x 1.11, the documented
+#: regional rule; its ``basis`` column and ``data/spot_prices/README.md`` §5 say so).
+EXTRA_REGIONAL_PRICES_FILES = ("on_demand_eu-west-1.csv",)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InstanceFacts:
@@ -236,9 +240,19 @@ class InstanceCatalog:
             price = row["linux_on_demand_cost_hourly"]
             if price.upper() not in ("", "N/A"):
                 prices.setdefault(it, {})[specs_region] = (_float(price, spath, line, "linux_on_demand_cost_hourly"), spath.name)
-        for line, row in _read_rows(rpath, ("instance_type", "region", "on_demand_price_usd_per_hour")):
-            value = _float(row["on_demand_price_usd_per_hour"], rpath, line, "on_demand_price_usd_per_hour")
-            prices.setdefault(row["instance_type"], {})[row["region"]] = (value, rpath.name)  # regional file wins
+        rpaths = [rpath]
+        if regional_prices_path is None:
+            for name in EXTRA_REGIONAL_PRICES_FILES:
+                try:
+                    rpaths.append(find_data_file(name, data_dir))
+                except CatalogError:  # optional: a region without it has no on-demand prices
+                    pass
+        for rp in rpaths:
+            for line, row in _read_rows(rp, ("instance_type", "region", "on_demand_price_usd_per_hour")):
+                value = _float(row["on_demand_price_usd_per_hour"], rp, line, "on_demand_price_usd_per_hour")
+                basis = row.get("basis") or ""
+                label = rp.name + (f" ({basis})" if basis else "")
+                prices.setdefault(row["instance_type"], {})[row["region"]] = (value, label)  # regional file wins
 
         orphans = sorted(set(prices) - set(facts))
         if orphans:
@@ -279,6 +293,28 @@ class InstanceCatalog:
     def instance_types(self) -> list[str]:
         """Instance types, sorted."""
         return sorted(self._specs)
+
+    def check_on_demand(self, markets: Iterable[object]) -> None:
+        """Every market's type has an on-demand price in its region (the baselines and bid caps need one).
+
+        Parameters
+        ----------
+        markets : iterable of spotmarket.prices.Market
+
+        Raises
+        ------
+        UnknownInstanceType
+            One message naming every (region, type) without a price and the regions that have prices.
+        """
+        missing = sorted({(m.region, m.instance_type) for m in markets  # type: ignore[attr-defined]
+                          if m.region not in self[m.instance_type].on_demand_usd_per_hour})  # type: ignore[attr-defined]
+        if missing:
+            regions = sorted({r for spec in self for r in spec.on_demand_usd_per_hour})
+            shown = ", ".join(f"{t} ({r})" for r, t in missing[:8]) + (" ..." if len(missing) > 8 else "")
+            raise UnknownInstanceType(
+                f"no on-demand price for {len(missing)} instance type(s) of the pool: {shown}; the catalog has "
+                f"on-demand prices for {', '.join(regions)} (data/spot_prices/on_demand_*.csv); narrow the pool "
+                "with --instance-types or add the prices")
 
     def on_demand_usd_per_hour(self, instance_type: str, region: str) -> float:
         """On-demand price of a type in a region, USD per instance-hour.

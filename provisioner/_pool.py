@@ -6,6 +6,7 @@ passes the filters, or an explicit list of markets.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -13,6 +14,9 @@ from spotmarket.prices import DEFAULT_PRODUCT, Market, PriceHistory
 
 from provisioner._catalog import InstanceCatalog
 from provisioner.errors import NoMarketAvailable, ProvisionerConfigError
+
+_log = logging.getLogger("provisioner")
+_NOTED: set[str] = set()
 
 
 def _tuple(values: Iterable | None, what: str) -> tuple | None:
@@ -30,11 +34,14 @@ class Pool:
     Parameters
     ----------
     instance_types : iterable of str, optional
-        Allowed types; None = every type in the price history (each must be in the catalog).
+        Allowed types (each must be in the catalog); None = every type in the price history that the
+        catalog knows with an on-demand price in the market's region (the others are left out and named
+        in one logged warning).
     availability_zones : iterable of str, optional
         Allowed zones; None = all.
     product_description : str
-        Product of the markets, default ``Linux/UNIX``.
+        Product of the markets, default ``Linux/UNIX`` (when the history has none, as in post-2017 traces,
+        ``Linux/UNIX (Amazon VPC)``).
     min_vcpus : int
         Keep types with at least this many vCPUs.
     min_memory_gib : float
@@ -89,10 +96,13 @@ class Pool:
             if self.availability_zones is not None:
                 candidates = [m for m in candidates if m.availability_zone in self.availability_zones]
         else:
+            product = self.product_description
+            if product == DEFAULT_PRODUCT and not history.select(product_description=product):
+                product = DEFAULT_PRODUCT + " (Amazon VPC)"  # post-2017 traces label Linux this way only
             candidates = history.select(
                 instance_types=self.instance_types,
                 availability_zones=self.availability_zones,
-                product_description=self.product_description,
+                product_description=product,
             )
             for what, wanted, seen in (
                 ("instance type", self.instance_types, {m.instance_type for m in candidates}),
@@ -101,8 +111,22 @@ class Pool:
                 absent = sorted(set(wanted or ()) - seen)
                 if absent:
                     raise ProvisionerConfigError(
-                        f"{what}s {absent} have no {self.product_description} market in the price history"
+                        f"{what}s {absent} have no {product} market in the price history"
                     )
+        if self.instance_types is None and self.markets is None:
+            # the default pool is the history's types that the catalog knows; the others are named once
+            def known(m: Market) -> bool:
+                return m.instance_type in catalog and m.region in catalog[m.instance_type].on_demand_usd_per_hour
+
+            unknown = sorted({m.instance_type for m in candidates if not known(m)})
+            if unknown:
+                candidates = [m for m in candidates if known(m)]
+                note = (f"pool: {len(unknown)} instance type(s) of the price data are not in the instance catalog (or "
+                        f"have no on-demand price there) and are left out: "
+                        + ", ".join(unknown[:12]) + (" ..." if len(unknown) > 12 else ""))
+                if note not in _NOTED:  # once per process: a run resolves its pool more than once
+                    _NOTED.add(note)
+                    _log.warning(note)
         for it in sorted({m.instance_type for m in candidates}):
             catalog[it]  # UnknownInstanceType if missing: never a default
         kept = [

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import click
@@ -63,8 +64,9 @@ def _history(prices: str | None):
               help="Price file or bare file name (default: us-east-1_2015.csv.gz via the data lookup).")
 @click.option("--market", "market_args", multiple=True, metavar="AZ/TYPE[/PRODUCT]", help="Market to train (repeatable).")
 @click.option("--all-markets", is_flag=True, help="Train every market in the price file.")
-@click.option("--train-start", required=True, help="UTC, e.g. 2015-05-01T00:00Z.")
-@click.option("--train-end", required=True, help="UTC; training labels end here.")
+@click.option("--train-start", required=True,
+              help="UTC, e.g. 2015-05-01T00:00Z or 2015-05-01; a time without a zone is read as UTC, as AWS reports.")
+@click.option("--train-end", required=True, help="UTC (a time without a zone is UTC); training labels end here.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Model directory to write.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--epochs", default=8, show_default=True, type=click.IntRange(min=1))
@@ -120,8 +122,9 @@ def train(prices, market_args, all_markets, train_start, train_end, out, seed, e
 @cli.command(name="eval", help="Score RevPred and every baseline on a test window after the training window.")
 @click.option("--prices", default=None, metavar="PATH", help="As for train; the same file the models were trained on.")
 @click.option("--models", "models_dir", required=True, type=click.Path(file_okay=False))
-@click.option("--test-start", required=True, help="UTC; must not be before the end of training.")
-@click.option("--test-end", required=True, help="UTC.")
+@click.option("--test-start", required=True,
+              help="UTC (a time without a zone is read as UTC, as AWS reports); not before the end of training.")
+@click.option("--test-end", required=True, help="UTC (a time without a zone is UTC).")
 @click.option("--market", "market_args", multiple=True, metavar="AZ/TYPE[/PRODUCT]", help="Subset of the trained markets.")
 @click.option("--stride", default=5, show_default=True, type=click.IntRange(min=1), help="Minutes between test queries.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random test max prices.")
@@ -138,10 +141,27 @@ def eval_(prices, models_dir, test_start, test_end, market_args, stride, seed, j
     ms = load_model_set(models_dir, history, markets)
     predictors = build_predictors(ms)
     cfg = next(iter(ms.fits.values())).config
-    result = evaluate(history, predictors, ms.markets, start_s, end_s, stride_min=stride, seed=seed,
-                      variations=cfg.variations, grid_method=cfg.grid_method, train_end_s=ms.train_window_s[1])
+    from tqdm import tqdm
+
+    from revpred.evaluation import RULES, undefined_metrics
+
+    n_pred = sum(len(p) if isinstance(p, dict) else 1 for p in predictors.values())
+    bar = tqdm(total=len(ms.markets) * (1 + len(RULES) * n_pred), unit="step", desc="revpred eval", disable=None,
+               file=sys.stderr)
+    try:
+        result = evaluate(history, predictors, ms.markets, start_s, end_s, stride_min=stride, seed=seed,
+                          variations=cfg.variations, grid_method=cfg.grid_method, train_end_s=ms.train_window_s[1],
+                          on_market=lambda: bar.update(1))
+    finally:
+        bar.close()
     result["models_dir"] = str(models_dir)
-    header = ["rule", "model", "n", "pos", "accuracy", "f1", "roc_auc", "brier"]
+    undefined = undefined_metrics(result)
+    if undefined:
+        pos = {r: next(iter(per.values()))["pooled"].get("n_pos", 0) for r, per in result["rules"].items()}
+        click.echo(f"warning: F1 or ROC AUC undefined (shown as 'undefined', null in JSON) for {len(undefined)} "
+                   f"score(s): the test labels hold no positive or only positives (positives: "
+                   + ", ".join(f"{r} {n}" for r, n in pos.items()) + ")", err=True)
+    header = ["rule", "model", "n", "positives", "accuracy", "f1", "roc_auc", "brier"]
     rows = summary_rows(result)
     if per_market:
         for rule, per in result["rules"].items():
@@ -201,7 +221,7 @@ def _fmt(v) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
-        return "nan" if math.isnan(v) else f"{v:.3f}"
+        return "undefined" if math.isnan(v) else f"{v:.3f}"
     return str(v)
 
 

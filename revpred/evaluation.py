@@ -6,8 +6,9 @@ max prices generated **both** ways [I, the paper's test rule is lost]: ``random`
 0.2]``, seeded per market) and ``alg2`` (Algorithm 2). Every predictor answers the same queries through
 the :class:`~revpred.protocol.RevocationPredictor` interface.
 
-Metrics (positive = revoked within the hour, threshold 0.5 [I]): accuracy, F1, ROC AUC (``nan`` when the
-labels hold one class), Brier score, and a 10-bin reliability table; per market and pooled over markets.
+Metrics (positive = revoked within the hour, threshold 0.5 [I]): accuracy, F1 (``nan``, undefined, when there
+is no positive label), ROC AUC (``nan`` when the labels hold one class), Brier score, and a 10-bin reliability
+table; per market and pooled over markets, each with its count ``n`` and positive count ``n_pos``.
 """
 
 from __future__ import annotations
@@ -53,13 +54,15 @@ def binary_metrics(y: np.ndarray, p: np.ndarray, threshold: float = 0.5, n_bins:
     if y.size == 0:
         return {"n": 0}
     pred = (p >= threshold).astype(np.int64)
-    both = 0 < y.sum() < y.size
+    n_pos = int(y.sum())
+    both = 0 < n_pos < y.size
     return {
         "n": int(y.size),
-        "n_pos": int(y.sum()),
+        "n_pos": n_pos,
         "base_rate": float(y.mean()),
         "accuracy": float(np.mean(pred == y)),
-        "f1": float(f1_score(y, pred, zero_division=0.0)),
+        # F1 needs positives: with none, recall is 0/0 and F1 is undefined (NaN), not 0
+        "f1": float(f1_score(y, pred, zero_division=0.0)) if n_pos else float("nan"),
         "roc_auc": float(roc_auc_score(y, p)) if both else float("nan"),
         "brier": float(np.mean((p - y) ** 2)),
         "mean_p": float(p.mean()),
@@ -69,7 +72,8 @@ def binary_metrics(y: np.ndarray, p: np.ndarray, threshold: float = 0.5, n_bins:
 
 def make_test_queries(history: PriceHistory, markets: Sequence[Market], start_s: float, end_s: float, *,
                  stride_min: int = 5, seed: int = 0, variations: str = "events",
-                 grid_method: str = "ffill") -> dict[str, dict[Market, dict[str, np.ndarray]]]:
+                 grid_method: str = "ffill",
+                 on_market: Callable[[], None] | None = None) -> dict[str, dict[Market, dict[str, np.ndarray]]]:
     """Queries and labels per rule and market: ``{rule: {market: {"t", "b", "y"}}}`` (arrays of shape (n,))."""
     out: dict[str, dict[Market, dict[str, np.ndarray]]] = {r: {} for r in RULES}
     for m in markets:
@@ -80,13 +84,28 @@ def make_test_queries(history: PriceHistory, markets: Sequence[Market], start_s:
               "alg2": alg2_max_prices(s, t, variations=variations, method=grid_method)}
         for rule, b in bs.items():
             out[rule][m] = {"t": t, "b": b, "y": revocation_labels(s, t, b)}
+        if on_market is not None:
+            on_market()
+    return out
+
+
+def undefined_metrics(result: dict) -> list[str]:
+    """``rule/name`` of every pooled score whose F1 or ROC AUC is undefined (no positive, or one class only)."""
+    out = []
+    for rule, per in result["rules"].items():
+        for name, res in per.items():
+            pooled = res["pooled"]
+            if pooled.get("n", 0) and any(isinstance(pooled.get(k), float) and math.isnan(pooled[k])
+                                          for k in ("f1", "roc_auc")):
+                out.append(f"{rule}/{name}")
     return out
 
 
 def evaluate(history: PriceHistory, predictors: Mapping[str, object | Mapping[str, object]], markets: Sequence[Market],
              start_s: float, end_s: float, *, stride_min: int = 5, seed: int = 0, variations: str = "events",
              grid_method: str = "ffill", train_end_s: float | None = None,
-             on_step: Callable[[str, str], None] | None = None) -> dict:
+             on_step: Callable[[str, str], None] | None = None,
+             on_market: Callable[[], None] | None = None) -> dict:
     """Score every predictor on the test window ``[start_s, end_s]`` with both max-price rules.
 
     Parameters
@@ -101,6 +120,11 @@ def evaluate(history: PriceHistory, predictors: Mapping[str, object | Mapping[st
         Query spacing and the seed of the random max prices.
     train_end_s : float, optional
         End of the training window; a test window starting before it is refused.
+    on_step : callable (rule, name) -> None, optional
+        Called after each predictor is scored under each rule.
+    on_market : callable () -> None, optional
+        Called after each market's queries are built and after each (rule, predictor, market) score
+        (``len(markets) * (1 + len(RULES) * len(predictors))`` calls in all; a progress bar).
 
     Returns
     -------
@@ -113,7 +137,7 @@ def evaluate(history: PriceHistory, predictors: Mapping[str, object | Mapping[st
         raise RevPredError(f"test window starts at {to_timestamp(start_s)}, inside the training window "
                            f"(which ends at {to_timestamp(train_end_s)}); never evaluate on training data")
     queries = make_test_queries(history, markets, start_s, end_s, stride_min=stride_min, seed=seed,
-                           variations=variations, grid_method=grid_method)
+                                variations=variations, grid_method=grid_method, on_market=on_market)
     result: dict = {"window": {"test_start": to_timestamp(start_s).isoformat(), "test_end": to_timestamp(end_s).isoformat(),
                                "stride_min": stride_min, "seed": seed, "markets": [str(m) for m in markets]},
                     "rules": {}}
@@ -128,6 +152,8 @@ def evaluate(history: PriceHistory, predictors: Mapping[str, object | Mapping[st
                     continue
                 p = np.asarray(p_obj.predict_proba([m] * q["t"].size, q["t"], q["b"]), dtype=np.float64)
                 per_market[str(m)] = binary_metrics(q["y"], p)
+                if on_market is not None:
+                    on_market()
                 ys.append(q["y"])
                 ps.append(p)
             pooled = binary_metrics(np.concatenate(ys), np.concatenate(ps)) if ys else {"n": 0}
@@ -153,5 +179,5 @@ def _fmt(v: object) -> str:
     if v is None:
         return "-"
     if isinstance(v, float) and math.isnan(v):
-        return "nan"
+        return "undefined"
     return f"{v:.3f}" if isinstance(v, float) else str(v)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib import metadata
@@ -119,11 +120,50 @@ def save_model_set(path: str | Path, model_set: ModelSet) -> Path:
 
 def _read_json(p: Path) -> dict:
     try:
-        return json.loads(p.read_text())
+        data = json.loads(p.read_text())
     except FileNotFoundError:
         raise RevPredError(f"{p} does not exist") from None
     except (OSError, ValueError) as exc:
         raise RevPredError(f"{p}: unreadable model metadata ({exc})") from None
+    if not isinstance(data, dict):
+        raise RevPredError(f"{p} holds a JSON {type(data).__name__}, but must hold an object; it is damaged or "
+                           "not a RevPred model file")
+    return data
+
+
+def _config_from_meta(d: Path, config: object) -> TrainConfig:
+    """The training config stored in ``meta.json``, checked key by key (never silently defaulted)."""
+    import dataclasses
+
+    where = f"model in {d}: meta.json config"
+    if not isinstance(config, dict):
+        raise RevPredError(f"{where} is a {type(config).__name__}, but must be an object of training settings")
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(config) - set(fields))
+    if unknown:
+        raise RevPredError(f"{where} has unknown key(s) {', '.join(map(repr, unknown))} (known: {', '.join(fields)})")
+    missing = [k for k in fields if k not in config]
+    if missing:
+        raise RevPredError(f"{where} lacks the key(s) {', '.join(map(repr, missing))}; it is damaged")
+    for name, f in fields.items():
+        value, default = config[name], f.default
+        if default is None or isinstance(default, dataclasses._MISSING_TYPE):  # noqa: SLF001
+            ok = value is None or isinstance(value, (int, float, str))
+        elif isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int):
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif isinstance(default, float):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        else:
+            ok = isinstance(value, type(default))
+        if not ok:
+            raise RevPredError(f"{where}: {name} is {value!r}, but must be a {type(default).__name__} "
+                               f"like the default {default!r}")
+    try:
+        return TrainConfig(**config)
+    except (TypeError, ValueError) as exc:
+        raise RevPredError(f"{where} is invalid ({exc})") from None
 
 
 def _check_format(d: dict, where: Path) -> None:
@@ -139,6 +179,11 @@ def _read_index(root: Path) -> dict:
         raise RevPredError(f"model directory {root} does not exist")
     index = _read_json(root / INDEX)
     _check_format(index, root / INDEX)
+    markets = index.get("markets")
+    if not isinstance(markets, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in markets.items()):
+        raise RevPredError(f"{root / INDEX}: 'markets' must be an object of market -> subfolder, not {markets!r}")
+    if not markets:
+        raise RevPredError(f"{root / INDEX} lists no market; train with `revpred train`")
     return index
 
 
@@ -161,6 +206,10 @@ def load_market_fit(path: str | Path, market: Market) -> MarketFit:
         return _market_fit_from_meta(d, meta, market)
     except KeyError as exc:  # a hand-edited or truncated meta.json
         raise RevPredError(f"model in {d}: meta.json lacks the field {exc.args[0]!r}") from None
+    except (TypeError, ValueError, AttributeError) as exc:  # a value of the wrong type or shape
+        if isinstance(exc, RevPredError):
+            raise
+        raise RevPredError(f"model in {d}: meta.json is damaged ({type(exc).__name__}: {exc})") from None
 
 
 def _market_fit_from_meta(d: Path, meta: dict, market: Market) -> MarketFit:
@@ -169,9 +218,16 @@ def _market_fit_from_meta(d: Path, meta: dict, market: Market) -> MarketFit:
         raise RevPredError(f"model in {d} has a malformed training window {meta['train_start']} .. {meta['train_end']}")
     if meta["train_start"] != _iso(start) or meta["train_end"] != _iso(end):
         raise RevPredError(f"model in {d}: training window fields disagree")
-    config = TrainConfig.from_dict(meta["config"])
+    config = _config_from_meta(d, meta["config"])
     fit = MarketFit(market, start, end, config, info=meta.get("info", {}))
-    for kind, entry in meta.get("models", {}).items():
+    models = meta["models"]
+    if not isinstance(models, dict):
+        raise RevPredError(f"model in {d}: meta.json 'models' is a {type(models).__name__}, but must be an object "
+                           "of model kind -> entry")
+    if not models and not meta.get("empirical") and not meta.get("constant"):
+        raise RevPredError(f"model in {d}: meta.json holds no models (empty 'models', no empirical or constant "
+                           "baseline); retrain with `revpred train`")
+    for kind, entry in models.items():
         if kind not in LEARNED_KINDS:
             raise RevPredError(f"model in {d}: unknown model kind {kind!r}")
         scaler = FeatureScaler.from_dict(entry["scaler"])
@@ -180,7 +236,9 @@ def _market_fit_from_meta(d: Path, meta: dict, market: Market) -> MarketFit:
         else:
             f = d / entry["file"]
             try:
-                state = torch.load(f, weights_only=True, map_location="cpu")
+                with warnings.catch_warnings():  # the one-line error below says it all
+                    warnings.simplefilter("ignore")
+                    state = torch.load(f, weights_only=True, map_location="cpu")
             except FileNotFoundError:
                 raise RevPredError(f"model weights {f} are missing") from None
             except Exception as exc:  # torch raises UnpicklingError / RuntimeError on bad files

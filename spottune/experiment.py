@@ -41,7 +41,7 @@ import pandas as pd
 import yaml
 
 from spottune.errors import ConfigError
-from spottune.search_space import count_configs, generate_configs, parse_space, space_to_dict
+from spottune.search_space import count_configs, generate_configs, has_domain, parse_space, space_to_dict
 from spottune.trainable import Trainable, trial_seed
 from spottune.workloads import Workload, get_workload
 
@@ -53,6 +53,12 @@ PREDICTORS = ("revpred", "constant", "none")
 BILLING = ("second", "hour")
 #: Start of a run whose spec leaves ``start_utc`` as None (spec D10: the 2015 trace's default window).
 DEFAULT_START_UTC = pd.Timestamp("2015-05-05T00:00Z")
+#: Largest ``max_steps``: a bigger budget is a typo (it would run for hours of wall time in the simulator).
+MAX_STEPS = 1_000_000
+#: Longest predictor training window, days (ten years; the shipped traces span months).
+MAX_TRAIN_DAYS = 3650.0
+#: ``storage_path`` URL schemes the checkpoint store reads ("" is a plain folder).
+STORAGE_SCHEMES = ("", "file", "s3", "s3a", "memory")
 _FROM_WORKLOAD = ("metric", "mode", "max_steps", "search_space", "num_samples")
 _ALIASES = {"trainable": "workload", "pool_types": "instance_types", "zones": "availability_zones",
             "k": "top_k", "storage": "storage_path", "start": "start_utc"}
@@ -78,6 +84,12 @@ class TrialSpec:
     index: int
     config: dict[str, Any]
     seed: int
+
+
+def _storage_scheme(path: str) -> str:
+    """The URL scheme of a storage path (``s3``, ``file``, ...), or ``""`` for a plain folder."""
+    scheme, sep, _ = path.partition("://")
+    return scheme.lower() if sep else ""
 
 
 def _normalise_key(key: str) -> str:
@@ -245,15 +257,22 @@ class ExperimentSpec:
 
         need(isinstance(self.metric, str) and bool(self.metric), "metric", "a non-empty metric name")
         need(self.mode in ("min", "max"), "mode", "'min' or 'max'")
-        need(_is_int(self.max_steps) and self.max_steps >= 1, "max_steps", "an integer >= 1")
+        need(_is_int(self.max_steps) and 1 <= self.max_steps <= MAX_STEPS, "max_steps",
+             f"an integer >= 1 and <= {MAX_STEPS:,}")
         need(_is_real(self.theta) and 0 < self.theta <= 1, "theta", "0 < theta <= 1")
         need(_is_int(self.num_samples) and self.num_samples >= 1, "num_samples", "an integer >= 1")
         n_trials = count_configs(self.search_space, self.num_samples)
+        if n_trials > 1 and not has_domain(self.search_space):
+            what = "is empty" if not self.search_space else "has no grid_search or random domain"
+            raise ConfigError(f"search_space is {space_to_dict(self.search_space)!r}, but it {what}, so all "
+                              f"{n_trials} trial(s) would train the same configuration; give at least one "
+                              "grid_search, choice, uniform, loguniform or randint")
         need(_is_int(self.top_k) and 1 <= self.top_k <= n_trials, "top_k",
              f"an integer with 1 <= top_k <= {n_trials} (the number of trials)")
         need(isinstance(self.prices, str) and bool(self.prices), "prices", "a price file path or dataset name")
-        need(self.storage_path is None or (isinstance(self.storage_path, str) and bool(self.storage_path)),
-             "storage_path", "a folder, 's3://bucket/prefix' or None")
+        need(self.storage_path is None or (isinstance(self.storage_path, str) and bool(self.storage_path)
+                                           and _storage_scheme(self.storage_path) in STORAGE_SCHEMES),
+             "storage_path", f"a folder, a {', '.join(s + '://' for s in STORAGE_SCHEMES[1:])} URL, or None")
         need(_is_int(self.seed) and self.seed >= 0, "seed", "an integer >= 0")
         need(self.backend in BACKENDS, "backend", f"one of {', '.join(BACKENDS)}")
         need(self.market_mode in MARKET_MODES, "market_mode", f"one of {', '.join(MARKET_MODES)}")
@@ -261,7 +280,8 @@ class ExperimentSpec:
         need(_is_int(self.checkpoint_keep) and self.checkpoint_keep >= 1, "checkpoint_keep", "an integer >= 1")
         need(_is_real(self.time_scale) and self.time_scale > 0, "time_scale", "a number > 0 (simulated s per wall s)")
         need(self.predictor in PREDICTORS, "predictor", f"one of {', '.join(PREDICTORS)}")
-        need(_is_real(self.train_days) and self.train_days > 0, "train_days", "a number of days > 0")
+        need(_is_real(self.train_days) and 0 < self.train_days <= MAX_TRAIN_DAYS, "train_days",
+             f"a number of days with 0 < train_days <= {MAX_TRAIN_DAYS:g}")
         need(_is_real(self.boot_s) and self.boot_s >= 0, "boot_s", "a number of seconds >= 0")
         need(_is_real(self.step_time_cov) and 0 <= self.step_time_cov < 1, "step_time_cov", "0 <= step_time_cov < 1")
         need(self.billing in BILLING, "billing", f"one of {', '.join(BILLING)}")
@@ -352,14 +372,20 @@ class ExperimentSpec:
             If the file is missing or not valid YAML, or on any invalid option.
         """
         try:
-            text = Path(path).read_text()
+            raw = Path(path).read_bytes()
         except OSError as exc:
-            raise ConfigError(f"experiment file {str(path)!r} cannot be read: {exc.strerror}") from None
+            raise ConfigError(f"experiment file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw[: exc.start].count(b"\n") + 1
+            raise ConfigError(f"experiment file {str(path)!r} is not UTF-8 text: byte {raw[exc.start]:#04x} on "
+                              f"line {line} (save it as UTF-8)") from None
         try:
             data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, ValueError, RecursionError) as exc:
             raise ConfigError(f"experiment file {str(path)!r} is not valid YAML: {exc}".replace("\n", " ")) from None
-        return cls.from_dict(data or {})
+        return cls.from_dict({} if data is None else data)
 
     def to_yaml(self, path: str | os.PathLike[str] | None = None) -> str:
         """YAML text of :meth:`to_dict`; also written to ``path`` if given."""

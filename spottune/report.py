@@ -81,7 +81,8 @@ def plot_learning_curves(res: dict[str, Any], path: Path) -> None:
     ax.set_ylabel(settings.get("metric", "metric"))
     ax.set_yscale("log" if mode == "min" and (res["curves"]["value"] > 0).all() else "linear")
     ax.set_title("Learning curves (bold: top-k continued; dashed: EarlyCurve fit at θ)")
-    ax.legend(fontsize=7, loc="upper right")
+    if ax.get_legend_handles_labels()[0]:  # no trial selected (e.g. all FAILED): no legend, no warning
+        ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -131,6 +131,9 @@ def write_results(out: Path, result: dict[str, Any]) -> dict[str, Any]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     orch, record = result["orchestrator"], result["record"]
+    journal = result.get("journal")
+    if journal is not None:
+        journal.close()
     ledger = _ledger_frame(record)
     _write_atomic(out / "ledger.csv", ledger.to_csv(index=False))
     _write_atomic(out / "trials.csv", trials_frame(orch, ledger, result.get("configs", {})).to_csv(index=False))
@@ -140,6 +143,135 @@ def write_results(out: Path, result: dict[str, Any]) -> dict[str, Any]:
     # written last: read_results needs it, so a run killed midway is not mistaken for a finished one
     _write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
     return summary
+
+
+def prepare_output(out: str | os.PathLike[str]) -> Path:
+    """Make sure ``out`` can hold the results before a run starts: created if needed, a folder, writable.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder (it exists afterwards).
+
+    Raises
+    ------
+    ConfigError
+        Naming the folder and the rule: it is a file, a parent is a file, it cannot be created, or it is
+        not writable.
+    """
+    from spottune.errors import ConfigError
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--output {str(out)!r} is a file, but must be a folder (new or existing)")
+    for parent in out.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"--output {str(out)!r} cannot be created: {str(parent)!r} is a file, not a folder")
+            break
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--output {str(out)!r} cannot be created: {exc.strerror or exc}") from None
+    probe = out / f".write-test-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"--output {str(out)!r} is not writable: {exc.strerror or exc}") from None
+    return out
+
+
+class ResultsJournal:
+    """Writes ``events.jsonl``, ``ledger.csv`` and ``trials.csv`` while a run goes on (issue 11 item 5).
+
+    Use it as the backend's progress callback (it forwards every call to ``progress``). After every
+    delivered event it appends the new event and action records to ``events.jsonl`` and the newly
+    billed instance runs to ``ledger.csv`` (flushed, so a killed run keeps them), and rewrites
+    ``trials.csv`` atomically when a trial changes state or step count. :func:`write_results` then
+    rewrites all three atomically (the ledger sorted by start time).
+
+    Parameters
+    ----------
+    out : path
+        The results folder (see :func:`prepare_output`).
+    progress : callable (now_s, orchestrator, usd) -> None, optional
+        Called after the journal has written (a progress bar).
+    """
+
+    def __init__(self, out: str | os.PathLike[str], progress: Any = None):
+        self.out = Path(out)
+        self.progress = progress
+        self.record: Any = None
+        self.configs: dict[str, Any] = {}
+        self._n_log = 0
+        self._n_ledger = 0
+        self._trial_key: tuple = ()
+        self._events: Any = None
+        self._ledger: Any = None
+
+    def attach(self, record: Any, configs: dict[str, Any] | None = None) -> None:
+        """Follow ``record`` (the backend's :class:`~spottune.backends.RunRecord`); start both files afresh."""
+        from spotmarket import LEDGER_COLUMNS
+
+        self.close()
+        self.record, self.configs = record, dict(configs or {})
+        self._n_log = self._n_ledger = 0
+        self._events = open(self.out / "events.jsonl", "w", encoding="utf-8", newline="")
+        self._ledger = open(self.out / "ledger.csv", "w", encoding="utf-8", newline="")
+        self._ledger.write(",".join([*LEDGER_COLUMNS, "steps", "lost_steps", "refunded"]) + "\n")
+        self._ledger.flush()
+
+    def __call__(self, now_s: float, orch: Any, usd: float) -> None:
+        if self.record is not None:
+            self.flush(orch)
+        if self.progress is not None:
+            self.progress(now_s, orch, usd)
+
+    def flush(self, orch: Any = None) -> None:
+        """Append what happened since the last call; rewrite ``trials.csv`` if a trial moved."""
+        rec = self.record
+        if rec is None or self._events is None:
+            return
+        log = rec.log
+        if len(log) > self._n_log:
+            self._events.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in log[self._n_log:]))
+            self._events.flush()
+            self._n_log = len(log)
+        if len(rec.ledger) > self._n_ledger:
+            new = _ledger_frame(_Rows(rec, rec.ledger[self._n_ledger:]))
+            self._ledger.write(new.to_csv(index=False, header=False))
+            self._ledger.flush()
+            self._n_ledger = len(rec.ledger)
+        if orch is not None:
+            key = tuple((t, str(tr.state), tr.step) for t, tr in orch.trials.items())
+            if key != self._trial_key:
+                self._trial_key = key
+                ledger = _ledger_frame(rec)
+                _write_atomic(self.out / "trials.csv", trials_frame(orch, ledger, self.configs).to_csv(index=False))
+
+    def close(self) -> None:
+        """Close the open files (idempotent)."""
+        for fh in (self._events, self._ledger):
+            if fh is not None:
+                fh.close()
+        self._events = self._ledger = None
+
+
+class _Rows:
+    """A record-like view of some ledger rows (for :func:`_ledger_frame`)."""
+
+    def __init__(self, record: Any, rows: list[Any]):
+        self.ledger, self.instance_steps = rows, record.instance_steps
+
+
+def no_trial_finished(orch: Any) -> str | None:
+    """One line saying why the run produced nothing, if no trial FINISHED; else None."""
+    states = [tr.state for tr in orch.trials.values()]
+    if any(s is TrialState.FINISHED for s in states):
+        return None
+    failed = sum(s is TrialState.FAILED for s in states)
+    return f"no trial finished: {failed} of {len(states)} trial(s) FAILED"
 
 
 def read_results(out: Path) -> dict[str, Any]:
@@ -157,8 +289,59 @@ def read_results(out: Path) -> dict[str, Any]:
     missing = [n for n in need if not (out / n).exists()]
     if missing:
         raise ConfigError(f"{out} is not a spottune results folder (missing {', '.join(missing)})")
-    try:  # pandas' EmptyDataError/ParserError and JSONDecodeError are ValueErrors
-        return {"trials": pd.read_csv(out / "trials.csv"), "ledger": pd.read_csv(out / "ledger.csv"),
-                "curves": pd.read_csv(out / "curves.csv"), "summary": json.loads((out / "summary.json").read_text())}
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{out} holds an unreadable results file ({type(exc).__name__}: {exc})") from None
+    res: dict[str, Any] = {}
+    for key, name in (("trials", "trials.csv"), ("ledger", "ledger.csv"), ("curves", "curves.csv"),
+                      ("summary", "summary.json")):
+        try:  # pandas' EmptyDataError/ParserError and JSONDecodeError are ValueErrors
+            res[key] = json.loads((out / name).read_text()) if key == "summary" else pd.read_csv(out / name)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{out} holds an unreadable results file {name} ({type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())})") from None
+    _check_results(out, res)
+    return res
+
+
+#: What a results folder must hold for ``spottune report`` (beyond the trial columns).
+_LEDGER_NEEDS = ("instance_id", "trial_id", "market", "start_s", "end_s", "ended_by", "charged_usd", "refunded_usd")
+_CURVES_NEEDS = ("trial_id", "step", "value")
+_SUMMARY_NEEDS = ("total_cost_usd", "refunded_usd", "jct_h", "share_steps_refunded", "steps_executed", "steps_lost",
+                  "events", "actions", "instances", "revocations", "hops", "top_k", "settings")
+
+
+def _check_results(out: Path, res: dict[str, Any]) -> None:
+    """Columns, complete rows and summary keys of a results folder (a truncated file is refused)."""
+    from spottune.errors import ConfigError
+
+    needs = {"trials.csv": TRIAL_COLUMNS, "ledger.csv": _LEDGER_NEEDS, "curves.csv": _CURVES_NEEDS}
+    for name, key in (("trials.csv", "trials"), ("ledger.csv", "ledger"), ("curves.csv", "curves")):
+        missing = [c for c in needs[name] if c not in res[key].columns]
+        if missing:
+            raise ConfigError(f"{out / name} is not a spottune results file: it lacks the column(s) "
+                              f"{', '.join(missing)}")
+        _check_rows(out / name)
+    t = res["trials"]
+    bad = t[t[["trial_id", "state", "steps"]].isna().any(axis=1)]
+    if len(bad):
+        raise ConfigError(f"{out / 'trials.csv'} is truncated or damaged: row {int(bad.index[0]) + 2} lacks trial_id, "
+                          "state or steps")
+    summary = res["summary"]
+    if not isinstance(summary, dict):
+        raise ConfigError(f"{out / 'summary.json'} holds a {type(summary).__name__}, but must hold an object")
+    missing = [k for k in _SUMMARY_NEEDS if k not in summary]
+    if missing:
+        raise ConfigError(f"{out / 'summary.json'} lacks the key(s) {', '.join(missing)}")
+
+
+def _check_rows(path: Path) -> None:
+    """Every line of a CSV has as many fields as its header (a file cut mid-line does not)."""
+    import csv
+
+    from spottune.errors import ConfigError
+
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        for row in reader:
+            if row and len(row) != len(header or ()):
+                raise ConfigError(f"{path} is truncated or damaged: line {reader.line_num} has {len(row)} field(s), "
+                                  f"the header {len(header or ())}")

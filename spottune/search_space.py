@@ -52,6 +52,7 @@ __all__ = [
     "count_configs",
     "generate_configs",
     "grid_search",
+    "has_domain",
     "loguniform",
     "parse_space",
     "randint",
@@ -206,6 +207,21 @@ _PARSERS = {
 }
 
 
+#: Distribution names of other tools (Ray Tune, Optuna, Hyperopt, numpy). A one-key mapping with one of
+#: these names is a domain this module does not support, not a nested constant, and is refused.
+_OTHER_DISTRIBUTIONS = frozenset({
+    "gaussian", "normal", "randn", "qrandn", "lognormal", "qlognormal", "quniform", "qloguniform", "qrandint",
+    "lograndint", "qlograndint", "sample_from", "categorical", "discrete_uniform", "int_uniform", "float",
+    "int", "beta", "gamma", "exponential", "poisson", "truncnorm", "randrange", "logrange", "linspace",
+    "logspace", "range",
+})
+
+
+def has_domain(space: Mapping[str, Any] | None) -> bool:
+    """Whether the (parsed or YAML-form) space has at least one grid_search or random domain."""
+    return any(isinstance(v, (GridSearch, *_RANDOM)) for _, v in _leaves(parse_space(space)))
+
+
 def _parse_value(path: str, value: Any) -> Any:
     if isinstance(value, _RANDOM + (GridSearch,)):
         return value
@@ -217,6 +233,9 @@ def _parse_value(path: str, value: Any) -> Any:
                     return _PARSERS[key](args)
                 except ConfigError as exc:
                     raise ConfigError(f"search space key {path!r}: {exc}") from None
+            if str(key).lower() in _OTHER_DISTRIBUTIONS:
+                raise ConfigError(f"search space key {path!r}: {key!r} is not a supported domain "
+                                  f"(domains: {', '.join(_PARSERS)})")
             close = difflib.get_close_matches(str(key), list(_PARSERS), n=1, cutoff=0.75)
             if close:
                 raise ConfigError(f"search space key {path!r}: {key!r} is not a domain; did you mean {close[0]!r}? "

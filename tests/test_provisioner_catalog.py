@@ -48,8 +48,8 @@ def test_missing_type_is_an_error_not_a_default(catalog):
 
 
 def test_missing_region_or_na_price_is_an_error(catalog):
-    with pytest.raises(UnknownInstanceType, match="no on-demand price in region eu-west-1"):
-        catalog["r4.large"].on_demand("eu-west-1")
+    with pytest.raises(UnknownInstanceType, match="no on-demand price in region ap-south-1"):
+        catalog["r4.large"].on_demand("ap-south-1")
     with pytest.raises(UnknownInstanceType, match="known regions: none"):
         catalog["f1.2xlarge"].on_demand("us-east-1")  # N/A in the file
 

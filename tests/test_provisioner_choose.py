@@ -213,15 +213,15 @@ def test_missing_catalog_entry_errors():
     odd = Market("us-east-1a", "zz9.huge")
     h = history([(0, R4, 0.03), (0, odd, 1.0), (86400, R4, 0.03)])
     cat = InstanceCatalog.load()
-    with pytest.raises(UnknownInstanceType, match="zz9.huge"):
-        Provisioner(h, cat, ConstantRevocation(0.0), Pool(), np.random.default_rng(0))
+    # the default pool leaves an uncatalogued type out (issue 10 §4); naming it is an error
+    assert Pool().resolve(h, cat) == [R4]
     with pytest.raises(UnknownInstanceType, match="zz9.huge"):
         Provisioner(h, cat, ConstantRevocation(0.0), Pool(instance_types=["zz9.huge"]), np.random.default_rng(0))
     # on-demand cap needs every pool type's price in the market's region
-    eu = Market("eu-west-1a", "r4.large")
-    h_eu = history([(0, eu, 0.03), (86400, eu, 0.03)])
-    with pytest.raises(UnknownInstanceType, match="eu-west-1"):
-        Provisioner(h_eu, cat, ConstantRevocation(0.0), Pool(), np.random.default_rng(0),
+    ap = Market("ap-south-1a", "r4.large")
+    h_ap = history([(0, ap, 0.03), (86400, ap, 0.03)])
+    with pytest.raises(UnknownInstanceType, match="ap-south-1"):
+        Provisioner(h_ap, cat, ConstantRevocation(0.0), Pool(instance_types=["r4.large"]), np.random.default_rng(0),
                     max_price_rule=MaxPriceRule(cap_at_on_demand=True))
 
 

@@ -59,8 +59,6 @@ def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str]:
     [
         (["train", "--prices", "/nonexistent.csv", "--market", "us-east-1a/r3.large", "--train-start", "2015-05-01T00:00Z",
           "--train-end", "2015-05-02T00:00Z", "--out", "/tmp/x"], "does not exist"),
-        (["train", "--prices", "{prices}", "--market", "us-east-1a/r3.large", "--train-start", "2015-05-01",
-          "--train-end", "2015-05-02T00:00Z", "--out", "{tmp}"], "no time zone"),
         (["train", "--prices", "{prices}", "--market", "us-east-1a/x9.huge", "--train-start", "2015-05-01T00:00Z",
           "--train-end", "2015-05-01T14:00Z", "--out", "{tmp}"], "not in the price data"),
         (["train", "--prices", "{prices}", "--market", "bogus", "--train-start", "2015-05-01T00:00Z",

@@ -7,12 +7,17 @@ and ``benchmarks/bench_earlycurve.py``.
 from earlycurve.evaluation._calibrate import calibrate_stage_rule, median_rel_err
 from earlycurve.evaluation._datasets import (
     DATASET_FILES,
+    LAYOUTS,
     CurveSet,
     RecordedCurve,
     csv_dataset_name,
+    dataset_name,
+    detect_layout,
     find_datasets,
     load_cakelab,
+    load_curves,
     load_digits_csv,
+    load_long_csv,
     load_opda,
 )
 from earlycurve.evaluation._evaluate import (
@@ -32,6 +37,11 @@ __all__ = [
     "RecordedCurve",
     "find_datasets",
     "csv_dataset_name",
+    "dataset_name",
+    "detect_layout",
+    "LAYOUTS",
+    "load_curves",
+    "load_long_csv",
     "load_opda",
     "load_cakelab",
     "load_digits_csv",

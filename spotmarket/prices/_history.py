@@ -31,12 +31,13 @@ CANONICAL_COLUMNS = [
 def to_seconds(t: object) -> float:
     """UTC timestamp (str, datetime, pandas.Timestamp) or seconds -> float seconds since the epoch.
 
-    Naive timestamps are rejected: engine times are never naive.
+    A timestamp without a time zone (``"2015-06-01"``, ``"2015-06-01 12:00"``) is read as UTC, as AWS
+    reports every time in UTC.
 
     Raises
     ------
     PriceDataError
-        If ``t`` is not finite, not a date and time, or has no time zone.
+        If ``t`` is not finite or not a date and time.
     """
     if isinstance(t, (int, float, np.integer, np.floating)):
         if not np.isfinite(t):
@@ -49,7 +50,7 @@ def to_seconds(t: object) -> float:
     if ts is pd.NaT:
         raise PriceDataError(f"timestamp {t!r} is not a date and time; use UTC ISO-8601, e.g. '2015-05-01T00:00Z'")
     if ts.tzinfo is None:
-        raise PriceDataError(f"timestamp {t!r} has no time zone; give it in UTC, e.g. '2015-05-01T00:00Z'")
+        ts = ts.tz_localize("UTC")  # naive = UTC, as AWS reports times
     return ts.value / 1e9
 
 

@@ -42,6 +42,7 @@ import io
 import json
 import lzma
 import re
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,7 +109,7 @@ def _read_bytes(path: Path) -> bytes:
             data = lzma.decompress(data)
         elif data[:3] == b"BZh":
             data = bz2.decompress(data)
-    except (OSError, EOFError, lzma.LZMAError, ValueError) as exc:
+    except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as exc:
         raise PriceDataError(f"{path}: compressed file is damaged ({exc})") from None
     if data[:3] == b"\xef\xbb\xbf":
         data = data[3:]

@@ -64,8 +64,13 @@ def _to_ns(path: Path, raw: _Raw, t: pd.Series, s: pd.Series) -> np.ndarray:
     return t.to_numpy(dtype="datetime64[ns]").view("int64")
 
 
+#: Largest believable spot price, USD per instance-hour. The dearest EC2 instances list at about 220 USD/h
+#: on demand, and bidding-era spot prices peaked at 10x on demand; anything above this is a unit error.
+MAX_PRICE_USD_PER_HOUR = 10_000.0
+
+
 def _parse_prices(path: Path, raw: _Raw, s: pd.Series) -> np.ndarray:
-    """Float64 USD per hour; non-numeric, non-finite and negative prices raise."""
+    """Float64 USD per hour; non-numeric, non-finite, negative and absurd (> MAX_PRICE_USD_PER_HOUR) prices raise."""
     if s.dtype == np.float64:
         p = s.to_numpy()
         shown = lambda i: repr(str(p[i]))  # noqa: E731
@@ -76,6 +81,8 @@ def _parse_prices(path: Path, raw: _Raw, s: pd.Series) -> np.ndarray:
         shown = lambda i: repr(text[i])  # noqa: E731
     _fail(path, raw, ~np.isfinite(p), lambda i: f"price {shown(i)} is not a number (USD per hour)")
     _fail(path, raw, p < 0, lambda i: f"price {shown(i)} is negative")
+    _fail(path, raw, p > MAX_PRICE_USD_PER_HOUR, lambda i: f"price {shown(i)} is above {MAX_PRICE_USD_PER_HOUR:,.0f} "
+          "USD per hour, far more than any EC2 instance has ever cost (a unit or parsing error?)")
     return p
 
 

@@ -80,7 +80,7 @@ def curves() -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the study sampling and the predictors.")
 @click.option(
     "--digits", type=click.Path(exists=True, dir_okay=False, path_type=Path), multiple=True,
-    help="Also evaluate this curve CSV (benchmarks/digits_curves.py format); repeatable.",
+    help="Also evaluate this curve file (any layout PATH accepts); repeatable.",
 )
 @click.option(
     "--max-curves", type=int, default=None, callback=_check_positive,
@@ -104,10 +104,21 @@ def eval_command(
 ) -> None:
     """Compare EarlyCurve with SLAQ, last value and best value on the curves under PATH.
 
-    PATH is data/learning_curves (or one of its files). Values are losses (1 - top-1 or
-    1 - accuracy; digits: validation cross-entropy); errors are relative to the true final loss.
+    PATH is data/learning_curves, another folder of curve files, or one curve file of any name. The
+    layout is detected from the content (docs/earlycurve.md, "Curve files"): a long CSV
+    config_id,step,value[,max_steps] (value a loss); opda-style JSON lines (plain or .gz) with one
+    configuration per line ("epochs", "learning_curve" of {"epoch", "top_1"}); the cakelab CSV
+    (curve_id,step,accuracy); the digits CSV (config_id,step,max_steps,val_loss). Values are losses
+    (1 - top-1 or 1 - accuracy; digits: validation cross-entropy); errors are relative to the true final loss.
     """
     sets = find_datasets(path, digits)
+    for name, curve_set in sets.items():
+        n = len(curve_set.curves) if max_curves is None else min(max_curves, len(curve_set.curves))
+        if n <= top_k:
+            raise click.UsageError(
+                f"{name}: {n} complete curve(s) ({', '.join(f'{k}={v}' for k, v in curve_set.counts.items())}), "
+                f"but --top-k {top_k} needs more than {top_k}: with every curve kept the selection scores would "
+                "be trivially perfect")
     thetas = tuple(sorted(set(THETAS) | {theta})) if sweep else (theta,)
     predictors = default_predictors(seed)
     report = {

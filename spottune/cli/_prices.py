@@ -8,6 +8,7 @@ Errors are one line on stderr and exit code 2 (``spottune.cli.main``).
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -27,6 +28,10 @@ from spotmarket.prices import (
 MAX_FETCH_DAYS = 90
 DEFAULT_FETCH_PRODUCT = "Linux/UNIX"
 _SHOWN_MARKETS = 40
+#: ``prices info`` reports stretches without any record longer than this (seconds).
+GAP_S = 86400.0
+#: AWS region names: us-east-1, eu-west-1, ap-southeast-2, us-gov-west-1, cn-north-1, ...
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
 
 
 @click.group(help="Inspect and collect spot price history.")
@@ -34,11 +39,25 @@ def prices() -> None:
     pass
 
 
+def _gaps(times_s, min_gap_s: float = GAP_S) -> list[tuple[float, float]]:
+    """(start, end) of every stretch longer than ``min_gap_s`` between consecutive records."""
+    import numpy as np
+
+    t = np.asarray(times_s, dtype=float)
+    d = np.diff(t)
+    idx = np.flatnonzero(d > min_gap_s)
+    return [(float(t[i]), float(t[i + 1])) for i in idx]
+
+
 def _info_dict(history: PriceHistory) -> dict:
+    from spotmarket.prices import to_timestamp
+
     report = load_report(history.table)
     per_market = history.describe()
     markets = []
     for row, s in zip(per_market.itertuples(index=False), history):
+        gaps = _gaps(s.times_s)
+        longest = max(gaps, key=lambda g: g[1] - g[0]) if gaps else None
         markets.append({
             "market": row.market,
             "availability_zone": s.market.availability_zone,
@@ -51,6 +70,10 @@ def _info_dict(history: PriceHistory) -> dict:
             "min_usd_per_hour": row.min_usd_per_hour,
             "median_usd_per_hour": row.median_usd_per_hour,
             "max_usd_per_hour": row.max_usd_per_hour,
+            "gaps_over_1_day": len(gaps),
+            "longest_gap_days": None if longest is None else (longest[1] - longest[0]) / 86400.0,
+            "longest_gap_utc": None if longest is None else [to_timestamp(longest[0]).isoformat(),
+                                                             to_timestamp(longest[1]).isoformat()],
         })
     ts = history.table["timestamp"]
     return {
@@ -96,6 +119,15 @@ def _print_info(info: dict, all_markets: bool) -> None:
         echo(f"note:        {info['timestamps_assumed_utc']:,} timestamps had no offset and were read as UTC")
     if info["ignored_columns"]:
         echo(f"note:        ignored columns: {', '.join(info['ignored_columns'])}")
+    gappy = [m for m in info["markets"] if m["gaps_over_1_day"]]
+    if gappy:
+        worst = max(gappy, key=lambda m: m["longest_gap_days"])
+        lo, hi = (t[:16].replace("T", " ") for t in worst["longest_gap_utc"])
+        echo(f"gaps:        {len(gappy):,} of {len(info['markets']):,} markets have no record for more than a day "
+             f"({sum(m['gaps_over_1_day'] for m in gappy):,} gaps); longest: {worst['market']}, "
+             f"{worst['longest_gap_days']:.1f} days ({lo} .. {hi} UTC); the price in force is carried over")
+    else:
+        echo("gaps:        none longer than a day")
     shown = info["markets"] if all_markets else info["markets"][:_SHOWN_MARKETS]
     frame = pd.DataFrame([{
         "market": m["market"],
@@ -106,6 +138,8 @@ def _print_info(info: dict, all_markets: bool) -> None:
         "min $/h": m["min_usd_per_hour"],
         "median $/h": m["median_usd_per_hour"],
         "max $/h": m["max_usd_per_hour"],
+        "gaps > 1 d": m["gaps_over_1_day"],
+        "longest gap (d)": "-" if m["longest_gap_days"] is None else f"{m['longest_gap_days']:.1f}",
     } for m in shown])
     echo("")
     echo(frame.to_string(index=False))
@@ -113,7 +147,8 @@ def _print_info(info: dict, all_markets: bool) -> None:
         echo(f"... {len(info['markets']) - len(shown):,} more markets (--all-markets shows them; --json lists all)")
 
 
-@prices.command("info", help="Summarise a price file: records, markets, time range, price changes and levels. "
+@prices.command("info", help="Summarise a price file: records, markets, time range, price changes and levels, "
+                             "and gaps of more than a day without a record. "
                              "PATH may be a bare file name, looked up as data/spot_prices/README.md describes.")
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
@@ -187,13 +222,16 @@ def fetch(region: str, instance_types: str, days: float, product_descriptions: s
         raise click.BadParameter("give at least one instance type", param_hint="'--instance-types'")
     if not products:
         raise click.BadParameter("give at least one product description", param_hint="'--product-description'")
+    if not _REGION.fullmatch(region):
+        raise click.BadParameter(f"{region!r} is not an AWS region name such as us-east-1 or eu-west-1",
+                                 param_hint="'--region'")
     import boto3  # the CLI is the I/O shell; nothing else in the price layer talks to AWS
     import botocore.exceptions
 
     end = datetime.now(timezone.utc)
     start = end - timedelta(days=days)
-    client = boto3.client("ec2", region_name=region, endpoint_url=endpoint_url)
     try:
+        client = boto3.client("ec2", region_name=region, endpoint_url=endpoint_url)
         records, pages = fetch_records(client, instance_types=types, product_descriptions=products,
                                        start_utc=start, end_utc=end, page_size=page_size)
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:

@@ -195,6 +195,8 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
                                   progress=progress)
     else:
         backend = _local_backend(spec, output, parts, trials, facts, start_s, progress)
+    if hasattr(progress, "attach"):  # a spottune.results.ResultsJournal: results are written as the run goes
+        progress.attach(backend.record, {t.trial_id: t.config for t in trials})
     record = backend.run()
     record.meta.update(workload=workload.name, market_mode=spec.market_mode, predictor=predictor_desc,
                        theta=orch.config.theta, top_k=orch.config.top_k, max_steps=spec.max_steps, seed=seed,
@@ -299,7 +301,7 @@ class _Bar:
 @click.option("--top-k", "top_k", type=int, default=None, show_default=_default("top_k"), help="Models to keep.")
 @click.option("--max-steps", type=int, default=None, help="S_max (default: the workload's).")
 @click.option("--prices", default=None, show_default=_default("prices"), help="Price file path or dataset name.")
-@click.option("--start", default=None, show_default=_default("start_utc"), help="Simulation start, UTC.")
+@click.option("--start", default=None, show_default=_default("start_utc"), help="Simulation start, UTC (a time without a zone, e.g. 2015-05-05, is read as UTC, as AWS reports).")
 @click.option("--instance-types", default=None, help="Comma-separated instance types (default: all in the prices).")
 @click.option("--zones", default=None, help="Comma-separated availability zones (default: all).")
 @click.option("--backend", type=click.Choice(["sim", "local"]), default=None, show_default=_default("backend"),
@@ -327,21 +329,27 @@ class _Bar:
 @click.pass_context
 def run(ctx: click.Context, config: str | None, output: str | None, progress: bool, **_: Any) -> None:
     from spotmarket.prices import to_seconds
+    from spottune.errors import BackendError
     from spottune.report import render_report
-    from spottune.results import write_results
+    from spottune.results import ResultsJournal, no_trial_finished, prepare_output, write_results
 
     spec = _spec(ctx, config)  # validated at once, before any loading
-    out = Path(output or Path("results") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
+    out = prepare_output(output or Path("results") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
     n, k = spec.n_trials, min(spec.top_k, spec.n_trials)
     planned = n * spec.theta_steps + k * (spec.max_steps - spec.theta_steps)
     bar = _Bar(planned, to_seconds(spec.start), progress)
+    journal = ResultsJournal(out, progress=bar)
     try:
-        result = run_experiment(spec, progress=bar, output=out)
+        result = run_experiment(spec, progress=journal, output=out)
     finally:
         bar.close()
+        journal.close()
     write_results(out, result)
     click.echo(render_report(out, plots=True))
     click.echo(f"results: {out}")
+    failure = no_trial_finished(result["orchestrator"])
+    if failure:
+        raise BackendError(f"{failure}; results so far are in {out}")
 
 
 @click.command("report", help="Re-render the results table and plots of a results folder.")

@@ -29,9 +29,15 @@ def _starts(history: Any, markets: list, n: int, explicit: str | None) -> list[f
     return default_starts(history, markets, n)
 
 
+def _names(text: str | None) -> tuple[str, ...] | None:
+    names = tuple(n.strip() for n in (text or "").split(",") if n.strip())
+    return names or None
+
+
 def simulate_all(workload: str, policies: str, starts: int, market_mode: str, output: Path, *, seed: int = 0,
                  theta_sweep: bool = False, jobs: int = 1, start_times: str | None = None,
-                 max_steps: int | None = None, prices: str | None = None, progress: bool = True) -> Any:
+                 max_steps: int | None = None, prices: str | None = None, progress: bool = True,
+                 instance_types: str | None = None, zones: str | None = None) -> Any:
     """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
 
     Parameters
@@ -55,6 +61,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         S_max override (small runs).
     prices : str, optional
         Price file (default: the 2015 us-east-1 trace).
+    instance_types, zones : str, optional
+        Comma-separated instance types and availability zones of the pool (default: every one in the
+        prices that the instance catalog knows).
     """
     from tqdm import tqdm
 
@@ -72,14 +81,16 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     if jobs < 1:
         raise ConfigError(f"--jobs is {jobs}, but must be >= 1")
     pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""))
-    env = environment(workload, seed, modes[0], prices, max_steps)  # loads curves (training them once)
+    types_, zones_ = _names(instance_types), _names(zones)
+    env = environment(workload, seed, modes[0], prices, max_steps, types_, zones_)  # loads curves (training them once)
+    env["catalog"].check_on_demand(env["markets"])  # the baselines need it: fail now, not after training
     starts_s = _starts(env["history"], env["markets"], starts, start_times)
     hi = min(starts_s)
     lo = hi - TRAIN_DAYS * 86400.0
     if any(p.uses_predictor and p.predictor in ("revpred", "tributary", "constant") for p in pols):
         ensure_model_set(env["history"], env["markets"], lo, hi, seed, log=lambda s: click.echo(s, err=True))
     tasks = [Task(workload=workload, policy=p.name, start_index=i, start_s=s, market_mode=m, seed=seed,
-                  train_lo_s=lo, train_hi_s=hi, prices=prices, max_steps=max_steps)
+                  train_lo_s=lo, train_hi_s=hi, prices=prices, max_steps=max_steps, instance_types=types_, zones=zones_)
              for m in modes for i, s in enumerate(starts_s) for p in pols]
     rows, walls = [None] * len(tasks), [0.0] * len(tasks)
     t0 = time.perf_counter()
@@ -116,23 +127,29 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
               help="Built-in workload or recorded study (opda-alexnet, opda-convnext).")
 @click.option("--policies", default="default", show_default=True,
               help="Comma-separated policy names, or 'default' / 'theta-sweep'.")
-@click.option("--starts", type=int, default=10, show_default=True, help="Start times spread over the trace.")
-@click.option("--start-times", default=None, help="Comma-separated UTC start times (instead of --starts).")
+@click.option("--starts", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Start times spread over the trace.")
+@click.option("--start-times", default=None,
+              help="Comma-separated UTC start times (instead of --starts); a time without a zone is read as UTC.")
 @click.option("--market-mode", type=click.Choice(["legacy", "modern", "both"]), default="legacy", show_default=True)
 @click.option("--output", type=click.Path(file_okay=False), required=True, help="Output folder.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--theta-sweep", is_flag=True, help="Add SpotTune θ = 0.1 … 1.0 (paper Fig 8).")
-@click.option("--jobs", type=int, default=1, show_default=True, help="Worker processes.")
-@click.option("--max-steps", type=int, default=None, help="S_max override (small runs).")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="S_max override (small runs), >= 1.")
 @click.option("--prices", default=None, help="Price file (default: us-east-1_2015).")
+@click.option("--instance-types", default=None,
+              help="Comma-separated instance types (default: every type in the prices that the catalog knows).")
+@click.option("--zones", default=None, help="Comma-separated availability zones (default: all in the prices).")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def simulate(workload: str, policies: str, starts: int, start_times: str | None, market_mode: str, output: str,
              seed: int, theta_sweep: bool, jobs: int, max_steps: int | None, prices: str | None,
-             progress: bool) -> None:
+             instance_types: str | None, zones: str | None, progress: bool) -> None:
     from spottune.evaluation import summarise, to_markdown
 
     table = simulate_all(workload, policies, starts, market_mode, Path(output), seed=seed, theta_sweep=theta_sweep,
-                         jobs=jobs, start_times=start_times, max_steps=max_steps, prices=prices, progress=progress)
+                         jobs=jobs, start_times=start_times, max_steps=max_steps, prices=prices, progress=progress,
+                         instance_types=instance_types, zones=zones)
     s = summarise(table, ["cost_usd", "jct_h", "pcr_norm", "top3", "refunded_share"])
     cols = ["market_mode", "policy", "cost_usd_mean", "jct_h_mean", "pcr_norm_mean", "top3_mean",
             "refunded_share_mean", "n"]

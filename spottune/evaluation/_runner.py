@@ -55,6 +55,8 @@ class Task:
     prices: str | None = None
     max_steps: int | None = None
     billing: str = "second"
+    instance_types: tuple[str, ...] | None = None
+    zones: tuple[str, ...] | None = None
 
 
 def default_starts(history: Any, markets: list, n: int, *, train_days: float = TRAIN_DAYS,
@@ -74,7 +76,8 @@ def default_starts(history: Any, markets: list, n: int, *, train_days: float = T
 
 
 @functools.lru_cache(maxsize=4)
-def environment(workload: str, seed: int, market_mode: str, prices: str | None, max_steps: int | None) -> dict:
+def environment(workload: str, seed: int, market_mode: str, prices: str | None, max_steps: int | None,
+                instance_types: tuple[str, ...] | None = None, zones: tuple[str, ...] | None = None) -> dict:
     """Everything shared by the runs of one process: history, catalog, pool, study, market model."""
     from provisioner import InstanceCatalog, Pool
     from spotmarket.prices import load_history
@@ -83,7 +86,7 @@ def environment(workload: str, seed: int, market_mode: str, prices: str | None, 
 
     history = load_history(prices)
     catalog = InstanceCatalog.load()
-    pool = Pool()
+    pool = Pool(instance_types=instance_types, availability_zones=zones)
     markets = pool.resolve(history, catalog)
     if market_mode == "legacy":
         revocations = LegacyBidRevocation(history)
@@ -168,7 +171,8 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
 
     t0 = time.perf_counter()
     policy = get_policy(task.policy)
-    env = environment(task.workload, task.seed, task.market_mode, task.prices, task.max_steps)
+    env = environment(task.workload, task.seed, task.market_mode, task.prices, task.max_steps, task.instance_types,
+                      task.zones)
     study = env["study"]
     try:
         predictor = _predictor(env, policy.predictor, task) if policy.uses_predictor else None

@@ -100,6 +100,8 @@ def _import(path: str) -> Any:
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"workload {path!r} cannot be imported: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module raised while importing
+        raise ConfigError(f"workload {path!r} cannot be imported: its module raised {type(exc).__name__}: {exc}") from None
     return obj
 
 

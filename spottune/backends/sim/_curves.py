@@ -47,7 +47,12 @@ class TrainableCurves:
         """A class attribute of the workload (``reference_seconds_per_step``, ``checkpoint_size_mb``)."""
         first = next(iter(self._factories))
         if self._probe is None:
-            self._probe = self._trainable(first)
+            try:
+                self._probe = self._trainable(first)
+            except Exception as exc:  # noqa: BLE001 - the user's setup failed before any step: bad input
+                from spottune.errors import ConfigError
+
+                raise ConfigError(f"trial {first}: the workload's setup raised {type(exc).__name__}: {exc}") from None
         return float(getattr(self._probe, name, default))
 
     def metrics(self, trial_id: str, step: int) -> dict[str, float]:
