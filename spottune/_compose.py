@@ -397,14 +397,15 @@ class Experiment:
             ``workload``, ``configs`` (trial_id -> config), ``predictor_desc``.
         """
         spec, orch = self.spec, self.orchestrator
+        workload = spec.get_workload()
         record = self.backend.run()
-        record.meta.update(workload=spec.workload, market_mode=spec.market_mode, predictor=self.predictor_desc,
+        record.meta.update(workload=workload.name, market_mode=spec.market_mode, predictor=self.predictor_desc,
                            theta=orch.config.theta, top_k=orch.config.top_k, max_steps=spec.max_steps, seed=spec.seed,
                            start=spec.start.isoformat(), start_s=self.start_s,
                            markets=[str(m) for m in self.market.markets], metric=spec.metric, mode=spec.mode,
                            n_trials=len(self.trials), spec=spec.to_dict())
         return {"orchestrator": orch, "record": record, "curves": self.curves, "spec": spec, "opts": spec.to_dict(),
-                "workload": spec.get_workload(), "configs": self.configs, "predictor_desc": self.predictor_desc}
+                "workload": workload, "configs": self.configs, "predictor_desc": self.predictor_desc}
 
 
 def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | None = None,
