@@ -24,7 +24,6 @@ from typing import Any
 
 import click
 
-from spottune.errors import ConfigError
 from spottune.experiment import ExperimentSpec
 
 #: Options of ``spottune run`` that only steer the command (everything else is an ExperimentSpec field).

@@ -30,7 +30,7 @@ optuna-hyperband           decisions by Optuna's MedianPruner / SuccessiveHalvin
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -246,9 +246,3 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     orch = Orchestrator(study.trial_ids, config, chooser, predictor=fmp, plateau_rule=plateau, stop_rule=stop_rule)
     return Assembly(orchestrator=orch, revocation_model=revocation_model, billing=billing, chooser=chooser,
                     stop_rule=stop_rule, note=note)
-
-
-def with_theta(policy: Policy, theta: float) -> Policy:
-    """A copy of a SpotTune policy at another θ (name ``spottune-<θ>[-pred]``)."""
-    suffix = "" if policy.predictor == "revpred" else f"-{policy.predictor}"
-    return replace(policy, name=f"spottune-{theta:.1f}{suffix}", theta=theta)

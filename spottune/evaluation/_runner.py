@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -181,8 +181,3 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
                         start_index=task.start_index, start=_iso(task.start_s), seed=task.seed, theta=policy.theta,
                         error=f"{type(exc).__name__}: {exc}")
     return row, time.perf_counter() - t0
-
-
-def task_dict(task: Task) -> dict[str, Any]:
-    """Plain dict of a task (for the run's metadata JSON)."""
-    return asdict(task)
