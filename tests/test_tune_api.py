@@ -111,13 +111,17 @@ def test_from_path_round_trips(grid):
 
 
 def test_spec_and_keywords_give_identical_results(tmp_path):
-    a = spottune.tune(ExperimentSpec(**SMALL), output=tmp_path / "a")
+    calls = []
+    a = spottune.tune(ExperimentSpec(**SMALL), output=tmp_path / "a",
+                      progress=lambda now_s, orch, usd: calls.append(usd))
     b = spottune.tune(output=tmp_path / "b", **SMALL)
     fa = a.get_dataframe()
     assert len(fa) == 4 and list(fa["config/lr"]) == [0.01, 0.05, 0.2, 0.8] and fa["usd"].sum() > 0
     pd.testing.assert_frame_equal(fa, b.get_dataframe())
     pd.testing.assert_frame_equal(a.ledger, b.ledger)
     assert a.summary["total_cost_usd"] == b.summary["total_cost_usd"]
+    # a callable progress hears every event, with the USD spent so far
+    assert len(calls) == a.summary["events"] and calls[-1] == a.summary["total_cost_usd"]
     # options given beside a spec override it
     c = spottune.tune(ExperimentSpec(**{**SMALL, "top_k": 1}), output=tmp_path / "c", top_k=2)
     pd.testing.assert_frame_equal(c.get_dataframe(), fa)
