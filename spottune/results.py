@@ -265,12 +265,18 @@ class _Rows:
         self.ledger, self.instance_steps = rows, record.instance_steps
 
 
-def no_trial_finished(orch: Any) -> str | None:
-    """One line saying why the run produced nothing, if no trial FINISHED; else None."""
-    states = [tr.state for tr in orch.trials.values()]
-    if any(s is TrialState.FINISHED for s in states):
+def no_trial_finished(trials: pd.DataFrame) -> str | None:
+    """One line saying why the run produced nothing, if no trial FINISHED; else None.
+
+    Parameters
+    ----------
+    trials : DataFrame
+        One row per trial with a ``state`` column (:func:`trials_frame`).
+    """
+    states = trials["state"].astype(str)
+    if (states == str(TrialState.FINISHED)).any():
         return None
-    failed = sum(s is TrialState.FAILED for s in states)
+    failed = int((states == str(TrialState.FAILED)).sum())
     return f"no trial finished: {failed} of {len(states)} trial(s) FAILED"
 
 

@@ -13,7 +13,7 @@ def test_an_unusable_revpred_cache_is_logged_and_retrained(tmp_path, monkeypatch
     import revpred.store
     import revpred.training
     import spottune.cache
-    from spottune.cli import _run
+    from spottune import _compose
 
     (tmp_path / revpred.store.INDEX).write_text("{")
     trained = []
@@ -29,11 +29,11 @@ def test_an_unusable_revpred_cache_is_logged_and_retrained(tmp_path, monkeypatch
     monkeypatch.setattr(revpred.store, "load_model_set", broken)
     monkeypatch.setattr(revpred.store, "save_model_set", lambda path, ms: None)
     monkeypatch.setattr(revpred.training, "train_markets", lambda *a, **k: trained.append(a) or ModelSet())
-    with caplog.at_level(logging.WARNING, logger="spottune.cli._run"):
-        predictor, desc = _run._revpred(None, ["m"], 0.0, 86400.0, 0)
+    with caplog.at_level(logging.WARNING, logger="spottune._compose"):
+        predictor, desc = _compose._learned("revpred", None, ["m"], 0.0, 86400.0, 0, ("revpred",), "revpred", None)
     assert predictor == "fresh revpred" and len(trained) == 1 and not desc.endswith("cached")
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
-        ("WARNING", f"cached RevPred models in {tmp_path} are unusable (ValueError: truncated index); retraining")]
+        ("WARNING", f"model cache {tmp_path} is unreadable (ValueError: truncated index); retraining")]
 
 
 def test_a_failed_earlycurve_fit_in_the_report_is_logged(tmp_path, monkeypatch, caplog):

@@ -68,7 +68,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     from tqdm import tqdm
 
     from spottune.evaluation import Task, make_table, parse_policies, summarise
-    from spottune.evaluation._predictors import ensure_model_set
+    from spottune.evaluation._predictors import LEARNED, ensure_model_set
     from spottune.evaluation._runner import TRAIN_DAYS, environment, run_task
     from spottune.evaluation._studies import list_studies
 
@@ -87,8 +87,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     starts_s = _starts(env["history"], env["markets"], starts, start_times)
     hi = min(starts_s)
     lo = hi - TRAIN_DAYS * 86400.0
-    if any(p.uses_predictor and p.predictor in ("revpred", "tributary", "constant") for p in pols):
-        ensure_model_set(env["history"], env["markets"], lo, hi, seed, log=lambda s: click.echo(s, err=True))
+    if any(p.uses_predictor and p.predictor in LEARNED for p in pols):
+        ensure_model_set(env["market"], lo, hi, seed, log=lambda s: click.echo(s, err=True))
     tasks = [Task(workload=workload, policy=p.name, start_index=i, start_s=s, market_mode=m, seed=seed,
                   train_lo_s=lo, train_hi_s=hi, prices=prices, max_steps=max_steps, instance_types=types_, zones=zones_)
              for m in modes for i, s in enumerate(starts_s) for p in pols]

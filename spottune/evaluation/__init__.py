@@ -4,6 +4,8 @@ Policies (:mod:`._policies`), oracle / on-demand market rules (:mod:`._oracle`),
 rules (:mod:`._pruning`), studies with ground-truth curves (:mod:`._studies`), one run and its row
 (:mod:`._runner`), the tidy table (:mod:`._table`) and the figures (:mod:`._plots`). The CLI is
 ``spottune simulate`` (``spottune/cli/_simulate.py``); results are discussed in ``docs/evaluation.md``.
+The parts shared with ``spottune run`` and ``spottune.tune()`` (market and revocation model, predictors,
+SpotTune provisioner, curve model) come from the composition root, :mod:`spottune._compose`.
 """
 
 from spottune.evaluation._oracle import NeverRevoked, OnDemandBilling, OraclePredictor

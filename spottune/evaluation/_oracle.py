@@ -40,7 +40,7 @@ class OraclePredictor:
 
     Examples
     --------
-    >>> oracle = OraclePredictor(LegacyBidRevocation(history))  # doctest: +SKIP
+    >>> oracle = OraclePredictor(revocation_model("legacy", history, seed=0))  # spottune._compose  # doctest: +SKIP
     >>> oracle.predict_proba([market], t_s, [0.05])  # doctest: +SKIP
     array([1.])
     """

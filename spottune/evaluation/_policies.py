@@ -1,7 +1,9 @@
 """Named policies: each a recipe that assembles chooser + predictor + θ + hop/no-hop + max-price rule.
 
 A policy is data (:class:`Policy`); :func:`assemble` turns it, for one study, market mode and start, into
-the orchestrator, revocation model and billing rule the simulator runs. Every policy sees the same
+the orchestrator, revocation model and billing rule the simulator runs. The shared parts (market and
+its revocation model, predictor, SpotTune provisioner, curve model) come from the composition root,
+:mod:`spottune._compose`, as for ``spottune run`` and ``spottune.tune()``. Every policy sees the same
 trials, the same price replay and the same seeds (STYLE §2: a baseline is another object, not a flag).
 
 =========================  ==========================================================================
@@ -208,17 +210,10 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
         Seeds the max-price draws (``numpy.random.default_rng(seed)``).
     top_k : int
     """
-    from earlycurve import EarlyCurve, is_plateau
-    from provisioner import (
-        CheapestMarketChooser,
-        FixedMaxPrice,
-        FixedTypeChooser,
-        MaxPriceRule,
-        Provisioner,
-    )
+    from provisioner import CheapestMarketChooser, FixedMaxPrice, FixedTypeChooser, MaxPriceRule
+    from spottune._compose import curve_model, make_provisioner
     from spottune.evaluation._oracle import NeverRevoked, OnDemandBilling
     from spottune.evaluation._pruning import OptunaStopRule, make_pruner
-    from earlycurve import LastValue
     from spottune.orchestrator import Orchestrator, OrchestratorConfig
 
     rng = np.random.default_rng(seed)
@@ -233,7 +228,7 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     if policy.chooser == "spottune":
         if predictor is None:
             raise ConfigError(f"policy {policy.name} needs a revocation predictor")
-        chooser = Provisioner(history, catalog, predictor, pool, rng, max_price_rule=rule)
+        chooser = make_provisioner(history, catalog, pool, predictor, seed, max_price_rule=rule)
     elif policy.chooser == "cheapest-market":
         chooser = CheapestMarketChooser(history, catalog, pool, rng, max_price_rule=rule)
     else:
@@ -247,10 +242,7 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     stop_rule = None
     if policy.pruner is not None:
         stop_rule = OptunaStopRule(make_pruner(policy.pruner, study.max_steps), study.trial_ids, study.max_steps)
-    if policy.early_curve:
-        fmp, plateau = EarlyCurve(study.max_steps), (lambda s, v, smax: is_plateau(s, v, smax))
-    else:
-        fmp, plateau = LastValue(), None
+    fmp, plateau = curve_model(study.max_steps, policy.early_curve)
     orch = Orchestrator(study.trial_ids, config, chooser, predictor=fmp, plateau_rule=plateau, stop_rule=stop_rule)
     return Assembly(orchestrator=orch, revocation_model=revocation_model, billing=billing, chooser=chooser,
                     stop_rule=stop_rule, note=note)

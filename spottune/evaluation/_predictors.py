@@ -1,67 +1,43 @@
 """Revocation predictors of the evaluation, trained once and cached on disk.
 
-RevPred, the Tributary-style LSTM and the constant hazard are trained together, for every market of the
-pool, on the ``train_days`` before the **earliest** start of the evaluation (spec §1.9 leakage guard:
-every start is then after the training window). They read features from the price history up to each
-decision time, so one model set serves every later start. [I] Lighter than ``revpred train`` (same
-settings as ``spottune run``): 10-minute stride, hidden size 32, 4 epochs, so that the whole evaluation
-fits its CPU budget. The oracle needs no training (:class:`~spottune.evaluation.OraclePredictor`).
+RevPred and the Tributary-style LSTM are trained together, for every market of the pool, on the
+``train_days`` before the **earliest** start of the evaluation (spec §1.9 leakage guard: every start is
+then after the training window). They read features from the price history up to each decision time,
+so one model set serves every later start. [I] Lighter than ``revpred train`` (same settings as
+``spottune run``, ``spottune.cache.LIGHT_REVPRED``): 10-minute stride, hidden size 32, 4 epochs, so that
+the whole evaluation fits its CPU budget. The constant hazard is fitted on the same window without
+training (:func:`spottune._compose.constant_hazard`); the oracle needs no training
+(:class:`~spottune.evaluation.OraclePredictor`). Every predictor is built by the composition root,
+:func:`spottune._compose.make_predictor`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-from spottune.errors import ConfigError
-from spottune.evaluation._oracle import OraclePredictor
-from spottune.cache import LIGHT_REVPRED, model_set_dir
+from spottune._compose import PREDICTOR_KINDS, MarketSetup, make_predictor
 
-LEARNED = ("revpred", "tributary", "constant")
-KINDS = (*LEARNED, "oracle", "none")
-
-
-def model_set_path(history: Any, markets: list, lo_s: float, hi_s: float, seed: int) -> Path:
-    """Cache folder of the model set trained on ``[lo_s, hi_s]`` (seconds since the epoch, UTC)."""
-    from revpred.training import TrainConfig
-
-    return model_set_dir("revpred-eval", history, markets, lo_s, hi_s, TrainConfig(seed=seed, **LIGHT_REVPRED), LEARNED)
+#: Kinds trained together in the evaluation's cached model set.
+LEARNED = ("revpred", "tributary")
+KINDS = PREDICTOR_KINDS
 
 
-def ensure_model_set(history: Any, markets: list, lo_s: float, hi_s: float, seed: int, log: Any = None) -> Path:
-    """Train (or find cached) RevPred + Tributary + constant hazard for ``markets``; returns the folder."""
-    from revpred.store import INDEX, save_model_set
-    from revpred.training import TrainConfig, train_markets
+def ensure_model_set(market: MarketSetup, lo_s: float, hi_s: float, seed: int,
+                     log: Callable[[str], None] | None = None) -> None:
+    """Train (or find cached) RevPred + Tributary for the pool on ``[lo_s, hi_s]`` (seconds since the epoch, UTC).
 
-    path = model_set_path(history, markets, lo_s, hi_s, seed)
-    if (path / INDEX).exists():
-        return path
-    if log is not None:
-        log(f"training RevPred, Tributary and constant hazard for {len(markets)} markets (cached in {path}) ...")
-    model_set = train_markets(history, markets, lo_s, hi_s, TrainConfig(seed=seed, **LIGHT_REVPRED), kinds=LEARNED)
-    save_model_set(path, model_set)
-    return path
-
-
-def make_predictor(kind: str, history: Any, markets: list, lo_s: float, hi_s: float, seed: int,
-                   revocation_model: Any) -> Any:
-    """The :class:`~revpred.protocol.RevocationPredictor` of ``kind`` (one of :data:`KINDS`).
-
-    ``revpred`` / ``tributary`` / ``constant`` come from the cached model set (trained if missing); the
-    constant hazard is fitted on the random max-price rule of D1, the rule used at inference.
+    Called once before the worker processes start, so they all read the cache.
     """
-    from revpred.protocol import ConstantRevocation
+    make_predictor("revpred", market, lo_s, hi_s, seed, learned_kinds=LEARNED, log_fn=log)
 
-    if kind == "none":
-        return ConstantRevocation(0.0)
-    if kind == "oracle":
-        return OraclePredictor(revocation_model)
-    if kind not in LEARNED:
-        raise ConfigError(f"predictor is {kind!r}, but must be one of {', '.join(KINDS)}")
-    from revpred.store import load_model_set
 
-    path = ensure_model_set(history, markets, lo_s, hi_s, seed)
-    model_set = load_model_set(path, history, markets)
-    if kind == "constant":
-        return model_set.predictor("constant", rule="random")
-    return model_set.predictor(kind)
+def evaluation_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, seed: int) -> Any:
+    """The :class:`~revpred.protocol.RevocationPredictor` of ``kind`` (one of :data:`KINDS`) for the evaluation.
+
+    Raises
+    ------
+    ConfigError
+        On an unknown kind.
+    """
+    return make_predictor(kind, market, lo_s, hi_s, seed, learned_kinds=LEARNED)[0]

@@ -78,34 +78,29 @@ def default_starts(history: Any, markets: list, n: int, *, train_days: float = T
 @functools.lru_cache(maxsize=4)
 def environment(workload: str, seed: int, market_mode: str, prices: str | None, max_steps: int | None,
                 instance_types: tuple[str, ...] | None = None, zones: tuple[str, ...] | None = None) -> dict:
-    """Everything shared by the runs of one process: history, catalog, pool, study, market model."""
-    from provisioner import InstanceCatalog, Pool
-    from spotmarket.prices import load_history
-    from spottune.evaluation._studies import load_study
-    from spotmarket import LegacyBidRevocation, ModernHazardRevocation
+    """Everything shared by the runs of one process: the market (:func:`spottune._compose.build_market`,
+    the pool of ``instance_types`` x ``zones``; None: every one of the prices), the study and a predictor cache.
 
-    history = load_history(prices)
-    catalog = InstanceCatalog.load()
-    pool = Pool(instance_types=instance_types, availability_zones=zones)
-    markets = pool.resolve(history, catalog)
-    if market_mode == "legacy":
-        revocations = LegacyBidRevocation(history)
-    elif market_mode == "modern":
-        revocations = ModernHazardRevocation(None, seed, history=history)
-    else:
-        raise SpottuneError(f"--market-mode is {market_mode!r}, but must be legacy or modern")
+    Keys: ``market`` (MarketSetup), and its ``history``, ``catalog``, ``pool``, ``markets``,
+    ``revocations`` (the market mode's revocation model); ``study``; ``predictors`` (filled on use).
+    """
+    from spottune._compose import build_market
+    from spottune.evaluation._studies import load_study
+
+    market = build_market(prices, market_mode=market_mode, seed=seed, instance_types=instance_types,
+                          availability_zones=zones)
     study = load_study(workload, seed, max_steps=max_steps)
-    return {"history": history, "catalog": catalog, "pool": pool, "markets": markets, "revocations": revocations,
-            "study": study, "predictors": {}}
+    return {"market": market, "history": market.history, "catalog": market.catalog, "pool": market.pool,
+            "markets": market.markets, "revocations": market.revocation_model, "study": study, "predictors": {}}
 
 
 def _predictor(env: dict, kind: str, task: Task) -> Any:
-    from spottune.evaluation._predictors import make_predictor
+    from spottune.evaluation._predictors import evaluation_predictor
 
     key = (kind, task.train_lo_s, task.train_hi_s)
     if key not in env["predictors"]:
-        env["predictors"][key] = make_predictor(kind, env["history"], env["markets"], task.train_lo_s,
-                                                task.train_hi_s, task.seed, env["revocations"])
+        env["predictors"][key] = evaluation_predictor(kind, env["market"], task.train_lo_s, task.train_hi_s,
+                                                      task.seed)
     return env["predictors"][key]
 
 
@@ -179,14 +174,8 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
         asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],
                        markets=env["markets"], revocation_model=env["revocations"], billing=Billing(task.billing),
                        predictor=predictor, seed=task.seed)
-        catalog = env["catalog"]
-
-        def facts(instance_type: str) -> tuple[int, float | None]:
-            spec = catalog[instance_type]
-            return spec.vcpus, spec.ecu
-
         backend = SimBackend(asm.orchestrator, env["history"], asm.revocation_model, asm.billing, study.sim_curves(),
-                             facts, task.start_s, SimSettings(seed=task.seed))
+                             env["market"].facts, task.start_s, SimSettings(seed=task.seed))
         record = backend.run()
         row = measure(task, policy, study, asm.orchestrator, record)
         row["note"] = asm.note

@@ -1,0 +1,497 @@
+"""The composition root: the one place that builds an experiment's parts.
+
+``spottune run`` (:mod:`spottune.cli._run`), ``spottune.tune()`` (:mod:`spottune.api`) and ``spottune
+simulate`` (:mod:`spottune.evaluation`) all assemble their runs here:
+
+=================  ==========================================================================================
+part               built by
+=================  ==========================================================================================
+market             :func:`build_market`: price history (USD per instance-hour), instance catalog, pool, the
+                   pool's markets, and the revocation model of the market mode (:func:`revocation_model`,
+                   the only ``legacy | modern`` switch of the project)
+predictor          :func:`make_predictor`: the revocation predictor of Eq 1 (``revpred``, ``tributary``,
+                   ``constant``, ``oracle``, ``none``; :data:`PREDICTOR_KINDS`)
+provisioner        :func:`make_provisioner`: SpotTune's market choice (Eq 1-2) with a max-price rule
+curve model        :func:`curve_model`: EarlyCurve + the plateau rule, or the last value without plateaus
+orchestrator       :func:`build` (spec) or :func:`spottune.evaluation.assemble` (policy), from the parts above
+backend            :func:`build`: the simulator (``sim``) or real worker processes (``local``)
+=================  ==========================================================================================
+
+:func:`run` builds an experiment from an :class:`~spottune.experiment.ExperimentSpec` and runs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spottune.errors import ConfigError
+from spottune.experiment import MARKET_MODES, ExperimentSpec
+
+__all__ = [
+    "PREDICTOR_KINDS", "Experiment", "MarketSetup", "build", "build_market", "check_start", "constant_hazard",
+    "curve_model", "make_predictor", "make_provisioner", "revocation_model", "run", "store_url",
+]
+
+log = logging.getLogger(__name__)
+
+DAY_S = 86400.0
+#: Revocation predictors for Eq 1. ``revpred`` and ``tributary`` are trained LSTMs (cached on disk),
+#: ``constant`` a per-market hazard fitted on the training window (:func:`constant_hazard`), ``oracle``
+#: knows the replay's future (evaluation only), ``none`` is p = 0.
+PREDICTOR_KINDS = ("revpred", "tributary", "constant", "oracle", "none")
+
+
+# -- market ---------------------------------------------------------------------------------------------
+def revocation_model(market_mode: str, history: Any, seed: int) -> Any:
+    """The spot revocation rule of a market mode: the project's only ``legacy | modern`` switch.
+
+    Parameters
+    ----------
+    market_mode : {"legacy", "modern"}
+        ``legacy``: the 2017 bid rule, revoked when the price rises above the max price
+        (:class:`spotmarket.LegacyBidRevocation`); ``modern``: today's capacity interruptions, a hazard
+        model calibrated on recorded interruption traces (:class:`spotmarket.ModernHazardRevocation`),
+        its draws seeded by ``seed``.
+    history : spotmarket.prices.PriceHistory
+        Spot prices, USD per instance-hour.
+    seed : int
+
+    Raises
+    ------
+    ConfigError
+        If ``market_mode`` is not one of :data:`spottune.experiment.MARKET_MODES`.
+    """
+    from spotmarket import LegacyBidRevocation, ModernHazardRevocation
+
+    if market_mode == "legacy":
+        return LegacyBidRevocation(history)
+    if market_mode == "modern":
+        return ModernHazardRevocation(None, seed, history=history)
+    raise ConfigError(f"market_mode is {market_mode!r}, but must be one of {', '.join(MARKET_MODES)}")
+
+
+@dataclass(frozen=True, slots=True)
+class MarketSetup:
+    """The replayed spot market of one experiment.
+
+    Attributes
+    ----------
+    history : spotmarket.prices.PriceHistory
+        Spot prices, USD per instance-hour.
+    catalog : provisioner.InstanceCatalog
+        vCPUs, ECU and on-demand prices (USD/hour) per instance type.
+    pool : provisioner.Pool
+    markets : list of spotmarket.prices.Market
+        The pool resolved on the history (sorted).
+    market_mode : {"legacy", "modern"}
+    revocation_model : spotmarket.RevocationModel
+        :func:`revocation_model` of ``market_mode``.
+    """
+
+    history: Any
+    catalog: Any
+    pool: Any
+    markets: list
+    market_mode: str
+    revocation_model: Any
+
+    def facts(self, instance_type: str) -> tuple[int, float | None]:
+        """(vCPUs, ECU or None) of an instance type: what the backends' speed model reads."""
+        it = self.catalog[instance_type]
+        return it.vcpus, it.ecu
+
+
+def build_market(prices: str | None, *, market_mode: str, seed: int, instance_types: Sequence[str] | None = None,
+                 availability_zones: Sequence[str] | None = None) -> MarketSetup:
+    """Load the price history and build the market of one experiment.
+
+    Parameters
+    ----------
+    prices : str or None
+        Price file path or dataset name (``spotmarket.prices.load_history``; None: its default trace).
+    market_mode : {"legacy", "modern"}
+    seed : int
+        Seeds the modern mode's interruption draws.
+    instance_types, availability_zones : sequence of str, optional
+        The pool (None: every type / zone of the price data).
+
+    Raises
+    ------
+    ConfigError
+        On a bad market mode; price and pool errors (a missing file, a type the catalog lacks) come
+        from ``spotmarket`` / ``provisioner``.
+    """
+    from provisioner import InstanceCatalog, Pool
+    from spotmarket.prices import load_history
+
+    if market_mode not in MARKET_MODES:  # before minutes of loading
+        raise ConfigError(f"market_mode is {market_mode!r}, but must be one of {', '.join(MARKET_MODES)}")
+    history = load_history(prices)
+    catalog = InstanceCatalog.load()
+    pool = Pool(instance_types=instance_types, availability_zones=availability_zones)
+    markets = pool.resolve(history, catalog)
+    return MarketSetup(history=history, catalog=catalog, pool=pool, markets=markets, market_mode=market_mode,
+                       revocation_model=revocation_model(market_mode, history, seed))
+
+
+def check_start(market: MarketSetup, start_s: float, train_days: float) -> None:
+    """The start must leave ``train_days`` of price history of every pool market before it, inside the history.
+
+    Parameters
+    ----------
+    market : MarketSetup
+    start_s : float
+        Experiment start, seconds since the epoch (UTC).
+    train_days : float
+        Days of history the predictor is trained on before the start.
+
+    Raises
+    ------
+    ConfigError
+        Naming the start and the allowed range.
+    """
+    from spotmarket.prices import to_timestamp
+
+    history = market.history
+    first = max(history[m].start_s for m in market.markets)
+    lo, hi = first + train_days * DAY_S, history.end_s
+    if not lo <= start_s < hi:
+        raise ConfigError(
+            f"start is {to_timestamp(start_s)}, but must lie in [{to_timestamp(lo)}, {to_timestamp(hi)}): every "
+            f"pool market has prices from {to_timestamp(first)} to {to_timestamp(hi)}, and RevPred trains on the "
+            f"{train_days:g} days before the start"
+        )
+
+
+# -- predictor ------------------------------------------------------------------------------------------
+def constant_hazard(history: Any, markets: Sequence[Any], lo_s: float, hi_s: float, seed: int,
+                    stride_min: int | None = None) -> Any:
+    """The constant-hazard predictor: one revocation rate per market, fitted on ``[lo_s, hi_s]``.
+
+    Per market: decision times every ``stride_min`` minutes in the window
+    (:func:`revpred.labels.sample_times`: each with its label hour inside the window), max prices drawn
+    by the rule used at inference, D1's ``b = price + U[0.00001, 0.2]`` USD/hour
+    (:func:`revpred.labels.random_max_prices`, generator seeded by
+    :func:`revpred.training.market_seed`), labels ``y = 1`` if the price rises above b within the hour.
+    The rate r is the share of positive labels and ``p = 1 - exp(-lambda)`` with ``lambda = -log(1 - r)``
+    per hour (:meth:`revpred.baselines.ConstantHazard.from_rates`).
+
+    This is exactly the ``constant`` model of a trained RevPred model set
+    (``ModelSet.predictor("constant", rule="random")``, same samples, same draws), computed without
+    training the LSTMs. It replaces the ``spottune run`` variant that fixed b at price + 0.1 USD/hour
+    (D1's mean) on its own grid, which estimated a different probability than the one Eq 1 asks for.
+
+    Parameters
+    ----------
+    history : spotmarket.prices.PriceHistory
+    markets : sequence of Market
+    lo_s, hi_s : float
+        Training window, seconds since the epoch (UTC).
+    seed : int
+    stride_min : int, optional
+        Minutes between decision times (default: ``spottune.cache.LIGHT_REVPRED``'s, 10).
+
+    Returns
+    -------
+    revpred.baselines.ConstantHazard
+
+    Raises
+    ------
+    ConfigError
+        If the window holds no decision time of a market.
+    """
+    from revpred.baselines import ConstantHazard
+    from revpred.labels import random_max_prices, revocation_labels, sample_times
+    from spottune.cache import LIGHT_REVPRED
+
+    stride = LIGHT_REVPRED["stride_min"] if stride_min is None else stride_min
+    rates = {}
+    for m in markets:
+        series = history[m]
+        t = sample_times(series, lo_s, hi_s, stride)
+        if t.size == 0:
+            raise ConfigError(f"market {m}: the predictor's training window holds no decision time; "
+                              "start later or lower train_days")
+        rng = np.random.default_rng(_market_seed(seed, m))
+        rates[m] = float(revocation_labels(series, t, random_max_prices(series, t, rng)).mean())
+    return ConstantHazard.from_rates(rates)
+
+
+def _market_seed(seed: int, market: Any) -> int:
+    """:func:`revpred.training.market_seed`, without importing the training module (which needs torch)."""
+    import zlib
+
+    return (int(seed) * 1_000_003 + zlib.crc32(str(market).encode())) % (2**31 - 1)
+
+
+def _learned(kind: str, history: Any, markets: list, lo_s: float, hi_s: float, seed: int,
+             kinds: Sequence[str], cache: str, log_fn: Callable[[str], None] | None) -> tuple[Any, str]:
+    """Trained ``kind`` (revpred or tributary) from the model set of ``kinds``, cached by data, window, code."""
+    from revpred.store import INDEX, load_model_set, save_model_set
+    from revpred.training import TrainConfig, train_markets
+    from spottune.cache import LIGHT_REVPRED, model_set_dir
+
+    config = TrainConfig(seed=seed, **LIGHT_REVPRED)
+    path = model_set_dir(cache, history, markets, lo_s, hi_s, config, None if cache == "revpred" else tuple(kinds))
+    desc = f"{kind} trained on {(hi_s - lo_s) / DAY_S:g} days before the start ({path})"
+    if (path / INDEX).exists():
+        try:
+            return load_model_set(path, history, markets).predictor(kind), desc + ", cached"
+        except Exception as exc:  # a stale or partial cache is retrained  # noqa: BLE001
+            log.warning("model cache %s is unreadable (%s: %s); retraining", path, type(exc).__name__, exc)
+    if log_fn is not None:
+        log_fn(f"training {', '.join(kinds)} for {len(markets)} markets (cached afterwards in {path}) ...")
+    model_set = train_markets(history, markets, lo_s, hi_s, config, kinds=tuple(kinds))
+    save_model_set(path, model_set)
+    return model_set.predictor(kind), desc
+
+
+def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, seed: int, *,
+                   learned_kinds: Sequence[str] = ("revpred",), log_fn: Callable[[str], None] | None = None,
+                   fallback: bool = False) -> tuple[Any, str]:
+    """The revocation predictor of Eq 1 (a :class:`revpred.protocol.RevocationPredictor`) and a one-line note.
+
+    Parameters
+    ----------
+    kind : one of :data:`PREDICTOR_KINDS`
+        ``none``: p = 0. ``constant``: :func:`constant_hazard` on ``[lo_s, hi_s]``. ``revpred`` /
+        ``tributary``: LSTMs trained on ``[lo_s, hi_s]`` with ``spottune.cache.LIGHT_REVPRED`` and cached
+        on disk (``$SPOTTUNE_CACHE``). ``oracle``: the replay's own future
+        (:class:`spottune.evaluation.OraclePredictor` of ``market.revocation_model``).
+    market : MarketSetup
+    lo_s, hi_s : float
+        Training window, seconds since the epoch (UTC), before every start it serves.
+    seed : int
+    learned_kinds : sequence of str, default ("revpred",)
+        Model kinds trained together in one cached model set (the evaluation trains RevPred and
+        Tributary together); must contain ``kind`` when it is learned.
+    log_fn : callable (str) -> None, optional
+        Told before a (minutes-long) training starts.
+    fallback : bool, default False
+        If RevPred cannot be imported (no torch in this build), use the constant hazard instead of
+        raising ImportError; the note says so.
+
+    Raises
+    ------
+    ConfigError
+        On an unknown kind.
+    """
+    from revpred.protocol import ConstantRevocation
+
+    if kind not in PREDICTOR_KINDS:
+        raise ConfigError(f"predictor is {kind!r}, but must be one of {', '.join(PREDICTOR_KINDS)}")
+    days = (hi_s - lo_s) / DAY_S
+    if kind == "none":
+        return ConstantRevocation(0.0), "p = 0 (no revocation prediction)"
+    if kind == "oracle":
+        from spottune.evaluation._oracle import OraclePredictor
+
+        return OraclePredictor(market.revocation_model), "oracle (knows the replay's revocations)"
+    note = ""
+    if kind in ("revpred", "tributary"):
+        kinds = tuple(learned_kinds) if kind in learned_kinds else (kind,)
+        try:
+            return _learned(kind, market.history, market.markets, lo_s, hi_s, seed, kinds,
+                            "revpred" if kinds == ("revpred",) else "revpred-eval", log_fn)
+        except ImportError as exc:  # RevPred's training or store not importable in this build
+            if not fallback:
+                raise
+            note = f"{kind} unavailable ({exc}); "
+    pred = constant_hazard(market.history, market.markets, lo_s, hi_s, seed)
+    return pred, f"{note}constant hazard per market fitted on {days:g} days before the start"
+
+
+# -- provisioner and curve model --------------------------------------------------------------------------
+def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed: int,
+                     max_price_rule: Any = None) -> Any:
+    """SpotTune's market chooser (Eq 1-2) over the pool's markets.
+
+    Parameters
+    ----------
+    history : spotmarket.prices.PriceHistory
+        Spot prices, USD per instance-hour.
+    catalog : provisioner.InstanceCatalog
+    pool : provisioner.Pool
+    predictor : RevocationPredictor
+        p of Eq 1 (:func:`make_predictor`).
+    seed : int
+        Seeds the max-price draws (``numpy.random.default_rng(seed)``).
+    max_price_rule : MaxPriceSource, optional
+        Default: D1, ``b = price + U[0.00001, 0.2]`` USD/hour (``provisioner.MaxPriceRule()``).
+    """
+    from provisioner import Provisioner
+
+    return Provisioner(history, catalog, predictor, pool, np.random.default_rng(seed), max_price_rule=max_price_rule)
+
+
+def curve_model(max_steps: int, early_curve: bool = True) -> tuple[Any, Any]:
+    """(final-metric predictor, plateau rule) of the orchestrator.
+
+    ``early_curve``: EarlyCurve at S_max = ``max_steps`` steps and :func:`earlycurve.is_plateau`;
+    otherwise the last observed value and no plateau rule (None).
+    """
+    if not early_curve:
+        from earlycurve import LastValue
+
+        return LastValue(), None
+    from earlycurve import EarlyCurve, is_plateau
+
+    return EarlyCurve(max_steps), (lambda steps, values, smax: is_plateau(steps, values, smax))
+
+
+# -- the whole experiment ---------------------------------------------------------------------------------
+def store_url(spec: ExperimentSpec, folder: str | Path) -> str:
+    """Where the local backend's workers checkpoint: ``storage_path``, or ``<folder>/checkpoints``.
+
+    A plain folder is made absolute (the workers are separate processes); URLs (``s3://``,
+    ``file://``) are used as they are, with ``spec.storage_options``.
+    """
+    path = spec.storage_path
+    if path is None:
+        return str((Path(folder) / "checkpoints").resolve())
+    return path if "://" in path else str(Path(path).expanduser().resolve())
+
+
+@dataclass(slots=True)
+class Experiment:
+    """An experiment built from a spec, ready to run (:meth:`run`).
+
+    Attributes
+    ----------
+    spec : ExperimentSpec
+    market : MarketSetup
+    start_s : float
+        Start, seconds since the epoch (UTC).
+    trials : list of TrialSpec
+    predictor_desc : str
+    orchestrator : spottune.orchestrator.Orchestrator
+    backend : SimBackend or LocalBackend
+    curves : TrainableCurves or None
+        The sim backend's curves (None for the local backend).
+    """
+
+    spec: ExperimentSpec
+    market: MarketSetup
+    start_s: float
+    trials: list
+    predictor_desc: str
+    orchestrator: Any
+    backend: Any
+    curves: Any = None
+    configs: dict = field(default_factory=dict)
+
+    def run(self) -> dict[str, Any]:
+        """Run the backend to the end; returns what :func:`spottune.results.write_results` reads.
+
+        Returns
+        -------
+        dict
+            ``orchestrator``, ``record`` (RunRecord), ``curves``, ``spec``, ``opts`` (``spec.to_dict()``),
+            ``workload``, ``configs`` (trial_id -> config), ``predictor_desc``.
+        """
+        spec, orch = self.spec, self.orchestrator
+        workload = spec.get_workload()
+        if hasattr(self.backend.progress, "attach"):  # a spottune.results.ResultsJournal: written as the run goes
+            self.backend.progress.attach(self.backend.record, self.configs)
+        record = self.backend.run()
+        record.meta.update(workload=workload.name, market_mode=spec.market_mode, predictor=self.predictor_desc,
+                           theta=orch.config.theta, top_k=orch.config.top_k, max_steps=spec.max_steps, seed=spec.seed,
+                           start=spec.start.isoformat(), start_s=self.start_s,
+                           markets=[str(m) for m in self.market.markets], metric=spec.metric, mode=spec.mode,
+                           n_trials=len(self.trials), spec=spec.to_dict())
+        return {"orchestrator": orch, "record": record, "curves": self.curves, "spec": spec, "opts": spec.to_dict(),
+                "workload": workload, "configs": self.configs, "predictor_desc": self.predictor_desc}
+
+
+def check_supported(spec: ExperimentSpec) -> None:
+    """Refuse, at once, what this build cannot run.
+
+    Raises
+    ------
+    ConfigError
+        On a backend other than ``sim`` and ``local``.
+    """
+    if spec.backend not in ("sim", "local"):
+        raise ConfigError(f"backend is {spec.backend!r}, but this build runs only sim and local")
+
+
+def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | None = None,
+          log_fn: Callable[[str], None] | None = None) -> Experiment:
+    """Build every part of ``spec``: market, predictor, provisioner, curve model, orchestrator, backend.
+
+    Parameters
+    ----------
+    spec : ExperimentSpec
+    progress : callable (now_s, orchestrator, usd) -> None, optional
+        Called by the backend after every delivered event (USD spent so far).
+    output : str or Path, optional
+        The run's results folder. The local backend keeps its checkpoints (when ``storage_path`` is
+        None) in ``<output>/checkpoints/`` and its worker logs in ``<output>/workers/``; without
+        ``output`` a new temporary folder is used (and left for inspection).
+    log_fn : callable (str) -> None, optional
+        Told before RevPred is trained (minutes, once per data and window; cached afterwards).
+
+    Raises
+    ------
+    ConfigError
+        On a backend this build cannot run (``aws``), or a start without ``train_days`` of history
+        before it.
+    """
+    from spotmarket import Billing
+    from spotmarket.prices import to_seconds
+    from spottune.orchestrator import Orchestrator, OrchestratorConfig
+
+    check_supported(spec)
+    seed = spec.seed
+    spec.get_workload()  # an unknown workload fails before the prices are loaded
+    market = build_market(spec.prices, market_mode=spec.market_mode, seed=seed,
+                          instance_types=spec.instance_types, availability_zones=spec.availability_zones)
+    start_s = float(to_seconds(spec.start))
+    check_start(market, start_s, spec.train_days)
+    predictor, desc = make_predictor(spec.predictor, market, start_s - spec.train_days * DAY_S, start_s, seed,
+                                     log_fn=log_fn, fallback=True)
+    trials = spec.trials()
+    fmp, plateau = curve_model(spec.max_steps)
+    orch = Orchestrator(
+        [t.trial_id for t in trials],
+        OrchestratorConfig(max_steps=spec.max_steps, theta=spec.theta, top_k=spec.top_k, metric=spec.metric,
+                           mode=spec.mode, max_failures=spec.max_failures),
+        make_provisioner(market.history, market.catalog, market.pool, predictor, seed),
+        predictor=fmp,
+        plateau_rule=plateau,
+    )
+    parts = (orch, market.history, market.revocation_model, Billing(spec.billing))
+    curves = None
+    if spec.backend == "sim":
+        from spottune.backends import SimBackend, SimSettings, TrainableCurves
+
+        # make_trainable passes the spec's max_steps, so LR schedules scale with max_steps
+        curves = TrainableCurves({t.trial_id: (lambda t=t: spec.make_trainable(t)) for t in trials})
+        backend: Any = SimBackend(*parts, curves, market.facts, start_s,
+                                  SimSettings(boot_s=spec.boot_s, step_time_cov=spec.step_time_cov, seed=seed),
+                                  progress=progress)
+    else:
+        from spottune.backends import LocalBackend, LocalSettings
+
+        folder = Path(output) if output is not None else Path(tempfile.mkdtemp(prefix="spottune-run-"))
+        settings = LocalSettings(store_url=store_url(spec, folder), storage_options=dict(spec.storage_options),
+                                 time_scale=spec.time_scale, max_steps=spec.max_steps,
+                                 checkpoint_keep=spec.checkpoint_keep, log_dir=str(folder / "workers"))
+        backend = LocalBackend(*parts, spec.workload, {t.trial_id: (t.config, t.seed) for t in trials}, market.facts,
+                               start_s, settings, progress=progress)
+    return Experiment(spec=spec, market=market, start_s=start_s, trials=trials, predictor_desc=desc,
+                      orchestrator=orch, backend=backend, curves=curves,
+                      configs={t.trial_id: t.config for t in trials})
+
+
+def run(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | None = None,
+        log_fn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """:func:`build` ``spec`` and run it; returns :meth:`Experiment.run`'s dict (nothing is written)."""
+    return build(spec, progress=progress, output=output, log_fn=log_fn).run()

@@ -1,0 +1,377 @@
+"""The Python front door: :func:`tune` runs an experiment and returns a :class:`ResultGrid`.
+
+Example (offline, about a minute on 2 cores; the first run with ``predictor="revpred"`` also trains
+RevPred for a few minutes and caches it)::
+
+    import spottune
+
+    grid = spottune.tune(max_steps=60, predictor="constant", output="results/demo")
+    grid.get_dataframe()          # one row per trial: config/<name>, state, steps, metric, usd, ...
+    best = grid.get_best_result()  # the best finished trial (spec's metric and mode)
+    best.config, best.value, best.usd
+    grid.ledger                   # one row per instance run (USD charged and refunded)
+    grid.summary["total_cost_usd"], grid.path
+
+    spottune.ResultGrid.from_path("results/demo")  # reload a written results folder
+
+Names follow Ray Tune (``ResultGrid``, ``get_dataframe``, ``get_best_result``, ``config/<name>``
+columns) where the concepts match.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from spottune.errors import ConfigError
+from spottune.experiment import ExperimentSpec
+
+__all__ = ["Result", "ResultGrid", "tune"]
+
+_INT_COLUMNS = ("steps", "revocations", "hops", "failures", "lost_steps", "instances")
+_FLOAT_COLUMNS = ("metric", "predicted", "predicted_low", "predicted_high", "usd", "refunded_usd")
+_STR_COLUMNS = ("trial_id", "state", "metric_kind", "markets_used")
+_LEDGER_FLOAT = ("start_s", "end_s", "billed_s", "charged_usd", "refunded_usd", "max_price_usd_per_hour")
+_LEDGER_INT = ("steps", "lost_steps")
+_LEDGER_STR = ("market", "instance_id", "ended_by", "reason")
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One trial of a finished experiment.
+
+    Attributes
+    ----------
+    trial_id : str
+        ``t00``, ``t01``, ...
+    config : dict
+        Its hyperparameter configuration.
+    metric : str
+        Name of the ranking metric (the spec's ``metric``).
+    value : float
+        The trial's metric in the user's direction: the final observed value of a FINISHED trial,
+        EarlyCurve's prediction at S_max for one stopped at θ, else the last observed value (see
+        ``metric_kind``; definitions in :mod:`spottune.results`). NaN if the trial never reported.
+    metric_kind : {"final", "plateau", "predicted", "last"}
+    state : str
+        Final trial state (``finished``, ``stopped_early``, ``failed``, ...).
+    steps : int
+        Steps the trial completed.
+    usd : float
+        USD charged for the trial's instance runs.
+    refunded_usd : float
+        USD the provider waived (instances revoked within their first hour).
+    path : pathlib.Path
+        The experiment's results folder.
+    """
+
+    trial_id: str
+    config: dict[str, Any]
+    metric: str
+    value: float
+    metric_kind: str
+    state: str
+    steps: int
+    usd: float
+    refunded_usd: float
+    path: Path
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """``{metric: value}`` (Ray Tune's ``Result.metrics``)."""
+        return {self.metric: self.value}
+
+
+def _flat(config: Mapping[str, Any], prefix: str = "config/") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in config.items():
+        if isinstance(v, Mapping):
+            out.update(_flat(v, f"{prefix}{k}/"))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _tidy_trials(frame: pd.DataFrame) -> pd.DataFrame:
+    """Fixed dtypes, so a frame computed in memory equals the same frame read back from ``trials.csv``."""
+    frame = frame.copy()
+    for c in _INT_COLUMNS:
+        frame[c] = frame[c].astype("int64")
+    for c in _FLOAT_COLUMNS:
+        frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("float64")
+    for c in _STR_COLUMNS:
+        frame[c] = frame[c].fillna("").astype(str)
+    frame["selected"] = frame["selected"].astype(bool)
+    frame["rank"] = pd.to_numeric(frame["rank"], errors="coerce").astype("Int64")
+    frame["config"] = frame["config"].fillna("{}").astype(str)
+    return frame.reset_index(drop=True)
+
+
+def _tidy_ledger(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.copy()
+    for c in _LEDGER_FLOAT:
+        frame[c] = pd.to_numeric(frame[c], errors="coerce").astype("float64")
+    for c in _LEDGER_INT:
+        frame[c] = frame[c].astype("int64")
+    for c in _LEDGER_STR:
+        frame[c] = frame[c].fillna("").astype(str)
+    frame["trial_id"] = [None if pd.isna(t) else str(t) for t in frame["trial_id"]]
+    frame["refunded"] = frame["refunded"].astype(bool)
+    return frame.reset_index(drop=True)
+
+
+class ResultGrid:
+    """The results of one experiment (what :func:`tune` returns; Ray Tune's name).
+
+    Parameters
+    ----------
+    path : path-like
+        The results folder (``trials.csv``, ``ledger.csv``, ``curves.csv``, ``events.jsonl``,
+        ``summary.json``; :mod:`spottune.results`).
+    trials : pandas.DataFrame
+        ``trials.csv``: one row per trial, columns :data:`spottune.results.TRIAL_COLUMNS`.
+    ledger : pandas.DataFrame
+        ``ledger.csv``: one row per instance run.
+    summary : dict
+        ``summary.json``.
+    curves : pandas.DataFrame, optional
+        ``curves.csv``: trial_id, step, value.
+
+    Use :func:`tune` or :meth:`from_path` rather than the constructor. ``len(grid)`` is the number of
+    trials; iterating yields one :class:`Result` per trial, in trial order.
+    """
+
+    def __init__(self, path: str | Path, trials: pd.DataFrame, ledger: pd.DataFrame, summary: Mapping[str, Any],
+                 curves: pd.DataFrame | None = None):
+        self._path = Path(path)
+        self._trials = _tidy_trials(trials)
+        self._ledger = _tidy_ledger(ledger)
+        # exactly what summary.json holds (tuples as lists, times as strings), in memory or reloaded
+        self._summary = json.loads(json.dumps(dict(summary), default=str))
+        self._curves = curves
+        settings = self._summary.get("settings", {})
+        self.metric: str = settings.get("metric", "metric")
+        self.mode: str = settings.get("mode", "min")
+
+    @classmethod
+    def from_path(cls, path: str | Path) -> "ResultGrid":
+        """Reload a results folder written by :func:`tune` or ``spottune run``.
+
+        Raises
+        ------
+        ConfigError
+            If a results file is missing or unreadable (:func:`spottune.results.read_results`).
+        """
+        from spottune.results import read_results
+
+        data = read_results(Path(path))
+        return cls(path, data["trials"], data["ledger"], data["summary"], data["curves"])
+
+    # -- members --------------------------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        """The results folder."""
+        return self._path
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """``summary.json``: ``total_cost_usd``, ``refunded_usd``, ``jct_s`` (seconds), ``top_k``, ``settings``, ..."""
+        return dict(self._summary)
+
+    @property
+    def ledger(self) -> pd.DataFrame:
+        """One row per instance run: market, instance_id, trial_id, start_s / end_s (seconds since the epoch,
+        UTC), ended_by, reason, billed_s (seconds), charged_usd, refunded_usd, max_price_usd_per_hour,
+        steps, lost_steps, refunded (free run)."""
+        return self._ledger.copy()
+
+    @property
+    def curves(self) -> pd.DataFrame | None:
+        """Every trial's observed curve (trial_id, step, value; user direction), or None if not loaded."""
+        return None if self._curves is None else self._curves.copy()
+
+    def get_dataframe(self) -> pd.DataFrame:
+        """One row per trial, in trial order.
+
+        Columns: ``trial_id``; one ``config/<name>`` column per hyperparameter (nested keys joined by
+        ``/``, as Ray Tune does); then ``state``, ``steps``, ``metric`` (the ranking metric's value,
+        user direction), ``metric_kind``, ``predicted`` / ``predicted_low`` / ``predicted_high``
+        (EarlyCurve at S_max), ``selected`` (kept at θ), ``rank`` (1 = best of the top-k, else <NA>),
+        ``usd`` (USD charged), ``refunded_usd`` (USD waived), ``revocations``, ``hops``,
+        ``failures``, ``lost_steps``, ``instances``, ``markets_used`` (``;``-separated).
+        """
+        t = self._trials
+        configs = pd.DataFrame([_flat(json.loads(c)) for c in t["config"]], index=t.index)
+        rest = t.drop(columns=["trial_id", "config"])
+        return pd.concat([t[["trial_id"]], configs, rest], axis=1)
+
+    def get_best_result(self, metric: str | None = None, mode: str | None = None) -> Result:
+        """The best FINISHED trial (stopped-early trials only have predictions, so they do not compete).
+
+        Parameters
+        ----------
+        metric : str, optional
+            Must be the experiment's ranking metric (the only one recorded per trial); default: it.
+        mode : {"min", "max"}, optional
+            Default: the experiment's. Ties go to the first trial in trial order.
+
+        Raises
+        ------
+        ValueError
+            On a mode other than ``min`` / ``max``, a metric the run did not record, or no finished
+            trial with a metric value.
+        """
+        mode = self.mode if mode is None else mode
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode is {mode!r}, but must be 'min' or 'max'")
+        if metric is not None and metric != self.metric:
+            raise ValueError(f"metric is {metric!r}, but this run recorded only {self.metric!r}")
+        t = self._trials
+        done = t[(t["state"] == "finished") & t["metric"].notna()]
+        if done.empty:
+            raise ValueError(f"no finished trial with a {self.metric!r} value in {self._path} "
+                             f"(states: {', '.join(sorted(set(t['state']))) or 'no trials'})")
+        pos = done["metric"].to_numpy().argmin() if mode == "min" else done["metric"].to_numpy().argmax()
+        return self._result(done.index[int(pos)])
+
+    def _result(self, index: Any) -> Result:
+        row = self._trials.loc[index]
+        return Result(trial_id=row["trial_id"], config=json.loads(row["config"]), metric=self.metric,
+                      value=float(row["metric"]), metric_kind=row["metric_kind"], state=row["state"],
+                      steps=int(row["steps"]), usd=float(row["usd"]), refunded_usd=float(row["refunded_usd"]),
+                      path=self._path)
+
+    def __len__(self) -> int:
+        return len(self._trials)
+
+    def __iter__(self) -> Iterator[Result]:
+        return (self._result(i) for i in self._trials.index)
+
+    def __getitem__(self, i: int) -> Result:
+        return self._result(self._trials.index[i])
+
+    def __repr__(self) -> str:
+        cost = self._summary.get("total_cost_usd", math.nan)
+        return f"ResultGrid({len(self)} trials, {cost:.4f} USD, path={str(self._path)!r})"
+
+
+class _ProgressBar:
+    """tqdm bar (stderr) over planned steps, with simulated time, trial states and USD so far."""
+
+    def __init__(self, spec: ExperimentSpec):
+        from spotmarket.prices import to_seconds
+
+        n, k = spec.n_trials, min(spec.top_k, spec.n_trials)
+        self.total_steps = n * spec.theta_steps + k * (spec.max_steps - spec.theta_steps)
+        self.start_s = float(to_seconds(spec.start))
+        self.bar: Any = None  # drawn at the first report, so set-up errors print alone
+        self.done = 0
+        self.calls = 0
+
+    def __call__(self, now_s: float, orch: Any, usd: float) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.total_steps, unit="step", dynamic_ncols=True, file=sys.stderr)
+        self.calls += 1
+        steps = sum(tr.step for tr in orch.trials.values())
+        if steps != self.done:
+            self.bar.update(max(0, steps - self.done))
+            self.done = steps
+        if self.calls % 50 == 0 or orch.done:
+            from spottune.orchestrator import TrialState as S
+
+            c = orch.counts()
+            self.bar.set_postfix_str(
+                f"sim {(now_s - self.start_s) / 3600:5.1f} h | run {c[S.RUNNING] + c[S.CHECKPOINTING] + c[S.LAUNCHING]}"
+                f" paused {c[S.PAUSED_AT_THETA]} done {c[S.FINISHED] + c[S.STOPPED_EARLY] + c[S.FAILED]} | ${usd:.3f}",
+                refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def default_output() -> Path:
+    """A new folder ``results/<UTC time>`` (``-2``, ``-3``, ... appended if it exists), relative to the cwd."""
+    base = Path("results") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out, n = base, 1
+    while out.exists():
+        n += 1
+        out = base.with_name(f"{base.name}-{n}")
+    return out
+
+
+def _spec(spec: Any, options: Mapping[str, Any]) -> ExperimentSpec:
+    if spec is None:
+        return ExperimentSpec.from_dict(options)
+    if isinstance(spec, Mapping):
+        return ExperimentSpec.from_dict({**spec, **options})
+    if not isinstance(spec, ExperimentSpec):
+        raise ConfigError(f"spec is a {type(spec).__name__}, but must be an ExperimentSpec, a mapping or None")
+    return spec.with_overrides(**options) if options else spec
+
+
+def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: str | Path | None = None,
+         progress: bool | Any = False, **options: Any) -> ResultGrid:
+    """Run a tuning experiment on (simulated) spot capacity and write its results folder.
+
+    Parameters
+    ----------
+    spec : ExperimentSpec or mapping, optional
+        The experiment; default ``ExperimentSpec()`` (digits-mlp, 16 configs, the 15 markets of the
+        2015 us-east-1 trace, RevPred, θ = 0.7, top-3, the simulator in legacy market mode).
+    output : str or Path, optional
+        Results folder, checked before the run (created, a writable folder) and written as the run goes
+        (:class:`spottune.results.ResultsJournal`; files of :mod:`spottune.results`). Default: a new
+        ``results/<UTC time>`` folder under the current directory, as ``spottune run`` does.
+    progress : bool or callable, default False
+        True draws a progress bar on stderr; a callable ``(now_s, orchestrator, usd) -> None`` is
+        called after every event instead.
+    **options
+        :class:`~spottune.experiment.ExperimentSpec` fields (``max_steps=60``, ``theta``, ``top_k``,
+        ``workload``, ``search_space``, ``backend``, ``predictor``, ``seed``, ``storage_path``, ...);
+        with ``spec`` given they override it (None values are ignored).
+
+    Returns
+    -------
+    ResultGrid
+
+    Raises
+    ------
+    ConfigError
+        On an unknown option or an invalid value (raised before anything is loaded), a start without
+        enough price history, or a backend this build cannot run. Price and market errors come from
+        ``spotmarket`` (:class:`spotmarket.errors.MarketError`).
+
+    Examples
+    --------
+    >>> grid = tune(max_steps=60, predictor="constant")          # doctest: +SKIP
+    >>> grid.get_best_result().config                             # doctest: +SKIP
+    """
+    from spottune._compose import check_supported, run
+    from spottune.results import ResultsJournal, _ledger_frame, curves_frame, prepare_output, trials_frame, write_results
+
+    spec = _spec(spec, options)
+    check_supported(spec)
+    out = prepare_output(output if output is not None else default_output())  # before any loading or training
+    bar = _ProgressBar(spec) if progress is True else None
+    journal = ResultsJournal(out, progress=bar if bar is not None else (progress or None))  # written as it goes
+    try:
+        result = run(spec, progress=journal, output=out, log_fn=lambda s: print(s, file=sys.stderr))
+    finally:
+        journal.close()
+        if bar is not None:
+            bar.close()
+    summary = write_results(out, result)
+    ledger = _ledger_frame(result["record"])
+    trials = trials_frame(result["orchestrator"], ledger, result.get("configs", {}))
+    return ResultGrid(out, trials, ledger, summary, curves_frame(result["orchestrator"]))
