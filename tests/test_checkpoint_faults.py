@@ -1,0 +1,197 @@
+"""Issue 11: retention keeps the confirmed version, a corrupt pinned version falls back, outages are retried.
+
+Real stores: a local folder and S3 (SeaweedFS, started by ``tests/conftest.py``). Each "worker" below
+is a fresh store object, as each worker process opens its own; the real-process variants are in
+``test_worker_process.py`` and ``test_checkpoint_atomicity.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from spottune.checkpoint import RetryPolicy, StoreUnavailable, open_store
+from spottune.errors import CheckpointError
+
+FAST = RetryPolicy(attempts=3, base_delay_s=0.05, max_delay_s=0.2)
+
+
+@pytest.fixture(params=["file", pytest.param("s3", marks=pytest.mark.server)])
+def store_args(request, tmp_path):
+    if request.param == "file":
+        return str(tmp_path / "store"), {}
+    seaweedfs = request.getfixturevalue("seaweedfs")
+    return request.getfixturevalue("s3_store_url"), seaweedfs["storage_options"]
+
+
+def _dir(folder: Path, step: int) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "w").write_bytes(f"state at step {step}".encode())
+    return folder
+
+
+def _worker_segment(url, options, keep, tmp: Path, resume_step: int, save_step: int) -> int:
+    """One worker: open the store, restore at the confirmed step, publish one version (never confirmed)."""
+    store = open_store(url, options, keep=keep)
+    got = store.restore("t00", tmp / f"restore-{uuid.uuid4().hex}", step=resume_step)
+    assert got is not None and got.step == resume_step
+    return store.save("t00", _dir(tmp / f"save-{uuid.uuid4().hex}", save_step), step=save_step).version
+
+
+@pytest.mark.parametrize("keep", [1, 2])
+def test_unconfirmed_versions_never_prune_the_confirmed_one(store_args, tmp_path, keep):
+    url, options = store_args
+    first = open_store(url, options, keep=keep)
+    assert first.save("t00", _dir(tmp_path / "v1", 59), step=59).version == 1  # confirmed by the orchestrator
+    # two (keep=2) or one (keep=1) workers in a row publish and are killed before confirming
+    versions = [_worker_segment(url, options, keep, tmp_path, resume_step=59, save_step=s) for s in (118, 100, 90)]
+    assert versions == [2, 3, 4]
+    kept = [v.version for v in open_store(url, options, keep=keep).versions("t00")]
+    assert kept == ([1, 4] if keep == 1 else [1, 3, 4])
+    out = tmp_path / "final"
+    info = open_store(url, options, keep=keep).restore("t00", out, step=59)
+    assert (info.version, info.step, info.lost_steps) == (1, 59, 0)
+    assert (out / "w").read_bytes() == b"state at step 59"
+
+
+def test_confirmed_newer_version_releases_the_old_pin(store_args, tmp_path):
+    url, options = store_args
+    open_store(url, options, keep=1).save("t00", _dir(tmp_path / "v1", 10), step=10)
+    assert _worker_segment(url, options, 1, tmp_path, resume_step=10, save_step=20) == 2  # confirmed this time
+    assert _worker_segment(url, options, 1, tmp_path, resume_step=20, save_step=30) == 3
+    assert [v.version for v in open_store(url, options).versions("t00")] == [2, 3]
+
+
+def _flip_a_byte(store, info, rel="w") -> None:
+    path = f"{store.fs._strip_protocol(info.location)}/{rel}"
+    data = bytearray(store.fs.cat_file(path))
+    data[len(data) // 2] ^= 0x01
+    store.fs.pipe_file(path, bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["flip", "missing-file", "missing-manifest"])
+def test_corrupt_pinned_version_falls_back_to_the_newest_good_earlier_one(store_args, tmp_path, damage):
+    url, options = store_args
+    store = open_store(url, options, keep=3)
+    store.save("t00", _dir(tmp_path / "a", 59), step=59)
+    v2 = store.save("t00", _dir(tmp_path / "b", 118), step=118)
+    if damage == "flip":
+        _flip_a_byte(store, v2)
+    elif damage == "missing-file":
+        store.fs.rm(f"{store.fs._strip_protocol(v2.location)}/w")
+    else:
+        store.fs.rm(f"{store.root}/t00/manifests/v00000002.json")
+    worker = open_store(url, options, keep=1)
+    out = tmp_path / "out"
+    info = worker.restore("t00", out, step=118)
+    assert (info.version, info.step, info.requested_step, info.lost_steps) == (1, 59, 118, 59)
+    assert info.skipped_versions == ((2,) if damage != "missing-manifest" else ())
+    assert (out / "w").read_bytes() == b"state at step 59"
+    # the fallback is pinned: the worker's next save (keep=1) does not delete it before confirmation
+    worker.save("t00", _dir(tmp_path / "c", 80), step=80)
+    assert 1 in [v.version for v in open_store(url, options).versions("t00")]
+
+
+def test_nothing_intact_at_or_before_the_pinned_step_is_a_fresh_start(tmp_path):
+    store = open_store(str(tmp_path / "s"), keep=2)
+    v1 = store.save("t00", _dir(tmp_path / "a", 5), step=5)
+    _flip_a_byte(store, v1)
+    out = tmp_path / "out"
+    assert store.restore("t00", out, step=5) is None and list(out.iterdir()) == []
+    with pytest.raises(CheckpointError, match="no intact checkpoint among versions \\[1\\]"):
+        store.restore("t00", tmp_path / "out2")  # without a pinned step the old contract stands
+
+
+def test_trainable_resume_falls_back_and_counts_lost_steps(tmp_path):
+    from spottune.workloads import get_workload
+
+    wl = get_workload("linreg")
+    store = open_store(str(tmp_path / "s"), keep=2)
+    t = wl.make(wl.configs()[0], seed=1)
+    curve = []
+    for _ in range(3):
+        curve.append(t.train())
+    store.save_trainable("t00", t)
+    for _ in range(3):
+        t.train()
+    _flip_a_byte(store, store.save_trainable("t00", t), ".spottune_trainable.json")
+    fresh = wl.make(wl.configs()[0], seed=1)
+    info = store.restore_trainable("t00", fresh, step=6)
+    assert (info.step, info.lost_steps, fresh.iteration) == (3, 3, 3)
+
+
+# -- outages ----------------------------------------------------------------------------------------
+
+def test_retry_policy_is_bounded_and_seeded():
+    assert RetryPolicy(attempts=4, base_delay_s=0.1, factor=2, max_delay_s=0.3).delays() == [0.1, 0.2, 0.3]
+    a, b = RetryPolicy(jitter=0.5, seed=3), RetryPolicy(jitter=0.5, seed=3)
+    assert a.delays() == b.delays() and all(0.05 <= d <= 6.0 for d in a.delays())
+    assert RetryPolicy(attempts=1).delays() == []
+    assert RetryPolicy().max_total_s == pytest.approx(0.2 + 0.4 + 0.8 + 1.6 + 3.2)
+
+
+def test_unreachable_endpoint_raises_store_unavailable_quickly(tmp_path):
+    # nothing listens on port 1: a persistent outage (a real connection refused, no mock)
+    store = open_store("s3://spottune/x", {"endpoint_url": "http://127.0.0.1:1", "key": "k", "secret": "s"},
+                       retry=FAST)
+    health = store.probe()
+    assert not health.ok and health.error.startswith("checkpoint store s3://spottune/x is unreachable")
+    t0 = time.monotonic()
+    with pytest.raises(StoreUnavailable, match=r"checkpoint store s3://spottune/x is unreachable: .* failed 3 times"):
+        store.save("t00", _dir(tmp_path / "a", 1), step=1)
+    with pytest.raises(CheckpointError, match="unreachable"):
+        store.restore("t00", tmp_path / "out", step=1)
+    assert time.monotonic() - t0 < 15.0
+
+
+@pytest.mark.server
+def test_outage_shorter_than_the_backoff_is_ridden_out(seaweedfs, s3_store_url, tmp_path):
+    """The real SeaweedFS server is frozen (SIGSTOP: requests hang, like a network outage) for 1.5 s, then resumed."""
+    import threading
+
+    pid = seaweedfs["pid"]
+    options = {**seaweedfs["storage_options"], "config_kwargs": {"connect_timeout": 0.5, "read_timeout": 0.5}}
+    store = open_store(s3_store_url, options, retry=RetryPolicy(attempts=10, base_delay_s=0.25, max_delay_s=1.0))
+    store.save("t00", _dir(tmp_path / "a", 1), step=1)
+    os.killpg(pid, signal.SIGSTOP)
+    timer = threading.Timer(1.5, os.killpg, (pid, signal.SIGCONT))
+    try:
+        assert not store.probe().ok
+        timer.start()
+        info = store.save("t00", _dir(tmp_path / "b", 2), step=2)  # retried through the outage
+    finally:
+        timer.cancel()
+        os.killpg(pid, signal.SIGCONT)
+    assert info.version == 2 and store.probe().ok
+    assert store.restore("t00", tmp_path / "out", step=2).step == 2
+
+
+def test_transient_error_is_not_mistaken_for_corruption(tmp_path):
+    """A read that fails with connection errors must not skip a good version (it would silently lose steps)."""
+    from spottune.checkpoint._store import FsspecCheckpointStore
+
+    class Flaky(FsspecCheckpointStore):  # mock: a flaky network cannot be made on a local folder
+        failures_left = 0
+
+        def _check_version(self, info, dest):
+            def attempt() -> None:
+                if Flaky.failures_left > 0:
+                    Flaky.failures_left -= 1
+                    raise ConnectionResetError("connection reset by peer")
+            self._call("reading", attempt)
+            return super()._check_version(info, dest)
+
+    store = Flaky(str(tmp_path / "s"), retry=FAST)
+    store.save("t00", _dir(tmp_path / "a", 1), step=1)
+    store.save("t00", _dir(tmp_path / "b", 2), step=2)
+    Flaky.failures_left = 1
+    with pytest.raises(StoreUnavailable, match="failed 1 times"):  # no retries: an error, never version 1
+        Flaky(str(tmp_path / "s"), retry=RetryPolicy(attempts=1)).latest_good("t00", step=2)
+    Flaky.failures_left = 2
+    info = store.latest_good("t00", step=2)  # the third attempt reads it
+    assert (info.version, info.skipped_versions, info.lost_steps) == (2, (), 0)
