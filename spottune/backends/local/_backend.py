@@ -109,6 +109,7 @@ class LocalSettings:
 @dataclass(slots=True, kw_only=True)
 class _Instance(Instance):
     resume_step: int = 0
+    fallback_step: int | None = None  # restored an earlier step than resume_step (store fallback)
     worker: Worker | None = None
     unconfirmed_save: int | None = None  # a save the worker made on its own (IMDS notice)
     segment_saved: bool = False  # the worker reported a checkpoint in this segment (it then stops)
@@ -308,7 +309,10 @@ class LocalBackend(ReplayDriver):
 
     def _launched(self, inst: _Instance) -> None:
         inst.ready = True
-        self._deliver(inst.trial_launched(self.now_s()))
+        event = inst.trial_launched(self.now_s())
+        if inst.fallback_step is not None:
+            event = dataclasses.replace(event, restored_step=inst.fallback_step)
+        self._deliver(event)
 
     # -- worker reports -----------------------------------------------------------------------------
     def _on_line(self, inst: _Instance, msg: Mapping[str, Any]) -> None:
@@ -317,9 +321,14 @@ class LocalBackend(ReplayDriver):
             return
         now = self.now_s()
         if kind == "ready":
-            if int(msg.get("step", -1)) != inst.resume_step:
+            restored = int(msg.get("step", -1))
+            if restored != inst.resume_step and not (0 <= restored < inst.resume_step and "lost_steps" in msg):
                 raise BackendError(f"trial {inst.trial_id}: worker restored step {msg.get('step')}, "
                                    f"but the Launch asked for step {inst.resume_step}")
+            if restored != inst.resume_step:  # the store fell back to an earlier good version
+                inst.fallback_step = inst.step = inst.saved_step = restored
+                self._checkpoint_step[inst.trial_id] = restored
+                inst.stats.update(fallback_from_step=inst.resume_step, fallback_lost_steps=msg.get("lost_steps"))
             inst.stats.update(ready_wall_s=self.clock.wall_s(), restore_s=msg.get("restore_s"),
                               restored_version=msg.get("version"))
             self._launched(inst)

@@ -8,7 +8,8 @@ program runs in a local process (local backend, IMDS emulator) and on a real EC2
 Lifecycle:
 
 1. Build the trainable (``setup``) and restore the checkpoint at ``--resume-step`` (0: fresh start;
-   -1: the newest intact one) from the store; print ``ready``.
+   -1: the newest intact one) from the store, or the newest intact earlier one if that one is missing
+   or corrupt; print ``ready``. The restored version is pinned: this segment's save never prunes it.
 2. Train. Each step first waits ``--step-wall-s`` seconds (the simulated step time on this instance
    type divided by the backend's time scale; 0 = full speed), then computes the step and prints its
    metrics. Waiting first means a checkpoint request that arrives during a step discards that step
@@ -24,7 +25,9 @@ Lifecycle:
 Every report is one JSON object per line on stdout, with an ``event`` key:
 
 =============  ===============================================================================
-``ready``      ``step`` (restored step), ``version`` (checkpoint version or null), ``restore_s``
+``ready``      ``step`` (restored step), ``version`` (checkpoint version or null), ``restore_s``; and
+               ``requested_step``, ``lost_steps`` if the checkpoint at ``--resume-step`` was missing or
+               corrupt and an earlier one (or a fresh start) was restored instead
 ``metric``     ``step`` (1-based, across segments), ``metrics`` (name -> float)
 ``notice``     ``action``, ``time`` (from IMDS)
 ``checkpoint`` ``step``, ``version``, ``reason``, ``save_s`` (wall seconds to save and verify)
@@ -178,7 +181,6 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
         signals: _Signals | None = None) -> int:
     """Run one segment (see the module docstring); returns the exit code."""
     from spottune.checkpoint import open_store
-    from spottune.errors import SpottuneError
     from spottune.workloads import get_workload
 
     out = _Out(stdout or sys.stdout)
@@ -211,14 +213,15 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
         if args.resume_step != 0:
             step = None if args.resume_step < 0 else args.resume_step
             info = store.restore_trainable(args.trial, trainable, step=step)
-            if info is None and step is not None:
-                raise SpottuneError(f"trial {args.trial}: no checkpoint to resume at step {step}")
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         out("failed", during="restore", error=_one_line(exc))
         return finish(1)
+    fallback = {}
+    if args.resume_step > 0 and trainable.iteration < args.resume_step:  # the store fell back (missing/corrupt)
+        fallback = {"requested_step": args.resume_step, "lost_steps": args.resume_step - trainable.iteration}
     out("ready", step=trainable.iteration, version=None if info is None else info.version,
-        restore_s=round(time.monotonic() - t0, 6), pid=os.getpid())
+        restore_s=round(time.monotonic() - t0, 6), pid=os.getpid(), **fallback)
 
     if args.imds_url.lower() != "none":
         threading.Thread(target=sig.poll_imds, args=(ImdsClient(args.imds_url), args.poll_s, stop_polling),
