@@ -195,3 +195,27 @@ def test_transient_error_is_not_mistaken_for_corruption(tmp_path):
     Flaky.failures_left = 2
     info = store.latest_good("t00", step=2)  # the third attempt reads it
     assert (info.version, info.skipped_versions, info.lost_steps) == (2, (), 0)
+
+
+# -- the orchestrator continues from the fallback ------------------------------------------------------
+
+def test_orchestrator_continues_from_the_restored_earlier_step_and_counts_lost_steps():
+    from spottune.orchestrator import (CheckpointReason, CheckpointSaved, EndReason, RevocationNotice, SegmentEnded,
+                                       TrialLaunched)
+    from tests.test_orchestrator_scenarios import A, Script
+
+    s = Script()
+    s.start()
+    i1 = s.launched()
+    s.steps("t0", i1, 6)
+    s(RevocationNotice,
+      trial_id="t0", instance_id=i1, deadline_s=s.t + 120)
+    acts = s(CheckpointSaved, trial_id="t0", instance_id=i1, reason=CheckpointReason.REVOCATION, step=6)
+    assert acts[0].resume_step == 6
+    s(SegmentEnded, trial_id="t0", instance_id=i1, steps_done=6, reason=EndReason.PROVIDER)
+    # the checkpoint at step 6 turns out corrupt: the worker restored the intact one at step 4
+    s(TrialLaunched, trial_id="t0", instance_id="i2", market=A, started_s=s.t, restored_step=4)
+    tr = s.orch.trials["t0"]
+    assert (tr.step, tr.checkpoint_step, tr.lost_steps, tr.steps) == (4, 4, 2, [1, 2, 3, 4])
+    s.steps("t0", "i2", 6)  # steps 5 and 6 are reported again and accepted
+    assert tr.steps == [1, 2, 3, 4, 5, 6] and tr.step == 6
