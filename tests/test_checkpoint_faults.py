@@ -219,3 +219,56 @@ def test_orchestrator_continues_from_the_restored_earlier_step_and_counts_lost_s
     assert (tr.step, tr.checkpoint_step, tr.lost_steps, tr.steps) == (4, 4, 2, [1, 2, 3, 4])
     s.steps("t0", "i2", 6)  # steps 5 and 6 are reported again and accepted
     assert tr.steps == [1, 2, 3, 4, 5, 6] and tr.step == 6
+
+
+# -- a writer killed at several points of a save -------------------------------------------------------
+
+KILLABLE_WRITER = """
+import json, sys, time
+from spottune.checkpoint._store import FsspecCheckpointStore
+
+class Slow(FsspecCheckpointStore):
+    def _put(self, local, remote):
+        super()._put(local, remote)
+        print("uploaded", flush=True); time.sleep(0.3)
+    def _publish(self, path, payload):
+        print("verified", flush=True); time.sleep(0.3)
+        super()._publish(path, payload)
+
+url, options, folder = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+Slow(url, options, keep=1).save("t00", folder, step=2)
+print("published", flush=True); time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("kill_after", [1, 4, "verified", "published"])
+def test_writer_killed_at_any_point_leaves_the_previous_good_version_latest(store_args, tmp_path, kill_after):
+    import json
+    import subprocess
+    import sys
+
+    url, options = store_args
+    store = open_store(url, options, keep=1)
+    store.save("t00", _dir(tmp_path / "v1", 1), step=1)
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    for name in "abcdef":
+        (v2 / name).write_bytes(name.encode() * 1000)
+    proc = subprocess.Popen([sys.executable, "-c", KILLABLE_WRITER, url, json.dumps(options), str(v2)],
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        uploads = 0
+        for line in proc.stdout:
+            uploads += line.startswith("uploaded")
+            if uploads == kill_after or line.strip() == kill_after:
+                break
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    latest = open_store(url, options).latest_good("t00")
+    if kill_after == "published":  # the manifest is written: version 2 is complete, and version 1 is pruned
+        assert (latest.version, latest.step) == (2, 2)
+    else:
+        assert (latest.version, latest.step) == (1, 1)
+        out = tmp_path / "out"
+        assert open_store(url, options).restore("t00", out).step == 1 and (out / "w").read_bytes() == b"state at step 1"
