@@ -73,7 +73,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="trial seed (Trainable.rng)")
     p.add_argument("--max-steps", type=int, default=None, help="the trial's S_max, given to the trainable")
     p.add_argument("--store", required=True, help="checkpoint store URL: folder, file://, s3://, memory://")
-    p.add_argument("--storage-options", default="{}", help="fsspec options for --store, JSON")
+    p.add_argument("--storage-options", default="{}",
+                   help="fsspec options for --store, JSON, without credentials: those come from "
+                        "$SPOTTUNE_STORAGE_SECRETS (JSON, merged in) or the AWS credential chain")
     p.add_argument("--keep", type=int, default=2, help="checkpoint versions kept per trial")
     p.add_argument("--resume-step", type=int, default=-1,
                    help="restore the checkpoint taken at this step; 0 = fresh start; -1 = newest (default)")
@@ -181,6 +183,7 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
         signals: _Signals | None = None) -> int:
     """Run one segment (see the module docstring); returns the exit code."""
     from spottune.checkpoint import open_store
+    from spottune.checkpoint._secrets import storage_options_from_env
     from spottune.workloads import get_workload
 
     out = _Out(stdout or sys.stdout)
@@ -201,7 +204,7 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
         return code
 
     try:
-        store = open_store(args.store, args.storage_options, keep=args.keep)
+        store = open_store(args.store, storage_options_from_env(args.storage_options), keep=args.keep)
         trainable = get_workload(args.workload).make(args.config, seed=args.seed, max_steps=args.max_steps)
     except Exception as exc:  # the user's setup() or a bad workload: report, never a traceback only
         traceback.print_exc(file=sys.stderr)
@@ -299,7 +302,9 @@ def _warm_up(workload: str, store: str | None, storage_options: dict[str, Any]) 
         print(f"spottune worker: warm-up of workload {workload!r} failed: {_one_line(exc)}", file=sys.stderr)
     if store:
         try:
-            open_store(store, storage_options)
+            from spottune.checkpoint._secrets import storage_options_from_env
+
+            open_store(store, storage_options_from_env(storage_options))
         except Exception as exc:
             print(f"spottune worker: warm-up of store {store!r} failed: {_one_line(exc)}", file=sys.stderr)
 
