@@ -181,3 +181,44 @@ def test_gbt_tree_with_out_of_range_nodes_is_refused(tmp_path):
     sio.dump([tree], tmp_path / "ck" / "trees.skops")
     with pytest.raises(CheckpointError, match="tree 0: node indices or features out of range"):
         wl.make({"learning_rate": 0.1, "max_depth": 2}, seed=4).restore(tmp_path / "ck")
+
+
+# -- IMDS -------------------------------------------------------------------------------------------
+
+def test_imds_client_retries_the_token_and_sees_the_notice_where_tokens_are_required(caplog):
+    from spottune.backends.local.imds import ImdsClient, ImdsEmulator
+
+    # real HTTP server (the emulator), tokens required, the token endpoint refuses the first request
+    with ImdsEmulator(require_token=True, token_failures=1, token_failure_code=403) as imds:
+        client = ImdsClient(imds.register("i-1"))
+        with caplog.at_level("WARNING", logger="spottune.backends.local.imds"):
+            assert client.instance_action() is None  # 403 on the token, v1 GET 401, new token, 404
+        assert client.v1_fallbacks == 1
+        assert "falls back to IMDSv1" in caplog.text and "401 Unauthorized" in caplog.text
+        imds.notify("i-1", time_s=1431000000.0 + 120)
+        assert client.instance_action().time_utc == "2015-05-07T12:02:00Z"
+        # the token endpoint fails for good: the 401 is raised, not swallowed
+        imds.token_failures = 10**6
+        client._token = None
+        with pytest.raises(PermissionError, match=r"401 Unauthorized .* \(no token could be obtained\)"):
+            client.instance_action()
+
+
+def test_worker_sees_the_notice_when_the_first_token_request_fails(tmp_path):
+    from spottune.backends.local.imds import ImdsEmulator
+    from tests.test_worker_process import Worker
+
+    with ImdsEmulator(require_token=True, token_failures=1, token_failure_code=404) as imds:
+        url = imds.register("i-1")
+        w = Worker(str(tmp_path / "s"), url, until=300, step_wall_s=0.01)  # bounded: idle after ~3 s
+        try:
+            w.until("metric")
+            imds.notify("i-1", time_s=1431000000.0 + 120)
+            while (msg := w.next())["event"] not in ("notice", "idle"):
+                pass
+            assert msg == {"event": "notice", "action": "terminate", "time": "2015-05-07T12:02:00Z"}
+            assert w.until("checkpoint")["reason"] == "revocation" and w.finish() == 0
+        finally:
+            if w.proc.poll() is None:
+                w.proc.kill()
+                w.proc.wait()

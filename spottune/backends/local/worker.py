@@ -170,8 +170,9 @@ class _Signals:
         while not stop.is_set():
             try:
                 action = client.instance_action()
-            except (OSError, ValueError):
-                action = None  # unreachable or garbled: try again next time
+            except (OSError, ValueError) as exc:  # unreachable, garbled or refused: say so, try again next time
+                print(f"spottune worker: IMDS poll failed: {_one_line(exc)}", file=sys.stderr, flush=True)
+                action = None
             if action is not None and not stop.is_set():
                 self.notice = action
                 self.wake.set()
