@@ -272,3 +272,64 @@ def test_writer_killed_at_any_point_leaves_the_previous_good_version_latest(stor
         assert (latest.version, latest.step) == (1, 1)
         out = tmp_path / "out"
         assert open_store(url, options).restore("t00", out).step == 1 and (out / "w").read_bytes() == b"state at step 1"
+
+
+# -- launches pause during an outage; a persistent one ends the run -------------------------------------
+
+@pytest.mark.server
+def test_store_monitor_sees_an_outage_and_the_recovery(seaweedfs, s3_store_url):
+    from spottune.checkpoint import StoreMonitor
+
+    pid = seaweedfs["pid"]
+    options = {**seaweedfs["storage_options"], "config_kwargs": {"connect_timeout": 0.5, "read_timeout": 0.5}}
+    monitor = StoreMonitor(open_store(s3_store_url, options), give_up_after_s=30.0, min_interval_s=0.0)
+    assert monitor.reachable() and monitor.last.ok
+    os.killpg(pid, signal.SIGSTOP)  # the real server freezes
+    try:
+        assert not monitor.reachable() and "is unreachable" in monitor.last.error
+        assert monitor.outages == 1 and monitor.down_since is not None
+    finally:
+        os.killpg(pid, signal.SIGCONT)
+    assert monitor.reachable() and monitor.down_since is None
+
+
+def test_store_monitor_gives_up_after_the_limit():
+    from spottune.checkpoint import StoreMonitor
+
+    now = [0.0]
+    store = open_store("s3://spottune/x", {"endpoint_url": "http://127.0.0.1:1", "key": "k", "secret": "s"})
+    monitor = StoreMonitor(store, give_up_after_s=10.0, min_interval_s=1.0, clock=lambda: now[0])
+    assert monitor.reachable() is False
+    now[0] = 9.5
+    assert monitor.reachable() is False
+    now[0] = 10.0
+    with pytest.raises(StoreUnavailable, match=r"unreachable for 10\.0 s \(limit 10 s\), giving up"):
+        monitor.reachable()
+
+
+def test_local_run_with_an_unreachable_store_ends_with_a_clear_error_quickly(tmp_path):
+    """A real local-backend run whose S3 endpoint refuses connections: no instance is launched, and the
+    run ends with BackendError after ``store_outage_s`` instead of churning workers."""
+    from spotmarket import Billing, LegacyBidRevocation
+    from spottune.backends import LocalBackend, LocalSettings
+    from spottune.errors import BackendError
+    from spottune.orchestrator import Orchestrator, OrchestratorConfig
+    from tests.test_local_backend import FACTS
+    from tests.test_sim_backend import T0, Fixed, history
+    from tests.test_worker_process import WORKLOAD
+
+    hist = history(None)
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=20, theta=1.0, top_k=1, metric="loss"), Fixed())
+    settings = LocalSettings(store_url="s3://spottune/x",
+                             storage_options={"endpoint_url": "http://127.0.0.1:1", "key": "k", "secret": "s"},
+                             time_scale=1800.0, max_wall_s=60.0, standby_workers=0, store_outage_s=2.0,
+                             log_dir=str(tmp_path / "w"))
+    backend = LocalBackend(orch, hist, LegacyBidRevocation(hist), Billing(), WORKLOAD, {"t0": ({"lr": 0.1}, 1)},
+                           FACTS.__getitem__, T0, settings)
+    t0 = time.monotonic()
+    with pytest.raises(BackendError, match=r"local backend: checkpoint store s3://spottune/x is unreachable .* giving up"):
+        backend.run()
+    assert time.monotonic() - t0 < 30.0
+    assert backend.record.ledger == []  # no instance was paid for during the outage
+    failed = [r for r in backend.record.log if r["type"] == "LaunchFailed"]
+    assert failed and all("is unreachable" in r["error"] for r in failed)

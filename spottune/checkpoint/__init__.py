@@ -10,8 +10,9 @@
 10
 """
 
-from spottune.checkpoint._base import CheckpointInfo, CheckpointStore, FileEntry, RetryPolicy, StoreHealth, StoreUnavailable
+from spottune.checkpoint._base import (CheckpointInfo, CheckpointStore, FileEntry, RetryPolicy, StoreHealth,
+                                       StoreMonitor, StoreUnavailable)
 from spottune.checkpoint._store import FsspecCheckpointStore, is_transient, open_store
 
 __all__ = ["CheckpointInfo", "CheckpointStore", "FileEntry", "FsspecCheckpointStore", "RetryPolicy", "StoreHealth",
-           "StoreUnavailable", "is_transient", "open_store"]
+           "StoreMonitor", "StoreUnavailable", "is_transient", "open_store"]

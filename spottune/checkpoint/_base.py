@@ -45,7 +45,8 @@ from typing import Any
 from spottune.errors import CheckpointError
 from spottune.trainable import Trainable
 
-__all__ = ["CheckpointInfo", "CheckpointStore", "FileEntry", "RetryPolicy", "StoreHealth", "StoreUnavailable"]
+__all__ = ["CheckpointInfo", "CheckpointStore", "FileEntry", "RetryPolicy", "StoreHealth", "StoreMonitor",
+           "StoreUnavailable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,3 +289,67 @@ class CheckpointStore(abc.ABC):
             if info is not None:
                 trainable.restore(Path(tmp) / "ckpt")
             return info
+
+
+class StoreMonitor:
+    """Is the checkpoint store up? For a driver that must pause launches during an outage.
+
+    :meth:`reachable` probes the store (:meth:`CheckpointStore.probe`) at most once per
+    ``min_interval_s`` and remembers the answer; once the store has been unreachable for
+    ``give_up_after_s`` wall seconds in a row it raises :class:`StoreUnavailable` instead, so a
+    persistent outage ends the run with a clear error rather than churning instances.
+
+    Parameters
+    ----------
+    store : CheckpointStore
+    give_up_after_s : float, default 120.0
+        Wall seconds of continuous outage after which :meth:`reachable` raises.
+    min_interval_s : float, default 0.5
+        Wall seconds between probes (answers in between are cached).
+    clock : callable, default ``time.monotonic``
+        Wall clock, seconds.
+
+    Attributes
+    ----------
+    last : StoreHealth or None
+        The latest probe.
+    down_since : float or None
+        Clock time of the first failed probe of the current outage; None while the store is up.
+    outages : int
+        Outages seen (transitions from up to down).
+    """
+
+    def __init__(self, store: "CheckpointStore", *, give_up_after_s: float = 120.0, min_interval_s: float = 0.5,
+                 clock: Any = None):
+        import time as _time
+
+        self.store = store
+        self.give_up_after_s = float(give_up_after_s)
+        self.min_interval_s = float(min_interval_s)
+        self.clock = clock or _time.monotonic
+        self.last: StoreHealth | None = None
+        self._last_at = -float("inf")
+        self.down_since: float | None = None
+        self.outages = 0
+
+    def reachable(self) -> bool:
+        """True if the store answers (or answered within ``min_interval_s``); False during an outage.
+
+        Raises
+        ------
+        StoreUnavailable
+            If the store has been unreachable for ``give_up_after_s`` seconds or more.
+        """
+        now = self.clock()
+        if self.last is None or now - self._last_at >= self.min_interval_s:
+            self.last, self._last_at = self.store.probe(), now
+            if self.last.ok:
+                self.down_since = None
+            elif self.down_since is None:
+                self.down_since = now
+                self.outages += 1
+        if self.down_since is not None and now - self.down_since >= self.give_up_after_s:
+            raise StoreUnavailable(f"{self.last.error if self.last else 'checkpoint store is unreachable'}; "
+                                   f"unreachable for {now - self.down_since:.1f} s (limit {self.give_up_after_s:g} s), "
+                                   "giving up")
+        return self.down_since is None

@@ -90,6 +90,9 @@ class LocalSettings:
         worker per trial plus the spares are prepared.
     standby_timeout_s : float, default 300.0
         Wall seconds to wait for the pool to warm up before the clock starts.
+    store_outage_s : float, default 120.0
+        Launches pause while the checkpoint store is unreachable; after this many wall seconds of
+        continuous outage the run ends with ``BackendError`` ("... is unreachable ...").
     """
 
     store_url: str
@@ -104,6 +107,7 @@ class LocalSettings:
     python: str = sys.executable
     standby_workers: int | None = None
     standby_timeout_s: float = 300.0
+    store_outage_s: float = 120.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -165,6 +169,10 @@ class LocalBackend(ReplayDriver):
                                 storage_options=settings.storage_options, spares=self._spares,
                                 on_line=lambda inst, msg: self._q.put(("line", inst, msg)),
                                 on_eof=lambda inst, code: self._q.put(("eof", inst, code)))
+        from spottune.checkpoint import StoreMonitor, open_store
+
+        self.store_monitor = StoreMonitor(open_store(settings.store_url, settings.storage_options),
+                                          give_up_after_s=settings.store_outage_s)
         self.record.meta.update(time_scale=settings.time_scale, store=settings.store_url,
                                 reference_seconds_per_step=self.ref_sps, poll_s=settings.poll_s)
 
