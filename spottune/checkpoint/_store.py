@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import re
-import random
 import secrets
 import shutil
 import time

@@ -167,11 +167,15 @@ class _Signals:
         self.wake.set()
 
     def poll_imds(self, client: ImdsClient, interval_s: float, stop: threading.Event) -> None:
+        last_error = ""
         while not stop.is_set():
             try:
                 action = client.instance_action()
-            except (OSError, ValueError) as exc:  # unreachable, garbled or refused: say so, try again next time
-                print(f"spottune worker: IMDS poll failed: {_one_line(exc)}", file=sys.stderr, flush=True)
+            except (OSError, ValueError) as exc:  # unreachable, garbled or refused (401): log, try again next time
+                error = _one_line(exc)
+                if error != last_error:  # every new error once, not 20 lines a second
+                    print(f"spottune worker: IMDS poll failed: {error}", file=sys.stderr, flush=True)
+                last_error = error
                 action = None
             if action is not None and not stop.is_set():
                 self.notice = action
