@@ -333,3 +333,41 @@ def test_local_run_with_an_unreachable_store_ends_with_a_clear_error_quickly(tmp
     assert backend.record.ledger == []  # no instance was paid for during the outage
     failed = [r for r in backend.record.log if r["type"] == "LaunchFailed"]
     assert failed and all("is unreachable" in r["error"] for r in failed)
+
+
+@pytest.mark.server
+def test_local_run_pauses_launches_while_seaweedfs_is_frozen_then_finishes(seaweedfs, s3_store_url, tmp_path):
+    """The real SeaweedFS server is frozen (SIGSTOP) when a local-backend run starts and thawed 2 s later:
+    no instance is launched (nor paid for) meanwhile, then the trial runs to the end."""
+    import threading
+
+    from spotmarket import Billing, LegacyBidRevocation
+    from spottune.backends import LocalBackend, LocalSettings
+    from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState
+    from tests.test_local_backend import FACTS
+    from tests.test_sim_backend import T0, Fixed, history
+    from tests.test_worker_process import WORKLOAD
+
+    pid = seaweedfs["pid"]
+    options = {**seaweedfs["storage_options"], "config_kwargs": {"connect_timeout": 0.5, "read_timeout": 0.5}}
+    hist = history(None)
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=20, theta=1.0, top_k=1, metric="loss"), Fixed())
+    settings = LocalSettings(store_url=s3_store_url, storage_options=options, time_scale=1800.0, max_wall_s=90.0,
+                             standby_workers=0, store_outage_s=30.0, log_dir=str(tmp_path / "w"))
+    backend = LocalBackend(orch, hist, LegacyBidRevocation(hist), Billing(), WORKLOAD, {"t0": ({"lr": 0.1}, 1)},
+                           FACTS.__getitem__, T0, settings)
+    os.killpg(pid, signal.SIGSTOP)
+    thaw = threading.Timer(2.0, os.killpg, (pid, signal.SIGCONT))
+    thaw.start()
+    try:
+        record = backend.run()
+    finally:
+        thaw.cancel()
+        os.killpg(pid, signal.SIGCONT)
+    assert orch.trials["t0"].state is TrialState.FINISHED and orch.trials["t0"].failures == 0
+    types = [r["type"] for r in record.log if r["kind"] == "event"]
+    first_launch = types.index("TrialLaunched")
+    paused = [r for r in record.log if r["type"] == "LaunchFailed"]
+    assert paused and all("is unreachable" in r["error"] for r in paused)
+    assert types[:first_launch].count("LaunchFailed") == len(paused)  # all before the first instance
+    assert backend.store_monitor.outages == 1

@@ -79,7 +79,8 @@ def is_transient(exc: BaseException) -> bool:
         return True
     names = {c.__name__ for c in type(exc).__mro__}
     if names & {"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError",
-                "ClientConnectionError", "ServerDisconnectedError", "FSTimeoutError", "HTTPClientError"}:
+                "ClientConnectionError", "ServerDisconnectedError", "FSTimeoutError", "HTTPClientError",
+                "IncompleteRead", "ResponseParserError", "ClientPayloadError"}:
         return True
     text = str(exc)
     return any(s in text for s in ("Could not connect", "Connection refused", "ServiceUnavailable", "SlowDown",
@@ -104,8 +105,8 @@ class FsspecCheckpointStore(CheckpointStore):
         the sizes are compared (cheaper on slow links).
     retry : RetryPolicy, optional
         Backoff for transient storage errors (default :class:`RetryPolicy()`, at most about 10 s of
-        sleeps per operation). For S3, botocore's own retries are turned off unless ``config_kwargs``
-        sets them, so this policy alone bounds the time an outage takes to surface.
+        sleeps per operation). For S3, s3fs' own retries are turned off and botocore's too unless
+        ``config_kwargs`` sets them, so this policy alone bounds the time an outage takes to surface.
 
     Raises
     ------
@@ -132,6 +133,8 @@ class FsspecCheckpointStore(CheckpointStore):
             self.fs, root = fsspec.core.url_to_fs(url, **options)
         except (ValueError, ImportError) as exc:
             raise ConfigError(f"storage_path is {url!r}, but it cannot be opened: {exc}") from None
+        if protocol in ("s3", "s3a") and hasattr(self.fs, "retries"):
+            self.fs.retries = 1  # s3fs' own retry loop (5 tries) off: self.retry alone decides
         self.url = url
         self.root = root.rstrip("/")
         self.keep = keep
