@@ -119,8 +119,18 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def redact(value: Any) -> Any:
+    """``value`` with credentials (storage ``key``/``secret``/``token`` ..., URL passwords) replaced by
+    ``"***"``; everything written to a results folder goes through it (issue 11)."""
+    from spottune.checkpoint._secrets import redact as _redact
+
+    return _redact(value)
+
+
 def write_results(out: Path, result: dict[str, Any]) -> dict[str, Any]:
     """Write every results file into ``out`` (created), each atomically; returns the summary dict.
+
+    Credentials are redacted (:func:`redact`).
 
     Parameters
     ----------
@@ -138,8 +148,8 @@ def write_results(out: Path, result: dict[str, Any]) -> dict[str, Any]:
     _write_atomic(out / "ledger.csv", ledger.to_csv(index=False))
     _write_atomic(out / "trials.csv", trials_frame(orch, ledger, result.get("configs", {})).to_csv(index=False))
     _write_atomic(out / "curves.csv", curves_frame(orch).to_csv(index=False))
-    _write_atomic(out / "events.jsonl", "".join(json.dumps(rec, sort_keys=True) + "\n" for rec in record.log))
-    summary = summary_dict(orch, record, ledger)
+    _write_atomic(out / "events.jsonl", "".join(json.dumps(redact(rec), sort_keys=True) + "\n" for rec in record.log))
+    summary = redact(summary_dict(orch, record, ledger))
     # written last: read_results needs it, so a run killed midway is not mistaken for a finished one
     _write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
     return summary

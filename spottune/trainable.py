@@ -19,7 +19,10 @@ exactly the same metric curve as an uninterrupted run with the same seed on the 
 
 **Function API**: :func:`from_function` turns a step function ``fn(config, state, rng) -> metrics`` that
 mutates a picklable ``state`` dict into a Trainable; spottune pickles ``state`` for checkpoints, so
-no checkpoint code is needed.
+no checkpoint code is needed. Because unpickling runs code, ``state.pkl`` carries an HMAC-SHA256 keyed
+by the experiment's secret (``$SPOTTUNE_CHECKPOINT_KEY``, given to workers through the environment
+and never stored with the checkpoints; :mod:`spottune.checkpoint._secrets`); a file that fails the
+check is refused with :class:`~spottune.errors.CheckpointError` and never unpickled.
 
 Two class attributes describe the workload to the simulator and the provisioner:
 
@@ -247,12 +250,26 @@ class _FunctionTrainable(Trainable):
         return dict(type(self)._step_fn(self.config, self.state, self.rng))
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
+        from spottune.checkpoint._secrets import sign
+
+        payload = pickle.dumps(self.state, protocol=pickle.HIGHEST_PROTOCOL)
         with open(os.path.join(checkpoint_dir, "state.pkl"), "wb") as fh:
-            pickle.dump(self.state, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            fh.write(sign(payload))
 
     def load_checkpoint(self, checkpoint_dir: str) -> None:
-        with open(os.path.join(checkpoint_dir, "state.pkl"), "rb") as fh:
-            self.state = pickle.load(fh)
+        """Read ``state.pkl`` back; its HMAC is checked before anything is unpickled.
+
+        Raises
+        ------
+        CheckpointError
+            If the file is not signed with this experiment's key (tampered or foreign).
+        """
+        from spottune.checkpoint._secrets import verify
+
+        path = os.path.join(checkpoint_dir, "state.pkl")
+        with open(path, "rb") as fh:
+            payload = verify(fh.read(), path)
+        self.state = pickle.loads(payload)
 
 
 def from_function(step_fn: Callable[[dict[str, Any], dict[str, Any], np.random.Generator], Mapping[str, float]],

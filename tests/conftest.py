@@ -89,7 +89,7 @@ def _free_port_pairs(n: int) -> list[int]:
 def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A running ``weed mini`` S3 server with bucket ``spottune``.
 
-    Yields a dict: ``endpoint_url``, ``key``, ``secret``, ``bucket``, and ``storage_options`` ready for
+    Yields a dict: ``endpoint_url``, ``key``, ``secret``, ``bucket``, ``pid`` (also its process group), and ``storage_options`` ready for
     fsspec/s3fs (``{"endpoint_url", "key", "secret", "client_kwargs": {"region_name": "us-east-1"}}``).
     Every ``-*.port`` option is set to a free port; the server binds 127.0.0.1 only; SIGTERM at the end.
     """
@@ -116,6 +116,7 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     try:
         _wait_for_bucket(proc, endpoint, log_path)
         yield {"endpoint_url": endpoint, "key": SEAWEED_KEY, "secret": SEAWEED_SECRET, "bucket": SEAWEED_BUCKET,
+               "pid": proc.pid,  # its own process group (start_new_session): outage tests SIGSTOP/SIGCONT it
                "storage_options": {"endpoint_url": endpoint, "key": SEAWEED_KEY, "secret": SEAWEED_SECRET,
                                    "client_kwargs": {"region_name": "us-east-1"}}}
     finally:

@@ -121,7 +121,9 @@ def test_function_state_is_pickled(tmp_path):
     t = NoisyFn({"lr": 0.1})
     t.train()
     t.save(tmp_path)
-    assert pickle.loads((tmp_path / "state.pkl").read_bytes()) == t.state
+    from spottune.checkpoint._secrets import verify
+
+    assert pickle.loads(verify((tmp_path / "state.pkl").read_bytes(), "state.pkl")) == t.state  # signed (issue 11)
 
 
 def test_max_steps_is_available_in_setup():

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from spottune.backends._base import Driver, Progress, RunRecord, log_record
-from spottune.errors import BackendError
+from spottune.errors import BackendError, CheckpointError
 from spottune import orchestrator as ev  # events and actions: ev.TrialLaunched, ev.Launch, ...
 from spottune.orchestrator import Orchestrator
 from spottune.backends._speed import seconds_per_step
@@ -138,6 +138,10 @@ class ReplayDriver(Driver):
 
     #: Backend name for ``meta["backend"]`` and error messages.
     name = "replay"
+    #: ``spottune.checkpoint.StoreMonitor`` of the checkpoint store, if the driver has one: while the
+    #: store is unreachable a ``Launch`` is answered ``LaunchFailed`` (the orchestrator retries after
+    #: ``launch_retry_s``); a persistent outage raises ``BackendError`` from the launch.
+    store_monitor: Any = None
 
     def __init__(self, orchestrator: Orchestrator, history: Any, revocation_model: Any, billing: Any,
                  instance_facts: Callable[[str], tuple[int, float | None]], start_s: float,
@@ -195,6 +199,14 @@ class ReplayDriver(Driver):
     def _new_instance(self, action: ev.Launch, t: float, reference_seconds_per_step: float, cls: type[InstanceT],
                       **extra: Any) -> InstanceT | None:
         """Ask the market for an instance at ``t``; returns it, or None after posting ``LaunchFailed``."""
+        if self.store_monitor is not None:  # launches pause while the checkpoint store is unreachable
+            try:
+                up = self.store_monitor.reachable()
+            except CheckpointError as exc:  # StoreUnavailable: a persistent outage ends the run
+                raise BackendError(f"{self.name} backend: {exc}") from None
+            if not up:
+                self._post(ev.LaunchFailed(time_s=t, trial_id=action.trial_id, error=self.store_monitor.last.error))
+                return None
         iid = f"i-{len(self._instances) + 1:05d}"
         rev = self.revocation_model.revocation(action.market, t, instance_id=iid,
                                                max_price_usd_per_hour=action.max_price_usd_per_hour)

@@ -10,7 +10,9 @@
 10
 """
 
-from spottune.checkpoint._base import CheckpointInfo, CheckpointStore, FileEntry
-from spottune.checkpoint._store import FsspecCheckpointStore, open_store
+from spottune.checkpoint._base import (CheckpointInfo, CheckpointStore, FileEntry, RetryPolicy, StoreHealth,
+                                       StoreMonitor, StoreUnavailable)
+from spottune.checkpoint._store import FsspecCheckpointStore, is_transient, open_store
 
-__all__ = ["CheckpointInfo", "CheckpointStore", "FileEntry", "FsspecCheckpointStore", "open_store"]
+__all__ = ["CheckpointInfo", "CheckpointStore", "FileEntry", "FsspecCheckpointStore", "RetryPolicy", "StoreHealth",
+           "StoreMonitor", "StoreUnavailable", "is_transient", "open_store"]

@@ -14,8 +14,19 @@ Contract (every implementation, tested by one suite over all of them):
   the previous one is used; if versions exist but none is intact, :class:`~spottune.errors.CheckpointError`
   is raised. A trial that never saved restores nothing (``None``).
 - **Retention.** After a new version is verified and published, versions beyond the newest ``keep``
-  are deleted (manifest first, then data). So the previous good version always outlives the write of
-  its successor.
+  are deleted (manifest first, then data), **except the pinned one**: the version a restore returned
+  (the step the orchestrator confirmed and resumed from) or one given to :meth:`CheckpointStore.pin`
+  is never deleted by this store object's saves, so a version published but never confirmed (its
+  writer killed right after publishing) can never push the confirmed one out. The previous good
+  version always outlives the write of its successor.
+- **Fallback.** A restore at a pinned ``step`` whose version is missing or corrupt falls back to the
+  newest intact version at an earlier step (``requested_step`` and ``lost_steps`` say so), or to a
+  fresh start (``None``) if there is none; it does not fail.
+- **Outages.** Transient storage errors (connection refused or reset, timeouts) are retried with
+  bounded exponential backoff (:class:`RetryPolicy`); when the retries are used up
+  :class:`StoreUnavailable` (a :class:`~spottune.errors.CheckpointError`) says the store is
+  unreachable. An unreachable store is never mistaken for a corrupt version. :meth:`CheckpointStore.probe`
+  is a one-request health check for callers that must pause work while the store is down.
 - **One writer per trial.** A trial runs on one instance at a time; concurrent saves of the *same*
   trial are not supported. Readers may run at any time.
 """
@@ -24,15 +35,18 @@ from __future__ import annotations
 
 import abc
 import os
+import random
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spottune.errors import CheckpointError
 from spottune.trainable import Trainable
 
-__all__ = ["CheckpointInfo", "CheckpointStore", "FileEntry"]
+__all__ = ["CheckpointInfo", "CheckpointStore", "FileEntry", "RetryPolicy", "StoreHealth", "StoreMonitor",
+           "StoreUnavailable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +80,10 @@ class CheckpointInfo:
         URL of the version's data folder.
     skipped_versions : tuple of int
         Newer versions that were found corrupt and skipped to reach this one (restore/latest_good only).
+    requested_step : int or None
+        The step a restore asked for (``step=``), if this version is an earlier fallback; else None.
+    lost_steps : int
+        ``requested_step - step`` for a fallback (steps to redo), else 0.
     """
 
     trial_id: str
@@ -77,13 +95,110 @@ class CheckpointInfo:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     location: str = ""
     skipped_versions: tuple[int, ...] = ()
+    requested_step: int | None = None
+    lost_steps: int = 0
+
+
+class StoreUnavailable(CheckpointError):
+    """The checkpoint store could not be reached, even after the retries of its :class:`RetryPolicy`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """Bounded exponential backoff for transient storage errors.
+
+    Attempt ``i`` (0-based) that fails is followed by a sleep of
+    ``min(max_delay_s, base_delay_s * factor**i) * (1 + jitter * u)``, ``u`` uniform in [-1, 1] from a
+    ``random.Random(seed)``; after ``attempts`` failures the error is raised. The longest possible
+    total sleep is :attr:`max_total_s`.
+
+    Parameters
+    ----------
+    attempts : int, default 6
+        Tries per operation (>= 1); 1 disables retrying.
+    base_delay_s : float, default 0.2
+        First backoff, wall seconds.
+    factor : float, default 2.0
+        Growth per attempt.
+    max_delay_s : float, default 4.0
+        Cap of one backoff, wall seconds.
+    jitter : float, default 0.0
+        Relative jitter in [0, 1); 0 = none (deterministic sleeps).
+    seed : int, default 0
+        Seed of the jitter.
+    """
+
+    attempts: int = 6
+    base_delay_s: float = 0.2
+    factor: float = 2.0
+    max_delay_s: float = 4.0
+    jitter: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        from spottune.errors import ConfigError
+
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
+            raise ConfigError(f"retry attempts is {self.attempts!r}, but must be an integer >= 1")
+        if not (self.base_delay_s >= 0 and self.factor >= 1 and self.max_delay_s >= 0 and 0 <= self.jitter < 1):
+            raise ConfigError(f"retry policy {self!r} needs base_delay_s >= 0, factor >= 1, max_delay_s >= 0, "
+                              "0 <= jitter < 1")
+
+    def delays(self) -> list[float]:
+        """The ``attempts - 1`` sleeps between attempts, wall seconds (same seed: same list)."""
+        rng = random.Random(self.seed)
+        out = []
+        for i in range(self.attempts - 1):
+            d = min(self.max_delay_s, self.base_delay_s * self.factor ** i)
+            out.append(d * (1.0 + self.jitter * rng.uniform(-1.0, 1.0)) if self.jitter else d)
+        return out
+
+    @property
+    def max_total_s(self) -> float:
+        """Upper bound of the total sleep of one operation, wall seconds."""
+        return sum(min(self.max_delay_s, self.base_delay_s * self.factor ** i) * (1.0 + self.jitter)
+                   for i in range(self.attempts - 1))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreHealth:
+    """Result of :meth:`CheckpointStore.probe`: one request, no retries.
+
+    Attributes
+    ----------
+    ok : bool
+        The store answered (an empty or missing root counts as reachable).
+    latency_s : float
+        Wall seconds the probe took.
+    error : str
+        One line saying why the store is unreachable; ``""`` when ``ok``.
+    checked_at : float
+        ``time.time()`` of the probe (UTC epoch seconds).
+    """
+
+    ok: bool
+    latency_s: float
+    error: str = ""
+    checked_at: float = 0.0
 
 
 class CheckpointStore(abc.ABC):
     """Versioned checkpoints of many trials under one root (see the module docstring for the contract)."""
 
-    #: Versions kept per trial after a successful save (>= 1).
+    #: Versions kept per trial after a successful save (>= 1), plus the pinned one (see :meth:`pin`).
     keep: int
+
+    @abc.abstractmethod
+    def pin(self, trial_id: str, version: int | None) -> None:
+        """Protect ``version`` of the trial (the one the orchestrator confirmed) from this object's pruning.
+
+        :meth:`restore` pins the version it returns, so a worker that resumed from the confirmed step
+        never deletes it, however many unconfirmed versions it publishes. ``None`` removes the pin.
+        """
+
+    @abc.abstractmethod
+    def probe(self) -> StoreHealth:
+        """Check that the store answers (one listing of the root, no retries); never raises."""
 
     @abc.abstractmethod
     def save(self, trial_id: str, local_dir: str | os.PathLike[str], *, step: int,
@@ -110,6 +225,8 @@ class CheckpointStore(abc.ABC):
         ------
         CheckpointError
             If an uploaded file does not read back with the same checksum (nothing is published).
+        StoreUnavailable
+            If the store stays unreachable through the retries (nothing is published).
         """
 
     @abc.abstractmethod
@@ -122,19 +239,24 @@ class CheckpointStore(abc.ABC):
         trial_id : str
         local_dir : path
         step : int, optional
-            Only consider versions taken at this step (the orchestrator's ``Launch.resume_step``, in
-            case a newer checkpoint was published that the orchestrator never confirmed).
+            The confirmed step to resume from (the orchestrator's ``Launch.resume_step``): versions
+            taken after it were never confirmed and are ignored. If no intact version is at ``step``
+            (missing or corrupt), the newest intact version at an earlier step is restored instead,
+            with ``requested_step`` and ``lost_steps`` set and a warning logged; if there is none,
+            None (a fresh start, ``step`` steps lost). The restored version is pinned (:meth:`pin`).
 
         Returns
         -------
         info : CheckpointInfo or None
             The restored version (``skipped_versions`` lists corrupt newer ones), or None if the trial
-            has no published version.
+            has no usable version (none published; with ``step``: none intact at or before it).
 
         Raises
         ------
         CheckpointError
-            If published versions exist but none is intact (at ``step``, if given).
+            Without ``step``: if published versions exist but none is intact.
+        StoreUnavailable
+            If the store stays unreachable through the retries.
         """
 
     @abc.abstractmethod
@@ -160,10 +282,74 @@ class CheckpointStore(abc.ABC):
 
     def restore_trainable(self, trial_id: str, trainable: Trainable, *,
                           step: int | None = None) -> CheckpointInfo | None:
-        """Restore the newest intact version (at ``step``, if given) into ``trainable``; None (and no
-        change) if the trial has no checkpoint."""
+        """Restore the newest intact version (at ``step``, if given, with :meth:`restore`'s fallback)
+        into ``trainable``; None (and no change) if there is nothing to restore."""
         with tempfile.TemporaryDirectory(prefix=f"spottune-{trial_id}-") as tmp:
             info = self.restore(trial_id, Path(tmp) / "ckpt", step=step)
             if info is not None:
                 trainable.restore(Path(tmp) / "ckpt")
             return info
+
+
+class StoreMonitor:
+    """Is the checkpoint store up? For a driver that must pause launches during an outage.
+
+    :meth:`reachable` probes the store (:meth:`CheckpointStore.probe`) at most once per
+    ``min_interval_s`` and remembers the answer; once the store has been unreachable for
+    ``give_up_after_s`` wall seconds in a row it raises :class:`StoreUnavailable` instead, so a
+    persistent outage ends the run with a clear error rather than churning instances.
+
+    Parameters
+    ----------
+    store : CheckpointStore
+    give_up_after_s : float, default 120.0
+        Wall seconds of continuous outage after which :meth:`reachable` raises.
+    min_interval_s : float, default 0.5
+        Wall seconds between probes (answers in between are cached).
+    clock : callable, default ``time.monotonic``
+        Wall clock, seconds.
+
+    Attributes
+    ----------
+    last : StoreHealth or None
+        The latest probe.
+    down_since : float or None
+        Clock time of the first failed probe of the current outage; None while the store is up.
+    outages : int
+        Outages seen (transitions from up to down).
+    """
+
+    def __init__(self, store: "CheckpointStore", *, give_up_after_s: float = 120.0, min_interval_s: float = 0.5,
+                 clock: Any = None):
+        import time as _time
+
+        self.store = store
+        self.give_up_after_s = float(give_up_after_s)
+        self.min_interval_s = float(min_interval_s)
+        self.clock = clock or _time.monotonic
+        self.last: StoreHealth | None = None
+        self._last_at = -float("inf")
+        self.down_since: float | None = None
+        self.outages = 0
+
+    def reachable(self) -> bool:
+        """True if the store answers (or answered within ``min_interval_s``); False during an outage.
+
+        Raises
+        ------
+        StoreUnavailable
+            If the store has been unreachable for ``give_up_after_s`` seconds or more.
+        """
+        now = self.clock()
+        if self.last is None or now - self._last_at >= self.min_interval_s:
+            self.last, self._last_at = self.store.probe(), now
+            if self.last.ok:
+                self.down_since = None
+            elif self.down_since is None:
+                self.down_since = now
+                self.outages += 1
+        if self.down_since is not None and now - self.down_since >= self.give_up_after_s:
+            raise StoreUnavailable(f"{self.last.error if self.last else 'checkpoint store is unreachable'}; "
+                                   f"unreachable for {now - self.down_since:.1f} s (limit {self.give_up_after_s:g} s), "
+                                   "giving up")
+        return self.down_since is None

@@ -14,6 +14,7 @@ file system, one PUT on S3 (S3 never exposes a partially written object).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import logging
@@ -21,17 +22,18 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import fsspec
 
-from spottune.checkpoint._base import CheckpointInfo, CheckpointStore, FileEntry
+from spottune.checkpoint._base import CheckpointInfo, CheckpointStore, FileEntry, RetryPolicy, StoreHealth, StoreUnavailable
 from spottune.errors import CheckpointError, ConfigError
 
-__all__ = ["FsspecCheckpointStore", "open_store"]
+__all__ = ["FsspecCheckpointStore", "is_transient", "open_store"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,32 @@ class _Corrupt(Exception):
     """A version failed verification; the message says why (internal)."""
 
 
+_T = TypeVar("_T")
+_TRANSIENT_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EHOSTUNREACH,
+                     errno.ENETUNREACH, errno.ENETDOWN, errno.EAGAIN, errno.EPIPE}
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a storage error may go away by itself (connection refused/reset, timeouts, 5xx).
+
+    Missing files, permissions and bad data are not transient. Used by the retry loop.
+    """
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        return False
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return True
+    if isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS:
+        return True
+    names = {c.__name__ for c in type(exc).__mro__}
+    if names & {"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError",
+                "ClientConnectionError", "ServerDisconnectedError", "FSTimeoutError", "HTTPClientError",
+                "IncompleteRead", "ResponseParserError", "ClientPayloadError"}:
+        return True
+    text = str(exc)
+    return any(s in text for s in ("Could not connect", "Connection refused", "ServiceUnavailable", "SlowDown",
+                                   "InternalError", "503", "502", "500 "))
+
+
 class FsspecCheckpointStore(CheckpointStore):
     """Atomic, versioned, verified checkpoints on any fsspec file system.
 
@@ -75,6 +103,10 @@ class FsspecCheckpointStore(CheckpointStore):
     verify_after_write : bool, default True
         Read every uploaded file back and compare its SHA-256 before publishing. With False only
         the sizes are compared (cheaper on slow links).
+    retry : RetryPolicy, optional
+        Backoff for transient storage errors (default :class:`RetryPolicy()`, at most about 10 s of
+        sleeps per operation). For S3, s3fs' own retries are turned off and botocore's too unless
+        ``config_kwargs`` sets them, so this policy alone bounds the time an outage takes to surface.
 
     Raises
     ------
@@ -83,7 +115,7 @@ class FsspecCheckpointStore(CheckpointStore):
     """
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None, *, keep: int = 2,
-                 verify_after_write: bool = True):
+                 verify_after_write: bool = True, retry: RetryPolicy | None = None):
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
             raise ConfigError(f"keep is {keep!r}, but must be an integer >= 1")
         options = dict(storage_options or {})
@@ -92,14 +124,23 @@ class FsspecCheckpointStore(CheckpointStore):
         protocol = url.split("://", 1)[0] if "://" in url else "file"
         if protocol in ("s3", "s3a"):
             options.setdefault("use_listings_cache", False)
+            config = dict(options.get("config_kwargs") or {})
+            config.setdefault("retries", {"max_attempts": 1, "mode": "standard"})
+            config.setdefault("connect_timeout", 2)
+            config.setdefault("read_timeout", 20)
+            options["config_kwargs"] = config
         try:
             self.fs, root = fsspec.core.url_to_fs(url, **options)
         except (ValueError, ImportError) as exc:
             raise ConfigError(f"storage_path is {url!r}, but it cannot be opened: {exc}") from None
+        if protocol in ("s3", "s3a") and hasattr(self.fs, "retries"):
+            self.fs.retries = 1  # s3fs' own retry loop (5 tries) off: self.retry alone decides
         self.url = url
         self.root = root.rstrip("/")
         self.keep = keep
         self.verify_after_write = verify_after_write
+        self.retry = retry if retry is not None else RetryPolicy()
+        self._pins: dict[str, int] = {}
         self._local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
 
     def __repr__(self) -> str:
@@ -111,12 +152,60 @@ class FsspecCheckpointStore(CheckpointStore):
             raise CheckpointError(f"trial id {trial_id!r} is not usable in a path (letters, digits, - _ . only)")
         return f"{self.root}/{trial_id}"
 
+    def _call(self, what: str, fn: Callable[[], _T]) -> _T:
+        """Run one storage operation, retrying transient errors (:attr:`retry`).
+
+        Raises
+        ------
+        StoreUnavailable
+            After the last attempt failed with a transient error.
+        """
+        delays = self.retry.delays()
+        t0 = time.monotonic()
+        for attempt in range(len(delays) + 1):
+            try:
+                return fn()
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                if attempt == len(delays):
+                    raise StoreUnavailable(
+                        f"checkpoint store {self.url} is unreachable: {what} failed {attempt + 1} times over "
+                        f"{time.monotonic() - t0:.1f} s ({type(exc).__name__}: {str(exc)[:200]})") from None
+                log.warning("checkpoint store %s: %s failed (%s: %s); retry %d/%d in %.2f s", self.url, what,
+                            type(exc).__name__, str(exc)[:200], attempt + 1, len(delays), delays[attempt])
+                time.sleep(delays[attempt])
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def _ls(self, path: str) -> list[str]:
+        def ls() -> list[str]:
+            try:
+                self.fs.invalidate_cache(path)
+                return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(path, detail=False)]
+            except FileNotFoundError:
+                return []
+        return self._call(f"listing {path}", ls)
+
+    def probe(self) -> StoreHealth:
+        t0 = time.monotonic()
         try:
-            self.fs.invalidate_cache(path)
-            return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(path, detail=False)]
-        except FileNotFoundError:
-            return []
+            self.fs.invalidate_cache(self.root)
+            try:
+                self.fs.ls(self.root, detail=False)
+            except FileNotFoundError:
+                pass  # a store nobody has written to yet is reachable
+        except Exception as exc:
+            return StoreHealth(ok=False, latency_s=time.monotonic() - t0, checked_at=time.time(),
+                               error=f"checkpoint store {self.url} is unreachable ({type(exc).__name__}: "
+                                     f"{str(exc)[:200]})")
+        return StoreHealth(ok=True, latency_s=time.monotonic() - t0, checked_at=time.time())
+
+    def pin(self, trial_id: str, version: int | None) -> None:
+        self._trial(trial_id)
+        if version is None:
+            self._pins.pop(trial_id, None)
+        else:
+            self._pins[trial_id] = int(version)
 
     def _url(self, path: str) -> str:
         return self.fs.unstrip_protocol(path)
@@ -129,7 +218,7 @@ class FsspecCheckpointStore(CheckpointStore):
     def _read_manifest(self, trial_id: str, version: int) -> CheckpointInfo:
         path = f"{self._trial(trial_id)}/manifests/v{version:08d}.json"
         try:
-            doc = json.loads(self.fs.cat_file(path))
+            doc = json.loads(self._call(f"reading {path}", lambda: self.fs.cat_file(path)))
             body, digest = doc["body"], doc["sha256"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise _Corrupt(f"manifest {path} is unreadable ({type(exc).__name__}: {exc})") from None
@@ -152,15 +241,17 @@ class FsspecCheckpointStore(CheckpointStore):
         base = self._data_path(info)
         for rel, entry in info.files.items():
             src = f"{base}/{rel}"
-            try:
+
+            def read(src: str = src, rel: str = rel) -> tuple[str, int]:
                 with self.fs.open(src, "rb") as fh:
                     if dest is None:
-                        digest, size = _sha256_file(fh)
-                    else:
-                        target = dest / rel
-                        target.parent.mkdir(parents=True, exist_ok=True)
-                        with open(target, "wb") as out:
-                            digest, size = _sha256_file(_Tee(fh, out))
+                        return _sha256_file(fh)
+                    target = dest / rel
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with open(target, "wb") as out:
+                        return _sha256_file(_Tee(fh, out))
+            try:
+                digest, size = self._call(f"reading {src}", read)
             except FileNotFoundError:
                 raise _Corrupt(f"version {info.version}: file {rel} is missing") from None
             except OSError as exc:
@@ -170,14 +261,15 @@ class FsspecCheckpointStore(CheckpointStore):
                                f"manifest says {entry.sha256[:12]}.../{entry.size_bytes} B")
 
     def _newest_good(self, trial_id: str, dest: Path | None, step: int | None = None) -> CheckpointInfo | None:
+        """The newest intact version (with ``step``: at it, else the newest intact one before it)."""
         versions = self._manifest_versions(trial_id)
         skipped: list[int] = []
         reasons: list[str] = []
         for version in reversed(versions):
             try:
                 info = self._read_manifest(trial_id, version)
-                if step is not None and info.step != step:
-                    continue
+                if step is not None and info.step > step:
+                    continue  # published after the confirmed step: never confirmed, ignore
                 if dest is not None:
                     _clear(dest)
                 self._check_version(info, dest)
@@ -188,10 +280,20 @@ class FsspecCheckpointStore(CheckpointStore):
                 continue
             if skipped:
                 info = dataclasses.replace(info, skipped_versions=tuple(skipped))
+            if step is not None and info.step < step:
+                log.warning("checkpoint of trial %s: no intact version at step %d (%s); falling back to version "
+                            "%d at step %d, %d steps lost", trial_id, step, "; ".join(reasons) or "missing",
+                            info.version, info.step, step - info.step)
+                info = dataclasses.replace(info, requested_step=step, lost_steps=step - info.step)
             return info
-        if step is not None and versions:
-            raise CheckpointError(f"trial {trial_id}: no intact checkpoint at step {step} among versions {versions}"
-                                  + (": " + "; ".join(reasons) if reasons else ""))
+        if step is not None:
+            if versions or step > 0:
+                log.warning("checkpoint of trial %s: no intact version at or before step %d among versions %s%s; "
+                            "starting afresh, %d steps lost", trial_id, step, versions,
+                            ": " + "; ".join(reasons) if reasons else "", step)
+            if dest is not None:
+                _clear(dest)
+            return None
         if versions:
             raise CheckpointError(f"trial {trial_id}: no intact checkpoint among versions {versions}: " + "; ".join(reasons))
         return None
@@ -213,7 +315,10 @@ class FsspecCheckpointStore(CheckpointStore):
         dest = Path(local_dir)
         if dest.exists() and any(dest.iterdir()):
             raise CheckpointError(f"restore target {dest} is not empty")
-        return self._newest_good(trial_id, dest, step)
+        info = self._newest_good(trial_id, dest, step)
+        if info is not None:
+            self.pin(trial_id, info.version)
+        return info
 
     def save(self, trial_id: str, local_dir: str | os.PathLike[str], *, step: int,
              metadata: Mapping[str, Any] | None = None) -> CheckpointInfo:
@@ -239,10 +344,12 @@ class FsspecCheckpointStore(CheckpointStore):
         for rel, entry in entries.items():
             target = f"{data}/{rel}"
             if self.verify_after_write:
-                with self.fs.open(target, "rb") as fh:
-                    digest, size = _sha256_file(fh)
+                def read_back(target: str = target) -> tuple[str, int]:
+                    with self.fs.open(target, "rb") as fh:
+                        return _sha256_file(fh)
+                digest, size = self._call(f"reading back {target}", read_back)
             else:
-                digest, size = entry.sha256, int(self.fs.size(target))
+                digest, size = entry.sha256, int(self._call(f"sizing {target}", lambda t=target: self.fs.size(t)))
             if digest != entry.sha256 or size != entry.size_bytes:
                 self._rm(data)
                 raise CheckpointError(f"trial {trial_id}: uploaded {rel} reads back as sha256 {digest[:12]}... "
@@ -254,8 +361,11 @@ class FsspecCheckpointStore(CheckpointStore):
         doc = json.dumps({"body": body, "sha256": _body_digest(body)}, indent=1).encode()
         self._publish(f"{trial}/manifests/v{version:08d}.json", doc)
         info = self._read_manifest(trial_id, version)
-        # 4. retention: older versions beyond `keep`, and leftovers of crashed writers
-        self._prune(trial_id, keep_from=self._manifest_versions(trial_id)[-self.keep:], current=data_rel)
+        # 4. retention: older versions beyond `keep` (never the pinned one), and leftovers of crashed writers
+        keep = set(self._manifest_versions(trial_id)[-self.keep:]) | {version}
+        if trial_id in self._pins:
+            keep.add(self._pins[trial_id])
+        self._prune(trial_id, keep=keep, current=data_rel)
         return info
 
     def delete(self, trial_id: str) -> None:
@@ -265,7 +375,7 @@ class FsspecCheckpointStore(CheckpointStore):
     def _put(self, local: str, remote: str) -> None:
         if self._local:
             self.fs.makedirs(remote.rsplit("/", 1)[0], exist_ok=True)
-        self.fs.put_file(local, remote)
+        self._call(f"uploading {remote}", lambda: self.fs.put_file(local, remote))
 
     def _publish(self, path: str, payload: bytes) -> None:
         if self._local:
@@ -278,20 +388,21 @@ class FsspecCheckpointStore(CheckpointStore):
                 os.fsync(fh.fileno())
             os.replace(tmp, path)  # atomic on POSIX
         else:
-            self.fs.pipe_file(path, payload)  # one PUT: atomic on S3 and in memory
+            self._call(f"writing {path}", lambda: self.fs.pipe_file(path, payload))  # one PUT: atomic on S3
 
     def _rm(self, path: str) -> None:
-        try:
-            self.fs.rm(path, recursive=True)
-        except FileNotFoundError:
-            pass
+        def rm() -> None:
+            try:
+                self.fs.rm(path, recursive=True)
+            except FileNotFoundError:
+                pass
+        self._call(f"deleting {path}", rm)
 
-    def _prune(self, trial_id: str, keep_from: list[int], current: str) -> None:
+    def _prune(self, trial_id: str, keep: set[int], current: str) -> None:
         trial = self._trial(trial_id)
-        oldest_kept = min(keep_from)
         kept_data = {current.rsplit("/", 1)[-1]}
         for v in self._manifest_versions(trial_id):
-            if v < oldest_kept:
+            if v not in keep:
                 self._rm(f"{trial}/manifests/v{v:08d}.json")  # unpublish first, then delete the data
                 continue
             try:
@@ -331,7 +442,7 @@ class _Tee:
 
 
 def open_store(storage_path: str, storage_options: Mapping[str, Any] | None = None, *, keep: int = 2,
-               verify_after_write: bool = True) -> CheckpointStore:
+               verify_after_write: bool = True, retry: RetryPolicy | None = None) -> CheckpointStore:
     """Open the checkpoint store at ``storage_path`` (folder, ``file://``, ``s3://`` or ``memory://``).
 
     Parameters
@@ -344,9 +455,17 @@ def open_store(storage_path: str, storage_options: Mapping[str, Any] | None = No
         Versions kept per trial.
     verify_after_write : bool, default True
         Read uploads back and compare checksums before publishing.
+    retry : RetryPolicy, optional
+        Backoff for transient storage errors (default ``RetryPolicy()``).
 
     Returns
     -------
     store : CheckpointStore
+
+    Raises
+    ------
+    ConfigError
+        If the URL's protocol is unknown or ``keep < 1``.
     """
-    return FsspecCheckpointStore(storage_path, storage_options, keep=keep, verify_after_write=verify_after_write)
+    return FsspecCheckpointStore(storage_path, storage_options, keep=keep, verify_after_write=verify_after_write,
+                                 retry=retry)

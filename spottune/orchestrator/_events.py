@@ -61,6 +61,10 @@ class TrialLaunched:
         The market of the instance.
     started_s : float
         Engine seconds when the instance started (billing start, <= ``time_s``).
+    restored_step : int or None
+        Set when the instance restored an *earlier* step than the Launch's ``resume_step`` (that
+        checkpoint was missing or corrupt and the store fell back to the newest good earlier one, or
+        to a fresh start, 0); the trial continues from it and the difference counts as lost steps.
     """
 
     time_s: float
@@ -68,6 +72,7 @@ class TrialLaunched:
     instance_id: str
     market: Market
     started_s: float
+    restored_step: int | None = None
 
 
 @dataclass(**_EVENT)

@@ -207,6 +207,12 @@ class Orchestrator:
                 if event.market not in tr.markets_used:
                     tr.markets_used.append(event.market)
                 tr.started_s, tr.train_end_s = t, None
+                if event.restored_step is not None and 0 <= event.restored_step < tr.checkpoint_step:
+                    # the confirmed checkpoint was missing or corrupt: the store fell back (issue 11)
+                    tr.lost_steps += tr.checkpoint_step - event.restored_step
+                    tr.checkpoint_step = event.restored_step
+                    cut = int(np.searchsorted(tr.steps, tr.checkpoint_step, side="right"))
+                    del tr.steps[cut:], tr.losses[cut:]
                 tr.segment_start_step = tr.step = tr.checkpoint_step
             case LaunchFailed():
                 out.append(ScheduleWakeUp(trial_id=tr.trial_id, at_s=t + self.config.launch_retry_s))

@@ -9,7 +9,11 @@ Stands in for the paper's GBTR job on synthetic data (Table II).
   residuals on a random 80 % subsample (drawn from ``self.rng``) and adds ``learning_rate`` times
   its prediction. Training and validation predictions are updated incrementally, so a step costs
   O(1) trees, not O(steps) as ``GradientBoostingRegressor(warm_start=True)`` refits would (measured
-  5-12 ms per step with warm start). Checkpoint: the pickled :class:`BoostedTrees` model.
+  5-12 ms per step with warm start). Checkpoint, with no pickle (issue 11: loading must not run
+  code from the store): ``model.json`` (initial value, learning rate, number of trees), ``pred.npz``
+  (cached predictions; ``allow_pickle=False``) and ``trees.skops`` (the trees, skops format, loaded
+  trusting only ``DecisionTreeRegressor`` and its ``Tree``, whose node indices are bounds-checked
+  before use).
 - [I] D13 grid (invented): ``learning_rate`` in {0.02, 0.05, 0.1, 0.2} x ``max_depth`` in {1, 2, 3, 5}.
   Real cost about 1-2 ms per step.
 - Simulated costs: 60 s per step on the 2-vCPU reference instance (one tree on a large synthetic set;
@@ -18,13 +22,14 @@ Stands in for the paper's GBTR job on synthetic data (Table II).
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from spottune.errors import CheckpointError
 from spottune.trainable import Trainable
 from spottune.workloads._data import load
 from spottune.workloads._registry import Workload
@@ -75,12 +80,69 @@ class GBT(Trainable):
         return {"val_mse": float(np.mean(r * r)), "n_trees": float(len(m.trees))}
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
-        with open(os.path.join(checkpoint_dir, "model.pkl"), "wb") as fh:
-            pickle.dump(self.model, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        import skops.io as sio
+
+        m = self.model
+        with open(os.path.join(checkpoint_dir, "model.json"), "w") as fh:
+            json.dump({"init_value": m.init_value, "learning_rate": m.learning_rate, "n_trees": len(m.trees)}, fh)
+        with open(os.path.join(checkpoint_dir, "pred.npz"), "wb") as fh:
+            np.savez(fh, pred_train=m.pred_train, pred_val=m.pred_val)
+        sio.dump(list(m.trees), os.path.join(checkpoint_dir, "trees.skops"))
 
     def load_checkpoint(self, checkpoint_dir: str) -> None:
-        with open(os.path.join(checkpoint_dir, "model.pkl"), "rb") as fh:
-            self.model = pickle.load(fh)
+        """Read the model back without unpickling anything.
+
+        Raises
+        ------
+        CheckpointError
+            If a file is missing or malformed, holds a type other than the trees, or a tree's node
+            indices point outside the tree (a crafted file could otherwise read memory out of bounds).
+        """
+        import skops.io as sio
+
+        try:
+            with open(os.path.join(checkpoint_dir, "model.json")) as fh:
+                doc = json.load(fh)
+            with np.load(os.path.join(checkpoint_dir, "pred.npz"), allow_pickle=False) as z:
+                pred_train, pred_val = z["pred_train"], z["pred_val"]
+            trees = sio.load(os.path.join(checkpoint_dir, "trees.skops"), trusted=_TRUSTED)
+            model = BoostedTrees(float(doc["init_value"]), float(doc["learning_rate"]), list(trees),
+                                 pred_train=pred_train, pred_val=pred_val)
+        except CheckpointError:
+            raise
+        except Exception as exc:  # skops' UntrustedTypesFoundException, OSError, KeyError, ValueError ...
+            raise CheckpointError(f"gbt checkpoint in {checkpoint_dir} is unusable: {type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+        n_features = self._X_all32.shape[1]
+        if len(model.trees) != int(doc["n_trees"]) or pred_train.shape != (len(self.data.y_train),) \
+                or pred_val.shape != (len(self.data.y_val),):
+            raise CheckpointError(f"gbt checkpoint in {checkpoint_dir} does not match the data or its own tree count")
+        for i, tree in enumerate(model.trees):
+            _check_tree(tree, n_features, f"gbt checkpoint in {checkpoint_dir}, tree {i}")
+        self.model = model
+
+
+_TRUSTED = ["sklearn.tree._classes.DecisionTreeRegressor", "sklearn.tree._tree.Tree"]
+
+
+def _check_tree(tree: Any, n_features: int, what: str) -> None:
+    """Refuse a tree whose node indices or features are out of range (scikit-learn does not check them)."""
+    from sklearn.tree import DecisionTreeRegressor
+
+    if type(tree) is not DecisionTreeRegressor or not hasattr(tree, "tree_"):
+        raise CheckpointError(f"{what} is {type(tree).__name__}, not a fitted DecisionTreeRegressor")
+    t = tree.tree_
+    n = int(t.node_count)
+    left, right, feature = t.children_left, t.children_right, t.feature
+    leaf = left == -1
+    ok = (n >= 1 and len(left) == len(right) == len(feature) == n and t.value.shape[0] == n
+          and np.array_equal(leaf, right == -1)
+          and bool(np.all(left[~leaf] > np.arange(n)[~leaf])) and bool(np.all(left[~leaf] < n))
+          and bool(np.all(right[~leaf] > np.arange(n)[~leaf])) and bool(np.all(right[~leaf] < n))
+          and bool(np.all((feature[~leaf] >= 0) & (feature[~leaf] < n_features)))
+          and int(t.n_features) == n_features and int(t.n_outputs) == 1)
+    if not ok:
+        raise CheckpointError(f"{what}: node indices or features out of range; refusing it")
 
 
 WORKLOAD = Workload(

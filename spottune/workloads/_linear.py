@@ -57,6 +57,6 @@ class LinearSGD(Trainable):
         np.savez(os.path.join(checkpoint_dir, "weights.npz"), w=self.w, b=np.array(self.b))
 
     def load_checkpoint(self, checkpoint_dir: str) -> None:
-        with np.load(os.path.join(checkpoint_dir, "weights.npz")) as f:
+        with np.load(os.path.join(checkpoint_dir, "weights.npz"), allow_pickle=False) as f:
             self.w = f["w"].copy()
             self.b = float(f["b"])

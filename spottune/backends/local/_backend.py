@@ -90,6 +90,9 @@ class LocalSettings:
         worker per trial plus the spares are prepared.
     standby_timeout_s : float, default 300.0
         Wall seconds to wait for the pool to warm up before the clock starts.
+    store_outage_s : float, default 120.0
+        Launches pause while the checkpoint store is unreachable; after this many wall seconds of
+        continuous outage the run ends with ``BackendError`` ("... is unreachable ...").
     """
 
     store_url: str
@@ -104,11 +107,13 @@ class LocalSettings:
     python: str = sys.executable
     standby_workers: int | None = None
     standby_timeout_s: float = 300.0
+    store_outage_s: float = 120.0
 
 
 @dataclass(slots=True, kw_only=True)
 class _Instance(Instance):
     resume_step: int = 0
+    fallback_step: int | None = None  # restored an earlier step than resume_step (store fallback)
     worker: Worker | None = None
     unconfirmed_save: int | None = None  # a save the worker made on its own (IMDS notice)
     segment_saved: bool = False  # the worker reported a checkpoint in this segment (it then stops)
@@ -164,6 +169,10 @@ class LocalBackend(ReplayDriver):
                                 storage_options=settings.storage_options, spares=self._spares,
                                 on_line=lambda inst, msg: self._q.put(("line", inst, msg)),
                                 on_eof=lambda inst, code: self._q.put(("eof", inst, code)))
+        from spottune.checkpoint import StoreMonitor, open_store
+
+        self.store_monitor = StoreMonitor(open_store(settings.store_url, settings.storage_options),
+                                          give_up_after_s=settings.store_outage_s)
         self.record.meta.update(time_scale=settings.time_scale, store=settings.store_url,
                                 reference_seconds_per_step=self.ref_sps, poll_s=settings.poll_s)
 
@@ -308,7 +317,10 @@ class LocalBackend(ReplayDriver):
 
     def _launched(self, inst: _Instance) -> None:
         inst.ready = True
-        self._deliver(inst.trial_launched(self.now_s()))
+        event = inst.trial_launched(self.now_s())
+        if inst.fallback_step is not None:
+            event = dataclasses.replace(event, restored_step=inst.fallback_step)
+        self._deliver(event)
 
     # -- worker reports -----------------------------------------------------------------------------
     def _on_line(self, inst: _Instance, msg: Mapping[str, Any]) -> None:
@@ -317,9 +329,14 @@ class LocalBackend(ReplayDriver):
             return
         now = self.now_s()
         if kind == "ready":
-            if int(msg.get("step", -1)) != inst.resume_step:
+            restored = int(msg.get("step", -1))
+            if restored != inst.resume_step and not (0 <= restored < inst.resume_step and "lost_steps" in msg):
                 raise BackendError(f"trial {inst.trial_id}: worker restored step {msg.get('step')}, "
                                    f"but the Launch asked for step {inst.resume_step}")
+            if restored != inst.resume_step:  # the store fell back to an earlier good version
+                inst.fallback_step = inst.step = inst.saved_step = restored
+                self._checkpoint_step[inst.trial_id] = restored
+                inst.stats.update(fallback_from_step=inst.resume_step, fallback_lost_steps=msg.get("lost_steps"))
             inst.stats.update(ready_wall_s=self.clock.wall_s(), restore_s=msg.get("restore_s"),
                               restored_version=msg.get("version"))
             self._launched(inst)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spottune.checkpoint._secrets import worker_env
 from spottune.errors import BackendError
 
 __all__ = ["Worker", "WorkerPool", "segment_argv"]
@@ -79,7 +80,9 @@ class WorkerPool:
         Workload the standby workers warm up.
     store_url : str
     storage_options : mapping
-        The checkpoint store of every worker (opened ahead of time by the standby ones).
+        The checkpoint store of every worker (opened ahead of time by the standby ones). Credentials
+        in it reach the workers through their environment only
+        (:func:`spottune.checkpoint._secrets.worker_env`), with a per-pool checkpoint HMAC key.
     spares : int
         Warm workers kept beyond the running ones; 0 starts every segment cold (no pool).
     on_line : callable (owner, msg: dict) -> None
@@ -95,7 +98,8 @@ class WorkerPool:
         self.python = python
         self.workload = workload
         self.store_url = store_url
-        self.storage_options = dict(storage_options)
+        # credentials go to the workers' environment, never their command line (visible in `ps`)
+        self.storage_options, self._secret_env = worker_env(storage_options)
         self.log_dir = log_dir
         self.spares = max(0, int(spares))
         self.enabled = self.spares > 0
@@ -116,6 +120,7 @@ class WorkerPool:
         root = str(Path(__file__).resolve().parents[2])
         extra = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
         env["PYTHONPATH"] = os.pathsep.join([root, os.getcwd(), *extra])
+        env.update(self._secret_env)  # storage credentials and the experiment's checkpoint HMAC key
         log_path = self.log_dir / f"{name}.log"
         with open(log_path, "wb") as stderr:
             proc = subprocess.Popen([self.python, "-m", "spottune.backends.local.worker", *argv], stdin=subprocess.PIPE,

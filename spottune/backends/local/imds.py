@@ -3,8 +3,10 @@
 The **client** (:class:`ImdsClient`) is the code a worker runs on a real EC2 spot instance: it asks
 ``/latest/meta-data/spot/instance-action`` (404 = no interruption scheduled; 200 = JSON
 ``{"action": "terminate"|"stop"|"hibernate", "time": "2026-01-01T00:02:00Z"}``), using an IMDSv2
-session token (``PUT /latest/api/token``) and falling back to IMDSv1 if the token route is absent.
-AWS recommends polling every 5 s.
+session token (``PUT /latest/api/token``). If the token request fails, that one request falls back
+to IMDSv1 (logged) and the token is asked for again on the next one: the fallback is never
+permanent. A 401 (tokens required) renews the token and retries once; a second 401 raises
+:class:`ImdsUnauthorized`, never swallowed. AWS recommends polling every 5 s.
 
 The **emulator** (:class:`ImdsEmulator`) is a small ``http.server`` in a daemon thread on
 127.0.0.1. One emulator serves many emulated instances, each under its own path prefix, so a worker
@@ -16,6 +18,7 @@ is given ``--imds-url http://127.0.0.1:PORT/i-00001`` where a real one uses
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import threading
 import urllib.error
@@ -25,12 +28,18 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["DEFAULT_IMDS_URL", "ImdsClient", "ImdsEmulator", "InstanceAction"]
+__all__ = ["DEFAULT_IMDS_URL", "ImdsClient", "ImdsEmulator", "ImdsUnauthorized", "InstanceAction"]
+
+log = logging.getLogger(__name__)
 
 #: The link-local address of the real EC2 instance metadata service.
 DEFAULT_IMDS_URL = "http://169.254.169.254"
 _ACTION_PATH = "/latest/meta-data/spot/instance-action"
 _TOKEN_PATH = "/latest/api/token"
+
+
+class ImdsUnauthorized(PermissionError):
+    """IMDS answered 401 (session tokens are required) even with a freshly requested token."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,40 +69,32 @@ class ImdsClient:
         self.token_ttl_s = int(token_ttl_s)
         self._token: str | None = None
         self._token_expiry_s = 0.0
-        self._v1 = False
+        #: Requests sent without a token because the token request failed (IMDSv1 fallbacks).
+        self.v1_fallbacks = 0
 
     def _fresh_token(self) -> str | None:
+        """A valid IMDSv2 token, or None (logged) if the token request failed: this one request uses IMDSv1."""
         import time
 
-        if self._v1:
-            return None
         if self._token is not None and time.monotonic() < self._token_expiry_s:
             return self._token
+        self._token = None
         req = urllib.request.Request(self.base_url + _TOKEN_PATH, method="PUT",
                                      headers={"X-aws-ec2-metadata-token-ttl-seconds": str(self.token_ttl_s)})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                self._token = resp.read().decode()
-        except urllib.error.HTTPError as exc:
-            if exc.code in (403, 404, 405):
-                self._v1 = True  # no IMDSv2 here: plain GETs
-                return None
-            raise
+                token = resp.read().decode()
+        except OSError as exc:  # HTTPError, URLError, timeouts
+            self.v1_fallbacks += 1
+            log.warning("IMDS %s: session token request failed (%s); this request falls back to IMDSv1, "
+                        "the token is asked for again next time", self.base_url, exc)
+            return None
+        self._token = token
         self._token_expiry_s = time.monotonic() + 0.9 * self.token_ttl_s
         return self._token
 
-    def get(self, path: str) -> str | None:
-        """GET a metadata path; the body, or None on 404.
-
-        Raises
-        ------
-        OSError
-            If the service cannot be reached or answers with another error (``urllib.error.URLError``).
-        """
-        headers = {}
-        token = self._fresh_token()
-        if token is not None:
-            headers["X-aws-ec2-metadata-token"] = token
+    def _get_once(self, path: str, token: str | None) -> str | None:
+        headers = {"X-aws-ec2-metadata-token": token} if token is not None else {}
         req = urllib.request.Request(self.base_url + path, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
@@ -101,9 +102,36 @@ class ImdsClient:
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 return None
-            if exc.code == 401:
-                self._token = None  # expired token: renew on the next call
             raise
+
+    def get(self, path: str) -> str | None:
+        """GET a metadata path; the body, or None on 404.
+
+        Raises
+        ------
+        ImdsUnauthorized
+            If the service answers 401 (tokens required) twice, the second time with a token
+            requested just before (a ``PermissionError``, so an ``OSError``).
+        OSError
+            If the service cannot be reached or answers with another error (``urllib.error.URLError``).
+        """
+        try:
+            return self._get_once(path, self._fresh_token())
+        except urllib.error.HTTPError as exc:
+            if exc.code != 401:
+                raise
+        log.warning("IMDS %s: 401 Unauthorized for %s (session tokens are required); renewing the token and "
+                    "retrying", self.base_url, path)
+        self._token = None
+        token = self._fresh_token()
+        try:
+            return self._get_once(path, token)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 401:
+                raise
+            raise ImdsUnauthorized(f"IMDS {self.base_url}: 401 Unauthorized for {path} even after renewing the "
+                                   f"session token ({'no token could be obtained' if token is None else 'token refused'})"
+                                   ) from None
 
     def instance_action(self) -> InstanceAction | None:
         """The pending spot interruption, or None if none is scheduled.
@@ -154,6 +182,13 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
             self._send(400, "Missing TTL header")
             return
+        with self.server.emulator._lock:
+            fail = self.server.emulator.token_failures > 0
+            if fail:
+                self.server.emulator.token_failures -= 1
+        if fail:
+            self._send(self.server.emulator.token_failure_code, "Token service unavailable")
+            return
         token = secrets.token_urlsafe(24)
         self.server.emulator._tokens.add(token)
         self._send(200, token)
@@ -198,6 +233,11 @@ class ImdsEmulator:
     ----------
     require_token : bool, default False
         Reject GETs without a valid IMDSv2 token (HTTP 401), like ``HttpTokens=required``.
+    token_failures : int, default 0
+        The first this-many token requests (``PUT /latest/api/token``) fail with ``token_failure_code``
+        (a flaky or throttled token endpoint); settable later as an attribute.
+    token_failure_code : int, default 403
+        HTTP status of those failures.
 
     Examples
     --------
@@ -211,8 +251,10 @@ class ImdsEmulator:
     (True, 'terminate', '2015-05-07T12:00:00Z')
     """
 
-    def __init__(self, *, require_token: bool = False):
+    def __init__(self, *, require_token: bool = False, token_failures: int = 0, token_failure_code: int = 403):
         self.require_token = require_token
+        self.token_failures = int(token_failures)
+        self.token_failure_code = int(token_failure_code)
         self._instances: dict[str, dict[str, Any]] = {}
         self._tokens: set[str] = set()
         self._lock = threading.Lock()

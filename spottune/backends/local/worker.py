@@ -8,7 +8,8 @@ program runs in a local process (local backend, IMDS emulator) and on a real EC2
 Lifecycle:
 
 1. Build the trainable (``setup``) and restore the checkpoint at ``--resume-step`` (0: fresh start;
-   -1: the newest intact one) from the store; print ``ready``.
+   -1: the newest intact one) from the store, or the newest intact earlier one if that one is missing
+   or corrupt; print ``ready``. The restored version is pinned: this segment's save never prunes it.
 2. Train. Each step first waits ``--step-wall-s`` seconds (the simulated step time on this instance
    type divided by the backend's time scale; 0 = full speed), then computes the step and prints its
    metrics. Waiting first means a checkpoint request that arrives during a step discards that step
@@ -24,7 +25,9 @@ Lifecycle:
 Every report is one JSON object per line on stdout, with an ``event`` key:
 
 =============  ===============================================================================
-``ready``      ``step`` (restored step), ``version`` (checkpoint version or null), ``restore_s``
+``ready``      ``step`` (restored step), ``version`` (checkpoint version or null), ``restore_s``; and
+               ``requested_step``, ``lost_steps`` if the checkpoint at ``--resume-step`` was missing or
+               corrupt and an earlier one (or a fresh start) was restored instead
 ``metric``     ``step`` (1-based, across segments), ``metrics`` (name -> float)
 ``notice``     ``action``, ``time`` (from IMDS)
 ``checkpoint`` ``step``, ``version``, ``reason``, ``save_s`` (wall seconds to save and verify)
@@ -70,7 +73,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="trial seed (Trainable.rng)")
     p.add_argument("--max-steps", type=int, default=None, help="the trial's S_max, given to the trainable")
     p.add_argument("--store", required=True, help="checkpoint store URL: folder, file://, s3://, memory://")
-    p.add_argument("--storage-options", default="{}", help="fsspec options for --store, JSON")
+    p.add_argument("--storage-options", default="{}",
+                   help="fsspec options for --store, JSON, without credentials: those come from "
+                        "$SPOTTUNE_STORAGE_SECRETS (JSON, merged in) or the AWS credential chain")
     p.add_argument("--keep", type=int, default=2, help="checkpoint versions kept per trial")
     p.add_argument("--resume-step", type=int, default=-1,
                    help="restore the checkpoint taken at this step; 0 = fresh start; -1 = newest (default)")
@@ -162,11 +167,16 @@ class _Signals:
         self.wake.set()
 
     def poll_imds(self, client: ImdsClient, interval_s: float, stop: threading.Event) -> None:
+        last_error = ""
         while not stop.is_set():
             try:
                 action = client.instance_action()
-            except (OSError, ValueError):
-                action = None  # unreachable or garbled: try again next time
+            except (OSError, ValueError) as exc:  # unreachable, garbled or refused (401): log, try again next time
+                error = _one_line(exc)
+                if error != last_error:  # every new error once, not 20 lines a second
+                    print(f"spottune worker: IMDS poll failed: {error}", file=sys.stderr, flush=True)
+                last_error = error
+                action = None
             if action is not None and not stop.is_set():
                 self.notice = action
                 self.wake.set()
@@ -178,7 +188,7 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
         signals: _Signals | None = None) -> int:
     """Run one segment (see the module docstring); returns the exit code."""
     from spottune.checkpoint import open_store
-    from spottune.errors import SpottuneError
+    from spottune.checkpoint._secrets import storage_options_from_env
     from spottune.workloads import get_workload
 
     out = _Out(stdout or sys.stdout)
@@ -199,7 +209,7 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
         return code
 
     try:
-        store = open_store(args.store, args.storage_options, keep=args.keep)
+        store = open_store(args.store, storage_options_from_env(args.storage_options), keep=args.keep)
         trainable = get_workload(args.workload).make(args.config, seed=args.seed, max_steps=args.max_steps)
     except Exception as exc:  # the user's setup() or a bad workload: report, never a traceback only
         traceback.print_exc(file=sys.stderr)
@@ -211,14 +221,15 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
         if args.resume_step != 0:
             step = None if args.resume_step < 0 else args.resume_step
             info = store.restore_trainable(args.trial, trainable, step=step)
-            if info is None and step is not None:
-                raise SpottuneError(f"trial {args.trial}: no checkpoint to resume at step {step}")
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         out("failed", during="restore", error=_one_line(exc))
         return finish(1)
+    fallback = {}
+    if args.resume_step > 0 and trainable.iteration < args.resume_step:  # the store fell back (missing/corrupt)
+        fallback = {"requested_step": args.resume_step, "lost_steps": args.resume_step - trainable.iteration}
     out("ready", step=trainable.iteration, version=None if info is None else info.version,
-        restore_s=round(time.monotonic() - t0, 6), pid=os.getpid())
+        restore_s=round(time.monotonic() - t0, 6), pid=os.getpid(), **fallback)
 
     if args.imds_url.lower() != "none":
         threading.Thread(target=sig.poll_imds, args=(ImdsClient(args.imds_url), args.poll_s, stop_polling),
@@ -296,7 +307,9 @@ def _warm_up(workload: str, store: str | None, storage_options: dict[str, Any]) 
         print(f"spottune worker: warm-up of workload {workload!r} failed: {_one_line(exc)}", file=sys.stderr)
     if store:
         try:
-            open_store(store, storage_options)
+            from spottune.checkpoint._secrets import storage_options_from_env
+
+            open_store(store, storage_options_from_env(storage_options))
         except Exception as exc:
             print(f"spottune worker: warm-up of store {store!r} failed: {_one_line(exc)}", file=sys.stderr)
 

@@ -1,0 +1,172 @@
+"""Keeping secrets out of command lines, results and logs, and authenticating pickled checkpoints.
+
+- **Storage credentials.** fsspec ``storage_options`` may hold credentials (``key``, ``secret``,
+  ``token``, ``client_kwargs.aws_secret_access_key`` ...). :func:`split_secrets` separates them from
+  the rest; a driver puts the public part on a worker's command line and the secret part in the
+  worker's environment (:data:`STORAGE_SECRETS_ENV`, JSON), which other users cannot read through
+  ``ps``; the worker merges them back (:func:`storage_options_from_env`). With no credentials in the
+  options, s3fs uses the standard AWS credential chain (environment, profile, instance role).
+- **Redaction.** :func:`redact` replaces every secret-looking value in nested data (and the password
+  of ``scheme://user:pass@host`` URLs) by ``"***"``; results and logs go through it.
+- **Checkpoint authentication.** Pickle runs code when it loads. Where a checkpoint must be a pickle
+  (the function API's arbitrary ``state``), :func:`sign` prefixes it with an HMAC-SHA256 keyed by the
+  experiment's secret (:data:`CHECKPOINT_KEY_ENV`, never written to the store) and :func:`verify`
+  refuses, before anything is unpickled, a file whose tag does not match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from spottune.errors import CheckpointError
+
+__all__ = ["CHECKPOINT_KEY_ENV", "STORAGE_SECRETS_ENV", "checkpoint_key", "is_secret_name", "redact", "sign",
+           "split_secrets", "storage_options_from_env", "verify", "worker_env"]
+
+#: Environment variable holding the secret part of the storage options, JSON (see :func:`split_secrets`).
+STORAGE_SECRETS_ENV = "SPOTTUNE_STORAGE_SECRETS"
+#: Environment variable holding the experiment's checkpoint HMAC key (hex, 32 bytes).
+CHECKPOINT_KEY_ENV = "SPOTTUNE_CHECKPOINT_KEY"
+
+REDACTED = "***"
+_SECRET_EXACT = {"key", "secret", "token", "password", "passwd", "pwd", "access_key", "secret_key",
+                 "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "session_token",
+                 "account_key", "sas_token", "client_secret", "credentials", "api_key", "auth"}
+_SECRET_PART = ("secret", "password", "token", "credential", "private_key", "access_key", "api_key")
+_URL_PASSWORD = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@:\s]+):(?P<pw>[^/@\s]+)@")
+_MAGIC = b"SPOTTUNE-HMAC-SHA256\n"
+_PROCESS_KEY = secrets.token_bytes(32)
+
+
+def is_secret_name(name: object) -> bool:
+    """Whether an option or field named ``name`` holds a credential (``key``, ``secret``, ``*token*`` ...)."""
+    n = str(name).lower()
+    return n in _SECRET_EXACT or any(p in n for p in _SECRET_PART)
+
+
+def split_secrets(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split storage options into (public, secret) nested dicts; merging them back gives ``options``."""
+    public: dict[str, Any] = {}
+    secret: dict[str, Any] = {}
+    for k, v in options.items():
+        if is_secret_name(k):
+            secret[k] = v
+        elif isinstance(v, Mapping):
+            pub, sec = split_secrets(v)
+            public[k] = pub
+            if sec:
+                secret[k] = sec
+        else:
+            public[k] = v
+    return public, secret
+
+
+def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
+
+
+def storage_options_from_env(public: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``public`` options plus the secret ones from :data:`STORAGE_SECRETS_ENV` (if set).
+
+    Raises
+    ------
+    CheckpointError
+        If the variable is set but is not a JSON object.
+    """
+    raw = (os.environ if environ is None else environ).get(STORAGE_SECRETS_ENV)
+    if not raw:
+        return dict(public)
+    try:
+        secret = json.loads(raw)
+    except ValueError:
+        secret = None
+    if not isinstance(secret, dict):
+        raise CheckpointError(f"${STORAGE_SECRETS_ENV} is not a JSON object")
+    return _merge(public, secret)
+
+
+def checkpoint_key(environ: Mapping[str, str] | None = None) -> bytes:
+    """The HMAC key of this experiment: :data:`CHECKPOINT_KEY_ENV` (hex), else a random per-process key.
+
+    Without the variable, checkpoints written by this process can be read back only by this process
+    (a worker of another experiment, or of nobody, cannot forge or replay them).
+
+    Raises
+    ------
+    CheckpointError
+        If the variable is set but is not hex of at least 16 bytes.
+    """
+    raw = (os.environ if environ is None else environ).get(CHECKPOINT_KEY_ENV)
+    if not raw:
+        return _PROCESS_KEY
+    try:
+        key = bytes.fromhex(raw)
+    except ValueError:
+        key = b""
+    if len(key) < 16:
+        raise CheckpointError(f"${CHECKPOINT_KEY_ENV} must be at least 32 hex digits")
+    return key
+
+
+def worker_env(storage_options: Mapping[str, Any], key_hex: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """What a driver gives a worker process: (public storage options for its argv, extra environment).
+
+    The environment holds the secret storage options (:data:`STORAGE_SECRETS_ENV`, only if there are
+    any) and the experiment's checkpoint key (:data:`CHECKPOINT_KEY_ENV`; ``key_hex`` or a new random one).
+    """
+    public, secret = split_secrets(storage_options)
+    env = {CHECKPOINT_KEY_ENV: key_hex or secrets.token_hex(32)}
+    if secret:
+        env[STORAGE_SECRETS_ENV] = json.dumps(secret)
+    return public, env
+
+
+def redact(value: Any) -> Any:
+    """A copy of ``value`` (nested dicts, lists, strings) with secrets replaced by ``"***"``.
+
+    Values under secret-looking keys (:func:`is_secret_name`) are replaced whatever they are; in
+    strings, the password of a ``scheme://user:password@host`` URL is replaced.
+    """
+    if isinstance(value, Mapping):
+        return {k: (REDACTED if is_secret_name(k) and v not in (None, "", {}) else redact(v)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact(v) for v in value)
+    if isinstance(value, str):
+        return _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", value)
+    return value
+
+
+def sign(payload: bytes, key: bytes | None = None) -> bytes:
+    """``payload`` prefixed with a magic line and its HMAC-SHA256 tag (hex) under ``key`` (default :func:`checkpoint_key`)."""
+    tag = hmac.new(key or checkpoint_key(), payload, hashlib.sha256).hexdigest().encode()
+    return _MAGIC + tag + b"\n" + payload
+
+
+def verify(blob: bytes, what: str, key: bytes | None = None) -> bytes:
+    """The payload of a :func:`sign`-ed blob, after checking its tag in constant time.
+
+    Raises
+    ------
+    CheckpointError
+        If the blob is not signed or its tag does not match (tampered, or written by another
+        experiment); the payload is never returned then, so it is never unpickled.
+    """
+    if not blob.startswith(_MAGIC):
+        raise CheckpointError(f"{what} is not an authenticated spottune checkpoint (no HMAC); refusing to unpickle it")
+    rest = blob[len(_MAGIC):]
+    tag, sep, payload = rest.partition(b"\n")
+    expected = hmac.new(key or checkpoint_key(), payload, hashlib.sha256).hexdigest().encode()
+    if not sep or not hmac.compare_digest(tag, expected):
+        raise CheckpointError(f"{what} failed its HMAC check (tampered, or written by another experiment); "
+                              "refusing to unpickle it")
+    return payload
