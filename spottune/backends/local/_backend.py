@@ -24,7 +24,7 @@ are only in where effects come from (the [I] decisions of this backend):
   orchestrator's ``Checkpoint`` reaches the worker on stdin, whichever comes first wins. At the
   termination time the worker process is killed (SIGKILL) if still alive; a checkpoint not finished
   by then is lost and the store keeps the previous good version.
-- **Checkpoint.** ``Checkpoint`` actions become ``{"cmd": "checkpoint"}`` on the worker's stdin;
+- **Checkpoint.** ``Checkpoint`` actions become a ``CheckpointCommand`` on the worker's stdin;
   ``CheckpointSaved`` is sent when the worker reports the published, verified version. Real
   checkpoint and restore times are measured (``meta["worker"]``), not modelled.
 - **Terminate.** Kills the worker (the instance is gone) and bills up to now.
@@ -46,6 +46,7 @@ from typing import Any
 from spottune.backends._base import Progress, RunRecord
 from spottune.backends.local._clock import ScaledClock
 from spottune.backends._replay import Instance, ReplayDriver
+from spottune.backends.local._messages import CheckpointCommand, Failed, Metric, Notice, Ready, Report, Saved
 from spottune.backends.local._pool import Worker, WorkerPool, segment_argv
 from spottune.errors import BackendError
 from spottune.backends.local.imds import ImdsEmulator
@@ -299,7 +300,7 @@ class LocalBackend(ReplayDriver):
             self._post(inst.checkpoint_saved(self.now_s(), action.reason, step))
             return
         inst.pending = action
-        self._pool.command(inst.worker, {"cmd": "checkpoint", "reason": str(action.reason)})
+        self._pool.command(inst.worker, CheckpointCommand(reason=str(action.reason)))
         # if the worker is already gone, its end (failure, termination) answers instead
 
     def _send_or_defer(self, inst: _Instance, event: Any) -> None:
@@ -323,50 +324,57 @@ class LocalBackend(ReplayDriver):
         self._deliver(event)
 
     # -- worker reports -----------------------------------------------------------------------------
-    def _on_line(self, inst: _Instance, msg: Mapping[str, Any]) -> None:
-        kind = msg.get("event")
-        if not inst.alive and kind != "checkpoint":
+    def _on_line(self, inst: _Instance, report: Report) -> None:
+        """One report of ``inst``'s worker (:mod:`._messages`), to its handler."""
+        if not inst.alive and not isinstance(report, Saved):
             return
-        now = self.now_s()
-        if kind == "ready":
-            restored = int(msg.get("step", -1))
-            if restored != inst.resume_step and not (0 <= restored < inst.resume_step and "lost_steps" in msg):
-                raise BackendError(f"trial {inst.trial_id}: worker restored step {msg.get('step')}, "
-                                   f"but the Launch asked for step {inst.resume_step}")
-            if restored != inst.resume_step:  # the store fell back to an earlier good version
-                inst.fallback_step = inst.step = inst.saved_step = restored
-                self._checkpoint_step[inst.trial_id] = restored
-                inst.stats.update(fallback_from_step=inst.resume_step, fallback_lost_steps=msg.get("lost_steps"))
-            inst.stats.update(ready_wall_s=self.clock.wall_s(), restore_s=msg.get("restore_s"),
-                              restored_version=msg.get("version"))
-            self._launched(inst)
-            for event in inst.deferred:
-                if not inst.gone:
-                    self._deliver(dataclasses.replace(event, time_s=self.now_s()))
-            inst.deferred.clear()
-        elif kind == "metric":
-            inst.step = int(msg["step"])
-            inst.executed += 1
-            metrics = {str(k): float(v) for k, v in dict(msg.get("metrics") or {}).items()}
-            self._deliver(inst.metric_reported(now, metrics))
-        elif kind == "checkpoint":
-            if not inst.alive:
-                return  # published too late: the orchestrator rolls back; the store keeps it as unconfirmed
-            step = int(msg["step"])
-            inst.segment_saved = True
-            inst.saved_step = step
-            self._checkpoint_step[inst.trial_id] = step
-            inst.stats.setdefault("save_s", []).append(msg.get("save_s"))
-            if inst.pending is not None:
-                action, inst.pending = inst.pending, None
-                self._deliver(inst.checkpoint_saved(now, action.reason, step))
-            else:
-                inst.unconfirmed_save = step
-        elif kind == "notice":
-            inst.stats["notice_seen_s"] = now
-        elif kind == "failed":
-            inst.stats["failed"] = msg.get("during")
-            self._failed(inst, f"{msg.get('during', '?')}: {msg.get('error', '')}")
+        handler = {Ready: self._on_ready, Metric: self._on_metric, Saved: self._on_saved, Notice: self._on_seen,
+                   Failed: self._on_failed}.get(type(report))
+        if handler is not None:  # Idle and Exited need no answer (the process end is on_eof)
+            handler(inst, report)
+
+    def _on_ready(self, inst: _Instance, report: Ready) -> None:
+        restored = report.step
+        if restored != inst.resume_step and not (0 <= restored < inst.resume_step and report.lost_steps is not None):
+            raise BackendError(f"trial {inst.trial_id}: worker restored step {restored}, "
+                               f"but the Launch asked for step {inst.resume_step}")
+        if restored != inst.resume_step:  # the store fell back to an earlier good version
+            inst.fallback_step = inst.step = inst.saved_step = restored
+            self._checkpoint_step[inst.trial_id] = restored
+            inst.stats.update(fallback_from_step=inst.resume_step, fallback_lost_steps=report.lost_steps)
+        inst.stats.update(ready_wall_s=self.clock.wall_s(), restore_s=report.restore_s, restored_version=report.version)
+        self._launched(inst)
+        for event in inst.deferred:
+            if not inst.gone:
+                self._deliver(dataclasses.replace(event, time_s=self.now_s()))
+        inst.deferred.clear()
+
+    def _on_metric(self, inst: _Instance, report: Metric) -> None:
+        inst.step = int(report.step)
+        inst.executed += 1
+        metrics = {str(k): float(v) for k, v in dict(report.metrics or {}).items()}
+        self._deliver(inst.metric_reported(self.now_s(), metrics))
+
+    def _on_saved(self, inst: _Instance, report: Saved) -> None:
+        if not inst.alive:
+            return  # published too late: the orchestrator rolls back; the store keeps it as unconfirmed
+        step = int(report.step)
+        inst.segment_saved = True
+        inst.saved_step = step
+        self._checkpoint_step[inst.trial_id] = step
+        inst.stats.setdefault("save_s", []).append(report.save_s)
+        if inst.pending is not None:
+            action, inst.pending = inst.pending, None
+            self._deliver(inst.checkpoint_saved(self.now_s(), action.reason, step))
+        else:
+            inst.unconfirmed_save = step
+
+    def _on_seen(self, inst: _Instance, report: Notice) -> None:
+        inst.stats["notice_seen_s"] = self.now_s()
+
+    def _on_failed(self, inst: _Instance, report: Failed) -> None:
+        inst.stats["failed"] = report.during
+        self._failed(inst, f"{report.during}: {report.error}")
 
     def _failed(self, inst: _Instance, error: str) -> None:
         """The trainable (or the worker) failed on this instance: ``SegmentFailed``."""

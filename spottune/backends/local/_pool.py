@@ -2,7 +2,8 @@
 
 Each trial segment runs in ``python -m spottune.backends.local.worker`` (:mod:`spottune.backends.local.worker`): JSON-line commands
 go in on stdin, JSON-line reports come out on stdout, stderr goes to ``<log_dir>/wNNNNN.log``. A reader
-thread per process turns every report into a callback ``on_line(owner, msg)`` and the process's end
+thread per process turns every report into a callback ``on_line(owner, report)`` (a typed report of
+:mod:`spottune.backends.local._messages`) and the process's end
 into ``on_eof(owner, returncode)``, where ``owner`` is what the process runs now (the backend's
 instance record); reports of a process that runs nothing are dropped.
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spottune.backends.local._messages import Command, SegmentCommand, Standby, decode_report, encode
 from spottune.checkpoint._secrets import worker_env
 from spottune.errors import BackendError
 
@@ -143,7 +145,7 @@ class WorkerPool:
         if worker is None:
             return self.spawn(argv, owner=owner), False
         warm = worker.standby.is_set()
-        self.command(worker, {"argv": argv})
+        self.command(worker, SegmentCommand(argv))
         self.refill()
         return worker, warm
 
@@ -203,12 +205,12 @@ class WorkerPool:
 
     # -- talking and stopping -------------------------------------------------------------------------
     @staticmethod
-    def command(worker: Worker | None, cmd: Mapping[str, Any]) -> bool:
-        """Write a JSON command to the worker's stdin; False if it is gone."""
+    def command(worker: Worker | None, cmd: Command) -> bool:
+        """Write a command (:mod:`._messages`) to the worker's stdin; False if it is gone."""
         if worker is None or worker.proc.poll() is not None or worker.proc.stdin is None:
             return False
         try:
-            worker.proc.stdin.write(json.dumps(dict(cmd)) + "\n")
+            worker.proc.stdin.write(encode(cmd) + "\n")
             worker.proc.stdin.flush()
             return True
         except (BrokenPipeError, OSError, ValueError):
@@ -239,12 +241,10 @@ class WorkerPool:
         assert worker.proc.stdout is not None
         for line in worker.proc.stdout:
             try:
-                msg = json.loads(line)
+                msg = decode_report(line)
             except ValueError:
                 continue  # stray print from user code
-            if not isinstance(msg, dict):
-                continue
-            if msg.get("event") == "standby":
+            if isinstance(msg, Standby):
                 worker.standby.set()
             elif worker.owner is not None:
                 self._on_line(worker.owner, msg)

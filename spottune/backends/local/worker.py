@@ -22,7 +22,8 @@ Lifecycle:
    driver is gone) exits without saving. At ``--until-step`` training pauses and the worker waits
    for a command.
 
-Every report is one JSON object per line on stdout, with an ``event`` key:
+Every report is one JSON object per line on stdout, with an ``event`` key (typed in
+:mod:`spottune.backends.local._messages`; the handlers of one segment are :class:`_Segment`'s methods):
 
 =============  ===============================================================================
 ``ready``      ``step`` (restored step), ``version`` (checkpoint version or null), ``restore_s``; and
@@ -59,6 +60,23 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from spottune.backends.local._messages import (
+    CheckpointCommand,
+    Command,
+    Exited,
+    ExitCommand,
+    Failed,
+    Idle,
+    Metric,
+    Notice,
+    Ready,
+    Report,
+    Saved,
+    SegmentCommand,
+    Standby,
+    decode_command,
+    encode,
+)
 from spottune.backends.local.imds import DEFAULT_IMDS_URL, ImdsClient
 
 __all__ = ["main", "parse_args", "run", "standby"]
@@ -99,14 +117,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 class _Out:
-    """JSON-lines reporter (thread-safe, flushed per line)."""
+    """Report writer (thread-safe, flushed per line): one :mod:`._messages` report per line."""
 
     def __init__(self, stream: TextIO):
         self.stream = stream
         self.lock = threading.Lock()
 
-    def __call__(self, event: str, **fields: Any) -> None:
-        line = json.dumps({"event": event, **fields}, allow_nan=True)
+    def __call__(self, report: Report) -> None:
+        line = encode(report)
         with self.lock:
             self.stream.write(line + "\n")
             self.stream.flush()
@@ -125,7 +143,7 @@ class _Signals:
 
     def __init__(self) -> None:
         self.wake = threading.Event()
-        self.commands: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.commands: queue.Queue[Command | None] = queue.Queue()
         self.notice: Any = None
         self.sigterm = False
         self.stop_polling = threading.Event()
@@ -157,12 +175,11 @@ class _Signals:
             if not line:
                 continue
             try:
-                cmd = json.loads(line)
-            except ValueError:
+                cmd = decode_command(line)
+            except ValueError:  # not a command: ignore it, as a real instance ignores garbage
                 continue
-            if isinstance(cmd, dict):
-                self.commands.put(cmd)
-                self.wake.set()
+            self.commands.put(cmd)
+            self.wake.set()
         self.commands.put(None)  # EOF: the driver is gone
         self.wake.set()
 
@@ -184,109 +201,148 @@ class _Signals:
             stop.wait(interval_s)
 
 
+class _Segment:
+    """One segment's state and its handlers; :meth:`loop` dispatches whatever woke the worker.
+
+    Each handler returns the exit code when the segment ends, or None to go on.
+    """
+
+    def __init__(self, args: argparse.Namespace, out: _Out, sig: _Signals):
+        self.args, self.out, self.sig = args, out, sig
+        self.stop_polling = sig.stop_polling
+        self.trainable: Any = None
+        self.store: Any = None
+        self.due = 0.0
+        self.idle_reported = False
+
+    # -- start and end ------------------------------------------------------------------------------
+    def start(self) -> int | None:
+        """Open the store, build the trainable, restore; report ``Ready`` (or ``Failed``)."""
+        from spottune.checkpoint import open_store
+        from spottune.checkpoint._secrets import storage_options_from_env
+        from spottune.workloads import get_workload
+
+        args = self.args
+        try:
+            self.store = open_store(args.store, storage_options_from_env(args.storage_options), keep=args.keep)
+            self.trainable = get_workload(args.workload).make(args.config, seed=args.seed, max_steps=args.max_steps)
+        except Exception as exc:  # the user's setup() or a bad workload: report, never a traceback only
+            return self.fail("setup", exc)
+        t0 = time.monotonic()
+        try:
+            info = None
+            if args.resume_step != 0:
+                step = None if args.resume_step < 0 else args.resume_step
+                info = self.store.restore_trainable(args.trial, self.trainable, step=step)
+        except Exception as exc:
+            return self.fail("restore", exc)
+        step = self.trainable.iteration
+        fallback = args.resume_step > 0 and step < args.resume_step  # the store fell back (missing/corrupt)
+        self.out(Ready(step=step, version=None if info is None else info.version,
+                       restore_s=round(time.monotonic() - t0, 6), pid=os.getpid(),
+                       requested_step=args.resume_step if fallback else None,
+                       lost_steps=args.resume_step - step if fallback else None))
+        if args.imds_url.lower() != "none":
+            threading.Thread(target=self.sig.poll_imds, args=(ImdsClient(args.imds_url), args.poll_s, self.stop_polling),
+                             daemon=True, name="imds-poll").start()
+        self.due = time.monotonic() + args.step_wall_s
+        return None
+
+    def finish(self, code: int) -> int:
+        self.stop_polling.set()
+        if self.trainable is not None:
+            try:
+                self.trainable.cleanup()
+            except Exception:
+                traceback.print_exc(file=sys.stderr)
+        self.out(Exited(code=code))
+        return code
+
+    def fail(self, during: str, exc: BaseException) -> int:
+        traceback.print_exc(file=sys.stderr)
+        self.out(Failed(during=during, error=_one_line(exc)))
+        return self.finish(1)
+
+    def checkpoint(self, reason: str) -> int:
+        t = time.monotonic()
+        try:
+            info = self.store.save_trainable(self.args.trial, self.trainable,
+                                             metadata={"reason": reason, "instance_id": self.args.instance_id})
+        except Exception as exc:
+            return self.fail("checkpoint", exc)
+        self.out(Saved(step=info.step, version=info.version, reason=reason, save_s=round(time.monotonic() - t, 6)))
+        return self.finish(0)
+
+    # -- handlers, in priority order ----------------------------------------------------------------
+    def on_notice(self) -> int | None:
+        notice = self.sig.notice
+        if notice is None:
+            return None
+        self.out(Notice(action=notice.action, time=notice.time_utc))
+        return self.checkpoint("revocation")  # at once: no round trip to the orchestrator
+
+    def on_sigterm(self) -> int | None:
+        return self.checkpoint("sigterm") if self.sig.sigterm else None
+
+    def on_command(self) -> int | None:
+        try:
+            cmd = self.sig.commands.get_nowait()
+        except queue.Empty:
+            return None
+        match cmd:
+            case None:  # EOF: the driver is gone
+                self.sig.commands.put(None)  # keep the EOF visible to a standby loop
+                return self.finish(0)
+            case CheckpointCommand(reason=reason):
+                return self.checkpoint(reason)
+            case ExitCommand():
+                return self.finish(0)
+        return None  # a command that means nothing during a segment
+
+    def on_idle(self) -> int | None:
+        """At ``--until-step`` the worker waits for a command (reported once)."""
+        if not self.idle_reported:
+            self.out(Idle(step=self.trainable.iteration))
+            self.idle_reported = True
+        self.sig.wake.wait(1.0)
+        self.sig.wake.clear()
+        return None
+
+    def on_step(self) -> int | None:
+        """Wait out the step's wall time (a request arriving meanwhile discards it), then train one step."""
+        wait = self.due - time.monotonic()
+        if wait > 0:
+            self.sig.wake.wait(wait)
+            self.sig.wake.clear()
+            return None
+        try:
+            metrics = self.trainable.train()
+        except Exception as exc:
+            return self.fail("step", exc)
+        self.out(Metric(step=self.trainable.iteration, metrics=metrics))
+        self.due = max(self.due + self.args.step_wall_s, time.monotonic() - self.args.step_wall_s)
+        return None
+
+    def loop(self) -> int:
+        while True:
+            for handler in (self.on_notice, self.on_sigterm, self.on_command):
+                code = handler()
+                if code is not None:
+                    return code
+            at_end = self.trainable.iteration >= self.args.until_step
+            code = self.on_idle() if at_end else self.on_step()
+            if code is not None:
+                return code
+
+
 def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | None = None,
         signals: _Signals | None = None) -> int:
     """Run one segment (see the module docstring); returns the exit code."""
-    from spottune.checkpoint import open_store
-    from spottune.checkpoint._secrets import storage_options_from_env
-    from spottune.workloads import get_workload
-
-    out = _Out(stdout or sys.stdout)
     sig = (signals or _Signals()).start(stdin or sys.stdin)
     sig.new_segment()
-    stop_polling = sig.stop_polling
-
-    trainable: Any = None
-
-    def finish(code: int) -> int:
-        stop_polling.set()
-        if trainable is not None:
-            try:
-                trainable.cleanup()
-            except Exception:
-                traceback.print_exc(file=sys.stderr)
-        out("exit", code=code)
-        return code
-
-    try:
-        store = open_store(args.store, storage_options_from_env(args.storage_options), keep=args.keep)
-        trainable = get_workload(args.workload).make(args.config, seed=args.seed, max_steps=args.max_steps)
-    except Exception as exc:  # the user's setup() or a bad workload: report, never a traceback only
-        traceback.print_exc(file=sys.stderr)
-        out("failed", during="setup", error=_one_line(exc))
-        return finish(1)
-    t0 = time.monotonic()
-    try:
-        info = None
-        if args.resume_step != 0:
-            step = None if args.resume_step < 0 else args.resume_step
-            info = store.restore_trainable(args.trial, trainable, step=step)
-    except Exception as exc:
-        traceback.print_exc(file=sys.stderr)
-        out("failed", during="restore", error=_one_line(exc))
-        return finish(1)
-    fallback = {}
-    if args.resume_step > 0 and trainable.iteration < args.resume_step:  # the store fell back (missing/corrupt)
-        fallback = {"requested_step": args.resume_step, "lost_steps": args.resume_step - trainable.iteration}
-    out("ready", step=trainable.iteration, version=None if info is None else info.version,
-        restore_s=round(time.monotonic() - t0, 6), pid=os.getpid(), **fallback)
-
-    if args.imds_url.lower() != "none":
-        threading.Thread(target=sig.poll_imds, args=(ImdsClient(args.imds_url), args.poll_s, stop_polling),
-                         daemon=True, name="imds-poll").start()
-
-    def checkpoint(reason: str) -> int:
-        t = time.monotonic()
-        try:
-            info = store.save_trainable(args.trial, trainable, metadata={"reason": reason, "instance_id": args.instance_id})
-        except Exception as exc:
-            traceback.print_exc(file=sys.stderr)
-            out("failed", during="checkpoint", error=_one_line(exc))
-            return finish(1)
-        out("checkpoint", step=info.step, version=info.version, reason=reason, save_s=round(time.monotonic() - t, 6))
-        return finish(0)
-
-    due = time.monotonic() + args.step_wall_s
-    idle_reported = False
-    while True:
-        if sig.notice is not None:
-            out("notice", action=sig.notice.action, time=sig.notice.time_utc)
-            return checkpoint("revocation")
-        if sig.sigterm:
-            return checkpoint("sigterm")
-        try:
-            cmd = sig.commands.get_nowait()
-        except queue.Empty:
-            cmd = {}
-        if cmd is None:
-            sig.commands.put(None)  # keep the EOF visible to a standby loop
-            return finish(0)
-        if cmd.get("cmd") == "checkpoint":
-            return checkpoint(str(cmd.get("reason", "requested")))
-        if cmd.get("cmd") == "exit":
-            return finish(0)
-        if cmd:
-            continue  # unknown command: ignore
-        if trainable.iteration >= args.until_step:
-            if not idle_reported:
-                out("idle", step=trainable.iteration)
-                idle_reported = True
-            sig.wake.wait(1.0)
-            sig.wake.clear()
-            continue
-        wait = due - time.monotonic()
-        if wait > 0:
-            sig.wake.wait(wait)
-            sig.wake.clear()
-            continue
-        try:
-            metrics = trainable.train()
-        except Exception as exc:
-            traceback.print_exc(file=sys.stderr)
-            out("failed", during="step", error=_one_line(exc))
-            return finish(1)
-        out("metric", step=trainable.iteration, metrics=metrics)
-        due = max(due + args.step_wall_s, time.monotonic() - args.step_wall_s)
+    segment = _Segment(args, _Out(stdout or sys.stdout), sig)
+    code = segment.start()
+    return code if code is not None else segment.loop()
 
 
 def _warm_up(workload: str, store: str | None, storage_options: dict[str, Any]) -> None:
@@ -336,7 +392,7 @@ def standby(argv: Sequence[str], stdin: TextIO | None = None, stdout: TextIO | N
     _warm_up(pre.workload, pre.store, json.loads(pre.storage_options))
     warm_up_s = round(time.monotonic() - t0, 6)
     while True:
-        out("standby", pid=os.getpid(), warm_up_s=warm_up_s)
+        out(Standby(pid=os.getpid(), warm_up_s=warm_up_s))
         while True:
             if sig.sigterm:
                 return 0
@@ -344,11 +400,11 @@ def standby(argv: Sequence[str], stdin: TextIO | None = None, stdout: TextIO | N
                 msg = sig.commands.get(timeout=1.0)
             except queue.Empty:
                 continue
-            if msg is None or msg.get("cmd") == "exit":
+            if msg is None or isinstance(msg, ExitCommand):
                 return 0
-            if "argv" in msg:
+            if isinstance(msg, SegmentCommand):
                 break
-        code = run(parse_args(msg["argv"]), stdin=stdin, stdout=stdout, signals=sig)
+        code = run(parse_args(msg.argv), stdin=stdin, stdout=stdout, signals=sig)
         if code != 0 or sig.sigterm:
             return code
         warm_up_s = 0.0
