@@ -80,3 +80,49 @@ def test_bad_report_lines_are_refused(line, match):
 def test_bad_command_lines_are_refused(line, match):
     with pytest.raises(ValueError, match=match):
         decode_command(line)
+
+
+# -- the instance lifecycle table of the local backend -------------------------------------------------------
+
+
+def _instance():
+    from spottune.backends.local._backend import _Instance
+
+    return _Instance(instance_id="i1", trial_id="t0", market=None, max_price=0.1, started_s=0.0, notice_s=1e9,
+                     termination_s=1e9, seconds_per_step=60.0, vcpus=2)
+
+
+def test_lifecycle_of_a_hop_and_of_a_revocation_race():
+    from spottune.backends.local._backend import Phase
+
+    inst = _instance()
+    for trigger, phase in [("ready", Phase.RUNNING), ("checkpoint", Phase.CHECKPOINTING), ("saved", Phase.SAVED),
+                           ("recycle", Phase.RECYCLED)]:
+        inst.to(trigger)
+        assert inst.phase is phase
+    assert inst.gone
+    race = _instance()  # the provider kills it mid-save; the save it already wrote is still read
+    for trigger in ("ready", "checkpoint", "kill", "saved"):
+        race.to(trigger)
+    assert race.phase is Phase.KILLED and race.gone
+
+
+@pytest.mark.parametrize("triggers, bad", [
+    (("ready", "ready"), "ready"),  # two ready reports
+    (("ready", "saved", "failed"), "failed"),  # a worker that saved cannot fail afterwards
+    (("ready", "checkpoint", "checkpoint"), "checkpoint"),  # one checkpoint per segment
+    (("ready", "recycle"), "recycle"),  # only a saved segment's process may be pooled again
+    (("ready", "checkpoint", "saved", "recycle", "kill"), "kill"),  # a recycled process runs another segment
+])
+def test_illegal_transitions_are_driver_bugs(triggers, bad):
+    from spottune.backends.local._backend import TRANSITIONS
+    from spottune.errors import BackendError
+
+    inst = _instance()
+    for trigger in triggers[:-1]:
+        inst.to(trigger)
+    before = inst.phase
+    assert (before, bad) not in TRANSITIONS
+    with pytest.raises(BackendError, match=rf"instance i1 of trial t0: can't handle '{bad}' in phase {before.name}"):
+        inst.to(bad)
+    assert inst.phase is before

@@ -29,11 +29,21 @@ are only in where effects come from (the [I] decisions of this backend):
   checkpoint and restore times are measured (``meta["worker"]``), not modelled.
 - **Terminate.** Kills the worker (the instance is gone) and bills up to now.
 - **Billing** and the ledger are the simulator's (:class:`spotmarket.Billing`).
+
+**Instance lifecycle** (:data:`TRANSITIONS`, one explicit table like the orchestrator's)::
+
+    BOOTING --ready--> RUNNING --checkpoint--> CHECKPOINTING --saved--> SAVED --recycle--> RECYCLED
+       |                  |  +---saved (on its own, at the notice)----->  |
+       +--failed--> FAILED <--failed--+---------------------------------+  (SAVED never fails)
+    any phase but RECYCLED --kill--> KILLED (output already written is still read: KILLED self-loops)
+
+Worker reports and commands are typed (:mod:`spottune.backends.local._messages`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import queue
 import sys
 import tempfile
@@ -111,20 +121,77 @@ class LocalSettings:
     store_outage_s: float = 120.0
 
 
+class Phase(enum.Enum):
+    """Where one instance's worker process is (see :data:`TRANSITIONS`)."""
+
+    BOOTING = "booting"  #: spawned (or handed a segment), setting up and restoring
+    RUNNING = "running"  #: reported ready: training
+    CHECKPOINTING = "checkpointing"  #: told to checkpoint; the save is in flight
+    SAVED = "saved"  #: reported a published checkpoint (told to, or on its own at the notice); then exits
+    FAILED = "failed"  #: the trainable or the store failed (a ``Failed`` report or a non-zero exit)
+    KILLED = "killed"  #: SIGKILLed: the instance is gone (its output already queued still counts)
+    RECYCLED = "recycled"  #: a clean segment's process went back to the warm pool (the hourly hop)
+
+
+_P = Phase
+#: The one table of the instance lifecycle: (phase, trigger) -> next phase. Triggers: ``ready``,
+#: ``checkpoint`` (a Checkpoint command sent), ``saved``, ``failed``, ``kill``, ``recycle``. A pair that is
+#: not here is a driver bug (``BackendError``). Output a worker wrote before it was killed is read after
+#: the kill, hence the ``KILLED`` self-loops.
+TRANSITIONS: dict[tuple[Phase, str], Phase] = {
+    (_P.BOOTING, "ready"): _P.RUNNING,
+    (_P.BOOTING, "failed"): _P.FAILED,  # setup or restore raised
+    (_P.BOOTING, "kill"): _P.KILLED,  # terminated while booting
+    (_P.RUNNING, "checkpoint"): _P.CHECKPOINTING,
+    (_P.RUNNING, "saved"): _P.SAVED,  # saved on its own at the IMDS notice or SIGTERM: unconfirmed until asked
+    (_P.RUNNING, "failed"): _P.FAILED,
+    (_P.RUNNING, "kill"): _P.KILLED,
+    (_P.CHECKPOINTING, "saved"): _P.SAVED,
+    (_P.CHECKPOINTING, "failed"): _P.FAILED,
+    (_P.CHECKPOINTING, "kill"): _P.KILLED,  # the provider was faster: the save is lost
+    (_P.SAVED, "checkpoint"): _P.SAVED,  # the orchestrator asks for the save the worker already made
+    (_P.SAVED, "recycle"): _P.RECYCLED,
+    (_P.SAVED, "kill"): _P.KILLED,
+    (_P.FAILED, "checkpoint"): _P.FAILED,  # its end answers instead
+    (_P.FAILED, "kill"): _P.KILLED,
+    (_P.KILLED, "ready"): _P.KILLED,
+    (_P.KILLED, "checkpoint"): _P.KILLED,
+    (_P.KILLED, "saved"): _P.KILLED,
+    (_P.KILLED, "failed"): _P.KILLED,
+    (_P.KILLED, "kill"): _P.KILLED,
+}
+
+
 @dataclass(slots=True, kw_only=True)
 class _Instance(Instance):
+    phase: Phase = Phase.BOOTING
+    launched: bool = False  # TrialLaunched was delivered (the orchestrator knows the instance)
     resume_step: int = 0
     fallback_step: int | None = None  # restored an earlier step than resume_step (store fallback)
     worker: Worker | None = None
     unconfirmed_save: int | None = None  # a save the worker made on its own (IMDS notice)
-    segment_saved: bool = False  # the worker reported a checkpoint in this segment (it then stops)
-    gone: bool = False  # the worker process has been killed (its queued output still counts)
-    ready: bool = False
-    failed: bool = False
-    killed: bool = False
-    pending: Checkpoint | None = None
+    pending: Checkpoint | None = None  # the Checkpoint action its save will answer
     deferred: list[Any] = field(default_factory=list)  # notice / hour events that fired before ready
     stats: dict[str, Any] = field(default_factory=dict)
+
+    def to(self, trigger: str) -> None:
+        """Apply ``trigger`` by :data:`TRANSITIONS`.
+
+        Raises
+        ------
+        BackendError
+            If the table has no such transition (the phase is left unchanged).
+        """
+        nxt = TRANSITIONS.get((self.phase, trigger))
+        if nxt is None:
+            raise BackendError(f"instance {self.instance_id} of trial {self.trial_id}: "
+                               f"can't handle {trigger!r} in phase {self.phase.name}")
+        self.phase = nxt
+
+    @property
+    def gone(self) -> bool:
+        """The worker process no longer runs this instance (killed or recycled)."""
+        return self.phase in (Phase.KILLED, Phase.RECYCLED)
 
 
 class LocalBackend(ReplayDriver):
@@ -260,9 +327,9 @@ class LocalBackend(ReplayDriver):
     def _terminate(self, action: Terminate) -> None:
         inst = self._instances[action.instance_id]
         w = inst.worker
-        if (w is not None and w.standby_mode and inst.segment_saved and not inst.failed
+        if (w is not None and w.standby_mode and inst.phase is Phase.SAVED
                 and w.proc.poll() is None and w.owner is inst):
-            inst.gone = True  # the hourly hop: the process goes back to the pool
+            inst.to("recycle")  # the hourly hop: the process goes back to the pool
             inst.worker = None
             self._pool.recycle(w)
         else:
@@ -285,11 +352,11 @@ class LocalBackend(ReplayDriver):
 
     def _kill(self, inst: _Instance) -> None:
         """SIGKILL the worker (the instance is gone) and wait until its output has been read."""
-        inst.gone = True
-        if inst.worker is None:
-            return
-        inst.killed = True
-        self._pool.stop(inst.worker)
+        if inst.phase is Phase.RECYCLED:
+            return  # the process runs another segment now
+        inst.to("kill")
+        if inst.worker is not None:
+            self._pool.stop(inst.worker)
 
     _release = _kill
 
@@ -300,11 +367,12 @@ class LocalBackend(ReplayDriver):
             self._post(inst.checkpoint_saved(self.now_s(), action.reason, step))
             return
         inst.pending = action
+        inst.to("checkpoint")
         self._pool.command(inst.worker, CheckpointCommand(reason=str(action.reason)))
         # if the worker is already gone, its end (failure, termination) answers instead
 
     def _send_or_defer(self, inst: _Instance, event: Any) -> None:
-        if inst.ready:
+        if inst.launched:
             self._deliver(event)
         else:
             inst.deferred.append(event)
@@ -317,7 +385,7 @@ class LocalBackend(ReplayDriver):
         self._wake(trial_id, max(self.now_s(), at_s))
 
     def _launched(self, inst: _Instance) -> None:
-        inst.ready = True
+        inst.launched = True
         event = inst.trial_launched(self.now_s())
         if inst.fallback_step is not None:
             event = dataclasses.replace(event, restored_step=inst.fallback_step)
@@ -343,6 +411,7 @@ class LocalBackend(ReplayDriver):
             self._checkpoint_step[inst.trial_id] = restored
             inst.stats.update(fallback_from_step=inst.resume_step, fallback_lost_steps=report.lost_steps)
         inst.stats.update(ready_wall_s=self.clock.wall_s(), restore_s=report.restore_s, restored_version=report.version)
+        inst.to("ready")
         self._launched(inst)
         for event in inst.deferred:
             if not inst.gone:
@@ -359,7 +428,7 @@ class LocalBackend(ReplayDriver):
         if not inst.alive:
             return  # published too late: the orchestrator rolls back; the store keeps it as unconfirmed
         step = int(report.step)
-        inst.segment_saved = True
+        inst.to("saved")
         inst.saved_step = step
         self._checkpoint_step[inst.trial_id] = step
         inst.stats.setdefault("save_s", []).append(report.save_s)
@@ -378,14 +447,14 @@ class LocalBackend(ReplayDriver):
 
     def _failed(self, inst: _Instance, error: str) -> None:
         """The trainable (or the worker) failed on this instance: ``SegmentFailed``."""
-        inst.failed = True
-        if not inst.ready:  # setup or restore raised: the trainable failed on this instance
+        inst.to("failed")
+        if not inst.launched:  # setup or restore raised: the trainable failed on this instance
             self._launched(inst)
         self._deliver(inst.segment_failed(self.now_s(), error))
 
     def _on_eof(self, inst: _Instance, returncode: int) -> None:
         inst.stats["returncode"] = returncode
-        if inst.killed or inst.failed or not inst.alive or returncode == 0:
+        if inst.phase in (Phase.KILLED, Phase.FAILED) or not inst.alive or returncode == 0:
             return
         tail = inst.worker.tail() if inst.worker else ""
         self._failed(inst, f"worker exited with code {returncode}: {tail}")
@@ -406,7 +475,7 @@ class LocalBackend(ReplayDriver):
         self._imds.unregister(inst.instance_id)
         if reason is EndReason.PROVIDER:
             self._end(inst, inst.termination_s, "provider", inst.reason)
-        if reason is EndReason.PROVIDER and not inst.ready:
+        if reason is EndReason.PROVIDER and not inst.launched:
             self._deliver(inst.died_booting(self.now_s()))
         else:
             self._deliver(inst.segment_ended(self.now_s(), reason))
