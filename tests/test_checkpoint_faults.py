@@ -337,8 +337,9 @@ def test_local_run_with_an_unreachable_store_ends_with_a_clear_error_quickly(tmp
 
 @pytest.mark.server
 def test_local_run_pauses_launches_while_seaweedfs_is_frozen_then_finishes(seaweedfs, s3_store_url, tmp_path):
-    """The real SeaweedFS server is frozen (SIGSTOP) when a local-backend run starts and thawed 2 s later:
-    no instance is launched (nor paid for) meanwhile, then the trial runs to the end."""
+    """The real SeaweedFS server is frozen (SIGSTOP) when a local-backend run starts and thawed 1 s after the
+    backend has seen the outage: no instance is launched (nor paid for) meanwhile, then the trial runs to
+    the end."""
     import threading
 
     from spotmarket import Billing, LegacyBidRevocation
@@ -356,13 +357,23 @@ def test_local_run_pauses_launches_while_seaweedfs_is_frozen_then_finishes(seawe
                              standby_workers=0, store_outage_s=30.0, log_dir=str(tmp_path / "w"))
     backend = LocalBackend(orch, hist, LegacyBidRevocation(hist), Billing(), WORKLOAD, {"t0": ({"lr": 0.1}, 1)},
                            FACTS.__getitem__, T0, settings)
+    frozen = threading.Event()
+
+    def thaw_once_launches_pause():  # not a fixed delay: a loaded machine may take seconds to start the run
+        deadline = time.monotonic() + 60.0
+        while backend.store_monitor.outages == 0 and time.monotonic() < deadline and frozen.is_set():
+            time.sleep(0.05)
+        time.sleep(1.0)
+        os.killpg(pid, signal.SIGCONT)
+
     os.killpg(pid, signal.SIGSTOP)
-    thaw = threading.Timer(2.0, os.killpg, (pid, signal.SIGCONT))
+    frozen.set()
+    thaw = threading.Thread(target=thaw_once_launches_pause, daemon=True)
     thaw.start()
     try:
         record = backend.run()
     finally:
-        thaw.cancel()
+        frozen.clear()
         os.killpg(pid, signal.SIGCONT)
     assert orch.trials["t0"].state is TrialState.FINISHED and orch.trials["t0"].failures == 0
     types = [r["type"] for r in record.log if r["kind"] == "event"]

@@ -336,3 +336,28 @@ def test_metric_of_a_step_finished_during_a_checkpoint_is_recorded():
     assert tr.steps == list(range(1, 11))
     assert tr.losses[3] == 0.25
     assert s.state() is TrialState.CHECKPOINTING  # step 10 asked for the end checkpoint
+
+
+def test_no_hop_before_the_first_step_on_an_instance():
+    """A start-up that outlasts the hour (a cold worker under load at a high time scale) used to hop at step
+    0, relaunch and hop again, forever: an hour without a step on the instance keeps it instead."""
+    s = Script(max_steps=5, theta=1.0)
+    s.start()
+    i1 = s.launched()
+    assert s(HourElapsed, trial_id="t0", instance_id=i1) == []
+    assert s.state() is TrialState.RUNNING
+    s.steps("t0", i1, 5)
+    assert s.state() is TrialState.CHECKPOINTING  # the end checkpoint, on the same instance
+    assert s.orch.trials["t0"].hops == 0
+
+
+def test_hop_after_a_restore_needs_a_step_beyond_the_restored_one():
+    s = Script(max_steps=10, theta=1.0)
+    s.start()
+    i1 = s.launched()
+    s.steps("t0", i1, 3)
+    assert s(HourElapsed, trial_id="t0", instance_id=i1) == [Checkpoint(trial_id="t0", instance_id=i1,
+                                                                        reason=CheckpointReason.HOP)]
+    s(CheckpointSaved, trial_id="t0", instance_id=i1, reason=CheckpointReason.HOP, step=3)
+    i2 = s.launched()
+    assert s(HourElapsed, trial_id="t0", instance_id=i2) == []  # resumed at 3, no step since

@@ -10,7 +10,8 @@ Decisions ([I], spec §1.6 and §1.14):
 - launch every trial at ``ExperimentStarted``; relaunch at once after a revocation checkpoint (the
   revoked instance is left for the provider to terminate so its first hour stays refundable);
 - after one hour on an instance: checkpoint (HOP), terminate, re-provision; if a notice arrived
-  meanwhile, the instance is not terminated by us (refund);
+  meanwhile, the instance is not terminated by us (refund); no hop when no step finished on the instance
+  yet (a slow start would otherwise relaunch every hour without progress);
 - phase 1 target ``ceil(θ·max_steps)``; barrier once every trial is paused or terminal (D12); rank by
   the predictor's final value in loss scale (``mode="max"`` metrics become ``1 − value``, spec §1.2);
   plateaued trials rank by their last observed value and are never continued; the top-k continue to
@@ -232,7 +233,9 @@ class Orchestrator:
                 if old_state is TrialState.RUNNING:
                     self._checkpoint(tr, t, CheckpointReason.REVOCATION, out)
             case HourElapsed():
-                if old_state is TrialState.RUNNING and self.config.hourly_hop:
+                # a hop before any step on this instance would only pay another boot and restore: when
+                # start-up outlasts the hour it relaunched forever without progress, so keep the instance
+                if old_state is TrialState.RUNNING and self.config.hourly_hop and tr.step > tr.segment_start_step:
                     self._checkpoint(tr, t, CheckpointReason.HOP, out)
             case CheckpointSaved():
                 self._on_saved(tr, event, out)
