@@ -10,8 +10,9 @@ independent:
   a constant 0 when there is none);
 - the interruption rate of each market has a **gamma prior** (Gamma(alpha0, beta0), rate per second)
   whose mean is the first-hour hazard of the market's lifetime in the interruption traces
-  (``-log(1 - P(lifetime <= 1 h)) / 3600``, :meth:`spotmarket.HazardCalibration.lifetime`,
-  ``p_le_1h_target``) and whose weight is ``prior_hours`` of pseudo-exposure;
+  (:meth:`spotmarket.HazardCalibration.lifetime`, ``p_le_1h_target``; set so that the prior predictive
+  P(interrupted within the hour) equals the traces' value) and whose weight is ``prior_hours`` of
+  pseudo-exposure;
 - :meth:`observe` adds each ended instance run of the experiment (conjugate gamma-Poisson update):
   the exposure is the run's **first hour** only (``min(end - launch, 1 h)`` seconds) and an event is a
   capacity interruption within that hour. [I] The traces' hazard decreases with age (Weibull shape
@@ -78,13 +79,21 @@ class OnlineHazard:
     @classmethod
     def from_calibration(cls, calibration: object | None = None, price_predictor: object | None = None,
                          **kwargs) -> "OnlineHazard":
-        """Prior from a :class:`spotmarket.HazardCalibration` (None: its ``default()``, the SkyPilot traces)."""
+        """Prior from a :class:`spotmarket.HazardCalibration` (None: its ``default()``, the SkyPilot traces).
+
+        The prior mean rate is chosen so that the prior predictive P(interrupted within the horizon)
+        equals the traces' first-hour probability ``q = lifetime(market).p_le_1h_target``:
+        ``alpha0 = -log(1 - q) / log(1 + horizon / beta0)``.
+        """
         from spotmarket import HazardCalibration
 
         cal = HazardCalibration.default() if calibration is None else calibration
+        hours = float(kwargs.get("prior_hours", 3.0))
+        horizon = float(kwargs.get("horizon_s", HORIZON_S))
 
         def prior(m: Market) -> float:
-            return -math.log1p(-min(cal.lifetime(m).p_le_1h_target, 0.999))
+            q = min(cal.lifetime(m).p_le_1h_target, 0.999)
+            return -math.log1p(-q) / math.log1p(horizon / (3600.0 * hours)) / hours
 
         return cls(prior, price_predictor, **kwargs)
 
