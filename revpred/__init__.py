@@ -23,6 +23,8 @@ _LAZY = {
     "ConstantHazard": "revpred.baselines",
     "RevocationPredictor": "revpred.protocol",
     "ConstantRevocation": "revpred.protocol",
+    "CalibratedRevocation": "revpred.calibrated",
+    "OnlineHazard": "revpred.online_hazard",
 }
 
 __all__ = ["PriceDataError", "RevPredError", *_LAZY]

@@ -10,7 +10,8 @@ market             :func:`build_market`: price history (USD per instance-hour), 
                    pool's markets, and the revocation model of the market mode (:func:`revocation_model`,
                    the only ``legacy | modern`` switch of the project)
 predictor          :func:`make_predictor`: the revocation predictor of Eq 1 (``revpred``, ``tributary``,
-                   ``constant``, ``oracle``, ``none``; :data:`PREDICTOR_KINDS`)
+                   ``constant``, ``oracle``, ``none``, ``calibrated``, ``online-hazard``;
+                   :data:`PREDICTOR_KINDS`)
 provisioner        :func:`make_provisioner`: SpotTune's market choice (Eq 1-2) with a max-price rule
 curve model        :func:`curve_model`: EarlyCurve + the plateau rule, or the last value without plateaus
 orchestrator       :func:`build` (spec) or :func:`spottune.evaluation.assemble` (policy), from the parts above
@@ -35,7 +36,8 @@ from spottune.errors import ConfigError
 from spottune.experiment import MARKET_MODES, ExperimentSpec
 
 __all__ = [
-    "PREDICTOR_KINDS", "Experiment", "MarketSetup", "build", "build_market", "check_start", "constant_hazard",
+    "PREDICTOR_KINDS", "Experiment", "MarketSetup", "build", "build_market", "calibrated_predictor", "check_start",
+    "constant_hazard",
     "curve_model", "make_predictor", "make_provisioner", "revocation_model", "run", "store_url",
 ]
 
@@ -45,7 +47,10 @@ DAY_S = 86400.0
 #: Revocation predictors for Eq 1. ``revpred`` and ``tributary`` are trained LSTMs (cached on disk),
 #: ``constant`` a per-market hazard fitted on the training window (:func:`constant_hazard`), ``oracle``
 #: knows the replay's future (evaluation only), ``none`` is p = 0.
-PREDICTOR_KINDS = ("revpred", "tributary", "constant", "oracle", "none")
+#: ``calibrated`` is trained on the provisioner's own (market, time, max price) queries, monotone in the
+#: max price (:func:`calibrated_predictor`); ``online-hazard`` adds a per-market capacity-interruption
+#: rate learned online during the run (modern mode; :class:`revpred.online_hazard.OnlineHazard`).
+PREDICTOR_KINDS = ("revpred", "tributary", "constant", "oracle", "none", "calibrated", "online-hazard")
 
 
 # -- market ---------------------------------------------------------------------------------------------
@@ -224,6 +229,34 @@ def constant_hazard(history: Any, markets: Sequence[Any], lo_s: float, hi_s: flo
     return ConstantHazard.from_rates(rates)
 
 
+def calibrated_predictor(market: MarketSetup, lo_s: float, hi_s: float, seed: int) -> Any:
+    """:class:`revpred.calibrated.CalibratedRevocation` of the pool, trained on ``[lo_s, hi_s]``.
+
+    The first 75 % of the window trains the model, the last 25 % calibrates it (isotonic); queries
+    every 10 minutes with the provisioner's max-price ladder (``provisioner.DELTA_LADDER_USD_PER_HOUR``
+    when it defines one, else :data:`revpred.ladder.DELTA_LADDER_USD_PER_HOUR`) and the catalog's
+    on-demand prices. A few seconds for the default 4 days and 15 markets, so it is not cached.
+
+    Raises
+    ------
+    revpred.RevPredError
+        If the window holds one class of labels only (train on more days).
+    """
+    import provisioner
+    from revpred.calibrated import CalibratedRevocation
+    from revpred.ladder import DELTA_LADDER_USD_PER_HOUR
+
+    on_demand = {}
+    for m in market.markets:
+        try:
+            on_demand[m] = market.catalog[m.instance_type].on_demand(m.region)
+        except Exception:  # no on-demand price for this region: the query is left out  # noqa: BLE001
+            pass
+    ladder = getattr(provisioner, "DELTA_LADDER_USD_PER_HOUR", DELTA_LADDER_USD_PER_HOUR)
+    return CalibratedRevocation.train(market.history, market.markets, lo_s, hi_s, ladder=ladder,
+                                      on_demand=on_demand or None, stride_min=10, seed=seed)
+
+
 def _market_seed(seed: int, market: Any) -> int:
     """:func:`revpred.training.market_seed`, without importing the training module (which needs torch)."""
     import zlib
@@ -264,7 +297,10 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
         ``none``: p = 0. ``constant``: :func:`constant_hazard` on ``[lo_s, hi_s]``. ``revpred`` /
         ``tributary``: LSTMs trained on ``[lo_s, hi_s]`` with ``spottune.cache.LIGHT_REVPRED`` and cached
         on disk (``$SPOTTUNE_CACHE``). ``oracle``: the replay's own future
-        (:class:`spottune.evaluation.OraclePredictor` of ``market.revocation_model``).
+        (:class:`spottune.evaluation.OraclePredictor` of ``market.revocation_model``). ``calibrated``:
+        :func:`calibrated_predictor` on ``[lo_s, hi_s]``. ``online-hazard``: the same combined with
+        :class:`revpred.online_hazard.OnlineHazard` (prior from ``market.revocation_model.calibration``
+        when it has one; learns from the run through ``observe``).
     market : MarketSetup
     lo_s, hi_s : float
         Training window, seconds since the epoch (UTC), before every start it serves.
@@ -294,6 +330,16 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
         from spottune.evaluation._oracle import OraclePredictor
 
         return OraclePredictor(market.revocation_model), "oracle (knows the replay's revocations)"
+    if kind in ("calibrated", "online-hazard"):
+        pred = calibrated_predictor(market, lo_s, hi_s, seed)
+        if kind == "calibrated":
+            return pred, f"{pred.describe()}, before the start"
+        from revpred.online_hazard import OnlineHazard
+
+        cal = getattr(market.revocation_model, "calibration", None)  # the modern model's; None: the default
+        return (OnlineHazard.from_calibration(cal, pred),
+                f"online-hazard: gamma-Poisson interruption rate per market (prior from the interruption "
+                f"traces, updated by the run) combined with {pred.describe()}")
     note = ""
     if kind in ("revpred", "tributary"):
         kinds = tuple(learned_kinds) if kind in learned_kinds else (kind,)

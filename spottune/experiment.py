@@ -49,7 +49,7 @@ __all__ = ["BACKENDS", "BILLING", "DEFAULT_START_UTC", "MARKET_MODES", "PREDICTO
 
 BACKENDS = ("sim", "local", "aws")
 MARKET_MODES = ("legacy", "modern")
-PREDICTORS = ("revpred", "constant", "none")
+PREDICTORS = ("revpred", "constant", "none", "calibrated", "online-hazard")
 BILLING = ("second", "hour")
 #: Start of a run whose spec leaves ``start_utc`` as None (spec D10: the 2015 trace's default window).
 DEFAULT_START_UTC = pd.Timestamp("2015-05-05T00:00Z")
@@ -155,8 +155,9 @@ class ExperimentSpec:
         one is verified.
     time_scale : float, default 600.0
         Local backend only: simulated seconds per wall-clock second (600: one simulated hour = 6 s).
-    predictor : {"revpred", "constant", "none"}, default "revpred"
-        Revocation predictor for Eq 1 (as ``spottune run --predictor``).
+    predictor : {"revpred", "constant", "none", "calibrated", "online-hazard"}, default "revpred"
+        Revocation predictor for Eq 1 (as ``spottune run --predictor``); ``calibrated`` and
+        ``online-hazard``: :func:`spottune._compose.make_predictor` (issue 12).
     train_days : float, default 4.0
         Days of price history before ``start_utc`` the predictor is trained on.
     boot_s : float, default 0.0

@@ -33,7 +33,7 @@ from spottune.errors import BackendError, CheckpointError
 from spottune import orchestrator as ev  # events and actions: ev.TrialLaunched, ev.Launch, ...
 from spottune.orchestrator import Orchestrator
 from spottune.backends._speed import seconds_per_step
-from spotmarket import HOUR_S
+from spotmarket import HOUR_S, Cause
 
 __all__ = ["Instance", "ReplayDriver"]
 
@@ -242,6 +242,10 @@ class ReplayDriver(Driver):
         self.usd += row.charged_usd
         lost = max(0, inst.step - self._checkpoint_step[inst.trial_id]) if inst.step > inst.saved_step else 0
         self.record.instance_steps[inst.instance_id] = (inst.executed, lost)
+        observe = getattr(getattr(getattr(self.orchestrator, "chooser", None), "predictor", None), "observe", None)
+        if observe is not None:  # an online revocation model learns from what has happened by t (issue 12)
+            observe(inst.market, inst.started_s, t, ended_by == "provider" and t >= inst.termination_s
+                    and reason in (Cause.CAPACITY, Cause.CAPACITY_EVENT))
 
     def _close_leftovers(self, end_s: float) -> None:
         """After ``ExperimentFinished``: the provider ends the instances still alive (revoked and saved ones)."""

@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 
-from spottune.experiment import ExperimentSpec
+from spottune.experiment import PREDICTORS, ExperimentSpec
 
 #: Options of ``spottune run`` that only steer the command (everything else is an ExperimentSpec field).
 CLI_ONLY = ("config", "output", "progress")
@@ -114,7 +114,7 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
 @click.option("--market-mode", type=click.Choice(["legacy", "modern"]), default=None,
               show_default=_default("market_mode"),
               help="legacy: 2017 price > max-price revocations; modern: capacity hazard model.")
-@click.option("--predictor", type=click.Choice(["revpred", "constant", "none"]), default=None,
+@click.option("--predictor", type=click.Choice(list(PREDICTORS)), default=None,
               show_default=_default("predictor"), help="Revocation predictor for Eq 1.")
 @click.option("--train-days", type=float, default=None, show_default=_default("train_days"),
               help="Predictor training window before --start, days.")

@@ -124,7 +124,7 @@ DEFAULT_POLICIES = ("spottune-0.7", "spottune-1.0", "spottune-0.7-tributary", "s
                     "optuna-median", "optuna-sha", "optuna-hyperband")
 THETA_SWEEP = tuple(f"spottune-{t / 10:.1f}" for t in range(1, 11))
 
-_SPOTTUNE = re.compile(r"^spottune-(?P<theta>[01](?:\.\d+)?)(?:-(?P<pred>[a-z]+))?$")
+_SPOTTUNE = re.compile(r"^spottune-(?P<theta>[01](?:\.\d+)?)(?:-(?P<pred>[a-z][a-z-]*))?$")
 
 
 def get_policy(name: str) -> Policy:

@@ -101,7 +101,8 @@ def _predictor(env: dict, kind: str, task: Task) -> Any:
     if key not in env["predictors"]:
         env["predictors"][key] = evaluation_predictor(kind, env["market"], task.train_lo_s, task.train_hi_s,
                                                       task.seed)
-    return env["predictors"][key]
+    pred = env["predictors"][key]
+    return pred.fresh() if hasattr(pred, "fresh") else pred  # an online model starts each run unlearned
 
 
 def overhead_seconds(log: list[dict]) -> tuple[float, float]:

@@ -1,0 +1,240 @@
+"""A revocation predictor trained on the provisioner's own queries, monotone in the max price (issue 12).
+
+RevPred is trained on Algorithm 2 max prices and queried at others, so its p means little for the
+questions the provisioner asks (docs/revpred.md, "Calibrated predictor"). :class:`CalibratedRevocation`
+is trained on exactly those questions:
+
+1. **Queries** (:func:`revpred.ladder.ladder_queries`): every market, decision times every
+   ``stride_min`` minutes of the training period, ``b = price + delta`` for each ladder delta and
+   ``b = on-demand``; exact labels from :class:`spotmarket.LegacyBidRevocation`.
+2. **Model**: scikit-learn ``HistGradientBoostingClassifier`` on :data:`revpred.ladder_features.FEATURES`
+   with ``monotonic_cst`` (:data:`revpred.ladder_features.MONOTONE_CST`): each feature that moves with b
+   moves p the right way, so the raw p never increases when only b increases. [I]
+3. **Calibration** on a separate, later period: isotonic regression (default; non-decreasing, so it
+   keeps the order) or Platt scaling with a non-negative slope (scikit-learn).
+4. **Edges**: ``p = 0`` when b is above the highest price the market has recorded up to t (so p -> 0
+   as b passes the trace's highest price); ``p = 1`` when b is below the current price (the launch would
+   be refused at once).
+
+Source: issue 12 ("Probabilities that mean what they say"); scikit-learn user guide 1.11 (monotonic
+constraints) and 1.16 (probability calibration).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from revpred.errors import RevPredError
+from revpred.ladder import DELTA_LADDER_USD_PER_HOUR, check_ladder, ladder_queries
+from revpred.ladder_features import CATEGORICAL, MONOTONE_CST, LadderFeatures
+from revpred.queries import broadcast_queries, group_by_market
+from spotmarket.prices import Market, PriceHistory
+
+__all__ = ["CALIBRATION_METHODS", "CalibratedRevocation"]
+
+log = logging.getLogger(__name__)
+CALIBRATION_METHODS = ("isotonic", "platt", "none")
+_EPS = 1e-6
+
+
+class CalibratedRevocation:
+    """P(revoked within the hour) for (market, t, max price b), trained on the provisioner's queries.
+
+    Parameters
+    ----------
+    history : PriceHistory
+        Spot prices, USD per instance-hour (training labels and query features; features at t read
+        only records at or before t).
+    markets : sequence of Market
+        Markets it is trained on and answers for.
+    ladder : sequence of float, default :data:`revpred.ladder.DELTA_LADDER_USD_PER_HOUR`
+        The provisioner's max-price offsets, USD/hour.
+    on_demand : mapping Market (or str) -> float, optional
+        On-demand price per market, USD/hour: adds the ``b = on-demand`` queries and a feature.
+    stride_min : int, default 20
+        Minutes between training decision times.
+    calibration : {"isotonic", "platt", "none"}, default "isotonic"
+    max_iter, learning_rate, min_samples_leaf, l2_regularization
+        ``HistGradientBoostingClassifier`` settings.
+    seed : int, default 0
+
+    Attributes (after :meth:`fit`)
+    ------------------------------
+    model_ : HistGradientBoostingClassifier
+    calibrator_ : IsotonicRegression, (slope, intercept) for Platt, or None
+    base_rate_ : float
+        Positive share of the training queries.
+    periods_ : dict
+        Training and calibration windows (seconds since the epoch).
+    """
+
+    def __init__(self, history: PriceHistory, markets: Sequence[Market], *,
+                 ladder: Sequence[float] = DELTA_LADDER_USD_PER_HOUR, on_demand: Mapping | None = None,
+                 stride_min: int = 20, calibration: str = "isotonic", max_iter: int = 150,
+                 learning_rate: float = 0.1, min_samples_leaf: int = 100, l2_regularization: float = 1.0,
+                 seed: int = 0):
+        if calibration not in CALIBRATION_METHODS:
+            raise RevPredError(f"calibration is {calibration!r}, but must be one of {', '.join(CALIBRATION_METHODS)}")
+        if not markets:
+            raise RevPredError("the calibrated predictor needs at least one market")
+        self.history = history
+        self.markets = [Market.parse(m) if isinstance(m, str) else m for m in markets]
+        self.ladder = check_ladder(ladder)
+        self.on_demand = on_demand
+        self.stride_min = int(stride_min)
+        self.calibration = calibration
+        self.max_iter = int(max_iter)
+        self.learning_rate = float(learning_rate)
+        self.min_samples_leaf = int(min_samples_leaf)
+        self.l2_regularization = float(l2_regularization)
+        self.seed = int(seed)
+        self.features = LadderFeatures(history, self.ladder, on_demand,
+                                       sorted({m.instance_type for m in self.markets}),
+                                       sorted({m.availability_zone for m in self.markets}))
+
+    # -- training -------------------------------------------------------------------------------------
+    @classmethod
+    def train(cls, history: PriceHistory, markets: Sequence[Market], lo_s: float, hi_s: float, *,
+              calibration_share: float = 0.25, **kwargs) -> "CalibratedRevocation":
+        """Fit on ``[lo_s, hi_s]``: the first ``1 - calibration_share`` trains, the rest calibrates.
+
+        Parameters
+        ----------
+        history, markets
+            As for the constructor; ``kwargs`` go to it too.
+        lo_s, hi_s : float
+            The whole window, seconds since the epoch (UTC); nothing after ``hi_s`` is read for labels.
+        calibration_share : float in (0, 1), default 0.25
+        """
+        if not 0.0 < calibration_share < 1.0:
+            raise RevPredError(f"calibration_share is {calibration_share}, but must be in (0, 1)")
+        cut = hi_s - calibration_share * (hi_s - lo_s)
+        return cls(history, markets, **kwargs).fit(lo_s, cut, cut, hi_s)
+
+    def fit(self, train_lo_s: float, train_hi_s: float, cal_lo_s: float, cal_hi_s: float) -> "CalibratedRevocation":
+        """Train the model on ``[train_lo_s, train_hi_s]`` and the calibration on ``[cal_lo_s, cal_hi_s]``.
+
+        Labels of each period stay inside it (their hour ends by the period's end). The calibration
+        period must not start before the training period ends.
+
+        Raises
+        ------
+        RevPredError
+            Overlapping periods, or a training period whose labels hold one class only.
+        """
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        if cal_lo_s < train_hi_s:
+            raise RevPredError("the calibration period must start after the training period ends")
+        train = self.queries(train_lo_s, train_hi_s)
+        y = train["y"].to_numpy()
+        if y.min() == y.max():
+            raise RevPredError(f"the training period holds only {'revoked' if y[0] else 'unrevoked'} queries; "
+                               "train on a longer period")
+        X = self._X(train)
+        self.model_ = HistGradientBoostingClassifier(
+            max_iter=self.max_iter, learning_rate=self.learning_rate, min_samples_leaf=self.min_samples_leaf,
+            l2_regularization=self.l2_regularization, monotonic_cst=list(MONOTONE_CST),
+            categorical_features=list(CATEGORICAL), early_stopping=False, random_state=self.seed).fit(X, y)
+        self.base_rate_ = float(y.mean())
+        self.calibrator_ = None
+        if self.calibration != "none":
+            cal = self.queries(cal_lo_s, cal_hi_s)
+            self._fit_calibration(self.model_.predict_proba(self._X(cal))[:, 1], cal["y"].to_numpy())
+        self.periods_ = {"train": (float(train_lo_s), float(train_hi_s)), "calibration": (float(cal_lo_s), float(cal_hi_s)),
+                         "n_train": int(y.size), "n_calibration": 0 if self.calibration == "none" else int(len(cal))}
+        return self
+
+    def queries(self, lo_s: float, hi_s: float):
+        """:func:`revpred.ladder.ladder_queries` of this predictor's markets, ladder and on-demand prices."""
+        return ladder_queries(self.history, self.markets, lo_s, hi_s, stride_min=self.stride_min, ladder=self.ladder,
+                              on_demand=self.on_demand)
+
+    def _X(self, frame) -> np.ndarray:
+        return self.features.transform(list(frame["market"]), frame["t"].to_numpy(), frame["b"].to_numpy())
+
+    def _fit_calibration(self, raw: np.ndarray, y: np.ndarray) -> None:
+        if y.size == 0 or y.min() == y.max():
+            log.warning("calibration period holds one class only (%d queries); p is left uncalibrated", y.size)
+            return
+        if self.calibration == "isotonic":
+            from sklearn.isotonic import IsotonicRegression
+
+            self.calibrator_ = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(raw, y)
+            return
+        from sklearn.linear_model import LogisticRegression
+
+        z = _logit(raw)[:, None]
+        lr = LogisticRegression(C=1e4, max_iter=1000).fit(z, y)
+        a, c = float(lr.coef_[0, 0]), float(lr.intercept_[0])
+        if a < 0:  # a negative slope would reverse the order: keep the model's p
+            log.warning("Platt slope %.3g < 0 on the calibration period; p is left uncalibrated", a)
+            return
+        self.calibrator_ = (a, c)
+
+    # -- prediction -----------------------------------------------------------------------------------
+    def raw_proba(self, markets: Sequence[Market], times_s: ArrayLike, max_prices_usd_per_hour: ArrayLike) -> np.ndarray:
+        """The boosted model's p before calibration and edge rules, shape (n,)."""
+        ms, t, b = broadcast_queries(markets, times_s, max_prices_usd_per_hour)
+        self._check_fitted(ms)
+        if not ms:
+            return np.empty(0)
+        return self.model_.predict_proba(self.features.transform(ms, t, b))[:, 1]
+
+    def predict_proba(self, markets: Sequence[Market], times_s: ArrayLike, max_prices_usd_per_hour: ArrayLike) -> np.ndarray:
+        """See :class:`~revpred.protocol.RevocationPredictor`: p of shape (n,), float64 in [0, 1].
+
+        Non-increasing in the max price by construction; 0 above the highest price recorded up to t,
+        1 below the current price.
+
+        Raises
+        ------
+        RevPredError
+            Not fitted, a market it was not trained on, or non-finite queries.
+        PriceDataError
+            A decision time outside the market's price history.
+        """
+        ms, t, b = broadcast_queries(markets, times_s, max_prices_usd_per_hour)
+        self._check_fitted(ms)
+        out = np.empty(len(ms))
+        if not ms:
+            return out
+        p = self._calibrate(self.model_.predict_proba(self.features.transform(ms, t, b))[:, 1])
+        for m, idx in group_by_market(ms).items():
+            price = np.asarray(self.history[m].price_at(t[idx]), dtype=np.float64)
+            ceiling = self.features.ceiling(m, t[idx])
+            out[idx] = np.where(b[idx] < price, 1.0, np.where(b[idx] > ceiling, 0.0, p[idx]))
+        return np.clip(out, 0.0, 1.0)
+
+    def _calibrate(self, raw: np.ndarray) -> np.ndarray:
+        if self.calibrator_ is None:
+            return raw
+        if isinstance(self.calibrator_, tuple):
+            a, c = self.calibrator_
+            return 0.5 * (1.0 + np.tanh(0.5 * (a * _logit(raw) + c)))
+        return np.asarray(self.calibrator_.predict(raw), dtype=np.float64)
+
+    def _check_fitted(self, ms: Sequence[Market]) -> None:
+        if not hasattr(self, "model_"):
+            raise RevPredError("the calibrated predictor is not fitted; call fit() or train() first")
+        known = set(self.markets)
+        for m in ms:
+            if m not in known:
+                raise RevPredError(f"the calibrated predictor was not trained on market {m}")
+
+    def describe(self) -> str:
+        """One line: method, periods and sizes."""
+        tr, ca = self.periods_["train"], self.periods_["calibration"]
+        return (f"calibrated (gradient boosting, monotone in the max price, {self.calibration} calibration; "
+                f"{(tr[1] - tr[0]) / 86400:g} days training, {(ca[1] - ca[0]) / 86400:g} days calibration, "
+                f"{self.periods_['n_train']} queries)")
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=np.float64), _EPS, 1.0 - _EPS)
+    return np.log(p) - np.log1p(-p)
+

@@ -1,0 +1,80 @@
+"""The calibrated predictor: p never increases with the max price, is 0 past the highest price, 1 below the price."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from revpred.calibrated import CalibratedRevocation
+from revpred.calibration_report import constant_baseline, ece, empirical_baseline, score
+from revpred.errors import RevPredError
+from revpred.ladder import ladder_queries
+from spotmarket.prices import Market, load_history, to_seconds
+
+LO, HI = to_seconds("2015-05-01"), to_seconds("2015-05-05")
+TEST_LO, TEST_HI = to_seconds("2015-05-05"), to_seconds("2015-05-07")
+MARKETS = [Market("us-east-1a", "r3.large"), Market("us-east-1b", "c3.xlarge")]
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    history = load_history(None)
+    model = CalibratedRevocation.train(history, MARKETS, LO, HI, on_demand={MARKETS[0]: 0.175, MARKETS[1]: 0.21},
+                                       stride_min=30, max_iter=30)
+    return history, model
+
+
+@given(which=st.integers(0, 1), frac=st.floats(0.0, 1.0), d1=st.floats(-0.01, 3.0), d2=st.floats(0.0, 3.0))
+def test_p_never_increases_when_only_the_max_price_increases(fitted, which, frac, d1, d2):
+    history, model = fitted
+    m = MARKETS[which]
+    t = TEST_LO + frac * (TEST_HI - TEST_LO)
+    price = float(history[m].price_at(t))
+    b = np.array([price + d1, price + d1 + d2])
+    p = model.predict_proba([m, m], t, b)
+    assert 0.0 <= p[1] <= p[0] <= 1.0
+
+
+@given(which=st.integers(0, 1), frac=st.floats(0.0, 1.0), over=st.floats(1e-9, 100.0))
+def test_p_is_zero_past_the_highest_price_of_the_trace(fitted, which, frac, over):
+    history, model = fitted
+    m = MARKETS[which]
+    t = TEST_LO + frac * (TEST_HI - TEST_LO)
+    assert model.predict_proba([m], t, float(history[m].prices.max()) + over)[0] == 0.0
+
+
+def test_below_the_current_price_the_launch_is_refused_so_p_is_one(fitted):
+    history, model = fitted
+    m = MARKETS[0]
+    assert model.predict_proba([m], TEST_LO, float(history[m].price_at(TEST_LO)) - 1e-4)[0] == 1.0
+
+
+def test_unknown_market_and_unfitted_model_are_clear_errors(fitted):
+    history, model = fitted
+    with pytest.raises(RevPredError, match="not trained on market"):
+        model.predict_proba([Market("us-east-1e", "m3.medium")], TEST_LO, 1.0)
+    with pytest.raises(RevPredError, match="not fitted"):
+        CalibratedRevocation(history, MARKETS).predict_proba(MARKETS, TEST_LO, 1.0)
+    with pytest.raises(RevPredError, match="calibration period must start after"):
+        CalibratedRevocation(history, MARKETS).fit(LO, HI, HI - 3600, HI + 86400)
+
+
+def test_held_out_scores_beat_the_constant_baseline(fitted):
+    history, model = fitted
+    train = ladder_queries(history, MARKETS, LO, HI, stride_min=30)
+    test = ladder_queries(history, MARKETS, TEST_LO, TEST_HI, stride_min=30)
+    y = test["y"].to_numpy()
+    p = model.predict_proba(list(test["market"]), test["t"].to_numpy(), test["b"].to_numpy())
+    assert score(y, p)["brier"] < score(y, constant_baseline(train, test))["brier"]
+    assert empirical_baseline(train, test).shape == y.shape
+
+
+def test_ece_by_hand():
+    # bins [0, 0.1), ..., [0.9, 1]: p 0.05 x2 (labels 0, 1) -> |0.1 - 1| / 4; p 0.95 x2 (1, 1) -> |1.9 - 2| / 4
+    assert ece([0, 1, 1, 1], [0.05, 0.05, 0.95, 0.95]) == pytest.approx((0.9 + 0.1) / 4)
+    with pytest.warns(RuntimeWarning, match="undefined"):
+        assert np.isnan(ece([], []))
+    s = score(np.zeros(3), np.array([0.1, 0.2, 0.3]))
+    assert np.isnan(s["roc_auc"]) and s["brier"] == pytest.approx((0.01 + 0.04 + 0.09) / 3)

@@ -1,0 +1,104 @@
+"""The online gamma-Poisson interruption model: exact posterior updates, combination with a price p, the replay hook."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from revpred.errors import RevPredError
+from revpred.online_hazard import OnlineHazard
+from revpred.protocol import ConstantRevocation
+from spotmarket import Billing, Cause, Revocation
+from spotmarket.prices import Market
+from spottune.backends import SimBackend, SimSettings, TrainableCurves
+from spottune.orchestrator import Orchestrator, OrchestratorConfig
+from tests.test_sim_backend import FACTS, T0, Fixed, Quadratic, history
+
+M = Market("us-east-1a", "r3.large")
+
+
+def test_posterior_counts_first_hour_exposure_and_first_hour_interruptions_only():
+    model = OnlineHazard(1.0, prior_hours=3.0)  # alpha0 = 1/h x 3 h = 3, beta0 = 10800 s
+    assert model.posterior(M) == (3.0, 10800.0)
+    assert model.capacity_proba(M) == pytest.approx(1 - (10800 / 14400) ** 3)
+    model.observe(M, 0.0, 1800.0, True)  # interrupted after 30 min: one event, 1800 s
+    model.observe(M, 0.0, 7200.0, False)  # survived its first hour: 3600 s
+    model.observe(M, 0.0, 9000.0, True)  # interrupted after its first hour: 3600 s, no first-hour event
+    assert model.posterior(M) == (4.0, 10800.0 + 1800 + 3600 + 3600)
+    assert model.capacity_proba(M) == pytest.approx(1 - (19800 / 23400) ** 4)
+    assert model.fresh().posterior(M) == (3.0, 10800.0)
+
+
+def test_price_and_capacity_combine_as_independent_causes():
+    model = OnlineHazard({M: 0.5}, ConstantRevocation(0.2), prior_hours=1.0)
+    pc = 1 - (3600 / 7200) ** 0.5
+    assert model.predict_proba([M, M], 0.0, [0.1, 0.2]) == pytest.approx([1 - 0.8 * (1 - pc)] * 2)
+
+
+def test_prior_from_the_interruption_traces():
+    model = OnlineHazard.from_calibration(None)
+    # (*, *) lifetime of the SkyPilot traces: P(lifetime <= 1 h) = 0.661215, the prior predictive exactly
+    assert model.capacity_proba(M) == pytest.approx(0.661215, abs=1e-12)
+    assert OnlineHazard.from_calibration(None, prior_hours=10.0).capacity_proba(M) == pytest.approx(0.661215, abs=1e-12)
+
+
+def test_bad_observation_and_prior_are_refused():
+    with pytest.raises(RevPredError, match="finite interval"):
+        OnlineHazard(1.0).observe(M, 10.0, 5.0, False)
+    with pytest.raises(RevPredError, match="no prior"):
+        OnlineHazard({}).capacity_proba(M)
+    with pytest.raises(RevPredError, match="prior_hours"):
+        OnlineHazard(1.0, prior_hours=0.0)
+
+
+class FirstLaunchInterrupted:
+    """Capacity interruption 1800 s after the first launch; later launches live for ever."""
+
+    def __init__(self):
+        self.n = 0
+
+    def revocation(self, market, launch_s, *, instance_id, max_price_usd_per_hour=None):
+        self.n += 1
+        if self.n == 1:
+            return Revocation(market=market, instance_id=instance_id, launch_s=launch_s, cause=Cause.CAPACITY,
+                              notice_s=launch_s + 1680.0, termination_s=launch_s + 1800.0)
+        return Revocation(market=market, instance_id=instance_id, launch_s=launch_s, cause=Cause.NONE,
+                          notice_s=math.inf, termination_s=math.inf)
+
+
+class Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def observe(self, market, launch_s, end_s, revoked):
+        self.calls.append((market, launch_s - T0, end_s - T0, revoked))
+
+
+def test_replay_driver_tells_the_predictor_each_ended_run_when_it_ends():
+    chooser = Fixed()
+    chooser.predictor = Recorder()
+    hist = history()
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=60), chooser)
+    curves = TrainableCurves({"t0": lambda: Quadratic({"lr": 0.05}, seed=0)})
+    SimBackend(orch, hist, FirstLaunchInterrupted(), Billing(), curves, FACTS.__getitem__, T0, SimSettings()).run()
+    calls = chooser.predictor.calls
+    assert calls[0][:3] == (chooser.market, 0.0, 1800.0) and calls[0][3] is True
+    assert len(calls) >= 2 and all(c[3] is False for c in calls[1:])  # user-ended runs are not interruptions
+
+
+def test_composition_root_builds_both_kinds_trained_before_the_start():
+    from spottune._compose import build_market, make_predictor
+    from spottune.evaluation._policies import get_policy
+    from spotmarket.prices import to_seconds
+
+    market = build_market(None, market_mode="modern", seed=0, instance_types=["r3.large"])
+    start = to_seconds("2015-05-05")
+    cal, note = make_predictor("calibrated", market, start - 4 * 86400, start, 0)
+    assert "calibrated" in note and cal.periods_["calibration"][1] == start
+    online, _ = make_predictor("online-hazard", market, start - 4 * 86400, start, 0)
+    m = market.markets[0]
+    price = float(market.history[m].price_at(start))
+    p_cal, p_on = cal.predict_proba([m], start, price + 0.001)[0], online.predict_proba([m], start, price + 0.001)[0]
+    assert p_on == pytest.approx(1 - (1 - p_cal) * (1 - online.capacity_proba(m)))
+    assert get_policy("spottune-0.7-online-hazard").predictor == "online-hazard"
