@@ -10,7 +10,7 @@ market             :func:`build_market`: price history (USD per instance-hour), 
                    pool's markets, and the revocation model of the market mode (:func:`revocation_model`,
                    the only ``legacy | modern`` switch of the project)
 predictor          :func:`make_predictor`: the revocation predictor of Eq 1 (``revpred``, ``tributary``,
-                   ``constant``, ``oracle``, ``none``; :data:`PREDICTOR_KINDS`)
+                   ``constant``, ``hindsight``, ``none``; :data:`PREDICTOR_KINDS`)
 provisioner        :func:`make_provisioner`: SpotTune's market choice (Eq 1-2) with a max-price rule
 curve model        :func:`curve_model`: EarlyCurve + the plateau rule, or the last value without plateaus
 orchestrator       :func:`build` (spec) or :func:`spottune.evaluation.assemble` (policy), from the parts above
@@ -43,9 +43,9 @@ log = logging.getLogger(__name__)
 
 DAY_S = 86400.0
 #: Revocation predictors for Eq 1. ``revpred`` and ``tributary`` are trained LSTMs (cached on disk),
-#: ``constant`` a per-market hazard fitted on the training window (:func:`constant_hazard`), ``oracle``
-#: knows the replay's future (evaluation only), ``none`` is p = 0.
-PREDICTOR_KINDS = ("revpred", "tributary", "constant", "oracle", "none")
+#: ``constant`` a per-market hazard fitted on the training window (:func:`constant_hazard`), ``hindsight``
+#: is the replay's own future as p (perfect p in Eq 2, evaluation only; not a lower bound), ``none`` is p = 0.
+PREDICTOR_KINDS = ("revpred", "tributary", "constant", "hindsight", "none")
 
 
 # -- market ---------------------------------------------------------------------------------------------
@@ -263,8 +263,8 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
     kind : one of :data:`PREDICTOR_KINDS`
         ``none``: p = 0. ``constant``: :func:`constant_hazard` on ``[lo_s, hi_s]``. ``revpred`` /
         ``tributary``: LSTMs trained on ``[lo_s, hi_s]`` with ``spottune.cache.LIGHT_REVPRED`` and cached
-        on disk (``$SPOTTUNE_CACHE``). ``oracle``: the replay's own future
-        (:class:`spottune.evaluation.OraclePredictor` of ``market.revocation_model``).
+        on disk (``$SPOTTUNE_CACHE``). ``hindsight``: the replay's own future
+        (:class:`spottune.evaluation.HindsightPredictor` of ``market.revocation_model``).
     market : MarketSetup
     lo_s, hi_s : float
         Training window, seconds since the epoch (UTC), before every start it serves.
@@ -290,10 +290,10 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
     days = (hi_s - lo_s) / DAY_S
     if kind == "none":
         return ConstantRevocation(0.0), "p = 0 (no revocation prediction)"
-    if kind == "oracle":
-        from spottune.evaluation._oracle import OraclePredictor
+    if kind == "hindsight":
+        from spottune.evaluation._oracle import HindsightPredictor
 
-        return OraclePredictor(market.revocation_model), "oracle (knows the replay's revocations)"
+        return HindsightPredictor(market.revocation_model), "hindsight (p from the replay's own revocations)"
     note = ""
     if kind in ("revpred", "tributary"):
         kinds = tuple(learned_kinds) if kind in learned_kinds else (kind,)
