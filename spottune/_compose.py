@@ -10,7 +10,7 @@ market             :func:`build_market`: price history (USD per instance-hour), 
                    pool's markets, and the revocation model of the market mode (:func:`revocation_model`,
                    the only ``legacy | modern`` switch of the project)
 predictor          :func:`make_predictor`: the revocation predictor of Eq 1 (``revpred``, ``tributary``,
-                   ``constant``, ``oracle``, ``none``, ``calibrated``, ``online-hazard``;
+                   ``constant``, ``hindsight``, ``none``, ``calibrated``, ``online-hazard``;
                    :data:`PREDICTOR_KINDS`)
 provisioner        :func:`make_provisioner`: SpotTune's market choice (Eq 1-2) with a max-price rule
 curve model        :func:`curve_model`: EarlyCurve + the plateau rule, or the last value without plateaus
@@ -45,12 +45,12 @@ log = logging.getLogger(__name__)
 
 DAY_S = 86400.0
 #: Revocation predictors for Eq 1. ``revpred`` and ``tributary`` are trained LSTMs (cached on disk),
-#: ``constant`` a per-market hazard fitted on the training window (:func:`constant_hazard`), ``oracle``
-#: knows the replay's future (evaluation only), ``none`` is p = 0.
+#: ``constant`` a per-market hazard fitted on the training window (:func:`constant_hazard`), ``hindsight``
+#: is the replay's own future as p (perfect p in Eq 2, evaluation only; not a lower bound), ``none`` is p = 0.
 #: ``calibrated`` is trained on the provisioner's own (market, time, max price) queries, monotone in the
 #: max price (:func:`calibrated_predictor`); ``online-hazard`` adds a per-market capacity-interruption
 #: rate learned online during the run (modern mode; :class:`revpred.online_hazard.OnlineHazard`).
-PREDICTOR_KINDS = ("revpred", "tributary", "constant", "oracle", "none", "calibrated", "online-hazard")
+PREDICTOR_KINDS = ("revpred", "tributary", "constant", "hindsight", "none", "calibrated", "online-hazard")
 
 
 # -- market ---------------------------------------------------------------------------------------------
@@ -296,8 +296,8 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
     kind : one of :data:`PREDICTOR_KINDS`
         ``none``: p = 0. ``constant``: :func:`constant_hazard` on ``[lo_s, hi_s]``. ``revpred`` /
         ``tributary``: LSTMs trained on ``[lo_s, hi_s]`` with ``spottune.cache.LIGHT_REVPRED`` and cached
-        on disk (``$SPOTTUNE_CACHE``). ``oracle``: the replay's own future
-        (:class:`spottune.evaluation.OraclePredictor` of ``market.revocation_model``). ``calibrated``:
+        on disk (``$SPOTTUNE_CACHE``). ``hindsight``: the replay's own future
+        (:class:`spottune.evaluation.HindsightPredictor` of ``market.revocation_model``). ``calibrated``:
         :func:`calibrated_predictor` on ``[lo_s, hi_s]``. ``online-hazard``: the same combined with
         :class:`revpred.online_hazard.OnlineHazard` (prior from ``market.revocation_model.calibration``
         when it has one; learns from the run through ``observe``).
@@ -326,10 +326,10 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
     days = (hi_s - lo_s) / DAY_S
     if kind == "none":
         return ConstantRevocation(0.0), "p = 0 (no revocation prediction)"
-    if kind == "oracle":
-        from spottune.evaluation._oracle import OraclePredictor
+    if kind == "hindsight":
+        from spottune.evaluation._oracle import HindsightPredictor
 
-        return OraclePredictor(market.revocation_model), "oracle (knows the replay's revocations)"
+        return HindsightPredictor(market.revocation_model), "hindsight (p from the replay's own revocations)"
     if kind in ("calibrated", "online-hazard"):
         pred = calibrated_predictor(market, lo_s, hi_s, seed)
         if kind == "calibrated":

@@ -22,7 +22,7 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "evaluation.ipynb
 def _small_table(folder: Path) -> None:
     rows = []
     for start in range(2):
-        for i, policy in enumerate(["spottune-0.7", "spottune-1.0", "spottune-0.3", "spottune-0.7-oracle",
+        for i, policy in enumerate(["spottune-0.7", "spottune-1.0", "spottune-0.3", "spottune-0.7-hindsight",
                                     "single-cheapest", "on-demand"]):
             cost, jct = 1.0 + i + start, 2.0 + 0.5 * i
             theta = 0.3 if policy == "spottune-0.3" else 1.0 if policy == "spottune-1.0" else 0.7
@@ -70,16 +70,16 @@ print(json.dumps({
 """
 
 # The small table: policy i at start s costs 1 + i + s USD in 2 + 0.5 i hours, refunded share 0.1 i.
-POLICIES = ["spottune-0.7", "spottune-1.0", "spottune-0.7-oracle", "single-cheapest", "on-demand"]  # figure order
-COST = {"spottune-0.7": 1.5, "spottune-1.0": 2.5, "spottune-0.3": 3.5, "spottune-0.7-oracle": 4.5,
+POLICIES = ["spottune-0.7", "spottune-1.0", "spottune-0.7-hindsight", "single-cheapest", "on-demand"]  # figure order
+COST = {"spottune-0.7": 1.5, "spottune-1.0": 2.5, "spottune-0.3": 3.5, "spottune-0.7-hindsight": 4.5,
         "single-cheapest": 5.5, "on-demand": 6.5}
-JCT = {"spottune-0.7": 2.0, "spottune-1.0": 2.5, "spottune-0.3": 3.0, "spottune-0.7-oracle": 3.5,
+JCT = {"spottune-0.7": 2.0, "spottune-1.0": 2.5, "spottune-0.3": 3.0, "spottune-0.7-hindsight": 3.5,
        "single-cheapest": 4.0, "on-demand": 4.5}
-REFUNDED = {"spottune-0.7": 0.0, "spottune-1.0": 0.1, "spottune-0.3": 0.2, "spottune-0.7-oracle": 0.3,
+REFUNDED = {"spottune-0.7": 0.0, "spottune-1.0": 0.1, "spottune-0.3": 0.2, "spottune-0.7-hindsight": 0.3,
             "single-cheapest": 0.4, "on-demand": 0.5}
 # PCR / PCR(spottune-0.7) at start s = 2 (1 + s) / ((1 + i + s)(2 + 0.5 i)); mean over s = 0, 1
 PCR_NORM = {"spottune-0.7": 1.0, "spottune-1.0": (2 / 5 + 4 / 7.5) / 2, "spottune-0.3": (2 / 9 + 4 / 12) / 2,
-            "spottune-0.7-oracle": (2 / 14 + 4 / 17.5) / 2, "single-cheapest": (2 / 20 + 4 / 24) / 2,
+            "spottune-0.7-hindsight": (2 / 14 + 4 / 17.5) / 2, "single-cheapest": (2 / 20 + 4 / 24) / 2,
             "on-demand": (2 / 27 + 4 / 31.5) / 2}
 
 
@@ -119,7 +119,7 @@ def test_notebook_runs_on_a_small_table(tmp_path, kernel):
         _axis("PCR / PCR(spottune-0.7)", POLICIES, [PCR_NORM[p] for p in POLICIES])]}
     assert _bar_figure(fig9) == {"size": [7.0, 3.8], "axes": [
         _axis("share of steps on refunded time", POLICIES, [REFUNDED[p] for p in POLICIES])]}
-    two = ["spottune-0.7", "spottune-0.7-oracle"]
+    two = ["spottune-0.7", "spottune-0.7-hindsight"]
     assert _bar_figure(fig10) == {"size": [12.0, 3.6], "axes": [
         _axis("cost (USD)", two, [COST[p] for p in two]),
         _axis("PCR / PCR(spottune-0.7)", two, [PCR_NORM[p] for p in two]),

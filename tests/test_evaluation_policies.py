@@ -60,7 +60,7 @@ def _run(name, history=None, study=None, predictor=None, cov=0.0):
     revocations = LegacyBidRevocation(history)
     policy = get_policy(name)
     if policy.uses_predictor and predictor is None:
-        predictor = OraclePredictor(revocations) if policy.predictor == "oracle" else ConstantRevocation(0.0)
+        predictor = OraclePredictor(revocations) if policy.predictor == "hindsight" else ConstantRevocation(0.0)
     asm = assemble(policy, study=study, history=history, catalog=catalog, pool=pool, markets=markets,
                    revocation_model=revocations, billing=Billing(), predictor=predictor, seed=0)
     record = SimBackend(asm.orchestrator, history, asm.revocation_model, asm.billing, study.sim_curves(),
@@ -84,7 +84,7 @@ def test_policy_names_and_errors():
 
 
 def test_recipes_assemble_the_right_parts():
-    asm, _ = _run("spottune-0.7-oracle")
+    asm, _ = _run("spottune-0.7-hindsight")
     assert isinstance(asm.chooser, Provisioner) and asm.orchestrator.config.theta == 0.7
     assert asm.orchestrator.config.hourly_hop and asm.orchestrator.plateau_rule is not None
     assert isinstance(asm.chooser.predictor, OraclePredictor)

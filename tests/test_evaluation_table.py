@@ -57,7 +57,7 @@ def tiny(tmp_path_factory):
     for k in range(2):
         d = tmp_path_factory.mktemp(f"sim{k}")
         res = CliRunner().invoke(cli, ["simulate", "--workload", "opda-alexnet", "--max-steps", "8", "--policies",
-                                       "spottune-0.7-oracle,spottune-0.7-none,single-cheapest,on-demand,spot-restart,"
+                                       "spottune-0.7-hindsight,spottune-0.7-none,single-cheapest,on-demand,spot-restart,"
                                        "optuna-sha", "--start-times", "2015-05-05T00:00Z", "--output", str(d),
                                        "--no-progress"])
         assert res.exit_code == 0, res.output
@@ -70,7 +70,7 @@ def test_same_seed_gives_an_identical_table(tiny):
     assert a.read_text() == b.read_text()
     t = pd.read_csv(a)
     assert (t["error"].isna()).all() and len(t) == 6
-    assert set(t["policy"]) >= {"spottune-0.7-oracle", "on-demand"}
+    assert set(t["policy"]) >= {"spottune-0.7-hindsight", "on-demand"}
     assert (tiny[0] / "table.json").exists() and (tiny[0] / "summary.csv").exists()
 
 

@@ -150,9 +150,9 @@ def simulate(workload: str, policies: str, starts: int, start_times: str | None,
     table = simulate_all(workload, policies, starts, market_mode, Path(output), seed=seed, theta_sweep=theta_sweep,
                          jobs=jobs, start_times=start_times, max_steps=max_steps, prices=prices, progress=progress,
                          instance_types=instance_types, zones=zones)
-    s = summarise(table, ["cost_usd", "jct_h", "pcr_norm", "top3", "refunded_share"])
+    s = summarise(table, ["cost_usd", "jct_h", "pcr_norm", "top3", "refunded_share", "cost_vs_lower_bound"])
     cols = ["market_mode", "policy", "cost_usd_mean", "jct_h_mean", "pcr_norm_mean", "top3_mean",
-            "refunded_share_mean", "n"]
+            "refunded_share_mean", "cost_vs_lower_bound_mean", "n"]
     click.echo(to_markdown(s[cols]))
     failed = int((table["error"].fillna("") != "").sum())
     if failed:

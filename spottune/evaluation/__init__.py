@@ -1,6 +1,7 @@
 """Evaluation of spottune against baselines and peers on identical replays (issue 7).
 
-Policies (:mod:`._policies`), oracle / on-demand market rules (:mod:`._oracle`), Optuna pruners as stop
+Policies (:mod:`._policies`), hindsight predictor / on-demand market rules (:mod:`._oracle`), the lower
+bound on cost (:mod:`._lower_bound`), Optuna pruners as stop
 rules (:mod:`._pruning`), studies with ground-truth curves (:mod:`._studies`), one run and its row
 (:mod:`._runner`), the tidy table (:mod:`._table`) and the figures (:mod:`._plots`). The CLI is
 ``spottune simulate`` (``spottune/cli/_simulate.py``); results are discussed in ``docs/evaluation.md``.
@@ -8,7 +9,8 @@ The parts shared with ``spottune run`` and ``spottune.tune()`` (market and revoc
 SpotTune provisioner, curve model) come from the composition root, :mod:`spottune._compose`.
 """
 
-from spottune.evaluation._oracle import NeverRevoked, OnDemandBilling, OraclePredictor
+from spottune.evaluation._lower_bound import LowerBoundSettings, lower_bound_usd, trial_lower_bounds
+from spottune.evaluation._oracle import HindsightPredictor, NeverRevoked, OnDemandBilling, OraclePredictor
 from spottune.evaluation._policies import (
     DEFAULT_POLICIES,
     FIXED,
@@ -26,8 +28,8 @@ from spottune.evaluation._studies import Study, list_studies, load_study
 from spottune.evaluation._table import COLUMNS, make_table, normalise_pcr, ratio_table, summarise, to_markdown
 
 __all__ = [
-    "Assembly", "COLUMNS", "DEFAULT_POLICIES", "FIXED", "NeverRevoked", "OnDemandBilling", "OptunaStopRule",
+    "Assembly", "COLUMNS", "DEFAULT_POLICIES", "FIXED", "HindsightPredictor", "LowerBoundSettings", "NeverRevoked", "OnDemandBilling", "OptunaStopRule",
     "OraclePredictor", "PRUNERS", "Policy", "Study", "THETA_SWEEP", "Task", "assemble", "default_starts",
-    "fixed_types", "get_policy", "list_studies", "load_study", "make_pruner", "make_table", "normalise_pcr",
-    "parse_policies", "ratio_table", "run_task", "summarise", "to_markdown",
+    "fixed_types", "get_policy", "list_studies", "load_study", "lower_bound_usd", "make_pruner", "make_table", "normalise_pcr",
+    "parse_policies", "ratio_table", "run_task", "summarise", "to_markdown", "trial_lower_bounds",
 ]

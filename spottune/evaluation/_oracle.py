@@ -1,15 +1,17 @@
-"""Market rules of the baselines, and the oracle revocation predictor.
+"""Market rules of the baselines, and the hindsight revocation predictor.
 
-- :class:`OraclePredictor`: a :class:`~revpred.protocol.RevocationPredictor` that asks the replay's own
+- :class:`HindsightPredictor` (formerly ``OraclePredictor``): a :class:`~revpred.protocol.RevocationPredictor` that asks the replay's own
   revocation model what will happen: p = 1 if an instance launched now in that market at that max price
   is refused or terminated by the provider within the next hour (the refund window, run length
-  < 3600 s), else 0. It is the lower bound on cost for SpotTune's design (perfect p in Eq 1).
+  < 3600 s), else 0: perfect p in Eq 2. It is NOT a lower bound on cost: Eq 2 ignores that the user's
+  own hop forfeits the refund, and boot, restore and lost steps, so it can cost more than SpotTune with
+  RevPred. The lower bound is :mod:`spottune.evaluation._lower_bound`.
 - :class:`NeverRevoked`: a revocation model under which every launch is fulfilled and never ended by
   the provider (on-demand capacity).
 - :class:`OnDemandBilling`: bills every run at the catalog's on-demand price of its instance type,
   per second, with no refund (on-demand instances have none).
 
-[I] In legacy mode the oracle is exact: the bid rule does not depend on the instance. In modern mode it
+[I] In legacy mode the hindsight p is exact: the bid rule does not depend on the instance. In modern mode it
 knows the market-wide capacity events, outages and price crossings, but not each instance's own
 lifetime draw, which is keyed on the instance id the simulator assigns at launch.
 """
@@ -28,7 +30,7 @@ from spotmarket import HOUR_S, Billing
 from spotmarket._revocation import Cause, Revocation
 
 
-class OraclePredictor:
+class HindsightPredictor:
     """Revocation probabilities that know the future of the replay (0 or 1).
 
     Parameters
@@ -40,8 +42,8 @@ class OraclePredictor:
 
     Examples
     --------
-    >>> oracle = OraclePredictor(revocation_model("legacy", history, seed=0))  # spottune._compose  # doctest: +SKIP
-    >>> oracle.predict_proba([market], t_s, [0.05])  # doctest: +SKIP
+    >>> hindsight = HindsightPredictor(revocation_model("legacy", history, seed=0))  # spottune._compose  # doctest: +SKIP
+    >>> hindsight.predict_proba([market], t_s, [0.05])  # doctest: +SKIP
     array([1.])
     """
 
@@ -71,11 +73,15 @@ class OraclePredictor:
         b = np.broadcast_to(np.asarray(max_prices_usd_per_hour, dtype=float), (n,))
         out = np.zeros(n)
         for i, m in enumerate(markets):
-            rev = self.revocation_model.revocation(m, float(t[i]), instance_id="oracle-probe",
+            rev = self.revocation_model.revocation(m, float(t[i]), instance_id="hindsight-probe",
                                                    max_price_usd_per_hour=float(b[i]))
             if not rev.fulfilled or rev.termination_s - float(t[i]) < self.horizon_s:
                 out[i] = 1.0
         return out
+
+
+#: Deprecated name of :class:`HindsightPredictor` (it is not an oracle of the cheapest schedule).
+OraclePredictor = HindsightPredictor
 
 
 class NeverRevoked:

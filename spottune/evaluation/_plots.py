@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-PREDICTOR_POLICIES = ("spottune-0.7", "spottune-0.7-tributary", "spottune-0.7-constant", "spottune-0.7-oracle")
+PREDICTOR_POLICIES = ("spottune-0.7", "spottune-0.7-tributary", "spottune-0.7-constant", "spottune-0.7-hindsight")
 
 
 def _plt() -> Any:
@@ -105,7 +105,7 @@ def plot_refunded(table: pd.DataFrame, path: str | Path | None = None, title: st
 
 
 def plot_predictors(table: pd.DataFrame, path: str | Path | None = None, title: str = "") -> Any:
-    """Fig 10 analogue: SpotTune θ = 0.7 with RevPred, Tributary, constant hazard and the oracle."""
+    """Fig 10 analogue: SpotTune θ = 0.7 with RevPred, Tributary, constant hazard and the hindsight p."""
     plt = _plt()
     present = [p for p in PREDICTOR_POLICIES if p in set(table["policy"])]
     stats = policy_stats(table, present)

@@ -10,7 +10,7 @@ trials, the same price replay and the same seeds (STYLE §2: a baseline is anoth
 name                       recipe
 =========================  ==========================================================================
 spottune-<θ>[-<pred>]      Provisioner (Eq 2) with predictor <pred> (default RevPred; ``tributary``,
-                           ``constant``, ``oracle``, ``none``), D1 max price, hourly hop, EarlyCurve
+                           ``constant``, ``hindsight``, ``none``), D1 max price, hourly hop, EarlyCurve
                            at θ and the plateau rule. ``spottune-0.7``, ``spottune-1.0``, θ sweep.
 single-cheapest            one instance per trial of the cheapest type (lowest on-demand price in the
                            pool), in its cheapest zone at launch; max price 10x the highest recorded
@@ -57,7 +57,7 @@ class Policy:
     description : str
     chooser : {"spottune", "cheapest-market", "fixed-cheapest", "fixed-fastest"}
     predictor : str
-        Revocation predictor for Eq 1 (``revpred``, ``tributary``, ``constant``, ``oracle``, ``none``).
+        Revocation predictor for Eq 1 (``revpred``, ``tributary``, ``constant``, ``hindsight``, ``none``).
     theta : float
         Early-shutdown rate θ in (0, 1].
     hourly_hop : bool
@@ -120,7 +120,7 @@ FIXED: dict[str, Policy] = {p.name: p for p in [
 
 #: The policies of the headline comparison, in display order.
 DEFAULT_POLICIES = ("spottune-0.7", "spottune-1.0", "spottune-0.7-tributary", "spottune-0.7-constant",
-                    "spottune-0.7-oracle", "single-cheapest", "single-fastest", "on-demand", "spot-restart",
+                    "spottune-0.7-hindsight", "single-cheapest", "single-fastest", "on-demand", "spot-restart",
                     "optuna-median", "optuna-sha", "optuna-hyperband")
 THETA_SWEEP = tuple(f"spottune-{t / 10:.1f}" for t in range(1, 11))
 
@@ -140,6 +140,10 @@ def get_policy(name: str) -> Policy:
     m = _SPOTTUNE.match(name)
     if m:
         theta, pred = float(m["theta"]), m["pred"] or "revpred"
+        if pred == "oracle":
+            raise ConfigError(f"policy {name!r}: the 'oracle' predictor is now called 'hindsight' (perfect p in Eq 2; "
+                              f"not a lower bound, see the lower_bound_usd column); use "
+                              f"{name.removesuffix('oracle')}hindsight")
         if pred not in KINDS:
             raise ConfigError(f"policy {name!r}: predictor {pred!r} must be one of {', '.join(KINDS)}")
         return Policy(name=name, description=f"SpotTune θ={theta:g}, predictor {pred}", theta=theta, predictor=pred)

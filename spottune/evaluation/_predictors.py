@@ -6,8 +6,8 @@ then after the training window). They read features from the price history up to
 so one model set serves every later start. [I] Lighter than ``revpred train`` (same settings as
 ``spottune run``, ``spottune.cache.LIGHT_REVPRED``): 10-minute stride, hidden size 32, 4 epochs, so that
 the whole evaluation fits its CPU budget. The constant hazard is fitted on the same window without
-training (:func:`spottune._compose.constant_hazard`); the oracle needs no training
-(:class:`~spottune.evaluation.OraclePredictor`). Every predictor is built by the composition root,
+training (:func:`spottune._compose.constant_hazard`); the hindsight predictor needs no training
+(:class:`~spottune.evaluation.HindsightPredictor`). Every predictor is built by the composition root,
 :func:`spottune._compose.make_predictor`.
 """
 

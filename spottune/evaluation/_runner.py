@@ -162,6 +162,7 @@ def _iso(t_s: float) -> str:
 def run_task(task: Task) -> tuple[dict[str, Any], float]:
     """Simulate one run; returns (table row, wall seconds). A project error becomes the row's ``error``."""
     from spottune.backends import SimBackend, SimSettings
+    from spottune.evaluation._lower_bound import bound_columns
     from spottune.evaluation._policies import assemble, get_policy
     from spotmarket import Billing
 
@@ -175,11 +176,14 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
         asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],
                        markets=env["markets"], revocation_model=env["revocations"], billing=Billing(task.billing),
                        predictor=predictor, seed=task.seed)
+        settings = SimSettings(seed=task.seed)
         backend = SimBackend(asm.orchestrator, env["history"], asm.revocation_model, asm.billing, study.sim_curves(),
-                             env["market"].facts, task.start_s, SimSettings(seed=task.seed))
+                             env["market"].facts, task.start_s, settings)
         record = backend.run()
         row = measure(task, policy, study, asm.orchestrator, record)
         row["note"] = asm.note
+        row.update(bound_columns(row, market=env["market"], study=study, orchestrator=asm.orchestrator, record=record,
+                                 start_s=task.start_s, sim_settings=settings))
     except (SpottuneError, SpotMarketError) as exc:  # e.g. the price history ends before the run finishes
         from spottune.evaluation._table import empty_row
 

@@ -9,7 +9,10 @@ chosen best minus the best's, in the metric's units, >= 0), ``refunded_share`` (
 run on refunded instance time), ``revocations``, ``hops``, ``lost_steps``, ``ckpt_overhead_share``
 ((checkpoint + restore/boot seconds) / training seconds, Fig 12), ``steps_executed``, ``instances``,
 ``refunded_usd``, ``stopped_early`` (trials stopped at θ or pruned), ``chosen_best``, ``true_best``,
-``note`` (e.g. the fixed instance type), ``error`` (empty unless the run failed).
+``note`` (e.g. the fixed instance type), ``error`` (empty unless the run failed), ``lower_bound_usd`` (the
+least USD any schedule pays for the run's own per-trial steps by its own JCT, legacy mode only; NaN in
+modern mode, :mod:`spottune.evaluation._lower_bound`) and ``cost_vs_lower_bound`` = cost_usd / lower_bound_usd
+(>= 1 by construction).
 """
 
 from __future__ import annotations
@@ -24,12 +27,12 @@ COLUMNS = [
     "policy", "workload", "market_mode", "start_index", "start", "seed", "theta", "predictor", "cost_usd", "jct_h",
     "pcr", "pcr_norm", "top1", "top3", "regret", "refunded_share", "revocations", "hops", "lost_steps",
     "ckpt_overhead_share", "steps_executed", "instances", "refunded_usd", "stopped_early", "chosen_best",
-    "true_best", "note", "error",
+    "true_best", "note", "error", "lower_bound_usd", "cost_vs_lower_bound",
 ]
 REFERENCE_POLICY = "spottune-0.7"
 #: Columns summarised as mean ± sd over starts.
 METRICS = ["cost_usd", "jct_h", "pcr_norm", "top1", "top3", "regret", "refunded_share", "revocations", "hops",
-           "lost_steps", "ckpt_overhead_share"]
+           "lost_steps", "ckpt_overhead_share", "lower_bound_usd", "cost_vs_lower_bound"]
 
 
 def empty_row(**fields: Any) -> dict[str, Any]:
