@@ -15,10 +15,10 @@ The model, for one (trial, market, max price b) candidate launched now:
   (:func:`revocation_within`).
 * **Paid USD** ``E[USD] = (1 − q(H)) · P̄ · H / 3600``: revoked before H, the run is free; otherwise we
   end it ourselves at H and pay the whole run at the mean price P̄ (:func:`expected_paid_usd`).
-* **Useful steps** ``E[steps] = [(1 − q(H)) · (H − boot − restore − checkpoint)₊ + s · ∫₀^H (τ − boot −
-  restore)₊ dF(τ)] / T`` with ``s = 1`` if a checkpoint fits in the notice window (the notice-time
+* **Useful steps**, whole steps only (the step in progress at our end or at a notice is lost):
+  ``E[steps] = (1 − q(H)) · floor((H − boot − restore − checkpoint) / T) + s · E[floor((τ − boot −
+  restore) / T); τ < H]`` with ``s = 1`` if a checkpoint fits in the notice window (the notice-time
   checkpoint saves the work done), else 0 (the segment's work is lost) (:func:`expected_useful_steps`).
-  ``∫_a^H λ e^{−λτ} (τ − a) dτ = e^{−λa} (1 − e^{−λL}(1 + λL)) / λ`` with ``L = H − a``.
 * **Objective** ``E[USD] / E[steps]``, USD per useful step (+inf when no step is expected)
   (:func:`refund_step_cost_usd`).
 
@@ -155,25 +155,31 @@ def expected_paid_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: ArrayLik
     return _out((1.0 - q) * np.asarray(mean_price_usd_per_hour, dtype=float) * h / HOUR_S)
 
 
-def _revoked_useful_s(lam: np.ndarray, a: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """``∫_a^H λ e^{−λτ} (τ − a) dτ`` (0 where a ≥ H, λ = 0 or λ = inf), seconds."""
-    L = np.maximum(h - a, 0.0)
+def _revoked_steps(lam: np.ndarray, a: np.ndarray, t: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """``E[floor((τ − a) / T); τ < H] = Σ_{k=1}^{K} [S(a + kT) − S(H)]``, ``K = floor((H − a) / T)``, S(x) = e^{−λx}.
+
+    The geometric sum in closed form; 0 where K < 1, λ = 0 or λ = inf.
+    """
+    K = np.floor(np.maximum(h - a, 0.0) / t + 1e-9)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        x = lam * L
-        inner = -np.expm1(-x) - x * np.exp(-x)  # 1 - e^{-x}(1 + x), accurate for small x
-        val = np.exp(-lam * a) * inner / lam
-    return np.where((L > 0) & (lam > 0) & np.isfinite(lam), val, 0.0)
+        x = lam * t
+        ratio = np.where(x > 0, np.expm1(-x * K) / np.where(x > 0, np.expm1(-x), 1.0), K)  # Σ_{k=0}^{K-1} e^{-kx}
+        val = np.exp(-lam * (a + t)) * ratio - K * np.exp(-lam * h)
+    return np.where((K >= 1) & (lam > 0) & np.isfinite(lam), np.maximum(val, 0.0), 0.0)
 
 
 def expected_useful_steps(p_revocation: ArrayLike, seconds_per_step: ArrayLike, horizon_s: ArrayLike, *,
                           boot_s: float = 0.0, restore_s: ArrayLike = 0.0, checkpoint_s: ArrayLike = 0.0,
                           notice_s: float = NOTICE_S) -> np.ndarray | float:
-    """Expected steps kept (saved in a checkpoint) from a run launched now, over the horizon H.
+    """Expected whole steps kept (saved in a checkpoint) from a run launched now, over the horizon H.
 
-    Not revoked before H (probability 1 − q(H)): ``(H − boot − restore − checkpoint)₊ / T``. Revoked at
-    the notice τ < H: the notice-time checkpoint saves ``(τ − boot − restore)₊ / T`` steps if a
-    checkpoint fits in the notice window (``checkpoint_s ≤ notice_s``), else the segment is lost. τ
-    follows the constant hazard ``λ = −ln(1 − p) / 3600`` per second.
+    The step in progress at our own end or at a notice is lost. Not revoked before H (probability
+    1 − q(H)): ``floor((H − boot − restore − checkpoint) / T)`` steps (exactly ``steps_left`` when H is
+    the planned stop). Revoked at the notice τ < H: the notice-time checkpoint saves
+    ``floor((τ − boot − restore) / T)`` steps if a checkpoint fits in the notice window
+    (``checkpoint_s ≤ notice_s``), else the segment is lost. τ follows the constant hazard
+    ``λ = −ln(1 − p) / 3600`` per second, S(t) = e^{−λt}, so the revoked part is
+    ``Σ_{k=1}^{K} [S(boot + restore + kT) − S(H)]`` with ``K = floor((H − boot − restore) / T)``.
 
     Parameters
     ----------
@@ -193,7 +199,7 @@ def expected_useful_steps(p_revocation: ArrayLike, seconds_per_step: ArrayLike, 
     Returns
     -------
     float or ndarray
-        Expected useful steps (fractional).
+        Expected useful steps.
     """
     p = np.asarray(p_revocation, dtype=float)
     _check_p(p)
@@ -204,9 +210,9 @@ def expected_useful_steps(p_revocation: ArrayLike, seconds_per_step: ArrayLike, 
     with np.errstate(divide="ignore"):
         lam = -np.log1p(-p) / HOUR_S
     survive = 1.0 - np.asarray(revocation_within(p, h))
-    kept = survive * np.maximum(h - boot_s - restore - ckpt, 0.0)
-    revoked = np.where(ckpt <= notice_s, _revoked_useful_s(lam, boot_s + restore, h), 0.0)
-    return _out((kept + revoked) / t)
+    kept = survive * np.floor(np.maximum(h - boot_s - restore - ckpt, 0.0) / t + 1e-9)
+    revoked = np.where(ckpt <= notice_s, _revoked_steps(lam, boot_s + restore, t, h), 0.0)
+    return _out(kept + revoked)
 
 
 def refund_step_cost_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: ArrayLike, seconds_per_step: ArrayLike,

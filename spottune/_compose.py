@@ -312,7 +312,7 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
 # -- provisioner and curve model --------------------------------------------------------------------------
 def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed: int,
                      max_price_rule: Any = None, *, objective: str = "refund", boot_s: float | None = None,
-                     checkpoint_size_mb: float = 1.0) -> Any:
+                     checkpoint_size_mb: float = 1.0, reference_seconds_per_step: float | None = None) -> Any:
     """SpotTune's market chooser over the pool's markets, with the objective ``objective``.
 
     Parameters
@@ -338,6 +338,10 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
         ``refund`` only: checkpoint size, MB; write and restore times per instance type come from the
         checkpoint bandwidth model (:func:`spottune.backends._speed.transfer_seconds`, plus the sim's
         fixed per-checkpoint overhead).
+    reference_seconds_per_step : float, optional
+        ``refund`` only: the workload's declared seconds per step on the 2-vCPU reference instance; sets
+        T's prior ``κ = T_ref · 2`` s·core/step (default κ = 1), so that the horizon and the whole-step
+        count are right before the first measurement (a step longer than the hour is never chosen).
 
     Raises
     ------
@@ -358,7 +362,12 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
     types = {m.instance_type for m in pool.resolve(history, catalog)}
     ckpt = {t: transfer_seconds(checkpoint_size_mb, catalog[t].vcpus, overhead) for t in sorted(types)}
     cost = RefundStepCost(boot_s=DEFAULT_BOOT_S if boot_s is None else float(boot_s), checkpoint_s=ckpt)
-    return RefundProvisioner(history, catalog, predictor, pool, rng, objective=cost)
+    perf = None
+    if reference_seconds_per_step is not None:
+        from provisioner import PerformanceMatrix
+
+        perf = PerformanceMatrix.from_catalog(catalog, sorted(types), kappa_s=2.0 * float(reference_seconds_per_step))
+    return RefundProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf)
 
 
 def curve_model(max_steps: int, early_curve: bool = True) -> tuple[Any, Any]:
@@ -495,7 +504,9 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
                            mode=spec.mode, max_failures=spec.max_failures),
         make_provisioner(market.history, market.catalog, market.pool, predictor, seed, objective=spec.objective,
                          boot_s=spec.boot_s if spec.backend == "sim" else 0.0,
-                         checkpoint_size_mb=spec.get_workload().checkpoint_size_mb),
+                         checkpoint_size_mb=spec.get_workload().checkpoint_size_mb,
+                         reference_seconds_per_step=getattr(spec.get_workload().trainable,
+                                                            "reference_seconds_per_step", None)),
         predictor=fmp,
         plateau_rule=plateau,
     )

@@ -78,24 +78,28 @@ def test_two_markets_exact_usd_per_useful_step():
     assert expected_paid_usd(0.0, 0.20, 3600.0) == pytest.approx(0.20)
     assert expected_useful_steps(0.0, 1.0, 3600.0, **kw) == pytest.approx(3470.0)
     assert refund_step_cost_usd(0.0, 0.20, 1.0, 3600.0, **kw) == pytest.approx(0.20 / 3470.0)
-    # Market A: p = 0.5, 0.10 USD/h, 2 s/step. Survives the hour with 1/2: pays 0.05 USD, keeps 3470 s.
-    # Revoked at τ < 3600 (λ = ln 2 / 3600): keeps τ - 120 s (boot + restore; the notice-time checkpoint
-    # saves it). ∫_120^3600 λ e^{-λτ} (τ - 120) dτ = 2^(-1/30) (1 - 2^(-29/30) (1 + 29/30 ln 2)) · 3600 / ln 2.
-    lam = math.log(2) / 3600
-    revoked = 2 ** (-1 / 30) * (1 - 2 ** (-29 / 30) * (1 + 29 / 30 * math.log(2))) * 3600 / math.log(2)
-    assert revoked == pytest.approx(quad(lambda t: lam * math.exp(-lam * t) * (t - 120), 120, 3600)[0], rel=1e-9)
-    steps_a = (0.5 * 3470.0 + revoked) / 2.0
-    assert revoked == pytest.approx(738.227, abs=1e-3)  # by hand: 0.977160 * (1 - 0.511728 * 1.670046) * 5193.98
+    # Market A: p = 0.5, 0.10 USD/h, 2 s/step. Survives the hour with 1/2: pays 0.05 USD, keeps 3470 / 2 = 1735
+    # steps. Revoked at the notice τ < 3600 (S(t) = 2^(-t/3600)): keeps floor((τ - 120) / 2) steps (boot +
+    # restore; the notice-time checkpoint saves them), i.e. sum over k = 1..1740 of P(120 + 2k <= τ < 3600).
+    revoked = sum(2 ** (-(120 + 2 * k) / 3600) - 0.5 for k in range(1, 1741))
+    lam = math.log(2) / 3600  # close to the continuous ∫ (τ - 120) / 2 dF less half a step per revocation
+    cont = quad(lambda t: lam * math.exp(-lam * t) * (t - 120) / 2, 120, 3600)[0]
+    assert revoked == pytest.approx(cont - 0.5 * (2 ** (-120 / 3600) - 0.5), abs=0.01)
+    assert revoked == pytest.approx(368.87, abs=0.01)  # by hand: 738.227 / 2 - 0.5 * 0.4772
+    steps_a = 0.5 * 1735 + revoked
     assert expected_paid_usd(0.5, 0.10, 3600.0) == pytest.approx(0.05)
     assert expected_useful_steps(0.5, 2.0, 3600.0, **kw) == pytest.approx(steps_a)
     cost_a = refund_step_cost_usd(0.5, 0.10, 2.0, 3600.0, **kw)
-    assert cost_a == pytest.approx(0.05 / steps_a) == pytest.approx(0.05 / 1236.6134, rel=1e-6)
+    assert cost_a == pytest.approx(0.05 / steps_a) == pytest.approx(0.05 / 1236.37, rel=1e-5)
     assert cost_a < refund_step_cost_usd(0.0, 0.20, 1.0, 3600.0, **kw) == pytest.approx(5.7637e-5, rel=1e-4)
+    # a step longer than what the hour leaves gives nothing: the hop (or a notice) loses the step in progress
+    assert expected_useful_steps(0.0, 3500.0, 3600.0, **kw) == 0.0
+    assert refund_step_cost_usd(0.0, 0.01, 3500.0, 3600.0, **kw) == math.inf
     # Eq 2 would value A at (1 - 0.5) * 0.10 * 2 / 3600 = 2.78e-5: it ignores overheads and the lost half hour
     assert step_cost_usd(0.5, 0.10, 2.0) == pytest.approx(2.7778e-5, rel=1e-4)
     # a checkpoint longer than the notice loses the revoked segment's work
     assert expected_useful_steps(0.5, 2.0, 3600.0, boot_s=100.0, restore_s=20.0, checkpoint_s=130.0,
-                                 notice_s=120.0) == pytest.approx(0.5 * 3350.0 / 2.0)
+                                 notice_s=120.0) == pytest.approx(0.5 * 1675)
 
 
 def test_eq2_is_the_limit_without_overheads_or_revocations():

@@ -263,7 +263,8 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
             raise ConfigError(f"policy {policy.name} needs a revocation predictor")
         chooser = make_provisioner(history, catalog, pool, predictor, seed, max_price_rule=rule,
                                    objective=policy.objective, boot_s=boot_s,
-                                   checkpoint_size_mb=float(getattr(study, "checkpoint_size_mb", 1.0)))
+                                   checkpoint_size_mb=float(getattr(study, "checkpoint_size_mb", 1.0)),
+                                   reference_seconds_per_step=float(np.mean(list(study.reference_seconds_per_step.values()))))
     elif policy.chooser == "cheapest-market":
         chooser = CheapestMarketChooser(history, catalog, pool, rng, max_price_rule=rule)
     else:
