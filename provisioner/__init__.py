@@ -1,4 +1,5 @@
-"""provisioner: instance catalog, expected cost per step (Eq 1-2) and market choice (SpotTune §1.3-1.5).
+"""provisioner: instance catalog, expected cost per step (Eq 1-2) and market choice (SpotTune §1.3-1.5),
+and the refund-aware objective that also chooses the max price (issue 12, ``RefundProvisioner``).
 
 Pure computation: choosers take time as ``now_s`` (seconds since the epoch, UTC) and randomness from
 an injected ``numpy.random.Generator``; only :meth:`InstanceCatalog.load` reads files. Imports revpred's
@@ -23,6 +24,18 @@ from provisioner._max_price import FixedMaxPrice, MaxPriceRule, MaxPriceSource
 from provisioner._performance import DEFAULT_ALPHA, PerformanceMatrix
 from provisioner._pool import Pool
 from provisioner._provisioner import Provisioner
+from provisioner._refund import (
+    DELTA_LADDER_USD_PER_HOUR,
+    NOTICE_S,
+    RefundStepCost,
+    decision_horizon_s,
+    expected_paid_usd,
+    expected_useful_steps,
+    ladder_max_prices,
+    refund_step_cost_usd,
+    revocation_within,
+)
+from provisioner._refund_provisioner import RefundProvisioner
 from provisioner.errors import (
     CatalogError,
     NoMarketAvailable,
@@ -38,6 +51,7 @@ __all__ = [
     "CheapestMarketChooser",
     "Choice",
     "DEFAULT_ALPHA",
+    "DELTA_LADDER_USD_PER_HOUR",
     "Explanation",
     "FastestMarketChooser",
     "FixedMaxPrice",
@@ -49,6 +63,7 @@ __all__ = [
     "MarketChooser",
     "MaxPriceRule",
     "MaxPriceSource",
+    "NOTICE_S",
     "NoMarketAvailable",
     "PUBLIC_FACTS",
     "PaperStepCost",
@@ -57,12 +72,20 @@ __all__ = [
     "Provisioner",
     "ProvisionerConfigError",
     "ProvisionerError",
+    "RefundProvisioner",
+    "RefundStepCost",
     "SkippedMarket",
     "StepCostObjective",
     "UnknownInstanceType",
     "UsefulStepCost",
+    "decision_horizon_s",
     "expected_hour_cost_usd",
+    "expected_paid_usd",
     "expected_useful_seconds",
+    "expected_useful_steps",
+    "ladder_max_prices",
+    "refund_step_cost_usd",
+    "revocation_within",
     "find_data_file",
     "step_cost_usd",
     "useful_step_cost_usd",

@@ -39,7 +39,12 @@ class MarketChooser(Protocol):
     """
 
     def choose(self, trial_id: Hashable, now_s: float) -> Choice:
-        """The market for one trial at ``now_s`` (seconds since the epoch, UTC)."""
+        """The market for one trial at ``now_s`` (seconds since the epoch, UTC).
+
+        A chooser whose ``plans_horizon`` attribute is True also takes the keyword arguments
+        ``steps_left`` (steps until the trial's next planned stop) and ``resume_step`` (0 = fresh start),
+        and the orchestrator passes them (:class:`~provisioner.RefundProvisioner`).
+        """
         ...
 
     def choose_many(self, trial_ids: Sequence[Hashable], now_s: float) -> list[Choice]:
@@ -139,11 +144,19 @@ class BaseChooser(abc.ABC):
 
     @abc.abstractmethod
     def _order_keys(self, *, step_cost: np.ndarray | None, seconds_per_step: np.ndarray,
-                    current: np.ndarray, mean: np.ndarray) -> list[np.ndarray]:
-        """Sort keys of shape (k, n), primary first; the market order is appended by the caller."""
+                    current: np.ndarray, mean: np.ndarray, **extra: np.ndarray) -> list[np.ndarray]:
+        """Sort keys of shape (k, n), primary first; the market order is appended by the caller.
+
+        ``extra`` holds the chooser's own per-candidate arrays (e.g. ``max_price`` and ``expected_usd``
+        of :class:`~provisioner.RefundProvisioner`)."""
+
+    #: Whether :meth:`choose` / :meth:`choose_many` use the trial's plan (``steps_left``,
+    #: ``resume_step``); the orchestrator passes it only to choosers that set this.
+    plans_horizon: bool = False
 
     # -- the contract ---------------------------------------------------------------------------------
-    def choose(self, trial_id: Hashable, now_s: float) -> Choice:
+    def choose(self, trial_id: Hashable, now_s: float, *, steps_left: float | None = None,
+               resume_step: int | None = None) -> Choice:
         """The market for one trial at ``now_s``; same as ``choose_many([trial_id], now_s)[0]``.
 
         Parameters
@@ -152,6 +165,11 @@ class BaseChooser(abc.ABC):
             Trial h (str or int, for JSON event logs).
         now_s : float
             Decision time, seconds since the Unix epoch (UTC).
+        steps_left : float, optional
+            Steps until the trial's next planned stop (θ pause or finish); None = unknown. Only
+            choosers with :attr:`plans_horizon` use it.
+        resume_step : int, optional
+            Step the trial resumes from (0 = a fresh start, no restore); None = unknown.
 
         Returns
         -------
@@ -162,7 +180,9 @@ class BaseChooser(abc.ABC):
         NoMarketAvailable
             If no pool market has a known price at ``now_s`` or can be launched at its max price.
         """
-        return self.choose_many([trial_id], now_s)[0]
+        return self.choose_many([trial_id], now_s,
+                                None if steps_left is None else [steps_left],
+                                None if resume_step is None else [resume_step])[0]
 
     def record_segment(self, trial_id: Hashable, instance_type: str, seconds: float, steps: int) -> float:
         """Update T[h][i] from a finished segment (see :meth:`PerformanceMatrix.update`).
@@ -248,7 +268,43 @@ class BaseChooser(abc.ABC):
         p[rows, cols] = out
         return p
 
-    def choose_many(self, trial_ids: Sequence[Hashable], now_s: float) -> list[Choice]:
+    def _evaluate(self, now_s: float, current: np.ndarray, mean: np.ndarray, available: np.ndarray, T: np.ndarray,
+                  plan: tuple[np.ndarray, np.ndarray]) -> tuple:
+        """Max price, launchability, p, objective and Eq 1 of every (trial, market) candidate.
+
+        Parameters
+        ----------
+        now_s : float
+        current, mean : ndarray of shape (n,)
+            Spot price now and P̄, USD/hour (NaN where unknown).
+        available : ndarray of bool, shape (n,)
+        T : ndarray of shape (k, n)
+            Seconds per step.
+        plan : (steps_left, resume_step), ndarrays of shape (k,)
+            NaN where unknown (unused here).
+
+        Returns
+        -------
+        (b, launchable, p, cost, hour_cost, extra)
+            Arrays of shape (k, n) (p, cost and hour_cost None without a predictor); ``extra`` a dict of
+            further (k, n) arrays for :meth:`_order_keys` and the candidates.
+        """
+        k, n = T.shape
+        b = np.asarray(self.max_price_rule.max_prices(self.rng, current, self._on_demand, k), dtype=float)
+        with np.errstate(invalid="ignore"):
+            launchable = available[None, :] & (b >= current[None, :])
+        if self.predictor is None:
+            return b, launchable, None, None, None, {}
+        p = self._predict(launchable, now_s, b)
+        p_safe = np.where(launchable, p, 0.0)
+        mean_b = np.broadcast_to(np.where(available, mean, 0.0), (k, n))
+        cost = np.where(launchable, self.objective(p_safe, mean_b, T), np.nan)
+        hour_cost = np.where(launchable, expected_hour_cost_usd(p_safe, mean_b), np.nan)
+        return b, launchable, p, cost, hour_cost, {}
+
+    def choose_many(self, trial_ids: Sequence[Hashable], now_s: float,
+                    steps_left: Sequence[float] | None = None,
+                    resume_steps: Sequence[int] | None = None) -> list[Choice]:
         """Choices for several trials at one decision time: one vectorised round, one predictor call.
 
         Parameters
@@ -256,6 +312,11 @@ class BaseChooser(abc.ABC):
         trial_ids : sequence of hashable, length k
         now_s : float
             Decision time, seconds since the Unix epoch (UTC).
+        steps_left : sequence of float, length k, optional
+            Steps until each trial's next planned stop (None: unknown); used by choosers with
+            :attr:`plans_horizon`.
+        resume_steps : sequence of int, length k, optional
+            Step each trial resumes from (0 = fresh, no restore; None: unknown).
 
         Returns
         -------
@@ -281,20 +342,11 @@ class BaseChooser(abc.ABC):
                 f"no market of the pool has a known price at {to_timestamp(now_s)}: "
                 + "; ".join(f"{s.market}: {s.reason}" for s in skipped[:3])
             )
-        b = np.asarray(self.max_price_rule.max_prices(self.rng, current, self._on_demand, k), dtype=float)
-        with np.errstate(invalid="ignore"):
-            launchable = available[None, :] & (b >= current[None, :])
         T = self.performance.rows(trial_ids)[:, self._type_col]
-        if self.predictor is not None:
-            p = self._predict(launchable, now_s, b)
-            p_safe = np.where(launchable, p, 0.0)
-            mean_b = np.broadcast_to(np.where(available, mean, 0.0), (k, n))
-            cost = np.where(launchable, self.objective(p_safe, mean_b, T), np.nan)
-            hour_cost = np.where(launchable, expected_hour_cost_usd(p_safe, mean_b), np.nan)
-        else:
-            p = cost = hour_cost = None
+        plan = _plan(k, steps_left, resume_steps)
+        b, launchable, p, cost, hour_cost, extra = self._evaluate(now_s, current, mean, available, T, plan)
         keys = self._order_keys(step_cost=cost, seconds_per_step=T,
-                                current=np.broadcast_to(current, (k, n)), mean=np.broadcast_to(mean, (k, n)))
+                                current=np.broadcast_to(current, (k, n)), mean=np.broadcast_to(mean, (k, n)), **extra)
         # np.lexsort sorts by the last key first: market order last, then the chooser's keys from the
         # least significant to the primary one, then "launchable first" as the overriding key.
         rank_key = np.broadcast_to(self._rank, (k, n))
@@ -329,6 +381,7 @@ class BaseChooser(abc.ABC):
                     expected_hour_cost_usd=None if e_i is None else e_i[j],
                     seconds_per_step=T_i[j], measured=m_i[j],
                     step_cost_usd=None if c_i is None else c_i[j],
+                    **{name: float(arr[i, j]) for name, arr in extra.items() if name in _CANDIDATE_EXTRA},
                 ))
             row_skipped = list(skipped) + [
                 SkippedMarket(market=self.markets[j],
@@ -347,3 +400,21 @@ class BaseChooser(abc.ABC):
                 ),
             ))
         return choices
+
+
+#: Extra per-candidate arrays a chooser may report in :class:`Candidate` (see :meth:`BaseChooser._evaluate`).
+_CANDIDATE_EXTRA = ("expected_usd", "expected_useful_steps", "horizon_s")
+
+
+def _plan(k: int, steps_left: Sequence[float] | None, resume_steps: Sequence[int] | None) -> tuple[np.ndarray, np.ndarray]:
+    """(steps_left, resume_step) as float arrays of shape (k,), NaN where unknown."""
+    out = []
+    for name, values in (("steps_left", steps_left), ("resume_steps", resume_steps)):
+        if values is None:
+            out.append(np.full(k, np.nan))
+            continue
+        arr = np.array([np.nan if v is None else float(v) for v in values], dtype=float)
+        if arr.shape != (k,) or np.any(arr[~np.isnan(arr)] < 0):
+            raise ProvisionerConfigError(f"{name} is {list(values)!r}, but must hold {k} numbers >= 0 (or None)")
+        out.append(arr)
+    return out[0], out[1]

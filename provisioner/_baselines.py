@@ -23,7 +23,7 @@ class CheapestMarketChooser(BaseChooser):
     policy = "cheapest"
     order = ("current_price_usd_per_hour", "mean_price_usd_per_hour")
 
-    def _order_keys(self, *, step_cost, seconds_per_step, current, mean):
+    def _order_keys(self, *, step_cost, seconds_per_step, current, mean, **extra):
         return [current, mean]
 
 
@@ -36,7 +36,7 @@ class FastestMarketChooser(BaseChooser):
     policy = "fastest"
     order = ("seconds_per_step", "current_price_usd_per_hour")
 
-    def _order_keys(self, *, step_cost, seconds_per_step, current, mean):
+    def _order_keys(self, *, step_cost, seconds_per_step, current, mean, **extra):
         return [seconds_per_step, current]
 
 
@@ -68,6 +68,6 @@ class FixedTypeChooser(BaseChooser):
             raise ProvisionerConfigError(f"instance type {self.instance_type} has no market in the pool")
         return markets
 
-    def _order_keys(self, *, step_cost, seconds_per_step, current, mean):
+    def _order_keys(self, *, step_cost, seconds_per_step, current, mean, **extra):
         return [current]
 

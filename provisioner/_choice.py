@@ -16,7 +16,8 @@ from spotmarket.prices import Market
 
 
 def _num(x: float | None) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+    """JSON-safe number: None for None, NaN and ±inf (e.g. a candidate expected to make no progress)."""
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else float(x)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +45,12 @@ class Candidate:
         Whether T[h][i] is measured (else the cores prior).
     step_cost_usd : float or None
         The objective (Eq 2 by default), USD per step.
+    expected_usd : float or None
+        Refund-aware objective only: expected USD paid until the horizon.
+    expected_useful_steps : float or None
+        Refund-aware objective only: expected steps kept until the horizon.
+    horizon_s : float or None
+        Refund-aware objective only: the decision horizon H, seconds.
     """
 
     market: Market
@@ -56,10 +63,13 @@ class Candidate:
     seconds_per_step: float
     measured: bool
     step_cost_usd: float | None
+    expected_usd: float | None = None
+    expected_useful_steps: float | None = None
+    horizon_s: float | None = None
 
     def to_dict(self) -> dict:
-        """Plain-JSON dict (market as a string)."""
-        return {
+        """Plain-JSON dict (market as a string; the refund-aware fields only when set)."""
+        out = {
             "market": str(self.market),
             "rank": self.rank,
             "current_price_usd_per_hour": self.current_price_usd_per_hour,
@@ -71,6 +81,10 @@ class Candidate:
             "measured": self.measured,
             "step_cost_usd": _num(self.step_cost_usd),
         }
+        for name in ("expected_usd", "expected_useful_steps", "horizon_s"):
+            if getattr(self, name) is not None:
+                out[name] = _num(getattr(self, name))
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -89,5 +89,5 @@ class Provisioner(BaseChooser):
         super().__init__(history, catalog, pool, rng, predictor=predictor, performance=performance,
                          objective=objective, max_price_rule=max_price_rule, mean_window_s=mean_window_s)
 
-    def _order_keys(self, *, step_cost, seconds_per_step, current, mean):
+    def _order_keys(self, *, step_cost, seconds_per_step, current, mean, **extra):
         return [step_cost, seconds_per_step, current]

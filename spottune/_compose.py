@@ -12,7 +12,8 @@ market             :func:`build_market`: price history (USD per instance-hour), 
 predictor          :func:`make_predictor`: the revocation predictor of Eq 1 (``revpred``, ``tributary``,
                    ``constant``, ``hindsight``, ``none``, ``calibrated``, ``online-hazard``;
                    :data:`PREDICTOR_KINDS`)
-provisioner        :func:`make_provisioner`: SpotTune's market choice (Eq 1-2) with a max-price rule
+provisioner        :func:`make_provisioner`: SpotTune's market choice, objective ``refund`` (market and max
+                   price by expected USD per useful step) or ``paper`` (Eq 1-2 with a max-price rule)
 curve model        :func:`curve_model`: EarlyCurve + the plateau rule, or the last value without plateaus
 orchestrator       :func:`build` (spec) or :func:`spottune.evaluation.assemble` (policy), from the parts above
 backend            :func:`build`: the simulator (``sim``) or real worker processes (``local``)
@@ -356,8 +357,9 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
 
 # -- provisioner and curve model --------------------------------------------------------------------------
 def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed: int,
-                     max_price_rule: Any = None) -> Any:
-    """SpotTune's market chooser (Eq 1-2) over the pool's markets.
+                     max_price_rule: Any = None, *, objective: str = "refund", boot_s: float | None = None,
+                     checkpoint_size_mb: float = 1.0, reference_seconds_per_step: float | None = None) -> Any:
+    """SpotTune's market chooser over the pool's markets, with the objective ``objective``.
 
     Parameters
     ----------
@@ -366,15 +368,52 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
     catalog : provisioner.InstanceCatalog
     pool : provisioner.Pool
     predictor : RevocationPredictor
-        p of Eq 1 (:func:`make_predictor`).
+        One-hour revocation probability (:func:`make_predictor`).
     seed : int
         Seeds the max-price draws (``numpy.random.default_rng(seed)``).
     max_price_rule : MaxPriceSource, optional
-        Default: D1, ``b = price + U[0.00001, 0.2]`` USD/hour (``provisioner.MaxPriceRule()``).
-    """
-    from provisioner import Provisioner
+        ``paper`` only. Default: D1, ``b = price + U[0.00001, 0.2]`` USD/hour (``provisioner.MaxPriceRule()``).
+    objective : {"refund", "paper"}, default "refund"
+        ``refund``: :class:`provisioner.RefundProvisioner`, the market and max price (ladder) with the
+        lowest expected USD per useful step over the decision horizon; ``paper``:
+        :class:`provisioner.Provisioner` with Eq 2 and the max-price rule.
+    boot_s : float, optional
+        ``refund`` only: launch-to-training latency, seconds (default
+        :data:`spottune.backends._speed.DEFAULT_BOOT_S`; pass the backend's own value).
+    checkpoint_size_mb : float
+        ``refund`` only: checkpoint size, MB; write and restore times per instance type come from the
+        checkpoint bandwidth model (:func:`spottune.backends._speed.transfer_seconds`, plus the sim's
+        fixed per-checkpoint overhead).
+    reference_seconds_per_step : float, optional
+        ``refund`` only: the workload's declared seconds per step on the 2-vCPU reference instance; sets
+        T's prior ``κ = T_ref · 2`` s·core/step (default κ = 1), so that the horizon and the whole-step
+        count are right before the first measurement (a step longer than the hour is never chosen).
 
-    return Provisioner(history, catalog, predictor, pool, np.random.default_rng(seed), max_price_rule=max_price_rule)
+    Raises
+    ------
+    ConfigError
+        On an unknown objective.
+    """
+    from provisioner import Provisioner, RefundProvisioner, RefundStepCost
+    from spottune.backends import SimSettings
+    from spottune.backends._speed import DEFAULT_BOOT_S, transfer_seconds
+    from spottune.experiment import OBJECTIVES
+
+    rng = np.random.default_rng(seed)
+    if objective == "paper":
+        return Provisioner(history, catalog, predictor, pool, rng, max_price_rule=max_price_rule)
+    if objective != "refund":
+        raise ConfigError(f"objective is {objective!r}, but must be one of {', '.join(OBJECTIVES)}")
+    overhead = SimSettings().checkpoint_overhead_s
+    types = {m.instance_type for m in pool.resolve(history, catalog)}
+    ckpt = {t: transfer_seconds(checkpoint_size_mb, catalog[t].vcpus, overhead) for t in sorted(types)}
+    cost = RefundStepCost(boot_s=DEFAULT_BOOT_S if boot_s is None else float(boot_s), checkpoint_s=ckpt)
+    perf = None
+    if reference_seconds_per_step is not None:
+        from provisioner import PerformanceMatrix
+
+        perf = PerformanceMatrix.from_catalog(catalog, sorted(types), kappa_s=2.0 * float(reference_seconds_per_step))
+    return RefundProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf)
 
 
 def curve_model(max_steps: int, early_curve: bool = True) -> tuple[Any, Any]:
@@ -509,7 +548,11 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
         [t.trial_id for t in trials],
         OrchestratorConfig(max_steps=spec.max_steps, theta=spec.theta, top_k=spec.top_k, metric=spec.metric,
                            mode=spec.mode, max_failures=spec.max_failures),
-        make_provisioner(market.history, market.catalog, market.pool, predictor, seed),
+        make_provisioner(market.history, market.catalog, market.pool, predictor, seed, objective=spec.objective,
+                         boot_s=spec.boot_s if spec.backend == "sim" else 0.0,
+                         checkpoint_size_mb=spec.get_workload().checkpoint_size_mb,
+                         reference_seconds_per_step=getattr(spec.get_workload().trainable,
+                                                            "reference_seconds_per_step", None)),
         predictor=fmp,
         plateau_rule=plateau,
     )

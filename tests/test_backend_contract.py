@@ -48,7 +48,7 @@ def runs(tmp_path_factory):
     sim_orch = orchestrator()
     curves = TrainableCurves({t: (lambda t=t: Walk(CONFIGS[t], seed=SEEDS[t])) for t in CONFIGS})
     sim = SimBackend(sim_orch, hist, LegacyBidRevocation(hist), Billing(), curves, FACTS.__getitem__, T0,
-                     SimSettings(step_time_cov=0.0, checkpoint_overhead_s=0.0)).run()
+                     SimSettings(boot_s=0.0, step_time_cov=0.0, checkpoint_overhead_s=0.0)).run()  # local: no boot model
     local_orch = orchestrator()
     store = tmp_path_factory.mktemp("contract") / "store"
     local = LocalBackend(local_orch, hist, LegacyBidRevocation(hist), Billing(), WORKLOAD,

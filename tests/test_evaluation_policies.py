@@ -6,7 +6,15 @@ import pandas as pd
 import pytest
 
 from earlycurve import LastValue
-from provisioner import CheapestMarketChooser, FixedMaxPrice, FixedTypeChooser, InstanceCatalog, Pool, Provisioner
+from provisioner import (
+    CheapestMarketChooser,
+    FixedMaxPrice,
+    FixedTypeChooser,
+    InstanceCatalog,
+    Pool,
+    Provisioner,
+    RefundProvisioner,
+)
 from spotmarket.prices import Market, PriceHistory
 from revpred.protocol import ConstantRevocation
 from spottune.backends import SimBackend, SimSettings
@@ -76,16 +84,26 @@ def test_every_default_policy_parses(name):
 def test_policy_names_and_errors():
     p = get_policy("spottune-0.3-tributary")
     assert (p.theta, p.predictor, p.hourly_hop, p.early_curve) == (0.3, "tributary", True, True)
+    assert p.objective == "refund" and get_policy("spottune-0.3-tributary", "paper").objective == "paper"
+    for name, pred, obj in [("spottune-0.7-paper", "revpred", "paper"), ("spottune-0.7-constant-paper", "constant",
+                            "paper"), ("spottune-0.7-none-refund", "none", "refund")]:
+        q = get_policy(name, "paper" if obj == "refund" else "refund")  # the suffix wins over the default
+        assert (q.predictor, q.objective) == (pred, obj)
+    assert get_policy("optuna-sha", "paper").objective == "paper"
+    assert get_policy("single-cheapest", "paper") is get_policy("single-cheapest")
     assert [q.name for q in parse_policies("spottune-0.7,theta-sweep")][:3] == ["spottune-0.7", "spottune-0.1",
                                                                                 "spottune-0.2"]
-    for bad in ("spottune-1.5", "spottune-0.7-magic", "nope"):
+    for bad in ("spottune-1.5", "spottune-0.7-magic", "nope", "spottune-0.7-constant-magic"):
         with pytest.raises(ConfigError):
             get_policy(bad)
 
 
 def test_recipes_assemble_the_right_parts():
     asm, _ = _run("spottune-0.7-hindsight")
-    assert isinstance(asm.chooser, Provisioner) and asm.orchestrator.config.theta == 0.7
+    assert isinstance(asm.chooser, RefundProvisioner) and asm.orchestrator.config.theta == 0.7
+    assert asm.chooser.objective.boot_s == 120.0  # the simulator's default launch-to-training latency
+    paper, _ = _run("spottune-0.7-hindsight-paper")
+    assert type(paper.chooser) is Provisioner and paper.chooser.objective.name == "eq2"
     assert asm.orchestrator.config.hourly_hop and asm.orchestrator.plateau_rule is not None
     assert isinstance(asm.chooser.predictor, OraclePredictor)
     asm, _ = _run("single-fastest")
@@ -116,10 +134,11 @@ def test_single_spot_is_never_revoked_and_never_hops(name):
 
 def test_on_demand_is_billed_at_the_on_demand_price():
     asm, record = _run("on-demand")
-    # r3.large = the reference instance: 300 s per step exactly (cov 0); 30 steps + a 1 s end checkpoint
+    # r3.large = the reference instance: 300 s per step exactly (cov 0); 120 s of launch-to-training latency
+    # (the default boot, paid by the baselines too), 30 steps and a 1 s end checkpoint
     for row in record.ledger:
-        assert row.end_s - row.start_s == pytest.approx(30 * 300.0 + 1.0)
-        assert row.charged_usd == pytest.approx(0.175 * (30 * 300.0 + 1.0) / 3600.0)
+        assert row.end_s - row.start_s == pytest.approx(120.0 + 30 * 300.0 + 1.0)
+        assert row.charged_usd == pytest.approx(0.175 * (120.0 + 30 * 300.0 + 1.0) / 3600.0)
     assert sum(tr.revocations for tr in asm.orchestrator.trials.values()) == 0
 
 

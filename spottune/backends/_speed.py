@@ -18,11 +18,27 @@ f = 0.8 is an assumption (typical for small-batch SGD on CPU threads), not a mea
 number of vCPUs between those two points and clamp outside [1, 16]. Restore uses the same bandwidth.
 Sizes are MB (10**6 bytes) as in ``Trainable.checkpoint_size_mb``; the paper's MB are taken as the same
 unit (its own check, speed × 120 s / 1024 = max GB, reads them as binary, a 5 % difference we ignore).
+
+**Launch-to-training latency** (D11, revised; issue 12). :data:`DEFAULT_BOOT_S` = 120 s from the spot
+request to the first training step, paid by every policy (baselines included) at every launch; 0 only
+in the explicitly faithful mode (``boot_s: 0`` / ``--boot-s 0``). Sources: a Linux EC2 instance takes
+"one to two minutes" to first availability (ADMIN 65/2021, "Comparing startup times of Linux distros
+in the cloud", https://www.admin-magazine.com/index.php/Archive/2021/65/Comparing-startup-times-of-Linux-distros-in-the-cloud);
+the OS part alone is about 29 s on c5.xlarge, RunInstances 1.5 s + pending to running 4.9 s + running to
+SSH open 22.8 s (C. Percival, "EC2 boot time benchmarking", 2021,
+http://www.daemonology.net/blog/2021-08-12-EC2-boot-time-benchmarking.html); and spot requests wait
+longer, with more variance, than on-demand launches (Mao & Humphrey, "A Performance Study on the VM
+Startup Time in the Cloud", IEEE CLOUD 2012, http://martyhumphrey.info/publication/2012Cloud/). [I] We
+take the upper end of the two minutes, which leaves ~90 s for spot fulfilment and the container /
+worker start (image pull, imports) on top of the measured OS boot.
 """
 
 from __future__ import annotations
 
 import math
+
+#: Default launch-to-training latency (spot fulfilment + boot + container start), seconds (D11; sources above).
+DEFAULT_BOOT_S = 120.0
 
 REFERENCE_VCPUS = 2
 REFERENCE_ECU = 6.5

@@ -120,8 +120,10 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
               help="Predictor training window before --start, days.")
 @click.option("--seed", type=int, default=None, show_default=_default("seed"))
 @click.option("--max-failures", type=int, default=None, show_default=_default("max_failures"))
+@click.option("--objective", type=click.Choice(["refund", "paper"]), default=None, show_default=_default("objective"),
+              help="refund: market and max price by expected USD per useful step over the horizon; paper: Eq 2.")
 @click.option("--boot-s", type=float, default=None, show_default=_default("boot_s"),
-              help="Instance boot latency, seconds (D11; sim backend).")
+              help="Launch-to-training latency, seconds (D11; sim backend; 0 = the paper's faithful mode).")
 @click.option("--step-time-cov", type=float, default=None, show_default=_default("step_time_cov"),
               help="Step-time noise (COV; sim backend).")
 @click.option("--billing", type=click.Choice(["second", "hour"]), default=None, show_default=_default("billing"))

@@ -37,7 +37,8 @@ def _names(text: str | None) -> tuple[str, ...] | None:
 def simulate_all(workload: str, policies: str, starts: int, market_mode: str, output: Path, *, seed: int = 0,
                  theta_sweep: bool = False, jobs: int = 1, start_times: str | None = None,
                  max_steps: int | None = None, prices: str | None = None, progress: bool = True,
-                 instance_types: str | None = None, zones: str | None = None) -> Any:
+                 instance_types: str | None = None, zones: str | None = None, objective: str = "refund",
+                 boot_s: float | None = None) -> Any:
     """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
 
     Parameters
@@ -64,6 +65,12 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     instance_types, zones : str, optional
         Comma-separated instance types and availability zones of the pool (default: every one in the
         prices that the instance catalog knows).
+    objective : {"refund", "paper"}
+        Objective of the SpotTune policies named without an objective suffix (``spottune-0.7-paper`` and
+        ``spottune-0.7-refund`` name it).
+    boot_s : float, optional
+        Launch-to-training latency of every launch, every policy, seconds (default
+        :data:`spottune.backends._speed.DEFAULT_BOOT_S`; 0 = the paper's faithful mode).
     """
     from tqdm import tqdm
 
@@ -80,7 +87,12 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
             raise ConfigError(f"--market-mode is {market_mode!r}, but must be legacy, modern or both")
     if jobs < 1:
         raise ConfigError(f"--jobs is {jobs}, but must be >= 1")
-    pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""))
+    from spottune.backends._speed import DEFAULT_BOOT_S
+
+    boot = DEFAULT_BOOT_S if boot_s is None else float(boot_s)
+    if not boot >= 0:
+        raise ConfigError(f"--boot-s is {boot_s}, but must be a number of seconds >= 0")
+    pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""), objective)
     types_, zones_ = _names(instance_types), _names(zones)
     env = environment(workload, seed, modes[0], prices, max_steps, types_, zones_)  # loads curves (training them once)
     env["catalog"].check_on_demand(env["markets"])  # the baselines need it: fail now, not after training
@@ -90,7 +102,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     if any(p.uses_predictor and p.predictor in LEARNED for p in pols):
         ensure_model_set(env["market"], lo, hi, seed, log=lambda s: click.echo(s, err=True))
     tasks = [Task(workload=workload, policy=p.name, start_index=i, start_s=s, market_mode=m, seed=seed,
-                  train_lo_s=lo, train_hi_s=hi, prices=prices, max_steps=max_steps, instance_types=types_, zones=zones_)
+                  train_lo_s=lo, train_hi_s=hi, prices=prices, max_steps=max_steps, instance_types=types_, zones=zones_,
+                  objective=objective, boot_s=boot)
              for m in modes for i, s in enumerate(starts_s) for p in pols]
     rows, walls = [None] * len(tasks), [0.0] * len(tasks)
     t0 = time.perf_counter()
@@ -114,7 +127,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     (output / "table.json").write_text(table.to_json(orient="records", indent=1) + "\n")
     summarise(table).to_csv(output / "summary.csv", index=False)
     meta = {"argv": sys.argv, "workload": workload, "policies": [p.name for p in pols], "market_modes": modes,
-            "starts": sorted(set(table["start"])), "seed": seed,
+            "starts": sorted(set(table["start"])), "seed": seed, "objective": objective, "boot_s": boot,
+            "policy_objectives": {p.name: p.objective for p in pols if p.uses_predictor},
             "jobs": jobs, "runs": len(tasks), "wall_s": wall, "run_wall_s": walls,
             "predictor_training_window_s": [lo, hi], "study": env["study"].source, "max_steps": env["study"].max_steps}
     (output / "meta.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
@@ -141,15 +155,21 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
 @click.option("--instance-types", default=None,
               help="Comma-separated instance types (default: every type in the prices that the catalog knows).")
 @click.option("--zones", default=None, help="Comma-separated availability zones (default: all in the prices).")
+@click.option("--objective", type=click.Choice(["refund", "paper"]), default="refund", show_default=True,
+              help="Objective of SpotTune policies named without one (spottune-0.7-paper names it): refund = market "
+                   "and max price by expected USD per useful step; paper = Eq 2 with the D1 max price.")
+@click.option("--boot-s", type=click.FloatRange(min=0), default=None,
+              help="Launch-to-training latency of every launch, seconds [default: 120; 0 = the paper's faithful mode].")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def simulate(workload: str, policies: str, starts: int, start_times: str | None, market_mode: str, output: str,
              seed: int, theta_sweep: bool, jobs: int, max_steps: int | None, prices: str | None,
-             instance_types: str | None, zones: str | None, progress: bool) -> None:
+             instance_types: str | None, zones: str | None, objective: str, boot_s: float | None,
+             progress: bool) -> None:
     from spottune.evaluation import summarise, to_markdown
 
     table = simulate_all(workload, policies, starts, market_mode, Path(output), seed=seed, theta_sweep=theta_sweep,
                          jobs=jobs, start_times=start_times, max_steps=max_steps, prices=prices, progress=progress,
-                         instance_types=instance_types, zones=zones)
+                         instance_types=instance_types, zones=zones, objective=objective, boot_s=boot_s)
     s = summarise(table, ["cost_usd", "jct_h", "pcr_norm", "top3", "refunded_share", "cost_vs_lower_bound"])
     cols = ["market_mode", "policy", "cost_usd_mean", "jct_h_mean", "pcr_norm_mean", "top3_mean",
             "refunded_share_mean", "cost_vs_lower_bound_mean", "n"]

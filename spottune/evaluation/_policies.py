@@ -9,9 +9,14 @@ trials, the same price replay and the same seeds (STYLE §2: a baseline is anoth
 =========================  ==========================================================================
 name                       recipe
 =========================  ==========================================================================
-spottune-<θ>[-<pred>]      Provisioner (Eq 2) with predictor <pred> (default RevPred; ``tributary``,
-                           ``constant``, ``hindsight``, ``none``), D1 max price, hourly hop, EarlyCurve
-                           at θ and the plateau rule. ``spottune-0.7``, ``spottune-1.0``, θ sweep.
+spottune-<θ>[-<pred>]      SpotTune with predictor <pred> (default RevPred; ``tributary``, ``constant``,
+[-<objective>]             ``hindsight``, ``none``, ``calibrated``, ``online-hazard``), hourly hop,
+                           EarlyCurve at θ and the plateau rule. Objective ``refund`` (market and max
+                           price from the ladder by expected USD per useful step,
+                           ``provisioner.RefundProvisioner``) or ``paper`` (Eq 2, D1 max price); without
+                           the suffix, ``spottune simulate --objective`` (default refund).
+                           ``spottune-0.7``, ``spottune-0.7-paper``, ``spottune-0.7-constant-paper``,
+                           θ sweep.
 single-cheapest            one instance per trial of the cheapest type (lowest on-demand price in the
                            pool), in its cheapest zone at launch; max price 10x the highest recorded
                            price (never revoked by price), no hop, θ = 1, no early stopping (D9).
@@ -30,12 +35,13 @@ optuna-hyperband           decisions by Optuna's MedianPruner / SuccessiveHalvin
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from spottune.errors import ConfigError
+from spottune.experiment import OBJECTIVES
 from spottune.evaluation._predictors import KINDS
 from spottune.evaluation._pruning import PRUNERS
 
@@ -70,6 +76,9 @@ class Policy:
         On-demand: never revoked, billed at the on-demand price.
     pruner : {"median", "sha", "hyperband"} or None
         Optuna pruner that stops trials.
+    objective : {"refund", "paper"}
+        SpotTune chooser only: the provisioner's objective (``refund`` ignores ``max_price``: it chooses
+        the max price from the ladder).
     """
 
     name: str
@@ -82,6 +91,7 @@ class Policy:
     max_price: str = "d1"
     capacity: str = "spot"
     pruner: str | None = None
+    objective: str = "refund"
 
     def __post_init__(self) -> None:
         if self.chooser not in CHOOSERS:
@@ -94,6 +104,8 @@ class Policy:
             raise ConfigError(f"policy {self.name}: max_price is {self.max_price!r}")
         if self.capacity not in ("spot", "on-demand"):
             raise ConfigError(f"policy {self.name}: capacity is {self.capacity!r}")
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"policy {self.name}: objective is {self.objective!r}, but must be one of {OBJECTIVES}")
         if self.pruner is not None and self.pruner not in PRUNERS:
             raise ConfigError(f"policy {self.name}: pruner is {self.pruner!r}, but must be one of {PRUNERS}")
 
@@ -124,35 +136,53 @@ DEFAULT_POLICIES = ("spottune-0.7", "spottune-1.0", "spottune-0.7-tributary", "s
                     "optuna-median", "optuna-sha", "optuna-hyperband")
 THETA_SWEEP = tuple(f"spottune-{t / 10:.1f}" for t in range(1, 11))
 
-_SPOTTUNE = re.compile(r"^spottune-(?P<theta>[01](?:\.\d+)?)(?:-(?P<pred>[a-z][a-z-]*))?$")
+_SPOTTUNE = re.compile(r"^spottune-(?P<theta>[01](?:\.\d+)?)(?:-(?P<pred>[a-z][a-z-]*?))?(?:-(?P<obj>refund|paper))?$")
 
 
-def get_policy(name: str) -> Policy:
+def get_policy(name: str, objective: str = "refund") -> Policy:
     """The policy called ``name`` (see the module table).
+
+    Parameters
+    ----------
+    name : str
+    objective : {"refund", "paper"}
+        Objective of SpotTune-provisioned policies whose name has no objective suffix (and of the Optuna
+        policies, which use SpotTune's provisioning).
 
     Raises
     ------
     ConfigError
-        If the name is unknown.
+        If the name or the objective is unknown.
     """
+    if objective not in OBJECTIVES:
+        raise ConfigError(f"objective is {objective!r}, but must be one of {', '.join(OBJECTIVES)}")
     if name in FIXED:
-        return FIXED[name]
+        fixed = FIXED[name]
+        return replace(fixed, objective=objective) if fixed.chooser == "spottune" else fixed
     m = _SPOTTUNE.match(name)
     if m:
-        theta, pred = float(m["theta"]), m["pred"] or "revpred"
+        theta, pred, obj = float(m["theta"]), m["pred"], m["obj"]
+        if obj is None and pred in OBJECTIVES:  # spottune-0.7-paper: the suffix is the objective
+            pred, obj = None, pred
+        pred, obj = pred or "revpred", obj or objective
         if pred == "oracle":
             raise ConfigError(f"policy {name!r}: the 'oracle' predictor is now called 'hindsight' (perfect p in Eq 2; "
                               f"not a lower bound, see the lower_bound_usd column); use "
-                              f"{name.removesuffix('oracle')}hindsight")
+                              f"{name.replace('oracle', 'hindsight')}")
         if pred not in KINDS:
             raise ConfigError(f"policy {name!r}: predictor {pred!r} must be one of {', '.join(KINDS)}")
-        return Policy(name=name, description=f"SpotTune θ={theta:g}, predictor {pred}", theta=theta, predictor=pred)
-    raise ConfigError(f"policy {name!r} is unknown; use spottune-<θ>[-{'|'.join(KINDS)}] or one of "
-                      f"{', '.join(FIXED)}")
+        if obj not in OBJECTIVES:
+            raise ConfigError(f"policy {name!r}: objective {obj!r} must be one of {', '.join(OBJECTIVES)}")
+        return Policy(name=name, description=f"SpotTune θ={theta:g}, predictor {pred}, objective {obj}", theta=theta,
+                      predictor=pred, objective=obj)
+    raise ConfigError(f"policy {name!r} is unknown; use spottune-<θ>[-{'|'.join(KINDS)}][-{'|'.join(OBJECTIVES)}] "
+                      f"or one of {', '.join(FIXED)}")
 
 
-def parse_policies(text: str) -> list[Policy]:
-    """Comma-separated policy names (``default`` = :data:`DEFAULT_POLICIES`), duplicates dropped."""
+def parse_policies(text: str, objective: str = "refund") -> list[Policy]:
+    """Comma-separated policy names (``default`` = :data:`DEFAULT_POLICIES`), duplicates dropped.
+
+    ``objective`` is the default objective of SpotTune policies without a suffix (:func:`get_policy`)."""
     names: list[str] = []
     for part in (p.strip() for p in text.split(",")):
         for n in (DEFAULT_POLICIES if part == "default" else THETA_SWEEP if part == "theta-sweep" else [part]):
@@ -160,7 +190,7 @@ def parse_policies(text: str) -> list[Policy]:
                 names.append(n)
     if not names:
         raise ConfigError("--policies is empty")
-    return [get_policy(n) for n in names]
+    return [get_policy(n, objective) for n in names]
 
 
 def fixed_types(catalog: Any, markets: list) -> dict[str, str]:
@@ -190,7 +220,8 @@ class Assembly:
 
 
 def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: Any, markets: list,
-             revocation_model: Any, billing: Any, predictor: Any, seed: int, top_k: int = 3) -> Assembly:
+             revocation_model: Any, billing: Any, predictor: Any, seed: int, top_k: int = 3,
+             boot_s: float | None = None) -> Assembly:
     """Build the orchestrator (and market rules) of ``policy`` for one run.
 
     Parameters
@@ -213,6 +244,9 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     seed : int
         Seeds the max-price draws (``numpy.random.default_rng(seed)``).
     top_k : int
+    boot_s : float, optional
+        The replay's launch-to-training latency, seconds, priced by the ``refund`` objective (default
+        :data:`spottune.backends._speed.DEFAULT_BOOT_S`, the simulator's default).
     """
     from provisioner import CheapestMarketChooser, FixedMaxPrice, FixedTypeChooser, MaxPriceRule
     from spottune._compose import curve_model, make_provisioner
@@ -232,7 +266,10 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     if policy.chooser == "spottune":
         if predictor is None:
             raise ConfigError(f"policy {policy.name} needs a revocation predictor")
-        chooser = make_provisioner(history, catalog, pool, predictor, seed, max_price_rule=rule)
+        chooser = make_provisioner(history, catalog, pool, predictor, seed, max_price_rule=rule,
+                                   objective=policy.objective, boot_s=boot_s,
+                                   checkpoint_size_mb=float(getattr(study, "checkpoint_size_mb", 1.0)),
+                                   reference_seconds_per_step=float(np.mean(list(study.reference_seconds_per_step.values()))))
     elif policy.chooser == "cheapest-market":
         chooser = CheapestMarketChooser(history, catalog, pool, rng, max_price_rule=rule)
     else:

@@ -42,6 +42,10 @@ class Task:
     max_steps : int or None
         Overrides the study's S_max (small test runs).
     billing : {"second", "hour"}
+    objective : {"refund", "paper"}
+        Objective of SpotTune policies whose name has no objective suffix.
+    boot_s : float
+        Launch-to-training latency of every launch, seconds (D11; 0 = the paper's faithful mode).
     """
 
     workload: str
@@ -57,6 +61,8 @@ class Task:
     billing: str = "second"
     instance_types: tuple[str, ...] | None = None
     zones: tuple[str, ...] | None = None
+    objective: str = "refund"
+    boot_s: float = 120.0  # spottune.backends._speed.DEFAULT_BOOT_S (a test checks they agree)
 
 
 def default_starts(history: Any, markets: list, n: int, *, train_days: float = TRAIN_DAYS,
@@ -167,7 +173,7 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
     from spotmarket import Billing
 
     t0 = time.perf_counter()
-    policy = get_policy(task.policy)
+    policy = get_policy(task.policy, task.objective)
     env = environment(task.workload, task.seed, task.market_mode, task.prices, task.max_steps, task.instance_types,
                       task.zones)
     study = env["study"]
@@ -175,8 +181,8 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
         predictor = _predictor(env, policy.predictor, task) if policy.uses_predictor else None
         asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],
                        markets=env["markets"], revocation_model=env["revocations"], billing=Billing(task.billing),
-                       predictor=predictor, seed=task.seed)
-        settings = SimSettings(seed=task.seed)
+                       predictor=predictor, seed=task.seed, boot_s=task.boot_s)
+        settings = SimSettings(boot_s=task.boot_s, seed=task.seed)
         backend = SimBackend(asm.orchestrator, env["history"], asm.revocation_model, asm.billing, study.sim_curves(),
                              env["market"].facts, task.start_s, settings)
         record = backend.run()

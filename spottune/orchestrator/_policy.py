@@ -357,7 +357,11 @@ class Orchestrator:
 
     def _launch(self, tr: TrialRecord, t: float, out: list[Action]) -> None:
         try:
-            choice = self.chooser.choose(tr.trial_id, t)
+            if getattr(self.chooser, "plans_horizon", False):  # the refund-aware objective prices the horizon
+                choice = self.chooser.choose(tr.trial_id, t, steps_left=tr.target_steps - tr.checkpoint_step,
+                                             resume_step=tr.checkpoint_step)
+            else:
+                choice = self.chooser.choose(tr.trial_id, t)
         except NoMarketAvailable:
             out.append(ScheduleWakeUp(trial_id=tr.trial_id, at_s=t + self.config.launch_retry_s))
             return

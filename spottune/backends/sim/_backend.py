@@ -33,7 +33,7 @@ from spottune.backends._replay import Instance, ReplayDriver
 from spottune.backends.sim._curves import TrialFailure
 from spottune.errors import BackendError
 from spottune.orchestrator import Checkpoint, EndReason, Launch, Orchestrator, Terminate
-from spottune.backends._speed import transfer_seconds
+from spottune.backends._speed import DEFAULT_BOOT_S, transfer_seconds
 
 
 @dataclass(slots=True, kw_only=True)
@@ -49,8 +49,9 @@ class SimSettings:
 
     Parameters
     ----------
-    boot_s : float, default=0.0
-        Boot latency before restore (D11: 0 in the faithful mode; 60–120 s is realistic).
+    boot_s : float, default=DEFAULT_BOOT_S (120.0)
+        Launch-to-training latency before restore, paid at every launch by every policy (D11, revised:
+        :data:`spottune.backends._speed.DEFAULT_BOOT_S`, sourced there); 0 only in the faithful mode.
     checkpoint_overhead_s : float, default=1.0
         Fixed cost of one checkpoint or restore (request latency, serialisation) [I].
     step_time_cov : float, default=0.05
@@ -60,7 +61,7 @@ class SimSettings:
     seed : int, default=0
     """
 
-    boot_s: float = 0.0
+    boot_s: float = DEFAULT_BOOT_S
     checkpoint_overhead_s: float = 1.0
     step_time_cov: float = 0.05
     checkpoint_size_mb: float | None = None

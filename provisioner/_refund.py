@@ -1,0 +1,289 @@
+"""The refund-aware objective: expected USD per *useful* step over the decision horizon.
+
+Source: issue 12 ("An objective that prices what happens"), replacing Eq 2's assumptions by the billing
+rule of spec §1.9 (``spotmarket.Billing``): a run the provider ends in its first 3600 s is free, a run
+the user ends (our hourly hop, θ pause or finish) pays every second. So only a revocation that comes
+*before our own end* is free, and a revoked segment still yields the steps saved at its notice.
+
+The model, for one (trial, market, max price b) candidate launched now:
+
+* **Horizon** ``H = min(3600 s, boot + restore + steps_left · T + checkpoint)``: the trial's next
+  planned stop (its θ pause or its finish) or the hourly hop, whichever comes first
+  (:func:`decision_horizon_s`).
+* **Revocation time** τ (the notice) with a constant hazard λ fitted to the predictor's one-hour
+  probability p: ``P(τ ≤ t) = 1 − (1 − p)^(t/3600)``, so ``q(H) = 1 − (1 − p)^(H/3600)``
+  (:func:`revocation_within`).
+* **Paid USD** ``E[USD] = (1 − q(H)) · P̄ · H / 3600``: revoked before H, the run is free; otherwise we
+  end it ourselves at H and pay the whole run at the mean price P̄ (:func:`expected_paid_usd`).
+* **Useful steps**, whole steps only (the step in progress at our end or at a notice is lost):
+  ``E[steps] = (1 − q(H)) · floor((H − boot − restore − checkpoint) / T) + s · E[floor((τ − boot −
+  restore) / T); τ < H]`` with ``s = 1`` if a checkpoint fits in the notice window (the notice-time
+  checkpoint saves the work done), else 0 (the segment's work is lost) (:func:`expected_useful_steps`).
+* **Objective** ``E[USD] / E[steps]``, USD per useful step (+inf when no step is expected)
+  (:func:`refund_step_cost_usd`).
+
+Approximations, documented in ``docs/provisioner.md``: the provider's termination follows the notice by
+the notice lead (120 s), so a notice in the last 120 s of the first hour is in fact paid; it is counted
+as free here. The constant hazard spreads p evenly over the hour.
+
+All functions are vectorised (NumPy broadcasting) and return a float for scalar input.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from provisioner._cost import HOUR_S, _check_p, _out
+from provisioner.errors import ProvisionerConfigError
+
+#: The max-price ladder: ``b = current price + δ`` for each δ, USD per instance-hour (plus ``b`` = the
+#: market's on-demand price, see :func:`ladder_max_prices`). The refund-aware objective chooses among
+#: these, and a calibrated revocation predictor is trained on exactly these queries (issue 12).
+DELTA_LADDER_USD_PER_HOUR: tuple[float, ...] = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3)
+
+#: Seconds from the revocation notice to the termination (EC2's two-minute notice, spec §1.9).
+NOTICE_S = 120.0
+
+
+def ladder_max_prices(current_usd_per_hour: ArrayLike, on_demand_usd_per_hour: ArrayLike,
+                      deltas_usd_per_hour: tuple[float, ...] = DELTA_LADDER_USD_PER_HOUR) -> np.ndarray:
+    """The max prices of the ladder for each market: ``current + δ`` for each δ, then on-demand.
+
+    Parameters
+    ----------
+    current_usd_per_hour : array of shape (n,)
+        Spot price in force now, USD per instance-hour (NaN where unknown).
+    on_demand_usd_per_hour : array of shape (n,)
+        On-demand price of each market's instance type, USD per instance-hour.
+    deltas_usd_per_hour : tuple of float
+        δ values, USD per instance-hour (default :data:`DELTA_LADDER_USD_PER_HOUR`).
+
+    Returns
+    -------
+    ndarray of shape (n, len(deltas) + 1)
+        Max prices b, USD per instance-hour; the last column is the on-demand price (which may be below
+        the current price: such a rung cannot launch).
+
+    Examples
+    --------
+    >>> ladder_max_prices([0.03], [0.175])[0, [0, 2, -1]].round(4).tolist()
+    [0.0301, 0.031, 0.175]
+    """
+    cur = np.asarray(current_usd_per_hour, dtype=float)
+    od = np.asarray(on_demand_usd_per_hour, dtype=float)
+    return np.concatenate([cur[:, None] + np.asarray(deltas_usd_per_hour, dtype=float)[None, :], od[:, None]], axis=1)
+
+
+def revocation_within(p_revocation: ArrayLike, horizon_s: ArrayLike) -> np.ndarray | float:
+    """q(H): P(revoked within ``horizon_s``) from the one-hour p under a constant hazard.
+
+    ``q(H) = 1 − (1 − p)^(H / 3600)``.
+
+    Parameters
+    ----------
+    p_revocation : float or ndarray
+        P(revoked within 3600 s), in [0, 1].
+    horizon_s : float or ndarray
+        Horizon H, seconds (>= 0).
+
+    Returns
+    -------
+    float or ndarray
+        q(H) in [0, 1] (broadcast shape).
+
+    Examples
+    --------
+    >>> round(revocation_within(0.75, 1800.0), 6)   # half an hour of a 75 % hour: 1 - 0.25 ** 0.5
+    0.5
+    """
+    p = np.asarray(p_revocation, dtype=float)
+    _check_p(p)
+    h = np.asarray(horizon_s, dtype=float)
+    with np.errstate(divide="ignore"):
+        return _out(-np.expm1(h / HOUR_S * np.log1p(-p)))
+
+
+def decision_horizon_s(steps_left: ArrayLike, seconds_per_step: ArrayLike, *, boot_s: float = 0.0,
+                       restore_s: ArrayLike = 0.0, checkpoint_s: ArrayLike = 0.0) -> np.ndarray | float:
+    """H = min(3600, boot + restore + steps_left · T + checkpoint), seconds.
+
+    The run's length up to the trial's next planned stop (θ pause or finish, which ends with a
+    checkpoint), capped at the hourly hop.
+
+    Parameters
+    ----------
+    steps_left : float or ndarray
+        Steps until the trial's next planned stop (> 0); ``inf`` for "unknown" (H = 3600).
+    seconds_per_step : float or ndarray
+        T, seconds per step.
+    boot_s, restore_s, checkpoint_s : float or ndarray
+        Seconds of boot, of the checkpoint restore (0 for a fresh trial) and of the final checkpoint.
+    """
+    h = boot_s + np.asarray(restore_s, dtype=float) + np.asarray(steps_left, dtype=float) * np.asarray(
+        seconds_per_step, dtype=float) + np.asarray(checkpoint_s, dtype=float)
+    return _out(np.minimum(HOUR_S, h))
+
+
+def expected_paid_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: ArrayLike,
+                      horizon_s: ArrayLike) -> np.ndarray | float:
+    """Expected USD paid for a run until the horizon: ``(1 − q(H)) · P̄ · H / 3600``.
+
+    A provider revocation before H (≤ 3600 s) is refunded; otherwise we end the run ourselves at H
+    (hop, θ pause or finish) and pay every second at the market price, taken as P̄.
+
+    Parameters
+    ----------
+    p_revocation : float or ndarray
+        One-hour revocation probability at the chosen max price, in [0, 1].
+    mean_price_usd_per_hour : float or ndarray
+        P̄, the time-weighted mean spot price over the last hour, USD per instance-hour.
+    horizon_s : float or ndarray
+        H, seconds, in [0, 3600].
+
+    Examples
+    --------
+    >>> round(expected_paid_usd(0.5, 0.10, 3600.0), 6), round(expected_paid_usd(0.5, 0.10, 1800.0), 6)
+    (0.05, 0.035355)
+    """
+    h = np.asarray(horizon_s, dtype=float)
+    q = np.asarray(revocation_within(p_revocation, h))
+    return _out((1.0 - q) * np.asarray(mean_price_usd_per_hour, dtype=float) * h / HOUR_S)
+
+
+def _revoked_steps(lam: np.ndarray, a: np.ndarray, t: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """``E[floor((τ − a) / T); τ < H] = Σ_{k=1}^{K} [S(a + kT) − S(H)]``, ``K = floor((H − a) / T)``, S(x) = e^{−λx}.
+
+    The geometric sum in closed form; 0 where K < 1, λ = 0 or λ = inf.
+    """
+    K = np.floor(np.maximum(h - a, 0.0) / t + 1e-9)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        x = lam * t
+        ratio = np.where(x > 0, np.expm1(-x * K) / np.where(x > 0, np.expm1(-x), 1.0), K)  # Σ_{k=0}^{K-1} e^{-kx}
+        val = np.exp(-lam * (a + t)) * ratio - K * np.exp(-lam * h)
+    return np.where((K >= 1) & (lam > 0) & np.isfinite(lam), np.maximum(val, 0.0), 0.0)
+
+
+def expected_useful_steps(p_revocation: ArrayLike, seconds_per_step: ArrayLike, horizon_s: ArrayLike, *,
+                          boot_s: float = 0.0, restore_s: ArrayLike = 0.0, checkpoint_s: ArrayLike = 0.0,
+                          notice_s: float = NOTICE_S) -> np.ndarray | float:
+    """Expected whole steps kept (saved in a checkpoint) from a run launched now, over the horizon H.
+
+    The step in progress at our own end or at a notice is lost. Not revoked before H (probability
+    1 − q(H)): ``floor((H − boot − restore − checkpoint) / T)`` steps (exactly ``steps_left`` when H is
+    the planned stop). Revoked at the notice τ < H: the notice-time checkpoint saves
+    ``floor((τ − boot − restore) / T)`` steps if a checkpoint fits in the notice window
+    (``checkpoint_s ≤ notice_s``), else the segment is lost. τ follows the constant hazard
+    ``λ = −ln(1 − p) / 3600`` per second, S(t) = e^{−λt}, so the revoked part is
+    ``Σ_{k=1}^{K} [S(boot + restore + kT) − S(H)]`` with ``K = floor((H − boot − restore) / T)``.
+
+    Parameters
+    ----------
+    p_revocation : float or ndarray
+        One-hour revocation probability, in [0, 1].
+    seconds_per_step : float or ndarray
+        T, seconds per step (> 0).
+    horizon_s : float or ndarray
+        H, seconds.
+    boot_s : float
+        Launch-to-training latency, seconds.
+    restore_s, checkpoint_s : float or ndarray
+        Seconds to read / write the checkpoint (restore 0 for a fresh trial).
+    notice_s : float
+        Seconds from the notice to the termination (120).
+
+    Returns
+    -------
+    float or ndarray
+        Expected useful steps.
+    """
+    p = np.asarray(p_revocation, dtype=float)
+    _check_p(p)
+    h = np.asarray(horizon_s, dtype=float)
+    t = np.asarray(seconds_per_step, dtype=float)
+    restore = np.asarray(restore_s, dtype=float)
+    ckpt = np.asarray(checkpoint_s, dtype=float)
+    with np.errstate(divide="ignore"):
+        lam = -np.log1p(-p) / HOUR_S
+    survive = 1.0 - np.asarray(revocation_within(p, h))
+    kept = survive * np.floor(np.maximum(h - boot_s - restore - ckpt, 0.0) / t + 1e-9)
+    revoked = np.where(ckpt <= notice_s, _revoked_steps(lam, boot_s + restore, t, h), 0.0)
+    return _out(kept + revoked)
+
+
+def refund_step_cost_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: ArrayLike, seconds_per_step: ArrayLike,
+                         horizon_s: ArrayLike, *, boot_s: float = 0.0, restore_s: ArrayLike = 0.0,
+                         checkpoint_s: ArrayLike = 0.0, notice_s: float = NOTICE_S) -> np.ndarray | float:
+    """Expected USD per useful step over the horizon: ``E[USD] / E[steps]`` (+inf if no step is expected).
+
+    See :func:`expected_paid_usd` and :func:`expected_useful_steps` (same parameters, same units).
+    With p = 0, H = 3600 s and no overheads it equals Eq 2, ``P̄ · T / 3600``.
+
+    Examples
+    --------
+    >>> f"{refund_step_cost_usd(0.0, 0.036, 2.0, 3600.0):.6g}"   # Eq 2: 0.036 * 2 / 3600
+    '2e-05'
+    """
+    usd = np.asarray(expected_paid_usd(p_revocation, mean_price_usd_per_hour, horizon_s))
+    steps = np.asarray(expected_useful_steps(p_revocation, seconds_per_step, horizon_s, boot_s=boot_s,
+                                             restore_s=restore_s, checkpoint_s=checkpoint_s, notice_s=notice_s))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _out(np.where(steps > 0, usd / np.where(steps > 0, steps, 1.0), np.inf))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RefundStepCost:
+    """The refund-aware objective's overheads: what a segment costs besides its training steps.
+
+    Parameters
+    ----------
+    boot_s : float
+        Launch-to-training latency (spot request fulfilment, boot, container start), seconds.
+    checkpoint_s : float or mapping instance type -> float
+        Seconds to write one checkpoint on an instance type; reading it back (restore) takes the same
+        (spec §1.9: restore uses the checkpoint bandwidth). A float applies to every type.
+    notice_s : float
+        Seconds from the revocation notice to the termination (120).
+    deltas_usd_per_hour : tuple of float
+        The max-price ladder's δ (default :data:`DELTA_LADDER_USD_PER_HOUR`).
+
+    Raises
+    ------
+    ProvisionerConfigError
+        On a negative or non-finite time, or an empty / non-positive ladder.
+    """
+
+    boot_s: float = 0.0
+    checkpoint_s: float | Mapping[str, float] = 0.0
+    notice_s: float = NOTICE_S
+    deltas_usd_per_hour: tuple[float, ...] = DELTA_LADDER_USD_PER_HOUR
+    name: str = field(default="refund")
+
+    def __post_init__(self) -> None:
+        values = self.checkpoint_s.values() if isinstance(self.checkpoint_s, Mapping) else [self.checkpoint_s]
+        for label, v in [("boot_s", self.boot_s), ("notice_s", self.notice_s),
+                         *[("checkpoint_s", c) for c in values]]:
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ProvisionerConfigError(f"{label} is {v!r}, but must be a finite number of seconds >= 0")
+        d = tuple(self.deltas_usd_per_hour)
+        if not d or not all(math.isfinite(x) and x > 0 for x in d):
+            raise ProvisionerConfigError(f"deltas_usd_per_hour is {d!r}, but must be positive USD/hour values")
+
+    def checkpoint_seconds(self, instance_type: str) -> float:
+        """Seconds to write (or read) one checkpoint on ``instance_type``.
+
+        Raises
+        ------
+        ProvisionerConfigError
+            If a mapping lacks the type.
+        """
+        if not isinstance(self.checkpoint_s, Mapping):
+            return float(self.checkpoint_s)
+        try:
+            return float(self.checkpoint_s[instance_type])
+        except KeyError:
+            raise ProvisionerConfigError(f"checkpoint_s has no entry for instance type {instance_type}") from None

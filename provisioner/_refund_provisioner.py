@@ -1,0 +1,143 @@
+"""SpotTune's provisioner with the refund-aware objective: it chooses the market *and* the max price.
+
+Source: issue 12 ("What to build", item 3). Per trial and per round, every (market, max price) pair of
+the ladder (:data:`~provisioner.DELTA_LADDER_USD_PER_HOUR` above the current price, plus the market's
+on-demand price) is priced by :func:`~provisioner.refund_step_cost_usd` over the trial's decision
+horizon; each market keeps its best rung, then markets are ranked. p comes from **one** vectorised
+predictor call per round (every available market × every rung; p does not depend on the trial).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spotmarket.prices import PriceHistory
+from revpred.protocol import RevocationPredictor
+
+from provisioner._base import BaseChooser
+from provisioner._catalog import InstanceCatalog
+from provisioner._cost import HOUR_S, expected_hour_cost_usd
+from provisioner._performance import PerformanceMatrix
+from provisioner._pool import Pool
+from provisioner._refund import (
+    RefundStepCost,
+    decision_horizon_s,
+    expected_paid_usd,
+    expected_useful_steps,
+    ladder_max_prices,
+)
+from provisioner.errors import ProvisionerConfigError, ProvisionerError
+
+#: [I] p is capped below 1 in the objective: under a constant hazard p = 1 means "revoked at launch"
+#: (no step, no cost), whereas a predictor's p = 1 means "revoked at some time within the hour".
+P_CAP = 0.999
+
+
+class RefundProvisioner(BaseChooser):
+    """Lowest expected USD per useful step over the decision horizon, over markets × max-price ladder.
+
+    Parameters
+    ----------
+    history : PriceHistory
+        Spot price history, USD per instance-hour.
+    catalog : InstanceCatalog
+        vCPUs (for T's prior) and on-demand prices (the ladder's top rung).
+    predictor : RevocationPredictor
+        One-hour revocation probability per (market, time, max price); one call per round.
+    pool : Pool
+    rng : numpy.random.Generator
+        Kept for the chooser contract; the ladder draws nothing.
+    objective : RefundStepCost, optional
+        Overheads (boot, checkpoint per type, notice) and the ladder; default ``RefundStepCost()``
+        (no overheads).
+    performance : PerformanceMatrix, optional
+        T (seconds per step); default from the catalog's vCPUs.
+    mean_window_s : float
+        Window of P̄, seconds (3600).
+
+    Notes
+    -----
+    Ranking: objective (USD per useful step), then expected USD, then the lower max price, then the
+    market order. Within a market the rung is chosen by the same keys. A market whose useful steps are
+    0 has an objective of +inf. Unknown ``steps_left`` gives H = 3600 s; an unknown ``resume_step``
+    counts a restore (conservative).
+
+    Raises
+    ------
+    ProvisionerConfigError
+        Without a predictor, or with an objective that is not a :class:`RefundStepCost`.
+    """
+
+    policy = "spottune"
+    order = ("step_cost_usd", "expected_usd", "max_price_usd_per_hour")
+    plans_horizon = True
+
+    def __init__(self, history: PriceHistory, catalog: InstanceCatalog, predictor: RevocationPredictor, pool: Pool,
+                 rng: np.random.Generator, *, objective: RefundStepCost | None = None,
+                 performance: PerformanceMatrix | None = None, mean_window_s: float = HOUR_S):
+        if predictor is None:
+            raise ProvisionerConfigError("RefundProvisioner needs a revocation predictor (e.g. ConstantRevocation(0.0))")
+        objective = objective if objective is not None else RefundStepCost()
+        if not isinstance(objective, RefundStepCost):
+            raise ProvisionerConfigError(f"objective is {type(objective).__name__}, but must be a RefundStepCost")
+        super().__init__(history, catalog, pool, rng, predictor=predictor, performance=performance,
+                         objective=objective, mean_window_s=mean_window_s)
+        self._od = np.array([catalog.on_demand_usd_per_hour(m.instance_type, m.region) for m in self.markets])
+        self._ckpt = np.array([objective.checkpoint_seconds(m.instance_type) for m in self.markets])
+        #: number of predictor calls made (one per round; tests read it)
+        self.predictor_calls = 0
+
+    def _ladder_p(self, now_s: float, ok: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """p of every launchable (market, rung), shape (n, L), from one predictor call."""
+        p = np.full(b.shape, np.nan)
+        rows, cols = np.nonzero(ok)
+        if rows.size == 0:
+            return p
+        self.predictor_calls += 1
+        out = np.asarray(self.predictor.predict_proba([self.markets[j] for j in rows.tolist()], now_s,
+                                                      b[rows, cols]), dtype=float)
+        if out.shape != (rows.size,) or not np.all((out >= 0.0) & (out <= 1.0)):
+            raise ProvisionerError(f"predictor {type(self.predictor).__name__} returned shape {out.shape}, but must "
+                                   f"return shape ({rows.size},) with values in [0, 1]")
+        p[rows, cols] = out
+        return p
+
+    def _evaluate(self, now_s, current, mean, available, T, plan):
+        obj: RefundStepCost = self.objective
+        k, n = T.shape
+        b_all = ladder_max_prices(current, self._od, obj.deltas_usd_per_hour)  # (n, L)
+        with np.errstate(invalid="ignore"):
+            ok = available[:, None] & (b_all >= current[:, None])
+        p_all = self._ladder_p(now_s, ok, b_all)
+        p_obj = np.minimum(np.where(ok, p_all, 0.0), P_CAP)
+        steps_left, resume = plan
+        restore = np.where(resume[:, None] == 0, 0.0, self._ckpt[None, :])  # (k, n); NaN (unknown) restores
+        left = np.where(np.isnan(steps_left), np.inf, steps_left)[:, None]
+        H = np.asarray(decision_horizon_s(left, T, boot_s=obj.boot_s, restore_s=restore,
+                                          checkpoint_s=self._ckpt[None, :]), dtype=float)  # (k, n)
+        mean0 = np.where(available, mean, 0.0)
+        usd = np.asarray(expected_paid_usd(p_obj[None], mean0[None, :, None], H[:, :, None]))  # (k, n, L)
+        steps = np.asarray(expected_useful_steps(
+            p_obj[None], T[:, :, None], H[:, :, None], boot_s=obj.boot_s, restore_s=restore[:, :, None],
+            checkpoint_s=self._ckpt[None, :, None], notice_s=obj.notice_s))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cost = np.where(steps > 0, usd / np.where(steps > 0, steps, 1.0), np.inf)
+        bad = ~np.broadcast_to(ok[None], cost.shape)
+        big = np.inf
+        keys = (np.where(bad, big, np.broadcast_to(b_all[None], cost.shape)), np.where(bad, big, usd),
+                np.where(bad, big, cost), bad)
+        rung = np.lexsort(keys, axis=-1)[..., :1]  # (k, n, 1): best rung per (trial, market)
+
+        def pick(a: np.ndarray) -> np.ndarray:
+            return np.take_along_axis(np.broadcast_to(a, cost.shape), rung, axis=-1)[..., 0]
+
+        b, p = pick(b_all[None]), pick(np.where(ok, p_all, np.nan)[None])
+        launchable = ~pick(bad)
+        cost_c, usd_c, steps_c = pick(cost), pick(usd), pick(steps)
+        hour_cost = np.where(launchable, expected_hour_cost_usd(np.where(launchable, p, 0.0), mean0[None, :]), np.nan)
+        cost_c = np.where(launchable, cost_c, np.nan)
+        extra = {"expected_usd": usd_c, "max_price": b, "expected_useful_steps": steps_c, "horizon_s": H}
+        return b, launchable, p, cost_c, hour_cost, extra
+
+    def _order_keys(self, *, step_cost, seconds_per_step, current, mean, **extra):
+        return [step_cost, extra["expected_usd"], extra["max_price"]]
