@@ -51,7 +51,8 @@ DAY_S = 86400.0
 #: ``calibrated`` is trained on the provisioner's own (market, time, max price) queries, monotone in the
 #: max price (:func:`calibrated_predictor`); ``online-hazard`` adds a per-market capacity-interruption
 #: rate learned online during the run (modern mode; :class:`revpred.online_hazard.OnlineHazard`).
-PREDICTOR_KINDS = ("revpred", "tributary", "constant", "hindsight", "none", "calibrated", "online-hazard")
+#: ``auto`` (the default) is ``calibrated`` in legacy mode and ``online-hazard`` in modern mode.
+PREDICTOR_KINDS = ("auto", "revpred", "tributary", "constant", "hindsight", "none", "calibrated", "online-hazard")
 
 
 # -- market ---------------------------------------------------------------------------------------------
@@ -324,6 +325,8 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
 
     if kind not in PREDICTOR_KINDS:
         raise ConfigError(f"predictor is {kind!r}, but must be one of {', '.join(PREDICTOR_KINDS)}")
+    if kind == "auto":  # the predictor that answers the market mode's question (issue 12)
+        kind = "calibrated" if market.market_mode == "legacy" else "online-hazard"
     days = (hi_s - lo_s) / DAY_S
     if kind == "none":
         return ConstantRevocation(0.0), "p = 0 (no revocation prediction)"

@@ -51,7 +51,7 @@ __all__ = ["BACKENDS", "BILLING", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIV
 
 BACKENDS = ("sim", "local", "aws")
 MARKET_MODES = ("legacy", "modern")
-PREDICTORS = ("revpred", "constant", "none", "calibrated", "online-hazard")
+PREDICTORS = ("auto", "revpred", "constant", "none", "calibrated", "online-hazard")
 #: Provisioner objectives: ``refund`` (expected USD per useful step over the decision horizon, choosing
 #: the market and the max price; issue 12) and ``paper`` (SpotTune's Eq 2 with the D1 max price).
 OBJECTIVES = ("refund", "paper")
@@ -160,9 +160,11 @@ class ExperimentSpec:
         one is verified.
     time_scale : float, default 600.0
         Local backend only: simulated seconds per wall-clock second (600: one simulated hour = 6 s).
-    predictor : {"revpred", "constant", "none", "calibrated", "online-hazard"}, default "revpred"
-        Revocation predictor for Eq 1 (as ``spottune run --predictor``); ``calibrated`` and
-        ``online-hazard``: :func:`spottune._compose.make_predictor` (issue 12).
+    predictor : {"auto", "revpred", "constant", "none", "calibrated", "online-hazard"}, default "auto"
+        Revocation predictor of the provisioner (as ``spottune run --predictor``): ``auto`` is
+        ``calibrated`` (trained on the provisioner's own max-price queries, monotone in the max price) in
+        legacy mode and ``online-hazard`` (the same plus a per-market interruption rate learned during the
+        run) in modern mode; see :func:`spottune._compose.make_predictor` (issue 12).
     train_days : float, default 4.0
         Days of price history before ``start_utc`` the predictor is trained on.
     boot_s : float, default 120.0
@@ -206,7 +208,7 @@ class ExperimentSpec:
     max_failures: int = 2
     checkpoint_keep: int = 2
     time_scale: float = 600.0
-    predictor: str = "revpred"
+    predictor: str = "auto"
     train_days: float = 4.0
     boot_s: float = DEFAULT_BOOT_S
     objective: str = "refund"

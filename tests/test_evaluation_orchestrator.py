@@ -42,6 +42,7 @@ def test_no_hourly_hop_ignores_hour_elapsed(fake_chooser):
 def test_hourly_hop_default_still_checkpoints(fake_chooser):
     orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=10, theta=1.0), fake_chooser)
     _start(orch)
+    orch.handle(MetricReported(time_s=10.0, trial_id="t0", instance_id="i0", step=1, metrics={"loss": 1.0}))
     acts = orch.handle(HourElapsed(time_s=3600.0, trial_id="t0", instance_id="i0"))
     assert [type(a) for a in acts] == [Checkpoint]
 

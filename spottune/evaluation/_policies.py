@@ -9,7 +9,7 @@ trials, the same price replay and the same seeds (STYLE §2: a baseline is anoth
 =========================  ==========================================================================
 name                       recipe
 =========================  ==========================================================================
-spottune-<θ>[-<pred>]      SpotTune with predictor <pred> (default RevPred; ``tributary``, ``constant``,
+spottune-<θ>[-<pred>]      SpotTune with predictor <pred> (default ``auto``; ``revpred``, ``tributary``, ``constant``,
 [-<objective>]             ``hindsight``, ``none``, ``calibrated``, ``online-hazard``), hourly hop,
                            EarlyCurve at θ and the plateau rule. Objective ``refund`` (market and max
                            price from the ladder by expected USD per useful step,
@@ -84,7 +84,7 @@ class Policy:
     name: str
     description: str
     chooser: str = "spottune"
-    predictor: str = "revpred"
+    predictor: str = "auto"
     theta: float = 0.7
     hourly_hop: bool = True
     early_curve: bool = True
@@ -126,12 +126,12 @@ FIXED: dict[str, Policy] = {p.name: p for p in [
     Policy(name="spot-restart", description="cheapest market, max price = on-demand, restart from checkpoint "
            "after a revocation, no hop, no early stopping", chooser="cheapest-market", predictor="none", theta=1.0,
            hourly_hop=False, early_curve=False, max_price="on-demand"),
-    *[Policy(name=f"optuna-{k}", description=f"SpotTune provisioning (RevPred), θ=1, Optuna {k} pruner",
+    *[Policy(name=f"optuna-{k}", description=f"SpotTune provisioning, θ=1, Optuna {k} pruner",
              theta=1.0, early_curve=False, pruner=k) for k in PRUNERS],
 ]}
 
 #: The policies of the headline comparison, in display order.
-DEFAULT_POLICIES = ("spottune-0.7", "spottune-1.0", "spottune-0.7-tributary", "spottune-0.7-constant",
+DEFAULT_POLICIES = ("spottune-0.7", "spottune-1.0", "spottune-0.7-revpred-paper", "spottune-0.7-constant",
                     "spottune-0.7-hindsight", "single-cheapest", "single-fastest", "on-demand", "spot-restart",
                     "optuna-median", "optuna-sha", "optuna-hyperband")
 THETA_SWEEP = tuple(f"spottune-{t / 10:.1f}" for t in range(1, 11))
@@ -164,7 +164,7 @@ def get_policy(name: str, objective: str = "refund") -> Policy:
         theta, pred, obj = float(m["theta"]), m["pred"], m["obj"]
         if obj is None and pred in OBJECTIVES:  # spottune-0.7-paper: the suffix is the objective
             pred, obj = None, pred
-        pred, obj = pred or "revpred", obj or objective
+        pred, obj = pred or "auto", obj or objective
         if pred == "oracle":
             raise ConfigError(f"policy {name!r}: the 'oracle' predictor is now called 'hindsight' (perfect p in Eq 2; "
                               f"not a lower bound, see the lower_bound_usd column); use "
