@@ -87,7 +87,6 @@ def test_policy_names_and_errors():
     assert p.objective == "refund" and get_policy("spottune-0.3-tributary", "paper").objective == "paper"
     for name, pred, obj in [("spottune-0.7-paper", "auto", "paper"), ("spottune-0.7-constant-paper", "constant", "paper"),
                             ("spottune-0.7-online-hazard-paper", "online-hazard", "paper"),
-                            ("spottune-0.7-online-hazard", "online-hazard", "refund"),
                             ("spottune-0.7-none-refund", "none", "refund")]:
         q = get_policy(name, "paper" if obj == "refund" else "refund")  # the suffix wins over the default
         assert (q.predictor, q.objective) == (pred, obj)
