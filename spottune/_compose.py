@@ -45,6 +45,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DAY_S = 86400.0
+#: Days of price history before the start that the ``calibrated`` and ``online-hazard`` predictors train on
+#: (at least ``train_days``); chosen as "what a user has", not tuned on the evaluation starts.
+CALIBRATED_HISTORY_DAYS = 28.0
 #: Revocation predictors for Eq 1. ``revpred`` and ``tributary`` are trained LSTMs (cached on disk),
 #: ``constant`` a per-market hazard fitted on the training window (:func:`constant_hazard`), ``hindsight``
 #: is the replay's own future as p (perfect p in Eq 2, evaluation only; not a lower bound), ``none`` is p = 0.
@@ -300,7 +303,8 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
         ``tributary``: LSTMs trained on ``[lo_s, hi_s]`` with ``spottune.cache.LIGHT_REVPRED`` and cached
         on disk (``$SPOTTUNE_CACHE``). ``hindsight``: the replay's own future
         (:class:`spottune.evaluation.HindsightPredictor` of ``market.revocation_model``). ``calibrated``:
-        :func:`calibrated_predictor` on ``[lo_s, hi_s]``. ``online-hazard``: the same combined with
+        :func:`calibrated_predictor` on up to :data:`CALIBRATED_HISTORY_DAYS` days before ``hi_s`` (never
+        fewer than ``[lo_s, hi_s]``, never before the history). ``online-hazard``: the same combined with
         :class:`revpred.online_hazard.OnlineHazard` (prior from ``market.revocation_model.calibration``
         when it has one; learns from the run through ``observe``).
     market : MarketSetup
@@ -335,7 +339,10 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
 
         return HindsightPredictor(market.revocation_model), "hindsight (p from the replay's own revocations)"
     if kind in ("calibrated", "online-hazard"):
-        pred = calibrated_predictor(market, lo_s, hi_s, seed)
+        # cheap to train (seconds), so it reads the history a user has at hand: up to 28 days before the
+        # start (AWS serves 90), never less than the given window (decision P7, docs/design.md)
+        first_s = max(float(market.history[m].start_s) for m in market.markets)
+        pred = calibrated_predictor(market, max(first_s, min(lo_s, hi_s - CALIBRATED_HISTORY_DAYS * DAY_S)), hi_s, seed)
         if kind == "calibrated":
             return pred, f"{pred.describe()}, before the start"
         from revpred.online_hazard import OnlineHazard

@@ -36,7 +36,8 @@ class Task:
     market_mode : {"legacy", "modern"}
     seed : int
     train_lo_s, train_hi_s : float
-        Predictor training window, seconds since the epoch (before the earliest start).
+        Predictor training window, seconds since the epoch (before the earliest start); the kinds of
+        :data:`PER_START` train on a window of the same length ending at ``start_s`` instead.
     prices : str or None
         Price file (default: the 2015 us-east-1 trace).
     max_steps : int or None
@@ -100,13 +101,19 @@ def environment(workload: str, seed: int, market_mode: str, prices: str | None, 
             "markets": market.markets, "revocations": market.revocation_model, "study": study, "predictors": {}}
 
 
+#: Predictor kinds trained per start on the history before it (the LSTMs are trained once, before the first).
+PER_START = ("auto", "calibrated", "online-hazard")
+
+
 def _predictor(env: dict, kind: str, task: Task) -> Any:
     from spottune.evaluation._predictors import evaluation_predictor
 
-    key = (kind, task.train_lo_s, task.train_hi_s)
+    lo, hi = task.train_lo_s, task.train_hi_s
+    if kind in PER_START:  # seconds to train: each start gets the history just before it, as a user would
+        lo, hi = task.start_s - (hi - lo), task.start_s
+    key = (kind, lo, hi)
     if key not in env["predictors"]:
-        env["predictors"][key] = evaluation_predictor(kind, env["market"], task.train_lo_s, task.train_hi_s,
-                                                      task.seed)
+        env["predictors"][key] = evaluation_predictor(kind, env["market"], lo, hi, task.seed)
     pred = env["predictors"][key]
     return pred.fresh() if hasattr(pred, "fresh") else pred  # an online model starts each run unlearned
 
