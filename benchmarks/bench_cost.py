@@ -7,6 +7,8 @@ runs the same 10 starts spread over the 2015 us-east-1 trace for:
 - ``spottune-0.7``: the default, refund-aware objective (market and max price from the ladder) with the
   ``auto`` predictor (``calibrated`` in legacy, ``online-hazard`` in modern), θ = 0.7, top-3;
 - ``spottune-0.7-revpred-paper``: the paper's design (Eq 2, D1 max price, RevPred);
+- ``spottune-0.7-hindsight``: the default objective fed the replay's own future as p (the headroom a
+  better predictor has; not a bound);
 - ``single-cheapest``, ``single-fastest``, ``on-demand``, ``spot-restart`` (SkyPilot-style).
 
 Every policy pays the same launch-to-training latency (``DEFAULT_BOOT_S``) and restore time. Ratios are
@@ -33,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "cost.json"
 DOC = ROOT / "docs" / "cost.md"
 OURS, PAPER = "spottune-0.7", "spottune-0.7-revpred-paper"
-POLICIES = [OURS, PAPER, "single-cheapest", "single-fastest", "on-demand", "spot-restart"]
+HINDSIGHT = "spottune-0.7-hindsight"  # the default objective with perfect p: the headroom a better predictor has
+POLICIES = [OURS, PAPER, HINDSIGHT, "single-cheapest", "single-fastest", "on-demand", "spot-restart"]
 WORKLOADS = ["digits-mlp", "opda-alexnet", "gbt"]
 MODES = ["legacy", "modern"]
 

@@ -169,3 +169,15 @@ def test_no_default_policy_beats_the_bound_on_the_2015_trace():
             checked += 1
             assert row["cost_usd"] >= row["lower_bound_usd"] - 1e-9, (name, row["cost_usd"], row["lower_bound_usd"])
     assert checked >= 8
+
+
+def test_undefined_ratio_note_counts_zero_bounds_once():
+    import pandas as pd
+
+    from spottune.evaluation._lower_bound import undefined_ratio_note
+
+    table = pd.DataFrame({"lower_bound_usd": [0.0, 0.0, 1.5, float("nan")]})
+    assert undefined_ratio_note(table) == (
+        "warning: the lower bound is 0 USD in 2 of 3 bounded runs (a schedule that knows the prices chains "
+        "refunded runs), so cost_vs_lower_bound is undefined there")
+    assert undefined_ratio_note(pd.DataFrame({"lower_bound_usd": [1.0, float("nan")]})) is None

@@ -359,13 +359,19 @@ def bound_columns(row: dict[str, Any], **kwargs: Any) -> dict[str, float]:
     """The table columns ``lower_bound_usd`` and ``cost_vs_lower_bound`` (= ``cost_usd`` / bound) of one run.
 
     ``kwargs`` are those of :func:`run_lower_bound` except ``jct_h`` (read from ``row``). The ratio is
-    NaN, with a warning, where the bound is undefined or 0 USD (nothing to compare with).
+    NaN where the bound is undefined or 0 USD (nothing to compare with); ``spottune simulate`` says in one
+    line how many runs that was (:func:`undefined_ratio_note`).
     """
     lb = run_lower_bound(jct_h=row["jct_h"], **kwargs)["lower_bound_usd"]
-    ratio = math.nan
-    if math.isfinite(lb) and lb > 0:
-        ratio = float(row["cost_usd"]) / lb
-    elif math.isfinite(lb):
-        warnings.warn(f"lower bound is 0 USD for policy {row.get('policy')}: cost_vs_lower_bound undefined",
-                      stacklevel=2)
+    ratio = float(row["cost_usd"]) / lb if math.isfinite(lb) and lb > 0 else math.nan
     return {"lower_bound_usd": lb, "cost_vs_lower_bound": ratio}
+
+
+def undefined_ratio_note(table: Any) -> str | None:
+    """One line on the runs whose ``cost_vs_lower_bound`` is undefined because the bound is 0 USD, or None."""
+    lb = table["lower_bound_usd"].astype(float)
+    zero = int((lb == 0).sum())
+    if not zero:
+        return None
+    return (f"warning: the lower bound is 0 USD in {zero} of {int(lb.notna().sum())} bounded runs (a schedule that "
+            f"knows the prices chains refunded runs), so cost_vs_lower_bound is undefined there")
