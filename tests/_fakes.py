@@ -4,7 +4,9 @@
   (``provisioner.MarketChooser``), optionally failing its first calls with ``NoMarketAvailable``;
 - :class:`StopAt`: a stop rule that stops one trial at a step and records every call;
 - :class:`FakeTrial`, :class:`FakeOrchestrator`, :class:`FakeRecord`: the parts of a finished run that
-  the evaluation and results code read, with numbers chosen by hand.
+  the evaluation and results code read, with numbers chosen by hand;
+- :func:`price_history`: a :class:`~spotmarket.prices.PriceHistory` of us-east-1a from (t, type, price) rows;
+- :func:`toy_study`: a recorded study whose losses ``0.1 i + 1 / k`` never cross (trial i, step k).
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
+
 from provisioner.errors import NoMarketAvailable
-from spotmarket.prices import Market
+from spotmarket.prices import Market, PriceHistory
 
 A = Market("us-east-1a", "r3.large")
 
@@ -94,3 +98,23 @@ class FakeRecord:
     start_s: float
     end_s: float | None
     meta: dict = field(default_factory=dict)
+
+
+def price_history(rows: list[tuple[float, str, float]]) -> PriceHistory:
+    """Spot prices of us-east-1a, Linux/UNIX, from ``(t_s, instance_type, usd_per_hour)`` rows."""
+    table = pd.DataFrame(rows, columns=["t", "instance_type", "price"])
+    table["timestamp"] = pd.to_datetime(table.pop("t"), unit="s", utc=True)
+    table["availability_zone"], table["product_description"] = "us-east-1a", "Linux/UNIX"
+    return PriceHistory(table)
+
+
+def toy_study(n: int, steps: int, sps: float = 300.0, checkpoint_size_mb: float = 0.0) -> Any:
+    """``n`` trials of ``steps`` steps, ``sps`` reference seconds per step; trial i's loss at step k is
+    ``0.1 i + 1 / k`` (t0 is the best at every step)."""
+    from spottune.evaluation import Study
+
+    ids = [f"t{i}" for i in range(n)]
+    curves = {t: [{"loss": 0.1 * i + 1.0 / k} for k in range(1, steps + 1)] for i, t in enumerate(ids)}
+    return Study(name="toy", trial_ids=ids, configs={t: {"i": i} for i, t in enumerate(ids)}, curves=curves,
+                 metric="loss", mode="min", max_steps=steps, reference_seconds_per_step={t: sps for t in ids},
+                 checkpoint_size_mb=checkpoint_size_mb)

@@ -14,18 +14,18 @@ from hypothesis import strategies as st
 from provisioner import InstanceCatalog, Pool
 from revpred.protocol import ConstantRevocation
 from spotmarket import Billing, LegacyBidRevocation
-from spotmarket.prices import Market, PriceHistory, PriceSeries
+from spotmarket.prices import Market, PriceSeries
 from spottune.backends import SimBackend, SimSettings
 from spottune.errors import ConfigError
 from spottune.evaluation import (
     HindsightPredictor,
     LowerBoundSettings,
-    Study,
     assemble,
     get_policy,
     trial_lower_bounds,
 )
 from spottune.evaluation._lower_bound import run_lower_bound
+from tests._fakes import price_history, toy_study
 
 T0 = 1.43e9
 A = Market("us-east-1a", "r3.large")
@@ -86,18 +86,11 @@ def _history(changes):
     for itype, base in (("r3.large", 0.02), ("c3.xlarge", 0.04)):
         rows += [(T0 - 7200, itype, base), (T0 + 3 * 86400, itype, base)]
         rows += [(T0 + at, itype, base * f) for at, f in changes[itype]]
-    table = pd.DataFrame(rows, columns=["t", "instance_type", "price"])
-    table["timestamp"] = pd.to_datetime(table.pop("t"), unit="s", utc=True)
-    table["availability_zone"], table["product_description"] = "us-east-1a", "Linux/UNIX"
-    return PriceHistory(table)
+    return price_history(rows)
 
 
 def _study(n=3, steps=12, sps=300.0):
-    ids = [f"t{i}" for i in range(n)]
-    curves = {t: [{"loss": 0.1 * i + 1.0 / k} for k in range(1, steps + 1)] for i, t in enumerate(ids)}
-    return Study(name="toy", trial_ids=ids, configs={t: {"i": i} for i, t in enumerate(ids)}, curves=curves,
-                 metric="loss", mode="min", max_steps=steps, reference_seconds_per_step={t: sps for t in ids},
-                 checkpoint_size_mb=50.0)
+    return toy_study(n, steps, sps, checkpoint_size_mb=50.0)
 
 
 def _cost_and_bound(name, history, study, sim):
@@ -172,7 +165,6 @@ def test_no_default_policy_beats_the_bound_on_the_2015_trace():
 
 
 def test_undefined_ratio_note_counts_zero_bounds_once():
-    import pandas as pd
 
     from spottune.evaluation._lower_bound import undefined_ratio_note
 

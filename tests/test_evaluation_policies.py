@@ -15,7 +15,7 @@ from provisioner import (
     Provisioner,
     RefundProvisioner,
 )
-from spotmarket.prices import Market, PriceHistory
+from spotmarket.prices import Market
 from revpred.protocol import ConstantRevocation
 from spottune.backends import SimBackend, SimSettings
 from spottune.errors import ConfigError
@@ -32,6 +32,7 @@ from spottune.evaluation import (
 )
 from spotmarket import Billing, LegacyBidRevocation
 from spottune.orchestrator import TrialState
+from tests._fakes import price_history, toy_study
 
 T0 = pd.Timestamp("2015-05-05T00:00Z").value / 1e9
 A = Market("us-east-1a", "r3.large")
@@ -45,18 +46,11 @@ def _history(spike=True, types=("r3.large", "c3.xlarge")):
     if spike:  # every market spikes above on-demand for 10 minutes, 40 minutes in
         for itype in types:
             rows += [(T0 + 2400, itype, 0.50), (T0 + 3000, itype, 0.02 if itype == "r3.large" else 0.04)]
-    table = pd.DataFrame(rows, columns=["t", "instance_type", "price"])
-    table["timestamp"] = pd.to_datetime(table.pop("t"), unit="s", utc=True)
-    table["availability_zone"], table["product_description"] = "us-east-1a", "Linux/UNIX"
-    return PriceHistory(table)
+    return price_history(rows)
 
 
 def _study(n=4, steps=30, sps=300.0):
-    ids = [f"t{i}" for i in range(n)]
-    curves = {t: [{"loss": 0.1 * i + 1.0 / k} for k in range(1, steps + 1)] for i, t in enumerate(ids)}
-    return Study(name="toy", trial_ids=ids, configs={t: {"i": i} for i, t in enumerate(ids)}, curves=curves,
-                 metric="loss", mode="min", max_steps=steps, reference_seconds_per_step={t: sps for t in ids},
-                 checkpoint_size_mb=0.0)
+    return toy_study(n, steps, sps, checkpoint_size_mb=0.0)
 
 
 def _run(name, history=None, study=None, predictor=None, cov=0.0):
