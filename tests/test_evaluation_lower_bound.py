@@ -165,7 +165,6 @@ def test_no_default_policy_beats_the_bound_on_the_2015_trace():
 
 
 def test_undefined_ratio_note_counts_zero_bounds_once():
-
     from spottune.evaluation._lower_bound import undefined_ratio_note
 
     table = pd.DataFrame({"lower_bound_usd": [0.0, 0.0, 1.5, float("nan")]})
