@@ -15,7 +15,9 @@ Every policy pays the same launch-to-training latency (``DEFAULT_BOOT_S``) and r
 ratios of the means over the same starts, all from this one run. The lower bound
 (``spottune.evaluation._lower_bound``) is per run; where it is 0 USD the ratio is undefined (NaN).
 
-Run: ``.venv/bin/python benchmarks/bench_cost.py [--starts 10] [--jobs 2] [--workloads a,b]``.
+Run: ``.venv/bin/python benchmarks/bench_cost.py [--starts 10] [--jobs 2] [--workloads a,b] [--modes m]``.
+Each (workload, mode) keeps its ``spottune simulate`` table in ``benchmarks/results/cost_runs/``; a rerun
+only runs the policies missing there (delete the folder to measure afresh).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "cost.json"
 DOC = ROOT / "docs" / "cost.md"
+RUNS = ROOT / "benchmarks" / "results" / "cost_runs"  #: one simulate table per (workload, mode), kept to resume
 OURS, PAPER = "spottune-0.7", "spottune-0.7-revpred-paper"
 HINDSIGHT = "spottune-0.7-hindsight"  # the default objective with perfect p: the headroom a better predictor has
 POLICIES = [OURS, PAPER, HINDSIGHT, "single-cheapest", "single-fastest", "on-demand", "spot-restart"]
@@ -86,7 +89,11 @@ def summary(df):
 
 
 def markdown(results):
-    fmt = lambda v: "undefined" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.3g}"
+    def fmt(v):
+        if v is None or (isinstance(v, float) and not math.isfinite(v)):
+            return "undefined"
+        return "0" if abs(v) < 1e-9 else f"{v:.3g}"
+
     lines = ["# Cost against the baselines and the lower bound (issue 12)", "",
              "Written by `benchmarks/bench_cost.py` (figures in `benchmarks/results/cost.json`); "
              f"{results['starts']} starts spread over the 2015 us-east-1 trace, every policy on the same "
@@ -116,6 +123,8 @@ def _finite(x):
 
 
 def main() -> None:
+    import pandas as pd
+
     from spottune.cli._simulate import simulate_all
 
     ap = argparse.ArgumentParser()
@@ -126,21 +135,29 @@ def main() -> None:
     args = ap.parse_args()
     results = {"machine": platform.machine(), "python": platform.python_version(), "starts": args.starts,
                "policies": POLICIES, "runs": {}}
-    with tempfile.TemporaryDirectory() as d:
-        for workload in args.workloads.split(","):
-            for mode in args.modes.split(","):
-                t0 = time.perf_counter()
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # "lower bound is 0 USD" once per run; counted below instead
-                    df = simulate_all(workload, ",".join(POLICIES), args.starts, mode, Path(d) / f"{workload}-{mode}",
-                                      jobs=args.jobs, progress=False)
-                results["runs"][f"{workload}, {mode}"] = {
-                    "wall_s": round(time.perf_counter() - t0, 1), "policies": summary(df), "targets": targets(df, mode),
-                    "zero_bound_runs": int((df["lower_bound_usd"].astype(float) == 0).sum()),
-                    "bounded_runs": int(df["lower_bound_usd"].notna().sum())}
-                print(workload, mode, json.dumps(results["runs"][f"{workload}, {mode}"]["targets"], default=str))
-    OUT.write_text(json.dumps(_finite(results), indent=1) + "\n")
-    DOC.write_text(markdown(results) + "\n")
+    for workload in args.workloads.split(","):
+        for mode in args.modes.split(","):
+            folder = RUNS / f"{workload}-{mode}"
+            table = folder / "table.csv"
+            done = pd.read_csv(table) if table.exists() else None
+            missing = [p for p in POLICIES if done is None or p not in set(done["policy"])]
+            t0 = time.perf_counter()
+            if missing:  # resumable: a (workload, mode) keeps its table, only missing policies are run
+                with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    new = simulate_all(workload, ",".join(missing), args.starts, mode, Path(d) / "run", jobs=args.jobs,
+                                       progress=False)
+                folder.mkdir(parents=True, exist_ok=True)
+                done = new if done is None else pd.concat([done, new], ignore_index=True)
+                done.to_csv(table, index=False)
+            df = done[done["policy"].isin(POLICIES)]
+            results["runs"][f"{workload}, {mode}"] = {
+                "wall_s": round(time.perf_counter() - t0, 1), "policies": summary(df), "targets": targets(df, mode),
+                "zero_bound_runs": int((df["lower_bound_usd"].astype(float) == 0).sum()),
+                "bounded_runs": int(df["lower_bound_usd"].notna().sum())}
+            print(workload, mode, json.dumps(_finite(results["runs"][f"{workload}, {mode}"]["targets"])), flush=True)
+            OUT.write_text(json.dumps(_finite(results), indent=1) + "\n")
+            DOC.write_text(markdown(results) + "\n")
     print(f"wrote {OUT} and {DOC}")
 
 
