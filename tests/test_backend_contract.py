@@ -6,9 +6,10 @@ Three trials of the NumPy ``Walk`` trainable, 160 steps of 60 s, θ = 0.5 (the b
 top-1: t0 and t1 are revoked at 600 s, then hop at their instance's first hour, pause at θ, and the
 better one runs to the end with another hop; t2 raises at its 5th step on every attempt, is revoked in
 between, and is FAILED after one retry (:func:`test_the_script_happened` spells the script out). The sim backend runs it on a virtual clock; the local backend with real worker
-processes on an accelerated wall clock (900x). Exact steps at a hop or a notice depend on wall timing
-in the local backend, so the decisions are compared as (action, reason) sequences per trial, with the
-resume steps where the script fixes them, and the final steps and metrics exactly.
+processes on an accelerated wall clock (300x: at 900x a loaded machine delivered the hour after the θ step). Exact steps at a hop or a notice depend on wall timing
+in the local backend, so the decisions are compared as (action, reason) sequences per trial without the
+launch-retry timers, with the resume steps where the script fixes them, and the final steps and metrics
+exactly (t2's final step is where the notice caught it, within one step).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def runs(tmp_path_factory):
     store = tmp_path_factory.mktemp("contract") / "store"
     local = LocalBackend(local_orch, hist, LegacyBidRevocation(hist), Billing(), WORKLOAD,
                          {t: (CONFIGS[t], SEEDS[t]) for t in CONFIGS}, FACTS.__getitem__, T0,
-                         LocalSettings(store_url=str(store), time_scale=900.0, max_wall_s=120.0)).run()
+                         LocalSettings(store_url=str(store), time_scale=300.0, max_wall_s=240.0)).run()
     return {"sim": (sim_orch, sim), "local": (local_orch, local)}
 
 
@@ -89,14 +90,20 @@ def test_sim_and_local_make_the_same_decisions(runs):
     (sim_orch, sim), (local_orch, local) = runs["sim"], runs["local"]
     assert local_orch.top_k == sim_orch.top_k
     for tid in CONFIGS:
-        assert decisions(local, tid) == decisions(sim, tid), tid
+        # the retry timers during the refused-launch window are wall-clock paced in the local backend (a loaded
+        # machine fires fewer of them), so the decisions are compared without them
+        assert story(local, tid) == story(sim, tid), tid
         s, lo = sim_orch.trials[tid], local_orch.trials[tid]
-        assert (lo.state, lo.step, lo.failures, lo.revocations, lo.hops) == (s.state, s.step, s.failures,
-                                                                              s.revocations, s.hops), tid
-        assert lo.steps == s.steps and lo.losses == s.losses, tid  # every point, bit for bit
+        assert (lo.state, lo.failures, lo.revocations, lo.hops) == (s.state, s.failures, s.revocations, s.hops), tid
+        if tid == "t2":  # FAILED where the notice caught it: the step at 600 s follows the wall clock
+            n = min(len(lo.steps), len(s.steps))
+            assert lo.step in (s.step - 1, s.step, s.step + 1) and n >= 3, tid
+            assert lo.steps[:n] == s.steps[:n] and lo.losses[:n] == s.losses[:n], tid
+        else:  # finished or stopped at a step the script fixes (160, or 80 at θ)
+            assert lo.step == s.step and lo.steps == s.steps and lo.losses == s.losses, tid  # bit for bit
         # fixed by the script: a fresh start, then after the θ barrier from step 80; a failure restarts at 0
         assert launches(local, tid)[0] == launches(sim, tid)[0] == 0
     winner = sim_orch.top_k[0]
     assert THETA * MAX_STEPS in launches(sim, winner) and THETA * MAX_STEPS in launches(local, winner)
-    assert launches(local, "t2") == launches(sim, "t2")
     assert launches(sim, "t2")[:3] == [0, 0, 4]  # fresh, retried after the failure, relaunched after the notice
+    assert launches(local, "t2")[:2] == [0, 0] and launches(local, "t2")[2] == local_orch.trials["t2"].step
