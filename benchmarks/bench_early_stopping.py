@@ -53,6 +53,7 @@ from earlycurve.evaluation._stopping import (
     split_pool,
     study_metrics,
     summarize,
+    tune_and_report,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,17 +108,6 @@ def peer_grids(n_steps: int) -> dict[str, dict[str, callable]]:
     return grids
 
 
-def _run_grid(grid: dict, tuning, test, workers: int) -> dict:
-    """Tune on tuning studies, report default and best on test studies."""
-    tuned = {name: summarize(evaluate_stopper(tuning, make, workers)) for name, make in grid.items()}
-    best = choose_best(tuned, target_top3=TARGET)
-    default = next(iter(grid))
-    out = {"grid_size": len(grid), "tuning": {k: {m: v[m]["mean"] for m in ("top1", "top3", "regret", "cost")} for k, v in tuned.items()}}
-    for label, name in (("default", default), ("best", best)):
-        out[label] = {"setting": name, "tuning": tuned[name], "test": summarize(evaluate_stopper(test, grid[name], workers))}
-    return out
-
-
 def _one_shot(studies, score_fn, at_step: int, keep: int) -> list[dict]:
     rows = []
     for s in studies:
@@ -138,7 +128,7 @@ def run_dataset(curve_set, n_steps: int, args) -> dict:
         if args.quick:
             grid = dict(list(grid.items())[:4])
         ts = time.time()
-        out["methods"][method] = _run_grid(grid, tuning, test, W)
+        out["methods"][method] = tune_and_report(grid, tuning, test, workers=W, target_top3=TARGET)
         print(f"  {method}: {len(grid)} settings, {time.time() - ts:.0f} s", flush=True)
     # baselines
     full = summarize(evaluate_stopper(test, Stopper, W))
@@ -186,7 +176,7 @@ def run_dataset(curve_set, n_steps: int, args) -> dict:
                         lambda table=table, rungs=rungs, eps=eps, sc=sc: RankConfidenceStopper(
                             table, rungs, eps, k=3, sigma_scale=sc, seed=args.seed))
         ts = time.time()
-        res = _run_grid(grid, tuning, test, W)
+        res = tune_and_report(grid, tuning, test, workers=W, target_top3=TARGET)
         out["methods"][f"ours-{pname}"] = res
         ours_tuned[pname] = res["best"]["tuning"]
         print(f"  ours-{pname}: {len(grid)} settings, {time.time() - ts:.0f} s", flush=True)

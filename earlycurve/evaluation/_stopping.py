@@ -53,6 +53,7 @@ __all__ = [
     "Stopper",
     "METRICS",
     "evaluate_stopper",
+    "tune_and_report",
 ]
 
 METRICS = ("top1", "top3", "regret", "cost", "steps")
@@ -289,3 +290,31 @@ def evaluate_stopper(studies: Sequence[Study], make: Callable[[], Stopper], work
         steps = replay(study, make(), workers)
         rows.append(study_metrics(study, steps))
     return rows
+
+
+def tune_and_report(grid: Mapping[str, Callable[[], Stopper]], tuning: Sequence[Study], test: Sequence[Study], *,
+                    workers: int = 4, target_top3: float = 0.95) -> dict:
+    """Choose a method's setting on TUNING studies, report the library default and the choice on TEST studies.
+
+    Parameters
+    ----------
+    grid : mapping of setting name to stopper factory
+        The first entry is the library default.
+    tuning, test : sequence of Study
+        Disjoint (:func:`sample_studies`); the choice (:func:`choose_best`) sees ``tuning`` only.
+
+    Returns
+    -------
+    result : dict
+        ``grid_size``; ``tuning`` (setting -> mean top1/top3/regret/cost on tuning); ``default`` and
+        ``best``: ``setting``, ``tuning`` and ``test`` (:func:`summarize`).
+    """
+    if not grid:
+        raise InvalidCurveError("empty settings grid")
+    tuned = {name: summarize(evaluate_stopper(tuning, make, workers)) for name, make in grid.items()}
+    best = choose_best(tuned, target_top3=target_top3)
+    out = {"grid_size": len(grid),
+           "tuning": {k: {m: v[m]["mean"] for m in ("top1", "top3", "regret", "cost")} for k, v in tuned.items()}}
+    for label, name in (("default", next(iter(grid))), ("best", best)):
+        out[label] = {"setting": name, "tuning": tuned[name], "test": summarize(evaluate_stopper(test, grid[name], workers))}
+    return out
