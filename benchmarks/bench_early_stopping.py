@@ -16,8 +16,10 @@ too. Methods:
 - ``full`` (train everything), ``earlycurve-paper`` (θ 0.7, keep 3, EarlyCurve paper settings),
   ``last-value@0.7`` (same cost), ``last-value-oneshot`` (θ and keep chosen on tuning);
 - ``ours-last`` / ``ours-ensemble``: the rank-confidence rule with last value / the Domhan ensemble as
-  the point prediction (bias and σ measured on the tuning configurations), rungs and ε chosen on
-  tuning; ``ours`` is the better of the two on tuning.
+  the point prediction (bias and σ per rung measured on the tuning configurations);
+  ``ours-neighbours10`` / ``ours-neighbours25``: μ and σ per trial from the 10 / 25 most similar
+  tuning curves (:class:`NeighbourBeliefs`). Rungs, ε and a σ scale (0 = deterministic) chosen on
+  tuning; ``ours`` is the best of these on tuning (same criterion as the peers).
 
 Also ``predictor_recall``: on the test studies, share where the true best is among the predicted
 top-3 at each rung, for last value, the ensemble and EarlyCurve (paper).
@@ -39,6 +41,7 @@ from earlycurve.evaluation import find_datasets
 from earlycurve.evaluation._stoppers import (
     ASHAStopper,
     BeliefTable,
+    NeighbourBeliefs,
     OptunaStopper,
     RankConfidenceStopper,
     asha_rungs,
@@ -62,9 +65,11 @@ OUT = ROOT / "benchmarks" / "results" / "early_stopping.json"
 #: its 16 recorded points after step 0).
 N_STEPS = {"opda-alexnet": 50, "opda-convnext": 50, "cakelab-resnet32": 16}
 RF = (2, 3, 4)
-RUNG_SETS = ((0.05, 0.1, 0.2, 0.4), (0.1, 0.2, 0.4, 0.7), (0.1, 0.3, 0.5, 0.7), (0.2, 0.4, 0.7), (0.3, 0.5, 0.7))
-EPSILONS = (0.01, 0.05, 0.1, 0.2, 0.3)
-SIGMA_SCALES = (0.25, 0.5, 1.0)
+RUNG_SETS = ((0.05, 0.1, 0.2), (0.05, 0.1, 0.2, 0.4), (0.1, 0.2, 0.4, 0.7), (0.1, 0.3, 0.5, 0.7), (0.2, 0.4, 0.7),
+             (0.3, 0.5, 0.7))
+EPSILONS = (0.01, 0.05, 0.1, 0.2, 0.3, 0.5)
+SIGMA_SCALES = (0.0, 0.1, 0.25, 0.5, 1.0)  # 0: deterministic (ε then does not matter; run once)
+NEIGHBOURS = (10, 25)
 TARGET = 0.95
 
 
@@ -165,29 +170,31 @@ def run_dataset(curve_set, n_steps: int, args) -> dict:
         ts = time.time()
         tables[pname] = BeliefTable(pool.grid, fn, all_rungs, halves["tuning"])
         print(f"  beliefs {pname}: {time.time() - ts:.0f} s", flush=True)
+    for nn in NEIGHBOURS:
+        tables[f"neighbours{nn}"] = NeighbourBeliefs(pool.grid, all_rungs, halves["tuning"], n_neighbours=nn)
     ours_tuned = {}
     for pname, table in tables.items():
+        ts = time.time()
         grid = {}
         for fr in RUNG_SETS:
             rungs = _rungs(fr, n_steps)
             for eps in EPSILONS:
-                for sc in SIGMA_SCALES:
+                for sc in SIGMA_SCALES if eps == EPSILONS[-1] else SIGMA_SCALES[1:]:
                     grid[f"predictor={pname} rungs={list(rungs)} eps={eps} sigma_scale={sc}"] = (
                         lambda table=table, rungs=rungs, eps=eps, sc=sc: RankConfidenceStopper(
                             table, rungs, eps, k=3, sigma_scale=sc, seed=args.seed))
-        ts = time.time()
         res = tune_and_report(grid, tuning, test, workers=W, target_top3=TARGET)
         out["methods"][f"ours-{pname}"] = res
         ours_tuned[pname] = res["best"]["tuning"]
         print(f"  ours-{pname}: {len(grid)} settings, {time.time() - ts:.0f} s", flush=True)
     pick = choose_best(ours_tuned, target_top3=TARGET)
     out["methods"]["ours"] = {"best": dict(out["methods"][f"ours-{pick}"]["best"])}
-    # same rungs and epsilon, the other point prediction (honest against last value at every rung)
-    setting = out["methods"]["ours-ensemble"]["best"]["setting"]
+    # the chosen rungs, epsilon and sigma scale with last value as the belief (honest against last value)
+    setting = out["methods"]["ours"]["best"]["setting"]
     rungs = tuple(json.loads(setting.split("rungs=")[1].split(" eps=")[0]))
     eps = float(setting.split("eps=")[1].split(" ")[0])
     sc = float(setting.split("sigma_scale=")[1])
-    out["methods"]["ours-last@ensemble-setting"] = {"best": {
+    out["methods"]["ours-last@ours-setting"] = {"best": {
         "setting": f"predictor=last rungs={list(rungs)} eps={eps} sigma_scale={sc}",
         "test": summarize(evaluate_stopper(test, lambda: RankConfidenceStopper(tables["last"], rungs, eps, k=3, sigma_scale=sc,
                                                                                 seed=args.seed), W))}}
@@ -197,6 +204,7 @@ def run_dataset(curve_set, n_steps: int, args) -> dict:
         row = {}
         for pname, scorer in (("last", lambda i, r=r: tables["last"].belief(i, r)[0]),
                               ("ensemble", lambda i, r=r: tables["ensemble"].belief(i, r)[0]),
+                              ("neighbours25", lambda i, r=r: tables["neighbours25"].belief(i, r)[0]),
                               ("earlycurve-paper", lambda i, r=r: ec_score(i, r))):
             hits = []
             for s in test:
@@ -234,8 +242,8 @@ def markdown(results: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=ROOT / "data" / "learning_curves")
-    ap.add_argument("--tuning", type=int, default=20)
-    ap.add_argument("--test", type=int, default=20)
+    ap.add_argument("--tuning", type=int, default=40)
+    ap.add_argument("--test", type=int, default=40)
     ap.add_argument("--size", type=int, default=16)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)

@@ -9,7 +9,15 @@ from scipy.stats import norm
 
 from earlycurve import ParametricEnsemble, RankConfidenceRule, prob_top_k
 from earlycurve.errors import InvalidCurveError
-from earlycurve.evaluation._stoppers import ASHAStopper, BeliefTable, OptunaStopper, RankConfidenceStopper, asha_rungs, one_shot_steps
+from earlycurve.evaluation._stoppers import (
+    ASHAStopper,
+    BeliefTable,
+    NeighbourBeliefs,
+    OptunaStopper,
+    RankConfidenceStopper,
+    asha_rungs,
+    one_shot_steps,
+)
 from earlycurve.evaluation._stopping import (
     Stopper,
     Study,
@@ -205,3 +213,20 @@ def test_optuna_sha_replay_prunes_and_keeps_first():
     steps = replay(_study(curves), stopper, workers=1)
     # T0 first at rung 1 -> promoted; T1 0.95 vs {0.9, 0.95}: 2 // 2 - 1 = 0 -> must be <= 0.9 -> pruned at 1
     assert steps.tolist()[:2] == [4, 1]
+
+
+def test_neighbour_beliefs_leave_one_out():
+    grid = np.array([
+        [0.9, 0.8, 0.5],  # features at rung 2 (y, y - y_prev): (0.8, -0.1), final change -0.3
+        [0.9, 0.8, 0.6],  # (0.8, -0.1), -0.2
+        [0.5, 0.5, 0.5],  # (0.5, 0.0), 0.0
+        [0.6, 0.5, 0.45],  # (0.5, -0.1), -0.05
+        [0.95, 0.8, 0.7],  # query, not a calibration row: (0.8, -0.15)
+    ])
+    nb = NeighbourBeliefs(grid, [2], calibration_rows=[0, 1, 2, 3], n_neighbours=2)
+    mu, sd = nb.belief(4, 2)  # nearest: rows 0 and 1
+    assert mu == pytest.approx(0.8 - 0.25) and sd == pytest.approx(np.std([-0.3, -0.2], ddof=1))
+    mu, sd = nb.belief(0, 2)  # itself excluded: rows 1 and 3
+    assert mu == pytest.approx(0.8 - 0.125) and sd == pytest.approx(np.std([-0.2, -0.05], ddof=1))
+    with pytest.raises(InvalidCurveError):
+        NeighbourBeliefs(grid, [2], calibration_rows=[0, 1], n_neighbours=2)

@@ -31,7 +31,7 @@ from earlycurve._rank_stop import RankConfidenceRule
 from earlycurve.errors import InvalidCurveError
 from earlycurve.evaluation._stopping import Stopper, Study
 
-__all__ = ["ASHAStopper", "asha_rungs", "OptunaStopper", "RankConfidenceStopper", "BeliefTable", "one_shot_steps"]
+__all__ = ["ASHAStopper", "asha_rungs", "OptunaStopper", "RankConfidenceStopper", "BeliefTable", "NeighbourBeliefs", "one_shot_steps"]
 
 
 def asha_rungs(grace_period: float, max_t: float, reduction_factor: float) -> list[float]:
@@ -193,12 +193,57 @@ class BeliefTable:
         return float(p + self.bias_[rung]), self.sigma_[rung]
 
 
+class NeighbourBeliefs:
+    """Beliefs from similar TUNING curves: the final-loss change of the ``k`` nearest calibration curves.
+
+    At rung ``r`` each curve is described by its current loss ``y_r`` and its recent change
+    ``y_r − y_(r−w)`` with ``w = max(1, r // 4)`` (both divided by their standard deviation over the
+    calibration rows). For a curve, the ``n_neighbours`` nearest calibration curves (Euclidean, itself
+    excluded: leave-one-out on tuning studies) give ``d = final − y_r``; the belief is
+    ``μ = y_r + mean(d)``, ``σ = std(d)`` (ddof 1). So a run still descending steeply gets the
+    larger improvement and spread of runs that were descending like it: an empirical, heteroscedastic
+    extrapolation (ours, [I]; in the spirit of learning-curve priors from earlier studies).
+
+    Parameters
+    ----------
+    grid : ndarray of shape (n_curves, n_steps)
+    rungs : sequence of int
+    calibration_rows : sequence of int
+        TUNING configurations only; at least ``n_neighbours + 1``.
+    n_neighbours : int, default=15
+    """
+
+    def __init__(self, grid: np.ndarray, rungs: Sequence[int], calibration_rows: Sequence[int], n_neighbours: int = 15) -> None:
+        self.grid = np.asarray(grid, dtype=float)
+        self.rows = np.asarray(calibration_rows, dtype=int)
+        self.n_neighbours = int(n_neighbours)
+        if self.rows.size <= self.n_neighbours or self.n_neighbours < 2:
+            raise InvalidCurveError(f"NeighbourBeliefs needs 2 <= n_neighbours < {self.rows.size} calibration rows")
+        self.features_: dict[int, np.ndarray] = {}
+        for r in rungs:
+            r = int(r)
+            w = max(1, r // 4)
+            f = np.column_stack([self.grid[:, r - 1], self.grid[:, r - 1] - self.grid[:, max(0, r - 1 - w)]])
+            sd = f[self.rows].std(axis=0)
+            self.features_[r] = f / np.where(sd > 0, sd, 1.0)
+
+    def belief(self, row: int, rung: int) -> tuple[float, float]:
+        """``(μ, σ)`` of pool row ``row`` at ``rung``."""
+        f = self.features_[rung]
+        cand = self.rows[self.rows != row]
+        dist = np.sum((f[cand] - f[row]) ** 2, axis=1)
+        nb = cand[np.argsort(dist, kind="stable")[: self.n_neighbours]]
+        d = self.grid[nb, -1] - self.grid[nb, rung - 1]
+        return float(self.grid[row, rung - 1] + d.mean()), float(d.std(ddof=1))
+
+
 class RankConfidenceStopper(Stopper):
     """Ours: :class:`earlycurve.RankConfidenceRule` driven by a :class:`BeliefTable`.
 
     Parameters
     ----------
-    beliefs : BeliefTable
+    beliefs : BeliefTable or NeighbourBeliefs
+        Anything with ``belief(pool_row, rung) -> (μ, σ)``.
     rungs : sequence of int
         Subset of the table's rungs.
     epsilon : float
