@@ -2,8 +2,10 @@
 
 At each rung (a step count), a trial reaching it gets a predictive distribution of its final loss,
 ``Normal(μ, σ)`` (μ from a curve extrapolation, σ from its error on tuning curves); every other trial
-seen so far contributes its latest distribution (a completed trial: its final loss, σ = 0). The trial
-is stopped when ``P(its final loss ranks among the k lowest) < ε``. Like ASHA it is asynchronous
+seen so far and not stopped contributes its latest distribution (a completed trial: its final loss,
+σ = 0). The trial is stopped when ``P(its final loss ranks among the k lowest) < ε``. Stopped trials
+drop out of the comparison: they can no longer be picked, and keeping their (early, optimistic)
+beliefs could stop every trial of a study. Like ASHA it is asynchronous
 (a trial is judged against whatever has been seen when it reaches a rung, and the first ``k`` trials
 always continue); unlike ASHA it compares *extrapolated final* losses with their uncertainty instead
 of the current values (issue 13, item 3; Domhan et al. 2015 stop a trial on
@@ -104,7 +106,8 @@ class RankConfidenceRule:
         Returns
         -------
         stop : bool
-            ``P(top-k among every trial seen so far) < epsilon``.
+            ``P(top-k among every trial seen so far and not stopped) < epsilon``; a stopped trial is
+            forgotten.
         """
         self._belief[trial] = (float(mu), float(sigma))
         ids = list(self._belief)
@@ -112,7 +115,10 @@ class RankConfidenceRule:
         sd_all = np.array([self._belief[t][1] for t in ids])
         rng = np.random.default_rng([self.seed, int(trial), int(rung)])
         p = prob_top_k(mu_all, sd_all, ids.index(trial), self.k, rng, self.n_samples)
-        return p < self.epsilon
+        if p < self.epsilon:
+            del self._belief[trial]
+            return True
+        return False
 
     def complete(self, trial: int, final: float) -> None:
         """A trial finished with final loss ``final`` (σ = 0 from now on)."""

@@ -230,3 +230,11 @@ def test_neighbour_beliefs_leave_one_out():
     assert mu == pytest.approx(0.8 - 0.125) and sd == pytest.approx(np.std([-0.2, -0.05], ddof=1))
     with pytest.raises(InvalidCurveError):
         NeighbourBeliefs(grid, [2], calibration_rows=[0, 1], n_neighbours=2)
+
+
+def test_rank_confidence_forgets_stopped_trials():
+    rule = RankConfidenceRule([1, 2], 0.5, k=1)
+    assert rule.judge(0, 1, 0.5, 0.0) is False  # alone
+    assert rule.judge(1, 1, 0.6, 0.0) is True  # 0 is better -> stop, and 1 is forgotten
+    assert rule.judge(2, 1, 0.55, 0.0) is True  # only 0 (0.5) is better; 1 (0.6) no longer counts
+    assert rule.judge(0, 2, 0.7, 0.0) is False  # 0 got worse but is the only trial left
