@@ -217,8 +217,38 @@ def run_dataset(curve_set, n_steps: int, args) -> dict:
     return out
 
 
+PEERS = ("asha", "sha", "hyperband", "median", "wilcoxon")
+
+
+def verdict(results: dict) -> dict:
+    """Per data set: the best peer (chosen on tuning, like every setting: :func:`choose_best` over each
+    peer's best setting) against ``ours``, on the test studies; ``cost_ratio`` = ours / best peer."""
+    out = {}
+    for ds, res in results["datasets"].items():
+        m = res["methods"]
+        tuned = {p: m[p]["best"]["tuning"] for p in PEERS if p in m}
+        if not tuned or "ours" not in m:
+            continue
+        peer = choose_best(tuned, target_top3=TARGET)
+        tp, to = m[peer]["best"]["test"], m["ours"]["best"]["test"]
+        out[ds] = {"best_peer": peer, "peer_setting": m[peer]["best"]["setting"], "ours_setting": m["ours"]["best"]["setting"],
+                   "peer_test_top3": tp["top3"]["mean"], "ours_test_top3": to["top3"]["mean"],
+                   "peer_test_top1": tp["top1"]["mean"], "ours_test_top1": to["top1"]["mean"],
+                   "peer_test_cost": tp["cost"]["mean"], "ours_test_cost": to["cost"]["mean"],
+                   "cost_ratio": to["cost"]["mean"] / tp["cost"]["mean"]}
+    return out
+
+
 def markdown(results: dict) -> str:
     lines = []
+    if results.get("verdict"):
+        lines.append("| data set | best peer (chosen on tuning) | its test top-1 / top-3 / cost | ours (chosen on tuning) | "
+                     "test top-1 / top-3 / cost | cost ours ÷ peer |")
+        lines.append("| --- | --- | --- | --- | --- | --- |")
+        for ds, v in results["verdict"].items():
+            lines.append(f"| {ds} | {v['best_peer']}: {v['peer_setting']} | {v['peer_test_top1']:.2f} / {v['peer_test_top3']:.2f} / "
+                         f"{v['peer_test_cost']:.3f} | {v['ours_setting']} | {v['ours_test_top1']:.2f} / {v['ours_test_top3']:.2f} / "
+                         f"{v['ours_test_cost']:.3f} | {v['cost_ratio']:.2f} |")
     for ds, res in results["datasets"].items():
         lines.append(f"\n**{ds}** ({res['n_curves']} complete curves, grid of {res['n_steps']} steps; "
                      f"{results['config']['tuning']} tuning / {results['config']['test']} test studies of "
@@ -227,7 +257,7 @@ def markdown(results: dict) -> str:
         lines.append("| --- | --- | --- | --- | --- | --- |")
         for name, m in res["methods"].items():
             for label in ("default", "best"):
-                if label not in m:
+                if label not in m or (label == "default" and name.startswith("ours")):  # ours has no library default
                     continue
                 t = m[label]["test"]
                 tag = f"{name} ({label})" if "default" in m else name
@@ -261,6 +291,8 @@ def main(argv=None) -> int:
         results["datasets"][ds] = run_dataset(sets[ds], N_STEPS[ds], args)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1, default=float))
+    results["verdict"] = verdict(results)
+    args.out.write_text(json.dumps(results, indent=1, default=float))
     print(markdown(results))
     return 0
 
