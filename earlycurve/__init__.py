@@ -8,6 +8,8 @@ Public surface (one concept per private module):
   (``_protocol``); :class:`SLAQ`, :class:`LastValue`, :class:`BestValue` — baselines (``_baselines``);
 - :class:`CurveFitter`, :class:`CurveParams`, :func:`curve` — one stage of Eq 4 (``_curve``);
 - :class:`StageRule`, :class:`PlateauRule`, :func:`split_stages`, :func:`is_plateau` (``_stages``);
+- :class:`ParametricEnsemble` — Domhan et al. 2015 families, median of the fits (``_extrapolate``);
+  :class:`RankConfidenceRule`, :func:`prob_top_k` — stop when P(top-k) < ε (``_rank_stop``);
 - :func:`rank_trials`, :class:`Ranking` (``_ranking``); :func:`to_loss`, :func:`from_loss` (``_mode``).
 
 Everything here computes and does no I/O. The data loaders and the evaluation live in
@@ -16,9 +18,11 @@ Everything here computes and does no I/O. The data loaders and the evaluation li
 
 from earlycurve._baselines import SLAQ, BestValue, LastValue
 from earlycurve._curve import CurveFitter, CurveParams, curve
+from earlycurve._extrapolate import FAMILIES, ParametricEnsemble
 from earlycurve._mode import from_loss, to_loss
 from earlycurve._model import RECOMMENDED, EarlyCurve
 from earlycurve._protocol import FinalMetricPredictor, Prediction
+from earlycurve._rank_stop import RankConfidenceRule, prob_top_k
 from earlycurve._ranking import Ranking, rank_trials
 from earlycurve._stages import NOISY_STAGE_RULE, PlateauRule, Stage, StageRule, is_plateau, split_stages
 from earlycurve.errors import (
@@ -31,6 +35,10 @@ from earlycurve.errors import (
 
 __all__ = [
     "EarlyCurve",
+    "ParametricEnsemble",
+    "FAMILIES",
+    "RankConfidenceRule",
+    "prob_top_k",
     "RECOMMENDED",
     "FinalMetricPredictor",
     "Prediction",

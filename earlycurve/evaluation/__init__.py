@@ -1,7 +1,8 @@
 """Evaluation of final-metric predictors on recorded learning curves (does file I/O).
 
 Not imported by :mod:`earlycurve`, which stays pure computation; used by ``spottune curves eval``
-and ``benchmarks/bench_earlycurve.py``.
+and ``benchmarks/bench_earlycurve.py``; the early-stopping evaluation (studies, asynchronous replay,
+ASHA / Optuna pruners / rank-confidence stoppers) is used by ``benchmarks/bench_early_stopping.py``.
 """
 
 from earlycurve.evaluation._calibrate import calibrate_stage_rule, median_rel_err
@@ -19,6 +20,28 @@ from earlycurve.evaluation._datasets import (
     load_digits_csv,
     load_long_csv,
     load_opda,
+)
+from earlycurve.evaluation._stoppers import (
+    ASHAStopper,
+    BeliefTable,
+    NeighbourBeliefs,
+    OptunaStopper,
+    RankConfidenceStopper,
+    asha_rungs,
+    one_shot_steps,
+)
+from earlycurve.evaluation._stopping import (
+    Stopper,
+    Study,
+    StudyPool,
+    choose_best,
+    evaluate_stopper,
+    replay,
+    sample_studies,
+    split_pool,
+    study_metrics,
+    summarize,
+    tune_and_report,
 )
 from earlycurve.evaluation._evaluate import (
     THETAS,
@@ -55,4 +78,22 @@ __all__ = [
     "subsample",
     "calibrate_stage_rule",
     "median_rel_err",
+    "StudyPool",
+    "Study",
+    "Stopper",
+    "sample_studies",
+    "split_pool",
+    "replay",
+    "study_metrics",
+    "summarize",
+    "choose_best",
+    "evaluate_stopper",
+    "tune_and_report",
+    "ASHAStopper",
+    "asha_rungs",
+    "OptunaStopper",
+    "RankConfidenceStopper",
+    "BeliefTable",
+    "NeighbourBeliefs",
+    "one_shot_steps",
 ]
