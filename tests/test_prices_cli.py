@@ -162,14 +162,16 @@ def moto_ec2(monkeypatch: pytest.MonkeyPatch):
 def test_fetch_pages_through_and_writes_canonical(tmp_path: Path, moto_ec2, capsys, monkeypatch) -> None:
     endpoint, seeded, calls = moto_ec2
     out = tmp_path / "sub" / "fetched.csv.gz"
+    before = datetime.now(timezone.utc)  # not NOW (import time): a loaded machine may run this minutes later
     code, stdout, err = run(["prices", "fetch", "--region", "us-east-1", "--instance-types", "r4.large,m4.2xlarge",
                              "--days", "3", "--product-description", "Linux/UNIX", "--out", str(out),
                              "--endpoint-url", endpoint, "--page-size", "100"], capsys, monkeypatch)
+    after = datetime.now(timezone.utc)
     assert code == 0, err
     assert len(calls) > 1 and all(c["MaxResults"] == 100 for c in calls)  # really paginated
     assert calls[1]["NextToken"] == "100"
     start = calls[0]["StartTime"].replace(tzinfo=timezone.utc)
-    assert timedelta(days=3) - timedelta(minutes=5) < NOW - start < timedelta(days=3) + timedelta(minutes=5)
+    assert before - timedelta(days=3, seconds=1) <= start <= after - timedelta(days=3) + timedelta(seconds=1)
     expected = [r for r in seeded if r["InstanceType"] in ("r4.large", "m4.2xlarge")
                 and r["ProductDescription"] == "Linux/UNIX" and r["Timestamp"] >= start]
     got = read_prices(out)
