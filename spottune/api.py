@@ -1,11 +1,11 @@
 """The Python front door: :func:`tune` runs an experiment and returns a :class:`ResultGrid`.
 
-Example (offline, about a minute on 2 cores; the first run with ``predictor="revpred"`` also trains
-RevPred for a few minutes and caches it)::
+Example (offline, under a minute on 2 cores with the default predictor; ``predictor="revpred"`` also
+trains the paper's LSTM for a few minutes on first use and caches it)::
 
     import spottune
 
-    grid = spottune.tune(max_steps=60, predictor="constant", output="results/demo")
+    grid = spottune.tune(max_steps=60, output="results/demo")
     grid.get_dataframe()          # one row per trial: config/<name>, state, steps, metric, usd, ...
     best = grid.get_best_result()  # the best finished trial (spec's metric and mode)
     best.config, best.value, best.usd
