@@ -40,14 +40,16 @@ from numpy.typing import ArrayLike
 
 from provisioner._cost import HOUR_S, _check_p, _out
 from provisioner.errors import ProvisionerConfigError
+from spotmarket import NOTICE_LEAD_S
 
 #: The max-price ladder: ``b = current price + δ`` for each δ, USD per instance-hour (plus ``b`` = the
 #: market's on-demand price, see :func:`ladder_max_prices`). The refund-aware objective chooses among
 #: these, and a calibrated revocation predictor is trained on exactly these queries (issue 12).
 DELTA_LADDER_USD_PER_HOUR: tuple[float, ...] = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3)
 
-#: Seconds from the revocation notice to the termination (EC2's two-minute notice, spec §1.9).
-NOTICE_S = 120.0
+#: Seconds from the revocation notice to the termination (EC2's two-minute notice, spec §1.9): the market
+#: rules' own constant, :data:`spotmarket.NOTICE_LEAD_S`.
+NOTICE_S = NOTICE_LEAD_S
 
 
 def ladder_max_prices(current_usd_per_hour: ArrayLike, on_demand_usd_per_hour: ArrayLike,
