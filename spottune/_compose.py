@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 DAY_S = 86400.0
 #: Days of price history before the start that the ``calibrated`` and ``online-hazard`` predictors train on
-#: (at least ``train_days``); chosen as "what a user has", not tuned on the evaluation starts.
+#: (at least ``train_days``); set to "what a user has" (AWS serves 90 days), not tuned (decision P7).
 CALIBRATED_HISTORY_DAYS = 28.0
 #: Revocation predictors for Eq 1. ``revpred`` and ``tributary`` are trained LSTMs (cached on disk),
 #: ``constant`` a per-market hazard fitted on the training window (:func:`constant_hazard`), ``hindsight``

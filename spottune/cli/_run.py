@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 
-from spottune.experiment import PREDICTORS, ExperimentSpec
+from spottune.experiment import OBJECTIVES, PREDICTORS, ExperimentSpec
 
 #: Options of ``spottune run`` that only steer the command (everything else is an ExperimentSpec field).
 CLI_ONLY = ("config", "output", "progress")
@@ -120,7 +120,7 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
               help="Predictor training window before --start, days.")
 @click.option("--seed", type=int, default=None, show_default=_default("seed"))
 @click.option("--max-failures", type=int, default=None, show_default=_default("max_failures"))
-@click.option("--objective", type=click.Choice(["refund", "paper"]), default=None, show_default=_default("objective"),
+@click.option("--objective", type=click.Choice(list(OBJECTIVES)), default=None, show_default=_default("objective"),
               help="refund: market and max price by expected USD per useful step over the horizon; paper: Eq 2.")
 @click.option("--boot-s", type=float, default=None, show_default=_default("boot_s"),
               help="Launch-to-training latency, seconds (D11; sim backend; 0 = the paper's faithful mode).")

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from spottune.errors import ConfigError
+from spottune.experiment import OBJECTIVES
 
 
 def _starts(history: Any, markets: list, n: int, explicit: str | None) -> list[float]:
@@ -155,7 +156,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
 @click.option("--instance-types", default=None,
               help="Comma-separated instance types (default: every type in the prices that the catalog knows).")
 @click.option("--zones", default=None, help="Comma-separated availability zones (default: all in the prices).")
-@click.option("--objective", type=click.Choice(["refund", "paper"]), default="refund", show_default=True,
+@click.option("--objective", type=click.Choice(list(OBJECTIVES)), default=OBJECTIVES[0], show_default=True,
               help="Objective of SpotTune policies named without one (spottune-0.7-paper names it): refund = market "
                    "and max price by expected USD per useful step; paper = Eq 2 with the D1 max price.")
 @click.option("--boot-s", type=click.FloatRange(min=0), default=None,
