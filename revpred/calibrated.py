@@ -22,6 +22,7 @@ constraints) and 1.16 (probability calibration).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -61,6 +62,12 @@ class CalibratedRevocation:
     max_iter, learning_rate, min_samples_leaf, l2_regularization
         ``HistGradientBoostingClassifier`` settings.
     seed : int, default 0
+    query_grid_s : float or None, default None
+        If set, the model answers a query at t as at ``floor(t / query_grid_s) * query_grid_s`` (the
+        edge rules still use t) and remembers the answers of the current grid time, so the many
+        per-trial queries of one provisioning period cost one model call. [I] Set it to the training
+        stride (the queries it was trained and calibrated on lie on that grid); it reads no record
+        after t.
 
     Attributes (after :meth:`fit`)
     ------------------------------
@@ -76,13 +83,14 @@ class CalibratedRevocation:
                  ladder: Sequence[float] = DELTA_LADDER_USD_PER_HOUR, on_demand: Mapping | None = None,
                  stride_min: int = 20, calibration: str = "isotonic", max_iter: int = 150,
                  learning_rate: float = 0.1, min_samples_leaf: int = 100, l2_regularization: float = 1.0,
-                 seed: int = 0):
+                 seed: int = 0, query_grid_s: float | None = None):
         if calibration not in CALIBRATION_METHODS:
             raise RevPredError(f"calibration is {calibration!r}, but must be one of {', '.join(CALIBRATION_METHODS)}")
         if not markets:
             raise RevPredError("the calibrated predictor needs at least one market")
         self.history = history
         self.markets = [Market.parse(m) if isinstance(m, str) else m for m in markets]
+        self._known = frozenset(self.markets)
         self.ladder = check_ladder(ladder)
         self.on_demand = on_demand
         self.stride_min = int(stride_min)
@@ -92,6 +100,10 @@ class CalibratedRevocation:
         self.min_samples_leaf = int(min_samples_leaf)
         self.l2_regularization = float(l2_regularization)
         self.seed = int(seed)
+        if query_grid_s is not None and not query_grid_s > 0:
+            raise RevPredError(f"query_grid_s is {query_grid_s}, but must be > 0 seconds or None")
+        self.query_grid_s = None if query_grid_s is None else float(query_grid_s)
+        self._memo: tuple[float, dict] = (float("nan"), {})
         self.features = LadderFeatures(history, self.ladder, on_demand,
                                        sorted({m.instance_type for m in self.markets}),
                                        sorted({m.availability_zone for m in self.markets}))
@@ -199,16 +211,57 @@ class CalibratedRevocation:
             A decision time outside the market's price history.
         """
         ms, t, b = broadcast_queries(markets, times_s, max_prices_usd_per_hour)
-        self._check_fitted(ms)
+        groups = group_by_market(ms)
+        self._check_fitted(groups)
         out = np.empty(len(ms))
         if not ms:
             return out
-        p = self._calibrate(self.model_.predict_proba(self.features.transform(ms, t, b))[:, 1])
-        for m, idx in group_by_market(ms).items():
-            price = np.asarray(self.history[m].price_at(t[idx]), dtype=np.float64)
-            ceiling = self.features.ceiling(m, t[idx])
+        p = self._model_p(ms, groups, t, b)
+        for m, idx in groups.items():
+            tab = self.features.tables(m)
+            series, tm = tab.series, t[idx]
+            if not np.all((tm >= series.start_s) & (tm <= series.end_s)):
+                series.price_at(tm)  # raises PriceDataError naming the time
+            i = np.searchsorted(series.times_s, tm, side="right") - 1  # the record in force at t
+            price, ceiling = series.prices[i], tab.cummax[i]  # current price; highest price up to t
             out[idx] = np.where(b[idx] < price, 1.0, np.where(b[idx] > ceiling, 0.0, p[idx]))
         return np.clip(out, 0.0, 1.0)
+
+    def _model_p(self, ms: Sequence[Market], groups: dict, t: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Calibrated model p before the edge rules; on the query grid when ``query_grid_s`` is set."""
+        if self.query_grid_s is None:
+            return self._predict(ms, t, b)
+        tq = np.floor(t / self.query_grid_s) * self.query_grid_s
+        out = np.empty(len(ms))
+        todo: list[int] = []
+        for key in np.unique(tq).tolist():
+            if self._memo[0] != key:  # queries come in time order: keep the current grid time only
+                self._memo = (key, {})
+            memo = self._memo[1]
+            for m, idx in groups.items():
+                known = memo.setdefault(m, {})  # max price -> p, of this market at this grid time
+                for i in idx[tq[idx] == key].tolist():
+                    hit = known.get(float(b[i]))
+                    if hit is None:
+                        todo.append(i)
+                    else:
+                        out[i] = hit
+            if todo:
+                new = self._predict([ms[i] for i in todo], np.full(len(todo), key), b[todo])
+                out[todo] = new
+                for i, v in zip(todo, new.tolist()):
+                    memo[ms[i]][float(b[i])] = v
+                todo.clear()
+        return out
+
+    def _predict(self, ms: Sequence[Market], t: np.ndarray, b: np.ndarray) -> np.ndarray:
+        X = self.features.transform(ms, t, b)
+        if len(ms) > _SERIAL_ROWS:
+            return self._calibrate(self.model_.predict_proba(X)[:, 1])
+        # [I] one OpenMP region per tree costs a scheduler quantum on a busy machine (measured 14 ms per
+        # tree, 2 s per call, under load): a provisioner's few hundred queries run faster on one thread
+        with _threads().limit(limits=1, user_api="openmp"):
+            return self._calibrate(self.model_.predict_proba(X)[:, 1])
 
     def _calibrate(self, raw: np.ndarray) -> np.ndarray:
         if self.calibrator_ is None:
@@ -218,11 +271,11 @@ class CalibratedRevocation:
             return 0.5 * (1.0 + np.tanh(0.5 * (a * _logit(raw) + c)))
         return np.asarray(self.calibrator_.predict(raw), dtype=np.float64)
 
-    def _check_fitted(self, ms: Sequence[Market]) -> None:
+    def _check_fitted(self, markets) -> None:
         if not hasattr(self, "model_"):
             raise RevPredError("the calibrated predictor is not fitted; call fit() or train() first")
-        known = set(self.markets)
-        for m in ms:
+        known = self._known
+        for m in markets:
             if m not in known:
                 raise RevPredError(f"the calibrated predictor was not trained on market {m}")
 
@@ -232,6 +285,17 @@ class CalibratedRevocation:
         return (f"calibrated (gradient boosting, monotone in the max price, {self.calibration} calibration; "
                 f"{(tr[1] - tr[0]) / 86400:g} days training, {(ca[1] - ca[0]) / 86400:g} days calibration, "
                 f"{self.periods_['n_train']} queries)")
+
+
+_SERIAL_ROWS = 20_000  # queries up to this many are predicted on one thread
+
+
+@functools.cache
+def _threads():
+    """threadpoolctl's controller (scikit-learn's own dependency), built once: each limit() then costs µs."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def _logit(p: np.ndarray) -> np.ndarray:

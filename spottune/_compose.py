@@ -240,7 +240,8 @@ def calibrated_predictor(market: MarketSetup, lo_s: float, hi_s: float, seed: in
     The first 75 % of the window trains the model, the last 25 % calibrates it (isotonic); queries
     every 10 minutes with the provisioner's max-price ladder (``provisioner.DELTA_LADDER_USD_PER_HOUR``
     when it defines one, else :data:`revpred.ladder.DELTA_LADDER_USD_PER_HOUR`) and the catalog's
-    on-demand prices. A few seconds for the default 4 days and 15 markets, so it is not cached.
+    on-demand prices. A few seconds for the default 4 days and 15 markets, so it is not cached. It answers
+    on the same 10-minute grid (``query_grid_s``), so one provisioning period costs one model call.
 
     Raises
     ------
@@ -259,7 +260,7 @@ def calibrated_predictor(market: MarketSetup, lo_s: float, hi_s: float, seed: in
             pass
     ladder = getattr(provisioner, "DELTA_LADDER_USD_PER_HOUR", DELTA_LADDER_USD_PER_HOUR)
     return CalibratedRevocation.train(market.history, market.markets, lo_s, hi_s, ladder=ladder,
-                                      on_demand=on_demand or None, stride_min=10, seed=seed)
+                                      on_demand=on_demand or None, stride_min=10, query_grid_s=600.0, seed=seed)
 
 
 def _market_seed(seed: int, market: Any) -> int:

@@ -78,3 +78,25 @@ def test_ece_by_hand():
         assert np.isnan(ece([], []))
     s = score(np.zeros(3), np.array([0.1, 0.2, 0.3]))
     assert np.isnan(s["roc_auc"]) and s["brier"] == pytest.approx((0.01 + 0.04 + 0.09) / 3)
+
+
+def test_on_the_query_grid_the_model_answers_as_at_the_grid_time_and_the_edges_at_t(fitted):
+    history, model = fitted
+    gridded = CalibratedRevocation(history, MARKETS, on_demand=model.on_demand, stride_min=30, max_iter=30,
+                                   query_grid_s=600.0)
+    gridded.model_, gridded.calibrator_ = model.model_, model.calibrator_
+    m = MARKETS[0]
+    t0 = TEST_LO + 7 * 600.0  # a grid time
+    ts = np.array([t0, t0 + 1.0, t0 + 599.0])
+    b = float(history[m].price_at(t0)) + 0.01
+    p = gridded.predict_proba([m, m, m], ts, np.full(3, b))
+    # the model part is the exact answer at the grid time; the edge rules use t itself
+    expected = model.predict_proba([m], t0, b)[0]
+    assert 0.0 < expected < 1.0
+    for pi, t in zip(p, ts):
+        price, ceiling = float(history[m].price_at(t)), float(model.features.ceiling(m, np.array([t]))[0])
+        assert pi == (1.0 if b < price else 0.0 if b > ceiling else expected)
+    # a second query at the same grid time is answered from memory, identically
+    assert gridded.predict_proba([m], t0 + 300.0, b)[0] == p[1]
+    with pytest.raises(RevPredError, match="query_grid_s"):
+        CalibratedRevocation(history, MARKETS, query_grid_s=0.0)
