@@ -10,8 +10,8 @@ tagged with the experiment, reads their user data, and runs the agent and its wo
 (pre-warmed: a host booted from a baked image) each with its own path on an IMDS emulator. With a
 revocation model and the backend's clock it replays the market: a launch the market refuses gets
 ``SpotMaxPriceTooLow`` (a botocore ``before-call`` hook on the backend's EC2 client); at a revocation's
-notice time the emulator shows ``spot/instance-action``; at its termination time the host's processes are
-killed and the instance is terminated in moto with ``Server.SpotInstanceTermination``. An agent that exits
+notice time the emulator shows ``spot/instance-action``; at its termination time (but never less than
+:data:`MIN_NOTICE_WALL_S` wall seconds after the notice) the host's processes are killed and the instance is terminated in moto with ``Server.SpotInstanceTermination``. An agent that exits
 powers its host off: the instance is terminated with ``Client.InstanceInitiatedShutdown``. An instance
 terminated by the API gets its processes killed. Failure injection: :meth:`Ec2Hosts.refuse` (capacity)
 and :meth:`Ec2Hosts.throttle`.
@@ -38,6 +38,10 @@ from spottune.backends.local.imds import ImdsEmulator
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCOUNT = "123456789012"
+#: Wall seconds a worker gets between the notice and the provider's termination, at least: 120 s at 800x
+#: is 0.15 s, less than a loaded 2-core machine needs to schedule the save (the engine time of the
+#: termination is then later than the replay's; the ledger bills the observed end).
+MIN_NOTICE_WALL_S = 1.0
 REGION = "us-east-1"
 
 
@@ -104,6 +108,15 @@ def moto_server(history: Any) -> Iterator[str]:
                 os.environ[k] = v
 
 
+def _kill_host(proc: subprocess.Popen) -> None:
+    """SIGKILL the agent and its worker (the host is gone)."""
+    import signal
+
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 def moto_instance(instance_id: str) -> Any:
     from moto.ec2.models import ec2_backends
 
@@ -159,6 +172,7 @@ class Ec2Hosts:
         self.run_calls: list[dict[str, Any]] = []
         self._refuse: dict[tuple[str, str], tuple[int, str]] = {}
         self._throttle = 0
+        self._refused: set[str] = set()
         self._revs: dict[str, Any] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="ec2-hosts")
@@ -172,7 +186,7 @@ class Ec2Hosts:
         log = open(self.log_dir / f"{name}.log", "wb")
         proc = subprocess.Popen([sys.executable, "-m", "spottune.backends.aws.agent", "--standby", self.workload,
                                  self.store, "--imds-url", url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=log, env=self.env, text=True, bufsize=1, cwd=str(ROOT))
+                                stderr=log, env=self.env, text=True, bufsize=1, cwd=str(ROOT), start_new_session=True)
         self._pool.append((proc, name))
 
     def warm_up(self, timeout_s: float = 60.0) -> None:
@@ -190,10 +204,11 @@ class Ec2Hosts:
     def attach(self, ec2_client: Any) -> None:
         """Hook the backend's EC2 client: market refusals, injected capacity errors and throttling."""
         ec2_client.meta.events.register("before-parameter-build.ec2.RunInstances", self._remember)
-        ec2_client.meta.events.register("before-call.ec2.RunInstances", self._before_run)
+        ec2_client.meta.events.register("before-send.ec2.RunInstances", self._before_run)
 
     def refuse(self, zone: str, instance_type: str, times: int = 1, code: str = "InsufficientInstanceCapacity") -> None:
-        """The next ``times`` launches in that market fail with ``code`` (every botocore attempt of them)."""
+        """The next ``times`` launches in that market fail with ``code``, every botocore attempt of them
+        (HTTP 500 for capacity errors, as EC2 answers them: botocore retries those; 400 otherwise)."""
         self._refuse[(zone, instance_type)] = (times, code)
 
     def throttle(self, times: int = 1) -> None:
@@ -204,10 +219,18 @@ class Ec2Hosts:
         self._params = params
 
     @staticmethod
-    def _error(status: int, code: str, message: str) -> tuple[Any, dict]:
+    def _error(status: int, code: str, message: str) -> Any:
+        """An HTTP answer of EC2 with an error document: botocore parses it and retries it as it would EC2's."""
         from botocore.awsrequest import AWSResponse
 
-        return (AWSResponse("http://ec2", status, {}, None), {"Error": {"Code": code, "Message": message}})
+        body = (f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors>"
+                f"<RequestID>spottune-test</RequestID></Response>").encode()
+
+        class _Raw:
+            def stream(self, **_: Any) -> Iterator[bytes]:
+                yield body
+
+        return AWSResponse("http://ec2", status, {}, _Raw())
 
     def _before_run(self, **_: Any) -> Any:
         p = self._params
@@ -219,11 +242,15 @@ class Ec2Hosts:
             self._throttle -= 1
             self.run_calls[-1]["answer"] = "RequestLimitExceeded"
             return self._error(503, "RequestLimitExceeded", "Request limit exceeded.")
+        launch_id = tags["spottune:launch"]
         left, code = self._refuse.get((zone, itype), (0, ""))
-        if left > 0:
-            self._refuse[(zone, itype)] = (left - 1, code)
+        if left > 0 or launch_id in self._refused:
+            if launch_id not in self._refused:
+                self._refuse[(zone, itype)] = (left - 1, code)
+                self._refused.add(launch_id)
             self.run_calls[-1]["answer"] = code
-            return self._error(400, code, f"There is no Spot capacity available that matches your request ({zone}).")
+            return self._error(500 if code == "InsufficientInstanceCapacity" else 400, code,
+                               f"There is no Spot capacity available that matches your request ({zone}).")
         if self.revocation is not None:
             from spotmarket.prices import Market
 
@@ -244,11 +271,10 @@ class Ec2Hosts:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
         for proc, _ in [*self._pool, *self.hosts.values()]:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
+            _kill_host(proc)
         self.imds.stop()
 
     def _loop(self) -> None:
@@ -257,7 +283,7 @@ class Ec2Hosts:
                 self._tick()
             except Exception as exc:  # noqa: BLE001 - recorded for the test to see
                 self.errors.append(f"{type(exc).__name__}: {exc}")
-            self._stop.wait(0.02)
+            self._stop.wait(0.05)
 
     def _tick(self) -> None:
         for tagged in find_instances(self.ec2, self.experiment):
@@ -267,7 +293,7 @@ class Ec2Hosts:
             elif tagged.state not in ("pending", "running") and iid in self.hosts:
                 proc, _ = self.hosts[iid]
                 if proc.poll() is None:  # terminated through the API: the host is gone
-                    proc.kill()
+                    _kill_host(proc)
         for iid, (proc, _) in list(self.hosts.items()):
             if proc.poll() is not None and iid not in self.shutdowns and moto_instance(iid).state != "terminated":
                 self.shutdowns.append(iid)  # the agent exited: user data powers the host off
@@ -292,15 +318,15 @@ class Ec2Hosts:
 
             if math.isfinite(rev.notice_s):
                 self.clock.call_at(rev.notice_s, lambda: self.imds.notify(host, time_s=rev.termination_s))
-            if math.isfinite(rev.termination_s):
-                self.clock.call_at(rev.termination_s, self._provider_ends, tagged.instance_id)
+            if math.isfinite(rev.termination_s):  # at least MIN_NOTICE_WALL_S after the notice (see the module doc)
+                end_s = max(rev.termination_s, rev.notice_s + MIN_NOTICE_WALL_S * self.clock.time_scale)
+                self.clock.call_at(end_s, self._provider_ends, tagged.instance_id)
 
     def _provider_ends(self, instance_id: str) -> None:
         proc, _ = self.hosts[instance_id]
         if moto_instance(instance_id).state == "terminated":
             return
-        if proc.poll() is None:
-            proc.kill()
+        _kill_host(proc)
         self.revoked.append(instance_id)
         end_in_moto(instance_id, "Server.SpotInstanceTermination")
 

@@ -4,7 +4,7 @@ One moto server for the module (EC2 + S3 + SQS + IAM on 127.0.0.1, spot price hi
 scripted market), agents and workers as real local processes (:mod:`tests._aws_host`).
 
 The scripted market (``tests.test_sim_backend.history``): A (us-east-1a r3.large) at 0.02 USD/h spiking to
-1.0 from 1800 s to 2400 s; B (us-east-1b c3.xlarge) flat at 0.05. The chooser takes the cheapest market
+1.0 from 1800 s to 4200 s; B (us-east-1b c3.xlarge) flat at 0.05. The chooser takes the cheapest market
 not excluded, at max price = price + 0.08 (A: 0.10, B: 0.13), so the spike revokes every instance on A
 and the relaunch goes to B. Four trials of the NumPy ``Walk`` trainable, 40 steps of 180 s, θ = 0.5,
 top-2; the first launch of t3 is refused for capacity (InsufficientInstanceCapacity on A: A is excluded
@@ -13,9 +13,6 @@ for 30 min, so t3 starts on B).
 
 from __future__ import annotations
 
-import math
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -28,7 +25,9 @@ from provisioner import MarketExclusions
 from spotmarket import Billing, LegacyBidRevocation
 from spotmarket.prices import Market
 from spottune.backends import LocalBackend, LocalSettings
-from spottune.backends.aws import AwsBackend, AwsClients, AwsSettings, cleanup, find_instances
+from spottune.backends.aws import (AwsBackend, AwsClients, AwsSettings, LaunchRefused, cleanup, find_instances,
+                                   launch_request, user_data)
+from spottune.backends.aws._launch import launch
 from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState
 from tests._aws_host import REGION, ROOT, Ec2Hosts, moto_server
 from tests.test_sim_backend import A, B, T0, history
@@ -39,9 +38,9 @@ pytestmark = pytest.mark.server
 FACTS = {"r3.large": (2, 6.5), "c3.xlarge": (4, 14.0)}
 CONFIGS = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05}, "t2": {"lr": 0.01}, "t3": {"lr": 0.03}}
 SEEDS = {t: 200 + i for i, t in enumerate(CONFIGS)}
-MAX_STEPS, THETA, TOP_K, SPS = 40, 0.5, 2, 120.0
-SCALE = 500.0
-HIST = history(spike_at_s=1800.0, hours=12)
+MAX_STEPS, THETA, TOP_K, SPS = 50, 0.4, 2, 120.0
+SCALE = 800.0
+HIST = history(spike_at_s=1800.0, spike_len_s=2400.0, hours=12)
 
 
 @dataclass(frozen=True)
@@ -82,10 +81,10 @@ def moto():
         yield url
 
 
-def settings(url, experiment, **kw):
-    base = dict(experiment=experiment, bucket="spottune-test", store_url=f"s3://spottune-test/ckpt/{experiment}",
+def settings(url, experiment, store=None, **kw):
+    base = dict(experiment=experiment, bucket="spottune-test", store_url=store or f"s3://spottune-test/ckpt/{experiment}",
                 endpoint_url=url, storage_options={"endpoint_url": url}, time_scale=SCALE, pace_steps=True,
-                poll_s=5.0, describe_every_s=10.0, lease_s=600.0, linger_s=600.0, max_attempts=2,
+                poll_s=5.0, describe_every_s=60.0, lease_s=3000.0, linger_s=600.0, max_attempts=2,
                 max_steps=MAX_STEPS, reference_seconds_per_step=SPS, max_wall_s=120.0)
     base.update(kw)
     return AwsSettings(**base)
@@ -94,11 +93,11 @@ def settings(url, experiment, **kw):
 def aws_run(url, tmp_path, experiment, *, inject=None, **kw):
     exclusions = MarketExclusions(1800.0)
     orch = orchestrator(Cheapest(exclusions))
-    s = settings(url, experiment, **kw)
+    s = settings(url, experiment, store=str(tmp_path / "store"), **kw)
     backend = AwsBackend(orch, Billing(), WORKLOAD, {t: (CONFIGS[t], SEEDS[t]) for t in CONFIGS}, FACTS.__getitem__,
                          T0, s, clients=AwsClients.create(s), exclusions=exclusions)
     hosts = Ec2Hosts(url, experiment, workload=WORKLOAD, store=s.store_url, log_dir=tmp_path,
-                     revocation=LegacyBidRevocation(HIST), clock=backend.clock, warm=4)
+                     revocation=LegacyBidRevocation(HIST), clock=backend.clock, warm=6)
     hosts.attach(backend.ec2)
     if inject:
         inject(hosts)
@@ -113,6 +112,17 @@ def aws_run(url, tmp_path, experiment, *, inject=None, **kw):
 
 
 @pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    """The same experiment on the local backend (same seeds, same replayed market; faster clock)."""
+    orch = orchestrator(Cheapest(MarketExclusions(1800.0)))
+    LocalBackend(orch, HIST, LegacyBidRevocation(HIST), Billing(), WORKLOAD, {t: (CONFIGS[t], SEEDS[t]) for t in CONFIGS},
+                 FACTS.__getitem__, T0, LocalSettings(store_url=str(tmp_path_factory.mktemp("local") / "store"),
+                                                       time_scale=1500.0, max_steps=MAX_STEPS,
+                                                       reference_seconds_per_step=SPS, max_wall_s=120.0)).run()
+    return orch
+
+
+@pytest.fixture(scope="module")
 def aws(moto, tmp_path_factory):
     return aws_run(moto, tmp_path_factory.mktemp("aws"), "exp-main",
                    inject=lambda h: h.refuse("us-east-1a", "r3.large", times=1))
@@ -122,16 +132,156 @@ def decisions(record, trial_id):
     return [(r["type"], r.get("reason")) for r in record.log if r["kind"] == "action" and r.get("trial_id") == trial_id]
 
 
+def launches(record, trial_id):
+    return [r for r in record.log if r["kind"] == "action" and r["type"] == "Launch" and r["trial_id"] == trial_id]
+
+
 def events(record, type_, trial_id=None):
     return [r for r in record.log if r["kind"] == "event" and r["type"] == type_
             and (trial_id is None or r.get("trial_id") == trial_id)]
 
 
-def test_debug(aws):
+def launch_after(record, trial_id, t):
+    """The first Launch of ``trial_id`` logged at or after engine time ``t``."""
+    return next(r for r in launches(record, trial_id) if r["t"] >= t)
+
+
+THETA_STEP = int(THETA * MAX_STEPS)
+
+
+def test_a_clean_run_of_four_trials_leaves_nothing_running(aws):
     orch, record, hosts, left = aws
+    assert left == [] and hosts.errors == []
+    assert len(orch.top_k) == TOP_K
     for t in CONFIGS:
-        print(t, orch.trials[t].state, orch.trials[t].step, decisions(record, t))
-    for r in record.ledger:
-        print(r)
-    print(hosts.run_calls, hosts.revoked, hosts.shutdowns, left, hosts.errors)
-    assert False
+        tr = orch.trials[t]
+        if t in orch.top_k:
+            assert (tr.state, tr.step) == (TrialState.FINISHED, MAX_STEPS), t
+        else:
+            assert (tr.state, tr.step) == (TrialState.STOPPED_EARLY, THETA_STEP), t
+        assert tr.steps == list(range(1, tr.step + 1)), t  # every step reported once, in order, across instances
+    # one ledger row per instance that existed, each billed once
+    assert sorted(r.instance_id for r in record.ledger) == sorted(hosts.booted)
+    assert record.meta["cleanup_terminated"] == []  # nothing was left for the final sweep
+
+
+def test_the_ledger_is_billed_at_the_api_price_history(aws):
+    """describe_spot_price_history (seeded with the replayed market) prices every row exactly as the replay does."""
+    _, record, _, _ = aws
+    for row in record.ledger:
+        want = Billing().charge(HIST[row.market], row.start_s, row.end_s, str(row.ended_by))
+        assert (row.charged_usd, row.refunded_usd) == pytest.approx((want.charged_usd, want.refunded_usd), abs=1e-12)
+    provider = [r for r in record.ledger if str(r.ended_by) == "provider"]
+    assert provider and all(r.charged_usd == 0.0 and r.refunded_usd > 0 for r in provider)  # the first hour refunded
+
+
+def test_a_capacity_refusal_is_a_launch_failure_and_excludes_the_market(aws):
+    _, record, hosts, _ = aws
+    first = hosts.run_calls[0]
+    assert (first["zone"], first["type"], first["answer"]) == ("us-east-1a", "r3.large", "InsufficientInstanceCapacity")
+    # EC2 answers it with HTTP 500: botocore tried it max_attempts (2) times, then it became LaunchFailed
+    assert [c["answer"] for c in hosts.run_calls if c["launch"] == first["launch"]] == ["InsufficientInstanceCapacity"] * 2
+    failed = events(record, "LaunchFailed")[0]
+    assert failed["trial_id"] == first["trial"] and failed["error"].startswith("InsufficientInstanceCapacity: ")
+    # A is cheaper, but excluded for 30 minutes: the retry goes to B
+    retry = launch_after(record, first["trial"], failed["t"])
+    assert retry["market"] == str(B) and retry["resume_step"] == 0
+
+
+def test_revocation_checkpoint_then_relaunch_in_another_market(aws):
+    _, record, hosts, _ = aws
+    notices = events(record, "RevocationNotice")
+    assert len(notices) >= 2 and len(hosts.revoked) == len(notices)
+    for n in notices:
+        tid = n["trial_id"]
+        saved = next(e for e in events(record, "CheckpointSaved", tid) if e["t"] >= n["t"])
+        ended = next(e for e in events(record, "SegmentEnded", tid) if e["t"] >= n["t"])
+        assert saved["reason"] == "revocation" and ended["reason"] == "provider", tid
+        relaunch = launch_after(record, tid, saved["t"])  # at once: the revoked instance is left to the provider
+        assert relaunch["market"] == str(B) and relaunch["resume_step"] == saved["step"] > 0, tid  # A is at 1.0
+
+
+def test_the_hourly_hop_resumes_where_it_saved(aws):
+    _, record, _, _ = aws
+    hops = events(record, "CheckpointSaved")
+    hops = [e for e in hops if e["reason"] == "hop"]
+    assert hops
+    for h in hops:
+        nxt = [r for r in launches(record, h["trial_id"]) if r["t"] >= h["t"]]
+        if nxt:
+            assert nxt[0]["resume_step"] == h["step"], h
+
+
+def test_theta_barrier_keeps_the_top_k(aws, local):
+    orch, record, _, _ = aws
+    for t in CONFIGS:
+        assert ("Terminate", "theta") in decisions(record, t) or t in orch.top_k and THETA_STEP in orch.trials[t].steps
+        if t not in orch.top_k:
+            assert decisions(record, t)[-1] == ("Stop", "not_top_k"), t
+    assert set(orch.top_k) == set(local.top_k)
+
+
+def test_final_metrics_equal_the_local_backend(aws, local):
+    orch = aws[0]
+    for t in CONFIGS:
+        a, lo = orch.trials[t], local.trials[t]
+        assert (a.state, a.step) == (lo.state, lo.step), t
+        assert a.losses == lo.losses, t  # bit for bit, every step
+
+
+def test_throttling_is_retried_and_cleanup_terminates_by_tag(moto, tmp_path):
+    s = settings(moto, "exp-api", max_attempts=3)
+    clients = AwsClients.create(s)
+    hosts = Ec2Hosts(moto, "exp-api", workload=WORKLOAD, store=str(tmp_path), log_dir=tmp_path, warm=0)
+    try:
+        hosts.attach(clients.ec2)
+        req = launch_request(instance_type="r3.large", availability_zone="us-east-1b", max_price_usd_per_hour=0.1,
+                             ami=s.ami, instance_profile=s.instance_profile,
+                             tags={"spottune:experiment": "exp-api", "spottune:trial": "t9", "spottune:launch": "l1"},
+                             user_data_script=user_data(image="img:1", segment_url="s3://b/k.json", region=REGION))
+        hosts.throttle(1)
+        iid = launch(clients.ec2, req)
+        assert [c["answer"] for c in hosts.run_calls] == ["RequestLimitExceeded", "ok"]  # botocore retried it
+        hosts.refuse("us-east-1b", "r3.large", code="SpotMaxPriceTooLow")
+        with pytest.raises(LaunchRefused) as err:
+            launch(clients.ec2, req)
+        assert err.value.code == "SpotMaxPriceTooLow"
+        (inst,) = find_instances(clients.ec2, "exp-api")
+        assert (inst.instance_id, inst.availability_zone, inst.trial_id, inst.launch_id) == (iid, "us-east-1b", "t9", "l1")
+        desc = clients.ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
+        assert desc["MetadataOptions"]["HttpTokens"] == "required"
+        assert desc["MetadataOptions"]["HttpPutResponseHopLimit"] == 2
+        assert desc.get("InstanceLifecycle") == "spot"
+        gone = cleanup(clients.ec2, "exp-api")
+        assert [g.instance_id for g in gone] == [iid] and cleanup(clients.ec2, "exp-api") == []
+        assert find_instances(clients.ec2, "exp-api")[0].state == "terminated"
+    finally:
+        hosts.stop()
+
+
+def test_a_killed_orchestrator_leaves_no_instance_running(moto, tmp_path):
+    """SIGKILL the orchestrator mid-run: the agents find the lease stale and power their hosts off."""
+    exp = "exp-kill"
+    hosts = Ec2Hosts(moto, exp, workload=WORKLOAD, store=str(tmp_path / "store"), log_dir=tmp_path, warm=2).start()
+    proc = subprocess.Popen([sys.executable, "-m", "tests._aws_orchestrator", moto, exp, str(tmp_path / "store")],
+                            cwd=str(ROOT), env=hosts.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(hosts.booted) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(hosts.booted) == 2, "the orchestrator did not launch its two instances"
+        time.sleep(0.5)
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while hosts.running() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert hosts.running() == []
+        assert sorted(hosts.shutdowns) == sorted(hosts.booted)  # each host powered itself off
+        for iid in hosts.booted:
+            _, host = hosts.hosts[iid]
+            assert "lease is stale" in (tmp_path / f"{host}.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        hosts.stop()

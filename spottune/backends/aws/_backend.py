@@ -60,6 +60,8 @@ __all__ = ["AwsBackend", "AwsClients"]
 
 log = logging.getLogger(__name__)
 _MIN_POLL_WALL_S = 0.05
+_AGENT_POLL_WALL_S = 0.1
+_DESCRIBE_WALL_S = 0.1  # describe_instances at most 10 times a second  # an agent reads its command object at most 10 times a second
 
 
 @dataclass(slots=True, kw_only=True)
@@ -118,8 +120,8 @@ class AwsBackend(LocalBackend):
         missing = set(orchestrator.trials) - set(trials)
         if missing:
             raise BackendError(f"aws backend: no configuration for trials {sorted(missing)}")
-        if not settings.store_url.startswith("s3://"):
-            raise BackendError(f"aws backend: the checkpoint store must be s3://..., not {settings.store_url!r}")
+        if settings.store_url.startswith("memory://"):
+            raise BackendError("aws backend: the workers run on other machines: use an s3:// checkpoint store")
         ReplayDriver.__init__(self, orchestrator, None, None, billing, instance_facts, start_s, progress)
         self.clock = ScaledClock(start_s, settings.time_scale)
         self.workload = workload
@@ -190,17 +192,14 @@ class AwsBackend(LocalBackend):
     def _read_queue(self) -> None:
         if not hasattr(self, "_inbox"):
             self._inbox = Inbox(self.clients.sqs, self.queue_url)
-        envs = self._inbox.receive(wait_s=0)
-        for env in envs:
+        for env in self._inbox.receive(wait_s=1):  # long polling: returns as soon as a message is there
             self._q.put(("msg", env))
-        if not envs:
-            self._stop.wait(0.02)
 
     def _watch_instances(self) -> None:
         for inst in find_instances(self.ec2, self.settings.experiment):
             if inst.state not in ("pending", "running"):
                 self._q.put(("gone", inst.instance_id, inst.reason_code))
-        self._stop.wait(max(_MIN_POLL_WALL_S, self.settings.wall(self.settings.describe_every_s)))
+        self._stop.wait(max(_DESCRIBE_WALL_S, self.settings.wall(self.settings.describe_every_s)))
 
     def _renew_lease(self) -> None:
         s = self.settings
@@ -260,7 +259,8 @@ class AwsBackend(LocalBackend):
         url = self.control.put_segment(lid, {
             "experiment": s.experiment, "trial": action.trial_id, "launch": lid, "queue_url": self.queue_url,
             "bucket": s.bucket, "root": self.control.root, "worker_argv": argv,
-            "poll_wall_s": max(_MIN_POLL_WALL_S, s.wall(s.poll_s)), "linger_wall_s": s.wall(s.linger_s)})
+            "poll_wall_s": max(_AGENT_POLL_WALL_S, s.wall(s.poll_s)), "linger_wall_s": s.wall(s.linger_s),
+            "lease_check_wall_s": max(_AGENT_POLL_WALL_S, s.wall(s.lease_s) / 10)})
         req = launch_request(instance_type=market.instance_type, availability_zone=market.availability_zone,
                              max_price_usd_per_hour=action.max_price_usd_per_hour, ami=s.ami,
                              instance_profile=s.instance_profile,

@@ -24,7 +24,8 @@ class AwsSettings:
     bucket : str
         S3 bucket of the control objects (segments, commands, the lease).
     store_url : str
-        Checkpoint store (``s3://bucket/prefix``) the workers restore from and save to.
+        Checkpoint store (``s3://bucket/prefix``) the workers restore from and save to (a folder only
+        when the "instances" share this machine, as in the tests).
     image : str
         Worker image URI (ECR) the user data runs (``docker run --network host IMAGE``).
     ami : str

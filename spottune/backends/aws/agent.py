@@ -119,14 +119,17 @@ class Agent:
         threading.Thread(target=self._relay, daemon=True, name="relay").start()
         imds = ImdsClient(self.imds_url)
         poll = float(self.seg.get("poll_wall_s", 5.0))
+        lease_every = float(self.seg.get("lease_check_wall_s", poll))
         linger_until: float | None = None
         rebalance_sent = False
+        next_lease = 0.0
         try:
             while True:
-                if self.control.lease_stale():
+                if time.monotonic() >= next_lease and self.control.lease_stale():
                     print("spottune agent: the orchestrator's lease is stale; stopping the worker and powering off",
                           file=sys.stderr, flush=True)
                     return LEASE_EXIT_CODE
+                next_lease = max(next_lease, time.monotonic()) + lease_every if time.monotonic() >= next_lease else next_lease
                 self._commands()
                 if not rebalance_sent:
                     try:
@@ -179,6 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--standby", nargs=2, metavar=("WORKLOAD", "STORE"),
                    help="warm a worker first, print {\"event\": \"standby\"}, then read the segment URL on stdin")
     args = p.parse_args(argv)
+    region = os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1"
+    s3, sqs = client("s3", region=region), client("sqs", region=region)
     warm = None
     if args.standby:
         warm = standby(*args.standby)
@@ -190,11 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         bucket, key = Control.split(args.segment)
     except ValueError as exc:
         p.error(str(exc))
-    region = os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1"
-    s3 = client("s3", region=region)
     seg = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
     control = Control(s3, seg["bucket"], seg["root"])
-    outbox = Outbox(client("sqs", region=region), seg["queue_url"], seg["launch"], seg["trial"])
+    outbox = Outbox(sqs, seg["queue_url"], seg["launch"], seg["trial"])
     return Agent(seg, control, outbox, args.imds_url).run(warm)
 
 
