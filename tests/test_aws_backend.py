@@ -285,3 +285,86 @@ def test_a_killed_orchestrator_leaves_no_instance_running(moto, tmp_path):
         if proc.poll() is None:
             proc.kill()
         hosts.stop()
+
+
+def test_no_credential_reaches_the_segment_the_user_data_or_the_record(moto, monkeypatch):
+    """Storage secrets and the environment's AWS keys stay in this process: the S3 segment, the user data,
+    the tags and the run record hold none of them."""
+    from spottune.orchestrator import Launch
+
+    secret, env_secret = "sekret-STORAGE-1234567890", "sekret-ENV-0987654321"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", env_secret)
+    s = settings(moto, "exp-sec", storage_options={"endpoint_url": moto, "key": "AKIAEXAMPLE", "secret": secret})
+    backend = AwsBackend(orchestrator(Cheapest()), Billing(), WORKLOAD, {t: (CONFIGS[t], SEEDS[t]) for t in CONFIGS},
+                         FACTS.__getitem__, T0, s)
+    backend.queue_url = "https://sqs.example/q.fifo"
+    backend.clock.start()
+    backend._launch(Launch(trial_id="t0", market=A, max_price_usd_per_hour=0.1, resume_step=0, target_steps=5))
+    (inst,) = find_instances(backend.ec2, "exp-sec")
+    seg = backend.clients.s3.get_object(Bucket="spottune-test", Key="spottune/exp-sec/segments/l00001.json")["Body"].read()
+    import base64
+
+    ud = base64.b64decode(backend.ec2.describe_instance_attribute(InstanceId=inst.instance_id, Attribute="userData")
+                          ["UserData"]["Value"])
+    for blob in (seg, ud, repr(backend.record).encode(), repr(inst).encode()):
+        assert secret.encode() not in blob and env_secret.encode() not in blob and b"AKIAEXAMPLE" not in blob
+    assert b"endpoint_url" in seg  # the public options do travel
+    backend.clock.stop()
+    assert [i.instance_id for i in cleanup(backend.ec2, "exp-sec")] == [inst.instance_id]
+
+
+def test_caps_are_checked_before_a_launch():
+    from spottune.backends.aws import CapExceeded, check_caps
+
+    live = [(0.10, T0), (0.13, T0 + 1800.0)]
+    # hourly: 0.23 live + 0.10 = 0.33 <= 0.33 goes; + 0.11 waits; one instance above the cap never can
+    assert check_caps(max_price=0.10, live=live, now_s=T0 + 3600, spent_usd=0.0, max_usd_per_hour=0.33, budget_usd=None) is None
+    assert check_caps(max_price=0.11, live=live, now_s=T0 + 3600, spent_usd=0.0, max_usd_per_hour=0.33,
+                      budget_usd=None).startswith("max-usd-per-hour cap: 0.2300 USD/h")
+    with pytest.raises(CapExceeded, match="exceeds --max-usd-per-hour 0.05"):
+        check_caps(max_price=0.10, live=[], now_s=T0, spent_usd=0.0, max_usd_per_hour=0.05, budget_usd=None)
+    # budget: 1.0 billed + accrued 0.10 * 1 h + 0.13 * 0.5 h = 0.165, + one hour at 0.10 = 1.265
+    assert check_caps(max_price=0.10, live=live, now_s=T0 + 3600, spent_usd=1.0, max_usd_per_hour=None,
+                      budget_usd=1.265 + 1e-9) is None
+    with pytest.raises(CapExceeded, match=r"1.0000 USD billed \+ 0.1650 accrued"):
+        check_caps(max_price=0.10, live=live, now_s=T0 + 3600, spent_usd=1.0, max_usd_per_hour=None, budget_usd=1.26)
+
+
+def test_dry_run_prints_the_plan_and_launches_nothing(tmp_path):
+    from click.testing import CliRunner
+
+    from spottune.cli import cli
+
+    cfg = tmp_path / "aws.yaml"
+    cfg.write_text("workload: logreg\nsearch_space: {lr: {grid_search: [0.05, 0.2]}}\nmax_steps: 12\ntheta: 0.5\n"
+                   "top_k: 1\ninstance_types: [r3.large, c3.xlarge]\nzones: [us-east-1a]\npredictor: none\n"
+                   "aws: {bucket: my-bucket, live_prices: false, endpoint_url: 'http://127.0.0.1:9'}\n")
+    result = CliRunner().invoke(cli, ["run", "--config", str(cfg), "--backend", "aws", "--dry-run",
+                                      "--max-usd-per-hour", "0.5", "--output", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "dry run: nothing is launched"
+    rows = [ln.split() for ln in lines if ln.startswith("t0")]
+    assert [r[0] for r in rows] == ["t00", "t01"] and all(r[1].startswith("us-east-1a/") for r in rows)
+    bound = sum(float(r[-1]) for r in rows)
+    assert f"hourly cost bound (sum of max prices): {bound:.5f} USD/h" in result.output
+    assert "--max-usd-per-hour 0.5: ok" in result.output
+    assert not (tmp_path / "out").exists()  # nothing ran (the endpoint is a closed port: any call would fail)
+
+
+def test_cleanup_command_terminates_what_is_tagged(moto):
+    from click.testing import CliRunner
+
+    from spottune.cli import cli
+
+    ec2 = boto3.client("ec2", endpoint_url=moto, region_name=REGION)
+    tags = [{"ResourceType": "instance", "Tags": [{"Key": "spottune:experiment", "Value": "exp-cli"}]}]
+    ids = [i["InstanceId"] for i in ec2.run_instances(ImageId="ami-12c6146b", MinCount=2, MaxCount=2,
+                                                      InstanceType="r3.large", TagSpecifications=tags)["Instances"]]
+    other = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="r3.large")["Instances"][0]
+    result = CliRunner().invoke(cli, ["cleanup", "exp-cli", "--endpoint-url", moto])
+    assert result.exit_code == 0, result.output
+    assert sorted(ln.split()[1] for ln in result.output.splitlines() if ln.startswith("terminated ")) == sorted(ids)
+    assert result.output.splitlines()[-1] == "2 instance(s) of experiment 'exp-cli' terminated"
+    state = {i["InstanceId"]: i["State"]["Name"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]}
+    assert all(state[i] == "terminated" for i in ids) and state[other["InstanceId"]] != "terminated"
