@@ -141,8 +141,10 @@ class Ec2Hosts:
     endpoint : str
         The moto server.
     experiment : str
-    workload, store : str
-        For the pre-warmed workers.
+    workload : str
+        What the pre-warmed workers import (their store is opened by the segment, with its options).
+    store : str
+        Unused (kept for the callers).
     log_dir : pathlib.Path
     revocation : spotmarket.RevocationModel, optional
         The replayed market's revocations; needs ``clock``.
@@ -185,7 +187,7 @@ class Ec2Hosts:
         url = self.imds.register(name)
         log = open(self.log_dir / f"{name}.log", "wb")
         proc = subprocess.Popen([sys.executable, "-m", "spottune.backends.aws.agent", "--standby", self.workload,
-                                 self.store, "--imds-url", url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 "", "--imds-url", url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=log, env=self.env, text=True, bufsize=1, cwd=str(ROOT), start_new_session=True)
         self._pool.append((proc, name))
 

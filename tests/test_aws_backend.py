@@ -39,7 +39,7 @@ FACTS = {"r3.large": (2, 6.5), "c3.xlarge": (4, 14.0)}
 CONFIGS = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05}, "t2": {"lr": 0.01}, "t3": {"lr": 0.03}}
 SEEDS = {t: 200 + i for i, t in enumerate(CONFIGS)}
 MAX_STEPS, THETA, TOP_K, SPS = 50, 0.4, 2, 120.0
-SCALE = 800.0
+SCALE = 1000.0
 HIST = history(spike_at_s=1800.0, spike_len_s=2400.0, hours=12)
 
 
@@ -117,7 +117,7 @@ def local(tmp_path_factory):
     orch = orchestrator(Cheapest(MarketExclusions(1800.0)))
     LocalBackend(orch, HIST, LegacyBidRevocation(HIST), Billing(), WORKLOAD, {t: (CONFIGS[t], SEEDS[t]) for t in CONFIGS},
                  FACTS.__getitem__, T0, LocalSettings(store_url=str(tmp_path_factory.mktemp("local") / "store"),
-                                                       time_scale=1500.0, max_steps=MAX_STEPS,
+                                                       time_scale=2500.0, max_steps=MAX_STEPS,
                                                        reference_seconds_per_step=SPS, max_wall_s=120.0)).run()
     return orch
 
@@ -368,3 +368,44 @@ def test_cleanup_command_terminates_what_is_tagged(moto):
     assert result.output.splitlines()[-1] == "2 instance(s) of experiment 'exp-cli' terminated"
     state = {i["InstanceId"]: i["State"]["Name"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]}
     assert all(state[i] == "terminated" for i in ids) and state[other["InstanceId"]] != "terminated"
+
+
+def test_tune_on_the_aws_backend_restores_from_s3_and_writes_results(moto, tmp_path):
+    """The composition root's aws path end to end: spottune.tune(backend="aws") against the moto server (replayed
+    prices, no revocation), checkpoints in S3 on moto, the usual results folder, nothing left running."""
+    import json
+
+    import spottune
+
+    exp = "exp-tune"
+    hosts = Ec2Hosts(moto, exp, workload=WORKLOAD, store="", log_dir=tmp_path, warm=2).start()
+    try:
+        grid = spottune.tune(workload=WORKLOAD, search_space={"lr": spottune.grid_search([0.02, 0.05])}, max_steps=8,
+                             metric="loss", mode="min",
+                             theta=0.5, top_k=1, instance_types=["r3.large"], availability_zones=["us-east-1a"],
+                             predictor="none", backend="aws", time_scale=SCALE, seed=3, train_days=0.5,
+                             start_utc="2015-05-05T00:00Z", prices=str(_trace(tmp_path)),
+                             storage_path=f"s3://spottune-test/{exp}/ckpt", storage_options={"endpoint_url": moto},
+                             aws={"bucket": "spottune-test", "experiment": exp, "live_prices": False,
+                                  "endpoint_url": moto, "lease_s": 3000.0},
+                             output=str(tmp_path / "res"))
+        time.sleep(0.3)
+        assert hosts.running() == [] and hosts.errors == []
+    finally:
+        hosts.stop()
+    df = grid.get_dataframe()
+    assert sorted(df["state"]) == ["finished", "stopped_early"]
+    assert sorted(df["steps"]) == [4, 8]
+    summary = json.loads((tmp_path / "res" / "summary.json").read_text())
+    assert summary["settings"]["backend"] == "aws" and summary["settings"]["experiment"] == exp
+    assert len(grid.ledger) == len(hosts.booted) >= 3  # 2 fresh launches + the winner after the θ pause
+    s3 = boto3.client("s3", endpoint_url=moto)
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="spottune-test", Prefix=f"{exp}/ckpt/")["Contents"]]
+    assert keys  # the workers saved (and the winner restored) through S3
+
+
+def _trace(tmp_path):
+    """The scripted market as a price file (the replayed trace moto serves)."""
+    path = tmp_path / "prices.csv"
+    HIST.table.to_csv(path, index=False)
+    return path
