@@ -318,7 +318,8 @@ class Ec2Hosts:
         if rev is not None and self.clock is not None:
             import math
 
-            if math.isfinite(rev.notice_s):
+            if math.isfinite(rev.notice_s):  # a rebalance recommendation (the early hint) 5 min before the notice
+                self.clock.call_at(rev.notice_s - 300.0, lambda: self.imds.rebalance(host, time_s=rev.notice_s - 300.0))
                 self.clock.call_at(rev.notice_s, lambda: self.imds.notify(host, time_s=rev.termination_s))
             if math.isfinite(rev.termination_s):  # at least MIN_NOTICE_WALL_S after the notice (see the module doc)
                 end_s = max(rev.termination_s, rev.notice_s + MIN_NOTICE_WALL_S * self.clock.time_scale)

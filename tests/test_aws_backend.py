@@ -197,6 +197,7 @@ def test_revocation_checkpoint_then_relaunch_in_another_market(aws):
         saved = next(e for e in events(record, "CheckpointSaved", tid) if e["t"] >= n["t"])
         ended = next(e for e in events(record, "SegmentEnded", tid) if e["t"] >= n["t"])
         assert saved["reason"] == "revocation" and ended["reason"] == "provider", tid
+        assert "noticeTime" in record.meta["worker"][n["instance_id"]]["rebalance"], tid  # the early hint, relayed
         relaunch = launch_after(record, tid, saved["t"])  # at once: the revoked instance is left to the provider
         assert relaunch["market"] == str(B) and relaunch["resume_step"] == saved["step"] > 0, tid  # A is at 1.0
 
