@@ -35,7 +35,7 @@ from tests.test_worker_process import WORKLOAD
 
 pytestmark = pytest.mark.server
 
-FACTS = {"r3.large": (2, 6.5), "c3.xlarge": (4, 14.0)}
+FACTS = {"r3.large": (2, 6.5), "c3.xlarge": (2, 6.5)}  # same speed: every 30-step segment outlives its hour
 CONFIGS = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05}, "t2": {"lr": 0.01}, "t3": {"lr": 0.03}}
 SEEDS = {t: 200 + i for i, t in enumerate(CONFIGS)}
 MAX_STEPS, THETA, TOP_K, SPS = 50, 0.4, 2, 120.0
