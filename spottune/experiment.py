@@ -163,7 +163,8 @@ class ExperimentSpec:
         Verified checkpoint versions kept per trial (>= 1); older ones are deleted only after a newer
         one is verified.
     time_scale : float, default 600.0
-        Local backend only: simulated seconds per wall-clock second (600: one simulated hour = 6 s).
+        Local backend (and the aws backend replaying a trace against a test endpoint,
+        ``aws.live_prices: false``): simulated seconds per wall-clock second (600: one simulated hour = 6 s).
     predictor : {"auto", "revpred", "constant", "none", "calibrated", "online-hazard"}, default "auto"
         Revocation predictor of the provisioner (as ``spottune run --predictor``): ``auto`` is
         ``calibrated`` (trained on the provisioner's own max-price queries, monotone in the max price) in

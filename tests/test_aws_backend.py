@@ -412,3 +412,14 @@ def _trace(tmp_path):
     path = tmp_path / "prices.csv"
     HIST.table.to_csv(path, index=False)
     return path
+
+
+def test_a_missing_bucket_is_one_clear_error_and_nothing_is_launched(moto):
+    from spottune.errors import BackendError
+
+    s = settings(moto, "exp-nobucket", bucket="no-such-bucket")
+    backend = AwsBackend(orchestrator(Cheapest()), Billing(), WORKLOAD, {t: (CONFIGS[t], SEEDS[t]) for t in CONFIGS},
+                         FACTS.__getitem__, T0, s)
+    with pytest.raises(BackendError, match=r"^aws backend: NoSuchBucket: .*PutObject"):
+        backend.run()
+    assert find_instances(backend.ec2, "exp-nobucket") == []

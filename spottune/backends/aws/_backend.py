@@ -147,6 +147,23 @@ class AwsBackend(LocalBackend):
 
     # -- the run --------------------------------------------------------------------------------------
     def run(self) -> RunRecord:
+        """Drive the orchestrator to the end on EC2 (see the module docstring).
+
+        Raises
+        ------
+        BackendError
+            On an AWS error the run cannot go on with (a missing bucket, no credentials, a refused
+            permission: one line naming the call), a spending cap (``CapExceeded``), or a run longer than
+            ``max_wall_s``. Every instance of the experiment is terminated on the way out.
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return self._run()
+        except (BotoCoreError, ClientError) as exc:
+            raise BackendError(f"aws backend: {type(exc).__name__}: {exc}") from None
+
+    def _run(self) -> RunRecord:
         s = self.settings
         sqs = self.clients.sqs
         self.queue_url = sqs.create_queue(QueueName=queue_name(s.experiment), Attributes={
