@@ -95,10 +95,17 @@ def moto_server(history: Any) -> Iterator[str]:
     server.start()
     _, port = server.get_host_and_port()
     url = f"http://127.0.0.1:{port}"
+    import urllib.request
+
+    def reset() -> None:  # moto's state is per process, shared by every server in it: start and end clean
+        urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).read()
+
     try:
+        reset()
         boto3.client("iam", endpoint_url=url).create_instance_profile(InstanceProfileName="spottune-worker")
         yield url
     finally:
+        reset()
         server.stop()
         SpotInstances.describe_spot_price_history = saved
         for k, v in old.items():

@@ -64,3 +64,15 @@ def test_live_market_reads_the_window_before_now(ec2):
     for m in history.markets:
         assert history[m].price_at(T) == TRACE[m].price_at(T)
         assert history[m].start_s <= T - 86400  # train_days of history (plus 6 h) before the start
+
+
+def test_a_real_run_needs_an_image_and_an_ami():
+    from spottune.backends.aws._build import settings_from_spec
+    from spottune.errors import ConfigError
+
+    spec = ExperimentSpec(backend="aws", aws={"bucket": "b", "ami": "ami-1"})
+    with pytest.raises(ConfigError, match=r"^backend aws needs aws.image \(the worker image in ECR"):
+        settings_from_spec(spec, live=True)
+    s = settings_from_spec(spec, live=False, output="results/exp-7")
+    assert (s.experiment, s.store_url, s.time_scale, s.pace_steps) == (
+        "exp-7", "s3://b/spottune/exp-7/checkpoints", spec.time_scale, True)

@@ -214,7 +214,8 @@ class AwsBackend(LocalBackend):
 
     def _watch_instances(self) -> None:
         for inst in find_instances(self.ec2, self.settings.experiment):
-            if inst.state not in ("pending", "running"):
+            ours = self._instances.get(inst.instance_id)
+            if inst.state not in ("pending", "running") and ours is not None and ours.alive:
                 self._q.put(("gone", inst.instance_id, inst.reason_code))
         self._stop.wait(max(_DESCRIBE_WALL_S, self.settings.wall(self.settings.describe_every_s)))
 

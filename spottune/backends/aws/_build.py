@@ -57,8 +57,20 @@ def live_market(spec: Any, *, ec2: Any = None, now_s: float | None = None) -> tu
 
 def settings_from_spec(spec: Any, *, live: bool, output: str | Path | None = None) -> AwsSettings:
     """:class:`AwsSettings` of ``spec`` (``spec.aws``, the caps, ``storage_path``; experiment name from
-    ``aws.experiment`` or the output folder's name)."""
+    ``aws.experiment`` or the output folder's name).
+
+    Raises
+    ------
+    spottune.errors.ConfigError
+        With live prices (a real run), if ``aws.image`` or ``aws.ami`` is missing.
+    """
+    from spottune.errors import ConfigError
+
     a = dict(spec.aws)
+    missing = [k for k in ("image", "ami") if live and not a.get(k)]
+    if missing:  # the defaults are placeholders for a test endpoint
+        raise ConfigError(f"backend aws needs aws.{' and aws.'.join(missing)} (the worker image in ECR, a host AMI "
+                          "with Docker; docs/aws.md)")
     experiment = a.get("experiment") or (Path(output).name if output is not None else f"run-{int(time.time())}")
     prefix = a.get("prefix", "spottune")
     store = spec.storage_path or f"s3://{a['bucket']}/{prefix}/{experiment}/checkpoints"
