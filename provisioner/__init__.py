@@ -20,6 +20,7 @@ from provisioner._cost import (
     step_cost_usd,
     useful_step_cost_usd,
 )
+from provisioner._exclusions import DEFAULT_EXCLUSION_S, MarketExclusions
 from provisioner._max_price import FixedMaxPrice, MaxPriceRule, MaxPriceSource
 from provisioner._performance import DEFAULT_ALPHA, PerformanceMatrix
 from provisioner._pool import Pool
@@ -51,6 +52,7 @@ __all__ = [
     "CheapestMarketChooser",
     "Choice",
     "DEFAULT_ALPHA",
+    "DEFAULT_EXCLUSION_S",
     "DELTA_LADDER_USD_PER_HOUR",
     "Explanation",
     "FastestMarketChooser",
@@ -58,6 +60,7 @@ __all__ = [
     "FixedTypeChooser",
     "HOUR_S",
     "InstanceCatalog",
+    "MarketExclusions",
     "InstanceFacts",
     "InstanceSpec",
     "MarketChooser",

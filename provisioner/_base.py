@@ -23,6 +23,7 @@ from revpred.protocol import RevocationPredictor
 
 from provisioner._catalog import InstanceCatalog
 from provisioner._choice import Candidate, Choice, Explanation, SkippedMarket
+from provisioner._exclusions import MarketExclusions
 from provisioner._cost import HOUR_S, PaperStepCost, StepCostObjective, expected_hour_cost_usd
 from provisioner._max_price import MaxPriceRule, MaxPriceSource
 from provisioner._performance import PerformanceMatrix
@@ -150,6 +151,10 @@ class BaseChooser(abc.ABC):
         ``extra`` holds the chooser's own per-candidate arrays (e.g. ``max_price`` and ``expected_usd``
         of :class:`~provisioner.RefundProvisioner`)."""
 
+    #: :class:`provisioner.MarketExclusions` the driver fills when the cloud refuses a launch for capacity;
+    #: an excluded market is skipped like one without a known price until the exclusion ends (issue 14).
+    exclusions: "MarketExclusions | None" = None
+
     #: Whether :meth:`choose` / :meth:`choose_many` use the trial's plan (``steps_left``,
     #: ``resume_step``); the orchestrator passes it only to choosers that set this.
     plans_horizon: bool = False
@@ -252,6 +257,21 @@ class BaseChooser(abc.ABC):
         self._state_cache = (now_s, state)
         return state
 
+    def _exclude(self, now_s: float, current: np.ndarray,
+                 skipped: tuple[SkippedMarket, ...]) -> tuple[np.ndarray, tuple[SkippedMarket, ...]]:
+        """``current`` with NaN for the markets :attr:`exclusions` leaves out at ``now_s``, and why."""
+        out = self.exclusions.active(now_s)
+        if not out:
+            return current, skipped
+        current = current.copy()
+        extra = []
+        for j, m in enumerate(self.markets):
+            reason = out.get(m, out.get(str(m)))
+            if reason is not None and not np.isnan(current[j]):
+                current[j] = np.nan
+                extra.append(SkippedMarket(market=m, reason=reason))
+        return current, (*skipped, *extra)
+
     def _predict(self, launchable: np.ndarray, now_s: float, b: np.ndarray) -> np.ndarray:
         p = np.full(b.shape, np.nan)
         rows, cols = np.nonzero(launchable)
@@ -336,6 +356,8 @@ class BaseChooser(abc.ABC):
             raise ProvisionerConfigError(f"now_s is {now_s}, but must be finite seconds since the epoch")
         k, n = len(trial_ids), len(self.markets)
         current, mean, skipped = self.market_state(now_s)
+        if self.exclusions is not None:
+            current, skipped = self._exclude(now_s, current, skipped)
         available = ~np.isnan(current)
         if not available.any():
             raise NoMarketAvailable(

@@ -16,7 +16,8 @@ provisioner        :func:`make_provisioner`: SpotTune's market choice, objective
                    price by expected USD per useful step) or ``paper`` (Eq 1-2 with a max-price rule)
 curve model        :func:`curve_model`: EarlyCurve + the plateau rule, or the last value without plateaus
 orchestrator       :func:`build` (spec) or :func:`spottune.evaluation.assemble` (policy), from the parts above
-backend            :func:`build`: the simulator (``sim``) or real worker processes (``local``)
+backend            :func:`build`: the simulator (``sim``), real worker processes (``local``) or EC2 spot
+                   instances (``aws``, :mod:`spottune.backends.aws._build`)
 =================  ==========================================================================================
 
 :func:`run` builds an experiment from an :class:`~spottune.experiment.ExperimentSpec` and runs it.
@@ -39,7 +40,7 @@ from spottune.experiment import MARKET_MODES, ExperimentSpec
 __all__ = [
     "PREDICTOR_KINDS", "Experiment", "MarketSetup", "build", "build_market", "calibrated_predictor", "check_start",
     "constant_hazard",
-    "curve_model", "make_predictor", "make_provisioner", "revocation_model", "run", "store_url",
+    "curve_model", "dry_run", "make_predictor", "make_provisioner", "revocation_model", "run", "store_url",
 ]
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,7 @@ class MarketSetup:
 
 
 def build_market(prices: str | None, *, market_mode: str, seed: int, instance_types: Sequence[str] | None = None,
-                 availability_zones: Sequence[str] | None = None) -> MarketSetup:
+                 availability_zones: Sequence[str] | None = None, history: Any = None) -> MarketSetup:
     """Load the price history and build the market of one experiment.
 
     Parameters
@@ -143,7 +144,7 @@ def build_market(prices: str | None, *, market_mode: str, seed: int, instance_ty
 
     if market_mode not in MARKET_MODES:  # before minutes of loading
         raise ConfigError(f"market_mode is {market_mode!r}, but must be one of {', '.join(MARKET_MODES)}")
-    history = load_history(prices)
+    history = load_history(prices) if history is None else history  # given: live prices (aws backend)
     catalog = InstanceCatalog.load()
     pool = Pool(instance_types=instance_types, availability_zones=availability_zones)
     markets = pool.resolve(history, catalog)
@@ -512,10 +513,13 @@ def check_supported(spec: ExperimentSpec) -> None:
     Raises
     ------
     ConfigError
-        On a backend other than ``sim`` and ``local``.
+        On a backend other than ``sim``, ``local`` and ``aws``, or ``aws`` without ``aws.bucket``.
     """
-    if spec.backend not in ("sim", "local"):
-        raise ConfigError(f"backend is {spec.backend!r}, but this build runs only sim and local")
+    if spec.backend not in ("sim", "local", "aws"):
+        raise ConfigError(f"backend is {spec.backend!r}, but this build runs only sim, local and aws")
+    if spec.backend == "aws" and not spec.aws.get("bucket"):
+        raise ConfigError("backend aws needs aws.bucket (an S3 bucket for checkpoints and control objects; "
+                          "docs/aws.md)")
 
 
 def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | None = None,
@@ -547,9 +551,15 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
     check_supported(spec)
     seed = spec.seed
     spec.get_workload()  # an unknown workload fails before the prices are loaded
+    live = None
+    if spec.backend == "aws":
+        from spottune.backends.aws._build import live_market
+
+        live = live_market(spec)  # (history, now) from the EC2 API, or None: the replayed trace (tests)
     market = build_market(spec.prices, market_mode=spec.market_mode, seed=seed,
-                          instance_types=spec.instance_types, availability_zones=spec.availability_zones)
-    start_s = float(to_seconds(spec.start))
+                          instance_types=spec.instance_types, availability_zones=spec.availability_zones,
+                          history=None if live is None else live[0])
+    start_s = float(to_seconds(spec.start)) if live is None else live[1]
     check_start(market, start_s, spec.train_days)
     predictor, desc = make_predictor(spec.predictor, market, start_s - spec.train_days * DAY_S, start_s, seed,
                                      log_fn=log_fn, fallback=True)
@@ -560,7 +570,7 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
         OrchestratorConfig(max_steps=spec.max_steps, theta=spec.theta, top_k=spec.top_k, metric=spec.metric,
                            mode=spec.mode, max_failures=spec.max_failures),
         make_provisioner(market.history, market.catalog, market.pool, predictor, seed, objective=spec.objective,
-                         boot_s=spec.boot_s if spec.backend == "sim" else 0.0,
+                         boot_s=spec.boot_s if spec.backend in ("sim", "aws") else 0.0,
                          checkpoint_size_mb=spec.get_workload().checkpoint_size_mb,
                          reference_seconds_per_step=getattr(spec.get_workload().trainable,
                                                             "reference_seconds_per_step", None)),
@@ -577,6 +587,11 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
         backend: Any = SimBackend(*parts, curves, market.facts, start_s,
                                   SimSettings(boot_s=spec.boot_s, step_time_cov=spec.step_time_cov, seed=seed),
                                   progress=progress)
+    elif spec.backend == "aws":
+        from spottune.backends.aws._build import aws_backend
+
+        backend = aws_backend(spec, orch, Billing(spec.billing), trials, market, start_s, live=live is not None,
+                              output=output, progress=progress)
     else:
         from spottune.backends import LocalBackend, LocalSettings
 
@@ -589,6 +604,17 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
     return Experiment(spec=spec, market=market, start_s=start_s, trials=trials, predictor_desc=desc,
                       orchestrator=orch, backend=backend, curves=curves,
                       configs={t.trial_id: t.config for t in trials})
+
+
+def dry_run(spec: ExperimentSpec, *, log_fn: Callable[[str], None] | None = None) -> str:
+    """What ``spec`` would launch first (every trial's market and max price, the hourly cost bound), as text;
+    nothing is launched (the aws backend reads prices only). See :func:`spottune.backends.aws.plan`."""
+    from spottune.backends.aws._safety import plan
+
+    exp = build(spec, log_fn=log_fn)
+    p = plan(exp.orchestrator.chooser, [t.trial_id for t in exp.trials], exp.start_s,
+             steps_left=spec.theta * spec.max_steps)
+    return p.render(max_usd_per_hour=spec.max_usd_per_hour, budget_usd=spec.budget_usd)
 
 
 def run(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | None = None,

@@ -62,6 +62,10 @@ DEFAULT_START_UTC = pd.Timestamp("2015-05-05T00:00Z")
 MAX_STEPS = 1_000_000
 #: Longest predictor training window, days (ten years; the shipped traces span months).
 MAX_TRAIN_DAYS = 3650.0
+#: Keys of ``ExperimentSpec.aws`` (fields of :class:`spottune.backends.aws.AwsSettings`, plus ``live_prices``).
+AWS_KEYS = ("bucket", "image", "ami", "instance_profile", "region", "experiment", "subnets", "security_groups",
+            "prefix", "endpoint_url", "live_prices", "lease_s", "linger_s", "exclusion_s", "describe_every_s")
+
 #: ``storage_path`` URL schemes the checkpoint store reads ("" is a plain folder).
 STORAGE_SCHEMES = ("", "file", "s3", "s3a", "memory")
 _FROM_WORKLOAD = ("metric", "mode", "max_steps", "search_space", "num_samples")
@@ -159,7 +163,8 @@ class ExperimentSpec:
         Verified checkpoint versions kept per trial (>= 1); older ones are deleted only after a newer
         one is verified.
     time_scale : float, default 600.0
-        Local backend only: simulated seconds per wall-clock second (600: one simulated hour = 6 s).
+        Local backend (and the aws backend replaying a trace against a test endpoint,
+        ``aws.live_prices: false``): simulated seconds per wall-clock second (600: one simulated hour = 6 s).
     predictor : {"auto", "revpred", "constant", "none", "calibrated", "online-hazard"}, default "auto"
         Revocation predictor of the provisioner (as ``spottune run --predictor``): ``auto`` is
         ``calibrated`` (trained on the provisioner's own max-price queries, monotone in the max price) in
@@ -180,6 +185,13 @@ class ExperimentSpec:
         Coefficient of variation of simulated step times (spec §1.4: measured < 0.1).
     billing : {"second", "hour"}, default "second"
         Spot billing granularity (per second as in the paper, or the historical hourly rule).
+    max_usd_per_hour, budget_usd : float, optional
+        AWS backend: spending caps checked before every launch (sum of the live instances' max prices,
+        USD/hour; USD billed plus accrued); see :mod:`spottune.backends.aws._safety`.
+    aws : mapping, default {}
+        AWS backend settings (:class:`spottune.backends.aws.AwsSettings` fields: ``bucket``, ``image``,
+        ``ami``, ``instance_profile``, ``region``, ``experiment``, ``subnets``, ``security_groups``,
+        ``prefix``, ``live_prices``); docs/aws.md.
 
     Raises
     ------
@@ -214,6 +226,9 @@ class ExperimentSpec:
     objective: str = "refund"
     step_time_cov: float = 0.05
     billing: str = "second"
+    max_usd_per_hour: float | None = None
+    budget_usd: float | None = None
+    aws: Mapping[str, Any] = field(default_factory=dict)
     _derived: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
 
     # -- construction -------------------------------------------------------------------------------
@@ -295,6 +310,11 @@ class ExperimentSpec:
         need(_is_int(self.max_failures) and self.max_failures >= 0, "max_failures", "an integer >= 0")
         need(_is_int(self.checkpoint_keep) and self.checkpoint_keep >= 1, "checkpoint_keep", "an integer >= 1")
         need(_is_real(self.time_scale) and self.time_scale > 0, "time_scale", "a number > 0 (simulated s per wall s)")
+        for cap in ("max_usd_per_hour", "budget_usd"):
+            need(getattr(self, cap) is None or (_is_real(getattr(self, cap)) and getattr(self, cap) > 0), cap,
+                 "a number of USD > 0, or None")
+        need(isinstance(self.aws, Mapping) and set(self.aws) <= set(AWS_KEYS), "aws",
+             f"a mapping with keys among {', '.join(AWS_KEYS)}")
         need(self.predictor in PREDICTORS, "predictor", f"one of {', '.join(PREDICTORS)}")
         need(_is_real(self.train_days) and 0 < self.train_days <= MAX_TRAIN_DAYS, "train_days",
              f"a number of days with 0 < train_days <= {MAX_TRAIN_DAYS:g}")

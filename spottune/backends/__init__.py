@@ -2,23 +2,37 @@
 
 The contract (which events, in which order) is the docstring of :mod:`spottune.backends._base`.
 ``sim`` replays a spot market on a virtual clock; ``local`` runs every trial segment as a real worker
-process against the same market replayed on an accelerated wall clock.
+process against the same market replayed on an accelerated wall clock; ``aws`` runs every segment on an
+EC2 spot instance (:mod:`spottune.backends.aws`).
+
+The names are imported on first use (PEP 562), so that a worker or an agent importing
+``spottune.backends.local.worker`` does not import the orchestrator and its scientific stack.
 """
 
-from spottune.backends._base import Driver, Progress, RunRecord, log_record
-from spottune.backends.local import LocalBackend, LocalSettings
-from spottune.backends.sim import RecordedCurves, SimBackend, SimSettings, TrainableCurves, TrialFailure
+from __future__ import annotations
 
-__all__ = [
-    "Driver",
-    "LocalBackend",
-    "LocalSettings",
-    "Progress",
-    "RecordedCurves",
-    "RunRecord",
-    "SimBackend",
-    "SimSettings",
-    "TrainableCurves",
-    "TrialFailure",
-    "log_record",
-]
+import importlib
+from typing import Any
+
+_WHERE = {
+    "Driver": "spottune.backends._base", "Progress": "spottune.backends._base", "RunRecord": "spottune.backends._base",
+    "log_record": "spottune.backends._base",
+    "LocalBackend": "spottune.backends.local", "LocalSettings": "spottune.backends.local",
+    "RecordedCurves": "spottune.backends.sim", "SimBackend": "spottune.backends.sim",
+    "SimSettings": "spottune.backends.sim", "TrainableCurves": "spottune.backends.sim",
+    "TrialFailure": "spottune.backends.sim",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

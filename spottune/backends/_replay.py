@@ -236,7 +236,7 @@ class ReplayDriver(Driver):
         if not inst.alive:
             return
         inst.alive = False
-        row = self.billing.bill(self.history[inst.market], inst.started_s, t, ended_by, instance_id=inst.instance_id,
+        row = self.billing.bill(self._price_series(inst, t), inst.started_s, t, ended_by, instance_id=inst.instance_id,
                                 reason=reason, trial_id=inst.trial_id, max_price_usd_per_hour=inst.max_price)
         self.record.ledger.append(row)
         self.usd += row.charged_usd
@@ -246,6 +246,10 @@ class ReplayDriver(Driver):
         if observe is not None:  # an online revocation model learns from what has happened by t (issue 12)
             observe(inst.market, inst.started_s, t, ended_by == "provider" and t >= inst.termination_s
                     and reason in (Cause.CAPACITY, Cause.CAPACITY_EVENT))
+
+    def _price_series(self, inst: Instance, end_s: float) -> Any:
+        """The prices ``inst`` is billed at (the replayed history; the aws backend asks the EC2 API)."""
+        return self.history[inst.market]
 
     def _close_leftovers(self, end_s: float) -> None:
         """After ``ExperimentFinished``: the provider ends the instances still alive (revoked and saved ones)."""

@@ -25,7 +25,9 @@ PROJECT_ERRORS = (SpottuneError, SpotMarketError, RevPredError, EarlyCurveError,
 
 
 def _register() -> None:
-    from spottune.cli import _curves, _prices, _run, _simulate
+    from spottune.cli import _aws, _curves, _prices, _run, _simulate
+
+    cli.add_command(_aws.cleanup)
 
     cli.add_command(_curves.curves)
     cli.add_command(_prices.prices)

@@ -169,34 +169,7 @@ def _split(values: str) -> list[str]:
     return [v.strip() for v in values.split(",") if v.strip()]
 
 
-def fetch_records(client, *, instance_types: list[str], product_descriptions: list[str], start_utc: datetime,
-                  end_utc: datetime, page_size: int = 1000) -> tuple[list[dict], int]:
-    """All ``describe_spot_price_history`` records in [start, end], following ``NextToken``.
-
-    Parameters
-    ----------
-    client : botocore EC2 client
-    instance_types, product_descriptions : list of str
-    start_utc, end_utc : datetime
-        tz-aware; the API also returns the last price change before the start (the price in force).
-    page_size : int
-        ``MaxResults`` per request (the API allows up to 1000).
-
-    Returns
-    -------
-    records : list of dict
-        The API's ``SpotPriceHistory`` items, all pages.
-    pages : int
-        Number of requests made.
-    """
-    paginator = client.get_paginator("describe_spot_price_history")
-    records: list[dict] = []
-    pages = 0
-    for page in paginator.paginate(InstanceTypes=instance_types, ProductDescriptions=product_descriptions,
-                                   StartTime=start_utc, EndTime=end_utc, PaginationConfig={"PageSize": page_size}):
-        pages += 1
-        records.extend(page.get("SpotPriceHistory", []))
-    return records, pages
+from spottune.backends.aws._prices import fetch_records  # noqa: E402 - one definition, shared with the aws backend
 
 
 @prices.command("fetch", help="Collect spot price history from the EC2 API (at most 90 days back) and write it "

@@ -27,7 +27,7 @@ import click
 from spottune.experiment import OBJECTIVES, PREDICTORS, ExperimentSpec
 
 #: Options of ``spottune run`` that only steer the command (everything else is an ExperimentSpec field).
-CLI_ONLY = ("config", "output", "progress")
+CLI_ONLY = ("config", "output", "progress", "dry_run")
 
 
 def _default(name: str) -> str:
@@ -109,8 +109,9 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
 @click.option("--start", default=None, show_default=_default("start_utc"), help="Simulation start, UTC (a time without a zone, e.g. 2015-05-05, is read as UTC, as AWS reports).")
 @click.option("--instance-types", default=None, help="Comma-separated instance types (default: all in the prices).")
 @click.option("--zones", default=None, help="Comma-separated availability zones (default: all).")
-@click.option("--backend", type=click.Choice(["sim", "local"]), default=None, show_default=_default("backend"),
-              help="sim: virtual clock; local: real worker processes on an accelerated wall clock.")
+@click.option("--backend", type=click.Choice(["sim", "local", "aws"]), default=None, show_default=_default("backend"),
+              help="sim: virtual clock; local: real worker processes on an accelerated wall clock; "
+                   "aws: EC2 spot instances (docs/aws.md).")
 @click.option("--market-mode", type=click.Choice(["legacy", "modern"]), default=None,
               show_default=_default("market_mode"),
               help="legacy: 2017 price > max-price revocations; modern: capacity hazard model.")
@@ -131,6 +132,12 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
               help="Local backend's checkpoint store: a folder or s3://bucket/prefix (default: OUTPUT/checkpoints).")
 @click.option("--time-scale", type=float, default=None, show_default=_default("time_scale"),
               help="Local backend: simulated seconds per wall-clock second.")
+@click.option("--max-usd-per-hour", type=float, default=None,
+              help="AWS backend: cap on the sum of the live instances' max prices, USD/hour, checked before every launch.")
+@click.option("--budget-usd", type=float, default=None,
+              help="AWS backend: cap on USD billed plus accrued, checked before every launch.")
+@click.option("--dry-run", is_flag=True, default=False,
+              help="Print the first launches (markets, max prices, hourly cost bound) and launch nothing.")
 @click.option("--output", type=click.Path(file_okay=False), default=None, help="Results folder (default results/<timestamp>/).")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 @click.pass_context
@@ -141,6 +148,11 @@ def run(ctx: click.Context, config: str | None, output: str | None, progress: bo
     from spottune.results import no_trial_finished
 
     spec = _spec(ctx, config)  # validated at once, before any loading
+    if ctx.params.get("dry_run"):
+        from spottune._compose import dry_run
+
+        click.echo(dry_run(spec, log_fn=lambda s: click.echo(s, err=True)))
+        return
     out = Path(output) if output else default_output()
     grid = tune(spec, output=out, progress=progress)
     click.echo(render_report(out, plots=True))

@@ -368,8 +368,12 @@ class LocalBackend(ReplayDriver):
             return
         inst.pending = action
         inst.to("checkpoint")
-        self._pool.command(inst.worker, CheckpointCommand(reason=str(action.reason)))
+        self._command(inst, CheckpointCommand(reason=str(action.reason)))
         # if the worker is already gone, its end (failure, termination) answers instead
+
+    def _command(self, inst: _Instance, cmd: CheckpointCommand) -> None:
+        """Hand ``cmd`` to the worker of ``inst`` (its stdin here; the aws backend writes it to S3)."""
+        self._pool.command(inst.worker, cmd)
 
     def _send_or_defer(self, inst: _Instance, event: Any) -> None:
         if inst.launched:

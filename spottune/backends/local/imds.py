@@ -211,6 +211,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(404, "Not Found")
             else:
                 self._send(200, json.dumps(action), "application/json")
+        elif path == "/latest/meta-data/events/recommendations/rebalance":
+            hint = state.get("rebalance")
+            if hint is None:
+                self._send(404, "Not Found")
+            else:
+                self._send(200, json.dumps(hint), "application/json")
         elif path == "/latest/meta-data/instance-id":
             self._send(200, instance)
         elif path == "/latest/meta-data/instance-type":
@@ -310,6 +316,13 @@ class ImdsEmulator:
         stamp = datetime.fromtimestamp(float(time_s), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         with self._lock:
             self._instances[instance_id]["action"] = {"action": action, "time": stamp}
+
+    def rebalance(self, instance_id: str, *, time_s: float) -> None:
+        """Post a rebalance recommendation: ``events/recommendations/rebalance`` answers 200 with
+        ``{"noticeTime": ...}`` (``time_s``: engine seconds since the epoch, UTC) from now on."""
+        stamp = datetime.fromtimestamp(float(time_s), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with self._lock:
+            self._instances[instance_id]["rebalance"] = {"noticeTime": stamp}
 
     def unregister(self, instance_id: str) -> None:
         """Forget an instance (its URL answers 404 afterwards)."""

@@ -1,0 +1,94 @@
+"""The aws parts of an experiment, for the composition root (:func:`spottune._compose.build`).
+
+- :func:`live_market`: with ``aws.live_prices`` (the default) the provisioner reads real prices: the last
+  ``train_days`` days (plus 6 hours) of ``describe_spot_price_history`` for the pool's instance types, and
+  the start is now (engine time = wall time). ``aws.live_prices: false`` replays ``spec.prices`` from
+  ``spec.start`` instead (a moto server seeded with that trace, as in the tests).
+- :func:`settings_from_spec` and :func:`aws_backend`: :class:`AwsSettings` from ``spec.aws`` and the caps,
+  the chooser's :class:`provisioner.MarketExclusions`, and the driver.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from spottune.backends.aws._settings import AwsSettings
+
+__all__ = ["aws_backend", "live_market", "settings_from_spec"]
+
+_SETTING_KEYS = ("bucket", "image", "ami", "instance_profile", "region", "subnets", "security_groups", "prefix",
+                 "endpoint_url", "lease_s", "linger_s", "exclusion_s", "describe_every_s")
+
+
+def live_market(spec: Any, *, ec2: Any = None, now_s: float | None = None) -> tuple[Any, float] | None:
+    """(price history from the EC2 API, now) for ``spec``, or None when ``aws.live_prices`` is false.
+
+    Raises
+    ------
+    spottune.errors.ConfigError
+        If the API returns no price for the pool's instance types.
+    """
+    if not spec.aws.get("live_prices", True):
+        return None
+    from spotmarket.prices import PriceHistory
+    from spotmarket.prices._readers import records_to_table
+    from spottune.backends.aws._prices import fetch_records
+    from spottune.backends.aws._session import client
+    from spottune.errors import ConfigError
+
+    if not spec.instance_types:
+        raise ConfigError("backend aws with live prices needs instance_types (the pool's instance types)")
+    now = time.time() if now_s is None else float(now_s)
+    ec2 = ec2 or client("ec2", region=spec.aws.get("region", "us-east-1"), endpoint_url=spec.aws.get("endpoint_url"))
+    start = now - (float(spec.train_days) + 0.25) * 86400.0
+    recs, _ = fetch_records(ec2, instance_types=list(spec.instance_types), product_descriptions=["Linux/UNIX"],
+                            start_utc=datetime.fromtimestamp(start, tz=timezone.utc),
+                            end_utc=datetime.fromtimestamp(now, tz=timezone.utc))
+    if not recs:
+        raise ConfigError(f"describe_spot_price_history returned no price for {', '.join(spec.instance_types)}")
+    import pandas as pd
+
+    return PriceHistory(records_to_table(recs, source="describe_spot_price_history"),
+                        end=pd.Timestamp(now, unit="s", tz="UTC")), now
+
+
+def settings_from_spec(spec: Any, *, live: bool, output: str | Path | None = None) -> AwsSettings:
+    """:class:`AwsSettings` of ``spec`` (``spec.aws``, the caps, ``storage_path``; experiment name from
+    ``aws.experiment`` or the output folder's name).
+
+    Raises
+    ------
+    spottune.errors.ConfigError
+        With live prices (a real run), if ``aws.image`` or ``aws.ami`` is missing.
+    """
+    from spottune.errors import ConfigError
+
+    a = dict(spec.aws)
+    missing = [k for k in ("image", "ami") if live and not a.get(k)]
+    if missing:  # the defaults are placeholders for a test endpoint
+        raise ConfigError(f"backend aws needs aws.{' and aws.'.join(missing)} (the worker image in ECR, a host AMI "
+                          "with Docker; docs/aws.md)")
+    experiment = a.get("experiment") or (Path(output).name if output is not None else f"run-{int(time.time())}")
+    prefix = a.get("prefix", "spottune")
+    store = spec.storage_path or f"s3://{a['bucket']}/{prefix}/{experiment}/checkpoints"
+    return AwsSettings(experiment=str(experiment), store_url=store, storage_options=dict(spec.storage_options),
+                       time_scale=1.0 if live else spec.time_scale, pace_steps=not live,
+                       max_usd_per_hour=spec.max_usd_per_hour, budget_usd=spec.budget_usd, max_steps=spec.max_steps,
+                       checkpoint_keep=spec.checkpoint_keep, **{k: a[k] for k in _SETTING_KEYS if k in a})
+
+
+def aws_backend(spec: Any, orchestrator: Any, billing: Any, trials: list, market: Any, start_s: float, *, live: bool,
+                output: str | Path | None = None, progress: Any = None) -> Any:
+    """The :class:`AwsBackend` of ``spec``; the chooser gets the backend's market exclusions."""
+    from provisioner import MarketExclusions
+    from spottune.backends.aws._backend import AwsBackend
+
+    settings = settings_from_spec(spec, live=live, output=output)
+    exclusions = MarketExclusions(settings.exclusion_s)
+    if hasattr(orchestrator.chooser, "exclusions"):
+        orchestrator.chooser.exclusions = exclusions
+    return AwsBackend(orchestrator, billing, spec.workload, {t.trial_id: (t.config, t.seed) for t in trials},
+                      market.facts, start_s, settings, exclusions=exclusions, progress=progress)

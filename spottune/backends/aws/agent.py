@@ -1,0 +1,205 @@
+"""The agent on a spot instance: one trial segment, wrapped for the cloud.
+
+Run as ``python -m spottune.backends.aws.agent --segment s3://bucket/prefix/<experiment>/segments/<launch>.json``
+(the worker image's entry point; the user data passes the segment). It:
+
+1. reads the segment description from S3 (:meth:`spottune.backends.aws._channel.Control.put_segment`);
+2. starts the existing worker, ``python -m spottune.backends.local.worker`` (:mod:`spottune.backends.local.worker`),
+   with the segment's arguments: the worker restores from the S3 checkpoint store, trains, polls IMDSv2
+   ``spot/instance-action`` and checkpoints on its own at an interruption notice, exactly as in the local
+   backend;
+3. relays every report line of the worker to the experiment's SQS FIFO queue (:class:`~._channel.Outbox`,
+   deduplicated by launch id and sequence number), then its exit code;
+4. polls IMDSv2 ``events/recommendations/rebalance`` (an early hint, relayed once) and the segment's
+   command object in S3 (``checkpoint``, ``exit``: handed to the worker's stdin);
+5. checks the orchestrator's lease in S3 at every poll: if it is stale (the orchestrator died), it kills
+   the worker and exits with code 3: the user data then powers the host off
+   (``InstanceInitiatedShutdownBehavior=terminate``), so no orphan keeps billing (the dead-man switch);
+6. after the worker has exited, waits up to ``linger_wall_s`` to be terminated (by the orchestrator after a
+   hop, by EC2 after a notice: leaving a revoked instance to the provider keeps its first hour refundable),
+   then exits 0 and the host powers off.
+
+``$SPOTTUNE_IMDS_URL`` overrides the IMDS root (``http://169.254.169.254``; the tests' emulator path).
+AWS credentials come from the instance profile (the standard chain); none is written anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from spottune.backends.aws._channel import Control, Outbox
+from spottune.backends.local._messages import Exited, SegmentCommand, Standby, decode_report, encode
+from spottune.backends.local.imds import DEFAULT_IMDS_URL, ImdsClient
+
+__all__ = ["Agent", "LEASE_EXIT_CODE", "main", "standby"]
+
+#: Exit code of an agent that stopped because the orchestrator's lease went stale.
+LEASE_EXIT_CODE = 3
+_REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
+
+
+class Agent:
+    """One segment on one instance (see the module docstring).
+
+    Parameters
+    ----------
+    segment : dict
+        The segment description: ``launch``, ``trial``, ``queue_url``, ``bucket``, ``root``, ``worker_argv``,
+        ``poll_wall_s``, ``linger_wall_s``.
+    control : Control
+    outbox : Outbox
+    imds_url : str
+    python : str
+        Interpreter of the worker.
+    """
+
+    def __init__(self, segment: dict[str, Any], control: Control, outbox: Outbox, imds_url: str,
+                 python: str = sys.executable):
+        self.seg, self.control, self.outbox, self.imds_url, self.python = segment, control, outbox, imds_url, python
+        self.proc: subprocess.Popen | None = None
+        self.exited = threading.Event()
+        self._cmd_seq = 0
+
+    def _relay(self) -> None:
+        """Reader thread: every report line of the worker to the queue, then its exit code."""
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                report = decode_report(line)
+            except ValueError:
+                continue  # a stray print of user code
+            if isinstance(report, Exited):  # the segment is over (a warm worker would wait for the next one)
+                self.outbox.send("exit", report.code)
+                self.exited.set()
+                return
+            if not isinstance(report, Standby):
+                self.outbox.send("report", line.strip())
+        self.outbox.send("exit", self.proc.wait())
+        self.exited.set()
+
+    def _commands(self) -> None:
+        got = self.control.get_command(self.seg["launch"])
+        if got is None or got[0] <= self._cmd_seq or self.exited.is_set():
+            return
+        self._cmd_seq, line = got
+        self._write(line)
+
+    def _write(self, line: str) -> None:
+        try:
+            assert self.proc is not None and self.proc.stdin is not None
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+
+    def run(self, warm: subprocess.Popen | None = None) -> int:
+        """Run the segment; returns the agent's exit code (0, or :data:`LEASE_EXIT_CODE`).
+
+        ``warm``: a worker already started with ``--standby`` and warm (:func:`standby`); it is handed the
+        segment's arguments instead of a new process being started.
+        """
+        argv = [*self.seg["worker_argv"], "--imds-url", self.imds_url]
+        if warm is None:
+            self.proc = subprocess.Popen([self.python, "-m", "spottune.backends.local.worker", *argv],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        else:
+            self.proc = warm
+            self._write(encode(SegmentCommand(argv)))
+        if threading.current_thread() is threading.main_thread():  # host shutdown: let the worker save first
+            signal.signal(signal.SIGTERM, lambda *_: self.proc.send_signal(signal.SIGTERM))
+        threading.Thread(target=self._relay, daemon=True, name="relay").start()
+        imds = ImdsClient(self.imds_url)
+        poll = float(self.seg.get("poll_wall_s", 5.0))
+        lease_every = float(self.seg.get("lease_check_wall_s", poll))
+        linger_until: float | None = None
+        rebalance_sent = False
+        next_lease = 0.0
+        try:
+            while True:
+                if time.monotonic() >= next_lease and self.control.lease_stale():
+                    print("spottune agent: the orchestrator's lease is stale; stopping the worker and powering off",
+                          file=sys.stderr, flush=True)
+                    return LEASE_EXIT_CODE
+                next_lease = max(next_lease, time.monotonic()) + lease_every if time.monotonic() >= next_lease else next_lease
+                self._commands()
+                if not rebalance_sent:
+                    try:
+                        body = imds.get(_REBALANCE_PATH)
+                    except (OSError, ValueError):
+                        body = None
+                    if body is not None:
+                        self.outbox.send("rebalance", body)
+                        rebalance_sent = True
+                if self.exited.is_set():
+                    if linger_until is None:
+                        linger_until = time.monotonic() + float(self.seg.get("linger_wall_s", 600.0))
+                    elif time.monotonic() > linger_until:
+                        return 0
+                time.sleep(poll)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def standby(workload: str, store: str, python: str = sys.executable) -> subprocess.Popen:
+    """A warm worker (``--standby``: imports done, dataset loaded, store opened), as on a host booted from a
+    baked image; returns once it is warm.
+
+    Raises
+    ------
+    RuntimeError
+        If the worker exits before it is warm.
+    """
+    proc = subprocess.Popen([python, "-m", "spottune.backends.local.worker", "--standby", "--workload", workload,
+                             "--store", store], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        try:
+            if isinstance(decode_report(line), Standby):
+                return proc
+        except ValueError:
+            continue
+    raise RuntimeError(f"the standby worker exited with code {proc.wait()}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m spottune.backends.aws.agent`` (and of the worker image)."""
+    from spottune.backends.aws._session import client
+
+    p = argparse.ArgumentParser(prog="python -m spottune.backends.aws.agent", description="Run one trial segment.")
+    p.add_argument("--segment", default=os.environ.get("SPOTTUNE_SEGMENT"), help="s3:// URL of the segment")
+    p.add_argument("--imds-url", default=os.environ.get("SPOTTUNE_IMDS_URL", DEFAULT_IMDS_URL))
+    p.add_argument("--standby", nargs=2, metavar=("WORKLOAD", "STORE"),
+                   help="warm a worker first, print {\"event\": \"standby\"}, then read the segment URL on stdin")
+    args = p.parse_args(argv)
+    region = os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1"
+    s3, sqs = client("s3", region=region), client("sqs", region=region)
+    warm = None
+    if args.standby:
+        warm = standby(*args.standby)
+        print(encode(Standby(pid=os.getpid())), flush=True)
+        args.segment = sys.stdin.readline().strip()
+    if not args.segment:
+        p.error("--segment (or $SPOTTUNE_SEGMENT) is required")
+    try:
+        bucket, key = Control.split(args.segment)
+    except ValueError as exc:
+        p.error(str(exc))
+    seg = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    control = Control(s3, seg["bucket"], seg["root"])
+    outbox = Outbox(sqs, seg["queue_url"], seg["launch"], seg["trial"])
+    return Agent(seg, control, outbox, args.imds_url).run(warm)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,345 @@
+"""Test harness of the aws backend: a moto server seeded with spot prices, and the EC2 hosts it lacks.
+
+:func:`moto_server` starts ``ThreadedMotoServer`` on 127.0.0.1 (EC2, S3, SQS, IAM in one server) with
+``describe_spot_price_history`` answering from a seeded :class:`spotmarket.prices.PriceHistory` (moto's own
+answer is a constant fake; the handler is replaced in-process before the server serves, as in
+``tests/test_prices_cli.py``), like EC2: the changes in the window plus the price in force at its start.
+
+:class:`Ec2Hosts` plays the hosts of one experiment: it watches ``describe_instances`` for new instances
+tagged with the experiment, reads their user data, and runs the agent and its worker as local processes
+(pre-warmed: a host booted from a baked image) each with its own path on an IMDS emulator. With a
+revocation model and the backend's clock it replays the market: a launch the market refuses gets
+``SpotMaxPriceTooLow`` (a botocore ``before-call`` hook on the backend's EC2 client); at a revocation's
+notice time the emulator shows ``spot/instance-action``; at its termination time (but never less than
+:data:`MIN_NOTICE_WALL_S` wall seconds after the notice) the host's processes are killed and the instance is terminated in moto with ``Server.SpotInstanceTermination``. An agent that exits
+powers its host off: the instance is terminated with ``Client.InstanceInitiatedShutdown``. An instance
+terminated by the API gets its processes killed. Failure injection: :meth:`Ec2Hosts.refuse` (capacity)
+and :meth:`Ec2Hosts.throttle`.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timezone
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from spottune.backends.aws import find_instances, parse_user_data
+from spottune.backends.local.imds import ImdsEmulator
+
+ROOT = Path(__file__).resolve().parents[1]
+ACCOUNT = "123456789012"
+#: Wall seconds a worker gets between the notice and the provider's termination, at least: 120 s at 800x
+#: is 0.15 s, less than a loaded 2-core machine needs to schedule the save (the engine time of the
+#: termination is then later than the replay's; the ledger bills the observed end).
+MIN_NOTICE_WALL_S = 1.0
+REGION = "us-east-1"
+
+
+def _price_rows(history: Any) -> list[tuple[float, str, str, str, float]]:
+    rows = []
+    for m in history.markets:
+        s = history[m]
+        for t, p in zip(s.times_s.tolist(), s.prices.tolist()):
+            rows.append((t, m.availability_zone, m.instance_type, m.product_description, p))
+    return sorted(rows)
+
+
+@contextlib.contextmanager
+def moto_server(history: Any) -> Iterator[str]:
+    """A moto server whose spot price history is ``history``; yields its URL. Sets dummy credentials."""
+    from datetime import datetime
+
+    from moto.core.responses import ActionResult
+    from moto.ec2.responses.spot_instances import SpotInstances
+    from moto.server import ThreadedMotoServer
+
+    rows = _price_rows(history)
+
+    def describe_spot_price_history(self):  # noqa: ANN001 - moto's handler signature
+        types = self._get_param("InstanceTypes") or []
+        products = self._get_param("ProductDescriptions") or []
+        zone = self._get_param("AvailabilityZone")
+        start = self._get_param("StartTime").replace(tzinfo=timezone.utc).timestamp()
+        end = self._get_param("EndTime").replace(tzinfo=timezone.utc).timestamp()
+        out, last = [], {}
+        for r in rows:
+            t, az, it, pd_, price = r
+            if (types and it not in types) or (products and pd_ not in products) or (zone and az != zone):
+                continue
+            if t <= start:
+                last[(az, it, pd_)] = r
+            elif t <= end:
+                out.append(r)
+        out = sorted(last.values()) + out
+        items = [{"AvailabilityZone": az, "InstanceType": it, "ProductDescription": pd_, "SpotPrice": f"{p:.6f}",
+                  "Timestamp": datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")}
+                 for t, az, it, pd_, p in out]
+        return ActionResult({"SpotPriceHistory": items})
+
+    saved = SpotInstances.describe_spot_price_history
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    SpotInstances.describe_spot_price_history = describe_spot_price_history
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    _, port = server.get_host_and_port()
+    url = f"http://127.0.0.1:{port}"
+    import urllib.request
+
+    def reset() -> None:  # moto's state is per process, shared by every server in it: start and end clean
+        urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).read()
+
+    try:
+        reset()
+        boto3.client("iam", endpoint_url=url).create_instance_profile(InstanceProfileName="spottune-worker")
+        yield url
+    finally:
+        reset()
+        server.stop()
+        SpotInstances.describe_spot_price_history = saved
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _kill_host(proc: subprocess.Popen) -> None:
+    """SIGKILL the agent and its worker (the host is gone)."""
+    import signal
+
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def moto_instance(instance_id: str) -> Any:
+    from moto.ec2.models import ec2_backends
+
+    return ec2_backends[ACCOUNT][REGION].get_instance(instance_id)
+
+
+def end_in_moto(instance_id: str, code: str) -> None:
+    """Terminate an instance in moto's state with state reason ``code`` (as EC2 would)."""
+    from moto.ec2.models.instances import StateReason
+
+    inst = moto_instance(instance_id)
+    if inst.state != "terminated":
+        inst.terminate()
+        inst.state_reason = StateReason(f"{code}: ended by the test host", code)
+
+
+class Ec2Hosts:
+    """The EC2 hosts of one experiment (see the module docstring).
+
+    Parameters
+    ----------
+    endpoint : str
+        The moto server.
+    experiment : str
+    workload : str
+        What the pre-warmed workers import (their store is opened by the segment, with its options).
+    store : str
+        Unused (kept for the callers).
+    log_dir : pathlib.Path
+    revocation : spotmarket.RevocationModel, optional
+        The replayed market's revocations; needs ``clock``.
+    clock : ScaledClock, optional
+        The backend's clock (engine time).
+    warm : int
+        Pre-warmed hosts kept ready.
+    """
+
+    def __init__(self, endpoint: str, experiment: str, *, workload: str, store: str, log_dir: Path,
+                 revocation: Any = None, clock: Any = None, warm: int = 4, storage_options: str = "{}"):
+        self.endpoint, self.experiment = endpoint, experiment
+        self.workload, self.store, self.log_dir = workload, store, log_dir
+        self.revocation, self.clock, self.warm = revocation, clock, warm
+        self.ec2 = boto3.client("ec2", endpoint_url=endpoint, region_name=REGION)
+        self.imds = ImdsEmulator(require_token=True).start()
+        self.env = {**os.environ, "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                    "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION,
+                    "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        self._pool: list[tuple[subprocess.Popen, str]] = []
+        self._n = 0
+        self._warm: set[str] = set()
+        self.hosts: dict[str, tuple[subprocess.Popen, str]] = {}  # instance id -> (agent, imds host)
+        self.booted: list[str] = []
+        self.revoked: list[str] = []
+        self.shutdowns: list[str] = []
+        self.run_calls: list[dict[str, Any]] = []
+        self._refuse: dict[tuple[str, str], tuple[int, str]] = {}
+        self._throttle = 0
+        self._refused: set[str] = set()
+        self._revs: dict[str, Any] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="ec2-hosts")
+        self.errors: list[str] = []
+
+    # -- pre-warmed hosts --------------------------------------------------------------------------------
+    def _spawn(self) -> None:
+        self._n += 1
+        name = f"h{self._n:04d}"
+        url = self.imds.register(name)
+        log = open(self.log_dir / f"{name}.log", "wb")
+        proc = subprocess.Popen([sys.executable, "-m", "spottune.backends.aws.agent", "--standby", self.workload,
+                                 "", "--imds-url", url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=log, env=self.env, text=True, bufsize=1, cwd=str(ROOT), start_new_session=True)
+        self._pool.append((proc, name))
+
+    def warm_up(self, timeout_s: float = 60.0) -> None:
+        """Start the pre-warmed hosts and wait until they are ready."""
+        while len(self._pool) < self.warm:
+            self._spawn()
+        deadline = time.monotonic() + timeout_s
+        for proc, name in self._pool:
+            line = proc.stdout.readline()
+            if '"standby"' not in line or time.monotonic() > deadline:
+                raise RuntimeError(f"host {name} did not warm up: {line!r}, see {self.log_dir / (name + '.log')}")
+            self._warm.add(name)
+
+    # -- failure injection (botocore event hooks on the backend's client) ---------------------------------
+    def attach(self, ec2_client: Any) -> None:
+        """Hook the backend's EC2 client: market refusals, injected capacity errors and throttling."""
+        ec2_client.meta.events.register("before-parameter-build.ec2.RunInstances", self._remember)
+        ec2_client.meta.events.register("before-send.ec2.RunInstances", self._before_run)
+
+    def refuse(self, zone: str, instance_type: str, times: int = 1, code: str = "InsufficientInstanceCapacity") -> None:
+        """The next ``times`` launches in that market fail with ``code``, every botocore attempt of them
+        (HTTP 500 for capacity errors, as EC2 answers them: botocore retries those; 400 otherwise)."""
+        self._refuse[(zone, instance_type)] = (times, code)
+
+    def throttle(self, times: int = 1) -> None:
+        """The next ``times`` RunInstances attempts answer RequestLimitExceeded (botocore retries them)."""
+        self._throttle = times
+
+    def _remember(self, params: dict, **_: Any) -> None:
+        self._params = params
+
+    @staticmethod
+    def _error(status: int, code: str, message: str) -> Any:
+        """An HTTP answer of EC2 with an error document: botocore parses it and retries it as it would EC2's."""
+        from botocore.awsrequest import AWSResponse
+
+        body = (f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors>"
+                f"<RequestID>spottune-test</RequestID></Response>").encode()
+
+        class _Raw:
+            def stream(self, **_: Any) -> Iterator[bytes]:
+                yield body
+
+        return AWSResponse("http://ec2", status, {}, _Raw())
+
+    def _before_run(self, **_: Any) -> Any:
+        p = self._params
+        zone, itype = p["Placement"]["AvailabilityZone"], p["InstanceType"]
+        tags = {t["Key"]: t["Value"] for t in p["TagSpecifications"][0]["Tags"]}
+        self.run_calls.append({"zone": zone, "type": itype, "launch": tags["spottune:launch"],
+                               "trial": tags["spottune:trial"], "max_price": p["InstanceMarketOptions"]["SpotOptions"]["MaxPrice"]})
+        if self._throttle > 0:
+            self._throttle -= 1
+            self.run_calls[-1]["answer"] = "RequestLimitExceeded"
+            return self._error(503, "RequestLimitExceeded", "Request limit exceeded.")
+        launch_id = tags["spottune:launch"]
+        left, code = self._refuse.get((zone, itype), (0, ""))
+        if left > 0 or launch_id in self._refused:
+            if launch_id not in self._refused:
+                self._refuse[(zone, itype)] = (left - 1, code)
+                self._refused.add(launch_id)
+            self.run_calls[-1]["answer"] = code
+            return self._error(500 if code == "InsufficientInstanceCapacity" else 400, code,
+                               f"There is no Spot capacity available that matches your request ({zone}).")
+        if self.revocation is not None:
+            from spotmarket.prices import Market
+
+            rev = self.revocation.revocation(Market(zone, itype), self.clock.engine_s(), instance_id=tags["spottune:launch"],
+                                             max_price_usd_per_hour=float(p["InstanceMarketOptions"]["SpotOptions"]["MaxPrice"]))
+            if not rev.fulfilled:
+                self.run_calls[-1]["answer"] = "SpotMaxPriceTooLow"
+                return self._error(400, "SpotMaxPriceTooLow", "Your Spot request price is lower than the minimum.")
+            self._revs[tags["spottune:launch"]] = rev
+        self.run_calls[-1]["answer"] = "ok"
+        return None
+
+    # -- the hosts -----------------------------------------------------------------------------------------
+    def start(self) -> "Ec2Hosts":
+        self.warm_up()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        for proc, _ in [*self._pool, *self.hosts.values()]:
+            _kill_host(proc)
+        self.imds.stop()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._tick()
+            except Exception as exc:  # noqa: BLE001 - recorded for the test to see
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+            self._stop.wait(0.05)
+
+    def _tick(self) -> None:
+        for tagged in find_instances(self.ec2, self.experiment):
+            iid = tagged.instance_id
+            if tagged.state in ("pending", "running") and iid not in self.hosts:
+                self._boot(tagged)
+            elif tagged.state not in ("pending", "running") and iid in self.hosts:
+                proc, _ = self.hosts[iid]
+                if proc.poll() is None:  # terminated through the API: the host is gone
+                    _kill_host(proc)
+        for iid, (proc, _) in list(self.hosts.items()):
+            if proc.poll() is not None and iid not in self.shutdowns and moto_instance(iid).state != "terminated":
+                self.shutdowns.append(iid)  # the agent exited: user data powers the host off
+                end_in_moto(iid, "Client.InstanceInitiatedShutdown")
+
+    def _boot(self, tagged: Any) -> None:
+        attr = self.ec2.describe_instance_attribute(InstanceId=tagged.instance_id, Attribute="userData")
+        segment = parse_user_data(base64.b64decode(attr["UserData"]["Value"]).decode())
+        if not self._pool:
+            self._spawn()
+        proc, host = self._pool.pop(0)
+        if host not in self._warm:
+            proc.stdout.readline()  # wait until it is warm
+        self._spawn()  # boot a replacement in the background
+        proc.stdin.write(segment + "\n")
+        proc.stdin.flush()
+        self.hosts[tagged.instance_id] = (proc, host)
+        self.booted.append(tagged.instance_id)
+        rev = self._revs.get(tagged.launch_id)
+        if rev is not None and self.clock is not None:
+            import math
+
+            if math.isfinite(rev.notice_s):  # a rebalance recommendation (the early hint) 5 min before the notice
+                self.clock.call_at(rev.notice_s - 300.0, lambda: self.imds.rebalance(host, time_s=rev.notice_s - 300.0))
+                self.clock.call_at(rev.notice_s, lambda: self.imds.notify(host, time_s=rev.termination_s))
+            if math.isfinite(rev.termination_s):  # at least MIN_NOTICE_WALL_S after the notice (see the module doc)
+                end_s = max(rev.termination_s, rev.notice_s + MIN_NOTICE_WALL_S * self.clock.time_scale)
+                self.clock.call_at(end_s, self._provider_ends, tagged.instance_id)
+
+    def _provider_ends(self, instance_id: str) -> None:
+        proc, _ = self.hosts[instance_id]
+        if moto_instance(instance_id).state == "terminated":
+            return
+        _kill_host(proc)
+        self.revoked.append(instance_id)
+        end_in_moto(instance_id, "Server.SpotInstanceTermination")
+
+    def running(self) -> list[str]:
+        """Instances of the experiment that are not terminated, per describe_instances."""
+        return [i.instance_id for i in find_instances(self.ec2, self.experiment) if i.state != "terminated"]
