@@ -103,7 +103,7 @@ class CalibratedRevocation:
         if query_grid_s is not None and not query_grid_s > 0:
             raise RevPredError(f"query_grid_s is {query_grid_s}, but must be > 0 seconds or None")
         self.query_grid_s = None if query_grid_s is None else float(query_grid_s)
-        self._memo: tuple[float, dict] = (float("nan"), {})
+        self.forget()
         self.features = LadderFeatures(history, self.ladder, on_demand,
                                        sorted({m.instance_type for m in self.markets}),
                                        sorted({m.availability_zone for m in self.markets}))
@@ -253,6 +253,10 @@ class CalibratedRevocation:
                     memo[ms[i]][float(b[i])] = v
                 todo.clear()
         return out
+
+    def forget(self) -> None:
+        """Drop the answers remembered on the query grid (a new run replays the same times afresh)."""
+        self._memo = (float("nan"), {})
 
     def _predict(self, ms: Sequence[Market], t: np.ndarray, b: np.ndarray) -> np.ndarray:
         X = self.features.transform(ms, t, b)
