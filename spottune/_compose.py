@@ -591,6 +591,18 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
 
 
 def run(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | None = None,
-        log_fn: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """:func:`build` ``spec`` and run it; returns :meth:`Experiment.run`'s dict (nothing is written)."""
-    return build(spec, progress=progress, output=output, log_fn=log_fn).run()
+        log_fn: Callable[[str], None] | None = None, journal: Any = None,
+        resume: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """:func:`build` ``spec`` and run it; returns :meth:`Experiment.run`'s dict (nothing is written).
+
+    ``journal`` (a :class:`spottune.journal.Journal`) records the run; with ``resume`` (the records of
+    a killed run's journal, which ``journal`` then replays) the backend's :meth:`~spottune.backends.Driver.resume`
+    hook continues that run instead of starting afresh (issue 15).
+    """
+    exp = build(spec, progress=progress, output=output, log_fn=log_fn)
+    if journal is not None:
+        exp.backend.journal = journal
+        journal.sync_intents = spec.backend != "sim"  # real side effects: fsync before each one
+    if resume is not None:
+        exp.backend.resume(resume)
+    return exp.run()
