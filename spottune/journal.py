@@ -232,6 +232,24 @@ class Journal:
             os.fsync(self._fh.fileno())
             self._synced = now
 
+    def next_record(self) -> dict[str, Any]:
+        """While replaying: the journaled record at the current position, which counts as replayed.
+
+        For a driver that rebuilds its own state from the records (the local backend) rather than
+        re-executing the run; it must still pass events and actions through :meth:`event` and
+        :meth:`actions` so that they are compared.
+        """
+        if not self.replaying:
+            raise IndexError("the journal has no record left to replay")
+        record = self._expected[self.n]
+        self.n += 1
+        self._open_if_done()
+        return record
+
+    def peek(self) -> dict[str, Any] | None:
+        """While replaying: the next journaled record (not consumed); None once replayed."""
+        return self._expected[self.n] if self.replaying else None
+
     def event(self, event: Any) -> None:
         """Record an event before it is handed to the orchestrator."""
         self.append("event", e=encode(event))

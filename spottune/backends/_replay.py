@@ -228,7 +228,8 @@ class ReplayDriver(Driver):
                                                max_price_usd_per_hour=action.max_price_usd_per_hour)
         if self.journal is not None:
             self.journal.outcome("launch", action.trial_id, instance_id=iid, fulfilled=bool(rev.fulfilled),
-                                 notice_s=float(rev.notice_s), termination_s=float(rev.termination_s))
+                                 time_s=float(t), notice_s=float(rev.notice_s),
+                                 termination_s=float(rev.termination_s), cause=str(rev.cause))
         if not rev.fulfilled:
             self._post(ev.LaunchFailed(time_s=t, trial_id=action.trial_id, error=str(rev.cause)))
             return None

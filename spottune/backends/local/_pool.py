@@ -96,7 +96,7 @@ class WorkerPool:
 
     def __init__(self, *, python: str, workload: str, store_url: str, storage_options: Mapping[str, Any],
                  spares: int, on_line: Callable[[Any, dict[str, Any]], None], on_eof: Callable[[Any, int], None],
-                 log_dir: Path | None = None):
+                 log_dir: Path | None = None, on_spawn: Callable[["Worker"], None] | None = None):
         self.python = python
         self.workload = workload
         self.store_url = store_url
@@ -107,6 +107,7 @@ class WorkerPool:
         self.enabled = self.spares > 0
         self._on_line = on_line
         self._on_eof = on_eof
+        self._on_spawn = on_spawn  # told every started process (the run journal records its PID)
         self._all: list[Worker] = []
         self._idle: list[Worker] = []
         self._count = 0
@@ -131,6 +132,8 @@ class WorkerPool:
         worker.reader = threading.Thread(target=self._read, args=(worker,), daemon=True, name=f"worker-{name}")
         worker.reader.start()
         self._all.append(worker)
+        if self._on_spawn is not None:
+            self._on_spawn(worker)
         return worker
 
     def segment(self, owner: Any, argv: list[str]) -> tuple[Worker, bool]:
