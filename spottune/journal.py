@@ -51,37 +51,48 @@ JOURNAL_FILE = "journal.jsonl"
 JOURNAL_VERSION = 1
 
 
-def _plain(value: Any) -> Any:
-    """Exact plain-JSON form of a field value (floats kept as they are, inf and nan included)."""
+def _json_default(value: Any) -> Any:
+    """What ``json.dumps`` cannot write by itself: enums by value, markets as text, numpy scalars, mappings."""
     if isinstance(value, enum.Enum):
         return value.value
-    if isinstance(value, bool) or value is None or isinstance(value, (str, int)):
-        return value
-    if isinstance(value, float):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
     if hasattr(value, "instance_type") and hasattr(value, "availability_zone"):
         return str(value)  # a Market: "AZ/TYPE/PRODUCT"
     if hasattr(value, "item"):
-        return _plain(value.item())  # a numpy scalar
+        return value.item()  # a numpy scalar
+    if isinstance(value, Mapping):
+        return dict(value)
     if hasattr(value, "to_dict"):
-        return _plain(value.to_dict())
+        return value.to_dict()
     return str(value)
 
 
-def encode(item: Any) -> dict[str, Any]:
-    """An event or action (a dataclass) as ``{"type": class name, field: plain value, ...}``.
+def _dumps(record: Mapping[str, Any]) -> str:
+    """One journal line (without its newline): keys sorted, no spaces, floats exact (``Infinity``, ``NaN``)."""
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), default=_json_default)
 
-    Floats are kept exactly (JSON's shortest round-trip repr; ``inf`` and ``nan`` as ``Infinity`` and
-    ``NaN``), enums by value, markets as ``"AZ/TYPE/PRODUCT"``.
-    """
-    out: dict[str, Any] = {"type": type(item).__name__}
-    for f in dataclasses.fields(item):
-        out[f.name] = _plain(getattr(item, f.name))
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(item: Any) -> dict[str, Any]:
+    """An event or action as ``{"type": class name, field: value, ...}``, values as they are (fast path)."""
+    cls = type(item)
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    out: dict[str, Any] = {"type": cls.__name__}
+    for name in names:
+        out[name] = getattr(item, name)
     return out
+
+
+def encode(item: Any) -> dict[str, Any]:
+    """An event or action (a dataclass) as the plain JSON data the journal holds for it.
+
+    ``{"type": class name, field: value, ...}``: floats kept exactly (JSON's shortest round-trip repr;
+    ``inf`` and ``nan`` as ``Infinity`` and ``NaN``), enums by value, markets as ``"AZ/TYPE/PRODUCT"``.
+    """
+    return json.loads(_dumps(_fields(item)))
 
 
 def decode_event(data: Mapping[str, Any]) -> Any:
@@ -107,10 +118,6 @@ def decode_event(data: Mapping[str, Any]) -> Any:
     elif cls is ev.SegmentEnded:
         kwargs["reason"] = ev.EndReason(kwargs["reason"])
     return cls(**kwargs)
-
-
-def _dumps(record: Mapping[str, Any]) -> str:
-    return json.dumps(record, sort_keys=True, separators=(",", ":"))
 
 
 def read_journal(path: str | os.PathLike[str], *, repair: bool = False) -> list[dict[str, Any]]:
@@ -166,8 +173,11 @@ class Journal:
     replay : list of dict, optional
         The records of an existing journal (:func:`read_journal` with ``repair=True``): appends are
         compared with them, in order, until they are used up, then written after them.
+    flush_interval_s : float, default 0.05
+        Longest time a record waits in the process's buffer before it is handed to the OS (a
+        ``kill -9`` loses at most that much; with :attr:`sync_intents` every record is handed at once).
     fsync_interval_s : float, default 1.0
-        Longest time between two ``os.fsync`` calls while appending (0: after every record).
+        Longest time between two ``os.fsync`` calls while appending (a power loss loses at most that much).
     fault : callable (n, record) -> None, optional
         Fault injection for tests: called before record ``n`` is written (or compared); raising
         there is a crash at that point.
@@ -175,20 +185,23 @@ class Journal:
     Attributes
     ----------
     sync_intents : bool
-        Set by a driver with real side effects: ``fsync`` before every intent is written.
+        Set for a driver with real side effects (local, aws): every record goes to the OS at once and
+        every intent is fsync'd before the side effect it announces.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, spec: Mapping[str, Any] | None = None,
                  trials: list | None = None, replay: list[dict[str, Any]] | None = None,
-                 fsync_interval_s: float = 1.0, fault: Callable[[int, dict[str, Any]], None] | None = None):
+                 flush_interval_s: float = 0.05, fsync_interval_s: float = 1.0,
+                 fault: Callable[[int, dict[str, Any]], None] | None = None):
         self.path = Path(path)
+        self.flush_interval_s = float(flush_interval_s)
         self.fsync_interval_s = float(fsync_interval_s)
         self.fault = fault
         self.sync_intents = False
         self._expected = list(replay or [])
         self.n = 0
         self._fh: Any = None
-        self._synced = time.monotonic()
+        self._flushed = self._synced = time.monotonic()
         if replay is None:
             self._fh = open(self.path, "x", encoding="utf-8", newline="")
             self.append("spec", spec=dict(spec or {}), trials=list(trials or []), version=JOURNAL_VERSION)
@@ -206,7 +219,10 @@ class Journal:
             self._fh = open(self.path, "a", encoding="utf-8", newline="")
 
     def append(self, kind: str, **fields: Any) -> None:
-        """Record ``kind`` with ``fields`` (plain JSON values), or check it against the journal.
+        """Record ``kind`` with ``fields``, or check it against the journal while replaying.
+
+        Field values are JSON data, or enums, markets, numpy scalars and mappings (written as
+        :func:`encode` says).
 
         Raises
         ------
@@ -216,21 +232,24 @@ class Journal:
         record = {"n": self.n, "k": kind, **fields}
         if self.fault is not None:
             self.fault(self.n, record)
-        if self.replaying:
-            expected = self._expected[self.n]
-            if _dumps(expected) != _dumps(record):
-                raise JournalMismatch(self.n, expected, record)
+        if self.n < len(self._expected):
+            line, expected = _dumps(record), self._expected[self.n]
+            if _dumps(expected) != line:
+                raise JournalMismatch(self.n, expected, json.loads(line))
             self.n += 1
             self._open_if_done()
             return
         # the spec keeps its key order (a search space's grid order gives the trial ids); the rest is sorted
-        self._fh.write((json.dumps(record) if kind == "spec" else _dumps(record)) + "\n")
-        self._fh.flush()
+        fh = self._fh
+        fh.write((json.dumps(record, default=_json_default) if kind == "spec" else _dumps(record)) + "\n")
         self.n += 1
         now = time.monotonic()
-        if (kind == "intent" and self.sync_intents) or now - self._synced >= self.fsync_interval_s:
-            os.fsync(self._fh.fileno())
-            self._synced = now
+        if self.sync_intents or now - self._flushed >= self.flush_interval_s:
+            fh.flush()
+            self._flushed = now
+            if (kind == "intent" and self.sync_intents) or now - self._synced >= self.fsync_interval_s:
+                os.fsync(fh.fileno())
+                self._synced = now
 
     def next_record(self) -> dict[str, Any]:
         """While replaying: the journaled record at the current position, which counts as replayed.
@@ -252,20 +271,20 @@ class Journal:
 
     def event(self, event: Any) -> None:
         """Record an event before it is handed to the orchestrator."""
-        self.append("event", e=encode(event))
+        self.append("event", e=_fields(event))
 
     def actions(self, actions: Iterable[Any]) -> None:
         """Record the actions ``handle`` returned, in order."""
         for action in actions:
-            self.append("action", a=encode(action))
+            self.append("action", a=_fields(action))
 
     def intent(self, op: str, key: str, **details: Any) -> None:
         """Record a side effect ``op`` on ``key`` before it is carried out (fsync'd for real drivers)."""
-        self.append("intent", op=op, id=key, **{k: _plain(v) for k, v in details.items()})
+        self.append("intent", op=op, id=key, **details)
 
     def outcome(self, op: str, key: str, **details: Any) -> None:
         """Record what side effect ``op`` on ``key`` produced."""
-        self.append("outcome", op=op, id=key, **{k: _plain(v) for k, v in details.items()})
+        self.append("outcome", op=op, id=key, **details)
 
     def close(self) -> None:
         """Flush, fsync and close (idempotent)."""
@@ -314,7 +333,7 @@ def open_run(folder: str | os.PathLike[str], spec: Any = None) -> tuple[Any, Jou
     # credentials were redacted when the spec was written: they come from the environment again
     stored["storage_options"] = {k: v for k, v in dict(stored.get("storage_options") or {}).items() if v != "***"}
     spec = ExperimentSpec.from_dict(stored)
-    trials = json.loads(json.dumps(_trials(spec)))
+    trials = _trials(spec)
     if trials != records[0].get("trials"):
         raise JournalMismatch(0, {"trials": records[0].get("trials")}, {"trials": trials})
     return spec, Journal(path, replay=records), records
@@ -322,4 +341,4 @@ def open_run(folder: str | os.PathLike[str], spec: Any = None) -> tuple[Any, Jou
 
 def _trials(spec: Any) -> list[list[Any]]:
     """``[trial_id, config, seed]`` of every trial: a resumed spec must give the same ones."""
-    return [[t.trial_id, _plain(t.config), int(t.seed)] for t in spec.trials()]
+    return json.loads(_dumps([[t.trial_id, t.config, int(t.seed)] for t in spec.trials()]))
