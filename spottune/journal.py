@@ -43,7 +43,8 @@ from typing import Any
 
 from spottune.errors import ConfigError, JournalMismatch
 
-__all__ = ["JOURNAL_FILE", "JOURNAL_VERSION", "Journal", "decode_event", "encode", "read_journal"]
+__all__ = ["JOURNAL_FILE", "JOURNAL_VERSION", "Journal", "JournalRecords", "JournaledPredictor", "decode_event",
+           "encode", "open_run", "read_journal"]
 
 #: The journal's file name inside a results folder.
 JOURNAL_FILE = "journal.jsonl"
@@ -120,8 +121,8 @@ def decode_event(data: Mapping[str, Any]) -> Any:
     return cls(**kwargs)
 
 
-def read_journal(path: str | os.PathLike[str], *, repair: bool = False) -> list[dict[str, Any]]:
-    """Every complete record of a journal file, in order.
+def read_journal(path: str | os.PathLike[str], *, repair: bool = False) -> "JournalRecords":
+    """Every complete record of a journal file, in order (a list of dict, with the raw ``lines``).
 
     A last line without its newline (the process died while writing it) is dropped, and with
     ``repair=True`` cut from the file so that appends continue after the last complete record.
@@ -142,7 +143,7 @@ def read_journal(path: str | os.PathLike[str], *, repair: bool = False) -> list[
             fh.truncate(end)
             fh.flush()
             os.fsync(fh.fileno())
-    records: list[dict[str, Any]] = []
+    records = JournalRecords()
     for i, line in enumerate(raw[:end].splitlines()):
         try:
             rec = json.loads(line)
@@ -151,12 +152,21 @@ def read_journal(path: str | os.PathLike[str], *, repair: bool = False) -> list[
         if rec.get("n") != i:
             raise ConfigError(f"{path} line {i + 1} has position {rec.get('n')!r}, expected {i}: the journal is damaged")
         records.append(rec)
+        records.lines.append(line.decode())
     if not records or records[0].get("k") != "spec":
         raise ConfigError(f"{path} does not start with the experiment spec: not a spottune journal")
     if records[0].get("version") != JOURNAL_VERSION:
         raise ConfigError(f"{path} is journal version {records[0].get('version')!r}, this build reads "
                           f"version {JOURNAL_VERSION}")
     return records
+
+
+class JournalRecords(list):
+    """The records of a journal (a list of dict), with ``lines``: each record's line as written."""
+
+    def __init__(self, *args: Any):
+        super().__init__(*args)
+        self.lines: list[str] = []
 
 
 class Journal:
@@ -199,6 +209,8 @@ class Journal:
         self.fault = fault
         self.sync_intents = False
         self._expected = list(replay or [])
+        lines = getattr(replay, "lines", None)  # the lines as written: no need to serialise them again
+        self._lines = list(lines) if lines is not None and len(lines) == len(self._expected) else None
         self.n = 0
         self._fh: Any = None
         self._flushed = self._synced = time.monotonic()
@@ -234,7 +246,7 @@ class Journal:
             self.fault(self.n, record)
         if self.n < len(self._expected):
             line, expected = _dumps(record), self._expected[self.n]
-            if _dumps(expected) != line:
+            if (self._lines[self.n] if self._lines is not None else _dumps(expected)) != line:
                 raise JournalMismatch(self.n, expected, json.loads(line))
             self.n += 1
             self._open_if_done()
@@ -342,3 +354,58 @@ def open_run(folder: str | os.PathLike[str], spec: Any = None) -> tuple[Any, Jou
 def _trials(spec: Any) -> list[list[Any]]:
     """``[trial_id, config, seed]`` of every trial: a resumed spec must give the same ones."""
     return json.loads(_dumps([[t.trial_id, t.config, int(t.seed)] for t in spec.trials()]))
+
+
+class JournaledPredictor:
+    """The orchestrator's final-metric predictor, its answers journaled (``memo`` records) and read back on replay.
+
+    EarlyCurve's fits at the θ barrier are most of a replay's time (a 1,000-trial barrier fits 1,000
+    curves). ``predict_final`` is a pure function of its input (the contract of
+    :class:`earlycurve.FinalMetricPredictor`), so a replay may take the journaled answer for the same
+    input instead of fitting again: each call writes ``{"k": "memo", "key": SHA-256 of (steps, values,
+    max_steps), "p": the prediction}`` (or ``"error"``); while the journal replays and its next record
+    is the memo of the same key, that answer is returned (and the record compared, so the key is
+    checked). Any other input is computed, and then the comparison raises
+    :class:`~spottune.errors.JournalMismatch` as for any divergence.
+
+    Parameters
+    ----------
+    inner : FinalMetricPredictor
+    journal : Journal
+    """
+
+    def __init__(self, inner: Any, journal: Journal):
+        self.inner = inner
+        self.journal = journal
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def predict_final(self, steps: Any, values: Any, max_steps: int) -> Any:
+        import hashlib
+
+        import numpy as np
+        from earlycurve import Prediction
+
+        digest = hashlib.sha256()
+        digest.update(np.ascontiguousarray(steps, dtype=float).tobytes())
+        digest.update(b"|")
+        digest.update(np.ascontiguousarray(values, dtype=float).tobytes())
+        digest.update(f"|{int(max_steps)}".encode())
+        key = digest.hexdigest()[:32]
+        rec = self.journal.peek()
+        if rec is not None and rec.get("k") == "memo" and rec.get("key") == key:
+            if "error" in rec:
+                self.journal.append("memo", key=key, error=rec["error"])
+                raise ValueError(rec["error"])  # the orchestrator treats every predictor error alike
+            self.journal.append("memo", key=key, p=rec["p"])
+            return Prediction(**{k: v for k, v in rec["p"].items() if k != "type"})
+        from earlycurve.errors import EarlyCurveError
+
+        try:
+            prediction = self.inner.predict_final(steps, values, max_steps)
+        except (EarlyCurveError, ValueError, FloatingPointError) as exc:  # what the orchestrator catches
+            self.journal.append("memo", key=key, error=f"{type(exc).__name__}: {exc}")
+            raise
+        self.journal.append("memo", key=key, p=_fields(prediction))
+        return prediction

@@ -77,6 +77,7 @@ def _points(records):
         "mid-launch": first(lambda r: r["k"] == "outcome" and r["op"] == "launch"),  # intent written, no outcome
         "mid-checkpoint": first(lambda r: r["k"] == "intent" and r["op"] == "checkpoint") + 1,
         "theta-barrier": first(lambda r: r["k"] == "action" and r["a"]["type"] == "Stop"),
+        "mid-ranking": first(lambda r: r["k"] == "memo") + 1,  # EarlyCurve's fits at the barrier, half journaled
         "final-ranking": first(lambda r: r["k"] == "action" and r["a"]["type"] == "ExperimentFinished"),
         "revocation": first(lambda r: r["k"] == "event" and r["e"]["type"] == "RevocationNotice"),
         "billing": first(lambda r: r["k"] == "billed"),
@@ -84,7 +85,7 @@ def _points(records):
         "last-record": len(records) - 1,
     }
     rng = np.random.default_rng(15)
-    random = {f"random-{i}": int(n) for i, n in enumerate(sorted(rng.choice(np.arange(2, len(records) - 1), 14,
+    random = {f"random-{i}": int(n) for i, n in enumerate(sorted(rng.choice(np.arange(2, len(records) - 1), 13,
                                                                             replace=False)))}
     return {**named, **random}
 
@@ -94,12 +95,13 @@ def test_the_reference_run_has_every_named_moment(reference):
     points = _points(records)
     assert len(points) >= 20 and len(set(points.values())) >= 20
     kinds = {r["k"] for r in records}
-    assert kinds == {"spec", "event", "action", "intent", "outcome", "billed"}
+    assert kinds == {"spec", "event", "action", "intent", "outcome", "billed", "memo"}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [*["mid-launch", "mid-checkpoint", "theta-barrier", "final-ranking", "revocation",
-                                    "billing", "first-event", "last-record"], *[f"random-{i}" for i in range(14)]])
+@pytest.mark.parametrize("name", [*["mid-launch", "mid-checkpoint", "theta-barrier", "mid-ranking", "final-ranking",
+                                    "revocation", "billing", "first-event", "last-record"],
+                                  *[f"random-{i}" for i in range(13)]])
 def test_resume_after_a_crash_reaches_the_uninterrupted_result(reference, tmp_path, name):
     ref_result, records, ref_bytes = reference
     n = _points(records)[name]
@@ -149,6 +151,18 @@ def test_a_replayed_action_that_differs_is_a_journal_mismatch(reference, tmp_pat
     rec["a"]["max_price_usd_per_hour"] += 0.001  # the journaled run chose another max price
     lines[i] = json.dumps(rec, sort_keys=True, separators=(",", ":")) + "\n"
     (tmp_path / JOURNAL_FILE).write_text("".join(lines))
+    with pytest.raises(JournalMismatch, match=f"journal record {i} differs on replay"):
+        _resume(tmp_path)
+
+
+def test_a_journaled_prediction_is_used_only_for_the_same_curve(reference, tmp_path):
+    _, records, ref_bytes = reference
+    lines = ref_bytes.decode().splitlines(keepends=True)
+    i = next(i for i, line in enumerate(lines) if '"k":"memo"' in line)
+    rec = json.loads(lines[i])
+    rec["key"] = "0" * 32  # the journaled answer was for another curve: it is computed again, and differs
+    lines[i] = json.dumps(rec, sort_keys=True, separators=(",", ":")) + "\n"
+    (tmp_path / JOURNAL_FILE).write_text("".join(lines[:i + 5]))
     with pytest.raises(JournalMismatch, match=f"journal record {i} differs on replay"):
         _resume(tmp_path)
 
