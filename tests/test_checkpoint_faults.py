@@ -171,6 +171,19 @@ def test_outage_shorter_than_the_backoff_is_ridden_out(seaweedfs, s3_store_url, 
     assert store.restore("t00", tmp_path / "out", step=2).step == 2
 
 
+def test_s3_please_try_again_answers_are_transient():
+    """s3fs turns S3's 500 InternalError into OSError(EREMOTEIO) and 503 SlowDown into OSError(EBUSY); a
+    SeaweedFS just restarted answers 500 for seconds, which read as a corrupt manifest before (issue 15)."""
+    import errno
+
+    from spottune.checkpoint._store import is_transient
+
+    assert is_transient(OSError(getattr(errno, "EREMOTEIO", errno.EIO), "We encountered an internal error, please try again."))
+    assert is_transient(OSError(errno.EBUSY, "Please reduce your request rate."))
+    assert not is_transient(OSError(errno.EINVAL, "The provided token is malformed"))
+    assert not is_transient(FileNotFoundError("no such key"))
+
+
 def test_transient_error_is_not_mistaken_for_corruption(tmp_path):
     """A read that fails with connection errors must not skip a good version (it would silently lose steps)."""
     from spottune.checkpoint._store import FsspecCheckpointStore
