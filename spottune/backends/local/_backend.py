@@ -45,9 +45,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-import os
 import queue
-import signal
 import sys
 import tempfile
 import time
@@ -60,7 +58,7 @@ from spottune.backends._base import Progress, RunRecord
 from spottune.backends.local._clock import ScaledClock
 from spottune.backends._replay import Instance, ReplayDriver
 from spottune.backends.local._messages import CheckpointCommand, Failed, Metric, Notice, Ready, Report, Saved
-from spottune.backends.local._pool import Worker, WorkerPool, segment_argv
+from spottune.backends.local._pool import Worker, WorkerPool, kill_leftover_workers, segment_argv
 from spottune.errors import BackendError
 from spottune.backends.local.imds import ImdsEmulator
 from spottune.journal import decode_event
@@ -624,58 +622,3 @@ class LocalBackend(ReplayDriver):
         else:
             self._deliver(inst.segment_ended(self.now_s(), reason))
 
-
-def _cmdline(pid: int) -> str | None:
-    """The command line of a running process (Linux ``/proc``), or None if it is gone or unreadable."""
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return None
-
-
-def kill_leftover_workers(records: list[dict[str, Any]], store_url: str, timeout_s: float = 10.0) -> list[int]:
-    """SIGKILL the worker processes a killed run left behind; returns their PIDs.
-
-    Parameters
-    ----------
-    records : list of dict
-        The run's journal (:func:`spottune.journal.read_journal`): ``spawn`` outcomes name every worker PID.
-    store_url : str
-        The run's checkpoint store: a PID is killed only if its command line is a spottune worker's
-        (``spottune.backends.local.worker``) of this store, so that a PID reused by another process is
-        left alone.
-    timeout_s : float
-        Wall seconds to wait for the killed processes to be gone.
-
-    Raises
-    ------
-    BackendError
-        If a killed process still runs after ``timeout_s``.
-    """
-    pids = [int(r["pid"]) for r in records if r.get("k") == "outcome" and r.get("op") == "spawn"]
-    killed = []
-    for pid in pids:
-        cmd = _cmdline(pid)
-        if cmd is None or "spottune.backends.local.worker" not in cmd or store_url not in cmd:
-            continue
-        try:
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-        except ProcessLookupError:
-            continue
-    deadline = time.monotonic() + timeout_s
-    for pid in killed:
-        while (cmd := _cmdline(pid)) is not None and "spottune.backends.local.worker" in cmd:
-            if _zombie(pid):
-                break
-            if time.monotonic() > deadline:
-                raise BackendError(f"leftover worker process {pid} still runs {timeout_s:g} s after SIGKILL")
-            time.sleep(0.02)
-    return killed
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
