@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from spottune._compose import run
 from spottune.errors import ConfigError, JournalMismatch
 from spottune.experiment import ExperimentSpec
-from spottune.journal import JOURNAL_FILE, Journal, decode_event, encode, open_run, read_journal
+from spottune.journal import JOURNAL_FILE, decode_event, encode, open_run, read_journal
 from spottune.results import _ledger_frame, trials_frame, write_results
 
 SPEC = dict(workload="logreg", search_space={"lr": {"grid_search": [0.01, 0.05, 0.2, 0.8]},
@@ -31,10 +32,9 @@ class Crash(Exception):
 
 
 def _run(folder, fault=None):
-    spec = ExperimentSpec(**SPEC)
     folder.mkdir(parents=True, exist_ok=True)
-    journal = Journal(folder / JOURNAL_FILE, spec=spec.to_dict(),
-                      trials=[[t.trial_id, t.config, t.seed] for t in spec.trials()], fault=fault)
+    spec, journal, _ = open_run(folder, ExperimentSpec(**SPEC))  # as spottune run opens it
+    journal.fault = fault
     try:
         return run(spec, output=folder, journal=journal)
     finally:
@@ -204,3 +204,46 @@ def test_write_results_of_a_resumed_run_match(reference, tmp_path):
     assert summary == ref
     for name in ("trials.csv", "ledger.csv", "curves.csv", "events.jsonl"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes()
+
+
+@pytest.mark.slow
+def test_kill_9_of_spottune_run_then_spottune_resume(reference, tmp_path):
+    """A real SIGKILL of ``spottune run`` (sim) mid-run; ``spottune resume`` writes the uninterrupted results."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import yaml
+
+    ref_result, _, ref_bytes = reference
+    cfg = tmp_path / "spec.yaml"
+    cfg.write_text(yaml.safe_dump(SPEC, sort_keys=False))
+    out = tmp_path / "res"
+    spottune = str(Path(sys.executable).parent / "spottune")
+    proc = subprocess.Popen([spottune, "run", "--config", str(cfg), "--no-progress", "--output", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (out / JOURNAL_FILE).exists() and (out / JOURNAL_FILE).stat().st_size > len(ref_bytes) // 3:
+            break
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "summary.json").exists(), "the run finished before it was killed: the test proves nothing"
+    # a new run into the same folder is refused, one line, exit 2
+    again = subprocess.run([spottune, "run", "--config", str(cfg), "--no-progress", "--output", str(out)],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and again.stderr.strip().count("\n") == 0
+    assert f"spottune resume {out}" in again.stderr
+    done = subprocess.run([spottune, "resume", str(out), "--no-progress"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (out / JOURNAL_FILE).read_bytes() == ref_bytes
+    trials = pd.read_csv(out / "trials.csv")
+    ref_trials = trials_frame(ref_result["orchestrator"], _ledger_frame(ref_result["record"]), ref_result["configs"])
+    assert list(trials["metric"]) == list(ref_trials["metric"]) and list(trials["state"]) == list(ref_trials["state"])
+    summary = json.loads((out / "summary.json").read_text())
+    assert [t["trial_id"] for t in summary["top_k"]] == list(ref_result["orchestrator"].top_k)
