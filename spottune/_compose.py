@@ -618,6 +618,21 @@ def dry_run(spec: ExperimentSpec, *, log_fn: Callable[[str], None] | None = None
 
 
 def run(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | None = None,
-        log_fn: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """:func:`build` ``spec`` and run it; returns :meth:`Experiment.run`'s dict (nothing is written)."""
-    return build(spec, progress=progress, output=output, log_fn=log_fn).run()
+        log_fn: Callable[[str], None] | None = None, journal: Any = None,
+        resume: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """:func:`build` ``spec`` and run it; returns :meth:`Experiment.run`'s dict (nothing is written).
+
+    ``journal`` (a :class:`spottune.journal.Journal`) records the run; with ``resume`` (the records of
+    a killed run's journal, which ``journal`` then replays) the backend's :meth:`~spottune.backends.Driver.resume`
+    hook continues that run instead of starting afresh (issue 15).
+    """
+    exp = build(spec, progress=progress, output=output, log_fn=log_fn)
+    if journal is not None:
+        from spottune.journal import JournaledPredictor
+
+        exp.backend.journal = journal
+        journal.sync_intents = spec.backend != "sim"  # real side effects: fsync before each one
+        exp.orchestrator.predictor = JournaledPredictor(exp.orchestrator.predictor, journal)  # replays skip the fits
+    if resume is not None:
+        exp.backend.resume(resume)
+    return exp.run()

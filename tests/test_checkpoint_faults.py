@@ -171,6 +171,19 @@ def test_outage_shorter_than_the_backoff_is_ridden_out(seaweedfs, s3_store_url, 
     assert store.restore("t00", tmp_path / "out", step=2).step == 2
 
 
+def test_s3_please_try_again_answers_are_transient():
+    """s3fs turns S3's 500 InternalError into OSError(EREMOTEIO) and 503 SlowDown into OSError(EBUSY); a
+    SeaweedFS just restarted answers 500 for seconds, which read as a corrupt manifest before (issue 15)."""
+    import errno
+
+    from spottune.checkpoint._store import is_transient
+
+    assert is_transient(OSError(getattr(errno, "EREMOTEIO", errno.EIO), "We encountered an internal error, please try again."))
+    assert is_transient(OSError(errno.EBUSY, "Please reduce your request rate."))
+    assert not is_transient(OSError(errno.EINVAL, "The provided token is malformed"))
+    assert not is_transient(FileNotFoundError("no such key"))
+
+
 def test_transient_error_is_not_mistaken_for_corruption(tmp_path):
     """A read that fails with connection errors must not skip a good version (it would silently lose steps)."""
     from spottune.checkpoint._store import FsspecCheckpointStore
@@ -272,6 +285,50 @@ def test_writer_killed_at_any_point_leaves_the_previous_good_version_latest(stor
         assert (latest.version, latest.step) == (1, 1)
         out = tmp_path / "out"
         assert open_store(url, options).restore("t00", out).step == 1 and (out / "w").read_bytes() == b"state at step 1"
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_store_killed_mid_checkpoint_and_restarted_keeps_the_previous_version(tmp_path):
+    """Issue 15: SeaweedFS itself is SIGKILLed after the first file of a checkpoint is uploaded and
+    restarted on the same data once the writer has given up: the previous version is still the
+    latest good one, restores intact, and the next save publishes over the dead writer's leftovers."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import _weed_binary, start_weed, stop_weed
+
+    if _weed_binary() is None:
+        pytest.skip("SeaweedFS `weed` binary not found")
+    data = tmp_path / "weed"
+    data.mkdir()
+    proc, info = start_weed(data)
+    try:
+        url, options = f"s3://{info['bucket']}/kill-store", info["storage_options"]
+        open_store(url, options, keep=1).save("t00", _dir(tmp_path / "v1", 1), step=1)
+        v2 = tmp_path / "v2"
+        v2.mkdir()
+        for name in "abcdef":
+            (v2 / name).write_bytes(name.encode() * 1000)
+        writer = subprocess.Popen([sys.executable, "-c", KILLABLE_WRITER, url, json.dumps(options), str(v2)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env={**os.environ, "PYTHONPATH": os.getcwd()})
+        assert writer.stdout.readline().startswith("uploaded")
+        os.killpg(proc.pid, signal.SIGKILL)  # the store dies mid-checkpoint
+        proc.wait()
+        _, err = writer.communicate(timeout=60)  # the writer retries (bounded) and gives up
+        assert writer.returncode != 0 and "StoreUnavailable" in err
+        proc, info = start_weed(data, info["ports"])  # the same store comes back
+        store = open_store(url, options, keep=1)
+        latest = store.latest_good("t00")
+        assert (latest.version, latest.step) == (1, 1)
+        out = tmp_path / "out"
+        assert store.restore("t00", out).step == 1 and (out / "w").read_bytes() == b"state at step 1"
+        assert store.save("t00", _dir(tmp_path / "v3", 2), step=2).version == 2
+        assert open_store(url, options).restore("t00", tmp_path / "out2").step == 2
+    finally:
+        stop_weed(proc)
 
 
 # -- launches pause during an outage; a persistent one ends the run -------------------------------------

@@ -102,9 +102,41 @@ Progress = Callable[[float, Orchestrator, float], None]
 
 
 class Driver(abc.ABC):
-    """Base class of the backends: one abstract method, :meth:`run`; the contract is the module doc."""
+    """Base class of the backends: one abstract method, :meth:`run`; the contract is the module doc.
+
+    Crash safety (issue 15, ``docs/design.md`` "Crash safety"): when :attr:`journal` is set (a
+    :class:`spottune.journal.Journal`), the driver records every delivered event and returned action,
+    an ``intent`` before every side effect and its ``outcome`` after it. :meth:`resume` is the
+    backend's hook to continue a killed run from its journal.
+    """
 
     orchestrator: Orchestrator
+    #: The run's :class:`spottune.journal.Journal`, or None (nothing is journaled).
+    journal: Any = None
+
+    def resume(self, records: list[dict[str, Any]]) -> None:
+        """Prepare to continue a killed run whose journal holds ``records``; :meth:`run` then continues it.
+
+        Called on a freshly built driver (same spec, same seed) whose :attr:`journal` replays
+        ``records`` (:class:`spottune.journal.Journal` with ``replay=``). A backend must (1) rebuild the
+        orchestrator's state from the journaled events (the replay checks every action), (2) reconcile
+        what really exists with what the journal says: leftover worker processes or cloud instances
+        (found by the ids and PIDs in the ``intent``/``outcome`` records) adopted or ended, intents
+        without an outcome resolved, (3) deliver what happened while the run was down, in time order.
+
+        Parameters
+        ----------
+        records : list of dict
+            The journal (:func:`spottune.journal.read_journal`).
+
+        Raises
+        ------
+        spottune.errors.BackendError
+            Default: this backend cannot resume a run.
+        """
+        from spottune.errors import BackendError
+
+        raise BackendError(f"the {getattr(self, 'name', type(self).__name__)} backend cannot resume a run")
 
     @abc.abstractmethod
     def run(self) -> RunRecord:

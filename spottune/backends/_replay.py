@@ -172,20 +172,36 @@ class ReplayDriver(Driver):
         """Log ``event``, hand it to the orchestrator, log and carry out every action it returns."""
         now = self._log_s = self._event_time(event)
         self.record.log.append(log_record("event", event, now))
-        for action in self.orchestrator.handle(event):
+        journal = self.journal
+        if journal is not None:
+            journal.event(event)
+        actions = self.orchestrator.handle(event)
+        if journal is not None:
+            journal.actions(actions)
+        for action in actions:
             self.record.log.append(log_record("action", action, now))
             self._apply(action)
         if self.progress is not None:
             self.progress(now, self.orchestrator, self.usd)
 
     def _apply(self, action: ev.Action) -> None:
+        journal = self.journal
         match action:
             case ev.Launch():
+                if journal is not None:
+                    journal.intent("launch", action.trial_id, instance_id=self._next_instance_id(),
+                                   market=action.market, resume_step=action.resume_step)
                 self._launch(action)
             case ev.Checkpoint():
+                if journal is not None:
+                    journal.intent("checkpoint", action.instance_id, reason=action.reason)
                 self._checkpoint(action)
             case ev.Terminate():
+                if journal is not None:
+                    journal.intent("terminate", action.instance_id)
                 self._terminate(action)
+                if journal is not None:
+                    journal.outcome("terminate", action.instance_id)
             case ev.ScheduleWakeUp():
                 self._wake_at(action.trial_id, action.at_s)
             case ev.Stop():
@@ -207,9 +223,13 @@ class ReplayDriver(Driver):
             if not up:
                 self._post(ev.LaunchFailed(time_s=t, trial_id=action.trial_id, error=self.store_monitor.last.error))
                 return None
-        iid = f"i-{len(self._instances) + 1:05d}"
+        iid = self._next_instance_id()
         rev = self.revocation_model.revocation(action.market, t, instance_id=iid,
                                                max_price_usd_per_hour=action.max_price_usd_per_hour)
+        if self.journal is not None:
+            self.journal.outcome("launch", action.trial_id, instance_id=iid, fulfilled=bool(rev.fulfilled),
+                                 time_s=float(t), notice_s=float(rev.notice_s),
+                                 termination_s=float(rev.termination_s), cause=str(rev.cause))
         if not rev.fulfilled:
             self._post(ev.LaunchFailed(time_s=t, trial_id=action.trial_id, error=str(rev.cause)))
             return None
@@ -221,6 +241,10 @@ class ReplayDriver(Driver):
                    reason=str(rev.cause), step=action.resume_step, saved_step=action.resume_step, **extra)
         self._instances[iid] = inst
         return inst
+
+    def _next_instance_id(self) -> str:
+        """The id the next fulfilled or refused launch gets: ``i-00001``, ``i-00002``, ..."""
+        return f"i-{len(self._instances) + 1:05d}"
 
     def _schedule_timers(self, inst: Instance, ready_s: float) -> None:
         """Put the notice (not before ``ready_s``), the termination and the hourly tick on the clock."""
@@ -243,9 +267,16 @@ class ReplayDriver(Driver):
         lost = max(0, inst.step - self._checkpoint_step[inst.trial_id]) if inst.step > inst.saved_step else 0
         self.record.instance_steps[inst.instance_id] = (inst.executed, lost)
         observe = getattr(getattr(getattr(self.orchestrator, "chooser", None), "predictor", None), "observe", None)
+        interrupted = (ended_by == "provider" and t >= inst.termination_s
+                       and reason in (Cause.CAPACITY, Cause.CAPACITY_EVENT))
+        if self.journal is not None:  # observe feeds the predictor outside handle(): the replay must repeat it
+            self.journal.append("billed", id=inst.instance_id, trial_id=inst.trial_id, market=str(inst.market),
+                                started_s=inst.started_s, end_s=float(t), ended_by=ended_by, reason=str(reason),
+                                max_price=inst.max_price, executed=inst.executed, lost=lost,
+                                charged_usd=float(row.charged_usd), observed=observe is not None,
+                                interrupted=bool(interrupted))
         if observe is not None:  # an online revocation model learns from what has happened by t (issue 12)
-            observe(inst.market, inst.started_s, t, ended_by == "provider" and t >= inst.termination_s
-                    and reason in (Cause.CAPACITY, Cause.CAPACITY_EVENT))
+            observe(inst.market, inst.started_s, t, interrupted)
 
     def _price_series(self, inst: Instance, end_s: float) -> Any:
         """The prices ``inst`` is billed at (the replayed history; the aws backend asks the EC2 API)."""

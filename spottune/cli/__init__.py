@@ -33,6 +33,7 @@ def _register() -> None:
     cli.add_command(_prices.prices)
     cli.add_command(_run.run)
     cli.add_command(_run.report)
+    cli.add_command(_run.resume)
     cli.add_command(_simulate.simulate)
 
 

@@ -11,6 +11,9 @@ example: ``examples/digits_mlp.yaml``), and flags given on the command line over
 the one source of truth for defaults and validation; the options below only show its defaults.
 ``--output`` and ``--progress`` belong to the command, not to the experiment, so they are not spec keys.
 
+``spottune resume DIR`` continues a killed run from the journal in ``DIR`` (:mod:`spottune.journal`);
+``spottune run`` refuses a folder that already holds a run and points to it.
+
 This module only parses options and prints: the run itself is :func:`spottune.tune` (which writes the
 results folder), built by the composition root :mod:`spottune._compose`.
 """
@@ -155,6 +158,25 @@ def run(ctx: click.Context, config: str | None, output: str | None, progress: bo
         return
     out = Path(output) if output else default_output()
     grid = tune(spec, output=out, progress=progress)
+    click.echo(render_report(out, plots=True))
+    click.echo(f"results: {out}")
+    failure = no_trial_finished(grid.get_dataframe())
+    if failure:
+        raise BackendError(f"{failure}; results so far are in {out}")
+
+
+@click.command("resume", help="Continue a killed run from the journal in its results folder (journal.jsonl): "
+               "replay it (every action checked), reconcile the backend, go on to the end.")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def resume(directory: str, progress: bool) -> None:
+    from spottune.api import tune
+    from spottune.errors import BackendError
+    from spottune.report import render_report
+    from spottune.results import no_trial_finished
+
+    out = Path(directory)
+    grid = tune(resume=out, progress=progress)
     click.echo(render_report(out, plots=True))
     click.echo(f"results: {out}")
     failure = no_trial_finished(grid.get_dataframe())

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import queue
 import sys
 import tempfile
@@ -57,9 +58,10 @@ from spottune.backends._base import Progress, RunRecord
 from spottune.backends.local._clock import ScaledClock
 from spottune.backends._replay import Instance, ReplayDriver
 from spottune.backends.local._messages import CheckpointCommand, Failed, Metric, Notice, Ready, Report, Saved
-from spottune.backends.local._pool import Worker, WorkerPool, segment_argv
+from spottune.backends.local._pool import Worker, WorkerPool, kill_leftover_workers, segment_argv
 from spottune.errors import BackendError
 from spottune.backends.local.imds import ImdsEmulator
+from spottune.journal import decode_event
 from spottune.orchestrator import Checkpoint, EndReason, Launch, Orchestrator, Terminate
 
 __all__ = ["LocalBackend", "LocalSettings"]
@@ -236,7 +238,9 @@ class LocalBackend(ReplayDriver):
         self._pool = WorkerPool(python=settings.python, workload=workload, store_url=settings.store_url,
                                 storage_options=settings.storage_options, spares=self._spares,
                                 on_line=lambda inst, msg: self._q.put(("line", inst, msg)),
-                                on_eof=lambda inst, code: self._q.put(("eof", inst, code)))
+                                on_eof=lambda inst, code: self._q.put(("eof", inst, code)),
+                                on_spawn=self._spawned)
+        self._resumed: list[Any] | None = None  # what resume() left for run() to deliver
         from spottune.checkpoint import StoreMonitor, open_store
 
         self.store_monitor = StoreMonitor(open_store(settings.store_url, settings.storage_options),
@@ -282,7 +286,10 @@ class LocalBackend(ReplayDriver):
             self._imds.start()
             self.clock.start()
             give_up = time.monotonic() + s.max_wall_s
-            self._start()
+            if self._resumed is None:
+                self._start()
+            else:
+                self._reconcile()
             end_s = float(self.history.end_s)
             while not self.orchestrator.done:
                 if time.monotonic() > give_up:
@@ -314,6 +321,141 @@ class LocalBackend(ReplayDriver):
         if handler is None:  # pragma: no cover - a driver bug
             raise BackendError(f"local backend: unknown queue item {kind!r}")
         handler(*args)
+
+    # -- crash safety (issue 15) ---------------------------------------------------------------------
+    def _spawned(self, worker: Worker) -> None:
+        """Journal every worker process started (its PID), so a resume can find it if we die."""
+        if self.journal is not None:
+            owner = getattr(worker.owner, "instance_id", None)
+            self.journal.outcome("spawn", worker.name, pid=worker.proc.pid, instance_id=owner)
+
+    def resume(self, records: list[dict[str, Any]]) -> None:
+        """Continue a killed run: kill its leftover workers, replay its journal, then relaunch (decision CS4).
+
+        1. Every worker process the journal names (``spawn`` outcomes) that still runs, and is a spottune
+           worker of this store (its command line says so: a reused PID is left alone), is SIGKILLed.
+           Adopting them is impossible: their stdin and stdout were pipes to the dead process.
+        2. The journaled events are delivered again to the fresh orchestrator; each returned action is
+           checked against the journaled one (:class:`~spottune.errors.JournalMismatch`); launches, billed
+           runs (ledger rows, the online predictor's ``observe``), checkpoint steps and pending wake-ups
+           rebuild the driver's state.
+        3. :meth:`run` then restarts the clock at the last journaled time (the replayed market stood
+           still while the process was down), re-arms the pending wake-ups and the provider ends of
+           instances the trials had left, and ends every instance whose worker was killed: billed as
+           ended by the user (reason ``restart``) and reported as ``LaunchFailed`` (still booting) or
+           ``SegmentEnded(provider)``, so that the trial relaunches from its last checkpoint (the steps
+           since are lost, and the orchestrator counts one interruption).
+        """
+        killed = kill_leftover_workers(records, self.settings.store_url)
+        journal = self.journal
+        if journal is None:
+            raise BackendError("local backend: resume needs the run's journal (Journal(replay=records))")
+        wakes: list[tuple[str, float]] = []
+        launches: dict[str, Any] = {}
+        while journal.replaying:
+            rec = journal.peek()
+            kind = rec["k"]
+            if kind == "event":
+                self._replay_event(decode_event(rec["e"]), launches, wakes)
+            elif kind == "outcome" and rec["op"] == "launch":
+                journal.next_record()
+                if rec["fulfilled"]:
+                    self._replay_launch(rec, launches[rec["id"]])
+            elif kind == "billed":
+                journal.next_record()
+                self._replay_billed(rec)
+            elif kind in ("intent", "outcome"):
+                journal.next_record()
+            else:
+                raise BackendError(f"local backend: journal record {rec['n']} is an unexpected {kind!r} "
+                                   f"(an action without its event)")
+        self._resumed = wakes
+        self.clock = ScaledClock(self._log_s, self.settings.time_scale)  # the replayed market resumes where it stood
+        self.record.meta.setdefault("resumes", []).append({"at_s": self._log_s, "records": journal.n,
+                                                            "killed_workers": killed})
+
+    def _replay_event(self, event: Any, launches: dict[str, Any], wakes: list[tuple[str, float]]) -> None:
+        from spottune import orchestrator as ev
+        from spottune.backends._base import log_record
+
+        now = self._log_s = self._event_time(event)
+        self.record.log.append(log_record("event", event, now))
+        self.journal.event(event)
+        actions = self.orchestrator.handle(event)
+        self.journal.actions(actions)
+        for action in actions:
+            self.record.log.append(log_record("action", action, now))
+            if isinstance(action, ev.Launch):
+                launches[action.trial_id] = action
+            elif isinstance(action, ev.ScheduleWakeUp):
+                wakes.append((action.trial_id, action.at_s))
+            elif isinstance(action, ev.ExperimentFinished):
+                self.record.end_s = now
+        inst = self._instances.get(getattr(event, "instance_id", None))
+        match event:
+            case ev.WakeUp():
+                due = [w for w in wakes if w[0] == event.trial_id]
+                if due:
+                    wakes.remove(min(due, key=lambda w: w[1]))
+            case ev.TrialLaunched():
+                inst.launched, inst.phase = True, Phase.RUNNING
+                if event.restored_step is not None:
+                    inst.step = inst.saved_step = self._checkpoint_step[inst.trial_id] = event.restored_step
+            case ev.MetricReported() if inst is not None:
+                inst.step = event.step
+                inst.executed += 1
+            case ev.CheckpointSaved() if inst is not None:
+                inst.saved_step = self._checkpoint_step[inst.trial_id] = event.step
+                inst.phase = Phase.SAVED
+
+    def _replay_launch(self, rec: dict[str, Any], action: Any) -> None:
+        from spottune.backends._speed import seconds_per_step
+
+        vcpus, ecu = self.instance_facts(action.market.instance_type)
+        iid = rec["instance_id"]
+        self._instances[iid] = _Instance(
+            instance_id=iid, trial_id=action.trial_id, market=action.market, max_price=action.max_price_usd_per_hour,
+            started_s=float(rec["time_s"]), notice_s=float(rec["notice_s"]), termination_s=float(rec["termination_s"]),
+            seconds_per_step=seconds_per_step(self.ref_sps, vcpus, ecu), vcpus=vcpus, reason=str(rec["cause"]),
+            step=action.resume_step, saved_step=action.resume_step, resume_step=action.resume_step)
+
+    def _replay_billed(self, rec: dict[str, Any]) -> None:
+        from spottune.errors import JournalMismatch
+
+        inst = self._instances[rec["id"]]
+        inst.alive = False
+        row = self.billing.bill(self.history[inst.market], inst.started_s, rec["end_s"], rec["ended_by"],
+                                instance_id=inst.instance_id, reason=rec["reason"], trial_id=inst.trial_id,
+                                max_price_usd_per_hour=inst.max_price)
+        if float(row.charged_usd) != rec["charged_usd"]:
+            raise JournalMismatch(rec["n"], rec, {**rec, "charged_usd": float(row.charged_usd)})
+        self.record.ledger.append(row)
+        self.usd += row.charged_usd
+        self.record.instance_steps[inst.instance_id] = (int(rec["executed"]), int(rec["lost"]))
+        observe = getattr(getattr(self.orchestrator.chooser, "predictor", None), "observe", None)
+        if rec["observed"] and observe is not None:
+            observe(inst.market, inst.started_s, rec["end_s"], rec["interrupted"])
+
+    def _reconcile(self) -> None:
+        """After a resume, on the driver thread with the clock running: see :meth:`resume`, step 3."""
+        for trial_id, at_s in self._resumed or ():
+            self._wake_at(trial_id, at_s)
+        for inst in list(self._instances.values()):
+            if not inst.alive:
+                continue
+            tr = self.orchestrator.trials[inst.trial_id]
+            inst.phase = Phase.KILLED  # its worker died with us (or was killed by resume())
+            if inst.launched and tr.instance_id != inst.instance_id and math.isfinite(inst.termination_s):
+                self._timer(inst.termination_s, "terminate", inst)  # left by its trial: the provider ends it
+                inst.phase = Phase.SAVED
+                continue
+            self._end(inst, self.now_s(), "user", "restart")
+            if inst.launched:
+                self._post(inst.segment_ended(self.now_s(), EndReason.PROVIDER))
+            else:
+                from spottune.orchestrator import LaunchFailed
+
+                self._post(LaunchFailed(time_s=self.now_s(), trial_id=inst.trial_id, error="orchestrator restarted"))
 
     # -- effects ------------------------------------------------------------------------------------
     def _launch(self, action: Launch) -> None:
@@ -483,3 +625,4 @@ class LocalBackend(ReplayDriver):
             self._deliver(inst.died_booting(self.now_s()))
         else:
             self._deliver(inst.segment_ended(self.now_s(), reason))
+

@@ -16,12 +16,17 @@ one warm worker per trial plus the spares are started and waited for; later laun
 (milliseconds) and the pool is refilled up to the spares. After a clean segment (a checkpoint, then
 the user's ``Terminate``: the hourly hop) the process is recycled into the pool instead of killed; a
 provider termination always kills it (SIGKILL: the instance is gone).
+
+**Leftovers** (issue 15). Every started process is reported to ``on_spawn`` (the run journal records
+its PID); a worker exits by itself at EOF on stdin when the driver dies, and
+:func:`kill_leftover_workers` SIGKILLs those still running when a killed run is resumed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -96,7 +101,7 @@ class WorkerPool:
 
     def __init__(self, *, python: str, workload: str, store_url: str, storage_options: Mapping[str, Any],
                  spares: int, on_line: Callable[[Any, dict[str, Any]], None], on_eof: Callable[[Any, int], None],
-                 log_dir: Path | None = None):
+                 log_dir: Path | None = None, on_spawn: Callable[["Worker"], None] | None = None):
         self.python = python
         self.workload = workload
         self.store_url = store_url
@@ -107,6 +112,7 @@ class WorkerPool:
         self.enabled = self.spares > 0
         self._on_line = on_line
         self._on_eof = on_eof
+        self._on_spawn = on_spawn  # told every started process (the run journal records its PID)
         self._all: list[Worker] = []
         self._idle: list[Worker] = []
         self._count = 0
@@ -131,6 +137,8 @@ class WorkerPool:
         worker.reader = threading.Thread(target=self._read, args=(worker,), daemon=True, name=f"worker-{name}")
         worker.reader.start()
         self._all.append(worker)
+        if self._on_spawn is not None:
+            self._on_spawn(worker)
         return worker
 
     def segment(self, owner: Any, argv: list[str]) -> tuple[Worker, bool]:
@@ -266,3 +274,59 @@ def segment_argv(*, trial_id: str, instance_id: str, config: Mapping[str, Any], 
     if max_steps is not None:
         argv += ["--max-steps", str(max_steps)]
     return argv
+
+
+def _cmdline(pid: int) -> str | None:
+    """The command line of a running process (Linux ``/proc``), or None if it is gone or unreadable."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+
+
+def kill_leftover_workers(records: list[dict[str, Any]], store_url: str, timeout_s: float = 10.0) -> list[int]:
+    """SIGKILL the worker processes a killed run left behind; returns their PIDs.
+
+    Parameters
+    ----------
+    records : list of dict
+        The run's journal (:func:`spottune.journal.read_journal`): ``spawn`` outcomes name every worker PID.
+    store_url : str
+        The run's checkpoint store: a PID is killed only if its command line is a spottune worker's
+        (``spottune.backends.local.worker``) of this store, so that a PID reused by another process is
+        left alone.
+    timeout_s : float
+        Wall seconds to wait for the killed processes to be gone.
+
+    Raises
+    ------
+    BackendError
+        If a killed process still runs after ``timeout_s``.
+    """
+    pids = [int(r["pid"]) for r in records if r.get("k") == "outcome" and r.get("op") == "spawn"]
+    killed = []
+    for pid in pids:
+        cmd = _cmdline(pid)
+        if cmd is None or "spottune.backends.local.worker" not in cmd or store_url not in cmd:
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except ProcessLookupError:
+            continue
+    deadline = time.monotonic() + timeout_s
+    for pid in killed:
+        while (cmd := _cmdline(pid)) is not None and "spottune.backends.local.worker" in cmd:
+            if _zombie(pid):
+                break
+            if time.monotonic() > deadline:
+                raise BackendError(f"leftover worker process {pid} still runs {timeout_s:g} s after SIGKILL")
+            time.sleep(0.02)
+    return killed
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False

@@ -123,6 +123,30 @@ class SimBackend(ReplayDriver):
         self._close_leftovers(end_s)  # only revoked-and-saved instances can be left
         return self.record
 
+    def resume(self, records: list[dict[str, Any]]) -> None:
+        """Continue a killed run: re-execute it from its start against its journal (decision CS3).
+
+        The simulator has no side effects outside this process and is deterministic for a seed, so the
+        exact way back is to run it again from ``ExperimentStarted`` while :attr:`journal` (opened with
+        ``replay=records``) checks every event, action, intent and billed run against the journaled one,
+        then to go on appending. Training is not repeated: the journaled ``MetricReported`` metrics are
+        preloaded into the curves (:meth:`TrainableCurves.preload`); missed events need no delivery (the
+        virtual clock stood still while the process was down).
+        """
+        preload = getattr(self.curves, "preload", None)
+        if preload is None:
+            return
+        curves: dict[str, dict[int, dict[str, float]]] = {}
+        for rec in records:
+            e = rec.get("e") if rec.get("k") == "event" else None
+            if e is not None and e.get("type") == "MetricReported":
+                curves.setdefault(e["trial_id"], {})[int(e["step"])] = e["metrics"]
+        for trial_id, by_step in curves.items():
+            n = 0
+            while n + 1 in by_step:
+                n += 1
+            preload(trial_id, [by_step[k] for k in range(1, n + 1)])
+
     def _event_time(self, event: Any) -> float:
         return self.now_s
 

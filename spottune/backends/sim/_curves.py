@@ -70,6 +70,16 @@ class TrainableCurves:
         """Every step computed so far for the trial."""
         return list(self._cache[trial_id])
 
+    def preload(self, trial_id: str, metrics: list[dict[str, float]]) -> None:
+        """Take steps 1..len(metrics) of a trial as already computed (a resumed run's journaled metrics).
+
+        The trial's trainable is rebuilt and brought forward through these steps only when a later
+        step is asked for (the trainable API's resume guarantee makes that exact).
+        """
+        if len(metrics) > len(self._cache[trial_id]):
+            self._cache[trial_id] = [dict(m) for m in metrics]
+            self._live.pop(trial_id, None)  # (the attribute probe may keep it: it only reads class attributes)
+
 
 class RecordedCurves:
     """Metrics from recorded learning curves (benchmarks, replays): no training at all.
