@@ -14,8 +14,9 @@ study itself (ours, [I]; the ``last`` belief of §6 calibrated online):
   stopped when ``P(it ends among the k lowest) < ε`` (:func:`earlycurve.prob_top_k`).
 - **Cohort** (fewer finished trials, e.g. every trial of a fully parallel run before any ends): no
   bias can be measured, so the trial is compared with the trials not stopped that reached the same
-  rung, on their losses at that rung, and stopped when at least ``k`` of them are strictly lower
-  (ASHA's comparison with "keep the k best" instead of "keep the best 1/rf").
+  rung, on their losses at that rung, and stopped when at least ``max(k, ceil(cohort_keep · n))`` of
+  them are strictly lower (``n`` = the cohort with the trial; ASHA's comparison, keeping the best
+  ``k`` or the best share ``cohort_keep``, whichever is more).
 
 Finished trials are never stopped, and a study with ≤ k trials seen stops nothing. Each decision's
 Monte Carlo draws come from ``numpy.random.default_rng([seed, trial_index, rung])`` with
@@ -24,6 +25,7 @@ Monte Carlo draws come from ``numpy.random.default_rng([seed, trial_index, rung]
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -90,6 +92,8 @@ class RankConfidenceStopping:
         Multiplies the measured spread (0: deterministic "stop unless in the predicted top-k").
     min_completed : int, default=3
         Finished trials needed before beliefs are calibrated (cohort mode before).
+    cohort_keep : float, default=0.0
+        Share of a rung's cohort kept in cohort mode, in [0, 1) (0: only the best ``k``).
     seed : int, default=0
     n_samples : int, default=2000
 
@@ -104,7 +108,7 @@ class RankConfidenceStopping:
     """
 
     def __init__(self, rungs: Sequence[int], *, epsilon: float = 0.5, k: int = 3, sigma_scale: float = 0.25,
-                 min_completed: int = 3, seed: int = 0, n_samples: int = 2000) -> None:
+                 min_completed: int = 3, cohort_keep: float = 0.0, seed: int = 0, n_samples: int = 2000) -> None:
         rungs = [int(r) for r in rungs]
         if not rungs or rungs[0] < 1 or any(b <= a for a, b in zip(rungs, rungs[1:])):
             raise InvalidCurveError(f"rungs {rungs!r} must be non-empty, >= 1 and strictly increasing")
@@ -113,6 +117,9 @@ class RankConfidenceStopping:
         if int(k) < 1 or int(min_completed) < 1 or not sigma_scale >= 0:
             raise InvalidCurveError(f"k ({k!r}) and min_completed ({min_completed!r}) must be >= 1, "
                                     f"sigma_scale ({sigma_scale!r}) >= 0")
+        if not 0 <= cohort_keep < 1:
+            raise InvalidCurveError(f"cohort_keep is {cohort_keep!r}, but must be 0 <= cohort_keep < 1")
+        self.cohort_keep = float(cohort_keep)
         self.rungs = tuple(rungs)
         self.epsilon = float(epsilon)
         self.k = int(k)
@@ -133,12 +140,17 @@ class RankConfidenceStopping:
     def report(self, trial: Hashable, step: int, loss: float) -> bool:
         """Record ``loss`` (lower is better) after ``step`` steps of ``trial``; True = stop it now.
 
-        A trial already stopped or finished is not judged again (returns its state: True if stopped).
+        A trial already stopped or finished is not judged again (returns its state: True if stopped), nor
+        is a step at or before its last reported one (a replay after a rollback).
         """
         self._order.setdefault(trial, len(self._order))
         if trial in self.stopped or trial in self._finals:
             return trial in self.stopped
-        self._curves.setdefault(trial, {})[int(step)] = float(loss)
+        curve = self._curves.setdefault(trial, {})
+        if curve and int(step) <= max(curve):  # a step replayed after a rollback: recorded, not judged again
+            curve[int(step)] = float(loss)
+            return False
+        curve[int(step)] = float(loss)
         d = self.decide(trial, self._curves, self._finals, set(self.stopped), order=self._order)
         if d.stop:
             self.stopped[trial] = int(step)
@@ -203,7 +215,7 @@ class RankConfidenceStopping:
         cohort = [_at(c, rung) for t, c in curves.items()
                   if t != trial and t not in stopped and c and max(c) >= rung]
         better = sum(v < y for v in cohort)
-        stop = len(cohort) + 1 > self.k and better >= self.k
+        stop = len(cohort) + 1 > self.k and better >= max(self.k, math.ceil(self.cohort_keep * (len(cohort) + 1)))
         return Decision(stop, rung, 0.0 if stop else 1.0, "cohort")
 
     # -- helpers ------------------------------------------------------------------------------------------

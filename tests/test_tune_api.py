@@ -43,8 +43,9 @@ def test_default_tune_gives_one_row_per_trial_with_config_columns(grid):
     configs = {t.trial_id: t.config for t in ExperimentSpec(max_steps=60).trials()}
     for row in df.itertuples(index=False):
         assert {"batch_size": row[1], "hidden": row[2], "lr": row[3]} == configs[row.trial_id]
-    # θ = 0.7 of 60 steps = 42 for every trial; the top 3 run on to 60
-    assert sorted(df["steps"]) == [42] * 13 + [60] * 3
+    # the default stopper ("rank", issue 13) stops trials at its rungs 6, 12, 24 (10, 20, 40 % of 60) before
+    # θ = 0.7 of 60 = 42; of those reaching 42, the top 3 run on to 60
+    assert sorted(df["steps"]) == [6] * 8 + [12] * 2 + [24] + [42] * 2 + [60] * 3
     assert (df["state"] == "finished").sum() == 3 and (df["state"] == "stopped_early").sum() == 13
     assert df["usd"].sum() == pytest.approx(grid.summary["total_cost_usd"], rel=1e-12)
     assert df["refunded_usd"].sum() == pytest.approx(grid.summary["refunded_usd"], abs=1e-12)
