@@ -68,7 +68,7 @@ def run(args) -> dict:
             tuned[ds][name] = {m: s[m]["mean"] for m in ("top1", "top3", "regret", "cost")}
         print(f"{ds}: {len(settings)} settings on tuning studies, {time.time() - t0:.0f} s", flush=True)
     pick = choose(tuned)
-    shipped = "fractions=[0.1, 0.2, 0.4, 0.7] eps=0.5 sigma_scale=0.25 min_completed=3"
+    shipped = "fractions=[0.1, 0.2, 0.4, 0.7] eps=0.5 sigma_scale=0.25 min_completed=1"
     out = {"config": {"tuning": args.tuning, "test": args.test, "workers": args.workers, "seed": args.seed,
                       "grid_size": len(settings), "target_top3": TARGET},
            "chosen": pick, "shipped": shipped, "tuning": tuned, "test": {}}

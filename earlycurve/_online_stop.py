@@ -37,8 +37,8 @@ from earlycurve.errors import InvalidCurveError
 __all__ = ["RUNG_FRACTIONS", "Decision", "RankConfidenceStopping", "rungs_for"]
 
 #: Default rungs as fractions of a trial's full length. With ``epsilon=0.5, sigma_scale=0.25,
-#: min_completed=3``, the cheapest setting whose mean top-3 accuracy reached 0.95 on the TUNING studies of
-#: every recorded set (opda AlexNet, ConvNeXt, cakelab; ``docs/earlycurve.md`` §6.1). θ = 0.7 is the last rung.
+#: min_completed=1``, the cheapest setting whose mean top-3 accuracy reached 0.95 on the TUNING studies of
+#: every recorded set (opda AlexNet, ConvNeXt, cakelab; ``docs/earlycurve.md`` §7.1). θ = 0.7 is the last rung.
 RUNG_FRACTIONS = (0.1, 0.2, 0.4, 0.7)
 
 
@@ -90,7 +90,7 @@ class RankConfidenceStopping:
     k : int, default=3
     sigma_scale : float, default=0.25
         Multiplies the measured spread (0: deterministic "stop unless in the predicted top-k").
-    min_completed : int, default=3
+    min_completed : int, default=1
         Finished trials needed before beliefs are calibrated (cohort mode before).
     cohort_keep : float, default=0.0
         Share of a rung's cohort kept in cohort mode, in [0, 1) (0: only the best ``k``).
@@ -108,7 +108,7 @@ class RankConfidenceStopping:
     """
 
     def __init__(self, rungs: Sequence[int], *, epsilon: float = 0.5, k: int = 3, sigma_scale: float = 0.25,
-                 min_completed: int = 3, cohort_keep: float = 0.0, seed: int = 0, n_samples: int = 2000) -> None:
+                 min_completed: int = 1, cohort_keep: float = 0.0, seed: int = 0, n_samples: int = 2000) -> None:
         rungs = [int(r) for r in rungs]
         if not rungs or rungs[0] < 1 or any(b <= a for a, b in zip(rungs, rungs[1:])):
             raise InvalidCurveError(f"rungs {rungs!r} must be non-empty, >= 1 and strictly increasing")

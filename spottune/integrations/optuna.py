@@ -54,7 +54,7 @@ class EarlyCurvePruner(BasePruner):
 
     def __init__(self, max_resource: int | str = "auto", *, rungs: Sequence[int] | None = None,
                  rung_fractions: Sequence[float] = RUNG_FRACTIONS, epsilon: float = 0.5, k: int = 3,
-                 sigma_scale: float = 0.25, min_completed: int = 3, seed: int = 0) -> None:
+                 sigma_scale: float = 0.25, min_completed: int = 1, seed: int = 0) -> None:
         self._fractions = tuple(rung_fractions)
         self._kwargs = dict(epsilon=epsilon, k=k, sigma_scale=sigma_scale, min_completed=min_completed, seed=seed)
         self._fixed: RankConfidenceStopping | None = None

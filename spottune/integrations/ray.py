@@ -82,7 +82,7 @@ def _scheduler_class() -> Any:
         def __init__(self, time_attr: str = "training_iteration", metric: str | None = None, mode: str | None = None,
                      max_t: int = 100, *, rungs: Sequence[int] | None = None,
                      rung_fractions: Sequence[float] = RUNG_FRACTIONS, epsilon: float = 0.5, k: int = 3,
-                     sigma_scale: float = 0.25, min_completed: int = 3, seed: int = 0) -> None:
+                     sigma_scale: float = 0.25, min_completed: int = 1, seed: int = 0) -> None:
             super().__init__()
             if mode not in (None, "min", "max"):
                 raise ValueError(f"mode is {mode!r}, but must be 'min' or 'max'")
