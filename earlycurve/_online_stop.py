@@ -186,16 +186,21 @@ class RankConfidenceStopping:
         curve = curves.get(trial, {})
         if trial in finals or trial in stopped or not curve:
             return Decision(False, None, 1.0, "none")
-        steps = sorted(curve)
-        last = steps[-1]
-        rung = self._rung_of(last)
-        if rung is None or (len(steps) > 1 and self._rung_of(steps[-2]) == rung):
-            return Decision(False, None, 1.0, "none")  # not the first report at or after this rung
-        y = curve[last]
+        rung = self.rung_to_judge(curve)
+        if rung is None:
+            return Decision(False, None, 1.0, "none")  # not the first report at or after a rung
+        y = curve[max(curve)]
         calib = [t for t in finals if t != trial and curves.get(t)]
         if len(calib) >= self.min_completed:
+            spread: dict[int, tuple[float, float]] = {}  # rung -> (median d, σ), computed once per call
+
+            def belief(value: float, r: int) -> tuple[float, float]:
+                if r not in spread:
+                    spread[r] = self._spread(r, calib, curves, finals)
+                return value + spread[r][0], spread[r][1]
+
             mu, sd = [], []
-            me = self._belief(y, rung, calib, curves, finals)
+            me = belief(y, rung)
             for t, c in curves.items():
                 if t == trial or t in stopped or not c:
                     continue
@@ -205,7 +210,7 @@ class RankConfidenceStopping:
                 r_t = self._rung_of(max(c))
                 if r_t is None:
                     continue
-                b = self._belief(_at(c, r_t), r_t, calib, curves, finals)
+                b = belief(_at(c, r_t), r_t)
                 mu.append(b[0]); sd.append(b[1])
             mu_all, sd_all = np.array([me[0], *mu]), np.array([me[1], *sd])
             idx = (order or {t: i for i, t in enumerate(curves)}).get(trial, 0)
@@ -224,10 +229,24 @@ class RankConfidenceStopping:
         i = int(np.searchsorted(self.rungs, step, side="right"))
         return self.rungs[i - 1] if i else None
 
-    def _belief(self, y: float, rung: int, calib: list, curves: Mapping, finals: Mapping) -> tuple[float, float]:
+    def rung_to_judge(self, curve: Mapping[int, float]) -> int | None:
+        """The rung a trial with reported losses ``curve`` (step -> loss) is judged at now, or None.
+
+        A trial is judged at its first reported step at or after a rung (and never below the first rung).
+        """
+        if not curve:
+            return None
+        steps = sorted(curve)
+        rung = self._rung_of(steps[-1])
+        if rung is None or (len(steps) > 1 and self._rung_of(steps[-2]) == rung):
+            return None
+        return rung
+
+    def _spread(self, rung: int, calib: list, curves: Mapping, finals: Mapping) -> tuple[float, float]:
+        """``(median d, σ)`` of ``d = final − loss at rung`` over the finished trials ``calib``."""
         d = np.array([finals[t] - _at(curves[t], rung) for t in calib])
         med = float(np.median(d))
-        return y + med, self.sigma_scale * 1.4826 * float(np.median(np.abs(d - med)))
+        return med, self.sigma_scale * 1.4826 * float(np.median(np.abs(d - med)))
 
 
 def _at(curve: Mapping[int, float], rung: int) -> float:

@@ -72,6 +72,8 @@ class EarlyCurvePruner(BasePruner):
         if not trial.intermediate_values:
             return False
         sign = -1.0 if study.direction == optuna.study.StudyDirection.MAXIMIZE else 1.0
+        if self._fixed is not None and self._fixed.rung_to_judge(trial.intermediate_values) is None:
+            return False  # not at a rung: nothing to read from the storage
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING))
         curves, finals, stopped = {}, {}, set()
         for t in trials:
