@@ -7,7 +7,7 @@ TUNING studies (the cheapest whose mean top-3 reaches 0.95 on every set, else th
 top-3) and reports it on the TEST studies, next to the best peer of ``early_stopping.json`` (same
 seed, pool split, studies and replay). Writes ``benchmarks/results/early_stopping_online.json``::
 
-    .venv/bin/python benchmarks/bench_online_stop.py            # about 10 min on one shared core
+    .venv/bin/python benchmarks/bench_online_stop.py            # about 15 min on one shared core
     .venv/bin/python benchmarks/bench_online_stop.py --markdown # the table of docs/earlycurve.md §7.1
 """
 
@@ -27,20 +27,21 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "early_stopping_online.json"
 PEERS = ROOT / "benchmarks" / "results" / "early_stopping.json"
 N_STEPS = {"opda-alexnet": 50, "opda-convnext": 50, "cakelab-resnet32": 16}
-FRACTIONS = ((0.05, 0.1, 0.2, 0.4, 0.7), (0.1, 0.2, 0.4, 0.7), (0.1, 0.2, 0.4), (0.2, 0.4, 0.7))
-EPSILONS = (0.1, 0.3, 0.5)
+FRACTIONS = ((0.05, 0.1, 0.2, 0.4, 0.7), (0.05, 0.1, 0.2, 0.4), (0.1, 0.2, 0.4, 0.7), (0.1, 0.2, 0.4), (0.2, 0.4, 0.7))
+EPSILONS = (0.3, 0.5)
 SIGMA_SCALES = (0.0, 0.25, 1.0)
-MIN_COMPLETED = (1, 2, 3)
+MIN_COMPLETED = (1, 3)
+COHORT_KEEP = (None, 0.25, 0.5)
 TARGET = 0.95
 
 
 def grid() -> dict[str, dict]:
     out = {}
-    for fr, eps, sc, mc in itertools.product(FRACTIONS, EPSILONS, SIGMA_SCALES, MIN_COMPLETED):
+    for fr, eps, sc, mc, ck in itertools.product(FRACTIONS, EPSILONS, SIGMA_SCALES, MIN_COMPLETED, COHORT_KEEP):
         if sc == 0.0 and eps != 0.5:  # deterministic: ε does not matter
             continue
-        out[f"fractions={list(fr)} eps={eps} sigma_scale={sc} min_completed={mc}"] = dict(
-            fractions=fr, epsilon=eps, sigma_scale=sc, min_completed=mc)
+        out[f"fractions={list(fr)} eps={eps} sigma_scale={sc} min_completed={mc} cohort_keep={ck}"] = dict(
+            fractions=fr, epsilon=eps, sigma_scale=sc, min_completed=mc, cohort_keep=ck)
     return out
 
 
@@ -68,7 +69,7 @@ def run(args) -> dict:
             tuned[ds][name] = {m: s[m]["mean"] for m in ("top1", "top3", "regret", "cost")}
         print(f"{ds}: {len(settings)} settings on tuning studies, {time.time() - t0:.0f} s", flush=True)
     pick = choose(tuned)
-    shipped = "fractions=[0.1, 0.2, 0.4, 0.7] eps=0.5 sigma_scale=0.25 min_completed=1"
+    shipped = "fractions=[0.1, 0.2, 0.4, 0.7] eps=0.5 sigma_scale=0.25 min_completed=1 cohort_keep=None"
     out = {"config": {"tuning": args.tuning, "test": args.test, "workers": args.workers, "seed": args.seed,
                       "grid_size": len(settings), "target_top3": TARGET},
            "chosen": pick, "shipped": shipped, "tuning": tuned, "test": {}}

@@ -14,11 +14,12 @@ study itself (ours, [I]; the ``last`` belief of §6 calibrated online):
   stopped when ``P(it ends among the k lowest) < ε`` (:func:`earlycurve.prob_top_k`).
 - **Cohort** (fewer finished trials, e.g. every trial of a fully parallel run before any ends): no
   bias can be measured, so the trial is compared with the trials not stopped that reached the same
-  rung, on their losses at that rung, and stopped when at least ``max(k, ceil(cohort_keep · n))`` of
-  them are strictly lower (``n`` = the cohort with the trial; ASHA's comparison, keeping the best
-  ``k`` or the best share ``cohort_keep``, whichever is more).
+  rung, on their losses at that rung. With ``cohort_keep=None`` (default) it is stopped when at least
+  ``k`` of them are strictly lower; with a share ``q`` it is stopped when at least ``ceil(q · n)`` are
+  (``n`` = the cohort with the trial), i.e. only the best share ``q`` continue, as in ASHA with
+  reduction factor ``1/q``.
 
-Finished trials are never stopped, and a study with ≤ k trials seen stops nothing. Each decision's
+Finished trials are never stopped; with ``cohort_keep=None`` a study with ≤ k trials seen stops nothing. Each decision's
 Monte Carlo draws come from ``numpy.random.default_rng([seed, trial_index, rung])`` with
 ``trial_index`` the order in which the trial was first seen (deterministic replays). No I/O.
 """
@@ -92,8 +93,9 @@ class RankConfidenceStopping:
         Multiplies the measured spread (0: deterministic "stop unless in the predicted top-k").
     min_completed : int, default=1
         Finished trials needed before beliefs are calibrated (cohort mode before).
-    cohort_keep : float, default=0.0
-        Share of a rung's cohort kept in cohort mode, in [0, 1) (0: only the best ``k``).
+    cohort_keep : float or None, default=None
+        Cohort mode keeps the best share ``cohort_keep`` of a rung's cohort, in (0, 1); None keeps the
+        best ``k``.
     seed : int, default=0
     n_samples : int, default=2000
 
@@ -108,7 +110,7 @@ class RankConfidenceStopping:
     """
 
     def __init__(self, rungs: Sequence[int], *, epsilon: float = 0.5, k: int = 3, sigma_scale: float = 0.25,
-                 min_completed: int = 1, cohort_keep: float = 0.0, seed: int = 0, n_samples: int = 2000) -> None:
+                 min_completed: int = 1, cohort_keep: float | None = None, seed: int = 0, n_samples: int = 2000) -> None:
         rungs = [int(r) for r in rungs]
         if not rungs or rungs[0] < 1 or any(b <= a for a, b in zip(rungs, rungs[1:])):
             raise InvalidCurveError(f"rungs {rungs!r} must be non-empty, >= 1 and strictly increasing")
@@ -117,9 +119,9 @@ class RankConfidenceStopping:
         if int(k) < 1 or int(min_completed) < 1 or not sigma_scale >= 0:
             raise InvalidCurveError(f"k ({k!r}) and min_completed ({min_completed!r}) must be >= 1, "
                                     f"sigma_scale ({sigma_scale!r}) >= 0")
-        if not 0 <= cohort_keep < 1:
-            raise InvalidCurveError(f"cohort_keep is {cohort_keep!r}, but must be 0 <= cohort_keep < 1")
-        self.cohort_keep = float(cohort_keep)
+        if cohort_keep is not None and not 0 < cohort_keep < 1:
+            raise InvalidCurveError(f"cohort_keep is {cohort_keep!r}, but must be None or 0 < cohort_keep < 1")
+        self.cohort_keep = None if cohort_keep is None else float(cohort_keep)
         self.rungs = tuple(rungs)
         self.epsilon = float(epsilon)
         self.k = int(k)
@@ -220,7 +222,10 @@ class RankConfidenceStopping:
         cohort = [_at(c, rung) for t, c in curves.items()
                   if t != trial and t not in stopped and c and max(c) >= rung]
         better = sum(v < y for v in cohort)
-        stop = len(cohort) + 1 > self.k and better >= max(self.k, math.ceil(self.cohort_keep * (len(cohort) + 1)))
+        if self.cohort_keep is None:
+            stop = len(cohort) + 1 > self.k and better >= self.k
+        else:
+            stop = better >= max(1, math.ceil(self.cohort_keep * (len(cohort) + 1)))
         return Decision(stop, rung, 0.0 if stop else 1.0, "cohort")
 
     # -- helpers ------------------------------------------------------------------------------------------

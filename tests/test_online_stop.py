@@ -28,6 +28,17 @@ def test_cohort_mode_stops_a_trial_with_k_better_trials_at_the_rung():
     assert rule.report(0, 3, 0.45) is False  # judged once per rung
 
 
+def test_cohort_keep_share_stops_like_asha_from_the_second_trial():
+    rule = RankConfidenceStopping((2,), k=3, cohort_keep=0.25)
+    assert rule.report("a", 2, 0.5) is False   # alone: ceil(0.25 · 1) = 1 lower needed, 0 are
+    assert rule.report("b", 2, 0.6) is True    # ceil(0.25 · 2) = 1: a is lower (k = 3 does not protect it)
+    assert rule.report("c", 2, 0.4) is False   # nobody lower
+    assert rule.report("d", 2, 0.45) is True   # cohort a, c (b is stopped) and d: ceil(0.75) = 1; c is lower
+    assert rule.stopped == {"b": 2, "d": 2}
+    with pytest.raises(InvalidCurveError):
+        RankConfidenceStopping((2,), cohort_keep=1.0)
+
+
 def test_calibrated_mode_uses_the_median_improvement_of_finished_trials():
     # three finished trials, each 0.2 lower at the end than at rung 2: median d = -0.2, MAD = 0 -> σ = 0
     rule = RankConfidenceStopping((2,), k=3, min_completed=3)
