@@ -41,7 +41,7 @@ class EarlyCurvePruner(BasePruner):
     rungs : sequence of int, optional
         Explicit rung steps (override ``max_resource``).
     rung_fractions : sequence of float, default=earlycurve.RUNG_FRACTIONS
-    epsilon, k, sigma_scale, min_completed, seed
+    epsilon, k, sigma_scale, min_completed, cohort_keep, seed
         Of :class:`earlycurve.RankConfidenceStopping`.
 
     Raises
@@ -54,9 +54,11 @@ class EarlyCurvePruner(BasePruner):
 
     def __init__(self, max_resource: int | str = "auto", *, rungs: Sequence[int] | None = None,
                  rung_fractions: Sequence[float] = RUNG_FRACTIONS, epsilon: float = 0.5, k: int = 3,
-                 sigma_scale: float = 0.25, min_completed: int = 1, seed: int = 0) -> None:
+                 sigma_scale: float = 0.25, min_completed: int = 1, cohort_keep: float | None = None,
+                 seed: int = 0) -> None:
         self._fractions = tuple(rung_fractions)
-        self._kwargs = dict(epsilon=epsilon, k=k, sigma_scale=sigma_scale, min_completed=min_completed, seed=seed)
+        self._kwargs = dict(epsilon=epsilon, k=k, sigma_scale=sigma_scale, min_completed=min_completed,
+                            cohort_keep=cohort_keep, seed=seed)
         self._fixed: RankConfidenceStopping | None = None
         if rungs is not None:
             self._fixed = RankConfidenceStopping(rungs, **self._kwargs)

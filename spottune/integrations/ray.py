@@ -63,7 +63,7 @@ def _scheduler_class() -> Any:
         rungs : sequence of int, optional
             Explicit rung values of ``time_attr`` (override the fractions).
         rung_fractions : sequence of float, default=earlycurve.RUNG_FRACTIONS
-        epsilon, k, sigma_scale, min_completed, seed
+        epsilon, k, sigma_scale, min_completed, cohort_keep, seed
             Of :class:`earlycurve.RankConfidenceStopping`.
 
         Attributes
@@ -82,14 +82,15 @@ def _scheduler_class() -> Any:
         def __init__(self, time_attr: str = "training_iteration", metric: str | None = None, mode: str | None = None,
                      max_t: int = 100, *, rungs: Sequence[int] | None = None,
                      rung_fractions: Sequence[float] = RUNG_FRACTIONS, epsilon: float = 0.5, k: int = 3,
-                     sigma_scale: float = 0.25, min_completed: int = 1, seed: int = 0) -> None:
+                     sigma_scale: float = 0.25, min_completed: int = 1, cohort_keep: float | None = None,
+                     seed: int = 0) -> None:
             super().__init__()
             if mode not in (None, "min", "max"):
                 raise ValueError(f"mode is {mode!r}, but must be 'min' or 'max'")
             self._time_attr, self._metric, self._mode, self._max_t = time_attr, metric, mode, int(max_t)
             self.rule = RankConfidenceStopping(rungs if rungs is not None else rungs_for(self._max_t, rung_fractions),
                                                epsilon=epsilon, k=k, sigma_scale=sigma_scale,
-                                               min_completed=min_completed, seed=seed)
+                                               min_completed=min_completed, cohort_keep=cohort_keep, seed=seed)
 
         def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
             if (self._metric and metric) or (self._mode and mode):
