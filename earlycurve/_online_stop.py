@@ -163,6 +163,11 @@ class RankConfidenceStopping:
         self._order.setdefault(trial, len(self._order))
         self._finals[trial] = float(final)
 
+    def drop(self, trial: Hashable) -> None:
+        """Leave ``trial`` out of every later comparison (it failed or was removed); a finished trial stays."""
+        if trial not in self._finals and trial not in self.stopped:
+            self.stopped[trial] = max(self._curves.get(trial, {0: 0.0}))
+
     # -- stateless ----------------------------------------------------------------------------------------
     def decide(self, trial: Hashable, curves: Mapping[Hashable, Mapping[int, float]], finals: Mapping[Hashable, float],
                stopped: set, *, order: Mapping[Hashable, int] | None = None) -> Decision:

@@ -38,6 +38,11 @@ def test_scheduler_decisions_without_a_cluster():
     assert s.on_trial_result(None, b, {"training_iteration": 2, "acc": 0.8}) == "STOP"
     assert s.on_trial_result(None, a, {"training_iteration": 10, "acc": 0.95}) == "STOP"  # max_t reached
     assert s.rule.stopped == {"b": 2}
+    c = SimpleNamespace(trial_id="c")
+    s.on_trial_result(None, c, {"training_iteration": 1, "acc": 0.99})
+    s.on_trial_error(None, c)  # a failed trial leaves the comparison; a finished one stays
+    s.on_trial_remove(None, a)
+    assert s.rule.stopped == {"b": 2, "c": 1}
     with pytest.raises(ValueError):
         EarlyCurveScheduler().on_trial_add(None, a)  # no metric/mode anywhere
 
@@ -80,5 +85,6 @@ def test_real_ray_tune_run_prunes_some_trials_and_keeps_the_best(tmp_path, monke
     assert len(df) == 16 and not grid.errors
     assert steps[best] == EPOCHS  # the true best trained to the end
     assert sorted(CONFIGS.index(c) for c, s in steps.items() if s < EPOCHS) == [5, 6, 7, 9, 10, 12, 13, 15]  # exact for seed 0
-    assert len(scheduler.rule.stopped) == 8 and set(scheduler.rule.stopped.values()) == {2}
+    assert len(scheduler.rule.stopped) == 8 and set(scheduler.rule.stopped.values()) == {2}  # removals of finished
+    # or stopped trials (Ray calls on_trial_remove after a STOP) add nothing
     assert tuple(grid.get_best_result().config["cfg"]) == best == CONFIGS[11]

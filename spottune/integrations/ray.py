@@ -69,7 +69,9 @@ def _scheduler_class() -> Any:
         Attributes
         ----------
         rule : earlycurve.RankConfidenceStopping
-            Its ``stopped`` maps trial id -> ``time_attr`` at which the trial was stopped early.
+            Its ``stopped`` maps trial id -> ``time_attr`` at which the trial was stopped early (or at
+            which it failed / was removed: ``on_trial_error`` and ``on_trial_remove`` drop a trial that
+            has not finished from later comparisons).
 
         Raises
         ------
@@ -124,6 +126,12 @@ def _scheduler_class() -> Any:
             loss = self._loss(result or {})
             if loss is not None and trial.trial_id not in self.rule.stopped:
                 self.rule.complete(trial.trial_id, loss)
+
+        def on_trial_error(self, tune_controller: Any, trial: Any) -> None:
+            self.rule.drop(trial.trial_id)  # a failed trial's early losses must not stop the others
+
+        def on_trial_remove(self, tune_controller: Any, trial: Any) -> None:
+            self.rule.drop(trial.trial_id)
 
         def debug_string(self) -> str:
             return (f"Using EarlyCurveScheduler: rungs {list(self.rule.rungs)}, epsilon {self.rule.epsilon}, "
