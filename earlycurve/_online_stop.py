@@ -93,6 +93,11 @@ class RankConfidenceStopping:
         Multiplies the measured spread (0: deterministic "stop unless in the predicted top-k").
     min_completed : int, default=1
         Finished trials needed before beliefs are calibrated (cohort mode before).
+    prior : sequence of mapping of step (int) -> loss, optional
+        Complete curves recorded earlier (e.g. a previous study of the same model, on the same step
+        scale, each run to the same full length): they calibrate the beliefs as if they were finished
+        trials of this study, but are never compared with its trials. With ``min_completed`` of them
+        the rule is calibrated from the first rung on.
     cohort_keep : float or None, default=None
         Cohort mode keeps the best share ``cohort_keep`` of a rung's cohort, in (0, 1); None keeps the
         best ``k``.
@@ -106,11 +111,13 @@ class RankConfidenceStopping:
     Raises
     ------
     InvalidCurveError
-        Bad rungs, ``epsilon``, ``k``, ``sigma_scale < 0`` or ``min_completed < 1``.
+        Bad rungs, ``epsilon``, ``k``, ``sigma_scale < 0``, ``min_completed < 1``, ``cohort_keep`` or
+        an empty or non-finite prior curve.
     """
 
     def __init__(self, rungs: Sequence[int], *, epsilon: float = 0.5, k: int = 3, sigma_scale: float = 0.25,
-                 min_completed: int = 1, cohort_keep: float | None = None, seed: int = 0, n_samples: int = 2000) -> None:
+                 min_completed: int = 1, cohort_keep: float | None = None,
+                 prior: Sequence[Mapping[int, float]] | None = None, seed: int = 0, n_samples: int = 2000) -> None:
         rungs = [int(r) for r in rungs]
         if not rungs or rungs[0] < 1 or any(b <= a for a, b in zip(rungs, rungs[1:])):
             raise InvalidCurveError(f"rungs {rungs!r} must be non-empty, >= 1 and strictly increasing")
@@ -122,6 +129,12 @@ class RankConfidenceStopping:
         if cohort_keep is not None and not 0 < cohort_keep < 1:
             raise InvalidCurveError(f"cohort_keep is {cohort_keep!r}, but must be None or 0 < cohort_keep < 1")
         self.cohort_keep = None if cohort_keep is None else float(cohort_keep)
+        self._prior = []
+        for c in prior or ():
+            c = {int(k): float(v) for k, v in dict(c).items()}
+            if not c or not all(np.isfinite(list(c.values()))):
+                raise InvalidCurveError("a prior curve must be a non-empty mapping of step -> finite loss")
+            self._prior.append((c, c[max(c)]))
         self.rungs = tuple(rungs)
         self.epsilon = float(epsilon)
         self.k = int(k)
@@ -197,13 +210,13 @@ class RankConfidenceStopping:
         if rung is None:
             return Decision(False, None, 1.0, "none")  # not the first report at or after a rung
         y = curve[max(curve)]
-        calib = [t for t in finals if t != trial and curves.get(t)]
+        calib = [(curves[t], finals[t]) for t in finals if t != trial and curves.get(t)] + self._prior
         if len(calib) >= self.min_completed:
             spread: dict[int, tuple[float, float]] = {}  # rung -> (median d, σ), computed once per call
 
             def belief(value: float, r: int) -> tuple[float, float]:
                 if r not in spread:
-                    spread[r] = self._spread(r, calib, curves, finals)
+                    spread[r] = self._spread(r, calib)
                 return value + spread[r][0], spread[r][1]
 
             mu, sd = [], []
@@ -252,9 +265,9 @@ class RankConfidenceStopping:
             return None
         return rung
 
-    def _spread(self, rung: int, calib: list, curves: Mapping, finals: Mapping) -> tuple[float, float]:
-        """``(median d, σ)`` of ``d = final − loss at rung`` over the finished trials ``calib``."""
-        d = np.array([finals[t] - _at(curves[t], rung) for t in calib])
+    def _spread(self, rung: int, calib: list) -> tuple[float, float]:
+        """``(median d, σ)`` of ``d = final − loss at rung`` over ``calib``: (curve, final) of finished trials."""
+        d = np.array([final - _at(c, rung) for c, final in calib])
         med = float(np.median(d))
         return med, self.sigma_scale * 1.4826 * float(np.median(np.abs(d - med)))
 

@@ -55,6 +55,17 @@ def test_calibrated_mode_uses_the_median_improvement_of_finished_trials():
     assert (d.stop, d.mode, d.rung) == (False, "cohort", 2)
 
 
+def test_prior_curves_calibrate_from_the_first_rung_without_competing():
+    # two recorded curves, each 0.3 lower at the end than at step 2: μ = y − 0.3, σ = 0
+    prior = [{1: 1.0, 2: 0.8, 4: 0.5}, {1: 1.2, 2: 0.9, 4: 0.6}]
+    rule = RankConfidenceStopping((2,), k=1, prior=prior, min_completed=2)
+    assert rule.report("a", 2, 0.7) is False          # μ 0.4; the prior's finals 0.5, 0.6 do not compete
+    d = rule.decide("b", {"a": {2: 0.7}, "b": {2: 0.75}}, {}, set())
+    assert (d.mode, d.stop) == ("calibrated", True)    # μ 0.45 > a's 0.4: P(top-1) = 0
+    with pytest.raises(InvalidCurveError):
+        RankConfidenceStopping((2,), prior=[{}])
+
+
 def test_decide_on_a_snapshot_is_stateless_and_seeded():
     rule = RankConfidenceStopping((1,), k=1, sigma_scale=1.0, min_completed=2, seed=3)
     curves = {0: {1: 1.0, 5: 0.8}, 1: {1: 1.2, 5: 0.9}, 2: {1: 1.1}}

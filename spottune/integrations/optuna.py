@@ -18,7 +18,7 @@ Optuna's own pruners do).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import optuna
 from optuna.pruners import BasePruner
@@ -43,6 +43,9 @@ class EarlyCurvePruner(BasePruner):
     rung_fractions : sequence of float, default=earlycurve.RUNG_FRACTIONS
     epsilon, k, sigma_scale, min_completed, cohort_keep, seed
         Of :class:`earlycurve.RankConfidenceStopping`.
+    prior : sequence of mapping of step -> value, optional
+        Complete curves of earlier runs of the same model, in the study's own values and steps (a
+        maximized value is negated like the study's); they calibrate the rule from the first rung on.
 
     Raises
     ------
@@ -55,17 +58,26 @@ class EarlyCurvePruner(BasePruner):
     def __init__(self, max_resource: int | str = "auto", *, rungs: Sequence[int] | None = None,
                  rung_fractions: Sequence[float] = RUNG_FRACTIONS, epsilon: float = 0.5, k: int = 3,
                  sigma_scale: float = 0.25, min_completed: int = 1, cohort_keep: float | None = None,
-                 seed: int = 0) -> None:
+                 prior: Sequence[Mapping[int, float]] | None = None, seed: int = 0) -> None:
         self._fractions = tuple(rung_fractions)
+        self._prior = [dict(c) for c in prior or ()]
         self._kwargs = dict(epsilon=epsilon, k=k, sigma_scale=sigma_scale, min_completed=min_completed,
                             cohort_keep=cohort_keep, seed=seed)
-        self._fixed: RankConfidenceStopping | None = None
+        self._rungs: tuple[int, ...] | None = None
         if rungs is not None:
-            self._fixed = RankConfidenceStopping(rungs, **self._kwargs)
+            self._rungs = tuple(rungs)
         elif max_resource != "auto":
-            self._fixed = RankConfidenceStopping(rungs_for(int(max_resource), self._fractions), **self._kwargs)
-        else:
-            RankConfidenceStopping((1,), **self._kwargs)  # checks the rule's parameters now
+            self._rungs = rungs_for(int(max_resource), self._fractions)
+        RankConfidenceStopping(self._rungs or (1,), prior=self._prior, **self._kwargs)  # checks the parameters now
+        self._cache: dict[tuple, RankConfidenceStopping] = {}
+
+    def _rule(self, rungs: tuple[int, ...], sign: float) -> RankConfidenceStopping:
+        """The rule for these rungs, its prior in loss scale (values × ``sign``)."""
+        key = (rungs, sign)
+        if key not in self._cache:
+            prior = [{s: sign * float(v) for s, v in c.items()} for c in self._prior]
+            self._cache[key] = RankConfidenceStopping(rungs, prior=prior, **self._kwargs)
+        return self._cache[key]
 
     def prune(self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial) -> bool:
         """Whether ``trial`` should stop at its last reported step (module docstring)."""
@@ -74,7 +86,7 @@ class EarlyCurvePruner(BasePruner):
         if not trial.intermediate_values:
             return False
         sign = -1.0 if study.direction == optuna.study.StudyDirection.MAXIMIZE else 1.0
-        if self._fixed is not None and self._fixed.rung_to_judge(trial.intermediate_values) is None:
+        if self._rungs is not None and self._rule(self._rungs, sign).rung_to_judge(trial.intermediate_values) is None:
             return False  # not at a rung: nothing to read from the storage
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING))
         curves, finals, stopped = {}, {}, set()
@@ -90,10 +102,11 @@ class EarlyCurvePruner(BasePruner):
             elif t.state == TrialState.PRUNED:
                 stopped.add(t.number)
         curves[trial.number] = {int(s): sign * float(v) for s, v in trial.intermediate_values.items()}
-        rule = self._fixed
-        if rule is None:
+        rungs = self._rungs
+        if rungs is None:
             done = [max(t.intermediate_values) for t in trials if t.state == TrialState.COMPLETE and t.intermediate_values]
             if not done or max(done) < 2:
                 return False
-            rule = RankConfidenceStopping(rungs_for(max(done), self._fractions), **self._kwargs)
+            rungs = rungs_for(max(done), self._fractions)
+        rule = self._rule(rungs, sign)
         return rule.decide(trial.number, curves, finals, stopped, order={n: n for n in curves}).stop

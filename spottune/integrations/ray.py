@@ -22,7 +22,7 @@ spottune but :mod:`earlycurve`; it shares no code with a Ray *backend* of spottu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from earlycurve import RUNG_FRACTIONS, RankConfidenceStopping, rungs_for
@@ -65,6 +65,9 @@ def _scheduler_class() -> Any:
         rung_fractions : sequence of float, default=earlycurve.RUNG_FRACTIONS
         epsilon, k, sigma_scale, min_completed, cohort_keep, seed
             Of :class:`earlycurve.RankConfidenceStopping`.
+        prior : sequence of mapping of ``time_attr`` -> metric, optional
+            Complete curves of earlier runs of the same model, in the metric's own direction (negated
+            with ``mode="max"`` like the results); they calibrate the rule from the first rung on.
 
         Attributes
         ----------
@@ -85,14 +88,17 @@ def _scheduler_class() -> Any:
                      max_t: int = 100, *, rungs: Sequence[int] | None = None,
                      rung_fractions: Sequence[float] = RUNG_FRACTIONS, epsilon: float = 0.5, k: int = 3,
                      sigma_scale: float = 0.25, min_completed: int = 1, cohort_keep: float | None = None,
-                     seed: int = 0) -> None:
+                     prior: Sequence[Mapping[int, float]] | None = None, seed: int = 0) -> None:
             super().__init__()
             if mode not in (None, "min", "max"):
                 raise ValueError(f"mode is {mode!r}, but must be 'min' or 'max'")
             self._time_attr, self._metric, self._mode, self._max_t = time_attr, metric, mode, int(max_t)
-            self.rule = RankConfidenceStopping(rungs if rungs is not None else rungs_for(self._max_t, rung_fractions),
-                                               epsilon=epsilon, k=k, sigma_scale=sigma_scale,
-                                               min_completed=min_completed, cohort_keep=cohort_keep, seed=seed)
+            self._prior = [dict(c) for c in prior or ()]
+            self._make = lambda sign: RankConfidenceStopping(  # noqa: E731
+                rungs if rungs is not None else rungs_for(self._max_t, rung_fractions), epsilon=epsilon, k=k,
+                sigma_scale=sigma_scale, min_completed=min_completed, cohort_keep=cohort_keep, seed=seed,
+                prior=[{s: sign * float(v) for s, v in c.items()} for c in self._prior])
+            self.rule = self._make(1.0)  # rebuilt with the prior negated once mode "max" is known
 
         def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
             if (self._metric and metric) or (self._mode and mode):
@@ -105,6 +111,9 @@ def _scheduler_class() -> Any:
             if not self._metric or self._mode not in ("min", "max"):
                 raise ValueError(f"EarlyCurveScheduler needs a metric and a mode 'min'/'max' (got {self._metric!r}, "
                                  f"{self._mode!r}): pass them here or to tune.TuneConfig()")
+            if self._prior and self._mode == "max" and not getattr(self, "_signed", False):
+                self.rule = self._make(-1.0)
+            self._signed = True
 
         def _loss(self, result: dict) -> float | None:
             if self._time_attr not in result or self._metric not in result:
