@@ -564,7 +564,9 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
     predictor, desc = make_predictor(spec.predictor, market, start_s - spec.train_days * DAY_S, start_s, seed,
                                      log_fn=log_fn, fallback=True)
     trials = spec.trials()
-    fmp, plateau = curve_model(spec.max_steps)
+    from spottune._early_stop import early_stopping
+
+    fmp, plateau, stop_rule = early_stopping(spec.stopper, spec.max_steps, spec.theta_steps, spec.top_k, seed)
     orch = Orchestrator(
         [t.trial_id for t in trials],
         OrchestratorConfig(max_steps=spec.max_steps, theta=spec.theta, top_k=spec.top_k, metric=spec.metric,
@@ -576,6 +578,7 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
                                                             "reference_seconds_per_step", None)),
         predictor=fmp,
         plateau_rule=plateau,
+        stop_rule=stop_rule,
     )
     parts = (orch, market.history, market.revocation_model, Billing(spec.billing))
     curves = None

@@ -46,7 +46,7 @@ from spottune.search_space import count_configs, generate_configs, has_domain, p
 from spottune.trainable import Trainable, trial_seed
 from spottune.workloads import Workload, get_workload
 
-__all__ = ["BACKENDS", "BILLING", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "ExperimentSpec",
+__all__ = ["BACKENDS", "BILLING", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "STOPPERS", "ExperimentSpec",
            "TrialSpec"]
 
 BACKENDS = ("sim", "local", "aws")
@@ -55,6 +55,9 @@ PREDICTORS = ("auto", "revpred", "constant", "none", "calibrated", "online-hazar
 #: Provisioner objectives: ``refund`` (expected USD per useful step over the decision horizon, choosing
 #: the market and the max price; issue 12) and ``paper`` (SpotTune's Eq 2 with the D1 max price).
 OBJECTIVES = ("refund", "paper")
+#: Early-stopping rules (issue 13): ``rank`` (the rank-confidence rule at rungs before θ, then the last
+#: value's top-k at θ) and ``paper`` (EarlyCurve at θ, as published); :mod:`spottune._early_stop`.
+STOPPERS = ("paper", "rank")
 BILLING = ("second", "hour")
 #: Start of a run whose spec leaves ``start_utc`` as None (spec D10: the 2015 trace's default window).
 DEFAULT_START_UTC = pd.Timestamp("2015-05-05T00:00Z")
@@ -181,6 +184,12 @@ class ExperimentSpec:
         :data:`provisioner.DELTA_LADDER_USD_PER_HOUR`) for the lowest expected USD per useful step over
         the decision horizon (refund only for a provider revocation before our own end; boot, restore and
         checkpoint counted); ``paper`` is SpotTune's Eq 2 with the D1 max price.
+    stopper : {"paper", "rank"}, default "paper"
+        Early stopping: ``rank`` stops a trial at rungs (10, 20, 40 % of ``max_steps`` below θ) when it is
+        unlikely to end in the top-k (:class:`earlycurve.RankConfidenceStopping`) and keeps the last
+        value's top-k at θ; ``paper`` is SpotTune's EarlyCurve at θ only (``docs/earlycurve.md`` §7). ``paper``
+        stays the default: ``rank`` halves the cost but keeps the second best instead of the best on
+        digits-mlp (docs/design.md ES10).
     step_time_cov : float, default 0.05
         Coefficient of variation of simulated step times (spec §1.4: measured < 0.1).
     billing : {"second", "hour"}, default "second"
@@ -224,6 +233,7 @@ class ExperimentSpec:
     train_days: float = 4.0
     boot_s: float = DEFAULT_BOOT_S
     objective: str = "refund"
+    stopper: str = "paper"
     step_time_cov: float = 0.05
     billing: str = "second"
     max_usd_per_hour: float | None = None
@@ -320,6 +330,7 @@ class ExperimentSpec:
              f"a number of days with 0 < train_days <= {MAX_TRAIN_DAYS:g}")
         need(_is_real(self.boot_s) and self.boot_s >= 0, "boot_s", "a number of seconds >= 0")
         need(self.objective in OBJECTIVES, "objective", f"one of {', '.join(OBJECTIVES)}")
+        need(self.stopper in STOPPERS, "stopper", f"one of {', '.join(STOPPERS)}")
         need(_is_real(self.step_time_cov) and 0 <= self.step_time_cov < 1, "step_time_cov", "0 <= step_time_cov < 1")
         need(self.billing in BILLING, "billing", f"one of {', '.join(BILLING)}")
 

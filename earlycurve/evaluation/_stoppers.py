@@ -16,6 +16,8 @@
   ``SuccessiveHalvingPruner(min_resource="auto")`` reads).
 - :class:`RankConfidenceStopper`: ours, :class:`earlycurve.RankConfidenceRule` with a belief
   ``(μ, σ)`` per (curve, rung) from a :class:`BeliefTable`.
+- :class:`OnlineRankStopper`: ours as shipped (:class:`earlycurve.RankConfidenceStopping`): beliefs
+  calibrated on the study's own finished trials, no tuning curves.
 - :func:`one_shot_steps`: the synchronous rule of the paper (train all to ``m`` steps, keep the
   ``keep`` lowest scores to the end): EarlyCurve (paper) and last value.
 """
@@ -27,11 +29,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from earlycurve._online_stop import RankConfidenceStopping
 from earlycurve._rank_stop import RankConfidenceRule
 from earlycurve.errors import InvalidCurveError
 from earlycurve.evaluation._stopping import Stopper, Study
 
-__all__ = ["ASHAStopper", "asha_rungs", "OptunaStopper", "RankConfidenceStopper", "BeliefTable", "NeighbourBeliefs", "one_shot_steps"]
+__all__ = ["ASHAStopper", "asha_rungs", "OptunaStopper", "RankConfidenceStopper", "BeliefTable", "NeighbourBeliefs", "OnlineRankStopper",
+           "one_shot_steps"]
 
 
 def asha_rungs(grace_period: float, max_t: float, reduction_factor: float) -> list[float]:
@@ -268,6 +272,35 @@ class RankConfidenceStopper(Stopper):
             return False
         mu, sd = self.beliefs.belief(int(self.ids[trial]), step)
         return self.rule.judge(trial, step, mu, sd * self.sigma_scale)
+
+    def complete(self, trial: int, loss: float) -> None:
+        self.rule.complete(trial, loss)
+
+
+class OnlineRankStopper(Stopper):
+    """Ours as shipped: :class:`earlycurve.RankConfidenceStopping` with rungs at ``fractions`` of the study's steps.
+
+    Parameters
+    ----------
+    fractions : sequence of float, optional
+        Rung fractions (default :data:`earlycurve.RUNG_FRACTIONS`).
+    **kwargs
+        ``epsilon``, ``k``, ``sigma_scale``, ``min_completed``, ``seed`` of the rule.
+    """
+
+    def __init__(self, fractions: Sequence[float] | None = None, **kwargs) -> None:
+        from earlycurve._online_stop import RUNG_FRACTIONS
+
+        self.fractions = tuple(fractions or RUNG_FRACTIONS)
+        self.kwargs = kwargs
+
+    def reset(self, study: Study) -> None:
+        from earlycurve._online_stop import rungs_for
+
+        self.rule = RankConfidenceStopping(rungs_for(study.curves.shape[1], self.fractions), **self.kwargs)
+
+    def report(self, trial: int, step: int, loss: float) -> bool:
+        return self.rule.report(trial, step, loss)
 
     def complete(self, trial: int, loss: float) -> None:
         self.rule.complete(trial, loss)

@@ -1,4 +1,5 @@
-"""``spottune curves eval`` (issue 4): EarlyCurve against its baselines on recorded learning curves.
+"""``spottune curves eval`` (issues 4, 13): EarlyCurve against its baselines on recorded learning curves,
+and the early stoppers (ours, EarlyCurve at θ, ASHA, Optuna's pruners) side by side.
 
 Bad input raises :class:`earlycurve.EarlyCurveError` subclasses or ``click.BadParameter``; the
 CLI runner turns both into one line on stderr and exit code 2.
@@ -12,6 +13,7 @@ from pathlib import Path
 import click
 
 from earlycurve.evaluation import THETAS, default_predictors, evaluate_set, find_datasets
+from earlycurve.evaluation._compare import compare_stoppers
 
 _COLUMNS = (
     ("median_rel_err", "med.err", "{:.4f}"),
@@ -47,6 +49,20 @@ def format_table(result: dict, theta: float) -> str:
         merged = row | selection.get(name, {})
         cells = "".join(fmt.format(merged[key]).rjust(9) for key, _, fmt in _COLUMNS)
         lines.append("  " + name.ljust(18) + cells)
+    return "\n".join(lines)
+
+
+def format_stoppers(result: dict) -> str:
+    """Plain-text table of :func:`earlycurve.evaluation._compare.compare_stoppers` (one line per method)."""
+    lines = [f"{result['name']} early stopping ({result['n_studies']} studies of {result['study_size']}, "
+             f"{result['workers']} workers, grid of {result['n_steps']} steps; mean ± sd over studies)",
+             "  " + "stopper".ljust(12) + "top1".rjust(7) + "top3".rjust(7) + "regret".rjust(17) + "cost".rjust(15)
+             + "  setting"]
+    for name, m in result["methods"].items():
+        s = m["summary"]
+        lines.append("  " + name.ljust(12) + f"{s['top1']['mean']:7.3f}{s['top3']['mean']:7.3f}"
+                     + f"{s['regret']['mean']:.4f} ± {s['regret']['sd']:.4f}".rjust(17)
+                     + f"{s['cost']['mean']:.3f} ± {s['cost']['sd']:.3f}".rjust(15) + f"  {m['setting']}")
     return "\n".join(lines)
 
 
@@ -90,6 +106,18 @@ def curves() -> None:
     "--sweep/--no-sweep", default=True, show_default=True,
     help="Evaluate every theta in 0.1..1.0 (else only --theta).",
 )
+@click.option(
+    "--stoppers/--no-stoppers", default=True, show_default=True,
+    help="Also replay the early stoppers (rank, paper, last-value, asha, sha, hyperband, median, full).",
+)
+@click.option(
+    "--stopper-studies", type=int, default=40, show_default=True, callback=_check_positive,
+    help="Seeded studies per data set for the stoppers.",
+)
+@click.option(
+    "--workers", type=int, default=4, show_default=True, callback=_check_positive,
+    help="Trials run in parallel in the stoppers' replay.",
+)
 def eval_command(
     path: Path,
     theta: float,
@@ -101,6 +129,9 @@ def eval_command(
     digits: tuple[Path, ...],
     max_curves: int | None,
     sweep: bool,
+    stoppers: bool,
+    stopper_studies: int,
+    workers: int,
 ) -> None:
     """Compare EarlyCurve with SLAQ, last value and best value on the curves under PATH.
 
@@ -110,6 +141,10 @@ def eval_command(
     configuration per line ("epochs", "learning_curve" of {"epoch", "top_1"}); the cakelab CSV
     (curve_id,step,accuracy); the digits CSV (config_id,step,max_steps,val_loss). Values are losses
     (1 - top-1 or 1 - accuracy; digits: validation cross-entropy); errors are relative to the true final loss.
+
+    With --stoppers (default) each data set is also replayed as tuning studies under every early
+    stopper at fixed settings: top-1 / top-3 accuracy of the trial picked, regret (its final loss minus
+    the best) and cost (steps trained / training every trial), mean and sd over studies.
     """
     sets = find_datasets(path, digits)
     for name, curve_set in sets.items():
@@ -144,6 +179,11 @@ def eval_command(
         )
         report["datasets"][name] = result
         click.echo(format_table(result, theta))
+        if stoppers:
+            cmp = compare_stoppers(curve_set, theta=theta, top_k=top_k, n_studies=stopper_studies,
+                                   study_size=study_size, workers=workers, seed=seed)
+            result["stoppers"] = cmp
+            click.echo(format_stoppers(cmp))
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")

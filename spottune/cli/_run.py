@@ -27,7 +27,7 @@ from typing import Any
 
 import click
 
-from spottune.experiment import OBJECTIVES, PREDICTORS, ExperimentSpec
+from spottune.experiment import OBJECTIVES, PREDICTORS, STOPPERS, ExperimentSpec
 
 #: Options of ``spottune run`` that only steer the command (everything else is an ExperimentSpec field).
 CLI_ONLY = ("config", "output", "progress", "dry_run")
@@ -126,6 +126,9 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
 @click.option("--max-failures", type=int, default=None, show_default=_default("max_failures"))
 @click.option("--objective", type=click.Choice(list(OBJECTIVES)), default=None, show_default=_default("objective"),
               help="refund: market and max price by expected USD per useful step over the horizon; paper: Eq 2.")
+@click.option("--stopper", type=click.Choice(list(STOPPERS)), default=None, show_default=_default("stopper"),
+              help="rank: stop trials at rungs before θ when unlikely to end in the top-k, then the last value's "
+                   "top-k at θ; paper: EarlyCurve at θ only (the published SpotTune).")
 @click.option("--boot-s", type=float, default=None, show_default=_default("boot_s"),
               help="Launch-to-training latency, seconds (D11; sim backend; 0 = the paper's faithful mode).")
 @click.option("--step-time-cov", type=float, default=None, show_default=_default("step_time_cov"),

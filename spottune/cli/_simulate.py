@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from spottune.errors import ConfigError
-from spottune.experiment import OBJECTIVES
+from spottune.experiment import OBJECTIVES, STOPPERS
 
 
 def _starts(history: Any, markets: list, n: int, explicit: str | None) -> list[float]:
@@ -39,7 +39,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                  theta_sweep: bool = False, jobs: int = 1, start_times: str | None = None,
                  max_steps: int | None = None, prices: str | None = None, progress: bool = True,
                  instance_types: str | None = None, zones: str | None = None, objective: str = "refund",
-                 boot_s: float | None = None) -> Any:
+                 boot_s: float | None = None, stopper: str = "paper") -> Any:
     """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
 
     Parameters
@@ -72,6 +72,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     boot_s : float, optional
         Launch-to-training latency of every launch, every policy, seconds (default
         :data:`spottune.backends._speed.DEFAULT_BOOT_S`; 0 = the paper's faithful mode).
+    stopper : {"paper", "rank"}
+        Early stopping of the SpotTune policies: the rank-confidence rule (default) or EarlyCurve at θ.
     """
     from tqdm import tqdm
 
@@ -93,7 +95,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     boot = DEFAULT_BOOT_S if boot_s is None else float(boot_s)
     if not boot >= 0:
         raise ConfigError(f"--boot-s is {boot_s}, but must be a number of seconds >= 0")
-    pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""), objective)
+    pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""), objective, stopper)
     types_, zones_ = _names(instance_types), _names(zones)
     env = environment(workload, seed, modes[0], prices, max_steps, types_, zones_)  # loads curves (training them once)
     env["catalog"].check_on_demand(env["markets"])  # the baselines need it: fail now, not after training
@@ -104,7 +106,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         ensure_model_set(env["market"], lo, hi, seed, log=lambda s: click.echo(s, err=True))
     tasks = [Task(workload=workload, policy=p.name, start_index=i, start_s=s, market_mode=m, seed=seed,
                   train_lo_s=lo, train_hi_s=hi, prices=prices, max_steps=max_steps, instance_types=types_, zones=zones_,
-                  objective=objective, boot_s=boot)
+                  objective=objective, boot_s=boot, stopper=stopper)
              for m in modes for i, s in enumerate(starts_s) for p in pols]
     rows, walls = [None] * len(tasks), [0.0] * len(tasks)
     t0 = time.perf_counter()
@@ -128,7 +130,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     (output / "table.json").write_text(table.to_json(orient="records", indent=1) + "\n")
     summarise(table).to_csv(output / "summary.csv", index=False)
     meta = {"argv": sys.argv, "workload": workload, "policies": [p.name for p in pols], "market_modes": modes,
-            "starts": sorted(set(table["start"])), "seed": seed, "objective": objective, "boot_s": boot,
+            "starts": sorted(set(table["start"])), "seed": seed, "objective": objective, "boot_s": boot, "stopper": stopper,
             "policy_objectives": {p.name: p.objective for p in pols if p.uses_predictor},
             "jobs": jobs, "runs": len(tasks), "wall_s": wall, "run_wall_s": walls,
             "predictor_training_window_s": [lo, hi], "study": env["study"].source, "max_steps": env["study"].max_steps}
@@ -161,17 +163,21 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                    "and max price by expected USD per useful step; paper = Eq 2 with the D1 max price.")
 @click.option("--boot-s", type=click.FloatRange(min=0), default=None,
               help="Launch-to-training latency of every launch, seconds [default: 120; 0 = the paper's faithful mode].")
+@click.option("--stopper", type=click.Choice(list(STOPPERS)), default=STOPPERS[0], show_default=True,
+              help="Early stopping of the SpotTune policies: rank = stop at rungs before θ when unlikely to end in "
+                   "the top-k, then the last value's top-k at θ; paper = EarlyCurve at θ (as published).")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def simulate(workload: str, policies: str, starts: int, start_times: str | None, market_mode: str, output: str,
              seed: int, theta_sweep: bool, jobs: int, max_steps: int | None, prices: str | None,
              instance_types: str | None, zones: str | None, objective: str, boot_s: float | None,
-             progress: bool) -> None:
+             stopper: str, progress: bool) -> None:
     from spottune.evaluation import summarise, to_markdown
     from spottune.evaluation._lower_bound import undefined_ratio_note
 
     table = simulate_all(workload, policies, starts, market_mode, Path(output), seed=seed, theta_sweep=theta_sweep,
                          jobs=jobs, start_times=start_times, max_steps=max_steps, prices=prices, progress=progress,
-                         instance_types=instance_types, zones=zones, objective=objective, boot_s=boot_s)
+                         instance_types=instance_types, zones=zones, objective=objective, boot_s=boot_s,
+                         stopper=stopper)
     s = summarise(table, ["cost_usd", "jct_h", "pcr_norm", "top3", "refunded_share", "cost_vs_lower_bound"])
     cols = ["market_mode", "policy", "cost_usd_mean", "jct_h_mean", "pcr_norm_mean", "top3_mean",
             "refunded_share_mean", "cost_vs_lower_bound_mean", "n"]

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from spottune.errors import ConfigError
-from spottune.experiment import OBJECTIVES
+from spottune.experiment import OBJECTIVES, STOPPERS
 from spottune.evaluation._predictors import KINDS
 from spottune.evaluation._pruning import PRUNERS
 
@@ -79,6 +79,9 @@ class Policy:
     objective : {"refund", "paper"}
         SpotTune chooser only: the provisioner's objective (``refund`` ignores ``max_price``: it chooses
         the max price from the ladder).
+    stopper : {"paper", "rank"}
+        With ``early_curve``: the rank-confidence rule at rungs before θ and the last value at θ, or
+        EarlyCurve at θ (:func:`spottune._early_stop.early_stopping`).
     """
 
     name: str
@@ -92,6 +95,7 @@ class Policy:
     capacity: str = "spot"
     pruner: str | None = None
     objective: str = "refund"
+    stopper: str = "paper"
 
     def __post_init__(self) -> None:
         if self.chooser not in CHOOSERS:
@@ -106,6 +110,8 @@ class Policy:
             raise ConfigError(f"policy {self.name}: capacity is {self.capacity!r}")
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"policy {self.name}: objective is {self.objective!r}, but must be one of {OBJECTIVES}")
+        if self.stopper not in STOPPERS:
+            raise ConfigError(f"policy {self.name}: stopper is {self.stopper!r}, but must be one of {STOPPERS}")
         if self.pruner is not None and self.pruner not in PRUNERS:
             raise ConfigError(f"policy {self.name}: pruner is {self.pruner!r}, but must be one of {PRUNERS}")
 
@@ -139,7 +145,7 @@ THETA_SWEEP = tuple(f"spottune-{t / 10:.1f}" for t in range(1, 11))
 _SPOTTUNE = re.compile(r"^spottune-(?P<theta>[01](?:\.\d+)?)(?:-(?P<pred>[a-z][a-z-]*?))?(?:-(?P<obj>refund|paper))?$")
 
 
-def get_policy(name: str, objective: str = "refund") -> Policy:
+def get_policy(name: str, objective: str = "refund", stopper: str = "paper") -> Policy:
     """The policy called ``name`` (see the module table).
 
     Parameters
@@ -148,6 +154,9 @@ def get_policy(name: str, objective: str = "refund") -> Policy:
     objective : {"refund", "paper"}
         Objective of SpotTune-provisioned policies whose name has no objective suffix (and of the Optuna
         policies, which use SpotTune's provisioning).
+    stopper : {"paper", "rank"}
+        Early stopping of the ``spottune-<θ>...`` policies (``rank``: the rank-confidence rule;
+        ``paper``: EarlyCurve at θ, as published).
 
     Raises
     ------
@@ -173,16 +182,17 @@ def get_policy(name: str, objective: str = "refund") -> Policy:
             raise ConfigError(f"policy {name!r}: predictor {pred!r} must be one of {', '.join(KINDS)}")
         if obj not in OBJECTIVES:
             raise ConfigError(f"policy {name!r}: objective {obj!r} must be one of {', '.join(OBJECTIVES)}")
-        return Policy(name=name, description=f"SpotTune θ={theta:g}, predictor {pred}, objective {obj}", theta=theta,
-                      predictor=pred, objective=obj)
+        return Policy(name=name, description=f"SpotTune θ={theta:g}, predictor {pred}, objective {obj}, stopper {stopper}",
+                      theta=theta, predictor=pred, objective=obj, stopper=stopper)
     raise ConfigError(f"policy {name!r} is unknown; use spottune-<θ>[-{'|'.join(KINDS)}][-{'|'.join(OBJECTIVES)}] "
                       f"or one of {', '.join(FIXED)}")
 
 
-def parse_policies(text: str, objective: str = "refund") -> list[Policy]:
+def parse_policies(text: str, objective: str = "refund", stopper: str = "paper") -> list[Policy]:
     """Comma-separated policy names (``default`` = :data:`DEFAULT_POLICIES`), duplicates dropped.
 
-    ``objective`` is the default objective of SpotTune policies without a suffix (:func:`get_policy`)."""
+    ``objective`` is the default objective of SpotTune policies without a suffix, ``stopper`` their
+    early stopping (:func:`get_policy`)."""
     names: list[str] = []
     for part in (p.strip() for p in text.split(",")):
         for n in (DEFAULT_POLICIES if part == "default" else THETA_SWEEP if part == "theta-sweep" else [part]):
@@ -190,7 +200,7 @@ def parse_policies(text: str, objective: str = "refund") -> list[Policy]:
                 names.append(n)
     if not names:
         raise ConfigError("--policies is empty")
-    return [get_policy(n, objective) for n in names]
+    return [get_policy(n, objective, stopper) for n in names]
 
 
 def fixed_types(catalog: Any, markets: list) -> dict[str, str]:
@@ -283,7 +293,13 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     stop_rule = None
     if policy.pruner is not None:
         stop_rule = OptunaStopRule(make_pruner(policy.pruner, study.max_steps), study.trial_ids, study.max_steps)
-    fmp, plateau = curve_model(study.max_steps, policy.early_curve)
+    if policy.early_curve:
+        from spottune._early_stop import early_stopping
+
+        fmp, plateau, rank_rule = early_stopping(policy.stopper, study.max_steps, config.theta_steps, top_k, seed)
+        stop_rule = stop_rule if rank_rule is None else rank_rule  # a policy with a pruner has no EarlyCurve
+    else:
+        fmp, plateau = curve_model(study.max_steps, False)
     orch = Orchestrator(study.trial_ids, config, chooser, predictor=fmp, plateau_rule=plateau, stop_rule=stop_rule)
     return Assembly(orchestrator=orch, revocation_model=revocation_model, billing=billing, chooser=chooser,
                     stop_rule=stop_rule, note=note)

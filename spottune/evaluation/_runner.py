@@ -47,6 +47,8 @@ class Task:
         Objective of SpotTune policies whose name has no objective suffix.
     boot_s : float
         Launch-to-training latency of every launch, seconds (D11; 0 = the paper's faithful mode).
+    stopper : {"paper", "rank"}
+        Early stopping of the SpotTune policies (:func:`spottune.evaluation.get_policy`).
     """
 
     workload: str
@@ -64,6 +66,7 @@ class Task:
     zones: tuple[str, ...] | None = None
     objective: str = "refund"
     boot_s: float = 120.0  # spottune.backends._speed.DEFAULT_BOOT_S (a test checks they agree)
+    stopper: str = "paper"
 
 
 def default_starts(history: Any, markets: list, n: int, *, train_days: float = TRAIN_DAYS,
@@ -180,7 +183,7 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
     from spotmarket import Billing
 
     t0 = time.perf_counter()
-    policy = get_policy(task.policy, task.objective)
+    policy = get_policy(task.policy, task.objective, task.stopper)
     env = environment(task.workload, task.seed, task.market_mode, task.prices, task.max_steps, task.instance_types,
                       task.zones)
     study = env["study"]

@@ -1,0 +1,114 @@
+"""Early stoppers side by side on any curve set, at fixed settings (``spottune curves eval``, issue 13 item 5).
+
+Unlike ``benchmarks/bench_early_stopping.py`` nothing is tuned here: every method runs at one fixed
+setting (the library defaults of the peers, our shipped defaults), so no tuning/test split is needed
+and every curve can be used. Studies of ``size`` configurations are drawn from the whole set with
+``numpy.random.default_rng([seed, 3, i])`` and replayed with ``workers`` parallel workers
+(:func:`earlycurve.evaluation.replay`); metrics as :func:`earlycurve.evaluation.study_metrics`
+(top-1, top-3, regret, cost = steps trained ÷ training everything), mean ± sd over studies.
+
+Methods (``STOPPER_METHODS``):
+
+- ``rank``: ours as shipped (:class:`earlycurve.RankConfidenceStopping`, defaults, ``k = top_k``);
+- ``paper``: EarlyCurve (paper settings) at θ, its predicted top-``top_k`` trained to the end;
+- ``last-value``: the same with the last observed value;
+- ``asha``: Ray Tune's ASHA at its defaults (grace period 1, reduction factor 4);
+- ``sha``, ``hyperband``, ``median``: Optuna's pruners at their defaults (real ``optuna``);
+- ``full``: train every trial to the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from earlycurve._model import EarlyCurve
+from earlycurve.errors import InvalidCurveError
+from earlycurve.evaluation._datasets import CurveSet
+from earlycurve.evaluation._stoppers import ASHAStopper, OnlineRankStopper, OptunaStopper, one_shot_steps
+from earlycurve.evaluation._stopping import Stopper, Study, StudyPool, evaluate_stopper, study_metrics, summarize
+
+__all__ = ["STOPPER_METHODS", "compare_stoppers", "grid_steps"]
+
+STOPPER_METHODS = ("rank", "paper", "last-value", "asha", "sha", "hyperband", "median", "full")
+
+
+def grid_steps(curve_set: CurveSet, cap: int = 50) -> int:
+    """Progress steps of the study grid: the median number of recorded points per curve, at most ``cap``, at least 2."""
+    n = int(np.median([len(c.steps) for c in curve_set.curves])) if curve_set.curves else 2
+    return max(2, min(cap, n))
+
+
+def compare_stoppers(curve_set: CurveSet, *, theta: float = 0.7, top_k: int = 3, n_studies: int = 40,
+                     study_size: int = 16, workers: int = 4, n_steps: int | None = None, seed: int = 0,
+                     methods: Sequence[str] = STOPPER_METHODS) -> dict:
+    """Replay each method on the same seeded studies of ``curve_set`` (module docstring).
+
+    Parameters
+    ----------
+    curve_set : CurveSet
+    theta : float, default=0.7
+        θ of ``paper`` and ``last-value`` (fraction of the grid, 0 < θ ≤ 1).
+    top_k : int, default=3
+        Trials kept by ``paper`` / ``last-value``; ``k`` of ``rank``.
+    n_studies, study_size, workers : int
+        Studies (each of ``min(study_size, n_curves)`` configurations) and parallel workers.
+    n_steps : int, optional
+        Grid steps (default :func:`grid_steps`).
+    seed : int, default=0
+    methods : sequence of str, default=STOPPER_METHODS
+
+    Returns
+    -------
+    result : dict
+        ``n_curves``, ``n_steps``, ``study_size``, ``n_studies``, ``workers`` and ``methods``: name ->
+        ``{"setting": str, "summary": summarize(...)}``.
+
+    Raises
+    ------
+    InvalidCurveError
+        Fewer curves than ``top_k + 1``, an unknown method, or a bad ``theta`` / count.
+    """
+    import optuna
+
+    unknown = [m for m in methods if m not in STOPPER_METHODS]
+    if unknown:
+        raise InvalidCurveError(f"unknown stopper method(s) {unknown}; known: {', '.join(STOPPER_METHODS)}")
+    if not 0 < theta <= 1 or min(top_k, n_studies, study_size, workers) < 1:
+        raise InvalidCurveError("theta must be in (0, 1]; top_k, n_studies, study_size and workers >= 1")
+    n_curves = len(curve_set.curves)
+    if n_curves <= top_k:
+        raise InvalidCurveError(f"{curve_set.name}: {n_curves} curves, but top_k {top_k} needs more")
+    steps = int(n_steps or grid_steps(curve_set))
+    pool = StudyPool.from_curves(curve_set, steps)
+    size = min(study_size, n_curves)
+    studies = [Study(index=i, split="all", ids=(ids := np.random.default_rng([seed, 3, i]).choice(n_curves, size, replace=False)),
+                     curves=pool.grid[ids]) for i in range(n_studies)]
+    at = min(steps, max(1, int(round(theta * steps))))
+    P = optuna.pruners
+    factories = {
+        "rank": ("defaults, k=%d" % top_k, lambda: OnlineRankStopper(k=top_k, seed=seed)),
+        "asha": ("grace_period=1 rf=4 (Ray defaults)", lambda: ASHAStopper(steps)),
+        "sha": ("Optuna defaults", lambda: OptunaStopper(lambda: P.SuccessiveHalvingPruner())),
+        "hyperband": ("Optuna defaults", lambda: OptunaStopper(lambda: P.HyperbandPruner())),
+        "median": ("Optuna defaults", lambda: OptunaStopper(lambda: P.MedianPruner())),
+        "full": ("train everything", Stopper),
+    }
+    ec = EarlyCurve(steps)
+    scores = {
+        "paper": lambda i: ec.predict_final(np.arange(1, at + 1, dtype=float), pool.grid[i, :at], steps).value,
+        "last-value": lambda i: pool.grid[i, at - 1],
+    }
+    out = {"name": curve_set.name, "n_curves": n_curves, "n_steps": steps, "study_size": size, "n_studies": n_studies,
+           "workers": workers, "theta": theta, "top_k": top_k, "methods": {}}
+    for m in methods:
+        if m in scores:
+            rows = [study_metrics(s, one_shot_steps(s, np.array([scores[m](int(i)) for i in s.ids]), at, top_k))
+                    for s in studies]
+            setting = f"theta={theta:g} keep={top_k}" + (" (EarlyCurve paper settings)" if m == "paper" else "")
+        else:
+            setting, make = factories[m]
+            rows = evaluate_stopper(studies, make, workers)
+        out["methods"][m] = {"setting": setting, "summary": summarize(rows)}
+    return out

@@ -1,0 +1,62 @@
+"""``spottune curves eval`` reports the early stoppers (issue 13, item 5) for any curve file."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from earlycurve.evaluation import load_curves
+from earlycurve.evaluation._compare import STOPPER_METHODS, compare_stoppers
+from spottune.cli import cli as main
+
+
+def _flat_curves(path, levels=(0.9, 0.5, 0.7, 0.3), n=10):
+    rows = ["config_id,step,value,max_steps"]
+    for i, level in enumerate(levels):
+        rows += [f"c{i},{s},{level},{n}" for s in range(1, n + 1)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_compare_stoppers_on_flat_curves_is_hand_computable(tmp_path):
+    cs = load_curves(_flat_curves(tmp_path / "flat.csv"))
+    r = compare_stoppers(cs, theta=0.5, top_k=1, n_studies=3, study_size=4, workers=4,
+                         methods=("last-value", "full", "rank", "paper"))
+    m = {k: v["summary"] for k, v in r["methods"].items()}
+    assert r["n_steps"] == 10 and r["study_size"] == 4
+    # last value at 5 of 10 steps, keep 1: 3 trials x 5 + 1 x 10 = 25 of 40 steps; always the best
+    assert m["last-value"]["cost"]["mean"] == pytest.approx(25 / 40) and m["last-value"]["top1"]["mean"] == 1.0
+    assert m["full"]["cost"]["mean"] == 1.0 and m["full"]["regret"]["mean"] == 0.0
+    # no trial is ever lower than the best, so the rank rule never stops it; EarlyCurve sees a plateau
+    assert m["rank"]["top1"]["mean"] == 1.0 and m["paper"]["top1"]["mean"] == 1.0
+    assert m["rank"]["cost"]["mean"] < 1.0
+
+
+def test_unknown_method_and_too_few_curves_are_refused(tmp_path):
+    from earlycurve import InvalidCurveError
+
+    cs = load_curves(_flat_curves(tmp_path / "flat.csv"))
+    with pytest.raises(InvalidCurveError):
+        compare_stoppers(cs, methods=("nope",))
+    with pytest.raises(InvalidCurveError):
+        compare_stoppers(cs, top_k=4)
+
+
+def test_cli_prints_and_writes_the_stopper_table(tmp_path):
+    f = _flat_curves(tmp_path / "my_curves.csv", levels=(0.9, 0.5, 0.7, 0.3, 0.8, 0.6))
+    out = tmp_path / "o.json"
+    res = CliRunner().invoke(main, ["curves", "eval", str(f), "--top-k", "2", "--studies", "5", "--no-sweep",
+                                    "--stopper-studies", "3", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "early stopping (3 studies of 6, 4 workers, grid of 10 steps" in res.output
+    for m in STOPPER_METHODS:
+        assert f"\n  {m.ljust(12)}" in res.output
+    data = json.loads(out.read_text())["datasets"]["my"]["stoppers"]
+    assert list(data["methods"]) == list(STOPPER_METHODS)
+    assert np.isclose(data["methods"]["full"]["summary"]["cost"]["mean"], 1.0)
+    res = CliRunner().invoke(main, ["curves", "eval", str(f), "--top-k", "2", "--studies", "5", "--no-sweep",
+                                    "--no-stoppers"])
+    assert res.exit_code == 0 and "early stopping" not in res.output

@@ -1,0 +1,54 @@
+"""The orchestrator's early stopping: ``stopper`` (spec field, ``--stopper``), ``paper`` default vs ``rank``."""
+
+from __future__ import annotations
+
+import pytest
+
+from earlycurve import EarlyCurve, LastValue
+from spottune import ExperimentSpec
+from spottune._early_stop import RankStopRule, early_stopping
+from spottune.errors import ConfigError
+from spottune.evaluation import get_policy, parse_policies
+
+
+def test_rank_uses_the_rungs_below_theta_and_the_last_value_at_theta():
+    fmp, plateau, rule = early_stopping("rank", max_steps=60, theta_steps=42, top_k=3)
+    assert isinstance(fmp, LastValue) and plateau is not None
+    assert isinstance(rule, RankStopRule) and rule.rule.rungs == (6, 12, 24)  # 10, 20, 40 % of 60; 70 % = θ
+
+
+def test_paper_is_earlycurve_at_theta_without_rungs_and_theta_one_stops_nothing():
+    fmp, plateau, rule = early_stopping("paper", max_steps=60, theta_steps=42, top_k=3)
+    assert isinstance(fmp, EarlyCurve) and rule is None and plateau is not None
+    assert early_stopping("rank", max_steps=60, theta_steps=60, top_k=3)[2] is None  # θ = 1: train everything
+    with pytest.raises(ValueError):
+        early_stopping("nope", 60, 42, 3)
+
+
+def test_stop_rule_records_completions_and_stops_in_cohort_mode():
+    rule = RankStopRule((2,), max_steps=4, top_k=1)
+    assert rule.should_stop("a", 2, 0.5) is False
+    assert rule.should_stop("b", 2, 0.9) is True       # a was lower at the rung
+    assert rule.should_stop("a", 4, 0.4) is False      # the final step: recorded as finished, never stopped
+    assert rule.rule.stopped == {"b": 2}
+
+
+def test_spec_field_and_policy_option():
+    assert ExperimentSpec().stopper == "paper" and ExperimentSpec(stopper="rank").stopper == "rank"
+    with pytest.raises(ConfigError, match="stopper"):
+        ExperimentSpec(stopper="asha")
+    assert get_policy("spottune-0.7").stopper == "paper"
+    assert get_policy("spottune-0.7", "refund", "rank").stopper == "rank"
+    assert get_policy("spottune-0.7-constant-paper", "paper", "paper").stopper == "paper"
+    assert {p.stopper for p in parse_policies("spottune-0.5,spottune-0.7", stopper="paper")} == {"paper"}
+    with pytest.raises(ConfigError):
+        get_policy("spottune-0.7", "refund", "asha")
+
+
+def test_rank_stops_trials_at_its_rungs_in_the_default_experiment(tmp_path):
+    import spottune
+
+    df = spottune.tune(max_steps=60, predictor="constant", stopper="rank", output=tmp_path / "res").get_dataframe()
+    # rungs 6, 12, 24 (10, 20, 40 % of 60) before θ = 0.7 of 60 = 42; of those reaching 42, the top 3 run to 60
+    assert sorted(df["steps"]) == [6] * 8 + [12] * 2 + [24] + [42] * 2 + [60] * 3
+    assert (df["state"] == "finished").sum() == 3
