@@ -99,6 +99,10 @@ class SkippedMarket:
         return {"market": str(self.market), "reason": self.reason}
 
 
+#: Candidates an explanation writes to the event log (:meth:`Explanation.to_dict`); the object keeps all.
+EXPLAINED_CANDIDATES = 20
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Explanation:
     """Why a market was chosen: every candidate in rank order, and every skipped market.
@@ -122,15 +126,24 @@ class Explanation:
     candidates: tuple[Candidate, ...]
     skipped: tuple[SkippedMarket, ...]
 
-    def to_dict(self) -> dict:
-        """Plain-JSON dict."""
-        return {
+    def to_dict(self, max_candidates: int | None = EXPLAINED_CANDIDATES) -> dict:
+        """Plain-JSON dict with the best ``max_candidates`` candidates (None: all).
+
+        When candidates are left out, ``n_candidates`` gives how many there were. [I] An event log line
+        per launch that lists 100 markets costs more than the decision itself at scale
+        (``benchmarks/bench_scale.py``); the runners-up beyond the first 20 explain little.
+        """
+        shown = self.candidates if max_candidates is None else self.candidates[:max_candidates]
+        out = {
             "policy": self.policy,
             "objective": self.objective,
             "order": list(self.order),
-            "candidates": [c.to_dict() for c in self.candidates],
+            "candidates": [c.to_dict() for c in shown],
             "skipped": [s.to_dict() for s in self.skipped],
         }
+        if len(shown) < len(self.candidates):
+            out["n_candidates"] = len(self.candidates)
+        return out
 
     def to_frame(self) -> pd.DataFrame:
         """Candidates as a DataFrame, one row per market in rank order."""

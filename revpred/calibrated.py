@@ -217,14 +217,18 @@ class CalibratedRevocation:
         if not ms:
             return out
         p = self._model_p(ms, groups, t, b)
+        one_t = float(t[0]) if bool((t == t[0]).all()) else None  # the provisioner asks at one time
+        price, ceiling = np.empty(len(ms)), np.empty(len(ms))
         for m, idx in groups.items():
             tab = self.features.tables(m)
-            series, tm = tab.series, t[idx]
-            if not np.all((tm >= series.start_s) & (tm <= series.end_s)):
+            series = tab.series
+            tm = t[idx] if one_t is None else one_t
+            if one_t is None and not np.all((tm >= series.start_s) & (tm <= series.end_s)) or (
+                    one_t is not None and not series.start_s <= one_t <= series.end_s):
                 series.price_at(tm)  # raises PriceDataError naming the time
-            i = np.searchsorted(series.times_s, tm, side="right") - 1  # the record in force at t
-            price, ceiling = series.prices[i], tab.cummax[i]  # current price; highest price up to t
-            out[idx] = np.where(b[idx] < price, 1.0, np.where(b[idx] > ceiling, 0.0, p[idx]))
+            i = series.times_s.searchsorted(tm, side="right") - 1  # the record in force at t
+            price[idx], ceiling[idx] = series.prices[i], tab.cummax[i]  # current price; highest price up to t
+        out = np.where(b < price, 1.0, np.where(b > ceiling, 0.0, p))
         return np.clip(out, 0.0, 1.0)
 
     def _model_p(self, ms: Sequence[Market], groups: dict, t: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -232,15 +236,25 @@ class CalibratedRevocation:
         if self.query_grid_s is None:
             return self._predict(ms, t, b)
         tq = np.floor(t / self.query_grid_s) * self.query_grid_s
+        keys = np.unique(tq).tolist()
+        if len(keys) == 1 and self._memo[0] == keys[0]:  # the same questions as an earlier call: one lookup
+            whole = (tuple(map(id, ms)), b.tobytes())
+            hit = self._memo[2].get(whole)
+            if hit is None:  # the entry holds the markets too, so their ids cannot be reused while it lives
+                hit = self._memo[2][whole] = (list(ms), self._model_p_by_market(ms, groups, tq, keys, b))
+            return hit[1].copy()
+        return self._model_p_by_market(ms, groups, tq, keys, b)
+
+    def _model_p_by_market(self, ms, groups, tq, keys, b) -> np.ndarray:
         out = np.empty(len(ms))
         todo: list[int] = []
-        for key in np.unique(tq).tolist():
+        for key in keys:
             if self._memo[0] != key:  # queries come in time order: keep the current grid time only
-                self._memo = (key, {})
+                self._memo = (key, {}, {})  # (grid time, market -> {max price: p}, whole calls -> p)
             memo = self._memo[1]
             for m, idx in groups.items():
                 known = memo.setdefault(m, {})  # max price -> p, of this market at this grid time
-                for i in idx[tq[idx] == key].tolist():
+                for i in (idx if len(keys) == 1 else idx[tq[idx] == key]).tolist():
                     hit = known.get(float(b[i]))
                     if hit is None:
                         todo.append(i)
@@ -256,7 +270,7 @@ class CalibratedRevocation:
 
     def forget(self) -> None:
         """Drop the answers remembered on the query grid (a new run replays the same times afresh)."""
-        self._memo = (float("nan"), {})
+        self._memo = (float("nan"), {}, {})
 
     def _predict(self, ms: Sequence[Market], t: np.ndarray, b: np.ndarray) -> np.ndarray:
         X = self.features.transform(ms, t, b)

@@ -37,6 +37,9 @@ def broadcast_queries(markets: Sequence[Market], times_s: ArrayLike,
 def group_by_market(markets: Sequence[Market]) -> dict[Market, np.ndarray]:
     """Query positions per market, in first-seen order: ``{market: int ndarray of shape (n_m,)}``."""
     groups: dict[Market, list[int]] = {}
+    last, rows = None, None
     for i, m in enumerate(markets):
-        groups.setdefault(m, []).append(i)
+        if m is not last:  # queries of one market usually come together: hash only when it changes
+            last, rows = m, groups.setdefault(m, [])
+        rows.append(i)
     return {m: np.asarray(rows) for m, rows in groups.items()}

@@ -46,6 +46,13 @@ from spottune.orchestrator import Orchestrator
 
 
 def _plain(value: Any) -> Any:
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:  # the common cases first, exact types
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is dict:
+        return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, float):
