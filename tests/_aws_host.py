@@ -183,6 +183,8 @@ class Ec2Hosts:
         self._throttle = 0
         self._refused: set[str] = set()
         self._revs: dict[str, Any] = {}
+        self._rearm = False
+        self._armed: dict[str, tuple[str, Any]] = {}  # instance id -> (host, revocation) with timers on the clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="ec2-hosts")
         self.errors: list[str] = []
@@ -295,6 +297,7 @@ class Ec2Hosts:
             self._stop.wait(0.05)
 
     def _tick(self) -> None:
+        self._follow()
         for tagged in find_instances(self.ec2, self.experiment):
             iid = tagged.instance_id
             if tagged.state in ("pending", "running") and iid not in self.hosts:
@@ -323,14 +326,32 @@ class Ec2Hosts:
         self.booted.append(tagged.instance_id)
         rev = self._revs.get(tagged.launch_id)
         if rev is not None and self.clock is not None:
-            import math
+            self._armed[tagged.instance_id] = (host, rev)
+            self._arm(tagged.instance_id, host, rev)
 
-            if math.isfinite(rev.notice_s):  # a rebalance recommendation (the early hint) 5 min before the notice
-                self.clock.call_at(rev.notice_s - 300.0, lambda: self.imds.rebalance(host, time_s=rev.notice_s - 300.0))
-                self.clock.call_at(rev.notice_s, lambda: self.imds.notify(host, time_s=rev.termination_s))
-            if math.isfinite(rev.termination_s):  # at least MIN_NOTICE_WALL_S after the notice (see the module doc)
-                end_s = max(rev.termination_s, rev.notice_s + MIN_NOTICE_WALL_S * self.clock.time_scale)
-                self.clock.call_at(end_s, self._provider_ends, tagged.instance_id)
+    def _arm(self, instance_id: str, host: str, rev: Any) -> None:
+        """Put the market's rebalance hint, notice and termination of one instance on :attr:`clock`."""
+        import math
+
+        if math.isfinite(rev.notice_s):  # a rebalance recommendation (the early hint) 5 min before the notice
+            self.clock.call_at(rev.notice_s - 300.0, lambda: self.imds.rebalance(host, time_s=rev.notice_s - 300.0))
+            self.clock.call_at(rev.notice_s, lambda: self.imds.notify(host, time_s=rev.termination_s))
+        if math.isfinite(rev.termination_s):  # at least MIN_NOTICE_WALL_S after the notice (see the module doc)
+            end_s = max(rev.termination_s, rev.notice_s + MIN_NOTICE_WALL_S * self.clock.time_scale)
+            self.clock.call_at(end_s, self._provider_ends, instance_id)
+
+    def follow(self, clock: Any) -> None:
+        """Replay the market on ``clock`` from now on (a resumed orchestrator's): the notices and terminations
+        of the instances still running are put on it again (EC2 does not stop when the orchestrator does)."""
+        self.clock, self._rearm = clock, True  # armed by the hosts' thread once the clock has started
+
+    def _follow(self) -> None:
+        if not self._rearm or getattr(self.clock, "_sched", None) is None:
+            return
+        self._rearm = False
+        for iid, (host, rev) in self._armed.items():
+            if moto_instance(iid).state != "terminated":
+                self._arm(iid, host, rev)
 
     def _provider_ends(self, instance_id: str) -> None:
         proc, _ = self.hosts[instance_id]

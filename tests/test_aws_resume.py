@@ -1,0 +1,125 @@
+"""Crash safety on the aws backend (issue 15): the orchestrator dies mid-run, ``AwsBackend.resume`` continues it.
+
+The scenario of ``tests/test_aws_backend.py`` (four ``Walk`` trials, A spikes at 1800 s and revokes its
+instances, the relaunches go to B) on a moto server with the harness playing the hosts. The orchestrator
+crashes in-process just before the journal records the outcome of the first relaunch after the spike:
+that launch's intent has no outcome (the instance exists, tagged), the trials' other instances are
+running or revoked. The crashed backend's own clean-up is disabled (a ``kill -9`` runs none); while it is
+down, EC2 interrupts one running instance (``Server.SpotInstanceTermination``). The resume must reach the
+final metrics and top-k of the uninterrupted run (the local backend on the same market and seeds), bill
+every instance ever launched exactly once, and end with no tagged instance running.
+"""
+
+from __future__ import annotations
+
+import time
+
+import boto3
+import pytest
+
+from provisioner import MarketExclusions
+from spotmarket import Billing, LegacyBidRevocation
+from spottune.backends.aws import AwsBackend, AwsClients, find_instances
+from spottune.journal import JOURNAL_FILE, Journal, read_journal
+from tests._aws_host import REGION, Ec2Hosts, end_in_moto
+from tests.test_aws_backend import (CONFIGS, FACTS, HIST, SEEDS, Cheapest, local, moto,  # noqa: F401 - fixtures
+                                    orchestrator, settings)
+from tests.test_sim_backend import T0
+from tests.test_worker_process import WORKLOAD
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+
+
+class Crash(Exception):
+    """The injected crash of the orchestrator process."""
+
+
+def _backend(url, tmp_path, experiment, journal):
+    exclusions = MarketExclusions(1800.0)
+    orch = orchestrator(Cheapest(exclusions))
+    s = settings(url, experiment, store=str(tmp_path / "store"), lease_s=20000.0)
+    backend = AwsBackend(orch, Billing(), WORKLOAD, {t: (CONFIGS[t], SEEDS[t]) for t in CONFIGS}, FACTS.__getitem__,
+                         T0, s, clients=AwsClients.create(s), exclusions=exclusions)
+    backend.journal = journal
+    journal.sync_intents = True
+    return orch, backend
+
+
+def _crash_at_first_relaunch(n, record):
+    if (record["k"] == "outcome" and record["op"] == "launch" and record["fulfilled"]
+            and record["time_s"] > T0 + 1800.0):
+        raise Crash(f"crash before record {n}: the outcome of launch {record['launch']}")
+
+
+def test_a_crashed_orchestrator_resumes_to_the_uninterrupted_result(moto, local, tmp_path):  # noqa: F811
+    exp = "exp-resume"
+    path = tmp_path / JOURNAL_FILE
+    journal = Journal(path, spec={"test": exp}, fault=_crash_at_first_relaunch)
+    orch, backend = _backend(moto, tmp_path, exp, journal)
+    backend._sweep = lambda: None  # a killed process cleans nothing up
+    hosts = Ec2Hosts(moto, exp, workload=WORKLOAD, store=backend.settings.store_url, log_dir=tmp_path,
+                     revocation=LegacyBidRevocation(HIST), clock=backend.clock, warm=6)
+    hosts.attach(backend.ec2)
+    hosts.start()
+    try:
+        with pytest.raises(Crash):
+            backend.run()
+        journal.close()
+        records = read_journal(path, repair=True)
+        cut = records[-1]
+        assert cut["k"] == "intent" and cut["op"] == "launch"  # the crash left an intent without its outcome
+        cut_launch = cut["instance_id"]
+        ec2 = boto3.client("ec2", endpoint_url=moto, region_name=REGION)
+        before = {i.instance_id: i for i in find_instances(ec2, exp)}
+        (cut_instance,) = [i.instance_id for i in before.values() if i.launch_id == cut_launch]
+        launched = {r["e"]["instance_id"] for r in records if r["k"] == "event" and r["e"]["type"] == "TrialLaunched"}
+        billed = {r["id"] for r in records if r["k"] == "billed"}
+        running = sorted(i for i in launched - billed if before[i].state == "running")
+        assert running, "no instance ran at the crash: the test would prove nothing"
+        interrupted = running[0]
+        end_in_moto(interrupted, "Server.SpotInstanceTermination")  # EC2 interrupts it while we are down
+
+        journal2 = Journal(path, replay=records)
+        orch2, resumed = _backend(moto, tmp_path, exp, journal2)
+        resumed.resume(records)
+        hosts.follow(resumed.clock)  # the replayed market goes on, on the new process's clock
+        hosts.attach(resumed.ec2)
+        record = resumed.run()
+        journal2.close()
+        time.sleep(0.3)
+        left = hosts.running()
+    finally:
+        hosts.stop()
+
+    assert left == [] and hosts.errors == []
+    # the uninterrupted result: final metrics (bit for bit) and the top-k
+    for t in CONFIGS:
+        a, lo = orch2.trials[t], local.trials[t]
+        assert (a.state, a.step, a.last_loss()) == (lo.state, lo.step, lo.last_loss()), t
+    assert set(orch2.top_k) == set(local.top_k)
+    # the ledger: every instance ever launched for the experiment, billed exactly once
+    every = find_instances(boto3.client("ec2", endpoint_url=moto, region_name=REGION), exp)
+    ids = [row.instance_id for row in record.ledger]
+    assert sorted(ids) == sorted(i.instance_id for i in every) and len(set(ids)) == len(ids)
+    rows = {row.instance_id: row for row in record.ledger}
+    # interrupted while we were down, within its first hour: the provider ended it, nothing is charged
+    assert (rows[interrupted].ended_by, rows[interrupted].reason) == ("provider", "Server.SpotInstanceTermination")
+    assert rows[interrupted].charged_usd == 0.0 and rows[interrupted].refunded_usd > 0.0
+    # the launch whose outcome was cut: found by its tag, terminated, billed as ours
+    assert (rows[cut_instance].ended_by, rows[cut_instance].reason) == ("user", "restart")
+    meta = record.meta["resumes"][-1]
+    assert meta["intents_launched"] == [cut_instance]
+    assert interrupted in meta["ended_while_down"]
+    assert cut_instance in meta["terminated"] and set(running[1:]) <= set(meta["terminated"]) | set(meta["adopted"])
+    for iid in meta["adopted"]:  # revoked and left by its trial before the crash: the provider ended it, refundable
+        assert rows[iid].ended_by == "provider" and rows[iid].charged_usd == 0.0, rows[iid]
+    # no step lost beyond the last confirmed checkpoint: each relaunch after the restart resumes from it
+    saved = {}
+    for rec in records:
+        if rec["k"] == "event" and rec["e"]["type"] == "CheckpointSaved":
+            saved[rec["e"]["trial_id"]] = rec["e"]["step"]
+    first = {}
+    for rec in read_journal(path)[len(records):]:
+        if rec["k"] == "action" and rec["a"]["type"] == "Launch":
+            first.setdefault(rec["a"]["trial_id"], rec["a"]["resume_step"])
+    assert first and all(step == saved.get(t, 0) for t, step in first.items())
