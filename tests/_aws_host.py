@@ -181,7 +181,7 @@ class Ec2Hosts:
         self.run_calls: list[dict[str, Any]] = []
         self._refuse: dict[tuple[str, str], tuple[int, str]] = {}
         self._throttle = 0
-        self._refused: set[str] = set()
+        self._refused: dict[str, tuple[str, int | None]] = {}  # launch id -> (code, HTTP status) of its refusal
         self._revs: dict[str, Any] = {}
         self._rearm = False
         self._armed: dict[str, tuple[str, Any]] = {}  # instance id -> (host, revocation) with timers on the clock
@@ -217,10 +217,11 @@ class Ec2Hosts:
         ec2_client.meta.events.register("before-parameter-build.ec2.RunInstances", self._remember)
         ec2_client.meta.events.register("before-send.ec2.RunInstances", self._before_run)
 
-    def refuse(self, zone: str, instance_type: str, times: int = 1, code: str = "InsufficientInstanceCapacity") -> None:
+    def refuse(self, zone: str, instance_type: str, times: int = 1, code: str = "InsufficientInstanceCapacity",
+               status: int | None = None) -> None:
         """The next ``times`` launches in that market fail with ``code``, every botocore attempt of them
-        (HTTP 500 for capacity errors, as EC2 answers them: botocore retries those; 400 otherwise)."""
-        self._refuse[(zone, instance_type)] = (times, code)
+        (HTTP ``status``; default 500 for ``InsufficientInstanceCapacity``, as EC2 answers it, 400 otherwise)."""
+        self._refuse[(zone, instance_type)] = (times, code, status)
 
     def throttle(self, times: int = 1) -> None:
         """The next ``times`` RunInstances attempts answer RequestLimitExceeded (botocore retries them)."""
@@ -254,13 +255,14 @@ class Ec2Hosts:
             self.run_calls[-1]["answer"] = "RequestLimitExceeded"
             return self._error(503, "RequestLimitExceeded", "Request limit exceeded.")
         launch_id = tags["spottune:launch"]
-        left, code = self._refuse.get((zone, itype), (0, ""))
+        left, code, status = self._refuse.get((zone, itype), (0, "", None))
         if left > 0 or launch_id in self._refused:
             if launch_id not in self._refused:
-                self._refuse[(zone, itype)] = (left - 1, code)
-                self._refused.add(launch_id)
+                self._refuse[(zone, itype)] = (left - 1, code, status)
+                self._refused[launch_id] = (code, status)
+            code, status = self._refused[launch_id]
             self.run_calls[-1]["answer"] = code
-            return self._error(500 if code == "InsufficientInstanceCapacity" else 400, code,
+            return self._error(status or (500 if code == "InsufficientInstanceCapacity" else 400), code,
                                f"There is no Spot capacity available that matches your request ({zone}).")
         if self.revocation is not None:
             from spotmarket.prices import Market

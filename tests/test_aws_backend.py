@@ -179,8 +179,8 @@ def test_a_capacity_refusal_is_a_launch_failure_and_excludes_the_market(aws):
     _, record, hosts, _ = aws
     first = hosts.run_calls[0]
     assert (first["zone"], first["type"], first["answer"]) == ("us-east-1a", "r3.large", "InsufficientInstanceCapacity")
-    # EC2 answers it with HTTP 500: botocore tried it max_attempts (2) times, then it became LaunchFailed
-    assert [c["answer"] for c in hosts.run_calls if c["launch"] == first["launch"]] == ["InsufficientInstanceCapacity"] * 2
+    # EC2 answers it with HTTP 500, which botocore's standard mode would retry: tried once, then LaunchFailed
+    assert [c["answer"] for c in hosts.run_calls if c["launch"] == first["launch"]] == ["InsufficientInstanceCapacity"]
     failed = events(record, "LaunchFailed")[0]
     assert failed["trial_id"] == first["trial"] and failed["error"].startswith("InsufficientInstanceCapacity: ")
     # A is cheaper, but excluded for 30 minutes: the retry goes to B
@@ -249,6 +249,14 @@ def test_throttling_is_retried_and_cleanup_terminates_by_tag(moto, tmp_path):
         with pytest.raises(LaunchRefused) as err:
             launch(clients.ec2, req)
         assert err.value.code == "SpotMaxPriceTooLow"
+        for code in ("InsufficientInstanceCapacity", "InternalError"):  # both HTTP 500: only the capacity one is final
+            hosts.run_calls.clear()
+            hosts.refuse("us-east-1b", "r3.large", code=code, status=500)
+            with pytest.raises(LaunchRefused) as err:
+                launch(clients.ec2, {**req, "TagSpecifications": [{"ResourceType": "instance", "Tags": [
+                    *req["TagSpecifications"][0]["Tags"][:2], {"Key": "spottune:launch", "Value": code}]}]})
+            assert err.value.code == code
+            assert [c["answer"] for c in hosts.run_calls] == [code] * (1 if code.startswith("Insufficient") else 3)
         (inst,) = find_instances(clients.ec2, "exp-api")
         assert (inst.instance_id, inst.availability_zone, inst.trial_id, inst.launch_id) == (iid, "us-east-1b", "t9", "l1")
         desc = clients.ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
@@ -263,7 +271,8 @@ def test_throttling_is_retried_and_cleanup_terminates_by_tag(moto, tmp_path):
 
 
 def test_a_killed_orchestrator_leaves_no_instance_running(moto, tmp_path):
-    """SIGKILL the orchestrator mid-run: the agents find the lease stale and power their hosts off."""
+    """SIGKILL the orchestrator mid-run: the agents find the lease stale, have their workers checkpoint (within
+    ``lease_save_s``) and power their hosts off."""
     exp = "exp-kill"
     hosts = Ec2Hosts(moto, exp, workload=WORKLOAD, store=str(tmp_path / "store"), log_dir=tmp_path, warm=2).start()
     proc = subprocess.Popen([sys.executable, "-m", "tests._aws_orchestrator", moto, exp, str(tmp_path / "store")],
@@ -283,7 +292,8 @@ def test_a_killed_orchestrator_leaves_no_instance_running(moto, tmp_path):
         assert sorted(hosts.shutdowns) == sorted(hosts.booted)  # each host powered itself off
         for iid in hosts.booted:
             _, host = hosts.hosts[iid]
-            assert "lease is stale" in (tmp_path / f"{host}.log").read_text()
+            log = (tmp_path / f"{host}.log").read_text()
+            assert "lease is stale" in log and "saved step " in log, log[-2000:]
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -285,7 +285,8 @@ class AwsBackend(LocalBackend):
             "experiment": s.experiment, "trial": action.trial_id, "launch": lid, "queue_url": self.queue_url,
             "bucket": s.bucket, "root": self.control.root, "worker_argv": argv,
             "poll_wall_s": max(_AGENT_POLL_WALL_S, s.wall(s.poll_s)), "linger_wall_s": s.wall(s.linger_s),
-            "lease_check_wall_s": max(_AGENT_POLL_WALL_S, s.wall(s.lease_s) / 10)})
+            "lease_check_wall_s": max(_AGENT_POLL_WALL_S, s.wall(s.lease_s) / 10),
+            "lease_save_wall_s": s.wall(s.lease_save_s)})
         req = launch_request(instance_type=market.instance_type, availability_zone=market.availability_zone,
                              max_price_usd_per_hour=action.max_price_usd_per_hour, ami=s.ami,
                              instance_profile=s.instance_profile,

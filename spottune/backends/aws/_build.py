@@ -20,7 +20,7 @@ from spottune.backends.aws._settings import AwsSettings
 __all__ = ["aws_backend", "live_market", "settings_from_spec"]
 
 _SETTING_KEYS = ("bucket", "image", "ami", "instance_profile", "region", "subnets", "security_groups", "prefix",
-                 "endpoint_url", "lease_s", "linger_s", "exclusion_s", "describe_every_s")
+                 "endpoint_url", "lease_s", "lease_save_s", "linger_s", "exclusion_s", "describe_every_s")
 
 
 def live_market(spec: Any, *, ec2: Any = None, now_s: float | None = None) -> tuple[Any, float] | None:
