@@ -34,9 +34,20 @@ class Crash(Exception):
     """The injected crash of the orchestrator process."""
 
 
+class Signals:
+    """A revocation predictor that only records AWS's signals (``signal(market, time_s, kind, value)``)."""
+
+    def __init__(self):
+        self.got = []
+
+    def signal(self, market, time_s, kind, value):
+        self.got.append((str(market), time_s, kind, value))
+
+
 def _backend(url, tmp_path, experiment, journal):
     exclusions = MarketExclusions(1800.0)
     orch = orchestrator(Cheapest(exclusions))
+    orch.chooser.predictor = Signals()
     s = settings(url, experiment, store=str(tmp_path / "store"), lease_s=20000.0)
     backend = AwsBackend(orch, Billing(), WORKLOAD, {t: (CONFIGS[t], SEEDS[t]) for t in CONFIGS}, FACTS.__getitem__,
                          T0, s, clients=AwsClients.create(s), exclusions=exclusions)
@@ -92,6 +103,10 @@ def test_a_crashed_orchestrator_resumes_to_the_uninterrupted_result(moto, local,
         hosts.stop()
 
     assert left == [] and hosts.errors == []
+    # the predictor's state outside handle() comes back: the rebalance hints it had got before the crash
+    before_crash = orch.chooser.predictor.got
+    assert [g[2] for g in before_crash] and {g[2] for g in before_crash} == {"rebalance"}
+    assert orch2.chooser.predictor.got[:len(before_crash)] == before_crash
     # the uninterrupted result: final metrics (bit for bit) and the top-k
     for t in CONFIGS:
         a, lo = orch2.trials[t], local.trials[t]

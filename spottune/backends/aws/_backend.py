@@ -47,6 +47,7 @@ from spottune.backends.aws._launch import (CAPACITY_CODES, TAG_EXPERIMENT, TAG_L
 from spottune.backends.aws._prices import ApiPrices
 from spottune.backends.aws._safety import check_caps
 from spottune.backends.aws._settings import AwsSettings
+from spottune.backends.aws._signals import PLACEMENT_SCORE, REBALANCE
 from spottune.backends._speed import seconds_per_step
 from spottune.backends.local._backend import LocalBackend, Phase, _Instance
 from spottune.backends.local._clock import ScaledClock
@@ -141,6 +142,8 @@ class AwsBackend(LocalBackend):
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.queue_url = ""
+        #: Spot placement score (1..10) per market, handed to the predictor at the start (:mod:`._signals`).
+        self.placement_scores: dict[Any, int] = {}
         self._resumed: list[Any] | None = None  # pending wake-ups after resume(); None: a fresh run
         self._unresolved: list[tuple[str, dict[str, Any]]] = []  # launch intents without an outcome
         self.record.meta.update(experiment=settings.experiment, region=settings.region, time_scale=settings.time_scale,
@@ -181,6 +184,8 @@ class AwsBackend(LocalBackend):
                 self._threads.append(th)
             give_up = time.monotonic() + s.max_wall_s
             if self._resumed is None:
+                for market, score in sorted(self.placement_scores.items(), key=lambda kv: str(kv[0])):
+                    self._signal(market, PLACEMENT_SCORE, score, self.start_s)
                 self._start()
             else:
                 self._reconcile()
@@ -344,6 +349,26 @@ class AwsBackend(LocalBackend):
     def _price_series(self, inst: Any, end_s: float) -> Any:
         return self.prices.series(inst.market, inst.started_s, end_s)
 
+    # -- AWS's capacity signals (docs/design.md AWS15) ---------------------------------------------------------
+    def _signal(self, market: Any, kind: str, value: float, t: float) -> None:
+        """Journal one signal (:mod:`._signals`) and hand it to the predictor (a resume replays it from the journal)."""
+        if self.journal is not None:
+            self.journal.outcome("signal", str(market), signal=kind, value=float(value), time_s=float(t))
+        self._apply_signal(market, kind, float(value), float(t))
+
+    def _apply_signal(self, market: Any, kind: str, value: float, t: float) -> None:
+        self.record.meta.setdefault("signals", []).append({"market": str(market), "kind": kind, "value": value,
+                                                           "t": t})
+        fn = getattr(getattr(getattr(self.orchestrator, "chooser", None), "predictor", None), "signal", None)
+        if fn is not None:
+            fn(market, t, kind, value)
+
+    def _replay_record(self, rec: dict[str, Any]) -> None:
+        if rec["k"] == "outcome" and rec["op"] == "signal":
+            from spotmarket.prices import Market
+
+            self._apply_signal(Market.parse(rec["id"]), rec["signal"], float(rec["value"]), float(rec["time_s"]))
+
     # -- crash safety (issue 15) --------------------------------------------------------------------------
     def resume(self, records: list[dict[str, Any]]) -> None:
         """Continue a killed run from its journal (decision AWS14, docs/aws.md "Resume after a crash").
@@ -473,6 +498,7 @@ class AwsBackend(LocalBackend):
             self._on_eof(inst, int(env.body))
         elif env.kind == "rebalance":
             inst.stats["rebalance"] = env.body
+            self._signal(inst.market, REBALANCE, 1.0, self.now_s())
 
     def _on_seen(self, inst: _AwsInstance, report: Notice) -> None:
         """The worker saw the interruption notice on IMDS: ``RevocationNotice`` with IMDS's deadline."""

@@ -374,11 +374,15 @@ class LocalBackend(ReplayDriver):
                 self._replay_billed(rec)
             elif kind in ("intent", "outcome"):
                 journal.next_record()
+                self._replay_record(rec)
             else:
                 raise BackendError(f"{self.name} backend: journal record {rec['n']} is an unexpected {kind!r} "
                                    f"(an action without its event)")
         self._resumed = wakes
         self._replayed_launches = launches  # trial id -> its last journaled Launch
+
+    def _replay_record(self, rec: dict[str, Any]) -> None:
+        """Another ``intent``/``outcome`` record met by the replay (the aws backend's signals); nothing here."""
 
     def _replay_event(self, event: Any, launches: dict[str, Any], wakes: list[tuple[str, float]]) -> None:
         from spottune import orchestrator as ev
