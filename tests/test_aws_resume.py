@@ -5,9 +5,12 @@ instances, the relaunches go to B) on a moto server with the harness playing the
 crashes in-process just before the journal records the outcome of the first relaunch after the spike:
 that launch's intent has no outcome (the instance exists, tagged), the trials' other instances are
 running or revoked. The crashed backend's own clean-up is disabled (a ``kill -9`` runs none); while it is
-down, EC2 interrupts one running instance (``Server.SpotInstanceTermination``). The resume must reach the
-final metrics and top-k of the uninterrupted run (the local backend on the same market and seeds), bill
-every instance ever launched exactly once, and end with no tagged instance running.
+down, EC2 interrupts one running instance (``Server.SpotInstanceTermination``). The first resumed run crashes
+too, between the journaled intent of its second launch and its ``run_instances``. The second resume must
+reach the final metrics and top-k of the uninterrupted run (the local backend on the same market and
+seeds), bill every instance ever launched exactly once, feed the predictor the signals it had, and end
+with no tagged instance running. The first launch of the run is refused for capacity (the market exclusion
+it causes, outside ``handle``, must come back on replay).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def _backend(url, tmp_path, experiment, journal):
     exclusions = MarketExclusions(1800.0)
     orch = orchestrator(Cheapest(exclusions))
     orch.chooser.predictor = Signals()
-    s = settings(url, experiment, store=str(tmp_path / "store"), lease_s=20000.0)
+    s = settings(url, experiment, store=str(tmp_path / "store"), lease_s=20000.0, max_wall_s=90.0)
     backend = AwsBackend(orch, Billing(), WORKLOAD, {t: (CONFIGS[t], SEEDS[t]) for t in CONFIGS}, FACTS.__getitem__,
                          T0, s, clients=AwsClients.create(s), exclusions=exclusions)
     backend.journal = journal
@@ -63,6 +66,8 @@ def _crash_at_first_relaunch(n, record):
 
 
 def test_a_crashed_orchestrator_resumes_to_the_uninterrupted_result(moto, local, tmp_path):  # noqa: F811
+    """Two crashes (mid-launch, then in the resumed run between a launch intent and its ``run_instances``) and
+    two resumes reach the uninterrupted result (module doc)."""
     exp = "exp-resume"
     path = tmp_path / JOURNAL_FILE
     journal = Journal(path, spec={"test": exp}, fault=_crash_at_first_relaunch)
@@ -71,6 +76,7 @@ def test_a_crashed_orchestrator_resumes_to_the_uninterrupted_result(moto, local,
     hosts = Ec2Hosts(moto, exp, workload=WORKLOAD, store=backend.settings.store_url, log_dir=tmp_path,
                      revocation=LegacyBidRevocation(HIST), clock=backend.clock, warm=6)
     hosts.attach(backend.ec2)
+    hosts.refuse("us-east-1a", "r3.large", times=1)  # that trial starts on B, where no spike revokes it
     hosts.start()
     try:
         with pytest.raises(Crash):
@@ -86,17 +92,42 @@ def test_a_crashed_orchestrator_resumes_to_the_uninterrupted_result(moto, local,
         launched = {r["e"]["instance_id"] for r in records if r["k"] == "event" and r["e"]["type"] == "TrialLaunched"}
         billed = {r["id"] for r in records if r["k"] == "billed"}
         running = sorted(i for i in launched - billed if before[i].state == "running")
-        assert running, "no instance ran at the crash: the test would prove nothing"
-        interrupted = running[0]
+        on_b = [i for i in running if before[i].availability_zone == "us-east-1b"]
+        assert on_b, "no trial trained on B at the crash: the test would prove nothing"
+        interrupted = on_b[0]
         end_in_moto(interrupted, "Server.SpotInstanceTermination")  # EC2 interrupts it while we are down
 
         journal2 = Journal(path, replay=records)
-        orch2, resumed = _backend(moto, tmp_path, exp, journal2)
+        _, resumed = _backend(moto, tmp_path, exp, journal2)
         resumed.resume(records)
         hosts.follow(resumed.clock)  # the replayed market goes on, on the new process's clock
         hosts.attach(resumed.ec2)
-        record = resumed.run()
+        # a second crash, in the resumed run: after the intent of its second launch, before run_instances
+        resumed._sweep = lambda: None
+        put, calls = resumed.control.put_segment, []
+
+        def put_segment(launch_id, doc):
+            calls.append(launch_id)
+            if len(calls) == 2:
+                raise Crash(f"crash writing the segment of {launch_id}")
+            return put(launch_id, doc)
+
+        resumed.control.put_segment = put_segment
+        with pytest.raises(Crash):
+            resumed.run()
         journal2.close()
+        first = resumed.record.meta["resumes"][-1]
+        records2 = read_journal(path, repair=True)
+        assert records2[:len(records)] == records and records2[-1]["k"] == "intent"
+        assert records2[-1]["instance_id"] == calls[1]  # journaled, never launched
+
+        journal3 = Journal(path, replay=records2)
+        orch2, final = _backend(moto, tmp_path, exp, journal3)
+        final.resume(records2)
+        hosts.follow(final.clock)
+        hosts.attach(final.ec2)
+        record = final.run()
+        journal3.close()
         time.sleep(0.3)
         left = hosts.running()
     finally:
@@ -122,10 +153,15 @@ def test_a_crashed_orchestrator_resumes_to_the_uninterrupted_result(moto, local,
     assert rows[interrupted].charged_usd == 0.0 and rows[interrupted].refunded_usd > 0.0
     # the launch whose outcome was cut: found by its tag, terminated, billed as ours
     assert (rows[cut_instance].ended_by, rows[cut_instance].reason) == ("user", "restart")
-    meta = record.meta["resumes"][-1]
+    meta = first
     assert meta["intents_launched"] == [cut_instance]
     assert interrupted in meta["ended_while_down"]
-    assert cut_instance in meta["terminated"] and set(running[1:]) <= set(meta["terminated"]) | set(meta["adopted"])
+    assert cut_instance in meta["terminated"]
+    assert set(running) - {interrupted} <= set(meta["terminated"]) | set(meta["adopted"]) | set(meta["ended_while_down"])
+    # the second resume: the intent whose run_instances never happened is not found by its tag
+    second = record.meta["resumes"][-1]
+    assert second["intents_not_launched"] == [calls[1]] and second["intents_launched"] == []
+    assert not any(i.launch_id == calls[1] for i in every)
     for iid in meta["adopted"]:  # revoked and left by its trial before the crash: the provider ended it, refundable
         assert rows[iid].ended_by == "provider" and rows[iid].charged_usd == 0.0, rows[iid]
     # no step lost beyond the last confirmed checkpoint: each relaunch after the restart resumes from it
@@ -134,7 +170,7 @@ def test_a_crashed_orchestrator_resumes_to_the_uninterrupted_result(moto, local,
         if rec["k"] == "event" and rec["e"]["type"] == "CheckpointSaved":
             saved[rec["e"]["trial_id"]] = rec["e"]["step"]
     first = {}
-    for rec in read_journal(path)[len(records):]:
+    for rec in read_journal(path)[len(records):]:  # the first relaunch of each trial after the first crash
         if rec["k"] == "action" and rec["a"]["type"] == "Launch":
             first.setdefault(rec["a"]["trial_id"], rec["a"]["resume_step"])
     assert first and all(step == saved.get(t, 0) for t, step in first.items())

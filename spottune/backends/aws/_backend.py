@@ -305,7 +305,7 @@ class AwsBackend(LocalBackend):
             if exc.code in CAPACITY_CODES and self.exclusions is not None:
                 self.exclusions.exclude(market, t, exc.code)
             self._launch_outcome(action.trial_id, launch=lid, instance_id="", fulfilled=False, time_s=t,
-                                 error=str(exc))
+                                 error=str(exc), code=exc.code)
             self._post(LaunchFailed(time_s=t, trial_id=action.trial_id, error=str(exc)))
             return
         self._launch_outcome(action.trial_id, launch=lid, instance_id=iid, fulfilled=True, time_s=t)
@@ -403,7 +403,11 @@ class AwsBackend(LocalBackend):
         self._replay_journal()
         self._launches = max(numbers)  # a launch id is never reused, not even one whose intent was cut
         self._unresolved = list(pending.items())
-        start = self._log_s if self.settings.time_scale != 1.0 else max(self._log_s, time.time())
+        # an effect may be later than the event that caused it (the clock runs while actions are carried out)
+        last = max([self._log_s, *(float(r["time_s"]) for r in records if r["k"] == "outcome" and "time_s" in r),
+                    *(float(r["end_s"]) for r in records if r["k"] == "billed")])
+        self._log_s = last
+        start = last if self.settings.time_scale != 1.0 else max(last, time.time())
         self.clock = ScaledClock(start, self.settings.time_scale)
         self.record.meta.setdefault("resumes", []).append({"at_s": start, "records": self.journal.n})
 
@@ -416,6 +420,11 @@ class AwsBackend(LocalBackend):
                             resume_step=action.resume_step, launch_id=str(rec["launch"]), resumed=True)
         self._instances[inst.instance_id] = inst
         self._by_launch[inst.launch_id] = inst
+
+    def _replay_refused(self, rec: dict[str, Any], action: Any) -> None:
+        """A capacity refusal excluded its market (outside ``handle``): the replay excludes it again."""
+        if rec.get("code") in CAPACITY_CODES and self.exclusions is not None:
+            self.exclusions.exclude(action.market, float(rec["time_s"]), rec["code"])
 
     def _replay_event(self, event: Any, launches: dict[str, Any], wakes: list[tuple[str, float]]) -> None:
         from spottune.orchestrator import RevocationNotice
@@ -448,6 +457,9 @@ class AwsBackend(LocalBackend):
                                  time_s=self._log_s)
             self._replay_launch(rec, action)
             done["intents_launched"].append(found.instance_id)
+        for inst in self._instances.values():  # billed, but its SegmentEnded was still queued at the crash
+            if not inst.alive and inst.launched and self.orchestrator.trials[inst.trial_id].instance_id == inst.instance_id:
+                self._post(inst.segment_ended(now, EndReason.PROVIDER))
         waiting = {i.trial_id for i in self._instances.values() if i.alive and not i.launched}
         for trial_id, tr in self.orchestrator.trials.items():  # a Launch journaled but never carried out
             if str(tr.state) == "launching" and trial_id not in waiting:

@@ -369,6 +369,8 @@ class LocalBackend(ReplayDriver):
                 journal.next_record()
                 if rec["fulfilled"]:
                     self._replay_launch(rec, launches[rec["id"]])
+                else:
+                    self._replay_refused(rec, launches[rec["id"]])
             elif kind == "billed":
                 journal.next_record()
                 self._replay_billed(rec)
@@ -380,6 +382,9 @@ class LocalBackend(ReplayDriver):
                                    f"(an action without its event)")
         self._resumed = wakes
         self._replayed_launches = launches  # trial id -> its last journaled Launch
+
+    def _replay_refused(self, rec: dict[str, Any], action: Any) -> None:
+        """A refused launch met by the replay (the aws backend's market exclusions); nothing here."""
 
     def _replay_record(self, rec: dict[str, Any]) -> None:
         """Another ``intent``/``outcome`` record met by the replay (the aws backend's signals); nothing here."""
