@@ -22,6 +22,11 @@ only the effects differ ([I] decisions, docs/design.md AWS1-AWS8):
 - **Lease**: renewed in S3 every ``lease_s / 4``; agents power their instances off when it goes stale.
 - **End**: revoked-and-saved instances are left to the provider for up to ``linger_s`` (refundable), then
   every live instance tagged with the experiment is terminated: a run ends with none running.
+- **Signals** (:mod:`._signals`): Spot placement scores (read at the start of a live run) and rebalance
+  recommendations go to the revocation predictor's optional ``signal`` method, journaled (AWS15).
+- **Resume** (:meth:`AwsBackend.resume`, AWS14): the journal is replayed, then the experiment's instances
+  are reconciled by tag: running ones terminated and their trials relaunched from the last confirmed
+  checkpoint, revoked ones adopted, those that ended while the orchestrator was down billed by state reason.
 """
 
 from __future__ import annotations
