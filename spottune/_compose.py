@@ -523,7 +523,7 @@ def check_supported(spec: ExperimentSpec) -> None:
 
 
 def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | None = None,
-          log_fn: Callable[[str], None] | None = None) -> Experiment:
+          log_fn: Callable[[str], None] | None = None, live_start_s: float | None = None) -> Experiment:
     """Build every part of ``spec``: market, predictor, provisioner, curve model, orchestrator, backend.
 
     Parameters
@@ -537,6 +537,9 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
         ``output`` a new temporary folder is used (and left for inspection).
     log_fn : callable (str) -> None, optional
         Told before RevPred is trained (minutes, once per data and window; cached afterwards).
+    live_start_s : float, optional
+        aws with live prices: the start of the run being resumed (its journaled ``ExperimentStarted``), so
+        the provisioner sees the prices it saw then; default: now.
 
     Raises
     ------
@@ -555,7 +558,7 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
     if spec.backend == "aws":
         from spottune.backends.aws._build import live_market
 
-        live = live_market(spec)  # (history, now) from the EC2 API, or None: the replayed trace (tests)
+        live = live_market(spec, now_s=live_start_s)  # (history, now) from the EC2 API, or None: the replayed trace
     market = build_market(spec.prices, market_mode=spec.market_mode, seed=seed,
                           instance_types=spec.instance_types, availability_zones=spec.availability_zones,
                           history=None if live is None else live[0])
@@ -629,7 +632,8 @@ def run(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | None
     a killed run's journal, which ``journal`` then replays) the backend's :meth:`~spottune.backends.Driver.resume`
     hook continues that run instead of starting afresh (issue 15).
     """
-    exp = build(spec, progress=progress, output=output, log_fn=log_fn)
+    started = next((r["e"]["time_s"] for r in resume or () if r["k"] == "event"), None)  # ExperimentStarted
+    exp = build(spec, progress=progress, output=output, log_fn=log_fn, live_start_s=started)
     if journal is not None:
         from spottune.journal import JournaledPredictor
 

@@ -67,7 +67,7 @@ MAX_STEPS = 1_000_000
 MAX_TRAIN_DAYS = 3650.0
 #: Keys of ``ExperimentSpec.aws`` (fields of :class:`spottune.backends.aws.AwsSettings`, plus ``live_prices``).
 AWS_KEYS = ("bucket", "image", "ami", "instance_profile", "region", "experiment", "subnets", "security_groups",
-            "prefix", "endpoint_url", "live_prices", "lease_s", "linger_s", "exclusion_s", "describe_every_s")
+            "prefix", "endpoint_url", "live_prices", "lease_s", "lease_save_s", "linger_s", "exclusion_s", "describe_every_s")
 
 #: ``storage_path`` URL schemes the checkpoint store reads ("" is a plain folder).
 STORAGE_SCHEMES = ("", "file", "s3", "s3a", "memory")

@@ -181,8 +181,10 @@ class Ec2Hosts:
         self.run_calls: list[dict[str, Any]] = []
         self._refuse: dict[tuple[str, str], tuple[int, str]] = {}
         self._throttle = 0
-        self._refused: set[str] = set()
+        self._refused: dict[str, tuple[str, int | None]] = {}  # launch id -> (code, HTTP status) of its refusal
         self._revs: dict[str, Any] = {}
+        self._rearm = False
+        self._armed: dict[str, tuple[str, Any]] = {}  # instance id -> (host, revocation) with timers on the clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="ec2-hosts")
         self.errors: list[str] = []
@@ -215,10 +217,11 @@ class Ec2Hosts:
         ec2_client.meta.events.register("before-parameter-build.ec2.RunInstances", self._remember)
         ec2_client.meta.events.register("before-send.ec2.RunInstances", self._before_run)
 
-    def refuse(self, zone: str, instance_type: str, times: int = 1, code: str = "InsufficientInstanceCapacity") -> None:
+    def refuse(self, zone: str, instance_type: str, times: int = 1, code: str = "InsufficientInstanceCapacity",
+               status: int | None = None) -> None:
         """The next ``times`` launches in that market fail with ``code``, every botocore attempt of them
-        (HTTP 500 for capacity errors, as EC2 answers them: botocore retries those; 400 otherwise)."""
-        self._refuse[(zone, instance_type)] = (times, code)
+        (HTTP ``status``; default 500 for ``InsufficientInstanceCapacity``, as EC2 answers it, 400 otherwise)."""
+        self._refuse[(zone, instance_type)] = (times, code, status)
 
     def throttle(self, times: int = 1) -> None:
         """The next ``times`` RunInstances attempts answer RequestLimitExceeded (botocore retries them)."""
@@ -252,13 +255,14 @@ class Ec2Hosts:
             self.run_calls[-1]["answer"] = "RequestLimitExceeded"
             return self._error(503, "RequestLimitExceeded", "Request limit exceeded.")
         launch_id = tags["spottune:launch"]
-        left, code = self._refuse.get((zone, itype), (0, ""))
+        left, code, status = self._refuse.get((zone, itype), (0, "", None))
         if left > 0 or launch_id in self._refused:
             if launch_id not in self._refused:
-                self._refuse[(zone, itype)] = (left - 1, code)
-                self._refused.add(launch_id)
+                self._refuse[(zone, itype)] = (left - 1, code, status)
+                self._refused[launch_id] = (code, status)
+            code, status = self._refused[launch_id]
             self.run_calls[-1]["answer"] = code
-            return self._error(500 if code == "InsufficientInstanceCapacity" else 400, code,
+            return self._error(status or (500 if code == "InsufficientInstanceCapacity" else 400), code,
                                f"There is no Spot capacity available that matches your request ({zone}).")
         if self.revocation is not None:
             from spotmarket.prices import Market
@@ -295,6 +299,7 @@ class Ec2Hosts:
             self._stop.wait(0.05)
 
     def _tick(self) -> None:
+        self._follow()
         for tagged in find_instances(self.ec2, self.experiment):
             iid = tagged.instance_id
             if tagged.state in ("pending", "running") and iid not in self.hosts:
@@ -323,14 +328,32 @@ class Ec2Hosts:
         self.booted.append(tagged.instance_id)
         rev = self._revs.get(tagged.launch_id)
         if rev is not None and self.clock is not None:
-            import math
+            self._armed[tagged.instance_id] = (host, rev)
+            self._arm(tagged.instance_id, host, rev)
 
-            if math.isfinite(rev.notice_s):  # a rebalance recommendation (the early hint) 5 min before the notice
-                self.clock.call_at(rev.notice_s - 300.0, lambda: self.imds.rebalance(host, time_s=rev.notice_s - 300.0))
-                self.clock.call_at(rev.notice_s, lambda: self.imds.notify(host, time_s=rev.termination_s))
-            if math.isfinite(rev.termination_s):  # at least MIN_NOTICE_WALL_S after the notice (see the module doc)
-                end_s = max(rev.termination_s, rev.notice_s + MIN_NOTICE_WALL_S * self.clock.time_scale)
-                self.clock.call_at(end_s, self._provider_ends, tagged.instance_id)
+    def _arm(self, instance_id: str, host: str, rev: Any) -> None:
+        """Put the market's rebalance hint, notice and termination of one instance on :attr:`clock`."""
+        import math
+
+        if math.isfinite(rev.notice_s):  # a rebalance recommendation (the early hint) 5 min before the notice
+            self.clock.call_at(rev.notice_s - 300.0, lambda: self.imds.rebalance(host, time_s=rev.notice_s - 300.0))
+            self.clock.call_at(rev.notice_s, lambda: self.imds.notify(host, time_s=rev.termination_s))
+        if math.isfinite(rev.termination_s):  # at least MIN_NOTICE_WALL_S after the notice (see the module doc)
+            end_s = max(rev.termination_s, rev.notice_s + MIN_NOTICE_WALL_S * self.clock.time_scale)
+            self.clock.call_at(end_s, self._provider_ends, instance_id)
+
+    def follow(self, clock: Any) -> None:
+        """Replay the market on ``clock`` from now on (a resumed orchestrator's): the notices and terminations
+        of the instances still running are put on it again (EC2 does not stop when the orchestrator does)."""
+        self.clock, self._rearm = clock, True  # armed by the hosts' thread once the clock has started
+
+    def _follow(self) -> None:
+        if not self._rearm or getattr(self.clock, "_sched", None) is None:
+            return
+        self._rearm = False
+        for iid, (host, rev) in self._armed.items():
+            if moto_instance(iid).state != "terminated":
+                self._arm(iid, host, rev)
 
     def _provider_ends(self, instance_id: str) -> None:
         proc, _ = self.hosts[instance_id]

@@ -20,7 +20,7 @@ def main(endpoint: str, experiment: str, store: str) -> None:
     trials = {"k0": ({"lr": 0.02}, 1), "k1": ({"lr": 0.05}, 2)}
     orch = Orchestrator(list(trials), OrchestratorConfig(max_steps=10_000, theta=1.0, top_k=2, metric="loss"), Cheapest())
     settings = AwsSettings(experiment=experiment, bucket="spottune-test", store_url=store, endpoint_url=endpoint,
-                           time_scale=SCALE, pace_steps=True, lease_s=2000.0, describe_every_s=60.0,
+                           time_scale=SCALE, pace_steps=True, lease_s=2000.0, lease_save_s=10_000.0, describe_every_s=60.0,
                            max_steps=10_000, reference_seconds_per_step=120.0, max_wall_s=120.0)
     AwsBackend(orch, Billing(), WORKLOAD, trials, FACTS.__getitem__, T0, settings).run()
 

@@ -149,6 +149,7 @@ def launch_after(record, trial_id, t):
 THETA_STEP = int(THETA * MAX_STEPS)
 
 
+@pytest.mark.slow  # the moto scenario: about 20 s for the module fixture, once
 def test_a_clean_run_of_four_trials_leaves_nothing_running(aws):
     orch, record, hosts, left = aws
     assert left == [] and hosts.errors == []
@@ -165,6 +166,7 @@ def test_a_clean_run_of_four_trials_leaves_nothing_running(aws):
     assert record.meta["cleanup_terminated"] == []  # nothing was left for the final sweep
 
 
+@pytest.mark.slow
 def test_the_ledger_is_billed_at_the_api_price_history(aws):
     """describe_spot_price_history (seeded with the replayed market) prices every row exactly as the replay does."""
     _, record, _, _ = aws
@@ -175,12 +177,13 @@ def test_the_ledger_is_billed_at_the_api_price_history(aws):
     assert provider and all(r.charged_usd == 0.0 and r.refunded_usd > 0 for r in provider)  # the first hour refunded
 
 
+@pytest.mark.slow
 def test_a_capacity_refusal_is_a_launch_failure_and_excludes_the_market(aws):
     _, record, hosts, _ = aws
     first = hosts.run_calls[0]
     assert (first["zone"], first["type"], first["answer"]) == ("us-east-1a", "r3.large", "InsufficientInstanceCapacity")
-    # EC2 answers it with HTTP 500: botocore tried it max_attempts (2) times, then it became LaunchFailed
-    assert [c["answer"] for c in hosts.run_calls if c["launch"] == first["launch"]] == ["InsufficientInstanceCapacity"] * 2
+    # EC2 answers it with HTTP 500, which botocore's standard mode would retry: tried once, then LaunchFailed
+    assert [c["answer"] for c in hosts.run_calls if c["launch"] == first["launch"]] == ["InsufficientInstanceCapacity"]
     failed = events(record, "LaunchFailed")[0]
     assert failed["trial_id"] == first["trial"] and failed["error"].startswith("InsufficientInstanceCapacity: ")
     # A is cheaper, but excluded for 30 minutes: the retry goes to B
@@ -188,6 +191,7 @@ def test_a_capacity_refusal_is_a_launch_failure_and_excludes_the_market(aws):
     assert retry["market"] == str(B) and retry["resume_step"] == 0
 
 
+@pytest.mark.slow
 def test_revocation_checkpoint_then_relaunch_in_another_market(aws):
     _, record, hosts, _ = aws
     notices = events(record, "RevocationNotice")
@@ -198,12 +202,16 @@ def test_revocation_checkpoint_then_relaunch_in_another_market(aws):
         ended = next(e for e in events(record, "SegmentEnded", tid) if e["t"] >= n["t"])
         assert saved["reason"] == "revocation" and ended["reason"] == "provider", tid
         assert "noticeTime" in record.meta["worker"][n["instance_id"]]["rebalance"], tid  # the early hint, relayed
+        hint = [s for s in record.meta["signals"] if s["kind"] == "rebalance" and s["t"] <= n["t"]]
+        assert {"market": str(A), "kind": "rebalance", "value": 1.0} in [
+            {k: s[k] for k in ("market", "kind", "value")} for s in hint], tid  # ... to the predictor, before the notice
         relaunch = launch_after(record, tid, saved["t"])  # at once: the revoked instance is left to the provider
         assert relaunch["market"] == str(B) and relaunch["resume_step"] == saved["step"], tid  # A is at 1.0
     # (a slow boot may bring the notice before the first step: then the save is of step 0)
     assert any(e["step"] > 0 for e in events(record, "CheckpointSaved") if e["reason"] == "revocation")
 
 
+@pytest.mark.slow
 def test_the_hourly_hop_resumes_where_it_saved(aws):
     _, record, _, _ = aws
     hops = events(record, "CheckpointSaved")
@@ -215,6 +223,7 @@ def test_the_hourly_hop_resumes_where_it_saved(aws):
             assert nxt[0]["resume_step"] == h["step"], h
 
 
+@pytest.mark.slow
 def test_theta_barrier_keeps_the_top_k(aws, local):
     orch, record, _, _ = aws
     for t in CONFIGS:
@@ -224,6 +233,7 @@ def test_theta_barrier_keeps_the_top_k(aws, local):
     assert set(orch.top_k) == set(local.top_k)
 
 
+@pytest.mark.slow
 def test_final_metrics_equal_the_local_backend(aws, local):
     orch = aws[0]
     for t in CONFIGS:
@@ -249,6 +259,14 @@ def test_throttling_is_retried_and_cleanup_terminates_by_tag(moto, tmp_path):
         with pytest.raises(LaunchRefused) as err:
             launch(clients.ec2, req)
         assert err.value.code == "SpotMaxPriceTooLow"
+        for code in ("InsufficientInstanceCapacity", "InternalError"):  # both HTTP 500: only the capacity one is final
+            hosts.run_calls.clear()
+            hosts.refuse("us-east-1b", "r3.large", code=code, status=500)
+            with pytest.raises(LaunchRefused) as err:
+                launch(clients.ec2, {**req, "TagSpecifications": [{"ResourceType": "instance", "Tags": [
+                    *req["TagSpecifications"][0]["Tags"][:2], {"Key": "spottune:launch", "Value": code}]}]})
+            assert err.value.code == code
+            assert [c["answer"] for c in hosts.run_calls] == [code] * (1 if code.startswith("Insufficient") else 3)
         (inst,) = find_instances(clients.ec2, "exp-api")
         assert (inst.instance_id, inst.availability_zone, inst.trial_id, inst.launch_id) == (iid, "us-east-1b", "t9", "l1")
         desc = clients.ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
@@ -262,8 +280,10 @@ def test_throttling_is_retried_and_cleanup_terminates_by_tag(moto, tmp_path):
         hosts.stop()
 
 
+@pytest.mark.slow
 def test_a_killed_orchestrator_leaves_no_instance_running(moto, tmp_path):
-    """SIGKILL the orchestrator mid-run: the agents find the lease stale and power their hosts off."""
+    """SIGKILL the orchestrator mid-run: the agents find the lease stale, have their workers checkpoint (within
+    ``lease_save_s``) and power their hosts off."""
     exp = "exp-kill"
     hosts = Ec2Hosts(moto, exp, workload=WORKLOAD, store=str(tmp_path / "store"), log_dir=tmp_path, warm=2).start()
     proc = subprocess.Popen([sys.executable, "-m", "tests._aws_orchestrator", moto, exp, str(tmp_path / "store")],
@@ -283,7 +303,8 @@ def test_a_killed_orchestrator_leaves_no_instance_running(moto, tmp_path):
         assert sorted(hosts.shutdowns) == sorted(hosts.booted)  # each host powered itself off
         for iid in hosts.booted:
             _, host = hosts.hosts[iid]
-            assert "lease is stale" in (tmp_path / f"{host}.log").read_text()
+            log = (tmp_path / f"{host}.log").read_text()
+            assert "lease is stale" in log and "saved step " in log, log[-2000:]
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -373,6 +394,7 @@ def test_cleanup_command_terminates_what_is_tagged(moto):
     assert all(state[i] == "terminated" for i in ids) and state[other["InstanceId"]] != "terminated"
 
 
+@pytest.mark.slow
 def test_tune_on_the_aws_backend_restores_from_s3_and_writes_results(moto, tmp_path):
     """The composition root's aws path end to end: spottune.tune(backend="aws") against the moto server (replayed
     prices, no revocation), checkpoints in S3 on moto, the usual results folder, nothing left running."""
@@ -423,3 +445,37 @@ def test_a_missing_bucket_is_one_clear_error_and_nothing_is_launched(moto):
     with pytest.raises(BackendError, match=r"^aws backend: NoSuchBucket: .*PutObject"):
         backend.run()
     assert find_instances(backend.ec2, "exp-nobucket") == []
+
+
+def test_spot_placement_scores_per_market_with_a_stubbed_ec2():
+    """``GetSpotPlacementScores`` is not implemented by moto 5.2.5: this is a botocore Stubber (a mock) with the
+    answer shapes of the EC2 API reference; per zone ID, mapped to zone names, one call per instance type."""
+    from botocore.stub import Stubber
+
+    from spottune.backends.aws._signals import placement_scores
+
+    ec2 = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    zones = {"AvailabilityZones": [{"ZoneName": "us-east-1a", "ZoneId": "use1-az6"},
+                                   {"ZoneName": "us-east-1b", "ZoneId": "use1-az1"},
+                                   {"ZoneName": "us-east-1c", "ZoneId": "use1-az2"}]}
+    with Stubber(ec2) as stub:
+        stub.add_response("describe_availability_zones", zones, {})
+        for itype, scores in (("r3.large", {"use1-az6": 9, "use1-az1": 3, "use1-az2": 7}),
+                              ("c3.xlarge", {"use1-az1": 1})):
+            stub.add_response("get_spot_placement_scores", {"SpotPlacementScores": [
+                {"Region": REGION, "AvailabilityZoneId": z, "Score": s} for z, s in scores.items()]},
+                {"InstanceTypes": [itype], "TargetCapacity": 1, "SingleAvailabilityZone": True,
+                 "RegionNames": [REGION]})
+        got = placement_scores(ec2, ["r3.large", "c3.xlarge"], ["us-east-1a", "us-east-1b"], region=REGION)
+        stub.assert_no_pending_responses()
+    assert got == {A: 9, Market("us-east-1b", "r3.large"): 3, B: 1}  # us-east-1c is not in the pool
+
+
+def test_without_placement_scores_the_run_goes_on_with_a_warning(moto):
+    """moto does not implement the call (HTTP 500, an HTML page): the fallback is no score and one warning."""
+    from spottune.backends.aws._session import client
+    from spottune.backends.aws._signals import read_placement_scores
+
+    ec2 = client("ec2", region=REGION, endpoint_url=moto, max_attempts=1)
+    with pytest.warns(RuntimeWarning, match="Spot placement scores are unavailable"):
+        assert read_placement_scores(ec2, ["r3.large"], ["us-east-1a"], region=REGION) == {}

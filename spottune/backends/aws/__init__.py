@@ -2,7 +2,8 @@
 
 :class:`AwsBackend` (the driver), :class:`AwsSettings`, the agent that runs on each instance
 (``python -m spottune.backends.aws.agent``), instance discovery by tag (:func:`find_instances`, reusable by
-a reconcile step) and :func:`cleanup` (``spottune cleanup EXPERIMENT``). Guide: docs/aws.md.
+a reconcile step) and :func:`cleanup` (``spottune cleanup EXPERIMENT``), and AWS's capacity signals
+(:func:`placement_scores`). Guide: docs/aws.md.
 Names are imported on first use (the agent on an instance needs none of the driver's imports).
 """
 
@@ -16,6 +17,7 @@ _WHERE = {
     "TaggedInstance": "_discovery", "cleanup": "_discovery", "ended_by": "_discovery", "find_instances": "_discovery",
     "LaunchRefused": "_launch", "launch_request": "_launch", "parse_user_data": "_launch", "user_data": "_launch",
     "CapExceeded": "_safety", "Plan": "_safety", "check_caps": "_safety", "plan": "_safety",
+    "placement_scores": "_signals", "read_placement_scores": "_signals",
 }
 
 __all__ = sorted(_WHERE)

@@ -22,6 +22,11 @@ only the effects differ ([I] decisions, docs/design.md AWS1-AWS8):
 - **Lease**: renewed in S3 every ``lease_s / 4``; agents power their instances off when it goes stale.
 - **End**: revoked-and-saved instances are left to the provider for up to ``linger_s`` (refundable), then
   every live instance tagged with the experiment is terminated: a run ends with none running.
+- **Signals** (:mod:`._signals`): Spot placement scores (read at the start of a live run) and rebalance
+  recommendations go to the revocation predictor's optional ``signal`` method, journaled (AWS15).
+- **Resume** (:meth:`AwsBackend.resume`, AWS14): the journal is replayed, then the experiment's instances
+  are reconciled by tag: running ones terminated and their trials relaunched from the last confirmed
+  checkpoint, revoked ones adopted, those that ended while the orchestrator was down billed by state reason.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from spottune.backends.aws._launch import (CAPACITY_CODES, TAG_EXPERIMENT, TAG_L
 from spottune.backends.aws._prices import ApiPrices
 from spottune.backends.aws._safety import check_caps
 from spottune.backends.aws._settings import AwsSettings
+from spottune.backends.aws._signals import PLACEMENT_SCORE, REBALANCE
 from spottune.backends._speed import seconds_per_step
 from spottune.backends.local._backend import LocalBackend, Phase, _Instance
 from spottune.backends.local._clock import ScaledClock
@@ -70,6 +76,7 @@ class _AwsInstance(_Instance):
     notified: bool = False  # RevocationNotice sent
     terminated_seen: bool = False  # describe_instances showed it gone
     cmd_seq: int = 0
+    resumed: bool = False  # rebuilt from the journal after a restart: its reports are no longer read
 
 
 @dataclass(slots=True)
@@ -140,6 +147,10 @@ class AwsBackend(LocalBackend):
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.queue_url = ""
+        #: Spot placement score (1..10) per market, handed to the predictor at the start (:mod:`._signals`).
+        self.placement_scores: dict[Any, int] = {}
+        self._resumed: list[Any] | None = None  # pending wake-ups after resume(); None: a fresh run
+        self._unresolved: list[tuple[str, dict[str, Any]]] = []  # launch intents without an outcome
         self.record.meta.update(experiment=settings.experiment, region=settings.region, time_scale=settings.time_scale,
                                 store=settings.store_url, reference_seconds_per_step=self.ref_sps,
                                 poll_s=settings.poll_s, lease_s=settings.lease_s, exclusion_s=settings.exclusion_s,
@@ -177,7 +188,12 @@ class AwsBackend(LocalBackend):
                 th.start()
                 self._threads.append(th)
             give_up = time.monotonic() + s.max_wall_s
-            self._start()
+            if self._resumed is None:
+                for market, score in sorted(self.placement_scores.items(), key=lambda kv: str(kv[0])):
+                    self._signal(market, PLACEMENT_SCORE, score, self.start_s)
+                self._start()
+            else:
+                self._reconcile()
             while not self.orchestrator.done:
                 if time.monotonic() > give_up:
                     raise BackendError(f"the aws run did not finish within {s.max_wall_s:.0f} wall seconds")
@@ -259,6 +275,7 @@ class AwsBackend(LocalBackend):
         wait = check_caps(max_price=action.max_price_usd_per_hour, live=live, now_s=t, spent_usd=self.usd,
                           max_usd_per_hour=s.max_usd_per_hour, budget_usd=s.budget_usd)
         if wait is not None:
+            self._launch_outcome(action.trial_id, launch="", instance_id="", fulfilled=False, time_s=t, error=wait)
             self._post(LaunchFailed(time_s=t, trial_id=action.trial_id, error=wait))
             return
         market = action.market
@@ -278,7 +295,8 @@ class AwsBackend(LocalBackend):
             "experiment": s.experiment, "trial": action.trial_id, "launch": lid, "queue_url": self.queue_url,
             "bucket": s.bucket, "root": self.control.root, "worker_argv": argv,
             "poll_wall_s": max(_AGENT_POLL_WALL_S, s.wall(s.poll_s)), "linger_wall_s": s.wall(s.linger_s),
-            "lease_check_wall_s": max(_AGENT_POLL_WALL_S, s.wall(s.lease_s) / 10)})
+            "lease_check_wall_s": max(_AGENT_POLL_WALL_S, s.wall(s.lease_s) / 10),
+            "lease_save_wall_s": s.wall(s.lease_save_s)})
         req = launch_request(instance_type=market.instance_type, availability_zone=market.availability_zone,
                              max_price_usd_per_hour=action.max_price_usd_per_hour, ami=s.ami,
                              instance_profile=s.instance_profile,
@@ -291,8 +309,11 @@ class AwsBackend(LocalBackend):
         except LaunchRefused as exc:
             if exc.code in CAPACITY_CODES and self.exclusions is not None:
                 self.exclusions.exclude(market, t, exc.code)
+            self._launch_outcome(action.trial_id, launch=lid, instance_id="", fulfilled=False, time_s=t,
+                                 error=str(exc), code=exc.code)
             self._post(LaunchFailed(time_s=t, trial_id=action.trial_id, error=str(exc)))
             return
+        self._launch_outcome(action.trial_id, launch=lid, instance_id=iid, fulfilled=True, time_s=t)
         inst = _AwsInstance(instance_id=iid, trial_id=action.trial_id, market=market,
                             max_price=action.max_price_usd_per_hour, started_s=t, notice_s=math.inf,
                             termination_s=math.inf, seconds_per_step=sps, vcpus=vcpus, step=action.resume_step,
@@ -301,6 +322,15 @@ class AwsBackend(LocalBackend):
         self._instances[iid] = inst
         self._by_launch[lid] = inst
         self._timer(t + HOUR_S, "hour", inst)
+
+    def _launch_outcome(self, trial_id: str, **details: Any) -> None:
+        if self.journal is not None:
+            self.journal.outcome("launch", trial_id, **details)
+
+    def _next_instance_id(self) -> str:
+        """The launch id the next ``run_instances`` will tag (``spottune:launch``): the ``launch`` intent
+        records it, so that a resume finds the instance of an intent without an outcome by its tag."""
+        return f"l{self._launches + 1:05d}"
 
     def _command(self, inst: _AwsInstance, cmd: CheckpointCommand) -> None:
         inst.cmd_seq += 1
@@ -324,11 +354,157 @@ class AwsBackend(LocalBackend):
     def _price_series(self, inst: Any, end_s: float) -> Any:
         return self.prices.series(inst.market, inst.started_s, end_s)
 
+    # -- AWS's capacity signals (docs/design.md AWS15) ---------------------------------------------------------
+    def _signal(self, market: Any, kind: str, value: float, t: float) -> None:
+        """Journal one signal (:mod:`._signals`) and hand it to the predictor (a resume replays it from the journal)."""
+        if self.journal is not None:
+            self.journal.outcome("signal", str(market), signal=kind, value=float(value), time_s=float(t))
+        self._apply_signal(market, kind, float(value), float(t))
+
+    def _apply_signal(self, market: Any, kind: str, value: float, t: float) -> None:
+        self.record.meta.setdefault("signals", []).append({"market": str(market), "kind": kind, "value": value,
+                                                           "t": t})
+        fn = getattr(getattr(getattr(self.orchestrator, "chooser", None), "predictor", None), "signal", None)
+        if fn is not None:
+            fn(market, t, kind, value)
+
+    def _replay_record(self, rec: dict[str, Any]) -> None:
+        if rec["k"] == "outcome" and rec["op"] == "signal":
+            from spotmarket.prices import Market
+
+            self._apply_signal(Market.parse(rec["id"]), rec["signal"], float(rec["value"]), float(rec["time_s"]))
+
+    # -- crash safety (issue 15) --------------------------------------------------------------------------
+    def resume(self, records: list[dict[str, Any]]) -> None:
+        """Continue a killed run from its journal (decision AWS14, docs/aws.md "Resume after a crash").
+
+        1. The journal is replayed into the fresh orchestrator with the local backend's replay
+           (:meth:`LocalBackend._replay_journal`: every action checked, ledger rows re-billed at the API's
+           prices and compared); each journaled launch becomes an instance again (its AWS id and
+           ``spottune:launch`` tag), a ``RevocationNotice`` gives it its deadline.
+        2. :meth:`run` then reconciles with EC2 (:meth:`_reconcile`): the experiment's instances are listed by
+           tag (:func:`find_instances`); a launch intent without an outcome is looked up by its launch tag;
+           every instance the journal knows and that still runs is terminated (billed as ``user``, reason
+           ``restart``) and its trial relaunches from its last confirmed checkpoint, except an instance
+           already revoked and left by its trial, which is adopted (the provider ends it, refundable); one
+           that ended while the orchestrator was down is billed as its state reason says
+           (``Server.SpotInstanceTermination``: provider, first hour refunded); a tagged instance the journal
+           does not know is terminated.
+        3. The engine clock restarts at the last journaled time (a replayed market stands still, as in the
+           local backend); at ``time_scale`` 1 (a real run: engine time is wall time) it restarts at now.
+        """
+        pending: dict[str, dict[str, Any]] = {}
+        numbers = [0]
+        for rec in records:
+            if rec.get("op") != "launch":
+                continue
+            if rec["k"] == "intent":
+                pending[rec["id"]] = rec
+                lid = str(rec.get("instance_id", ""))
+                if lid.startswith("l") and lid[1:].isdigit():
+                    numbers.append(int(lid[1:]))
+            elif rec["k"] == "outcome":
+                pending.pop(rec["id"], None)
+        self._replay_journal()
+        self._launches = max(numbers)  # a launch id is never reused, not even one whose intent was cut
+        self._unresolved = list(pending.items())
+        # an effect may be later than the event that caused it (the clock runs while actions are carried out)
+        last = max([self._log_s, *(float(r["time_s"]) for r in records if r["k"] == "outcome" and "time_s" in r),
+                    *(float(r["end_s"]) for r in records if r["k"] == "billed")])
+        self._log_s = last
+        start = last if self.settings.time_scale != 1.0 else max(last, time.time())
+        self.clock = ScaledClock(start, self.settings.time_scale)
+        self.record.meta.setdefault("resumes", []).append({"at_s": start, "records": self.journal.n})
+
+    def _replay_launch(self, rec: dict[str, Any], action: Any) -> None:
+        vcpus, ecu = self.instance_facts(action.market.instance_type)
+        inst = _AwsInstance(instance_id=str(rec["instance_id"]), trial_id=action.trial_id, market=action.market,
+                            max_price=action.max_price_usd_per_hour, started_s=float(rec["time_s"]), notice_s=math.inf,
+                            termination_s=math.inf, seconds_per_step=seconds_per_step(self.ref_sps, vcpus, ecu),
+                            vcpus=vcpus, step=action.resume_step, saved_step=action.resume_step,
+                            resume_step=action.resume_step, launch_id=str(rec["launch"]), resumed=True)
+        self._instances[inst.instance_id] = inst
+        self._by_launch[inst.launch_id] = inst
+
+    def _replay_refused(self, rec: dict[str, Any], action: Any) -> None:
+        """A capacity refusal excluded its market (outside ``handle``): the replay excludes it again."""
+        if rec.get("code") in CAPACITY_CODES and self.exclusions is not None:
+            self.exclusions.exclude(action.market, float(rec["time_s"]), rec["code"])
+
+    def _replay_event(self, event: Any, launches: dict[str, Any], wakes: list[tuple[str, float]]) -> None:
+        from spottune.orchestrator import RevocationNotice
+
+        super()._replay_event(event, launches, wakes)
+        inst = self._instances.get(getattr(event, "instance_id", None))
+        if isinstance(event, RevocationNotice) and inst is not None:
+            inst.notified, inst.notice_s, inst.termination_s = True, float(event.time_s), float(event.deadline_s)
+
+    def _reconcile(self) -> None:
+        """After a resume, on the driver thread with the clock running: :meth:`resume` step 2."""
+        for trial_id, at_s in self._resumed or ():
+            self._wake_at(trial_id, at_s)
+        now = self.now_s()
+        tagged = {t.instance_id: t for t in find_instances(self.ec2, self.settings.experiment)}
+        by_launch = {t.launch_id: t for t in tagged.values()}
+        done: dict[str, list[str]] = {"terminated": [], "ended_while_down": [], "adopted": [], "unknown": [],
+                                      "intents_launched": [], "intents_not_launched": []}
+        for trial_id, intent in self._unresolved:  # launch intents without an outcome: look them up by tag
+            lid = str(intent.get("instance_id", ""))
+            found = by_launch.get(lid)
+            action = self._replayed_launches[trial_id]
+            if found is None:
+                self._launch_outcome(trial_id, launch=lid, instance_id="", fulfilled=False, time_s=self._log_s,
+                                     error="not launched before the restart")  # LaunchFailed below
+                done["intents_not_launched"].append(lid)
+                continue
+            rec = {"instance_id": found.instance_id, "launch": lid, "time_s": self._log_s}
+            self._launch_outcome(trial_id, launch=lid, instance_id=found.instance_id, fulfilled=True,
+                                 time_s=self._log_s)
+            self._replay_launch(rec, action)
+            done["intents_launched"].append(found.instance_id)
+        for inst in self._instances.values():  # billed, but its SegmentEnded was still queued at the crash
+            if not inst.alive and inst.launched and self.orchestrator.trials[inst.trial_id].instance_id == inst.instance_id:
+                self._post(inst.segment_ended(now, EndReason.PROVIDER))
+        waiting = {i.trial_id for i in self._instances.values() if i.alive and not i.launched}
+        for trial_id, tr in self.orchestrator.trials.items():  # a Launch journaled but never carried out
+            if str(tr.state) == "launching" and trial_id not in waiting:
+                self._post(LaunchFailed(time_s=now, trial_id=trial_id, error="orchestrator restarted"))
+        for inst in list(self._instances.values()):
+            if not inst.alive:
+                continue
+            t = tagged.get(inst.instance_id)
+            left = inst.launched and self.orchestrator.trials[inst.trial_id].instance_id != inst.instance_id
+            if t is not None and t.alive and left and inst.notified:
+                inst.phase = Phase.SAVED  # revoked and saved: the provider ends it (describe_instances)
+                done["adopted"].append(inst.instance_id)
+                continue
+            if t is not None and t.alive:
+                self._kill(inst)  # terminate_instances
+                self._end(inst, now, "user", "restart")
+                done["terminated"].append(inst.instance_id)
+            else:  # it ended while we were down: who ended it is in its state reason
+                code = t.reason_code if t is not None else ""
+                by = ended_by(code)
+                inst.terminated_seen = True
+                self._kill(inst)
+                self._end(inst, min(inst.termination_s, now) if by == "provider" else now, by,
+                          code or "ended while the orchestrator was down")
+                done["ended_while_down"].append(inst.instance_id)
+            if inst.launched:  # the trial rolls back to its last confirmed checkpoint
+                self._post(inst.segment_ended(now, EndReason.PROVIDER))
+            else:
+                self._post(LaunchFailed(time_s=now, trial_id=inst.trial_id, error="orchestrator restarted"))
+        unknown = [i for i in tagged.values() if i.alive and i.instance_id not in self._instances]
+        if unknown:  # tagged with the experiment, but no journaled launch of ours: not wanted
+            self.ec2.terminate_instances(InstanceIds=[i.instance_id for i in unknown])
+            done["unknown"] = [i.instance_id for i in unknown]
+        self.record.meta["resumes"][-1].update(done)
+
     # -- what the cloud says ------------------------------------------------------------------------------
     def _on_message(self, env: Envelope) -> None:
         inst = self._by_launch.get(env.launch)
-        if inst is None:
-            return  # another run's launch (a resumed experiment reconciles those)
+        if inst is None or inst.resumed:
+            return  # another run's launch, or one from before a restart (ended or left to the provider)
         if env.kind == "report":
             try:
                 report = decode_report(str(env.body))
@@ -339,6 +515,7 @@ class AwsBackend(LocalBackend):
             self._on_eof(inst, int(env.body))
         elif env.kind == "rebalance":
             inst.stats["rebalance"] = env.body
+            self._signal(inst.market, REBALANCE, 1.0, self.now_s())
 
     def _on_seen(self, inst: _AwsInstance, report: Notice) -> None:
         """The worker saw the interruption notice on IMDS: ``RevocationNotice`` with IMDS's deadline."""

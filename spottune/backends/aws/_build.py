@@ -20,7 +20,7 @@ from spottune.backends.aws._settings import AwsSettings
 __all__ = ["aws_backend", "live_market", "settings_from_spec"]
 
 _SETTING_KEYS = ("bucket", "image", "ami", "instance_profile", "region", "subnets", "security_groups", "prefix",
-                 "endpoint_url", "lease_s", "linger_s", "exclusion_s", "describe_every_s")
+                 "endpoint_url", "lease_s", "lease_save_s", "linger_s", "exclusion_s", "describe_every_s")
 
 
 def live_market(spec: Any, *, ec2: Any = None, now_s: float | None = None) -> tuple[Any, float] | None:
@@ -82,7 +82,8 @@ def settings_from_spec(spec: Any, *, live: bool, output: str | Path | None = Non
 
 def aws_backend(spec: Any, orchestrator: Any, billing: Any, trials: list, market: Any, start_s: float, *, live: bool,
                 output: str | Path | None = None, progress: Any = None) -> Any:
-    """The :class:`AwsBackend` of ``spec``; the chooser gets the backend's market exclusions."""
+    """The :class:`AwsBackend` of ``spec``; the chooser gets the backend's market exclusions; with live prices the
+    Spot placement scores of the pool are read for the predictor (:func:`._signals.read_placement_scores`)."""
     from provisioner import MarketExclusions
     from spottune.backends.aws._backend import AwsBackend
 
@@ -90,5 +91,13 @@ def aws_backend(spec: Any, orchestrator: Any, billing: Any, trials: list, market
     exclusions = MarketExclusions(settings.exclusion_s)
     if hasattr(orchestrator.chooser, "exclusions"):
         orchestrator.chooser.exclusions = exclusions
-    return AwsBackend(orchestrator, billing, spec.workload, {t.trial_id: (t.config, t.seed) for t in trials},
-                      market.facts, start_s, settings, exclusions=exclusions, progress=progress)
+    backend = AwsBackend(orchestrator, billing, spec.workload, {t.trial_id: (t.config, t.seed) for t in trials},
+                         market.facts, start_s, settings, exclusions=exclusions, progress=progress)
+    if live:  # AWS's own capacity signal, read once (a replayed test market has none: moto lacks the call)
+        from spottune.backends.aws._signals import read_placement_scores
+
+        pool = list(market.markets)
+        backend.placement_scores = read_placement_scores(
+            backend.ec2, sorted({m.instance_type for m in pool}), sorted({m.availability_zone for m in pool}),
+            region=settings.region)
+    return backend

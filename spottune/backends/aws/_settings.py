@@ -54,6 +54,9 @@ class AwsSettings:
     lease_s : float, default 600.0
         Engine seconds an agent waits after the last renewal of the orchestrator's lease before it shuts
         its instance down (the dead-man switch); the lease is renewed every ``lease_s / 4``.
+    lease_save_s : float, default 60.0
+        Engine seconds an agent that found the lease stale waits for the checkpoint it asks its worker for,
+        before it shuts the instance down anyway.
     linger_s : float, default 600.0
         Engine seconds an agent whose worker has exited waits to be terminated (by us after a hop, by the
         provider after a notice) before it shuts the instance down itself.
@@ -89,6 +92,7 @@ class AwsSettings:
     poll_s: float = 5.0
     describe_every_s: float = 15.0
     lease_s: float = 600.0
+    lease_save_s: float = 60.0
     linger_s: float = 600.0
     exclusion_s: float = DEFAULT_EXCLUSION_S
     max_usd_per_hour: float | None = None

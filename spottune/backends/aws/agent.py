@@ -12,9 +12,11 @@ Run as ``python -m spottune.backends.aws.agent --segment s3://bucket/prefix/<exp
    deduplicated by launch id and sequence number), then its exit code;
 4. polls IMDSv2 ``events/recommendations/rebalance`` (an early hint, relayed once) and the segment's
    command object in S3 (``checkpoint``, ``exit``: handed to the worker's stdin);
-5. checks the orchestrator's lease in S3 at every poll: if it is stale (the orchestrator died), it kills
-   the worker and exits with code 3: the user data then powers the host off
-   (``InstanceInitiatedShutdownBehavior=terminate``), so no orphan keeps billing (the dead-man switch);
+5. checks the orchestrator's lease in S3 at every poll: if it is stale (the orchestrator died), it tells a
+   worker still training to checkpoint (reason ``lease``) and waits for the save at most
+   ``lease_save_wall_s`` (default 60 s), then kills the worker and exits with code 3: the user data then
+   powers the host off (``InstanceInitiatedShutdownBehavior=terminate``), so no orphan keeps billing (the
+   dead-man switch) and at most ``lease_save_wall_s`` is spent on the save;
 6. after the worker has exited, waits up to ``linger_wall_s`` to be terminated (by the orchestrator after a
    hop, by EC2 after a notice: leaving a revoked instance to the provider keeps its first hour refundable),
    then exits 0 and the host powers off.
@@ -37,7 +39,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from spottune.backends.aws._channel import Control, Outbox
-from spottune.backends.local._messages import Exited, SegmentCommand, Standby, decode_report, encode
+from spottune.backends.local._messages import (CheckpointCommand, Exited, Saved, SegmentCommand, Standby,
+                                               decode_report, encode)
 from spottune.backends.local.imds import DEFAULT_IMDS_URL, ImdsClient
 
 __all__ = ["Agent", "LEASE_EXIT_CODE", "main", "standby"]
@@ -67,6 +70,7 @@ class Agent:
         self.seg, self.control, self.outbox, self.imds_url, self.python = segment, control, outbox, imds_url, python
         self.proc: subprocess.Popen | None = None
         self.exited = threading.Event()
+        self.saved: int | None = None  # the step of the worker's last published checkpoint
         self._cmd_seq = 0
 
     def _relay(self) -> None:
@@ -81,6 +85,8 @@ class Agent:
                 self.outbox.send("exit", report.code)
                 self.exited.set()
                 return
+            if isinstance(report, Saved):
+                self.saved = report.step
             if not isinstance(report, Standby):
                 self.outbox.send("report", line.strip())
         self.outbox.send("exit", self.proc.wait())
@@ -100,6 +106,18 @@ class Agent:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
             pass
+
+    def _save_before_shutdown(self, limit_wall_s: float) -> None:
+        """A worker still training is told to checkpoint (reason ``lease``); wait for it at most ``limit_wall_s``."""
+        if self.exited.is_set() or self.proc is None or self.proc.poll() is not None:
+            return
+        before = self.saved
+        self._write(encode(CheckpointCommand(reason="lease")))
+        deadline = time.monotonic() + limit_wall_s
+        while self.saved == before and not self.exited.is_set() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        print(f"spottune agent: saved step {self.saved} before powering off" if self.saved != before else
+              f"spottune agent: no checkpoint within {limit_wall_s:g} s; powering off", file=sys.stderr, flush=True)
 
     def run(self, warm: subprocess.Popen | None = None) -> int:
         """Run the segment; returns the agent's exit code (0, or :data:`LEASE_EXIT_CODE`).
@@ -128,6 +146,7 @@ class Agent:
                 if time.monotonic() >= next_lease and self.control.lease_stale():
                     print("spottune agent: the orchestrator's lease is stale; stopping the worker and powering off",
                           file=sys.stderr, flush=True)
+                    self._save_before_shutdown(float(self.seg.get("lease_save_wall_s", 60.0)))
                     return LEASE_EXIT_CODE
                 next_lease = max(next_lease, time.monotonic()) + lease_every if time.monotonic() >= next_lease else next_lease
                 self._commands()

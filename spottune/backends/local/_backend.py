@@ -347,9 +347,17 @@ class LocalBackend(ReplayDriver):
            since are lost, and the orchestrator counts one interruption).
         """
         killed = kill_leftover_workers(records, self.settings.store_url)
+        self._replay_journal()
+        self.clock = ScaledClock(self._log_s, self.settings.time_scale)  # the replayed market resumes where it stood
+        self.record.meta.setdefault("resumes", []).append({"at_s": self._log_s, "records": self.journal.n,
+                                                            "killed_workers": killed})
+
+    def _replay_journal(self) -> None:
+        """Resume step 2 (shared with the aws backend): deliver the journaled events again (actions checked)
+        and rebuild the driver's state from them; leaves the pending wake-ups in ``self._resumed``."""
         journal = self.journal
         if journal is None:
-            raise BackendError("local backend: resume needs the run's journal (Journal(replay=records))")
+            raise BackendError(f"{self.name} backend: resume needs the run's journal (Journal(replay=records))")
         wakes: list[tuple[str, float]] = []
         launches: dict[str, Any] = {}
         while journal.replaying:
@@ -361,18 +369,25 @@ class LocalBackend(ReplayDriver):
                 journal.next_record()
                 if rec["fulfilled"]:
                     self._replay_launch(rec, launches[rec["id"]])
+                else:
+                    self._replay_refused(rec, launches[rec["id"]])
             elif kind == "billed":
                 journal.next_record()
                 self._replay_billed(rec)
             elif kind in ("intent", "outcome"):
                 journal.next_record()
+                self._replay_record(rec)
             else:
-                raise BackendError(f"local backend: journal record {rec['n']} is an unexpected {kind!r} "
+                raise BackendError(f"{self.name} backend: journal record {rec['n']} is an unexpected {kind!r} "
                                    f"(an action without its event)")
         self._resumed = wakes
-        self.clock = ScaledClock(self._log_s, self.settings.time_scale)  # the replayed market resumes where it stood
-        self.record.meta.setdefault("resumes", []).append({"at_s": self._log_s, "records": journal.n,
-                                                            "killed_workers": killed})
+        self._replayed_launches = launches  # trial id -> its last journaled Launch
+
+    def _replay_refused(self, rec: dict[str, Any], action: Any) -> None:
+        """A refused launch met by the replay (the aws backend's market exclusions); nothing here."""
+
+    def _replay_record(self, rec: dict[str, Any]) -> None:
+        """Another ``intent``/``outcome`` record met by the replay (the aws backend's signals); nothing here."""
 
     def _replay_event(self, event: Any, launches: dict[str, Any], wakes: list[tuple[str, float]]) -> None:
         from spottune import orchestrator as ev
@@ -424,7 +439,7 @@ class LocalBackend(ReplayDriver):
 
         inst = self._instances[rec["id"]]
         inst.alive = False
-        row = self.billing.bill(self.history[inst.market], inst.started_s, rec["end_s"], rec["ended_by"],
+        row = self.billing.bill(self._price_series(inst, rec["end_s"]), inst.started_s, rec["end_s"], rec["ended_by"],
                                 instance_id=inst.instance_id, reason=rec["reason"], trial_id=inst.trial_id,
                                 max_price_usd_per_hour=inst.max_price)
         if float(row.charged_usd) != rec["charged_usd"]:

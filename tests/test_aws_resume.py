@@ -1,0 +1,176 @@
+"""Crash safety on the aws backend (issue 15): the orchestrator dies mid-run, ``AwsBackend.resume`` continues it.
+
+The scenario of ``tests/test_aws_backend.py`` (four ``Walk`` trials, A spikes at 1800 s and revokes its
+instances, the relaunches go to B) on a moto server with the harness playing the hosts. The orchestrator
+crashes in-process just before the journal records the outcome of the first relaunch after the spike:
+that launch's intent has no outcome (the instance exists, tagged), the trials' other instances are
+running or revoked. The crashed backend's own clean-up is disabled (a ``kill -9`` runs none); while it is
+down, EC2 interrupts one running instance (``Server.SpotInstanceTermination``). The first resumed run crashes
+too, between the journaled intent of its second launch and its ``run_instances``. The second resume must
+reach the final metrics and top-k of the uninterrupted run (the local backend on the same market and
+seeds), bill every instance ever launched exactly once, feed the predictor the signals it had, and end
+with no tagged instance running. The first launch of the run is refused for capacity (the market exclusion
+it causes, outside ``handle``, must come back on replay).
+"""
+
+from __future__ import annotations
+
+import time
+
+import boto3
+import pytest
+
+from provisioner import MarketExclusions
+from spotmarket import Billing, LegacyBidRevocation
+from spottune.backends.aws import AwsBackend, AwsClients, find_instances
+from spottune.journal import JOURNAL_FILE, Journal, read_journal
+from tests._aws_host import REGION, Ec2Hosts, end_in_moto
+from tests.test_aws_backend import (CONFIGS, FACTS, HIST, SEEDS, Cheapest, local, moto,  # noqa: F401 - fixtures
+                                    orchestrator, settings)
+from tests.test_sim_backend import T0
+from tests.test_worker_process import WORKLOAD
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+
+
+class Crash(Exception):
+    """The injected crash of the orchestrator process."""
+
+
+class Signals:
+    """A revocation predictor that only records AWS's signals (``signal(market, time_s, kind, value)``)."""
+
+    def __init__(self):
+        self.got = []
+
+    def signal(self, market, time_s, kind, value):
+        self.got.append((str(market), time_s, kind, value))
+
+
+def _backend(url, tmp_path, experiment, journal):
+    exclusions = MarketExclusions(1800.0)
+    orch = orchestrator(Cheapest(exclusions))
+    orch.chooser.predictor = Signals()
+    s = settings(url, experiment, store=str(tmp_path / "store"), lease_s=20000.0, max_wall_s=90.0)
+    backend = AwsBackend(orch, Billing(), WORKLOAD, {t: (CONFIGS[t], SEEDS[t]) for t in CONFIGS}, FACTS.__getitem__,
+                         T0, s, clients=AwsClients.create(s), exclusions=exclusions)
+    backend.journal = journal
+    journal.sync_intents = True
+    return orch, backend
+
+
+def _crash_at_first_relaunch(n, record):
+    if (record["k"] == "outcome" and record["op"] == "launch" and record["fulfilled"]
+            and record["time_s"] > T0 + 1800.0):
+        raise Crash(f"crash before record {n}: the outcome of launch {record['launch']}")
+
+
+def test_a_crashed_orchestrator_resumes_to_the_uninterrupted_result(moto, local, tmp_path):  # noqa: F811
+    """Two crashes (mid-launch, then in the resumed run between a launch intent and its ``run_instances``) and
+    two resumes reach the uninterrupted result (module doc)."""
+    exp = "exp-resume"
+    path = tmp_path / JOURNAL_FILE
+    journal = Journal(path, spec={"test": exp}, fault=_crash_at_first_relaunch)
+    orch, backend = _backend(moto, tmp_path, exp, journal)
+    backend._sweep = lambda: None  # a killed process cleans nothing up
+    hosts = Ec2Hosts(moto, exp, workload=WORKLOAD, store=backend.settings.store_url, log_dir=tmp_path,
+                     revocation=LegacyBidRevocation(HIST), clock=backend.clock, warm=6)
+    hosts.attach(backend.ec2)
+    hosts.refuse("us-east-1a", "r3.large", times=1)  # that trial starts on B, where no spike revokes it
+    hosts.start()
+    try:
+        with pytest.raises(Crash):
+            backend.run()
+        journal.close()
+        records = read_journal(path, repair=True)
+        cut = records[-1]
+        assert cut["k"] == "intent" and cut["op"] == "launch"  # the crash left an intent without its outcome
+        cut_launch = cut["instance_id"]
+        ec2 = boto3.client("ec2", endpoint_url=moto, region_name=REGION)
+        before = {i.instance_id: i for i in find_instances(ec2, exp)}
+        (cut_instance,) = [i.instance_id for i in before.values() if i.launch_id == cut_launch]
+        launched = {r["e"]["instance_id"] for r in records if r["k"] == "event" and r["e"]["type"] == "TrialLaunched"}
+        billed = {r["id"] for r in records if r["k"] == "billed"}
+        running = sorted(i for i in launched - billed if before[i].state == "running")
+        on_b = [i for i in running if before[i].availability_zone == "us-east-1b"]
+        assert on_b, "no trial trained on B at the crash: the test would prove nothing"
+        interrupted = on_b[0]
+        end_in_moto(interrupted, "Server.SpotInstanceTermination")  # EC2 interrupts it while we are down
+
+        journal2 = Journal(path, replay=records)
+        _, resumed = _backend(moto, tmp_path, exp, journal2)
+        resumed.resume(records)
+        hosts.follow(resumed.clock)  # the replayed market goes on, on the new process's clock
+        hosts.attach(resumed.ec2)
+        # a second crash, in the resumed run: after the intent of its second launch, before run_instances
+        resumed._sweep = lambda: None
+        put, calls = resumed.control.put_segment, []
+
+        def put_segment(launch_id, doc):
+            calls.append(launch_id)
+            if len(calls) == 2:
+                raise Crash(f"crash writing the segment of {launch_id}")
+            return put(launch_id, doc)
+
+        resumed.control.put_segment = put_segment
+        with pytest.raises(Crash):
+            resumed.run()
+        journal2.close()
+        first = resumed.record.meta["resumes"][-1]
+        records2 = read_journal(path, repair=True)
+        assert records2[:len(records)] == records and records2[-1]["k"] == "intent"
+        assert records2[-1]["instance_id"] == calls[1]  # journaled, never launched
+
+        journal3 = Journal(path, replay=records2)
+        orch2, final = _backend(moto, tmp_path, exp, journal3)
+        final.resume(records2)
+        hosts.follow(final.clock)
+        hosts.attach(final.ec2)
+        record = final.run()
+        journal3.close()
+        time.sleep(0.3)
+        left = hosts.running()
+    finally:
+        hosts.stop()
+
+    assert left == [] and hosts.errors == []
+    # the predictor's state outside handle() comes back: the rebalance hints it had got before the crash
+    before_crash = orch.chooser.predictor.got
+    assert [g[2] for g in before_crash] and {g[2] for g in before_crash} == {"rebalance"}
+    assert orch2.chooser.predictor.got[:len(before_crash)] == before_crash
+    # the uninterrupted result: final metrics (bit for bit) and the top-k
+    for t in CONFIGS:
+        a, lo = orch2.trials[t], local.trials[t]
+        assert (a.state, a.step, a.last_loss()) == (lo.state, lo.step, lo.last_loss()), t
+    assert set(orch2.top_k) == set(local.top_k)
+    # the ledger: every instance ever launched for the experiment, billed exactly once
+    every = find_instances(boto3.client("ec2", endpoint_url=moto, region_name=REGION), exp)
+    ids = [row.instance_id for row in record.ledger]
+    assert sorted(ids) == sorted(i.instance_id for i in every) and len(set(ids)) == len(ids)
+    rows = {row.instance_id: row for row in record.ledger}
+    # interrupted while we were down, within its first hour: the provider ended it, nothing is charged
+    assert (rows[interrupted].ended_by, rows[interrupted].reason) == ("provider", "Server.SpotInstanceTermination")
+    assert rows[interrupted].charged_usd == 0.0 and rows[interrupted].refunded_usd > 0.0
+    # the launch whose outcome was cut: found by its tag, terminated, billed as ours
+    assert (rows[cut_instance].ended_by, rows[cut_instance].reason) == ("user", "restart")
+    meta = first
+    assert meta["intents_launched"] == [cut_instance]
+    assert interrupted in meta["ended_while_down"]
+    assert cut_instance in meta["terminated"]
+    assert set(running) - {interrupted} <= set(meta["terminated"]) | set(meta["adopted"]) | set(meta["ended_while_down"])
+    # the second resume: the intent whose run_instances never happened is not found by its tag
+    second = record.meta["resumes"][-1]
+    assert second["intents_not_launched"] == [calls[1]] and second["intents_launched"] == []
+    assert not any(i.launch_id == calls[1] for i in every)
+    for iid in meta["adopted"]:  # revoked and left by its trial before the crash: the provider ended it, refundable
+        assert rows[iid].ended_by == "provider" and rows[iid].charged_usd == 0.0, rows[iid]
+    # no step lost beyond the last confirmed checkpoint: each relaunch after the restart resumes from it
+    saved = {}
+    for rec in records:
+        if rec["k"] == "event" and rec["e"]["type"] == "CheckpointSaved":
+            saved[rec["e"]["trial_id"]] = rec["e"]["step"]
+    first = {}
+    for rec in read_journal(path)[len(records):]:  # the first relaunch of each trial after the first crash
+        if rec["k"] == "action" and rec["a"]["type"] == "Launch":
+            first.setdefault(rec["a"]["trial_id"], rec["a"]["resume_step"])
+    assert first and all(step == saved.get(t, 0) for t, step in first.items())
