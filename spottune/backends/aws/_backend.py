@@ -462,13 +462,7 @@ class AwsBackend(LocalBackend):
                                  time_s=self._log_s)
             self._replay_launch(rec, action)
             done["intents_launched"].append(found.instance_id)
-        for inst in self._instances.values():  # billed, but its SegmentEnded was still queued at the crash
-            if not inst.alive and inst.launched and self.orchestrator.trials[inst.trial_id].instance_id == inst.instance_id:
-                self._post(inst.segment_ended(now, EndReason.PROVIDER))
-        waiting = {i.trial_id for i in self._instances.values() if i.alive and not i.launched}
-        for trial_id, tr in self.orchestrator.trials.items():  # a Launch journaled but never carried out
-            if str(tr.state) == "launching" and trial_id not in waiting:
-                self._post(LaunchFailed(time_s=now, trial_id=trial_id, error="orchestrator restarted"))
+        self._post_lost_events(now)
         for inst in list(self._instances.values()):
             if not inst.alive:
                 continue

@@ -455,6 +455,7 @@ class LocalBackend(ReplayDriver):
         """After a resume, on the driver thread with the clock running: see :meth:`resume`, step 3."""
         for trial_id, at_s in self._resumed or ():
             self._wake_at(trial_id, at_s)
+        self._post_lost_events(self.now_s())
         for inst in list(self._instances.values()):
             if not inst.alive:
                 continue
@@ -471,6 +472,22 @@ class LocalBackend(ReplayDriver):
                 from spottune.orchestrator import LaunchFailed
 
                 self._post(LaunchFailed(time_s=self.now_s(), trial_id=inst.trial_id, error="orchestrator restarted"))
+
+    def _post_lost_events(self, now: float) -> None:
+        """Resume: the events a crash lost between an effect and its delivery, posted again.
+
+        An instance billed whose ``SegmentEnded`` was still queued gets it; a trial whose ``Launch`` was
+        journaled but never carried out (no instance of it waits) gets ``LaunchFailed``.
+        """
+        from spottune.orchestrator import LaunchFailed
+
+        for inst in self._instances.values():
+            if not inst.alive and inst.launched and self.orchestrator.trials[inst.trial_id].instance_id == inst.instance_id:
+                self._post(inst.segment_ended(now, EndReason.PROVIDER))
+        waiting = {i.trial_id for i in self._instances.values() if i.alive and not i.launched}
+        for trial_id, tr in self.orchestrator.trials.items():
+            if str(tr.state) == "launching" and trial_id not in waiting:
+                self._post(LaunchFailed(time_s=now, trial_id=trial_id, error="orchestrator restarted"))
 
     # -- effects ------------------------------------------------------------------------------------
     def _launch(self, action: Launch) -> None:
