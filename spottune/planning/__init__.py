@@ -1,0 +1,10 @@
+"""Planning a tuning run under a deadline and a dollar budget (issue 17).
+
+- :mod:`spottune.planning._seer`: SEER's Algorithms 2-3 (SoCC'21), unit-free.
+- :mod:`spottune.planning._plan`: the dollar budget converted to vCPU-seconds through expected spot prices,
+  and the plan ``spottune run --deadline --budget-usd`` prints.
+"""
+
+from spottune.planning._seer import SeerPlan, bracket_budgets, seer_plan
+
+__all__ = ["SeerPlan", "bracket_budgets", "seer_plan"]
