@@ -40,7 +40,7 @@ from spottune.experiment import MARKET_MODES, ExperimentSpec
 __all__ = [
     "PREDICTOR_KINDS", "Experiment", "MarketSetup", "build", "build_market", "calibrated_predictor", "check_start",
     "constant_hazard",
-    "curve_model", "dry_run", "make_predictor", "make_provisioner", "revocation_model", "run", "store_url",
+    "curve_model", "dry_run", "make_predictor", "make_provisioner", "plan_spec", "revocation_model", "run", "store_url",
 ]
 
 log = logging.getLogger(__name__)
@@ -561,6 +561,7 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
                           history=None if live is None else live[0])
     start_s = float(to_seconds(spec.start)) if live is None else live[1]
     check_start(market, start_s, spec.train_days)
+    plan_spec(spec, market, start_s)  # deadline and budget: an infeasible request is refused before training
     predictor, desc = make_predictor(spec.predictor, market, start_s - spec.train_days * DAY_S, start_s, seed,
                                      log_fn=log_fn, fallback=True)
     trials = spec.trials()
@@ -604,6 +605,37 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
     return Experiment(spec=spec, market=market, start_s=start_s, trials=trials, predictor_desc=desc,
                       orchestrator=orch, backend=backend, curves=curves,
                       configs={t.trial_id: t.config for t in trials})
+
+
+def plan_spec(spec: ExperimentSpec, market: MarketSetup | None = None, start_s: float | None = None) -> Any:
+    """The plan of a run with both ``deadline`` and ``budget_usd`` (:func:`spottune.planning.plan_run`), or None.
+
+    The expected prices come from the ``train_days`` before the start.
+
+    Raises
+    ------
+    ConfigError
+        One line: bad input (see :func:`~spottune.planning.plan_run`), or an infeasible request, saying
+        what is feasible ("at most 12 trials by 6 h within 40 USD ...").
+    """
+    if spec.deadline is None or spec.budget_usd is None:
+        return None
+    from spottune.planning import plan_run
+
+    if market is None:
+        from spotmarket.prices import to_seconds
+
+        market = build_market(spec.prices, market_mode=spec.market_mode, seed=spec.seed,
+                              instance_types=spec.instance_types, availability_zones=spec.availability_zones)
+        start_s = float(to_seconds(spec.start))
+    wl = spec.get_workload()
+    plan = plan_run(deadline_s=spec.deadline, budget_usd=spec.budget_usd, history=market.history,
+                    catalog=market.catalog, markets=market.markets, start_s=float(start_s),
+                    window_s=spec.train_days * DAY_S, reference_seconds_per_step=wl.reference_seconds_per_step,
+                    boot_s=spec.boot_s, n_requested=spec.n_trials)
+    if not plan.feasible:
+        raise ConfigError(plan.refusal())
+    return plan
 
 
 def dry_run(spec: ExperimentSpec, *, log_fn: Callable[[str], None] | None = None) -> str:

@@ -8,3 +8,7 @@
 from spottune.planning._seer import SeerPlan, bracket_budgets, seer_plan
 
 __all__ = ["SeerPlan", "bracket_budgets", "seer_plan"]
+
+from spottune.planning._plan import RunPlan, format_duration, parse_duration, plan_run  # noqa: E402
+
+__all__ += ["RunPlan", "format_duration", "parse_duration", "plan_run"]
