@@ -45,6 +45,8 @@ def results_table(res: dict[str, Any]) -> str:
         f"{s['revocations']} revocations, {s['hops']} hops",
         f"top-{len(s['top_k'])}        {top}",
     ]
+    if s.get("budget_exhausted"):
+        lines.append(f"budget       ran short, the run stopped and kept the best trials so far ({s['budget_exhausted']})")
     return "\n".join(lines)
 
 
