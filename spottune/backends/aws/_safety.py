@@ -13,11 +13,11 @@ Two caps (``spottune run --max-usd-per-hour``, ``--budget-usd``):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spottune.backends._caps import CapExceeded, check_caps
+from spottune.backends._caps import CapExceeded, check_caps  # noqa: F401 - re-exported (spottune.backends.aws)
 
 __all__ = ["CapExceeded", "Plan", "check_caps", "plan"]
 
