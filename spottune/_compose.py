@@ -40,7 +40,7 @@ from spottune.experiment import MARKET_MODES, ExperimentSpec
 __all__ = [
     "PREDICTOR_KINDS", "Experiment", "MarketSetup", "build", "build_market", "calibrated_predictor", "check_start",
     "constant_hazard",
-    "curve_model", "dry_run", "make_predictor", "make_provisioner", "plan_spec", "revocation_model", "run", "store_url",
+    "curve_model", "deadline_guard", "dry_run", "make_predictor", "make_provisioner", "plan_spec", "revocation_model", "run", "store_url",
 ]
 
 log = logging.getLogger(__name__)
@@ -578,6 +578,8 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
         predictor=fmp,
         plateau_rule=plateau,
     )
+    if spec.deadline is not None:  # issue 17: stable capacity when the deadline is at risk
+        orch.chooser = deadline_guard(spec, market, start_s, orch.chooser)
     parts = (orch, market.history, market.revocation_model, Billing(spec.billing))
     curves = None
     if spec.backend == "sim":
@@ -607,6 +609,26 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
     return Experiment(spec=spec, market=market, start_s=start_s, trials=trials, predictor_desc=desc,
                       orchestrator=orch, backend=backend, curves=curves,
                       configs={t.trial_id: t.config for t in trials})
+
+
+def deadline_guard(spec: ExperimentSpec, market: MarketSetup, start_s: float, chooser: Any) -> Any:
+    """``chooser`` wrapped in :class:`spottune.planning.DeadlineGuard` for ``spec.deadline`` (seconds after
+    ``start_s``): the workload's speed per instance type, boot plus one checkpoint restore as the overhead."""
+    from spottune.backends import SimSettings
+    from spottune.backends._speed import seconds_per_step, transfer_seconds
+    from spottune.planning import DeadlineGuard
+
+    wl = spec.get_workload()
+    ref = wl.reference_seconds_per_step
+
+    def sps(instance_type: str) -> float:
+        return seconds_per_step(ref, *market.facts(instance_type))
+
+    restore = max(transfer_seconds(wl.checkpoint_size_mb, market.facts(m.instance_type)[0],
+                                   SimSettings().checkpoint_overhead_s) for m in market.markets)
+    return DeadlineGuard(chooser, start_s=start_s, deadline_s=start_s + spec.deadline, max_steps=spec.max_steps,
+                         markets=market.markets, seconds_per_step=sps, overhead_s=spec.boot_s + restore,
+                         on_demand_usd_per_hour=lambda m: market.catalog.on_demand_usd_per_hour(m.instance_type, m.region))
 
 
 def plan_spec(spec: ExperimentSpec, market: MarketSetup | None = None, start_s: float | None = None) -> Any:

@@ -12,3 +12,7 @@ __all__ = ["SeerPlan", "bracket_budgets", "seer_plan"]
 from spottune.planning._plan import RunPlan, format_duration, parse_duration, plan_run  # noqa: E402
 
 __all__ += ["RunPlan", "format_duration", "parse_duration", "plan_run"]
+
+from spottune.planning._deadline import DEADLINE_RULES, DeadlineGuard  # noqa: E402
+
+__all__ += ["DEADLINE_RULES", "DeadlineGuard"]
