@@ -93,7 +93,10 @@ def main() -> None:
         lo = min(starts) - TRAIN_DAYS * DAY_S
         tasks = [Task(workload=WORKLOAD, policy="spottune-0.7", start_index=i, start_s=s, market_mode=mode, seed=0,
                       train_lo_s=lo, train_hi_s=min(starts)) for i, s in enumerate(starts)]
-        free = [one(t, "unconstrained") for t in tasks]
+        free = []
+        for t in tasks:
+            free.append(one(t, "unconstrained"))
+            print(f"{mode} start {t.start_index}: unconstrained {time.perf_counter() - t0:.0f} s", flush=True)
         tune = free[: args.tune]
         D = args.deadline_factor * statistics.median(r["jct_h"] for r in tune) * 3600.0
         B = args.budget_factor * statistics.median(r["cost_usd"] for r in tune)

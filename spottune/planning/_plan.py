@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from spotmarket import HOUR_S
 from spottune.errors import ConfigError
 from spottune.planning._seer import SeerPlan, seer_plan
 
 __all__ = ["RunPlan", "format_duration", "parse_duration", "plan_run"]
 
-HOUR_S = 3600.0
 #: SEER's defaults (Algorithm 1): elimination rate eta and parallelism growth nu.
 SEER_ETA, SEER_NU = 4.0, 2.0
 
