@@ -75,14 +75,52 @@ def one(task, variant, deadline_s=None, budget=None):
             "switches": len(getattr(orch.chooser, "switches", []))}
 
 
+FIGURE = Path(__file__).resolve().parents[1] / "docs" / "figures" / "deadline_met_vs_cost.png"
+
+
+def figure(data: dict, path: Path = FIGURE) -> None:
+    """Deadline met vs cost: each test run's JCT / deadline against its cost / the budget, per mode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = list(data["settings"])
+    fig, axes = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 4.5), squeeze=False)
+    marks = {"unconstrained": ("o", "tab:gray"), "slack": ("s", "tab:blue"), "uniform": ("^", "tab:orange")}
+    for ax, mode in zip(axes[0], modes):
+        for variant, (m, c) in marks.items():
+            rs = [r for r in data["runs"] if r["mode"] == mode and r["variant"] == variant]
+            ax.scatter([r["cost_usd"] / r["budget_usd"] for r in rs], [r["jct_h"] / r["deadline_h"] for r in rs],
+                       marker=m, color=c, label=variant, alpha=0.8)
+            stopped = [r for r in rs if r["budget_stopped"]]
+            ax.scatter([r["cost_usd"] / r["budget_usd"] for r in stopped],
+                       [r["jct_h"] / r["deadline_h"] for r in stopped], marker="x", color="k", s=25)
+        ax.axhline(1.0, color="k", lw=0.8, ls="--")
+        ax.axvline(1.0, color="r", lw=0.8, ls="--")
+        ax.set_xlabel("cost / budget")
+        ax.set_ylabel("JCT / deadline (<= 1: met)")
+        ax.set_title(f"{mode}: D {data['settings'][mode]['deadline_h']:.2f} h, B {data['settings'][mode]['budget_usd']:.2f} USD")
+    axes[0][0].legend(title="x: stopped by the budget")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--plot-only", action="store_true", help="Redraw the figure from the JSON.")
+    ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--starts", type=int, default=20)
     ap.add_argument("--tune", type=int, default=5)
     ap.add_argument("--deadline-factor", type=float, default=1.0)
     ap.add_argument("--budget-factor", type=float, default=1.3)
     ap.add_argument("--modes", default="legacy,modern")
     args = ap.parse_args()
+    if args.plot_only:
+        figure(json.loads(args.out.read_text()))
+        return
     from spottune.evaluation._runner import DAY_S, TRAIN_DAYS, Task, default_starts, environment
 
     t0 = time.perf_counter()
@@ -125,11 +163,12 @@ def main() -> None:
                 "regret_mean": statistics.mean(regrets) if regrets else None,
                 "regret_undefined": len(rs) - len(regrets),
                 "switches_mean": statistics.mean(r["switches"] for r in rs)})
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"workload": WORKLOAD, "tune_starts": args.tune, "test_starts": args.starts,
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"workload": WORKLOAD, "tune_starts": args.tune, "test_starts": args.starts,
                                "deadline_factor": args.deadline_factor, "budget_factor": args.budget_factor,
                                "settings": settings, "summary": summary, "runs": rows,
                                "wall_s": time.perf_counter() - t0}, indent=1))
+    figure(json.loads(args.out.read_text()), FIGURE if args.out == OUT else args.out.with_suffix(".png"))
     print(f"{'mode':7} {'variant':13} {'met':>5} {'fin':>5} {'viol':>4} {'stop':>4} {'cost x med':>10} {'max':>6} {'regret':>8}")
     for s in summary:
         f = lambda x, d=3: "-" if x is None else f"{x:.{d}f}"  # noqa: E731
