@@ -40,15 +40,16 @@ def _guard(rule="slack", deadline_s=36_000.0):
 
 
 def test_slack_keeps_spot_until_the_last_safe_moment():
-    """400 steps x 25 s + 200 s overhead = 10,200 s on the stable option; margin 3,800 s: at risk from
-    t = 36,000 - 10,200 - 3,800 = 22,000 s for a fresh trial."""
+    """400 steps x 25 s + 200 s overhead = 10,200 s on the stable option; margin min(3,800, 10 % of 36,000) =
+    3,600 s: at risk from t = 36,000 - 10,200 - 3,600 = 22,200 s for a fresh trial."""
     g = _guard()
     assert g.stable_market == FAST and g.stable_price == 0.21
-    assert g.choose("t0", 21_999.0, resume_step=0).market == SLOW
-    c = g.choose("t0", 22_001.0, resume_step=0)
+    assert g.choose("t0", 22_199.0, resume_step=0).market == SLOW
+    c = g.choose("t0", 22_201.0, resume_step=0)
     assert (c.market, c.max_price_usd_per_hour, c.seconds_per_step) == (FAST, 0.21, 25.0)
-    assert g.choose("t0", 22_001.0, resume_step=200).market == SLOW  # half done: 5,200 s needed
-    assert g.switches == [("t0", 22_001.0)]
+    assert g.choose("t0", 22_201.0, resume_step=200).market == SLOW  # half done: 5,200 s needed
+    assert g.switches == [("t0", 22_201.0)]
+    assert g.choose("t0", 30_000.0, resume_step=0).market == SLOW  # 10,200 s needed, 6,000 left: lost anyway
     assert g.plans_horizon is True  # passed on
 
 

@@ -7,8 +7,9 @@ work (to ``max_steps``):
 - ``slack`` (default, "as late as possible"): the time left minus the time to finish on the **stable
   option** (the fastest instance type of the pool at a max price equal to its on-demand price: in the legacy
   market a spot instance is then revoked only when the spot price passes on-demand) is the slack; while
-  it is at least ``margin_s`` (one hourly decision period plus a boot and a restore by default) the
-  inner choice stands, else the stable option is taken.
+  it is at least ``margin_s`` (one hourly decision period plus a boot and a restore, at most 10 % of the
+  deadline, by default) the inner choice stands, else the stable option is taken; a trial that cannot
+  finish in time even on the stable option keeps the inner choice (switching would only cost more).
 - ``uniform``: Can't Be Late's uniform-progress rule (Wu et al., NSDI'24, §4): the trial must have done at
   least ``elapsed / (deadline - start)`` of its work; behind that line it takes the stable option. It
   switches earlier (and pays more) than ``slack``; it is the anchor to compare with.
@@ -73,7 +74,8 @@ class DeadlineGuard:
         self.inner, self.rule = inner, rule
         self.start_s, self.deadline_s, self.max_steps = float(start_s), float(deadline_s), int(max_steps)
         self.overhead_s = float(overhead_s)
-        self.margin_s = 3600.0 + self.overhead_s if margin_s is None else float(margin_s)
+        span = self.deadline_s - self.start_s
+        self.margin_s = min(3600.0 + self.overhead_s, 0.1 * span) if margin_s is None else float(margin_s)
         speed = {m: float(seconds_per_step(m.instance_type)) for m in markets}
         fastest = min(speed.values())
         # among the fastest type's markets, the cheapest on-demand price (ties: the first in pool order)
@@ -92,6 +94,8 @@ class DeadlineGuard:
             share = min(1.0, max(0.0, (now_s - self.start_s) / (self.deadline_s - self.start_s)))
             return resume_step < math.floor(share * self.max_steps)
         need = self.overhead_s + left_steps * self.stable_seconds_per_step
+        if need > self.deadline_s - now_s:  # lost even on the stable option: switching would only cost more
+            return False
         return self.deadline_s - now_s - need < self.margin_s
 
     def choose(self, trial_id: Hashable, now_s: float, **kw: Any) -> Any:
