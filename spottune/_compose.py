@@ -40,7 +40,7 @@ from spottune.experiment import MARKET_MODES, ExperimentSpec
 __all__ = [
     "PREDICTOR_KINDS", "Experiment", "MarketSetup", "build", "build_market", "calibrated_predictor", "check_start",
     "constant_hazard",
-    "curve_model", "dry_run", "make_predictor", "make_provisioner", "revocation_model", "run", "store_url",
+    "curve_model", "deadline_guard", "dry_run", "make_predictor", "make_provisioner", "plan_spec", "revocation_model", "run", "store_url",
 ]
 
 log = logging.getLogger(__name__)
@@ -564,6 +564,7 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
                           history=None if live is None else live[0])
     start_s = float(to_seconds(spec.start)) if live is None else live[1]
     check_start(market, start_s, spec.train_days)
+    plan_spec(spec, market, start_s)  # deadline and budget: an infeasible request is refused before training
     predictor, desc = make_predictor(spec.predictor, market, start_s - spec.train_days * DAY_S, start_s, seed,
                                      log_fn=log_fn, fallback=True)
     trials = spec.trials()
@@ -583,6 +584,8 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
         plateau_rule=plateau,
         stop_rule=stop_rule,
     )
+    if spec.deadline is not None:  # issue 17: stable capacity when the deadline is at risk
+        orch.chooser = deadline_guard(spec, market, start_s, orch.chooser)
     parts = (orch, market.history, market.revocation_model, Billing(spec.billing))
     curves = None
     if spec.backend == "sim":
@@ -607,9 +610,62 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
                                  checkpoint_keep=spec.checkpoint_keep, log_dir=str(folder / "workers"))
         backend = LocalBackend(*parts, spec.workload, {t.trial_id: (t.config, t.seed) for t in trials}, market.facts,
                                start_s, settings, progress=progress)
+    if spec.backend != "aws":  # the aws backend checks its own (AwsSettings); the same rule, _caps.check_caps
+        backend.budget_usd, backend.max_usd_per_hour = spec.budget_usd, spec.max_usd_per_hour
     return Experiment(spec=spec, market=market, start_s=start_s, trials=trials, predictor_desc=desc,
                       orchestrator=orch, backend=backend, curves=curves,
                       configs={t.trial_id: t.config for t in trials})
+
+
+def deadline_guard(spec: ExperimentSpec, market: MarketSetup, start_s: float, chooser: Any) -> Any:
+    """``chooser`` wrapped in :class:`spottune.planning.DeadlineGuard` for ``spec.deadline`` (seconds after
+    ``start_s``): the workload's speed per instance type, boot plus one checkpoint restore as the overhead."""
+    from spottune.backends import SimSettings
+    from spottune.backends._speed import seconds_per_step, transfer_seconds
+    from spottune.planning import DeadlineGuard
+
+    wl = spec.get_workload()
+    ref = wl.reference_seconds_per_step
+
+    def sps(instance_type: str) -> float:
+        return seconds_per_step(ref, *market.facts(instance_type))
+
+    restore = max(transfer_seconds(wl.checkpoint_size_mb, market.facts(m.instance_type)[0],
+                                   SimSettings().checkpoint_overhead_s) for m in market.markets)
+    return DeadlineGuard(chooser, start_s=start_s, deadline_s=start_s + spec.deadline, max_steps=spec.max_steps,
+                         markets=market.markets, seconds_per_step=sps, overhead_s=spec.boot_s + restore,
+                         on_demand_usd_per_hour=lambda m: market.catalog.on_demand_usd_per_hour(m.instance_type, m.region))
+
+
+def plan_spec(spec: ExperimentSpec, market: MarketSetup | None = None, start_s: float | None = None) -> Any:
+    """The plan of a run with both ``deadline`` and ``budget_usd`` (:func:`spottune.planning.plan_run`), or None.
+
+    The expected prices come from the ``train_days`` before the start.
+
+    Raises
+    ------
+    ConfigError
+        One line: bad input (see :func:`~spottune.planning.plan_run`), or an infeasible request, saying
+        what is feasible ("at most 12 trials by 6 h within 40 USD ...").
+    """
+    if spec.deadline is None or spec.budget_usd is None:
+        return None
+    from spottune.planning import plan_run
+
+    if market is None:
+        from spotmarket.prices import to_seconds
+
+        market = build_market(spec.prices, market_mode=spec.market_mode, seed=spec.seed,
+                              instance_types=spec.instance_types, availability_zones=spec.availability_zones)
+        start_s = float(to_seconds(spec.start))
+    wl = spec.get_workload()
+    plan = plan_run(deadline_s=spec.deadline, budget_usd=spec.budget_usd, history=market.history,
+                    catalog=market.catalog, markets=market.markets, start_s=float(start_s),
+                    window_s=spec.train_days * DAY_S, reference_seconds_per_step=wl.reference_seconds_per_step,
+                    boot_s=spec.boot_s, n_requested=spec.n_trials)
+    if not plan.feasible:
+        raise ConfigError(plan.refusal())
+    return plan
 
 
 def dry_run(spec: ExperimentSpec, *, log_fn: Callable[[str], None] | None = None) -> str:

@@ -195,8 +195,12 @@ class ExperimentSpec:
     billing : {"second", "hour"}, default "second"
         Spot billing granularity (per second as in the paper, or the historical hourly rule).
     max_usd_per_hour, budget_usd : float, optional
-        AWS backend: spending caps checked before every launch (sum of the live instances' max prices,
-        USD/hour; USD billed plus accrued); see :mod:`spottune.backends.aws._safety`.
+        Spending caps checked before every launch (sum of the live instances' max prices, USD/hour; USD
+        billed plus accrued); see :mod:`spottune.backends.aws._safety`.
+    deadline : float or str, optional
+        Seconds from the start by which the run must finish (``"6h"``, ``"90min"`` or a number of
+        seconds; :func:`spottune.planning.parse_duration`). With ``budget_usd`` the run is planned first
+        (SEER, :func:`spottune.planning.plan_run`) and an infeasible request is refused (issue 17).
     aws : mapping, default {}
         AWS backend settings (:class:`spottune.backends.aws.AwsSettings` fields: ``bucket``, ``image``,
         ``ami``, ``instance_profile``, ``region``, ``experiment``, ``subnets``, ``security_groups``,
@@ -238,6 +242,7 @@ class ExperimentSpec:
     billing: str = "second"
     max_usd_per_hour: float | None = None
     budget_usd: float | None = None
+    deadline: float | None = None
     aws: Mapping[str, Any] = field(default_factory=dict)
     _derived: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
 
@@ -267,6 +272,10 @@ class ExperimentSpec:
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 set_(name, float(value))
+        if self.deadline is not None:
+            from spottune.planning._plan import parse_duration
+
+            set_("deadline", parse_duration(self.deadline))
         self._validate()
 
     @staticmethod

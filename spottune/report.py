@@ -30,7 +30,7 @@ def results_table(res: dict[str, Any]) -> str:
     lines = [head, "-" * len(head)]
     order = t.assign(_r=t["rank"].fillna(1e9)).sort_values(["_r", "metric"])
     for _, r in order.iterrows():
-        markets = sorted({m.split("/")[1] + "@" + m.split("/")[0][-1] for m in str(r["markets_used"]).split(";") if m})
+        markets = sorted({m.split("/")[1] + "@" + m.split("/")[0][-1] for m in str(r["markets_used"]).split(";") if m.count("/") >= 2})
         lines.append(f"{r['trial_id']:6} {r['state']:16} {int(r['steps']):5d} {_fmt(r['metric']):>9} {r['metric_kind']:10} "
                      f"{r['usd']:8.4f} {r['refunded_usd']:8.4f} {int(r['revocations']):3d} {int(r['hops']):3d}  "
                      f"{','.join(markets)}")
@@ -45,6 +45,8 @@ def results_table(res: dict[str, Any]) -> str:
         f"{s['revocations']} revocations, {s['hops']} hops",
         f"top-{len(s['top_k'])}        {top}",
     ]
+    if s.get("budget_exhausted"):
+        lines.append(f"budget       ran short, the run stopped and kept the best trials so far ({s['budget_exhausted']})")
     return "\n".join(lines)
 
 

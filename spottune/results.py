@@ -70,6 +70,15 @@ def trials_frame(orch: Any, ledger: pd.DataFrame, configs: dict[str, Any]) -> pd
     return pd.DataFrame(rows, columns=TRIAL_COLUMNS)
 
 
+def _top_k(orch: Any, record: Any) -> tuple[str, ...]:
+    """The run's top-k; when the budget ran short before the end (``record.meta["budget_exhausted"]``), the
+    best k trials so far by their last observed metric (issue 17)."""
+    if orch.top_k or not record.meta.get("budget_exhausted"):
+        return tuple(orch.top_k)
+    seen = sorted((tr.losses[-1], tid) for tid, tr in orch.trials.items() if tr.losses)
+    return tuple(tid for _, tid in seen[: orch.config.top_k])
+
+
 def summary_dict(orch: Any, record: Any, ledger: pd.DataFrame) -> dict[str, Any]:
     """``summary.json``: cost, JCT, refunded share, top-k and the run's settings."""
     steps = float(ledger["steps"].sum())
@@ -87,7 +96,8 @@ def summary_dict(orch: Any, record: Any, ledger: pd.DataFrame) -> dict[str, Any]
         "revocations": int(sum(tr.revocations for tr in orch.trials.values())),
         "hops": int(sum(tr.hops for tr in orch.trials.values())),
         "failures": int(sum(tr.failures for tr in orch.trials.values())),
-        "top_k": [{"trial_id": t, "metric": orch.to_user(orch.trials[t].last_loss())} for t in orch.top_k],
+        "top_k": [{"trial_id": t, "metric": orch.to_user(orch.trials[t].last_loss())} for t in _top_k(orch, record)],
+        "budget_exhausted": record.meta.get("budget_exhausted"),
         "selected_at_theta": list(orch.selected),
         "events": sum(1 for r in record.log if r["kind"] == "event"),
         "actions": sum(1 for r in record.log if r["kind"] == "action"),

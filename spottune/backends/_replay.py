@@ -142,6 +142,12 @@ class ReplayDriver(Driver):
     #: store is unreachable a ``Launch`` is answered ``LaunchFailed`` (the orchestrator retries after
     #: ``launch_retry_s``); a persistent outage raises ``BackendError`` from the launch.
     store_monitor: Any = None
+    #: Spending caps checked before every launch (:func:`spottune.backends._caps.check_caps`; None: none).
+    #: When the budget runs short the driver stops: no further launch, the live instances are ended and
+    #: the run keeps the best trials so far; ``record.meta["budget_exhausted"]`` says why (issue 17).
+    budget_usd: float | None = None
+    max_usd_per_hour: float | None = None
+    stopped: bool = False
 
     def __init__(self, orchestrator: Orchestrator, history: Any, revocation_model: Any, billing: Any,
                  instance_facts: Callable[[str], tuple[int, float | None]], start_s: float,
@@ -188,6 +194,8 @@ class ReplayDriver(Driver):
         journal = self.journal
         match action:
             case ev.Launch():
+                if self._refused_by_caps(action):
+                    return
                 if journal is not None:
                     journal.intent("launch", action.trial_id, instance_id=self._next_instance_id(),
                                    market=action.market, resume_step=action.resume_step)
@@ -210,6 +218,45 @@ class ReplayDriver(Driver):
                 self.record.end_s = self._log_s
             case _:
                 raise BackendError(f"{self.name} backend cannot carry out {type(action).__name__}")
+
+    def _refused_by_caps(self, action: ev.Launch) -> bool:
+        """Check the spending caps before ``action``: True if it must not go ahead (a ``LaunchFailed`` is
+        posted for a wait; the driver stops when the budget runs short)."""
+        if self.stopped:
+            return True
+        if self.budget_usd is None and self.max_usd_per_hour is None:
+            return False
+        from spottune.backends._caps import CapExceeded, check_caps
+
+        now = self._log_s
+        alive = [i for i in self._instances.values() if i.alive]
+        noticed = [i for i in alive if i.notice_s <= now]  # ending at their (announced) termination
+        live = [(i.max_price, i.started_s) for i in alive if i.notice_s > now]
+        accrued = sum(float(self._price_series(i, now).cost_usd(i.started_s, now)) for i in alive if now > i.started_s)
+        accrued += sum(i.max_price * max(0.0, i.termination_s - now) / 3600.0 for i in noticed)
+        try:
+            wait = check_caps(max_price=action.max_price_usd_per_hour, live=live, now_s=now, spent_usd=self.usd,
+                              max_usd_per_hour=self.max_usd_per_hour, budget_usd=self.budget_usd,
+                              whole_hours=True, accrued_usd=accrued)
+        except CapExceeded as exc:
+            self._stop_for_budget(str(exc))
+            return True
+        if wait is not None:
+            self._post(ev.LaunchFailed(time_s=now, trial_id=action.trial_id, error=wait))
+            return True
+        return False
+
+    def _stop_for_budget(self, why: str) -> None:
+        """The budget runs short: launch nothing more, end every live instance now (billed to now)."""
+        self.stopped = True
+        self.record.meta["budget_exhausted"] = why
+        now = self._log_s
+        for inst in list(self._instances.values()):
+            if inst.alive:
+                self._release(inst)
+                self._end(inst, now, "user", "budget")
+        self.record.end_s = now
+        self.record.meta["usd"] = self.usd
 
     # -- shared effects -------------------------------------------------------------------------------
     def _new_instance(self, action: ev.Launch, t: float, reference_seconds_per_step: float, cls: type[InstanceT],

@@ -141,9 +141,13 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
 @click.option("--max-usd-per-hour", type=float, default=None,
               help="AWS backend: cap on the sum of the live instances' max prices, USD/hour, checked before every launch.")
 @click.option("--budget-usd", type=float, default=None,
-              help="AWS backend: cap on USD billed plus accrued, checked before every launch.")
+              help="Cap on USD billed plus accrued, checked before every launch; with --deadline, the plan's budget.")
+@click.option("--deadline", default=None,
+              help="Finish within this long of the start ('6h', '90min', seconds); with --budget-usd the run is "
+                   "planned first (SEER) and an infeasible request refused.")
 @click.option("--dry-run", is_flag=True, default=False,
-              help="Print the first launches (markets, max prices, hourly cost bound) and launch nothing.")
+              help="Print the first launches (markets, max prices, hourly cost bound), or with --deadline and "
+                   "--budget-usd the plan, and launch nothing.")
 @click.option("--output", type=click.Path(file_okay=False), default=None, help="Results folder (default results/<timestamp>/).")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 @click.pass_context
@@ -154,6 +158,12 @@ def run(ctx: click.Context, config: str | None, output: str | None, progress: bo
     from spottune.results import no_trial_finished
 
     spec = _spec(ctx, config)  # validated at once, before any loading
+    if spec.deadline is not None and spec.budget_usd is not None:
+        from spottune._compose import plan_spec
+
+        click.echo(plan_spec(spec).render())  # refused here (exit 2) if infeasible
+        if ctx.params.get("dry_run"):
+            return
     if ctx.params.get("dry_run"):
         from spottune._compose import dry_run
 

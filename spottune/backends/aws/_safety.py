@@ -1,4 +1,5 @@
-"""Spending caps checked before every launch, and the dry-run plan.
+"""Spending caps checked before every launch (:mod:`spottune.backends._caps`, shared by every backend), and
+the dry-run plan.
 
 Two caps (``spottune run --max-usd-per-hour``, ``--budget-usd``):
 
@@ -12,55 +13,13 @@ Two caps (``spottune run --max-usd-per-hour``, ``--budget-usd``):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spottune.errors import BackendError
+from spottune.backends._caps import CapExceeded, check_caps  # noqa: F401 - re-exported (spottune.backends.aws)
 
 __all__ = ["CapExceeded", "Plan", "check_caps", "plan"]
-
-
-class CapExceeded(BackendError):
-    """A spending cap makes every further launch impossible."""
-
-
-def check_caps(*, max_price: float, live: Iterable[tuple[float, float]], now_s: float, spent_usd: float,
-               max_usd_per_hour: float | None, budget_usd: float | None) -> str | None:
-    """None if the launch may go ahead, or why it must wait (a refusal the orchestrator retries).
-
-    Parameters
-    ----------
-    max_price : float
-        The new instance's max price, USD/hour.
-    live : iterable of (max_price USD/hour, started_s)
-        The live instances.
-    now_s : float
-    spent_usd : float
-        USD billed so far (ledger).
-    max_usd_per_hour, budget_usd : float or None
-        The caps (None: none).
-
-    Raises
-    ------
-    CapExceeded
-        If the launch could never go ahead (see the module docstring).
-    """
-    live = list(live)
-    if max_usd_per_hour is not None:
-        if max_price > max_usd_per_hour:
-            raise CapExceeded(f"one instance at max price {max_price:.4f} USD/h exceeds --max-usd-per-hour "
-                              f"{max_usd_per_hour:g}")
-        running = sum(p for p, _ in live)
-        if running + max_price > max_usd_per_hour + 1e-12:
-            return (f"max-usd-per-hour cap: {running:.4f} USD/h of live instances + {max_price:.4f} "
-                    f"> {max_usd_per_hour:g}")
-    if budget_usd is not None:
-        accrued = sum(p * max(0.0, now_s - t0) / 3600.0 for p, t0 in live)
-        if spent_usd + accrued + max_price > budget_usd:
-            raise CapExceeded(f"budget: {spent_usd:.4f} USD billed + {accrued:.4f} accrued + one hour at "
-                              f"{max_price:.4f} USD/h would exceed --budget-usd {budget_usd:g}")
-    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -291,7 +291,7 @@ class LocalBackend(ReplayDriver):
             else:
                 self._reconcile()
             end_s = float(self.history.end_s)
-            while not self.orchestrator.done:
+            while not self.orchestrator.done and not self.stopped:
                 if time.monotonic() > give_up:
                     raise BackendError(f"the local run did not finish within {s.max_wall_s:.0f} wall "
                                        f"seconds (engine time {(self.now_s() - self.start_s) / 3600:.1f} h)")

@@ -109,7 +109,7 @@ class SimBackend(ReplayDriver):
     def run(self) -> RunRecord:
         self._start()
         end_s = float(self.history.end_s)
-        while self._heap:
+        while self._heap and not self.stopped:
             t, _, fn, args = heapq.heappop(self._heap)
             if t > end_s and not self.orchestrator.done:
                 raise BackendError(f"the price history ends at {end_s:.0f} s before the experiment finished "
@@ -118,6 +118,8 @@ class SimBackend(ReplayDriver):
                 break
             self.now_s = t
             fn(*args)
+        if self.stopped:  # the budget ran short (record.meta["budget_exhausted"])
+            return self.record
         if not self.orchestrator.done:
             raise BackendError("the simulation ran out of events before the experiment finished (a driver bug)")
         self._close_leftovers(end_s)  # only revoked-and-saved instances can be left

@@ -1,0 +1,272 @@
+"""The plan of a run under a deadline and a dollar budget: SEER's Algorithms 2-3 in vCPU-seconds (issue 17, F-S1).
+
+SEER (SoCC'21) budgets in resource-minutes. Here a resource is one **vCPU** (``RELATED_SYSTEMS.md`` §2.2,
+F-S1): a trial of bracket i runs on an instance with ``P[i]`` vCPUs, ``P = [p_min, p_min nu, ...]`` with
+``p_min`` / ``p_max`` the smallest / largest vCPU count of the pool. The dollar budget becomes vCPU-seconds
+through the **expected spot price**: per pool market the mean price over the predictor's training window
+before the start (USD per instance-hour, :meth:`spotmarket.prices.PriceSeries.mean_price`) divided by its
+vCPUs; the plan uses the cheapest market per vCPU (the one a cost-minimising provisioner favours). The cost
+band is that market's 10th and 90th price percentiles over the same window.
+
+The shortest round ``t_min`` is one launch (``boot_s``) plus one step on a ``p_min`` instance
+(:func:`spottune.backends._speed.seconds_per_step`), so that a round always trains.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from spotmarket import HOUR_S
+from spottune.errors import ConfigError
+from spottune.planning._seer import SeerPlan, seer_plan
+
+__all__ = ["RunPlan", "format_duration", "parse_duration", "plan_run"]
+
+#: SEER's defaults (Algorithm 1): elimination rate eta and parallelism growth nu.
+SEER_ETA, SEER_NU = 4.0, 2.0
+
+
+def parse_duration(value: Any, name: str = "deadline") -> float:
+    """Seconds from ``6h``, ``90min``, ``1d``, ``3600s`` or a bare number of seconds.
+
+    Raises
+    ------
+    ConfigError
+        On an unreadable, zero or negative duration (one line).
+    """
+    import pandas as pd
+
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} is {value!r}, but must be a duration such as '6h' or a number of seconds > 0")
+    if isinstance(value, (int, float)):
+        s = float(value)
+    else:
+        text = str(value).strip()
+        try:
+            s = float(text)
+        except ValueError:
+            try:
+                s = (float(text[:-1]) * 86400.0 if text[-1:] in "dD" and text[:-1].strip()
+                     else pd.Timedelta(text).total_seconds())
+            except (ValueError, TypeError):
+                raise ConfigError(f"{name} is {value!r}, but must be a duration such as '6h', '90min' or "
+                                  "a number of seconds") from None
+    if not (math.isfinite(s) and s > 0):
+        raise ConfigError(f"{name} is {value!r}, but must be a duration > 0 (e.g. '6h')")
+    return s
+
+
+def format_duration(seconds: float) -> str:
+    """``6 h``, ``1.5 h``, ``45 min`` or ``30 s``."""
+    if seconds >= HOUR_S:
+        return f"{seconds / HOUR_S:.3g} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds:.3g} s"
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    """What ``spottune run --deadline --budget-usd`` plans before it starts.
+
+    Attributes
+    ----------
+    deadline_s : float
+        Seconds from the start.
+    budget_usd : float
+    seer : SeerPlan or None
+        In vCPU-seconds (None: not even one round fits).
+    market : str
+        The market whose expected price converts USD to vCPU-seconds.
+    usd_per_vcpu_hour : tuple of float
+        (10th percentile, mean, 90th percentile) spot price per vCPU-hour of ``market``.
+    instance_types : tuple of str
+        The instance type of each bracket (the cheapest per vCPU with ``P[i]`` vCPUs, else the largest below).
+    seconds_per_step : tuple of float
+        Seconds per step of each bracket's instance type.
+    boot_s : float
+    n_requested : int
+        Trials the spec asks for.
+    """
+
+    deadline_s: float
+    budget_usd: float
+    seer: SeerPlan | None
+    market: str
+    usd_per_vcpu_hour: tuple[float, float, float]
+    instance_types: tuple[str, ...]
+    seconds_per_step: tuple[float, ...]
+    boot_s: float
+    n_requested: int
+
+    n_affordable: int = 0
+
+    @property
+    def n_trials(self) -> int:
+        """Trials the plan runs (SEER's sum of N at the smallest budget holding ``n_requested``; 0: none fits)."""
+        return 0 if self.seer is None else self.seer.n_trials
+
+    @property
+    def feasible(self) -> bool:
+        """The requested trials fit: ``1 <= n_requested <= n_affordable``."""
+        return 1 <= self.n_requested <= self.n_affordable
+
+    def cost_usd(self) -> tuple[float, float, float]:
+        """(low, expected, high) USD of the plan: its vCPU-seconds at the three prices of ``usd_per_vcpu_hour``."""
+        vs = 0.0 if self.seer is None else self.seer.spend
+        return tuple(vs / HOUR_S * p for p in self.usd_per_vcpu_hour)  # type: ignore[return-value]
+
+    @property
+    def expected_finish_s(self) -> float:
+        """Seconds from the start to the end of the last round (<= ``deadline_s``)."""
+        return 0.0 if self.seer is None else self.seer.round_ends[-1]
+
+    def rungs(self) -> list[tuple[int, ...]]:
+        """Per used bracket, the cumulative steps a surviving trial has at the end of each round (the
+        launch's ``boot_s`` is spent once, in round 1)."""
+        out = []
+        if self.seer is None:
+            return out
+        for i, n in enumerate(self.seer.trials):
+            if n:
+                out.append(tuple(max(0, int((e - self.boot_s) // self.seconds_per_step[i]))
+                                 for e in self.seer.round_ends))
+        return out
+
+    def refusal(self) -> str:
+        """One line: what is feasible (for an infeasible request)."""
+        return (f"at most {self.n_affordable} trials by {format_duration(self.deadline_s)} within "
+                f"{self.budget_usd:g} USD (the experiment has {self.n_requested}); lower num_samples or raise "
+                "the deadline or the budget")
+
+    def render(self) -> str:
+        """The plan as text: trials, brackets and rungs, expected cost with a band, expected finish."""
+        lo, mid, hi = self.cost_usd()
+        lines = [f"plan: deadline {format_duration(self.deadline_s)}, budget {self.budget_usd:g} USD "
+                 f"(SEER, eta {self.seer.eta:g}; {self.usd_per_vcpu_hour[1]:.5f} USD per vCPU-hour "
+                 f"expected on {self.market})" if self.seer else "plan: no round fits"]
+        if self.seer is None:
+            return "\n".join(lines)
+        s = self.seer
+        lines.append(f"trials: {self.n_requested} requested, {self.n_affordable} affordable; plan of {self.n_trials}: "
+                     f"{s.rounds} rounds of {', '.join(format_duration(d) for d in s.round_durations)}")
+        rungs = iter(self.rungs())
+        for i, (n, p) in enumerate(zip(s.trials, s.parallelism)):
+            if n:
+                lines.append(f"  bracket {i + 1}: {n} trials on {self.instance_types[i]} ({p:g} vCPUs), "
+                             f"live per round {[s.live(i, k + 1) for k in range(s.rounds)]}, "
+                             f"rungs (steps) {list(next(rungs))}")
+        lines.append(f"expected cost: {mid:.2f} USD (band {lo:.2f}-{hi:.2f}, 10th-90th price percentiles)")
+        lines.append(f"expected finish: {format_duration(self.expected_finish_s)} after the start "
+                     f"(deadline {format_duration(self.deadline_s)})")
+        return "\n".join(lines)
+
+
+def _bracket_type(vcpus: float, types: Sequence[tuple[str, int, float, float | None]]) -> tuple[str, int, float | None]:
+    """The cheapest-per-vCPU type with exactly ``vcpus`` vCPUs, else the largest below it (else the smallest)."""
+    exact = [t for t in types if t[1] == vcpus]
+    below = [t for t in types if t[1] <= vcpus] or [min(types, key=lambda t: t[1])]
+    pick = min(exact, key=lambda t: t[2]) if exact else max(below, key=lambda t: (t[1], -t[2]))
+    return pick[0], pick[1], pick[3]
+
+
+def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any, markets: Sequence[Any],
+             start_s: float, window_s: float, reference_seconds_per_step: float, boot_s: float, n_requested: int,
+             eta: float = SEER_ETA, nu: float = SEER_NU) -> RunPlan:
+    """Plan a run under a deadline and a budget (SEER's Algorithms 2-3 in vCPU-seconds, see the module).
+
+    Parameters
+    ----------
+    deadline_s : float
+        Seconds from the start, > 0.
+    budget_usd : float
+        > 0.
+    history : spotmarket.prices.PriceHistory
+        Spot prices, USD per instance-hour.
+    catalog : provisioner.InstanceCatalog
+    markets : sequence of Market
+        The pool.
+    start_s, window_s : float
+        Start (s since the epoch) and the length of the price window before it that gives the expected
+        prices, seconds.
+    reference_seconds_per_step : float
+        The workload's seconds per step on the 2-vCPU reference instance.
+    boot_s : float
+        Launch-to-training latency, seconds.
+    n_requested : int
+        Trials the experiment asks for.
+    eta, nu : float
+        SEER's elimination rate and parallelism growth.
+
+    Raises
+    ------
+    ConfigError
+        One line, on bad input: a deadline <= 0 or shorter than one step on the fastest instance of the
+        pool, a budget <= 0 or below one instance-hour of the cheapest market at its expected price.
+    """
+    from spottune.backends._speed import seconds_per_step
+
+    if not (deadline_s > 0 and math.isfinite(deadline_s)):
+        raise ConfigError(f"deadline is {deadline_s!r} s, but must be > 0")
+    if not (budget_usd > 0 and math.isfinite(budget_usd)):
+        raise ConfigError(f"budget_usd is {budget_usd!r}, but must be > 0")
+    if not markets:
+        raise ConfigError("plan: the pool has no market")
+    lo_s = start_s - window_s
+    rows = []  # (market, vcpus, mean USD/h, ecu)
+    for m in markets:
+        it = catalog[m.instance_type]
+        rows.append((m, it.vcpus, float(history[m].mean_price(lo_s, start_s)), it.ecu))
+    fastest = min(seconds_per_step(reference_seconds_per_step, v, e) for _, v, _, e in rows)
+    if deadline_s < fastest:
+        raise ConfigError(f"deadline is {format_duration(deadline_s)}, but one step takes {fastest:.3g} s on the "
+                          "fastest instance of the pool")
+    cheapest_hour = min(p for _, _, p, _ in rows)
+    if budget_usd < cheapest_hour:
+        raise ConfigError(f"budget_usd is {budget_usd:g}, but one instance-hour costs {cheapest_hour:.4f} USD at "
+                          "the expected spot price of the cheapest market of the pool")
+    m_best, v_best, p_best, _ = min(rows, key=lambda r: r[2] / r[1])
+    grid = history[m_best].price_at(np.arange(lo_s, start_s, 60.0))
+    q10, q90 = (float(x) for x in np.quantile(np.atleast_1d(grid), [0.1, 0.9]))
+    per_vcpu = (q10 / v_best, p_best / v_best, q90 / v_best)
+    types = sorted({(m.instance_type, v, p / v, e) for m, v, p, e in rows})
+    counts = {v for _, v, _, _ in rows}
+    p_min = p_max = min(counts)
+    while p_max * nu in counts and nu > 1:  # P[i] = p_min nu**i must be a vCPU count of the pool
+        p_max *= nu
+    t_min = boot_s + seconds_per_step(reference_seconds_per_step, *_bracket_type(p_min, types)[1:])
+    B = budget_usd / per_vcpu[1] * HOUR_S  # vCPU-seconds
+
+    def seer_at(tm: float) -> SeerPlan | None:
+        try:
+            return seer_plan(deadline_s, B, eta=eta, nu=nu, p_min=p_min, p_max=p_max, t_min=tm)
+        except ConfigError:
+            return None
+
+    seer = seer_at(t_min)
+    n_affordable = 0 if seer is None else seer.n_trials
+    if seer is not None and n_affordable > n_requested >= 1:
+        # fewer trials asked than affordable: longer rounds (the largest t_min whose plan still holds
+        # n_requested, by bisection), so the requested trials use the deadline; the excess is taken from
+        # the largest brackets
+        lo, hi = t_min, float(deadline_s)
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            sp = seer_at(mid)
+            lo, hi = (mid, hi) if sp is not None and sp.n_trials >= n_requested else (lo, mid)
+        seer = seer_at(lo)
+        n = list(seer.trials)
+        while sum(n) > n_requested:
+            n[max(range(len(n)), key=lambda i: n[i])] -= 1
+        seer = dataclasses.replace(seer, trials=tuple(n))
+    picks = [] if seer is None else [_bracket_type(p, types) for p in seer.parallelism]
+    return RunPlan(deadline_s=float(deadline_s), budget_usd=float(budget_usd), seer=seer, market=str(m_best),
+                   usd_per_vcpu_hour=per_vcpu, instance_types=tuple(t for t, _, _ in picks),
+                   seconds_per_step=tuple(seconds_per_step(reference_seconds_per_step, v, e) for _, v, e in picks),
+                   boot_s=float(boot_s), n_requested=int(n_requested), n_affordable=n_affordable)
