@@ -433,3 +433,8 @@ def test_fuzz_curve_bytes(data, tmp_path_factory, monkeypatch, capsys):
     assert code in (0, 2)
     if code == 2:
         assert len(err.strip().splitlines()) == 1, err
+
+
+def test_cleanup_of_an_empty_experiment_name_is_refused_before_any_aws_call(monkeypatch, capsys):
+    code, err = _run_main("spottune", ["cleanup", " "], monkeypatch, capsys)
+    _assert_one_line(code, err, "EXPERIMENT is empty")

@@ -14,8 +14,10 @@ def cleanup(experiment: str, region: str, endpoint_url: str | None) -> None:
 
     from spottune.backends.aws import cleanup as terminate_tagged
     from spottune.backends.aws._session import client
-    from spottune.errors import BackendError
+    from spottune.errors import BackendError, ConfigError
 
+    if not experiment.strip():  # an empty tag value would name no experiment: refuse before calling AWS
+        raise ConfigError("EXPERIMENT is empty, but must be the experiment's name (its spottune:experiment tag)")
     try:
         gone = terminate_tagged(client("ec2", region=region, endpoint_url=endpoint_url), experiment)
     except (BotoCoreError, ClientError) as exc:  # no credentials, no permission: one line, exit 2
