@@ -63,9 +63,10 @@ class CalibratedRevocation:
         ``HistGradientBoostingClassifier`` settings.
     seed : int, default 0
     query_grid_s : float or None, default None
-        If set, the model answers a query at t as at ``floor(t / query_grid_s) * query_grid_s`` (the
-        edge rules still use t) and remembers the answers of the current grid time, so the many
-        per-trial queries of one provisioning period cost one model call. [I] Set it to the training
+        If set, the model answers a query at t as at ``floor(t / query_grid_s) * query_grid_s``, or at the
+        market's last price change if that is later (the edge rules still use t), and remembers the
+        answers of the current grid period, so the many per-trial queries of one provisioning period
+        cost one model call. [I] Set it to the training
         stride (the queries it was trained and calibrated on lie on that grid); it reads no record
         after t.
 
@@ -235,38 +236,37 @@ class CalibratedRevocation:
         """Calibrated model p before the edge rules; on the query grid when ``query_grid_s`` is set."""
         if self.query_grid_s is None:
             return self._predict(ms, t, b)
-        tq = np.floor(t / self.query_grid_s) * self.query_grid_s
-        keys = np.unique(tq).tolist()
-        if len(keys) == 1 and self._memo[0] == keys[0]:  # the same questions as an earlier call: one lookup
-            whole = (tuple(map(id, ms)), b.tobytes())
-            hit = self._memo[2].get(whole)
-            if hit is None:  # the entry holds the markets too, so their ids cannot be reused while it lives
-                hit = self._memo[2][whole] = (list(ms), self._model_p_by_market(ms, groups, tq, keys, b))
-            return hit[1].copy()
-        return self._model_p_by_market(ms, groups, tq, keys, b)
+        te = self._answer_times(groups, t)
+        period = float(np.floor(float(t.min()) / self.query_grid_s))
+        if self._memo[0] != period:  # queries come in time order: remember the current grid period only
+            self._memo = (period, {}, {})  # (grid period, (market, answer time, max price) -> p, whole calls -> p)
+        known, calls = self._memo[1], self._memo[2]
+        whole = (tuple(map(id, ms)), b.tobytes(), te.tobytes())
+        hit = calls.get(whole)  # the same questions as an earlier call: one lookup
+        if hit is None:
+            keys = list(zip(ms, te.tolist(), b.tolist()))
+            out = np.array([known.get(k, np.nan) for k in keys])
+            todo = np.flatnonzero(np.isnan(out))
+            if todo.size:
+                out[todo] = self._predict([ms[i] for i in todo.tolist()], te[todo], b[todo])
+                known.update((keys[i], out[i]) for i in todo.tolist())
+            # the entry holds the markets too, so their ids cannot be reused while it lives
+            hit = calls[whole] = (list(ms), out)
+        return hit[1].copy()
 
-    def _model_p_by_market(self, ms, groups, tq, keys, b) -> np.ndarray:
-        out = np.empty(len(ms))
-        todo: list[int] = []
-        for key in keys:
-            if self._memo[0] != key:  # queries come in time order: keep the current grid time only
-                self._memo = (key, {}, {})  # (grid time, market -> {max price: p}, whole calls -> p)
-            memo = self._memo[1]
-            for m, idx in groups.items():
-                known = memo.setdefault(m, {})  # max price -> p, of this market at this grid time
-                for i in (idx if len(keys) == 1 else idx[tq[idx] == key]).tolist():
-                    hit = known.get(float(b[i]))
-                    if hit is None:
-                        todo.append(i)
-                    else:
-                        out[i] = hit
-            if todo:
-                new = self._predict([ms[i] for i in todo], np.full(len(todo), key), b[todo])
-                out[todo] = new
-                for i, v in zip(todo, new.tolist()):
-                    memo[ms[i]][float(b[i])] = v
-                todo.clear()
-        return out
+    def _answer_times(self, groups: dict, t: np.ndarray) -> np.ndarray:
+        """The time each query is answered as: its grid time, or the market's last price change after it.
+
+        [I] So the model always sees the price in force at t: a max price ``b = price(t) + delta`` asked
+        at a stale grid time would be read against an older price (measured on bench_cost, legacy
+        digits-mlp: 23 % of steps refunded instead of 27 %).
+        """
+        te = np.floor(t / self.query_grid_s) * self.query_grid_s
+        for m, idx in groups.items():
+            times = self.features.tables(m).series.times_s
+            last = times[np.clip(times.searchsorted(t[idx], side="right") - 1, 0, None)]
+            te[idx] = np.maximum(te[idx], last)
+        return te
 
     def forget(self) -> None:
         """Drop the answers remembered on the query grid (a new run replays the same times afresh)."""

@@ -80,23 +80,31 @@ def test_ece_by_hand():
     assert np.isnan(s["roc_auc"]) and s["brier"] == pytest.approx((0.01 + 0.04 + 0.09) / 3)
 
 
-def test_on_the_query_grid_the_model_answers_as_at_the_grid_time_and_the_edges_at_t(fitted):
+def test_on_the_query_grid_the_model_answers_as_at_the_grid_time_or_the_last_price_change(fitted):
     history, model = fitted
     gridded = CalibratedRevocation(history, MARKETS, on_demand=model.on_demand, stride_min=30, max_iter=30,
                                    query_grid_s=600.0)
     gridded.model_, gridded.calibrator_ = model.model_, model.calibrator_
     m = MARKETS[0]
-    t0 = TEST_LO + 7 * 600.0  # a grid time
-    ts = np.array([t0, t0 + 1.0, t0 + 599.0])
-    b = float(history[m].price_at(t0)) + 0.01
-    p = gridded.predict_proba([m, m, m], ts, np.full(3, b))
-    # the model part is the exact answer at the grid time; the edge rules use t itself
-    expected = model.predict_proba([m], t0, b)[0]
-    assert 0.0 < expected < 1.0
-    for pi, t in zip(p, ts):
+    times = history[m].times_s
+    # a grid time whose 10 minutes hold a price change (the answer time moves to it), and one that holds none
+    changes = times[(times > TEST_LO) & (times % 600.0 > 0)]
+    moving = next(float(np.floor(c / 600.0) * 600.0) for c in changes
+                  if not np.any((times > np.floor(c / 600.0) * 600.0) & (times < c)))
+    change = float(times[times > moving][0])
+    assert moving < change < moving + 600.0
+    ts = np.array([moving, change - 1.0, change, moving + 599.0])
+    answer_at = np.array([moving, moving, change, change])  # the price in force at t is the one the model sees
+    b = np.array([float(history[m].price_at(t)) for t in ts]) + 0.003  # as the provisioner asks: current + delta
+    p = gridded.predict_proba([m] * 4, ts, b)
+    for pi, t, at, bi in zip(p, ts, answer_at, b):
+        expected = model.predict_proba([m], at, bi)[0]
         price, ceiling = float(history[m].price_at(t)), float(model.features.ceiling(m, np.array([t]))[0])
-        assert pi == (1.0 if b < price else 0.0 if b > ceiling else expected)
-    # a second query at the same grid time is answered from memory, identically
-    assert gridded.predict_proba([m], t0 + 300.0, b)[0] == p[1]
+        assert pi == (1.0 if bi < price else 0.0 if bi > ceiling else expected)
+    # the test tells the answer times apart: at the change, the stale grid time gives another p
+    assert 0.0 < p[2] < 1.0 and p[2] != model.predict_proba([m], moving, b[2])[0]
+    # a second query in the same grid period is answered from memory, identically
+    later = 1 if moving + 300.0 < change else 3
+    assert gridded.predict_proba([m], moving + 300.0, b[later])[0] == p[later]
     with pytest.raises(RevPredError, match="query_grid_s"):
         CalibratedRevocation(history, MARKETS, query_grid_s=0.0)
