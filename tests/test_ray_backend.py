@@ -1,0 +1,154 @@
+"""The ray backend on a real multi-node Ray cluster on 127.0.0.1 (one per module), against the simulator.
+
+The market is the simulator's scripted one (``tests.test_sim_backend.history``): market A (r3.large in
+us-east-1a) at 0.02 USD/h, market B (c3.xlarge in us-east-1b) at 0.05. The cluster has one node of each:
+A offered by its custom resource, B by its labels (:mod:`tests._ray_cloud`). The trainable is the NumPy
+``Walk`` of ``test_worker_process`` (fast to import in a Ray worker). Every scenario also runs in the
+simulator with the same orchestrator, chooser and market, and the final metrics must be equal bit for bit
+(a checkpoint and restore repeat the curve exactly; timing differs, so steps at a hop or a notice may).
+
+Scenarios: the clean run with hourly hops, the θ barrier with top-1 and a trial that raises (a failure,
+never a preemption) in one run; a price spike in A revokes it (the cloud drains A's node for preemption
+with a deadline, removes it, adds a fresh one), the segment checkpoints inside the deadline and the trial
+relaunches on B's node; a node lost without a drain (provider end, from the last checkpoint).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pytest
+
+pytest.importorskip("ray")
+
+from spotmarket import Billing, LegacyBidRevocation  # noqa: E402
+from spottune.backends import SimBackend, SimSettings, TrainableCurves  # noqa: E402
+from spottune.backends.ray import RayBackend, RaySettings, cluster_markets  # noqa: E402
+from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState  # noqa: E402
+from tests._ray_cloud import spot_cluster  # noqa: E402
+from tests.test_sim_backend import FACTS, T0, A, B, Fixed, history  # noqa: E402
+from tests.test_worker_process import WORKLOAD, Walk  # noqa: E402
+
+MAX_PRICE = 0.1
+
+
+@dataclass(frozen=True)
+class _Choice:
+    market: object
+    max_price_usd_per_hour: float
+
+
+class Cheapest:
+    """The cheapest of A and B at the decision time, max price 0.1 USD/h (A's spike moves trials to B)."""
+
+    def __init__(self, hist):
+        self.hist = hist
+
+    def choose(self, trial_id, now_s):
+        return _Choice(min((A, B), key=lambda m: (self.hist[m].price_at(now_s), str(m))), MAX_PRICE)
+
+    def record_segment(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def cloud():
+    with spot_cluster({A: "resource", B: "labels"}) as c:
+        yield c
+
+
+def orchestrator(ids, chooser, *, max_steps, theta=1.0, top_k=1, max_failures=1):
+    return Orchestrator(ids, OrchestratorConfig(max_steps=max_steps, theta=theta, top_k=top_k, metric="loss",
+                                                max_failures=max_failures), chooser)
+
+
+def run_both(tmp_path, configs, *, chooser, hist, cloud=None, time_scale=1200.0, **config):
+    """The same experiment on the Ray cluster and in the simulator: ((orch, record), (orch, record))."""
+    ids = sorted(configs)
+    seeds = {t: 100 + i for i, t in enumerate(ids)}
+    ray_orch = orchestrator(ids, chooser(hist), **config)
+    backend = RayBackend(ray_orch, hist, Billing(), WORKLOAD, {t: (configs[t], seeds[t]) for t in ids},
+                         FACTS.__getitem__, T0, RaySettings(store_url=str(tmp_path / "store"), time_scale=time_scale,
+                                                            pace_steps=True, watch_s=60.0, max_wall_s=60.0))
+    if cloud is not None:
+        cloud.follow(backend, LegacyBidRevocation(hist), MAX_PRICE)
+    t = time.monotonic()
+    ray_rec = backend.run()
+    ray_rec.meta["wall_s"] = time.monotonic() - t
+    if cloud is not None:
+        cloud.join()
+        assert cloud.errors == []
+    sim_orch = orchestrator(ids, chooser(hist), **config)
+    curves = TrainableCurves({t: (lambda t=t: Walk(configs[t], seed=seeds[t])) for t in ids})
+    sim_rec = SimBackend(sim_orch, hist, LegacyBidRevocation(hist), Billing(), curves, FACTS.__getitem__, T0,
+                         SimSettings(boot_s=0.0, step_time_cov=0.0, checkpoint_overhead_s=0.0)).run()
+    return (ray_orch, ray_rec), (sim_orch, sim_rec)
+
+
+def assert_same_results(ray_orch, sim_orch):
+    """Top-k, states, failures and the final metrics equal the simulator's, bit for bit."""
+    assert ray_orch.top_k == sim_orch.top_k
+    for tid, s in sim_orch.trials.items():
+        r = ray_orch.trials[tid]
+        assert (r.state, r.failures) == (s.state, s.failures), tid
+        if s.state is not TrialState.FAILED:
+            assert r.step == s.step and r.losses[-1] == s.losses[-1], tid
+            assert r.steps == s.steps and r.losses == s.losses, tid  # the whole final curve
+
+
+def reported(record, trial_id):
+    return [(r["step"], r["metrics"]) for r in record.log
+            if r["kind"] == "event" and r["type"] == "MetricReported" and r["trial_id"] == trial_id]
+
+
+def test_the_cluster_offers_its_markets(cloud):
+    offered = {m.key: m.by for m in cluster_markets()}
+    assert offered == {"r3.large/us-east-1a": "resource", "c3.xlarge/us-east-1b": "labels"}
+
+
+def test_hourly_hops_theta_barrier_top_k_and_a_failing_trial(tmp_path, cloud):
+    configs = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05}, "t2": {"lr": 0.05, "fail_at": 5}}
+    (orch, rec), (sim_orch, sim) = run_both(tmp_path, configs, chooser=lambda h: Fixed(), hist=history(),
+                                            max_steps=160, theta=0.5, top_k=1)
+    assert_same_results(orch, sim_orch)
+    t0, t1, t2 = (orch.trials[t] for t in ("t0", "t1", "t2"))
+    assert orch.top_k == ("t0",) and t0.state is TrialState.FINISHED and t1.state is TrialState.STOPPED_EARLY
+    assert t0.hops >= 1 and t1.hops >= 1 and t0.revocations == t1.revocations == 0  # a clean run: hops only
+    assert (t2.state, t2.failures, t2.revocations) == (TrialState.FAILED, 2, 0)  # a failure, not a preemption
+    assert all(r.ended_by == "user" for r in rec.ledger)  # nothing was revoked
+    for tid in ("t0", "t1"):  # every report, across hops and the θ pause, is the uninterrupted curve
+        ref = Walk(configs[tid], seed=100 + int(tid[1]))
+        expected = {i + 1: ref.train() for i in range(orch.trials[tid].step)}
+        assert {s for s, _ in reported(rec, tid)} == set(expected) and all(m == expected[s] for s, m in reported(rec, tid))
+    assert rec.meta["billing"] == "estimate" and {n["market"] for n in rec.meta["nodes"]} >= {"r3.large/us-east-1a"}
+    for row in rec.ledger:  # each segment billed at A's replayed price, per second, from its launch to its end
+        assert row.charged_usd == pytest.approx(0.02 * (row.end_s - row.start_s) / 3600, rel=1e-9)
+
+
+def test_preemption_checkpoints_in_the_deadline_and_relaunches_on_another_market(tmp_path, cloud):
+    configs = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05}}
+    hist = history(spike_at_s=2400.0)  # A rises above the max price at 40 min, for 10 min
+    (orch, rec), (sim_orch, sim) = run_both(tmp_path, configs, chooser=Cheapest, hist=hist, cloud=cloud,
+                                            max_steps=80, top_k=2)
+    assert_same_results(orch, sim_orch)
+    drained = {d["node_id"] for d in cloud.drains}
+    assert len(drained) == 1
+    for tid, tr in orch.trials.items():
+        assert tr.state is TrialState.FINISHED and tr.revocations == 1 and tr.failures == 0 and tr.lost_steps == 0
+        log = [(r["kind"], r["type"], r.get("reason")) for r in rec.log if r.get("trial_id") == tid]
+        i = log.index(("event", "RevocationNotice", None))
+        assert log[i + 1] == ("action", "Checkpoint", "revocation")
+        assert ("event", "CheckpointSaved", "revocation") in log[i:]
+        markets = [r["market"] for r in rec.log if r["kind"] == "action" and r["type"] == "Launch" and r["trial_id"] == tid]
+        assert markets[:2] == [str(A), str(B)]  # relaunched on the other market's node
+    provider = [r for r in rec.ledger if r.ended_by == "provider"]
+    assert len(provider) == 2 and all(r.reason == "capacity" for r in provider)
+    assert all(r.charged_usd == 0 and r.refunded_usd > 0 for r in provider)  # revoked in the first hour
+    for iid, inst in rec.meta["worker"].items():
+        if inst.get("node") in drained:  # the notice came with the drain's deadline, the save before it
+            assert inst["notice_s"] < next(r.end_s for r in rec.ledger if r.instance_id == iid)
+    lag = [inst["drain_seen_wall"] - d["wall"] for d in cloud.drains for inst in rec.meta["worker"].values()
+           if inst.get("node") == d["node_id"] and inst.get("drain_seen_wall")]
+    assert lag and max(lag) < 1.0  # the watcher saw the drain within a second (watch_s / time_scale = 50 ms)
+    print(f"drain seen after {max(lag):.3f} s; ray run {rec.meta['wall_s']:.1f} s")
