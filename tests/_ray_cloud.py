@@ -11,7 +11,9 @@ is revoked (the notice and the termination times, engine seconds) and, on the ba
 notice drains every node of that market with ``DRAIN_NODE_REASON_PREEMPTION`` and a deadline (the
 termination time, but never less than :data:`MIN_NOTICE_WALL_S` wall seconds away), at the deadline
 removes the nodes, then adds a fresh node of that market (the autoscaler's replacement).
-:meth:`SpotCloud.lose` removes a market's node without a drain (a host failure).
+:meth:`SpotCloud.lose` removes a market's node without a drain (a host failure). ``Cluster.add_node``
+only works on the main thread (it installs signal handlers), so the test runs the backend on a thread and
+the main thread serves the cloud's node requests (:meth:`SpotCloud.serve`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import queue
 import threading
 import time
 from collections.abc import Iterator
@@ -84,6 +87,29 @@ class SpotCloud:
         self.drains: list[dict[str, Any]] = []
         self.errors: list[BaseException] = []
         self._threads: list[threading.Thread] = []
+        self._adds: queue.Queue[Any] = queue.Queue()  # markets that need a fresh node (added on the main thread)
+
+    def serve(self, fn: Any) -> Any:
+        """Run ``fn()`` on a thread while this (main) thread adds the nodes the cloud asks for; returns its result."""
+        out: dict[str, Any] = {}
+
+        def body() -> None:
+            try:
+                out["value"] = fn()
+            except BaseException as exc:  # noqa: BLE001 - raised again below
+                out["error"] = exc
+
+        th = threading.Thread(target=body, daemon=True, name="backend")
+        th.start()
+        while th.is_alive() or not self._adds.empty():
+            try:
+                market = self._adds.get(timeout=0.02)
+            except queue.Empty:
+                continue
+            self.nodes[market] = [self.cluster.add_node(**node_args(market, self.by[market]))]
+        if "error" in out:
+            raise out["error"]
+        return out["value"]
 
     def follow(self, backend: Any, revocation_model: Any, max_price: float) -> None:
         """Put each market's revocation (``revocation_model`` at the backend's start, ``max_price``) on the
@@ -131,13 +157,15 @@ class SpotCloud:
             self.cluster.remove_node(node)
             row["removed_wall"] = time.time()
         self.drains += rows
-        self.nodes[market] = [self.cluster.add_node(**node_args(market, self.by[market]))]
+        self.nodes[market] = []
+        self._adds.put(market)
 
     def lose(self, market: Any) -> str:
-        """Remove the node of ``market`` without a drain (a host failure); add a fresh one. Returns its id."""
+        """Remove the node of ``market`` without a drain (a host failure); a fresh one follows. Returns its id."""
         node = self.nodes[market][0]
         self.cluster.remove_node(node, allow_graceful=False)
-        self.nodes[market] = [self.cluster.add_node(**node_args(market, self.by[market]))]
+        self.nodes[market] = []
+        self._adds.put(market)
         return node.node_id
 
     def join(self) -> None:
