@@ -29,11 +29,21 @@ from pathlib import Path
 from typing import Any
 
 from spottune.backends.ray import market_resource
+from tests.test_worker_process import Walk
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Wall seconds between a drain and the node's removal, at least (the checkpoint must fit in it on a
 #: loaded 2-core machine; 120 s at 1,200x would be 0.1 s).
 MIN_NOTICE_WALL_S = 1.0
+
+
+class Crash(Walk):
+    """``Walk`` whose process dies at step ``exit_at`` (``os._exit``: the actor dies, its node lives on)."""
+
+    def step(self):
+        if self.iteration + 1 == self.config.get("exit_at"):
+            os._exit(3)
+        return super().step()
 
 
 def node_args(market: Any, by: str) -> dict[str, Any]:
@@ -85,6 +95,7 @@ class SpotCloud:
         self.by = dict(markets)
         self.nodes: dict[Any, list[Any]] = {}
         self.drains: list[dict[str, Any]] = []
+        self.lost: list[str] = []  # ids of the nodes lost without a drain
         self.errors: list[BaseException] = []
         self._threads: list[threading.Thread] = []
         self._adds: queue.Queue[Any] = queue.Queue()  # markets that need a fresh node (added on the main thread)
@@ -159,6 +170,16 @@ class SpotCloud:
         self.drains += rows
         self.nodes[market] = []
         self._adds.put(market)
+
+    def lose_at(self, backend: Any, market: Any, t_s: float) -> None:
+        """At engine time ``t_s`` of the backend's clock, :meth:`lose` the node of ``market``."""
+
+        def arm() -> None:
+            while backend.clock._wall0 is None:
+                time.sleep(0.01)
+            backend.clock.call_at(t_s, self._spawn, lambda: self.lost.append(self.lose(market)))
+
+        self._spawn(arm)
 
     def lose(self, market: Any) -> str:
         """Remove the node of ``market`` without a drain (a host failure); a fresh one follows. Returns its id."""

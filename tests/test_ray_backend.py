@@ -156,3 +156,44 @@ def test_preemption_checkpoints_in_the_deadline_and_relaunches_on_another_market
            if inst.get("node") == d["node_id"] and inst.get("drain_seen_wall")]
     assert lag and max(lag) < 1.0  # the watcher saw the drain within a second (watch_s / time_scale = 50 ms)
     print(f"drain seen after {max(lag):.3f} s; ray run {rec.meta['wall_s']:.1f} s")
+
+
+class PerTrial:
+    """Trial t -> its own market, max price 0.1 USD/h."""
+
+    def __init__(self, markets):
+        self.markets = markets
+
+    def choose(self, trial_id, now_s):
+        return _Choice(self.markets[trial_id], MAX_PRICE)
+
+    def record_segment(self, *args):
+        pass
+
+
+def test_a_node_lost_without_drain_is_a_provider_end_and_a_dead_actor_a_failure(tmp_path, cloud):
+    """t0 on A loses its node at 40 min without a drain (no notice): a provider end, relaunched from its last
+    checkpoint (none: step 0) on A's fresh node; t1 on B kills its own process at step 2: the actor dies on a
+    live node, a trial failure (retried once, then FAILED), never a preemption."""
+    configs = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05, "exit_at": 2}}
+    hist = history()
+    orch = orchestrator(sorted(configs), PerTrial({"t0": A, "t1": B}), max_steps=60)
+    backend = RayBackend(orch, hist, Billing(), "tests._ray_cloud:Crash",
+                         {t: (configs[t], 100 + i) for i, t in enumerate(sorted(configs))}, FACTS.__getitem__, T0,
+                         RaySettings(store_url=str(tmp_path / "store"), time_scale=600.0, pace_steps=True,
+                                     watch_s=60.0, max_wall_s=60.0))
+    cloud.lose_at(backend, A, T0 + 2400.0)
+    rec = cloud.serve(backend.run)
+    cloud.join()
+    assert cloud.errors == [] and len(cloud.lost) == 1
+    t0, t1 = orch.trials["t0"], orch.trials["t1"]
+    assert (t0.state, t0.revocations, t0.failures) == (TrialState.FINISHED, 1, 0) and t0.lost_steps > 0
+    assert (t1.state, t1.failures, t1.revocations) == (TrialState.FAILED, 2, 0)
+    lost = [r for r in rec.ledger if r.trial_id == "t0" and r.ended_by == "provider"]
+    assert len(lost) == 1 and lost[0].reason == "node-lost"
+    assert rec.instance_steps[lost[0].instance_id][1] > 0  # its steps since the last checkpoint are lost
+    assert not any(r["type"] == "RevocationNotice" for r in rec.log if r["kind"] == "event")  # no drain: no notice
+    died = [s["died"] for s in rec.meta["worker"].values() if "died" in s]
+    assert any("node" in d for d in died) and any(d.startswith("ActorDiedError") for d in died)
+    ref = Walk(configs["t0"], seed=100)  # the relaunch from step 0 repeats the uninterrupted curve
+    assert t0.losses == [ref.train()["loss"] for _ in range(60)]
