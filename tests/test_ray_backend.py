@@ -109,12 +109,14 @@ def test_the_cluster_offers_its_markets(cloud):
 
 def test_hourly_hops_theta_barrier_top_k_and_a_failing_trial(tmp_path, cloud):
     configs = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05}, "t2": {"lr": 0.05, "fail_at": 5}}
+    # 900x: a segment's boot (a Ray worker's start, 1-2.5 wall seconds) stays well inside its first hour
     (orch, rec), (sim_orch, sim) = run_both(tmp_path, configs, chooser=lambda h: Fixed(), hist=history(), cloud=cloud,
-                                            max_steps=160, theta=0.5, top_k=1)
+                                            max_steps=100, theta=0.5, top_k=1, time_scale=900.0)
     assert_same_results(orch, sim_orch)
     t0, t1, t2 = (orch.trials[t] for t in ("t0", "t1", "t2"))
-    assert orch.top_k == ("t0",) and t0.state is TrialState.FINISHED and t1.state is TrialState.STOPPED_EARLY
-    # 80 steps of 60 s before θ: each trial's first instance reaches its hour (a hop that already holds the
+    assert orch.top_k == ("t1",)  # lr 0.05 is ahead at the θ step (50)
+    assert (t1.state, t1.step, t0.state, t0.step) == (TrialState.FINISHED, 100, TrialState.STOPPED_EARLY, 50)
+    # 50 steps of 60 s after a boot before θ: the first instances reach their hour (a hop that already holds the
     # θ step counts as the θ checkpoint, so a slow boot can leave one trial without a counted hop)
     assert t0.hops + t1.hops >= 1 and t0.revocations == t1.revocations == 0  # a clean run: hops only
     assert (t2.state, t2.failures, t2.revocations) == (TrialState.FAILED, 2, 0)  # a failure, not a preemption
@@ -130,11 +132,11 @@ def test_hourly_hops_theta_barrier_top_k_and_a_failing_trial(tmp_path, cloud):
 
 def test_preemption_checkpoints_in_the_deadline_and_relaunches_on_another_market(tmp_path, cloud):
     configs = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05}}
-    # A rises above the max price at 50 min, for 10 min (a segment's boot, a Ray worker's start, is 1-2.5 wall
-    # seconds: 10-25 min at 600x)
-    hist = history(spike_at_s=3000.0)
+    # A rises above the max price at 45 min, for 10 min (a segment's boot, a Ray worker's start, is 1-2.5 wall
+    # seconds: 10-25 min at 600x); the cloud removes A's node 1 wall second (10 min) after the drain
+    hist = history(spike_at_s=2700.0)
     (orch, rec), (sim_orch, sim) = run_both(tmp_path, configs, chooser=Cheapest, hist=hist, cloud=cloud, follow=True,
-                                            max_steps=80, top_k=2, time_scale=600.0)
+                                            max_steps=60, top_k=2, time_scale=600.0)
     assert_same_results(orch, sim_orch)
     drained = {d["node_id"] for d in cloud.drains}
     assert len(drained) == 1
@@ -172,17 +174,17 @@ class PerTrial:
 
 
 def test_a_node_lost_without_drain_is_a_provider_end_and_a_dead_actor_a_failure(tmp_path, cloud):
-    """t0 on A loses its node at 40 min without a drain (no notice): a provider end, relaunched from its last
+    """t0 on A loses its node at 45 min without a drain (no notice): a provider end, relaunched from its last
     checkpoint (none: step 0) on A's fresh node; t1 on B kills its own process at step 2: the actor dies on a
     live node, a trial failure (retried once, then FAILED), never a preemption."""
     configs = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05, "exit_at": 2}}
     hist = history()
-    orch = orchestrator(sorted(configs), PerTrial({"t0": A, "t1": B}), max_steps=60)
+    orch = orchestrator(sorted(configs), PerTrial({"t0": A, "t1": B}), max_steps=40)
     backend = RayBackend(orch, hist, Billing(), "tests._ray_cloud:Crash",
                          {t: (configs[t], 100 + i) for i, t in enumerate(sorted(configs))}, FACTS.__getitem__, T0,
-                         RaySettings(store_url=str(tmp_path / "store"), time_scale=600.0, pace_steps=True,
+                         RaySettings(store_url=str(tmp_path / "store"), time_scale=900.0, pace_steps=True,
                                      watch_s=60.0, max_wall_s=60.0))
-    cloud.lose_at(backend, A, T0 + 2400.0)
+    cloud.lose_at(backend, A, T0 + 2700.0)
     rec = cloud.serve(backend.run)
     cloud.join()
     assert cloud.errors == [] and len(cloud.lost) == 1
@@ -196,4 +198,4 @@ def test_a_node_lost_without_drain_is_a_provider_end_and_a_dead_actor_a_failure(
     died = [s["died"] for s in rec.meta["worker"].values() if "died" in s]
     assert any("node" in d for d in died) and any(d.startswith("ActorDiedError") for d in died)
     ref = Walk(configs["t0"], seed=100)  # the relaunch from step 0 repeats the uninterrupted curve
-    assert t0.losses == [ref.train()["loss"] for _ in range(60)]
+    assert t0.losses == [ref.train()["loss"] for _ in range(40)]
