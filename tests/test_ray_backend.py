@@ -107,6 +107,53 @@ def test_the_cluster_offers_its_markets(cloud):
     assert offered == {"r3.large/us-east-1a": "resource", "c3.xlarge/us-east-1b": "labels"}
 
 
+def test_the_pool_is_the_offered_markets_of_the_price_history(cloud):
+    """A market of the prices that no node (nor node type) offers is not in the chooser's pool; a market the
+    autoscaler's node types offer is, even before its first node runs."""
+    import pandas as pd
+    import ray
+    from ray._raylet import GCS_AUTOSCALER_CLUSTER_CONFIG_KEY, GCS_AUTOSCALER_STATE_NAMESPACE
+    from ray.core.generated import autoscaler_pb2
+    from ray.experimental import internal_kv
+
+    from spotmarket.prices import Market, PriceHistory
+    from spottune.backends.ray import pool_markets
+
+    C, D = Market("us-east-1c", "m4.large"), Market("us-east-1d", "m4.xlarge")
+    hist = PriceHistory(pd.DataFrame({"timestamp": pd.to_datetime([T0] * 4, unit="s", utc=True),
+                                      "availability_zone": [m.availability_zone for m in (A, B, C, D)],
+                                      "instance_type": [m.instance_type for m in (A, B, C, D)],
+                                      "product_description": "Linux/UNIX", "price": [0.02, 0.05, 0.03, 0.04]}))
+    spec = type("Spec", (), {"ray": {}, "prices": "four-markets"})()
+    assert pool_markets(spec, hist)[0] == [A, B]
+    config = autoscaler_pb2.ClusterConfig()
+    group = config.node_group_configs.add(name="m4-large-spot", min_count=0, max_count=4)
+    group.resources["market:m4.large/us-east-1c"] = 1
+    group.resources["CPU"] = 2
+    ns, key = GCS_AUTOSCALER_STATE_NAMESPACE, GCS_AUTOSCALER_CLUSTER_CONFIG_KEY
+    internal_kv._internal_kv_put(key, config.SerializeToString(), namespace=ns)
+    try:
+        markets, offered = pool_markets(spec, hist)
+        assert markets == [A, B, C] and {m.key: m.nodes for m in offered}["m4.large/us-east-1c"] == 0
+    finally:
+        internal_kv._internal_kv_del(key, namespace=ns)
+    assert ray.is_initialized()
+
+
+def test_a_market_the_cluster_does_not_offer_is_refused(tmp_path, cloud):
+    from spottune.backends.ray import OfferedMarket
+    from spottune.orchestrator import Launch, LaunchFailed
+
+    orch = orchestrator(["t0"], Fixed(), max_steps=10)
+    backend = RayBackend(orch, history(), Billing(), WORKLOAD, {"t0": ({"lr": 0.1}, 1)}, FACTS.__getitem__, T0,
+                         RaySettings(store_url=str(tmp_path)), markets=[OfferedMarket("r3.large", "us-east-1a",
+                                                                                      "resource", 1)])
+    backend._launch(Launch(trial_id="t0", market=B, max_price_usd_per_hour=0.1, resume_step=0, target_steps=10))
+    kind, event = backend._q.get_nowait()
+    assert kind == "event" and isinstance(event, LaunchFailed)
+    assert event.error == "the Ray cluster offers no node of market c3.xlarge/us-east-1b" and not backend._instances
+
+
 def test_hourly_hops_theta_barrier_top_k_and_a_failing_trial(tmp_path, cloud):
     configs = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05}, "t2": {"lr": 0.05, "fail_at": 5}}
     # 900x: a segment's boot (a Ray worker's start, 1-2.5 wall seconds) stays well inside its first hour
@@ -183,7 +230,7 @@ def test_a_node_lost_without_drain_is_a_provider_end_and_a_dead_actor_a_failure(
     backend = RayBackend(orch, hist, Billing(), "tests._ray_cloud:Crash",
                          {t: (configs[t], 100 + i) for i, t in enumerate(sorted(configs))}, FACTS.__getitem__, T0,
                          RaySettings(store_url=str(tmp_path / "store"), time_scale=900.0, pace_steps=True,
-                                     watch_s=60.0, max_wall_s=60.0))
+                                     watch_s=60.0, max_wall_s=60.0, prices={"c3.xlarge/us-east-1b": 0.5}))
     cloud.lose_at(backend, A, T0 + 2700.0)
     rec = cloud.serve(backend.run)
     cloud.join()
@@ -197,5 +244,36 @@ def test_a_node_lost_without_drain_is_a_provider_end_and_a_dead_actor_a_failure(
     assert not any(r["type"] == "RevocationNotice" for r in rec.log if r["kind"] == "event")  # no drain: no notice
     died = [s["died"] for s in rec.meta["worker"].values() if "died" in s]
     assert any("node" in d for d in died) and any(d.startswith("ActorDiedError") for d in died)
+    for row in rec.ledger:  # B from the price table (0.5 USD/h), A from the replayed history (0.02 USD/h)
+        price = 0.5 if row.market == B else 0.02
+        assert row.charged_usd + row.refunded_usd == pytest.approx(price * (row.end_s - row.start_s) / 3600, rel=1e-9)
     ref = Walk(configs["t0"], seed=100)  # the relaunch from step 0 repeats the uninterrupted curve
     assert t0.losses == [ref.train()["loss"] for _ in range(40)]
+
+
+def test_spec_and_cli_without_ray_give_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    """``--ray-address`` is the spec's ``ray.address``; bad ``ray`` keys are one ConfigError line; without Ray
+    installed ``spottune run --backend ray`` says how to install it (one line, exit 2)."""
+    import sys
+
+    from spottune.cli import main
+    from spottune.errors import ConfigError
+    from spottune.experiment import ExperimentSpec
+
+    spec = ExperimentSpec(backend="ray", ray={"address": "10.0.0.1:6379", "prices": {"m5.large/us-east-1a": 0.035}})
+    assert ExperimentSpec.from_dict(spec.to_dict()) == spec
+    from spottune.cli._run import _spec
+
+    ctx = type("Ctx", (), {"params": {"backend": "ray", "ray_address": "10.0.0.2:6379", "output": None}})()
+    assert _spec(ctx, None).ray == {"address": "10.0.0.2:6379"} and _spec(ctx, None).backend == "ray"
+    with pytest.raises(ConfigError, match=r"^ray is .*, but must be a mapping with keys among address, prices"):
+        ExperimentSpec(backend="ray", ray={"adress": "auto"})
+    with pytest.raises(ConfigError, match=r"^ray.prices is .*'<instance type>/<zone>' -> USD per instance-hour"):
+        ExperimentSpec(backend="ray", ray={"prices": {"m5.large": 0.035}})
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if spottune[ray] were not installed
+    monkeypatch.setattr(sys, "argv", ["spottune", "run", "--backend", "ray", "--ray-address", "10.0.0.1:6379",
+                                      "--output", str(tmp_path / "out"), "--no-progress"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and err == ["error: backend ray needs Ray: pip install 'spottune[ray]'"]
