@@ -277,3 +277,30 @@ def test_spec_and_cli_without_ray_give_one_line_and_exit_2(tmp_path, monkeypatch
         main()
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_.value.code == 2 and err == ["error: backend ray needs Ray: pip install 'spottune[ray]'"]
+
+
+def test_spottune_run_on_the_ray_backend_end_to_end(tmp_path, cloud):
+    """``spottune run --backend ray --ray-address``: the composition root reads the cluster's markets (the pool
+    is A: the only one of the spec's types and zones the cluster offers), the segments run as actors."""
+    import json
+
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from spottune.cli import cli
+
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(f"workload: '{WORKLOAD}'\nmetric: loss\nmode: min\nsearch_space: {{lr: {{grid_search: [0.02, 0.05]}}}}\nmax_steps: 20\n"
+                   "theta: 1.0\ntop_k: 1\ninstance_types: [r3.large, m3.large]\nzones: [us-east-1a]\n"
+                   "predictor: none\n")
+    out = tmp_path / "res"
+    result = CliRunner().invoke(cli, ["run", "--config", str(cfg), "--backend", "ray", "--ray-address",
+                                      cloud.cluster.address, "--time-scale", "900", "--no-progress", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    trials = pd.read_csv(out / "trials.csv")
+    assert sorted(trials["state"]) == ["finished", "finished"] and trials["steps"].max() == 20
+    summary = json.loads((out / "summary.json").read_text())
+    settings = summary["settings"]
+    assert settings["backend"] == "ray" and settings["billing"] == "estimate"
+    assert settings["markets"] == ["us-east-1a/r3.large/Linux/UNIX"]  # m3.large: no node offers it
+    assert set(pd.read_csv(out / "ledger.csv")["market"]) == {"us-east-1a/r3.large/Linux/UNIX"}

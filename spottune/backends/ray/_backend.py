@@ -147,6 +147,16 @@ class RayBackend(LocalBackend):
                                 imds_url=settings.imds_url, watch_s=settings.watch_s,
                                 billing="estimate", price_table=sorted(settings.prices))
 
+    def resume(self, records: list[dict[str, Any]]) -> None:
+        """Not supported: a killed ray run cannot be continued (its actors died with their driver's job).
+
+        Raises
+        ------
+        BackendError
+            Always ("the ray backend cannot resume a run"; docs/ray.md, what is left out).
+        """
+        raise BackendError("the ray backend cannot resume a run (docs/ray.md)")
+
     # -- the run --------------------------------------------------------------------------------------
     def discover_markets(self) -> list[OfferedMarket]:
         """Connect to the cluster (unless this process already is) and read the markets it offers.
