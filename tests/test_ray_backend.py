@@ -304,3 +304,17 @@ def test_spottune_run_on_the_ray_backend_end_to_end(tmp_path, cloud):
     assert settings["backend"] == "ray" and settings["billing"] == "estimate"
     assert settings["markets"] == ["us-east-1a/r3.large/Linux/UNIX"]  # m3.large: no node offers it
     assert set(pd.read_csv(out / "ledger.csv")["market"]) == {"us-east-1a/r3.large/Linux/UNIX"}
+
+
+def test_the_backend_and_the_ray_tune_scheduler_share_no_code():
+    """Decision R10: neither ``spottune.backends.ray`` nor ``spottune.integrations`` imports the other."""
+    from tests.test_package_boundaries import imports_of, project_modules
+
+    modules = project_modules()
+    known = set(modules)
+    for name, path in modules.items():
+        deps = imports_of(name, path.read_text(), known, path.name == "__init__.py")
+        if name.startswith("spottune.backends.ray"):
+            assert not any(d.startswith("spottune.integrations") for d in deps), name
+        if name.startswith("spottune.integrations"):
+            assert not any(d.startswith("spottune.backends") for d in deps), name
