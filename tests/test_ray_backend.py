@@ -242,8 +242,9 @@ def test_a_node_lost_without_drain_is_a_provider_end_and_a_dead_actor_a_failure(
     assert len(lost) == 1 and lost[0].reason == "node-lost"
     assert rec.instance_steps[lost[0].instance_id][1] > 0  # its steps since the last checkpoint are lost
     assert not any(r["type"] == "RevocationNotice" for r in rec.log if r["kind"] == "event")  # no drain: no notice
-    died = [s["died"] for s in rec.meta["worker"].values() if "died" in s]
-    assert any("node" in d for d in died) and any(d.startswith("ActorDiedError") for d in died)
+    workers = rec.meta["worker"].values()
+    assert [w.get("provider_end") for w in workers if w["trial"] == "t0"][:1] == ["node-lost"]
+    assert all(w["died"].startswith("ActorDiedError") and "provider_end" not in w for w in workers if w["trial"] == "t1")
     for row in rec.ledger:  # B from the price table (0.5 USD/h), A from the replayed history (0.02 USD/h)
         price = 0.5 if row.market == B else 0.02
         assert row.charged_usd + row.refunded_usd == pytest.approx(price * (row.end_s - row.start_s) / 3600, rel=1e-9)

@@ -244,7 +244,7 @@ class RayBackend(LocalBackend):
             if node.get("Alive", False):
                 if ("up", nid) not in seen:
                     seen.add(("up", nid))
-                    self._q.put(("node_up", nid, [f"{t}/{z}" for t, z, _ in node_markets(node)]))
+                    self._q.put(("node_up", nid, node_markets(node)))
             elif ("dead", nid) not in seen:
                 seen.add(("dead", nid))
                 self._q.put(("node_dead", nid, f"{node.get('DeathReason', '')} {node.get('DeathReasonMessage', '')}"))
@@ -255,13 +255,11 @@ class RayBackend(LocalBackend):
                 seen.add(("drain", nid))
                 self._q.put(("drain", nid, int(deadline_ms), seen_wall))
 
-    def _on_node_up(self, nid: str, markets: list[str]) -> None:
+    def _on_node_up(self, nid: str, markets: list[tuple[str, str, str]]) -> None:
         if nid not in self._nodes:
-            self._nodes[nid] = _Node(nid, markets, self.now_s())
-            for key in markets:  # a node type the autoscaler added: its market is offered from now on
-                if key not in self.markets:
-                    itype, _, zone = key.partition("/")
-                    self.markets[key] = OfferedMarket(itype, zone, "resource", 1)
+            self._nodes[nid] = _Node(nid, [f"{t}/{z}" for t, z, _ in markets], self.now_s())
+            for itype, zone, by in markets:  # a node of a market not offered at the start: offered from now on
+                self.markets.setdefault(f"{itype}/{zone}", OfferedMarket(itype, zone, by, 1))
 
     def _on_drain(self, nid: str, deadline_ms: int, seen_wall: float) -> None:
         node = self._nodes.get(nid)
@@ -329,7 +327,7 @@ class RayBackend(LocalBackend):
                             started_s=t, notice_s=math.inf, termination_s=math.inf, seconds_per_step=sps, vcpus=vcpus,
                             step=action.resume_step, saved_step=action.resume_step, resume_step=action.resume_step,
                             actor=actor, key=key)
-        inst.stats.update(market=key, launch_wall_s=self.clock.wall_s())
+        inst.stats.update(trial=action.trial_id, market=key, launch_wall_s=self.clock.wall_s())
         self._instances[iid] = inst
         reader = threading.Thread(target=self._read, args=(inst, stream), daemon=True, name=f"ray-{iid}")
         reader.start()
@@ -372,10 +370,10 @@ class RayBackend(LocalBackend):
 
     def _on_died(self, inst: _RayInstance, exc: BaseException) -> None:
         """The actor of ``inst`` died or became unreachable: a provider end if its node went, else a failure."""
-        if not inst.alive or inst.gone or inst.killed:
-            return
         msg = " ".join(str(exc).split())[:500]
-        inst.stats["died"] = f"{type(exc).__name__}: {msg}"
+        inst.stats.setdefault("died", f"{type(exc).__name__}: {msg}")
+        if not inst.alive or inst.gone or inst.killed:
+            return  # already ended (its node's death came first, or our ray.kill)
         node = self._nodes.get(inst.node_id)
         if (getattr(exc, "preempted", False) or "node has died" in msg
                 or (node is not None and (node.end_s is not None or node.drain_deadline_s is not None))):
@@ -398,6 +396,7 @@ class RayBackend(LocalBackend):
             return
         inst.reason = reason
         inst.termination_s = min(inst.termination_s, self.now_s())
+        inst.stats["provider_end"] = reason
         self._on_termination(inst)
 
     def _command(self, inst: _RayInstance, cmd: CheckpointCommand) -> None:
