@@ -3,9 +3,11 @@
 The market is the simulator's scripted one (``tests.test_sim_backend.history``): market A (r3.large in
 us-east-1a) at 0.02 USD/h, market B (c3.xlarge in us-east-1b) at 0.05. The cluster has one node of each:
 A offered by its custom resource, B by its labels (:mod:`tests._ray_cloud`). The trainable is the NumPy
-``Walk`` of ``test_worker_process`` (fast to import in a Ray worker). Every scenario also runs in the
-simulator with the same orchestrator, chooser and market, and the final metrics must be equal bit for bit
-(a checkpoint and restore repeat the curve exactly; timing differs, so steps at a hop or a notice may).
+``Walk`` of ``test_worker_process`` (fast to import in a Ray worker). The hop/θ/failure and the preemption
+scenarios also run in the simulator with the same orchestrator, chooser and market, and the final metrics
+must be equal bit for bit (a checkpoint and restore repeat the curve exactly; timing differs, so steps at a
+hop or a notice may); the node-loss scenario (a process that kills itself cannot run in the simulator's
+process) is checked against the uninterrupted curve.
 
 Scenarios: the clean run with hourly hops, the θ barrier with top-1 and a trial that raises (a failure,
 never a preemption) in one run; a price spike in A revokes it (the cloud drains A's node for preemption

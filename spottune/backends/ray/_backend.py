@@ -284,6 +284,16 @@ class RayBackend(LocalBackend):
         inst.stats.update(notice_s=now, drain_seen_wall=node.extra.get("drain_seen_wall"))
         self._send_or_defer(inst, inst.revocation_notice(now))
 
+    def _on_seen(self, inst: _RayInstance, report: Any) -> None:
+        """The segment saw the spot notice on its node's IMDS (``ray.imds_url``; it checkpoints on its own):
+        ``RevocationNotice`` with IMDS's deadline, by the aws backend's handler (a real cluster's autoscaler
+        may not drain a node the cloud reclaims)."""
+        from spottune.backends.aws._backend import AwsBackend
+
+        AwsBackend._on_seen(self, inst, report)  # type: ignore[arg-type]
+        if inst.notified and not inst.reason:
+            inst.reason = PREEMPTED
+
     def _on_node_dead(self, nid: str, why: str) -> None:
         node = self._nodes.get(nid)
         if node is None or node.end_s is not None:
