@@ -87,7 +87,7 @@ class SpotCloud:
         The live nodes of each market.
     drains : list of dict
         One per drained node: ``node_id``, ``market``, ``wall`` (``time.time()`` of the drain call),
-        ``deadline_ms``, ``removed_wall``.
+        ``deadline_ms``, ``deadline_s`` (the deadline on the backend's engine clock), ``removed_wall``.
     """
 
     def __init__(self, cluster: Any, markets: dict[Any, str]):
@@ -162,7 +162,8 @@ class SpotCloud:
             ok, why = gcs.drain_node(node.node_id, autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),
                                      "spot interruption", deadline_ms)
             assert ok, why
-            rows.append({"node_id": node.node_id, "market": market, "wall": time.time(), "deadline_ms": deadline_ms})
+            rows.append({"node_id": node.node_id, "market": market, "wall": time.time(), "deadline_ms": deadline_ms,
+                         "deadline_s": clock.engine_s() + (deadline_ms / 1000 - time.time()) * clock.time_scale})
         time.sleep(max(0.0, deadline_ms / 1000 - time.time()))
         for node, row in zip(nodes, rows):
             self.cluster.remove_node(node)

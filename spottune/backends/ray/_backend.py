@@ -267,7 +267,7 @@ class RayBackend(LocalBackend):
             return
         now = self.now_s()
         s = self.settings
-        left_wall = deadline_ms / 1000.0 - seen_wall if deadline_ms > 0 else s.wall(s.notice_s)
+        left_wall = deadline_ms / 1000.0 - time.time() if deadline_ms > 0 else s.wall(s.notice_s)
         node.drain_deadline_s = now + max(0.0, left_wall) * s.time_scale
         node.extra.update(drain_seen_s=now, drain_seen_wall=seen_wall, deadline_ms=deadline_ms)
         for iid in sorted(self._on_node.get(nid, ())):
