@@ -60,8 +60,11 @@ def spot_cluster(markets: dict[Any, str]) -> Iterator["SpotCloud"]:
     import ray
     from ray.cluster_utils import Cluster
 
-    # the segments import the test workload (tests.test_worker_process:Walk) in the Ray workers
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    # the segments import the test workload (tests.test_worker_process:Walk) in the Ray workers, which inherit
+    # the environment of the nodes started here
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), saved or "") if p)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 0, "include_dashboard": False,
         "_system_config": {"health_check_period_ms": 200, "health_check_failure_threshold": 3,
@@ -76,6 +79,10 @@ def spot_cluster(markets: dict[Any, str]) -> Iterator["SpotCloud"]:
     finally:
         ray.shutdown()
         cluster.shutdown()
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 class SpotCloud:
