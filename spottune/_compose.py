@@ -120,7 +120,8 @@ class MarketSetup:
 
 
 def build_market(prices: str | None, *, market_mode: str, seed: int, instance_types: Sequence[str] | None = None,
-                 availability_zones: Sequence[str] | None = None, history: Any = None) -> MarketSetup:
+                 availability_zones: Sequence[str] | None = None, history: Any = None,
+                 markets: Sequence[Any] | None = None) -> MarketSetup:
     """Load the price history and build the market of one experiment.
 
     Parameters
@@ -132,6 +133,11 @@ def build_market(prices: str | None, *, market_mode: str, seed: int, instance_ty
         Seeds the modern mode's interruption draws.
     instance_types, availability_zones : sequence of str, optional
         The pool (None: every type / zone of the price data).
+    history : spotmarket.prices.PriceHistory, optional
+        Given prices instead of loading ``prices`` (the aws backend's live prices).
+    markets : sequence of Market, optional
+        An explicit market list for the pool instead of types x zones (the ray backend: the markets the
+        cluster offers); the type and zone filters still apply.
 
     Raises
     ------
@@ -146,7 +152,7 @@ def build_market(prices: str | None, *, market_mode: str, seed: int, instance_ty
         raise ConfigError(f"market_mode is {market_mode!r}, but must be one of {', '.join(MARKET_MODES)}")
     history = load_history(prices) if history is None else history  # given: live prices (aws backend)
     catalog = InstanceCatalog.load()
-    pool = Pool(instance_types=instance_types, availability_zones=availability_zones)
+    pool = Pool(instance_types=instance_types, availability_zones=availability_zones, markets=markets)
     markets = pool.resolve(history, catalog)
     return MarketSetup(history=history, catalog=catalog, pool=pool, markets=markets, market_mode=market_mode,
                        revocation_model=revocation_model(market_mode, history, seed))
@@ -513,10 +519,10 @@ def check_supported(spec: ExperimentSpec) -> None:
     Raises
     ------
     ConfigError
-        On a backend other than ``sim``, ``local`` and ``aws``, or ``aws`` without ``aws.bucket``.
+        On a backend other than ``sim``, ``local``, ``aws`` and ``ray``, or ``aws`` without ``aws.bucket``.
     """
-    if spec.backend not in ("sim", "local", "aws"):
-        raise ConfigError(f"backend is {spec.backend!r}, but this build runs only sim, local and aws")
+    if spec.backend not in ("sim", "local", "aws", "ray"):
+        raise ConfigError(f"backend is {spec.backend!r}, but this build runs only sim, local, aws and ray")
     if spec.backend == "aws" and not spec.aws.get("bucket"):
         raise ConfigError("backend aws needs aws.bucket (an S3 bucket for checkpoints and control objects; "
                           "docs/aws.md)")
@@ -559,9 +565,16 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
         from spottune.backends.aws._build import live_market
 
         live = live_market(spec, now_s=live_start_s)  # (history, now) from the EC2 API, or None: the replayed trace
+    history, pool, offered = None if live is None else live[0], None, None
+    if spec.backend == "ray":  # the chooser's pool: the markets the cluster offers (decision R2)
+        from spotmarket.prices import load_history
+        from spottune.backends.ray._build import pool_markets
+
+        history = load_history(spec.prices)
+        pool, offered = pool_markets(spec, history)
     market = build_market(spec.prices, market_mode=spec.market_mode, seed=seed,
                           instance_types=spec.instance_types, availability_zones=spec.availability_zones,
-                          history=None if live is None else live[0])
+                          history=history, markets=pool)
     start_s = float(to_seconds(spec.start)) if live is None else live[1]
     check_start(market, start_s, spec.train_days)
     plan_spec(spec, market, start_s)  # deadline and budget: an infeasible request is refused before training
@@ -576,7 +589,7 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
         OrchestratorConfig(max_steps=spec.max_steps, theta=spec.theta, top_k=spec.top_k, metric=spec.metric,
                            mode=spec.mode, max_failures=spec.max_failures),
         make_provisioner(market.history, market.catalog, market.pool, predictor, seed, objective=spec.objective,
-                         boot_s=spec.boot_s if spec.backend in ("sim", "aws") else 0.0,
+                         boot_s=spec.boot_s if spec.backend in ("sim", "aws", "ray") else 0.0,
                          checkpoint_size_mb=spec.get_workload().checkpoint_size_mb,
                          reference_seconds_per_step=getattr(spec.get_workload().trainable,
                                                             "reference_seconds_per_step", None)),
@@ -601,6 +614,12 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
 
         backend = aws_backend(spec, orch, Billing(spec.billing), trials, market, start_s, live=live is not None,
                               output=output, progress=progress)
+    elif spec.backend == "ray":
+        from spottune.backends.ray._build import ray_backend
+
+        folder = Path(output) if output is not None else Path(tempfile.mkdtemp(prefix="spottune-run-"))
+        backend = ray_backend(spec, orch, Billing(spec.billing), trials, market, start_s, offered=offered,
+                              store_url=store_url(spec, folder), progress=progress)
     else:
         from spottune.backends import LocalBackend, LocalSettings
 

@@ -17,7 +17,7 @@ class ConfigError(SpottuneError, ValueError):
 
 
 class BackendError(SpottuneError, RuntimeError):
-    """A backend (sim, local, aws) could not carry out an action."""
+    """A backend (sim, local, aws, ray) could not carry out an action."""
 
 
 class CheckpointError(SpottuneError, RuntimeError):

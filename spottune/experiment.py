@@ -46,10 +46,10 @@ from spottune.search_space import count_configs, generate_configs, has_domain, p
 from spottune.trainable import Trainable, trial_seed
 from spottune.workloads import Workload, get_workload
 
-__all__ = ["BACKENDS", "BILLING", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "STOPPERS", "ExperimentSpec",
+__all__ = ["BACKENDS", "BILLING", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "RAY_KEYS", "STOPPERS", "ExperimentSpec",
            "TrialSpec"]
 
-BACKENDS = ("sim", "local", "aws")
+BACKENDS = ("sim", "local", "aws", "ray")
 MARKET_MODES = ("legacy", "modern")
 PREDICTORS = ("auto", "revpred", "constant", "none", "calibrated", "online-hazard")
 #: Provisioner objectives: ``refund`` (expected USD per useful step over the decision horizon, choosing
@@ -68,6 +68,10 @@ MAX_TRAIN_DAYS = 3650.0
 #: Keys of ``ExperimentSpec.aws`` (fields of :class:`spottune.backends.aws.AwsSettings`, plus ``live_prices``).
 AWS_KEYS = ("bucket", "image", "ami", "instance_profile", "region", "experiment", "subnets", "security_groups",
             "prefix", "endpoint_url", "live_prices", "lease_s", "lease_save_s", "linger_s", "exclusion_s", "describe_every_s")
+
+#: Keys of ``ExperimentSpec.ray`` (fields of :class:`spottune.backends.ray.RaySettings`; docs/ray.md).
+RAY_KEYS = ("address", "prices", "imds_url", "poll_s", "watch_s", "notice_s", "lost_after_s", "num_cpus",
+            "log_to_driver")
 
 #: ``storage_path`` URL schemes the checkpoint store reads ("" is a plain folder).
 STORAGE_SCHEMES = ("", "file", "s3", "s3a", "memory")
@@ -157,7 +161,9 @@ class ExperimentSpec:
     seed : int, default 0
         Seeds search-space sampling, trial RNGs (:func:`~spottune.trainable.trial_seed`) and the
         backend's random draws.
-    backend : {"sim", "local", "aws"}, default "sim"
+    backend : {"sim", "local", "aws", "ray"}, default "sim"
+        ``ray``: every trial segment is an actor on a spot node of an existing Ray cluster (``ray``;
+        docs/ray.md).
     market_mode : {"legacy", "modern"}, default "legacy"
         2017 bid-based revocations (the paper) or today's interruption model (spec §2).
     max_failures : int, default 2
@@ -166,8 +172,8 @@ class ExperimentSpec:
         Verified checkpoint versions kept per trial (>= 1); older ones are deleted only after a newer
         one is verified.
     time_scale : float, default 600.0
-        Local backend (and the aws backend replaying a trace against a test endpoint,
-        ``aws.live_prices: false``): simulated seconds per wall-clock second (600: one simulated hour = 6 s).
+        Local and ray backends (and the aws backend replaying a trace against a test endpoint,
+        ``aws.live_prices: false``): simulated seconds per wall-clock second (1 on a real Ray cluster) (600: one simulated hour = 6 s).
     predictor : {"auto", "revpred", "constant", "none", "calibrated", "online-hazard"}, default "auto"
         Revocation predictor of the provisioner (as ``spottune run --predictor``): ``auto`` is
         ``calibrated`` (trained on the provisioner's own max-price queries, monotone in the max price) in
@@ -205,6 +211,12 @@ class ExperimentSpec:
         AWS backend settings (:class:`spottune.backends.aws.AwsSettings` fields: ``bucket``, ``image``,
         ``ami``, ``instance_profile``, ``region``, ``experiment``, ``subnets``, ``security_groups``,
         ``prefix``, ``live_prices``); docs/aws.md.
+    ray : mapping, default {}
+        Ray backend settings (:class:`spottune.backends.ray.RaySettings` fields, :data:`RAY_KEYS`):
+        ``address`` (``auto``, ``HOST:PORT``; ``spottune run --ray-address``), ``prices`` (a price table,
+        USD per instance-hour keyed ``"<instance type>/<zone>"``, billed instead of the replayed history),
+        ``imds_url`` (``http://169.254.169.254`` on EC2 nodes; default ``none``), ``poll_s``, ``watch_s``,
+        ``notice_s``, ``lost_after_s``, ``num_cpus``, ``log_to_driver``; docs/ray.md.
 
     Raises
     ------
@@ -244,6 +256,7 @@ class ExperimentSpec:
     budget_usd: float | None = None
     deadline: float | None = None
     aws: Mapping[str, Any] = field(default_factory=dict)
+    ray: Mapping[str, Any] = field(default_factory=dict)
     _derived: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
 
     # -- construction -------------------------------------------------------------------------------
@@ -334,6 +347,15 @@ class ExperimentSpec:
                  "a number of USD > 0, or None")
         need(isinstance(self.aws, Mapping) and set(self.aws) <= set(AWS_KEYS), "aws",
              f"a mapping with keys among {', '.join(AWS_KEYS)}")
+        need(isinstance(self.ray, Mapping) and set(self.ray) <= set(RAY_KEYS), "ray",
+             f"a mapping with keys among {', '.join(RAY_KEYS)}")
+        address, table = self.ray.get("address", "auto"), self.ray.get("prices", {})
+        if not (isinstance(address, str) and address):
+            raise ConfigError(f"ray.address is {address!r}, but must be 'auto', HOST:PORT or ray://HOST:PORT")
+        if not (isinstance(table, Mapping) and all(isinstance(k, str) and k.count("/") == 1 and _is_real(v) and v >= 0
+                                                   for k, v in table.items())):
+            raise ConfigError(f"ray.prices is {table!r}, but must be a mapping '<instance type>/<zone>' -> "
+                              "USD per instance-hour >= 0")
         need(self.predictor in PREDICTORS, "predictor", f"one of {', '.join(PREDICTORS)}")
         need(_is_real(self.train_days) and 0 < self.train_days <= MAX_TRAIN_DAYS, "train_days",
              f"a number of days with 0 < train_days <= {MAX_TRAIN_DAYS:g}")

@@ -36,7 +36,7 @@ def test_trials_have_stable_ids_configs_and_distinct_seeds():
     ({"top_k": 17}, "top_k is 17, but must be an integer with 1 <= top_k <= 16"),
     ({"mode": "maximize"}, "mode is 'maximize', but must be 'min' or 'max'"),
     ({"max_steps": 0}, "max_steps is 0, but must be an integer >= 1"),
-    ({"backend": "ray"}, "backend is 'ray', but must be one of sim, local, aws"),
+    ({"backend": "dask"}, "backend is 'dask', but must be one of sim, local, aws, ray"),
     ({"market_mode": "2017"}, "market_mode is '2017', but must be one of legacy, modern"),
     ({"max_failures": -1}, "max_failures is -1, but must be an integer >= 0"),
     ({"seed": -3}, "seed is -3, but must be an integer >= 0"),

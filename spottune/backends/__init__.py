@@ -3,7 +3,8 @@
 The contract (which events, in which order) is the docstring of :mod:`spottune.backends._base`.
 ``sim`` replays a spot market on a virtual clock; ``local`` runs every trial segment as a real worker
 process against the same market replayed on an accelerated wall clock; ``aws`` runs every segment on an
-EC2 spot instance (:mod:`spottune.backends.aws`).
+EC2 spot instance (:mod:`spottune.backends.aws`); ``ray`` runs every segment as an actor on a spot node of an
+existing Ray cluster (:mod:`spottune.backends.ray`, needs ``spottune[ray]``).
 
 The names are imported on first use (PEP 562), so that a worker or an agent importing
 ``spottune.backends.local.worker`` does not import the orchestrator and its scientific stack.
@@ -18,6 +19,7 @@ _WHERE = {
     "Driver": "spottune.backends._base", "Progress": "spottune.backends._base", "RunRecord": "spottune.backends._base",
     "log_record": "spottune.backends._base",
     "LocalBackend": "spottune.backends.local", "LocalSettings": "spottune.backends.local",
+    "RayBackend": "spottune.backends.ray", "RaySettings": "spottune.backends.ray",
     "RecordedCurves": "spottune.backends.sim", "SimBackend": "spottune.backends.sim",
     "SimSettings": "spottune.backends.sim", "TrainableCurves": "spottune.backends.sim",
     "TrialFailure": "spottune.backends.sim",

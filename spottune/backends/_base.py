@@ -1,4 +1,4 @@
-"""The driver contract: what every backend (sim, local, aws) owes the orchestrator.
+"""The driver contract: what every backend (sim, local, aws, ray) owes the orchestrator.
 
 A driver is a thin I/O shell around :class:`spottune.orchestrator.Orchestrator`::
 

@@ -30,7 +30,7 @@ import click
 from spottune.experiment import OBJECTIVES, PREDICTORS, STOPPERS, ExperimentSpec
 
 #: Options of ``spottune run`` that only steer the command (everything else is an ExperimentSpec field).
-CLI_ONLY = ("config", "output", "progress", "dry_run")
+CLI_ONLY = ("config", "output", "progress", "dry_run", "ray_address")
 
 
 def _default(name: str) -> str:
@@ -54,7 +54,11 @@ def _spec(ctx: click.Context, config: str | None) -> ExperimentSpec:
         On an unreadable file, an unknown key or an invalid value (one line, exit code 2).
     """
     spec = ExperimentSpec.from_yaml(config) if config else ExperimentSpec()
-    return spec.with_overrides(**{k: v for k, v in ctx.params.items() if k not in CLI_ONLY})
+    spec = spec.with_overrides(**{k: v for k, v in ctx.params.items() if k not in CLI_ONLY})
+    address = ctx.params.get("ray_address")
+    if address is not None:  # --ray-address is the spec's ray.address
+        spec = spec.with_overrides(ray={**spec.ray, "address": address})
+    return spec
 
 
 def spec_from_options(opts: Mapping[str, Any]) -> ExperimentSpec:
@@ -112,9 +116,13 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
 @click.option("--start", default=None, show_default=_default("start_utc"), help="Simulation start, UTC (a time without a zone, e.g. 2015-05-05, is read as UTC, as AWS reports).")
 @click.option("--instance-types", default=None, help="Comma-separated instance types (default: all in the prices).")
 @click.option("--zones", default=None, help="Comma-separated availability zones (default: all).")
-@click.option("--backend", type=click.Choice(["sim", "local", "aws"]), default=None, show_default=_default("backend"),
+@click.option("--backend", type=click.Choice(["sim", "local", "aws", "ray"]), default=None,
+              show_default=_default("backend"),
               help="sim: virtual clock; local: real worker processes on an accelerated wall clock; "
-                   "aws: EC2 spot instances (docs/aws.md).")
+                   "aws: EC2 spot instances (docs/aws.md); ray: actors on the spot nodes of a Ray cluster (docs/ray.md).")
+@click.option("--ray-address", default=None,
+              help="Ray backend: the cluster, 'auto' (this machine's, from `ray start`) or HOST:PORT of the head "
+                   "(spec key ray.address; default auto).")
 @click.option("--market-mode", type=click.Choice(["legacy", "modern"]), default=None,
               show_default=_default("market_mode"),
               help="legacy: 2017 price > max-price revocations; modern: capacity hazard model.")

@@ -1,0 +1,326 @@
+"""The ray backend on a real multi-node Ray cluster on 127.0.0.1 (one per module), against the simulator.
+
+The market is the simulator's scripted one (``tests.test_sim_backend.history``): market A (r3.large in
+us-east-1a) at 0.02 USD/h, market B (c3.xlarge in us-east-1b) at 0.05. The cluster has one node of each:
+A offered by its custom resource, B by its labels (:mod:`tests._ray_cloud`). The trainable is the NumPy
+``Walk`` of ``test_worker_process`` (fast to import in a Ray worker). The hop/θ/failure and the preemption
+scenarios also run in the simulator with the same orchestrator, chooser and market, and the final metrics
+must be equal bit for bit (a checkpoint and restore repeat the curve exactly; timing differs, so steps at a
+hop or a notice may); the node-loss scenario (a process that kills itself cannot run in the simulator's
+process) is checked against the uninterrupted curve.
+
+Scenarios: the clean run with hourly hops, the θ barrier with top-1 and a trial that raises (a failure,
+never a preemption) in one run; a price spike in A revokes it (the cloud drains A's node for preemption
+with a deadline, removes it, adds a fresh one), the segment checkpoints inside the deadline and the trial
+relaunches on B's node; a node lost without a drain (provider end, from the last checkpoint).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pytest
+
+pytest.importorskip("ray")
+
+from spotmarket import Billing, LegacyBidRevocation  # noqa: E402
+from spottune.backends import SimBackend, SimSettings, TrainableCurves  # noqa: E402
+from spottune.backends.ray import RayBackend, RaySettings, cluster_markets  # noqa: E402
+from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState  # noqa: E402
+from tests._ray_cloud import spot_cluster  # noqa: E402
+from tests.test_sim_backend import FACTS, T0, A, B, Fixed, history  # noqa: E402
+from tests.test_worker_process import WORKLOAD, Walk  # noqa: E402
+
+MAX_PRICE = 0.1
+
+
+@dataclass(frozen=True)
+class _Choice:
+    market: object
+    max_price_usd_per_hour: float
+
+
+class Cheapest:
+    """The cheapest of A and B at the decision time, max price 0.1 USD/h (A's spike moves trials to B)."""
+
+    def __init__(self, hist):
+        self.hist = hist
+
+    def choose(self, trial_id, now_s):
+        return _Choice(min((A, B), key=lambda m: (self.hist[m].price_at(now_s), str(m))), MAX_PRICE)
+
+    def record_segment(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def cloud():
+    with spot_cluster({A: "resource", B: "labels"}) as c:
+        yield c
+
+
+def orchestrator(ids, chooser, *, max_steps, theta=1.0, top_k=1, max_failures=1):
+    return Orchestrator(ids, OrchestratorConfig(max_steps=max_steps, theta=theta, top_k=top_k, metric="loss",
+                                                max_failures=max_failures), chooser)
+
+
+def run_both(tmp_path, configs, *, chooser, hist, cloud, follow=False, time_scale=1200.0, **config):
+    """The same experiment on the Ray cluster and in the simulator: ((orch, record), (orch, record))."""
+    ids = sorted(configs)
+    seeds = {t: 100 + i for i, t in enumerate(ids)}
+    ray_orch = orchestrator(ids, chooser(hist), **config)
+    backend = RayBackend(ray_orch, hist, Billing(), WORKLOAD, {t: (configs[t], seeds[t]) for t in ids},
+                         FACTS.__getitem__, T0, RaySettings(store_url=str(tmp_path / "store"), time_scale=time_scale,
+                                                            pace_steps=True, watch_s=60.0, max_wall_s=60.0))
+    if follow:
+        cloud.follow(backend, LegacyBidRevocation(hist), MAX_PRICE)
+    t = time.monotonic()
+    ray_rec = cloud.serve(backend.run)  # the main thread adds the cloud's fresh nodes
+    ray_rec.meta["wall_s"] = time.monotonic() - t
+    if follow:
+        cloud.join()
+        assert cloud.errors == []
+    sim_orch = orchestrator(ids, chooser(hist), **config)
+    curves = TrainableCurves({t: (lambda t=t: Walk(configs[t], seed=seeds[t])) for t in ids})
+    sim_rec = SimBackend(sim_orch, hist, LegacyBidRevocation(hist), Billing(), curves, FACTS.__getitem__, T0,
+                         SimSettings(boot_s=0.0, step_time_cov=0.0, checkpoint_overhead_s=0.0)).run()
+    return (ray_orch, ray_rec), (sim_orch, sim_rec)
+
+
+def assert_same_results(ray_orch, sim_orch):
+    """Top-k, states, failures and the final metrics equal the simulator's, bit for bit."""
+    assert ray_orch.top_k == sim_orch.top_k
+    for tid, s in sim_orch.trials.items():
+        r = ray_orch.trials[tid]
+        assert (r.state, r.failures) == (s.state, s.failures), tid
+        if s.state is not TrialState.FAILED:
+            assert r.step == s.step and r.losses[-1] == s.losses[-1], tid
+            assert r.steps == s.steps and r.losses == s.losses, tid  # the whole final curve
+
+
+def reported(record, trial_id):
+    return [(r["step"], r["metrics"]) for r in record.log
+            if r["kind"] == "event" and r["type"] == "MetricReported" and r["trial_id"] == trial_id]
+
+
+def test_the_cluster_offers_its_markets(cloud):
+    offered = {m.key: m.by for m in cluster_markets()}
+    assert offered == {"r3.large/us-east-1a": "resource", "c3.xlarge/us-east-1b": "labels"}
+
+
+def test_the_pool_is_the_offered_markets_of_the_price_history(cloud):
+    """A market of the prices that no node (nor node type) offers is not in the chooser's pool; a market the
+    autoscaler's node types offer is, even before its first node runs."""
+    import pandas as pd
+    import ray
+    from ray._raylet import GCS_AUTOSCALER_CLUSTER_CONFIG_KEY, GCS_AUTOSCALER_STATE_NAMESPACE
+    from ray.core.generated import autoscaler_pb2
+    from ray.experimental import internal_kv
+
+    from spotmarket.prices import Market, PriceHistory
+    from spottune.backends.ray import pool_markets
+
+    C, D = Market("us-east-1c", "m4.large"), Market("us-east-1d", "m4.xlarge")
+    hist = PriceHistory(pd.DataFrame({"timestamp": pd.to_datetime([T0] * 4, unit="s", utc=True),
+                                      "availability_zone": [m.availability_zone for m in (A, B, C, D)],
+                                      "instance_type": [m.instance_type for m in (A, B, C, D)],
+                                      "product_description": "Linux/UNIX", "price": [0.02, 0.05, 0.03, 0.04]}))
+    spec = type("Spec", (), {"ray": {}, "prices": "four-markets"})()
+    assert pool_markets(spec, hist)[0] == [A, B]
+    config = autoscaler_pb2.ClusterConfig()
+    group = config.node_group_configs.add(name="m4-large-spot", min_count=0, max_count=4)
+    group.resources["market:m4.large/us-east-1c"] = 1
+    group.resources["CPU"] = 2
+    ns, key = GCS_AUTOSCALER_STATE_NAMESPACE, GCS_AUTOSCALER_CLUSTER_CONFIG_KEY
+    internal_kv._internal_kv_put(key, config.SerializeToString(), namespace=ns)
+    try:
+        markets, offered = pool_markets(spec, hist)
+        assert markets == [A, B, C] and {m.key: m.nodes for m in offered}["m4.large/us-east-1c"] == 0
+    finally:
+        internal_kv._internal_kv_del(key, namespace=ns)
+    assert ray.is_initialized()
+
+
+def test_a_market_the_cluster_does_not_offer_is_refused(tmp_path, cloud):
+    from spottune.backends.ray import OfferedMarket
+    from spottune.orchestrator import Launch, LaunchFailed
+
+    orch = orchestrator(["t0"], Fixed(), max_steps=10)
+    backend = RayBackend(orch, history(), Billing(), WORKLOAD, {"t0": ({"lr": 0.1}, 1)}, FACTS.__getitem__, T0,
+                         RaySettings(store_url=str(tmp_path)), markets=[OfferedMarket("r3.large", "us-east-1a",
+                                                                                      "resource", 1)])
+    backend._launch(Launch(trial_id="t0", market=B, max_price_usd_per_hour=0.1, resume_step=0, target_steps=10))
+    kind, event = backend._q.get_nowait()
+    assert kind == "event" and isinstance(event, LaunchFailed)
+    assert event.error == "the Ray cluster offers no node of market c3.xlarge/us-east-1b" and not backend._instances
+
+
+def test_hourly_hops_theta_barrier_top_k_and_a_failing_trial(tmp_path, cloud):
+    configs = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05}, "t2": {"lr": 0.05, "fail_at": 5}}
+    # 900x: a segment's boot (a Ray worker's start, 1-2.5 wall seconds) stays well inside its first hour
+    (orch, rec), (sim_orch, sim) = run_both(tmp_path, configs, chooser=lambda h: Fixed(), hist=history(), cloud=cloud,
+                                            max_steps=100, theta=0.5, top_k=1, time_scale=900.0)
+    assert_same_results(orch, sim_orch)
+    t0, t1, t2 = (orch.trials[t] for t in ("t0", "t1", "t2"))
+    assert orch.top_k == ("t1",)  # lr 0.05 is ahead at the θ step (50)
+    assert (t1.state, t1.step, t0.state, t0.step) == (TrialState.FINISHED, 100, TrialState.STOPPED_EARLY, 50)
+    # 50 steps of 60 s after a boot before θ: the first instances reach their hour (a hop that already holds the
+    # θ step counts as the θ checkpoint, so a slow boot can leave one trial without a counted hop)
+    assert t0.hops + t1.hops >= 1 and t0.revocations == t1.revocations == 0  # a clean run: hops only
+    assert (t2.state, t2.failures, t2.revocations) == (TrialState.FAILED, 2, 0)  # a failure, not a preemption
+    assert all(r.ended_by == "user" for r in rec.ledger)  # nothing was revoked
+    for tid in ("t0", "t1"):  # every report, across hops and the θ pause, is the uninterrupted curve
+        ref = Walk(configs[tid], seed=100 + int(tid[1]))
+        expected = {i + 1: ref.train() for i in range(orch.trials[tid].step)}
+        assert {s for s, _ in reported(rec, tid)} == set(expected) and all(m == expected[s] for s, m in reported(rec, tid))
+    assert rec.meta["billing"] == "estimate" and {n["market"] for n in rec.meta["nodes"]} >= {"r3.large/us-east-1a"}
+    for row in rec.ledger:  # each segment billed at A's replayed price, per second, from its launch to its end
+        assert row.charged_usd == pytest.approx(0.02 * (row.end_s - row.start_s) / 3600, rel=1e-9)
+
+
+def test_preemption_checkpoints_in_the_deadline_and_relaunches_on_another_market(tmp_path, cloud):
+    configs = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05}}
+    # A rises above the max price at 45 min, for 10 min (a segment's boot, a Ray worker's start, is 1-2.5 wall
+    # seconds: 10-25 min at 600x); the cloud removes A's node 1 wall second (10 min) after the drain
+    hist = history(spike_at_s=2700.0)
+    (orch, rec), (sim_orch, sim) = run_both(tmp_path, configs, chooser=Cheapest, hist=hist, cloud=cloud, follow=True,
+                                            max_steps=60, top_k=2, time_scale=600.0)
+    assert_same_results(orch, sim_orch)
+    drained = {d["node_id"] for d in cloud.drains}
+    assert len(drained) == 1
+    for tid, tr in orch.trials.items():
+        assert tr.state is TrialState.FINISHED and tr.revocations == 1 and tr.failures == 0 and tr.lost_steps == 0
+        log = [(r["kind"], r["type"], r.get("reason")) for r in rec.log if r.get("trial_id") == tid]
+        i = log.index(("event", "RevocationNotice", None))
+        assert log[i + 1] == ("action", "Checkpoint", "revocation")
+        assert ("event", "CheckpointSaved", "revocation") in log[i:]
+        markets = [r["market"] for r in rec.log if r["kind"] == "action" and r["type"] == "Launch" and r["trial_id"] == tid]
+        assert markets[:2] == [str(A), str(B)]  # relaunched on the other market's node
+    notices = [r for r in rec.log if r["kind"] == "event" and r["type"] == "RevocationNotice"]
+    assert len(notices) == 2  # with the drain's deadline (engine seconds; 0.2 wall s of slack at 600x)
+    assert all(abs(n["deadline_s"] - cloud.drains[0]["deadline_s"]) < 0.2 * 600 for n in notices)
+    provider = [r for r in rec.ledger if r.ended_by == "provider"]
+    assert len(provider) == 2 and all(r.reason == "capacity" for r in provider)
+    assert all(r.charged_usd == 0 and r.refunded_usd > 0 for r in provider)  # revoked in the first hour
+    for iid, inst in rec.meta["worker"].items():
+        if inst.get("node") in drained:  # the notice came with the drain's deadline, the save before it
+            assert inst["notice_s"] < next(r.end_s for r in rec.ledger if r.instance_id == iid)
+    lag = [inst["drain_seen_wall"] - d["wall"] for d in cloud.drains for inst in rec.meta["worker"].values()
+           if inst.get("node") == d["node_id"] and inst.get("drain_seen_wall")]
+    assert lag and max(lag) < 1.0  # the watcher saw the drain within a second (watch_s / time_scale = 50 ms)
+    print(f"drain seen after {max(lag):.3f} s; ray run {rec.meta['wall_s']:.1f} s")
+
+
+class PerTrial:
+    """Trial t -> its own market, max price 0.1 USD/h."""
+
+    def __init__(self, markets):
+        self.markets = markets
+
+    def choose(self, trial_id, now_s):
+        return _Choice(self.markets[trial_id], MAX_PRICE)
+
+    def record_segment(self, *args):
+        pass
+
+
+def test_a_node_lost_without_drain_is_a_provider_end_and_a_dead_actor_a_failure(tmp_path, cloud):
+    """t0 on A loses its node at 45 min without a drain (no notice): a provider end, relaunched from its last
+    checkpoint (none: step 0) on A's fresh node; t1 on B kills its own process at step 2: the actor dies on a
+    live node, a trial failure (retried once, then FAILED), never a preemption."""
+    configs = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05, "exit_at": 2}}
+    hist = history()
+    orch = orchestrator(sorted(configs), PerTrial({"t0": A, "t1": B}), max_steps=30)
+    backend = RayBackend(orch, hist, Billing(), "tests._ray_cloud:Crash",
+                         {t: (configs[t], 100 + i) for i, t in enumerate(sorted(configs))}, FACTS.__getitem__, T0,
+                         RaySettings(store_url=str(tmp_path / "store"), time_scale=900.0, pace_steps=True,
+                                     watch_s=60.0, max_wall_s=60.0, prices={"c3.xlarge/us-east-1b": 0.5}))
+    cloud.lose_at(backend, A, T0 + 2700.0)
+    rec = cloud.serve(backend.run)
+    cloud.join()
+    assert cloud.errors == [] and len(cloud.lost) == 1
+    t0, t1 = orch.trials["t0"], orch.trials["t1"]
+    assert (t0.state, t0.revocations, t0.failures) == (TrialState.FINISHED, 1, 0) and t0.lost_steps > 0
+    assert (t1.state, t1.failures, t1.revocations) == (TrialState.FAILED, 2, 0)
+    lost = [r for r in rec.ledger if r.trial_id == "t0" and r.ended_by == "provider"]
+    assert len(lost) == 1 and lost[0].reason == "node-lost"
+    assert rec.instance_steps[lost[0].instance_id][1] > 0  # its steps since the last checkpoint are lost
+    assert not any(r["type"] == "RevocationNotice" for r in rec.log if r["kind"] == "event")  # no drain: no notice
+    workers = rec.meta["worker"].values()
+    assert [w.get("provider_end") for w in workers if w["trial"] == "t0"][:1] == ["node-lost"]
+    assert all(w["died"].startswith("ActorDiedError") and "provider_end" not in w for w in workers if w["trial"] == "t1")
+    for row in rec.ledger:  # B from the price table (0.5 USD/h), A from the replayed history (0.02 USD/h)
+        price = 0.5 if row.market == B else 0.02
+        assert row.charged_usd + row.refunded_usd == pytest.approx(price * (row.end_s - row.start_s) / 3600, rel=1e-9)
+    ref = Walk(configs["t0"], seed=100)  # the relaunch from step 0 repeats the uninterrupted curve
+    assert t0.losses == [ref.train()["loss"] for _ in range(30)]
+
+
+def test_spec_and_cli_without_ray_give_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    """``--ray-address`` is the spec's ``ray.address``; bad ``ray`` keys are one ConfigError line; without Ray
+    installed ``spottune run --backend ray`` says how to install it (one line, exit 2)."""
+    import sys
+
+    from spottune.cli import main
+    from spottune.errors import ConfigError
+    from spottune.experiment import ExperimentSpec
+
+    spec = ExperimentSpec(backend="ray", ray={"address": "10.0.0.1:6379", "prices": {"m5.large/us-east-1a": 0.035}})
+    assert ExperimentSpec.from_dict(spec.to_dict()) == spec
+    from spottune.cli._run import _spec
+
+    ctx = type("Ctx", (), {"params": {"backend": "ray", "ray_address": "10.0.0.2:6379", "output": None}})()
+    assert _spec(ctx, None).ray == {"address": "10.0.0.2:6379"} and _spec(ctx, None).backend == "ray"
+    with pytest.raises(ConfigError, match=r"^ray is .*, but must be a mapping with keys among address, prices"):
+        ExperimentSpec(backend="ray", ray={"adress": "auto"})
+    with pytest.raises(ConfigError, match=r"^ray.prices is .*'<instance type>/<zone>' -> USD per instance-hour"):
+        ExperimentSpec(backend="ray", ray={"prices": {"m5.large": 0.035}})
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if spottune[ray] were not installed
+    monkeypatch.setattr(sys, "argv", ["spottune", "run", "--backend", "ray", "--ray-address", "10.0.0.1:6379",
+                                      "--output", str(tmp_path / "out"), "--no-progress"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and err == ["error: backend ray needs Ray: pip install 'spottune[ray]'"]
+
+
+def test_spottune_run_on_the_ray_backend_end_to_end(tmp_path, cloud):
+    """``spottune run --backend ray --ray-address``: the composition root reads the cluster's markets (the pool
+    is A: the only one of the spec's types and zones the cluster offers), the segments run as actors."""
+    import json
+
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from spottune.cli import cli
+
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(f"workload: '{WORKLOAD}'\nmetric: loss\nmode: min\nsearch_space: {{lr: {{grid_search: [0.05]}}}}\nmax_steps: 10\n"
+                   "theta: 1.0\ntop_k: 1\ninstance_types: [r3.large, m3.large]\nzones: [us-east-1a]\n"
+                   "predictor: none\n")
+    out = tmp_path / "res"
+    result = CliRunner().invoke(cli, ["run", "--config", str(cfg), "--backend", "ray", "--ray-address",
+                                      cloud.cluster.address, "--time-scale", "900", "--no-progress", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    trials = pd.read_csv(out / "trials.csv")
+    assert list(trials["state"]) == ["finished"] and list(trials["steps"]) == [10]
+    summary = json.loads((out / "summary.json").read_text())
+    settings = summary["settings"]
+    assert settings["backend"] == "ray" and settings["billing"] == "estimate"
+    assert settings["markets"] == ["us-east-1a/r3.large/Linux/UNIX"]  # m3.large: no node offers it
+    assert set(pd.read_csv(out / "ledger.csv")["market"]) == {"us-east-1a/r3.large/Linux/UNIX"}
+
+
+def test_the_backend_and_the_ray_tune_scheduler_share_no_code():
+    """Decision R10: neither ``spottune.backends.ray`` nor ``spottune.integrations`` imports the other."""
+    from tests.test_package_boundaries import imports_of, project_modules
+
+    modules = project_modules()
+    known = set(modules)
+    for name, path in modules.items():
+        deps = imports_of(name, path.read_text(), known, path.name == "__init__.py")
+        if name.startswith("spottune.backends.ray"):
+            assert not any(d.startswith("spottune.integrations") for d in deps), name
+        if name.startswith("spottune.integrations"):
+            assert not any(d.startswith("spottune.backends") for d in deps), name
