@@ -80,31 +80,28 @@ def test_ece_by_hand():
     assert np.isnan(s["roc_auc"]) and s["brier"] == pytest.approx((0.01 + 0.04 + 0.09) / 3)
 
 
-def test_on_the_query_grid_the_model_answers_as_at_the_grid_time_or_the_last_price_change(fitted):
+def test_on_the_query_grid_the_model_answers_the_same_offset_above_the_price_at_the_grid_time(fitted):
     history, model = fitted
     gridded = CalibratedRevocation(history, MARKETS, on_demand=model.on_demand, stride_min=30, max_iter=30,
                                    query_grid_s=600.0)
     gridded.model_, gridded.calibrator_ = model.model_, model.calibrator_
     m = MARKETS[0]
     times = history[m].times_s
-    # a grid time whose 10 minutes hold a price change (the answer time moves to it), and one that holds none
-    changes = times[(times > TEST_LO) & (times % 600.0 > 0)]
-    moving = next(float(np.floor(c / 600.0) * 600.0) for c in changes
-                  if not np.any((times > np.floor(c / 600.0) * 600.0) & (times < c)))
-    change = float(times[times > moving][0])
-    assert moving < change < moving + 600.0
-    ts = np.array([moving, change - 1.0, change, moving + 599.0])
-    answer_at = np.array([moving, moving, change, change])  # the price in force at t is the one the model sees
-    b = np.array([float(history[m].price_at(t)) for t in ts]) + 0.003  # as the provisioner asks: current + delta
+    # a grid time whose 10 minutes hold a price change
+    change = next(float(c) for c in times[times > TEST_LO] if c % 600.0 > 0)
+    grid = float(np.floor(change / 600.0) * 600.0)
+    ts = np.array([grid, change - 1.0, change, grid + 599.0])
+    delta = 0.003
+    b = np.array([float(history[m].price_at(t)) for t in ts]) + delta  # as the provisioner asks: current + delta
     p = gridded.predict_proba([m] * 4, ts, b)
-    for pi, t, at, bi in zip(p, ts, answer_at, b):
-        expected = model.predict_proba([m], at, bi)[0]
+    at_grid = float(history[m].price_at(grid)) + delta  # the same question at the grid time
+    expected = model.predict_proba([m], grid, at_grid)[0]
+    for pi, t, bi in zip(p, ts, b):
         price, ceiling = float(history[m].price_at(t)), float(model.features.ceiling(m, np.array([t]))[0])
         assert pi == (1.0 if bi < price else 0.0 if bi > ceiling else expected)
-    # the test tells the answer times apart: at the change, the stale grid time gives another p
-    assert 0.0 < p[2] < 1.0 and p[2] != model.predict_proba([m], moving, b[2])[0]
+    # the test tells the questions apart: the absolute max price at the grid time gives another p
+    assert 0.0 < p[2] < 1.0 and p[2] != model.predict_proba([m], grid, b[2])[0]
     # a second query in the same grid period is answered from memory, identically
-    later = 1 if moving + 300.0 < change else 3
-    assert gridded.predict_proba([m], moving + 300.0, b[later])[0] == p[later]
+    assert gridded.predict_proba([m], grid + 300.0, float(history[m].price_at(grid + 300.0)) + delta)[0] == expected
     with pytest.raises(RevPredError, match="query_grid_s"):
         CalibratedRevocation(history, MARKETS, query_grid_s=0.0)
