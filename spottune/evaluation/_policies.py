@@ -361,7 +361,7 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
         fmp, plateau = curve_model(study.max_steps, False)
     if deadline_s is not None and policy.chooser == "spottune":
         chooser = _guard(chooser, study=study, catalog=catalog, markets=markets, start_s=start_s,
-                         deadline_s=deadline_s, boot_s=boot_s, rule=deadline_rule)
+                         deadline_s=deadline_s, boot_s=boot_s, rule=deadline_rule, budget_usd=budget_usd, top_k=top_k)
     orch = Orchestrator(study.trial_ids, config, chooser, predictor=fmp, plateau_rule=plateau, stop_rule=stop_rule)
     return Assembly(orchestrator=orch, revocation_model=revocation_model, billing=billing, chooser=chooser,
                     stop_rule=stop_rule, note=note)
@@ -377,19 +377,23 @@ RESTORE_CHECKPOINT_S = 60.0
 
 
 def _guard(chooser: Any, *, study: Any, catalog: Any, markets: list, start_s: float | None, deadline_s: float,
-           boot_s: float, rule: str) -> Any:
-    """``chooser`` inside :class:`spottune.planning.DeadlineGuard` for a deadline ``deadline_s`` after the start."""
+           boot_s: float, rule: str, budget_usd: float | None = None, top_k: int = 3) -> Any:
+    """``chooser`` inside :class:`spottune.planning.DeadlineGuard` for a deadline ``deadline_s`` after the start.
+
+    With a budget, the stable option is the fastest type whose on-demand hour fits ``budget_usd / top_k``
+    (the top-k must be able to finish on it together), else the cheapest type on demand (DB11)."""
     from spottune.backends._speed import seconds_per_step
     from spottune.planning import DeadlineGuard
 
     if start_s is None:
         raise ConfigError("a deadline needs the run's start time")
     ref = float(np.mean(list(study.reference_seconds_per_step.values())))
+    od = lambda m: catalog.on_demand_usd_per_hour(m.instance_type, m.region)  # noqa: E731
+    cap = None if budget_usd is None else max(budget_usd / top_k, min(od(m) for m in markets))
     return DeadlineGuard(
         chooser, start_s=start_s, deadline_s=start_s + deadline_s, max_steps=study.max_steps, markets=markets,
         seconds_per_step=lambda t: seconds_per_step(ref, catalog[t].vcpus, catalog[t].ecu),
-        overhead_s=boot_s + RESTORE_CHECKPOINT_S, rule=rule,
-        on_demand_usd_per_hour=lambda m: catalog.on_demand_usd_per_hour(m.instance_type, m.region))
+        overhead_s=boot_s + RESTORE_CHECKPOINT_S, rule=rule, on_demand_usd_per_hour=od, max_stable_usd_per_hour=cap)
 
 
 def elastic_schedule(kind: str, *, study: Any, history: Any, catalog: Any, markets: list, start_s: float,
