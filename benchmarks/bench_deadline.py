@@ -9,9 +9,10 @@ and budget cap for every policy). Per (workload, mode):
    :func:`spottune.evaluation.default_starts` (tuning starts first: the tuning period precedes the test period);
 2. unconstrained ``spottune-0.7`` on the tuning starts; the deadline D = ``--deadline-factor`` x their median
    JCT and the budget B = ``--budget-factor`` x their median cost (the rule, fixed before any test run);
-3. on the tuning starts, our candidates (``spottune-0.7`` with :class:`spottune.planning.DeadlineGuard` rule
-   ``slack`` or ``uniform``, under D and the hard cap B); **ours** is the candidate that met the deadline on
-   the most tuning starts, then the lower mean top-1 regret, then the lower mean cost;
+3. on the tuning starts, our candidates (SpotTune with :class:`spottune.planning.DeadlineGuard` rule
+   ``slack`` or ``uniform``, and SEER's plan executed with predictive elimination, ``seer-predictive``; all
+   under D and the hard cap B); **ours** is the candidate that met the deadline and finished (not stopped
+   by the budget) on the most tuning starts, then the lower mean top-1 regret, then the lower mean cost;
 4. on the test starts: unconstrained spottune, both candidates and the SEER family, all at D and B.
 
 Reports per (workload, mode, policy) on the test starts: deadline met share (JCT <= D), the share that met
@@ -105,13 +106,20 @@ def _mean(xs):
     return statistics.mean(xs) if xs else None
 
 
+def candidates(reference: str = REFERENCE) -> list[str]:
+    """Our candidates: SpotTune under each deadline-guard rule, and SEER's plan executed with predictive
+    elimination (issue 17 item: is executing the plan needed?)."""
+    return [_label(reference, r) for r in CANDIDATES] + ["seer-predictive"]
+
+
 def choose_ours(rows: list[dict], reference: str = REFERENCE) -> str:
-    """The candidate with the most tuning starts meeting the deadline, then lower mean regret, then cost."""
-    def key(rule):
-        rs = [r for r in rows if r["policy"] == _label(reference, rule)]
-        met = sum(r["jct_h"] <= r["deadline_h"] + 1e-9 for r in rs)
-        return (-met, _mean([r["regret"] for r in rs]) or 0.0, _mean([r["cost_usd"] for r in rs]) or 0.0)
-    return _label(reference, min(CANDIDATES, key=key))
+    """The candidate with the most tuning starts that met the deadline *and* finished (not stopped by the
+    budget), then the lower mean top-1 regret, then the lower mean cost."""
+    def key(label):
+        rs = [r for r in rows if r["policy"] == label and not r["error"]]
+        ok = sum(r["jct_h"] <= r["deadline_h"] + 1e-9 and not r["budget_stopped"] for r in rs)
+        return (-ok, _mean([r["regret"] for r in rs]) or math.inf, _mean([r["cost_usd"] for r in rs]) or math.inf)
+    return min(candidates(reference), key=key)
 
 
 def summarise(rows: list[dict], ours: str, reference: str = REFERENCE) -> list[dict]:
@@ -228,6 +236,7 @@ def main() -> None:
         kw = {"deadline_s": st["deadline_h"] * 3600.0, "budget_usd": st["budget_usd"]}
         for i in tune_idx:
             jobs += [job(m, w, i, "tune", ref, rule=r, **kw) for r in CANDIDATES]
+            jobs.append(job(m, w, i, "tune", "seer-predictive", **kw))
         for i in test_idx:
             jobs.append(job(m, w, i, "test", ref))
             jobs += [job(m, w, i, "test", ref, rule=r, **kw) for r in CANDIDATES]
@@ -238,7 +247,7 @@ def main() -> None:
     for (m, w) in plan:
         key = f"{w}/{m}"
         mine = [r for r in rows if (r["mode"], r["workload"]) == (m, w)]
-        chosen[key] = choose_ours([r for r in mine if r["phase"] == "tune" and "+" in r["policy"]], ref)
+        chosen[key] = choose_ours([r for r in mine if r["phase"] == "tune" and r["policy"] != ref], ref)
         summary[key] = summarise([r for r in mine if r["phase"] == "test"], chosen[key], ref)
     data = {"reference": ref, "workloads": workloads, "modes": modes, "tune_starts": args.tune, "test_starts": args.starts,
             "deadline_factor": args.deadline_factor, "budget_factor": args.budget_factor, "settings": settings,
