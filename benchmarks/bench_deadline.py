@@ -155,6 +155,20 @@ def summarise(rows: list[dict], ours: str, reference: str = REFERENCE) -> list[d
     return out
 
 
+def evaluate(rows: list[dict], settings: dict, ref: str) -> tuple[dict, dict]:
+    """(ours, summary) per ``workload/mode``; unconstrained runs are measured against the same D and B."""
+    for r in rows:
+        st = settings[f"{r['workload']}/{r['mode']}"]
+        if r["policy"] == ref:
+            r["deadline_h"], r["budget_usd"] = st["deadline_h"], st["budget_usd"]
+    chosen, summary = {}, {}
+    for key in settings:
+        mine = [r for r in rows if f"{r['workload']}/{r['mode']}" == key]
+        chosen[key] = choose_ours([r for r in mine if r["phase"] == "tune" and r["policy"] != ref], ref)
+        summary[key] = summarise([r for r in mine if r["phase"] == "test"], chosen[key], ref)
+    return chosen, summary
+
+
 def figure(data: dict, path: Path = FIGURE) -> None:
     """Deadline met share against median cost / unconstrained cost, one point per policy, per (workload, mode)."""
     import matplotlib
@@ -170,8 +184,9 @@ def figure(data: dict, path: Path = FIGURE) -> None:
         for s in data["summary"][key]:
             if s["cost_ratio_median"] is None or s["deadline_met"] is None:
                 continue
-            m, c = style.get(s["policy"], ("s", "tab:blue" if s["ours"] else "tab:cyan"))
+            m, c = style.get(s["policy"], ("s", "tab:blue") if s["policy"].endswith("+slack") else ("X", "tab:cyan"))
             ax.scatter([s["cost_ratio_median"]], [s["met_and_finished"]], marker=m, color=c, s=70,
+                       edgecolors="k" if s["ours"] else c, linewidths=1.5,
                        label=s["policy"] + (" (ours)" if s["ours"] else ""))
             ax.scatter([s["cost_ratio_median"]], [s["deadline_met"]], marker=m, facecolors="none", edgecolors=c, s=70)
         ax.axhline(0.95, color="k", lw=0.8, ls="--")
@@ -181,7 +196,8 @@ def figure(data: dict, path: Path = FIGURE) -> None:
         ax.set_xlabel("median cost / unconstrained spottune cost")
         ax.set_ylabel("share of test starts (filled: met and finished;\nhollow: JCT <= D)")
         ax.set_ylim(-0.05, 1.05)
-    axes[0][0].legend(fontsize=7, loc="lower right")
+    for ax in axes[0]:
+        ax.legend(fontsize=6.5, loc="upper right", framealpha=0.6)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -202,8 +218,11 @@ def main() -> None:
     ap.add_argument("--reference", default=REFERENCE, help="Our SpotTune policy (unconstrained and constrained).")
     args = ap.parse_args()
     ref = args.reference
-    if args.plot_only:
-        figure(json.loads(args.out.read_text()))
+    if args.plot_only:  # recompute the summary from the stored runs and redraw the figure
+        data = json.loads(args.out.read_text())
+        data["ours"], data["summary"] = evaluate(data["runs"], data["settings"], data["reference"])
+        args.out.write_text(json.dumps(data, indent=1))
+        figure(data, FIGURE if args.out == OUT else args.out.with_suffix(".png"))
         return
     from spottune.evaluation._runner import DAY_S, TRAIN_DAYS, default_starts, environment
 
@@ -243,12 +262,7 @@ def main() -> None:
             jobs += [job(m, w, i, "test", b, **kw) for b in BASELINES]
     rows += lanes.map(_group(jobs))
     lanes.close()
-    summary, chosen = {}, {}
-    for (m, w) in plan:
-        key = f"{w}/{m}"
-        mine = [r for r in rows if (r["mode"], r["workload"]) == (m, w)]
-        chosen[key] = choose_ours([r for r in mine if r["phase"] == "tune" and r["policy"] != ref], ref)
-        summary[key] = summarise([r for r in mine if r["phase"] == "test"], chosen[key], ref)
+    chosen, summary = evaluate(rows, settings, ref)
     data = {"reference": ref, "workloads": workloads, "modes": modes, "tune_starts": args.tune, "test_starts": args.starts,
             "deadline_factor": args.deadline_factor, "budget_factor": args.budget_factor, "settings": settings,
             "ours": chosen, "summary": summary, "runs": rows, "wall_s": time.perf_counter() - t0}
