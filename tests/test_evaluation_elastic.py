@@ -49,13 +49,13 @@ class ScriptChooser:
         return 0.0
 
 
-def _run(schedule, n=4, predictor=None, max_steps=100):
+def _run(schedule, n=4, predictor=None, max_steps=100, wall_clock=False, spike_at_s=None):
     study = toy_study(n, max_steps, sps=60.0)
     orch = BracketOrchestrator(study.trial_ids, OrchestratorConfig(max_steps=max_steps, theta=1.0, top_k=1,
                                                                    hourly_hop=False), ScriptChooser(), schedule,
                                instance_type=TYPE.__getitem__, overhead_s=0.0, predictor=predictor,
-                               seconds_per_step=lambda tid, t: seconds_per_step(60.0, *FACTS[t]))
-    hist = history(hours=12)
+                               seconds_per_step=lambda tid, t: seconds_per_step(60.0, *FACTS[t]), wall_clock=wall_clock)
+    hist = history(spike_at_s=spike_at_s, hours=12)
     sim = SimBackend(orch, hist, LegacyBidRevocation(hist), Billing(), study.sim_curves(), FACTS.__getitem__, T0,
                      SimSettings(boot_s=0.0, step_time_cov=0.0, checkpoint_overhead_s=0.0))
     rec = sim.run()
@@ -138,3 +138,22 @@ def test_policies_need_a_deadline_and_a_budget():
     with pytest.raises(ConfigError, match="needs a deadline and a budget"):
         assemble(p, study=toy_study(4, 10), history=None, catalog=None, pool=None, markets=[], revocation_model=None,
                  billing=None, predictor=None, seed=0)
+
+
+@pytest.mark.parametrize("wall_clock", [False, True])
+def test_without_revocations_wall_clock_rounds_are_the_same(wall_clock):
+    orch, rec = _run(SEER, wall_clock=wall_clock)
+    assert rec.end_s - T0 == pytest.approx(1800.0) and orch.top_k == ("t0",)
+    assert orch.trials["t2"].step == int(600.0 // SPS_C) + 20
+
+
+def test_wall_clock_rounds_end_on_time_despite_a_revocation():
+    """r3.large spikes to 1.0 USD/h (max price 0.5) from 900 s to 1,500 s: in round 2 t2 is revoked on it and
+    cannot relaunch until 1,500 s. Wall-clock rounds still end at 1,800 s (t2 relaunched with the 5 steps that
+    fit); step-target rounds wait for t2's 20 steps and end later."""
+    late, rec_late = _run(SEER, spike_at_s=900.0)
+    on_time, rec = _run(SEER, spike_at_s=900.0, wall_clock=True)
+    assert rec_late.end_s - T0 > 1800.0 + 60.0
+    assert rec.end_s - T0 <= 1800.0 + 1e-6
+    assert on_time.trials["t2"].revocations >= 1 and on_time.trials["t2"].step < late.trials["t2"].step
+    assert on_time.top_k == ("t0",)

@@ -89,6 +89,12 @@ class BracketOrchestrator(Orchestrator):
         Seconds of a round not spent training (boot, restore, checkpoint).
     predictor : FinalMetricPredictor, optional
         Ranks the trials at each round's end (default :class:`earlycurve.LastValue`: the current value).
+    wall_clock : bool, default False
+        Rounds end at their planned wall-clock time (SEER's stages, "in wall-clock time, not epochs"): a
+        launch in round k gets the steps that fit before the round's planned end (start + the sum of the
+        durations so far) minus ``overhead_s``; a trial that cannot train at least one step before it (a
+        revoked or refused trial waiting to relaunch) sits the round out and is ranked by what it has.
+        False: every round of a trial trains the round's duration worth of steps, whenever it starts.
 
     Raises
     ------
@@ -98,7 +104,7 @@ class BracketOrchestrator(Orchestrator):
 
     def __init__(self, trial_ids: Sequence[str], config: OrchestratorConfig, chooser: TypeChooser, schedule: Any, *,
                  instance_type: Callable[[float], str], seconds_per_step: Callable[[str, str], float],
-                 overhead_s: float, predictor: Any = None):
+                 overhead_s: float, predictor: Any = None, wall_clock: bool = False):
         n = schedule.n_trials
         if n > len(trial_ids):
             raise ConfigError(f"{schedule.name}: the schedule samples {n} trials, the study has {len(trial_ids)}")
@@ -113,6 +119,11 @@ class BracketOrchestrator(Orchestrator):
         self.members: list[list[list[str]]] = [[] for _ in b]  #: per bracket, per round, the trials trained
         self.eliminated: dict[str, int] = {}  #: trial -> round after which it was removed
         self.final_set: list[str] = []  #: trials of the last round of every group
+        self.wall_clock = bool(wall_clock)
+        self.where: dict[str, tuple[int, int]] = {}  #: trial -> (bracket, round) it is in
+        self.sat_out: set[tuple[str, int]] = set()  #: (trial, round) a wall-clock round ended without it
+        self.retired: set[str] = set()  #: out of the run without a terminal state (eliminated or last round missed)
+        self._dealing = False  #: inside a barrier, launching the next round
         it = iter(self.trials)
         for i, br in enumerate(b):
             self._enter(i, 0, [next(it) for _ in range(br.live[0])])
@@ -126,8 +137,31 @@ class BracketOrchestrator(Orchestrator):
         for tid in trial_ids:
             tr = self.trials[tid]
             self.chooser.assign(tid, itype)
+            self.where[tid] = (bracket, k)
             steps = max(1, int(math.floor((br.durations[k] - self.overhead_s) / self._sps(tid, itype))))
             tr.target_steps = min(self.config.max_steps, tr.checkpoint_step + steps)
+
+    def _round_end_s(self, tid: str) -> float:
+        """Planned end of the trial's current round, seconds since the epoch."""
+        i, k = self.where[tid]
+        return float(self.started_s) + float(sum(self.schedule.brackets[i].durations[: k + 1]))
+
+    def _launch(self, tr: Any, t: float, out: list) -> None:
+        """Launch for the current round; with ``wall_clock`` the target is what fits before the round's end."""
+        tid = tr.trial_id
+        if tid in self.retired or self.done:
+            return
+        if self.wall_clock and tid in self.where:
+            i, k = self.where[tid]
+            itype = self._type(self.schedule.brackets[i].resources[k])
+            steps = int(math.floor((self._round_end_s(tid) - t - self.overhead_s) / self._sps(tid, itype)))
+            if steps < 1:  # too late for this round: sit it out (ranked by what it has at the barrier)
+                self.sat_out.add((tid, k))
+                if not self._dealing:
+                    self._progress(t, out)
+                return
+            tr.target_steps = min(self.config.max_steps, tr.checkpoint_step + steps)
+        super()._launch(tr, t, out)
 
     def _last_round(self, group: int) -> bool:
         return self.round[group] >= max(self.schedule.brackets[i].rounds for i in self.groups[group]) - 1
@@ -144,9 +178,11 @@ class BracketOrchestrator(Orchestrator):
         return tr.target_steps >= self.config.max_steps or (g >= 0 and self._last_round(g))
 
     def _progress(self, t: float, out: list) -> None:
+        if self.done:
+            return
         for g in range(len(self.groups)):
             self._barrier(g, t, out)
-        if all(tr.state.is_terminal() for tr in self.trials.values()) and not self.done:
+        if all(tr.state.is_terminal() or tid in self.retired for tid, tr in self.trials.items()) and not self.done:
             self._finish(t, out)
 
     def _barrier(self, g: int, t: float, out: list) -> None:
@@ -155,11 +191,17 @@ class BracketOrchestrator(Orchestrator):
         if k < 0:  # the group is done
             return
         current = [tid for i in self.groups[g] if len(self.members[i]) > k for tid in self.members[i][k]]
-        if any(not (self.trials[tid].state is TrialState.PAUSED_AT_THETA or self.trials[tid].state.is_terminal())
+        if self.wall_clock:  # a trial waiting to relaunch after its round's end sits the round out
+            idle = (TrialState.PENDING, TrialState.PREEMPTED, TrialState.HOPPING)
+            for tid in current:
+                if self.trials[tid].state in idle and t + self.overhead_s >= self._round_end_s(tid):
+                    self.sat_out.add((tid, k))
+        if any(not (self._reached(tid) or self.trials[tid].state.is_terminal() or (tid, k) in self.sat_out)
                for tid in current):
             return
         if self._last_round(g):
             self.final_set.extend(tid for tid in current if tid not in self.final_set)
+            self.retired.update(tid for tid in current if not self.trials[tid].state.is_terminal())
             self.round[g] = -1
             return
         brackets = self.schedule.brackets
@@ -182,13 +224,21 @@ class BracketOrchestrator(Orchestrator):
         for i in self.groups[g]:
             if brackets[i].rounds > k + 1:
                 self._enter(i, k + 1, [tid for _, tid in keep.get(i, [])])
+        self._dealing = True
         for i in self.groups[g]:
             for tid in self.members[i][k + 1] if len(self.members[i]) > k + 1 else []:
                 tr = self.trials[tid]
-                if tr.state is TrialState.PAUSED_AT_THETA:
+                if tr.state in (TrialState.PAUSED_AT_THETA, TrialState.PENDING, TrialState.PREEMPTED,
+                                TrialState.HOPPING):
                     tr.continued = True
                     self._launch(tr, t, out)
+        self._dealing = False
         self._barrier(g, t, out)  # a round whose trials had all finished already
+
+    def _reached(self, tid: str) -> bool:
+        """Paused at this round's target (a survivor still paused before its relaunch has a higher target)."""
+        tr = self.trials[tid]
+        return tr.state is TrialState.PAUSED_AT_THETA and tr.step >= tr.target_steps
 
     def _rank(self, tid: str) -> float:
         tr = self.trials[tid]
@@ -201,6 +251,8 @@ class BracketOrchestrator(Orchestrator):
         self.eliminated[tid] = k
         if tr.state is TrialState.PAUSED_AT_THETA:
             self._act(tr, Stop(trial_id=tid, reason=StopReason.NOT_TOP_K), StopReason.NOT_TOP_K, out)
+        elif not tr.state.is_terminal():  # sat out a wall-clock round while waiting to relaunch
+            self.retired.add(tid)
 
     def _finish(self, t: float, out: list) -> None:
         """SEER's line 13: the best of the last rounds' trials by last observed value (all trials if none)."""

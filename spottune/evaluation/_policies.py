@@ -455,7 +455,7 @@ def _assemble_elastic(policy: Policy, *, study: Any, history: Any, catalog: Any,
                                 mode=study.mode, hourly_hop=policy.hourly_hop, launch_retry_s=LAUNCH_RETRY_S)
     orch = BracketOrchestrator(study.trial_ids, config, chooser, schedule, instance_type=types.__getitem__,
                                seconds_per_step=lambda tid, t: seconds_per_step(ref[tid], catalog[t].vcpus, catalog[t].ecu),
-                               overhead_s=boot_s + RESTORE_CHECKPOINT_S, predictor=fmp)
+                               overhead_s=boot_s + RESTORE_CHECKPOINT_S, predictor=fmp, wall_clock=True)
     sizes = "; ".join(f"{b.live}x{types[b.resources[0]]}" for b in schedule.brackets)
     return Assembly(orchestrator=orch, revocation_model=revocation_model, billing=billing, chooser=chooser,
                     note=f"{schedule.name}: {schedule.n_trials} trials, finish {schedule.finish / 3600:.2f} h; {sizes}")
