@@ -157,3 +157,15 @@ def test_wall_clock_rounds_end_on_time_despite_a_revocation():
     assert rec.end_s - T0 <= 1800.0 + 1e-6
     assert on_time.trials["t2"].revocations >= 1 and on_time.trials["t2"].step < late.trials["t2"].step
     assert on_time.top_k == ("t0",)
+
+
+def test_a_stale_retry_timer_is_ignored():
+    from spottune.orchestrator import ExperimentStarted, TrialLaunched, WakeUp
+
+    orch = BracketOrchestrator(["t0", "t1", "t2", "t3"], OrchestratorConfig(max_steps=100, theta=1.0, top_k=1),
+                               ScriptChooser(), SEER, instance_type=TYPE.__getitem__, overhead_s=0.0,
+                               seconds_per_step=lambda tid, t: 60.0, wall_clock=True)
+    orch.handle(ExperimentStarted(time_s=T0))
+    assert orch.handle(WakeUp(time_s=T0 + 1.0, trial_id="t0")) == []  # LAUNCHING: a stale timer
+    orch.handle(TrialLaunched(time_s=T0 + 2.0, trial_id="t0", instance_id="i-1", market=A, started_s=T0 + 1.0))
+    assert orch.handle(WakeUp(time_s=T0 + 3.0, trial_id="t0")) == []  # RUNNING

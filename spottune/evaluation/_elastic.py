@@ -128,6 +128,16 @@ class BracketOrchestrator(Orchestrator):
         for i, br in enumerate(b):
             self._enter(i, 0, [next(it) for _ in range(br.live[0])])
 
+    def handle(self, event: Any) -> list:
+        """As :meth:`Orchestrator.handle`; a retry timer that fires after the barrier already relaunched its trial
+        for the next round (a trial that sat a wall-clock round out while waiting) is stale and ignored."""
+        from spottune.orchestrator import WakeUp
+
+        if isinstance(event, WakeUp) and event.trial_id in self.trials and self.trials[event.trial_id].state in (
+                TrialState.LAUNCHING, TrialState.RUNNING, TrialState.CHECKPOINTING):
+            return []
+        return super().handle(event)
+
     # -- rounds -------------------------------------------------------------------------------------
     def _enter(self, bracket: int, k: int, trial_ids: list[str]) -> None:
         """Put ``trial_ids`` in round ``k`` of ``bracket``: their type and their step target."""
