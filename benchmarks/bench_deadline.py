@@ -177,7 +177,7 @@ def figure(data: dict, path: Path = FIGURE) -> None:
     import matplotlib.pyplot as plt
 
     keys = list(data["settings"])
-    fig, axes = plt.subplots(1, len(keys), figsize=(5.2 * len(keys), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(keys), figsize=(5.6 * len(keys), 6.2), squeeze=False)
     style = {"seer": ("v", "tab:red"), "seer-predictive": ("^", "tab:purple"), "e-hyperband": ("D", "tab:green"),
              "e-grid": ("P", "tab:olive"), data["reference"]: ("o", "tab:gray")}
     for ax, key in zip(axes[0], keys):
@@ -197,7 +197,7 @@ def figure(data: dict, path: Path = FIGURE) -> None:
         ax.set_ylabel("share of test starts (filled: met and finished;\nhollow: JCT <= D)")
         ax.set_ylim(-0.05, 1.05)
     for ax in axes[0]:
-        ax.legend(fontsize=6.5, loc="upper right", framealpha=0.6)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
