@@ -1,23 +1,31 @@
-"""Deadline and budget in the simulator (issue 17): spottune with ``deadline`` + ``budget_usd`` vs unconstrained.
+"""Deadline and budget in the simulator (issue 17): spottune under ``deadline`` + ``budget_usd`` vs unconstrained
+spottune and the SEER family (SEER as published, SEER with predictive elimination, E-Hyperband, E-Grid).
 
-Workload ``opda-alexnet`` (recorded curves, as ``bench_simulate``), the 2015 us-east-1 trace, legacy and modern
-market modes, policy ``spottune`` (refund objective, auto predictor). Per mode:
+Workloads ``digits-mlp`` (and ``opda-alexnet`` with ``--workloads``), the 2015 us-east-1 trace, legacy and modern
+market modes, every run through :func:`spottune.evaluation.run_task` (the same replay, billing, boot latency
+and budget cap for every policy). Per (workload, mode):
 
-1. unconstrained spottune on every start (``--tune`` tuning starts, then ``--starts`` test starts, spread
-   over the trace by :func:`spottune.evaluation.default_starts`, tuning starts first);
-2. the deadline D and budget B are set on the tuning starts only: D = ``--deadline-factor`` x the median
-   unconstrained JCT, B = ``--budget-factor`` x the median unconstrained cost;
-3. on the test starts, spottune with D (:class:`spottune.planning.DeadlineGuard`, rule ``slack`` and the
-   ``uniform`` anchor) and B (the hard cap of the sim backend).
+1. ``--tune`` tuning starts, then ``--starts`` test starts, spread over the trace by
+   :func:`spottune.evaluation.default_starts` (tuning starts first: the tuning period precedes the test period);
+2. unconstrained ``spottune-0.7`` on the tuning starts; the deadline D = ``--deadline-factor`` x their median
+   JCT and the budget B = ``--budget-factor`` x their median cost (the rule, fixed before any test run);
+3. on the tuning starts, our candidates (SpotTune with :class:`spottune.planning.DeadlineGuard` rule
+   ``slack`` or ``uniform``, and SEER's plan executed with predictive elimination, ``seer-predictive``; all
+   under D and the hard cap B); **ours** is the candidate that met the deadline and finished (not stopped
+   by the budget) on the most tuning starts, then the lower mean top-1 regret, then the lower mean cost;
+4. on the test starts: unconstrained spottune, both candidates and the SEER family, all at D and B.
 
-Reports per (mode, variant): deadline met share, budget violations, cost / unconstrained cost (median, max),
-top-1 regret (mean; the best trial so far when the budget stopped the run), runs the budget stopped, and
-the share that met the deadline *and* finished (a run the budget stopped ends early, so "met" alone flatters it). Writes ``benchmarks/results/bench_deadline.json``.
+Reports per (workload, mode, policy) on the test starts: deadline met share (JCT <= D), the share that met
+it *and* finished (a run the budget stopped ends early, so "met" alone flatters it), budget violations
+(cost > B), runs the budget stopped, cost / unconstrained cost of the same start (median, max, share
+<= 1.3), top-1 regret (mean; the best trial so far when the budget stopped the run), and per start the
+share where ours is no worse than SEER / E-Hyperband, and SEER-predictive no worse than SEER (F-S2).
+Writes ``benchmarks/results/bench_deadline.json`` and ``docs/figures/deadline_met_vs_cost.png``.
 
-Not done (issue 17): SEER / E-Hyperband / E-Grid as simulate policies, so the "regret no worse than SEER
-at equal budget" target is not measured.
+Runs go to ``--jobs`` single-process lanes, each start always to the same lane, so the per-start revocation
+predictor (trained on the days before the start) is trained once per start and mode.
 
-Usage: ``python benchmarks/bench_deadline.py [--starts 20] [--tune 5]``.
+Usage: ``python benchmarks/bench_deadline.py [--starts 20] [--tune 5] [--workloads digits-mlp] [--jobs 2]``.
 """
 
 from __future__ import annotations
@@ -27,81 +35,169 @@ import json
 import math
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import _common  # noqa: F401  (puts the project on sys.path)
 
 OUT = Path(__file__).resolve().parent / "results" / "bench_deadline.json"
-WORKLOAD = "opda-alexnet"
-
-
-def one(task, variant, deadline_s=None, budget=None):
-    from spotmarket import Billing
-    from spottune.backends import SimBackend, SimSettings
-    from spottune.evaluation._policies import assemble, get_policy
-    from spottune.evaluation._runner import _predictor, environment
-    from spottune.planning import DeadlineGuard
-    from spottune.results import _ledger_frame, _top_k
-
-    policy = get_policy("spottune-0.7", task.objective)
-    env = environment(task.workload, task.seed, task.market_mode, task.prices, task.max_steps)
-    study, market = env["study"], env["market"]
-    asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],
-                   markets=env["markets"], revocation_model=env["revocations"], billing=Billing(task.billing),
-                   predictor=_predictor(env, policy.predictor, task), seed=task.seed, boot_s=task.boot_s)
-    orch = asm.orchestrator
-    if deadline_s is not None:
-        ref = statistics.mean(study.reference_seconds_per_step.values())
-        from spottune.backends._speed import seconds_per_step
-
-        orch.chooser = DeadlineGuard(
-            orch.chooser, start_s=task.start_s, deadline_s=task.start_s + deadline_s, max_steps=study.max_steps,
-            markets=env["markets"], seconds_per_step=lambda t: seconds_per_step(ref, *market.facts(t)),
-            overhead_s=task.boot_s + 60.0, rule=variant,
-            on_demand_usd_per_hour=lambda m: market.catalog.on_demand_usd_per_hour(m.instance_type, m.region))
-    backend = SimBackend(orch, env["history"], asm.revocation_model, asm.billing, study.sim_curves(),
-                         market.facts, task.start_s, SimSettings(boot_s=task.boot_s, seed=task.seed))
-    backend.budget_usd = budget
-    record = backend.run()
-    ledger = _ledger_frame(record)
-    cost = float(ledger["charged_usd"].sum())
-    jct_s = (record.end_s - record.start_s) if record.end_s is not None else math.nan
-    top = _top_k(orch, record)
-    truth, ranking = study.final(), study.ranking()
-    sign = 1.0 if study.mode == "min" else -1.0
-    return {"mode": task.market_mode, "variant": variant, "start_index": task.start_index, "cost_usd": cost,
-            "jct_h": jct_s / 3600.0, "regret": sign * (truth[top[0]] - truth[ranking[0]]) if top else math.nan,
-            "budget_stopped": bool(record.meta.get("budget_exhausted")),
-            "switches": len(getattr(orch.chooser, "switches", []))}
-
-
 FIGURE = Path(__file__).resolve().parents[1] / "docs" / "figures" / "deadline_met_vs_cost.png"
+#: Our policy: SpotTune θ 0.7 with the constant revocation predictor. The default predictor (``auto``) is
+#: trained per start on the days before it (~15 s alone, 10x a run): 50 starts x 2 modes would not fit the
+#: bench's time budget on a shared 2-core machine (``--reference spottune-0.7`` runs it).
+REFERENCE = "spottune-0.7-constant"
+CANDIDATES = ("slack", "uniform")  #: DeadlineGuard rules of ours
+BASELINES = ("seer", "seer-predictive", "e-hyperband", "e-grid")
+COST_TARGET = 1.3
+
+
+def _label(policy: str, rule: str | None) -> str:
+    return f"{policy}+{rule}" if rule else policy
+
+
+def runs_at_start(jobs: list[dict]) -> list[dict]:
+    """Run ``jobs`` (same workload, mode and start) in this process; one result row each."""
+    from spottune.evaluation import Task, run_task
+    from spottune.evaluation._runner import environment
+
+    out = []
+    for j in jobs:
+        envs = [environment(w, 0, j["mode"], None, None) for w in j["share_with"]]
+        for e in envs[1:]:  # one market per mode: the predictors do not depend on the workload
+            e["predictors"] = envs[0]["predictors"]
+        task = Task(workload=j["workload"], policy=j["policy"], start_index=j["start_index"], start_s=j["start_s"],
+                    market_mode=j["mode"], seed=0, train_lo_s=j["lo"], train_hi_s=j["hi"],
+                    deadline_s=j.get("deadline_s"), budget_usd=j.get("budget_usd"),
+                    deadline_rule=j.get("rule") or "slack")
+        row, wall = run_task(task)
+        out.append({"workload": j["workload"], "mode": j["mode"], "start_index": j["start_index"],
+                    "phase": j["phase"], "policy": _label(j["policy"], j.get("rule")),
+                    "deadline_h": (j.get("deadline_s") or math.nan) / 3600.0, "budget_usd": j.get("budget_usd"),
+                    "cost_usd": row["cost_usd"], "jct_h": row["jct_h"], "regret": row["regret"],
+                    "budget_stopped": bool(row["budget_stopped"] == 1.0), "note": row["note"], "error": row["error"],
+                    "wall_s": wall})
+    return out
+
+
+class Lanes:
+    """``n`` single-process executors; start ``i`` always runs in lane ``i % n`` (its predictor cache)."""
+
+    def __init__(self, n: int):
+        self.pools = [ProcessPoolExecutor(max_workers=1) for _ in range(n)]
+
+    def map(self, groups: dict[tuple, list[dict]]) -> list[dict]:
+        futs = [self.pools[key[-1] % len(self.pools)].submit(runs_at_start, jobs) for key, jobs in groups.items()]
+        return [r for f in futs for r in f.result()]
+
+    def close(self) -> None:
+        for p in self.pools:
+            p.shutdown()
+
+
+def _group(jobs: list[dict]) -> dict[tuple, list[dict]]:
+    out: dict[tuple, list[dict]] = {}
+    for j in jobs:
+        out.setdefault((j["mode"], j["workload"], j["start_index"]), []).append(j)
+    return out
+
+
+def _mean(xs):
+    xs = [x for x in xs if x is not None and not math.isnan(x)]
+    return statistics.mean(xs) if xs else None
+
+
+def candidates(reference: str = REFERENCE) -> list[str]:
+    """Our candidates: SpotTune under each deadline-guard rule, and SEER's plan executed with predictive
+    elimination (issue 17 item: is executing the plan needed?)."""
+    return [_label(reference, r) for r in CANDIDATES] + ["seer-predictive"]
+
+
+def choose_ours(rows: list[dict], reference: str = REFERENCE) -> str:
+    """The candidate with the most tuning starts that met the deadline *and* finished (not stopped by the
+    budget), then the lower mean top-1 regret, then the lower mean cost."""
+    def key(label):
+        rs = [r for r in rows if r["policy"] == label and not r["error"]]
+        ok = sum(r["jct_h"] <= r["deadline_h"] + 1e-9 and not r["budget_stopped"] for r in rs)
+        return (-ok, _mean([r["regret"] for r in rs]) or math.inf, _mean([r["cost_usd"] for r in rs]) or math.inf)
+    return min(candidates(reference), key=key)
+
+
+def summarise(rows: list[dict], ours: str, reference: str = REFERENCE) -> list[dict]:
+    """Per policy, over the test starts of one (workload, mode) (module docstring)."""
+    free = {r["start_index"]: r for r in rows if r["policy"] == reference}
+    by = {}
+    for r in rows:
+        by.setdefault(r["policy"], {})[r["start_index"]] = r
+    out = []
+    for pol, rs in by.items():
+        ok = [r for r in rs.values() if not r["error"]]
+        ratios = [r["cost_usd"] / free[i]["cost_usd"] for i, r in rs.items() if not r["error"] and i in free
+                  and free[i]["cost_usd"] > 0]
+        regrets = [r["regret"] for r in ok if not math.isnan(r["regret"])]
+        constrained = pol != reference
+        s = {"policy": pol, "ours": pol == ours, "runs": len(rs), "errors": len(rs) - len(ok),
+             "deadline_met": (sum(r["jct_h"] <= r["deadline_h"] + 1e-9 for r in ok) / len(ok)) if ok else None,
+             "met_and_finished": (sum(r["jct_h"] <= r["deadline_h"] + 1e-9 and not r["budget_stopped"] for r in ok)
+                                  / len(ok)) if ok else None,
+             "budget_violations": sum(r["cost_usd"] > r["budget_usd"] + 1e-9 for r in ok) if constrained else None,
+             "budget_stopped": sum(r["budget_stopped"] for r in ok),
+             "cost_ratio_median": statistics.median(ratios) if ratios else None,
+             "cost_ratio_max": max(ratios) if ratios else None,
+             "cost_ratio_share_ok": (sum(x <= COST_TARGET + 1e-9 for x in ratios) / len(ratios)) if ratios else None,
+             "cost_usd_mean": _mean([r["cost_usd"] for r in ok]), "jct_h_mean": _mean([r["jct_h"] for r in ok]),
+             "regret_mean": _mean(regrets), "regret_undefined": len(ok) - len(regrets)}
+        for base in ("seer", "e-hyperband"):
+            if base in by and pol != base:
+                pairs = [(r["regret"], by[base][i]["regret"]) for i, r in rs.items() if i in by[base]]
+                pairs = [(a, b) for a, b in pairs if not (math.isnan(a) or math.isnan(b))]
+                s[f"regret_le_{base}"] = (sum(a <= b + 1e-12 for a, b in pairs) / len(pairs)) if pairs else None
+        out.append(s)
+    return out
+
+
+def evaluate(rows: list[dict], settings: dict, ref: str) -> tuple[dict, dict]:
+    """(ours, summary) per ``workload/mode``; unconstrained runs are measured against the same D and B."""
+    for r in rows:
+        st = settings[f"{r['workload']}/{r['mode']}"]
+        if r["policy"] == ref:
+            r["deadline_h"], r["budget_usd"] = st["deadline_h"], st["budget_usd"]
+    chosen, summary = {}, {}
+    for key in settings:
+        mine = [r for r in rows if f"{r['workload']}/{r['mode']}" == key]
+        chosen[key] = choose_ours([r for r in mine if r["phase"] == "tune" and r["policy"] != ref], ref)
+        summary[key] = summarise([r for r in mine if r["phase"] == "test"], chosen[key], ref)
+    return chosen, summary
 
 
 def figure(data: dict, path: Path = FIGURE) -> None:
-    """Deadline met vs cost: each test run's JCT / deadline against its cost / the budget, per mode."""
+    """Deadline met share against median cost / unconstrained cost, one point per policy, per (workload, mode)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    modes = list(data["settings"])
-    fig, axes = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 4.5), squeeze=False)
-    marks = {"unconstrained": ("o", "tab:gray"), "slack": ("s", "tab:blue"), "uniform": ("^", "tab:orange")}
-    for ax, mode in zip(axes[0], modes):
-        for variant, (m, c) in marks.items():
-            rs = [r for r in data["runs"] if r["mode"] == mode and r["variant"] == variant]
-            ax.scatter([r["cost_usd"] / r["budget_usd"] for r in rs], [r["jct_h"] / r["deadline_h"] for r in rs],
-                       marker=m, color=c, label=variant, alpha=0.8)
-            stopped = [r for r in rs if r["budget_stopped"]]
-            ax.scatter([r["cost_usd"] / r["budget_usd"] for r in stopped],
-                       [r["jct_h"] / r["deadline_h"] for r in stopped], marker="x", color="k", s=25)
-        ax.axhline(1.0, color="k", lw=0.8, ls="--")
-        ax.axvline(1.0, color="r", lw=0.8, ls="--")
-        ax.set_xlabel("cost / budget")
-        ax.set_ylabel("JCT / deadline (<= 1: met)")
-        ax.set_title(f"{mode}: D {data['settings'][mode]['deadline_h']:.2f} h, B {data['settings'][mode]['budget_usd']:.2f} USD")
-    axes[0][0].legend(title="x: stopped by the budget")
+    keys = list(data["settings"])
+    fig, axes = plt.subplots(1, len(keys), figsize=(5.6 * len(keys), 6.2), squeeze=False)
+    style = {"seer": ("v", "tab:red"), "seer-predictive": ("^", "tab:purple"), "e-hyperband": ("D", "tab:green"),
+             "e-grid": ("P", "tab:olive"), data["reference"]: ("o", "tab:gray")}
+    for ax, key in zip(axes[0], keys):
+        for s in data["summary"][key]:
+            if s["cost_ratio_median"] is None or s["deadline_met"] is None:
+                continue
+            m, c = style.get(s["policy"], ("s", "tab:blue") if s["policy"].endswith("+slack") else ("X", "tab:cyan"))
+            ax.scatter([s["cost_ratio_median"]], [s["met_and_finished"]], marker=m, color=c, s=70,
+                       edgecolors="k" if s["ours"] else c, linewidths=1.5,
+                       label=s["policy"] + (" (ours)" if s["ours"] else ""))
+            ax.scatter([s["cost_ratio_median"]], [s["deadline_met"]], marker=m, facecolors="none", edgecolors=c, s=70)
+        ax.axhline(0.95, color="k", lw=0.8, ls="--")
+        ax.axvline(COST_TARGET, color="r", lw=0.8, ls="--")
+        st = data["settings"][key]
+        ax.set_title(f"{key}: D {st['deadline_h']:.2f} h, B {st['budget_usd']:.2f} USD", fontsize=9)
+        ax.set_xlabel("median cost / unconstrained spottune cost")
+        ax.set_ylabel("share of test starts (filled: met and finished;\nhollow: JCT <= D)")
+        ax.set_ylim(-0.05, 1.05)
+    for ax in axes[0]:
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -114,67 +210,76 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--starts", type=int, default=20)
     ap.add_argument("--tune", type=int, default=5)
-    ap.add_argument("--deadline-factor", type=float, default=1.0)
+    ap.add_argument("--deadline-factor", type=float, default=0.8)
     ap.add_argument("--budget-factor", type=float, default=1.3)
     ap.add_argument("--modes", default="legacy,modern")
+    ap.add_argument("--workloads", default="digits-mlp")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--reference", default=REFERENCE, help="Our SpotTune policy (unconstrained and constrained).")
     args = ap.parse_args()
-    if args.plot_only:
-        figure(json.loads(args.out.read_text()))
+    ref = args.reference
+    if args.plot_only:  # recompute the summary from the stored runs and redraw the figure
+        data = json.loads(args.out.read_text())
+        data["ours"], data["summary"] = evaluate(data["runs"], data["settings"], data["reference"])
+        args.out.write_text(json.dumps(data, indent=1))
+        figure(data, FIGURE if args.out == OUT else args.out.with_suffix(".png"))
         return
-    from spottune.evaluation._runner import DAY_S, TRAIN_DAYS, Task, default_starts, environment
+    from spottune.evaluation._runner import DAY_S, TRAIN_DAYS, default_starts, environment
 
     t0 = time.perf_counter()
-    rows, settings = [], {}
-    for mode in args.modes.split(","):
-        env = environment(WORKLOAD, 0, mode, None, None)
-        starts = default_starts(env["history"], env["markets"], args.tune + args.starts)
-        lo = min(starts) - TRAIN_DAYS * DAY_S
-        tasks = [Task(workload=WORKLOAD, policy="spottune-0.7", start_index=i, start_s=s, market_mode=mode, seed=0,
-                      train_lo_s=lo, train_hi_s=min(starts)) for i, s in enumerate(starts)]
-        free = []
-        for t in tasks:
-            free.append(one(t, "unconstrained"))
-            print(f"{mode} start {t.start_index}: unconstrained {time.perf_counter() - t0:.0f} s", flush=True)
-        tune = free[: args.tune]
-        D = args.deadline_factor * statistics.median(r["jct_h"] for r in tune) * 3600.0
-        B = args.budget_factor * statistics.median(r["cost_usd"] for r in tune)
-        settings[mode] = {"deadline_h": D / 3600.0, "budget_usd": B}
-        for t, f in zip(tasks[args.tune:], free[args.tune:]):
-            rows.append({**f, "deadline_h": D / 3600.0, "budget_usd": B})
-            for rule in ("slack", "uniform"):
-                r = one(t, rule, D, B)
-                rows.append({**r, "deadline_h": D / 3600.0, "budget_usd": B, "cost_ratio": r["cost_usd"] / f["cost_usd"]})
-        print(f"{mode}: done in {time.perf_counter() - t0:.0f} s", flush=True)
-    summary = []
-    for mode in settings:
-        for variant in ("unconstrained", "slack", "uniform"):
-            rs = [r for r in rows if r["mode"] == mode and r["variant"] == variant]
-            regrets = [r["regret"] for r in rs if not math.isnan(r["regret"])]
-            ratios = [r["cost_ratio"] for r in rs if "cost_ratio" in r]
-            summary.append({
-                "mode": mode, "variant": variant, "runs": len(rs),
-                "deadline_met": sum(r["jct_h"] * 3600.0 <= r["deadline_h"] * 3600.0 + 1e-6 for r in rs) / len(rs),
-                "met_and_finished": sum(r["jct_h"] <= r["deadline_h"] + 1e-9 and not r["budget_stopped"]
-                                        for r in rs) / len(rs),
-                "budget_violations": sum(r["cost_usd"] > r["budget_usd"] + 1e-9 for r in rs),
-                "budget_stopped": sum(r["budget_stopped"] for r in rs),
-                "cost_ratio_median": statistics.median(ratios) if ratios else None,
-                "cost_ratio_max": max(ratios) if ratios else None,
-                "regret_mean": statistics.mean(regrets) if regrets else None,
-                "regret_undefined": len(rs) - len(regrets),
-                "switches_mean": statistics.mean(r["switches"] for r in rs)})
+    workloads, modes = args.workloads.split(","), args.modes.split(",")
+    plan = {}  # (mode, workload) -> (starts, lo)
+    for mode in modes:
+        for w in workloads:
+            env = environment(w, 0, mode, None, None)
+            starts = default_starts(env["history"], env["markets"], args.tune + args.starts)
+            plan[(mode, w)] = (starts, min(starts) - TRAIN_DAYS * DAY_S)
+    lanes = Lanes(args.jobs)
+
+    def job(mode, w, i, phase, policy, **kw):
+        starts, lo = plan[(mode, w)]
+        return {"mode": mode, "workload": w, "start_index": i, "start_s": starts[i], "lo": lo, "hi": min(starts),
+                "phase": phase, "policy": policy, "share_with": [w] + [x for x in workloads if x != w], **kw}
+
+    tune_idx, test_idx = range(args.tune), range(args.tune, args.tune + args.starts)
+    rows = lanes.map(_group([job(m, w, i, "tune", ref) for (m, w) in plan for i in tune_idx]))
+    print(f"unconstrained tuning runs: {time.perf_counter() - t0:.0f} s", flush=True)
+    settings = {}
+    for (m, w) in plan:
+        tune = [r for r in rows if (r["mode"], r["workload"]) == (m, w)]
+        settings[f"{w}/{m}"] = {"deadline_h": args.deadline_factor * statistics.median(r["jct_h"] for r in tune),
+                                "budget_usd": args.budget_factor * statistics.median(r["cost_usd"] for r in tune)}
+    jobs = []
+    for (m, w) in plan:
+        st = settings[f"{w}/{m}"]
+        kw = {"deadline_s": st["deadline_h"] * 3600.0, "budget_usd": st["budget_usd"]}
+        for i in tune_idx:
+            jobs += [job(m, w, i, "tune", ref, rule=r, **kw) for r in CANDIDATES]
+            jobs.append(job(m, w, i, "tune", "seer-predictive", **kw))
+        for i in test_idx:
+            jobs.append(job(m, w, i, "test", ref))
+            jobs += [job(m, w, i, "test", ref, rule=r, **kw) for r in CANDIDATES]
+            jobs += [job(m, w, i, "test", b, **kw) for b in BASELINES]
+    rows += lanes.map(_group(jobs))
+    lanes.close()
+    chosen, summary = evaluate(rows, settings, ref)
+    data = {"reference": ref, "workloads": workloads, "modes": modes, "tune_starts": args.tune, "test_starts": args.starts,
+            "deadline_factor": args.deadline_factor, "budget_factor": args.budget_factor, "settings": settings,
+            "ours": chosen, "summary": summary, "runs": rows, "wall_s": time.perf_counter() - t0}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"workload": WORKLOAD, "tune_starts": args.tune, "test_starts": args.starts,
-                               "deadline_factor": args.deadline_factor, "budget_factor": args.budget_factor,
-                               "settings": settings, "summary": summary, "runs": rows,
-                               "wall_s": time.perf_counter() - t0}, indent=1))
-    figure(json.loads(args.out.read_text()), FIGURE if args.out == OUT else args.out.with_suffix(".png"))
-    print(f"{'mode':7} {'variant':13} {'met':>5} {'fin':>5} {'viol':>4} {'stop':>4} {'cost x med':>10} {'max':>6} {'regret':>8}")
-    for s in summary:
-        f = lambda x, d=3: "-" if x is None else f"{x:.{d}f}"  # noqa: E731
-        print(f"{s['mode']:7} {s['variant']:13} {s['deadline_met']:5.2f} {s['met_and_finished']:5.2f} {s['budget_violations']:4d} "
-              f"{s['budget_stopped']:4d} {f(s['cost_ratio_median'], 2):>10} {f(s['cost_ratio_max'], 2):>6} "
-              f"{f(s['regret_mean'], 4):>8}")
+    args.out.write_text(json.dumps(data, indent=1))
+    figure(data, FIGURE if args.out == OUT else args.out.with_suffix(".png"))
+    f = lambda x, d=2: "-" if x is None else f"{x:.{d}f}"  # noqa: E731
+    print(f"{'workload/mode':20} {'policy':22} {'met':>5} {'fin':>5} {'viol':>4} {'stop':>4} {'cost x':>6} "
+          f"{'max':>5} {'<=1.3':>5} {'regret':>7} {'<=seer':>6} {'<=ehb':>6} {'err':>3}")
+    for key, ss in summary.items():
+        for s in ss:
+            print(f"{key:20} {s['policy'] + ('*' if s['ours'] else ''):22} {f(s['deadline_met'])!s:>5} "
+                  f"{f(s['met_and_finished']):>5} {s['budget_violations'] if s['budget_violations'] is not None else '-':>4} "
+                  f"{s['budget_stopped']:>4} {f(s['cost_ratio_median']):>6} {f(s['cost_ratio_max']):>5} "
+                  f"{f(s['cost_ratio_share_ok']):>5} {f(s['regret_mean'], 4):>7} {f(s.get('regret_le_seer')):>6} "
+                  f"{f(s.get('regret_le_e-hyperband')):>6} {s['errors']:>3}")
+    print(f"wall {data['wall_s']:.0f} s")
 
 
 if __name__ == "__main__":

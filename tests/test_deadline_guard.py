@@ -65,3 +65,19 @@ def test_uniform_progress_switches_when_behind_the_line():
 def test_bad_settings(kw):
     with pytest.raises(ConfigError):
         _guard(**kw)
+
+
+def test_the_stable_option_must_be_affordable():
+    """With a cap of 0.1 USD/h on demand only m3.medium (0.067) is stable: 400 x 100 s + 200 s = 40,200 s
+    needed, more than the 36,000 s deadline, so a fresh trial is lost anyway and keeps the inner choice."""
+    g = DeadlineGuard(_Inner(), start_s=0.0, deadline_s=36_000.0, max_steps=400, markets=[SLOW, FAST],
+                      on_demand_usd_per_hour=OD.__getitem__, seconds_per_step=lambda t: SPS[t], overhead_s=200.0,
+                      max_stable_usd_per_hour=0.1)
+    assert (g.stable_market, g.stable_price, g.stable_seconds_per_step) == (SLOW, 0.067, 100.0)
+    assert g.at_risk(0.0, 0) is False
+    # 300 steps left: 30,200 s needed; at 3,000 s the slack is 2,800 s < the 3,600 s margin
+    assert g.at_risk(2_000.0, 100) is False and g.at_risk(3_000.0, 100) is True
+    with pytest.raises(ConfigError, match="costs at most"):
+        DeadlineGuard(_Inner(), start_s=0.0, deadline_s=36_000.0, max_steps=400, markets=[SLOW, FAST],
+                      on_demand_usd_per_hour=OD.__getitem__, seconds_per_step=lambda t: SPS[t], overhead_s=200.0,
+                      max_stable_usd_per_hour=0.05)

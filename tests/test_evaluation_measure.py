@@ -70,9 +70,10 @@ def test_the_row_of_a_hand_made_run():
         # 10 s checkpoint + 30 s restore over 12600 s of instance time minus those 40 s
         "ckpt_overhead_share": pytest.approx(40 / 12560), "steps_executed": 30, "instances": 4,
         "refunded_usd": pytest.approx(0.05), "stopped_early": 2, "chosen_best": "a", "true_best": "c",
-        "note": "", "error": "",
+        "note": "", "error": "", "deadline_met": row["deadline_met"], "budget_stopped": 0.0,
     }
     assert math.isnan(row["pcr_norm"])  # normalised later, across the policies of one start
+    assert math.isnan(row["deadline_met"])  # no deadline: undefined, not 0 or 1
 
 
 @pytest.mark.parametrize(("mode", "top_k", "top1", "top3", "regret"), [
@@ -104,3 +105,12 @@ def test_refunded_share_counts_only_unbilled_provider_ends():
     row = measure(TASK, POLICY, _study("max"), orch, record)
     assert row["refunded_share"] == pytest.approx((6 + 4) / 30)
     assert row["cost_usd"] == pytest.approx(0.25) and row["refunded_usd"] == pytest.approx(0.10)
+
+
+@pytest.mark.parametrize(("deadline_s", "met"), [(7200.0, 1.0), (7199.0, 0.0)])
+def test_deadline_met_is_jct_within_the_deadline(deadline_s, met):
+    from dataclasses import replace
+
+    orch, record = _run(["a"])
+    row = measure(replace(TASK, deadline_s=deadline_s), POLICY, _study("max"), orch, record)  # JCT 2.0 h
+    assert row["deadline_met"] == met and row["budget_stopped"] == 0.0

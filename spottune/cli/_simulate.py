@@ -39,7 +39,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                  theta_sweep: bool = False, jobs: int = 1, start_times: str | None = None,
                  max_steps: int | None = None, prices: str | None = None, progress: bool = True,
                  instance_types: str | None = None, zones: str | None = None, objective: str = "refund",
-                 boot_s: float | None = None, stopper: str = "paper") -> Any:
+                 boot_s: float | None = None, stopper: str = "paper", deadline: Any = None,
+                 budget_usd: float | None = None, deadline_rule: str = "slack") -> Any:
     """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
 
     Parameters
@@ -74,6 +75,19 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         :data:`spottune.backends._speed.DEFAULT_BOOT_S`; 0 = the paper's faithful mode).
     stopper : {"paper", "rank"}
         Early stopping of the SpotTune policies: the rank-confidence rule (default) or EarlyCurve at θ.
+    deadline : str or float, optional
+        Deadline after each start (``6h``, ``90min`` or seconds): SpotTune policies run under
+        :class:`spottune.planning.DeadlineGuard`, the SEER family (``seer``, ``seer-predictive``,
+        ``e-hyperband``, ``e-grid``) plans for it; the table's ``deadline_met``.
+    budget_usd : float, optional
+        Budget of every run, USD: the sim backend's hard cap for every policy; the SEER family plans for it.
+    deadline_rule : {"slack", "uniform"}
+        The deadline guard's rule.
+
+    Raises
+    ------
+    ConfigError
+        On bad input (one line), e.g. a SEER-family policy without both a deadline and a budget.
     """
     from tqdm import tqdm
 
@@ -96,6 +110,16 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     if not boot >= 0:
         raise ConfigError(f"--boot-s is {boot_s}, but must be a number of seconds >= 0")
     pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""), objective, stopper)
+    from spottune.planning import DEADLINE_RULES, parse_duration
+
+    deadline_s = None if deadline is None else parse_duration(deadline)
+    if budget_usd is not None and not budget_usd > 0:
+        raise ConfigError(f"--budget-usd is {budget_usd:g}, but must be > 0")
+    if deadline_rule not in DEADLINE_RULES:
+        raise ConfigError(f"--deadline-rule is {deadline_rule!r}, but must be one of {', '.join(DEADLINE_RULES)}")
+    elastic = [p.name for p in pols if p.schedule is not None]
+    if elastic and (deadline_s is None or budget_usd is None):
+        raise ConfigError(f"policies {', '.join(elastic)} need --deadline and --budget-usd")
     types_, zones_ = _names(instance_types), _names(zones)
     env = environment(workload, seed, modes[0], prices, max_steps, types_, zones_)  # loads curves (training them once)
     env["catalog"].check_on_demand(env["markets"])  # the baselines need it: fail now, not after training
@@ -106,7 +130,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         ensure_model_set(env["market"], lo, hi, seed, log=lambda s: click.echo(s, err=True))
     tasks = [Task(workload=workload, policy=p.name, start_index=i, start_s=s, market_mode=m, seed=seed,
                   train_lo_s=lo, train_hi_s=hi, prices=prices, max_steps=max_steps, instance_types=types_, zones=zones_,
-                  objective=objective, boot_s=boot, stopper=stopper)
+                  objective=objective, boot_s=boot, stopper=stopper, deadline_s=deadline_s, budget_usd=budget_usd,
+                  deadline_rule=deadline_rule)
              for m in modes for i, s in enumerate(starts_s) for p in pols]
     rows, walls = [None] * len(tasks), [0.0] * len(tasks)
     t0 = time.perf_counter()
@@ -132,14 +157,16 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     meta = {"argv": sys.argv, "workload": workload, "policies": [p.name for p in pols], "market_modes": modes,
             "starts": sorted(set(table["start"])), "seed": seed, "objective": objective, "boot_s": boot, "stopper": stopper,
             "policy_objectives": {p.name: p.objective for p in pols if p.uses_predictor},
+            "deadline_s": deadline_s, "budget_usd": budget_usd, "deadline_rule": deadline_rule,
             "jobs": jobs, "runs": len(tasks), "wall_s": wall, "run_wall_s": walls,
             "predictor_training_window_s": [lo, hi], "study": env["study"].source, "max_steps": env["study"].max_steps}
     (output / "meta.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
     return table
 
 
-@click.command("simulate", help="Compare policies (SpotTune, single-spot, on-demand, spot-restart, Optuna pruners) "
-                                "on identical spot-market replays; writes a tidy table.")
+@click.command("simulate", help="Compare policies (SpotTune, single-spot, on-demand, spot-restart, Optuna pruners, "
+                                "SEER family with --deadline and --budget-usd) on identical spot-market replays; "
+                                "writes a tidy table.")
 @click.option("--workload", default="digits-mlp", show_default=True,
               help="Built-in workload or recorded study (opda-alexnet, opda-convnext).")
 @click.option("--policies", default="default", show_default=True,
@@ -166,18 +193,26 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
 @click.option("--stopper", type=click.Choice(list(STOPPERS)), default=STOPPERS[0], show_default=True,
               help="Early stopping of the SpotTune policies: rank = stop at rungs before θ when unlikely to end in "
                    "the top-k, then the last value's top-k at θ; paper = EarlyCurve at θ (as published).")
+@click.option("--deadline", default=None,
+              help="Deadline after each start (6h, 90min, seconds): SpotTune policies run under the deadline guard; "
+                   "the SEER family (seer, seer-predictive, e-hyperband, e-grid) plans for it.")
+@click.option("--budget-usd", type=float, default=None,
+              help="Budget of every run, USD: a hard cap for every policy; the SEER family plans for it.")
+@click.option("--deadline-rule", type=click.Choice(["slack", "uniform"]), default="slack", show_default=True,
+              help="Deadline guard: slack = stable capacity as late as possible; uniform = Can't Be Late's rule.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def simulate(workload: str, policies: str, starts: int, start_times: str | None, market_mode: str, output: str,
              seed: int, theta_sweep: bool, jobs: int, max_steps: int | None, prices: str | None,
              instance_types: str | None, zones: str | None, objective: str, boot_s: float | None,
-             stopper: str, progress: bool) -> None:
+             stopper: str, deadline: str | None, budget_usd: float | None, deadline_rule: str,
+             progress: bool) -> None:
     from spottune.evaluation import summarise, to_markdown
     from spottune.evaluation._lower_bound import undefined_ratio_note
 
     table = simulate_all(workload, policies, starts, market_mode, Path(output), seed=seed, theta_sweep=theta_sweep,
                          jobs=jobs, start_times=start_times, max_steps=max_steps, prices=prices, progress=progress,
                          instance_types=instance_types, zones=zones, objective=objective, boot_s=boot_s,
-                         stopper=stopper)
+                         stopper=stopper, deadline=deadline, budget_usd=budget_usd, deadline_rule=deadline_rule)
     s = summarise(table, ["cost_usd", "jct_h", "pcr_norm", "top3", "refunded_share", "cost_vs_lower_bound"])
     cols = ["market_mode", "policy", "cost_usd_mean", "jct_h_mean", "pcr_norm_mean", "top3_mean",
             "refunded_share_mean", "cost_vs_lower_bound_mean", "n"]

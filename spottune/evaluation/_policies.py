@@ -29,6 +29,17 @@ spot-restart               cheapest market at each launch, max price = on-demand
 optuna-median / -sha /     SpotTune's provisioning (RevPred, hop) at θ = 1 without EarlyCurve; stop
 optuna-hyperband           decisions by Optuna's MedianPruner / SuccessiveHalvingPruner / HyperbandPruner
                            (:mod:`spottune.evaluation._pruning`).
+seer                       SEER as published (SoCC'21, Algorithm 1, eta 4, nu 2): its plan for the run's
+                           deadline and budget (``spottune simulate --deadline --budget-usd``), brackets
+                           on the cheapest-per-vCPU type with P[i] vCPUs, elimination by the current value,
+                           survivors re-sorted across brackets (:mod:`spottune.evaluation._elastic`).
+seer-predictive            SEER ranking by EarlyCurve's predicted final value (F-S2).
+e-hyperband                SEER's E-Hyperband: Hyperband's brackets in parallel at p_min, R as large as the
+                           deadline and budget allow.
+e-grid                     SEER's E-Grid: T/2 exploring at p_min, T/2 exploiting the best at p_max.
+                           The four: cheapest zone of the bracket's type at launch, relaunch
+                           from the last checkpoint after a revocation, no hourly hop, max price current + 0.01
+                           USD/h (DB7-DB9).
 =========================  ==========================================================================
 """
 
@@ -44,8 +55,9 @@ from spottune.errors import ConfigError
 from spottune.experiment import OBJECTIVES, STOPPERS
 from spottune.evaluation._predictors import KINDS
 from spottune.evaluation._pruning import PRUNERS
+from spottune.planning._elastic import SCHEDULES
 
-CHOOSERS = ("spottune", "cheapest-market", "fixed-cheapest", "fixed-fastest")
+CHOOSERS = ("spottune", "cheapest-market", "fixed-cheapest", "fixed-fastest", "bracket-type")
 NEVER_REVOKED_FACTOR = 10.0  #: single-spot max price = this x the highest price of the whole history
 #: [I] Back-off after a refused launch, seconds. The orchestrator's default (60 s) makes modern-mode runs,
 #: whose capacity outages refuse launches for tens of minutes, spend most of their CPU on retries that
@@ -82,6 +94,10 @@ class Policy:
     stopper : {"paper", "rank"}
         With ``early_curve``: the rank-confidence rule at rungs before θ and the last value at θ, or
         EarlyCurve at θ (:func:`spottune._early_stop.early_stopping`).
+    schedule : {"seer", "e-hyperband", "e-grid"} or None
+        An elastic schedule planned for the run's deadline and budget (chooser ``bracket-type``);
+        ``early_curve`` then ranks each round by EarlyCurve's predicted final value instead of the
+        current value.
     """
 
     name: str
@@ -96,6 +112,7 @@ class Policy:
     pruner: str | None = None
     objective: str = "refund"
     stopper: str = "paper"
+    schedule: str | None = None
 
     def __post_init__(self) -> None:
         if self.chooser not in CHOOSERS:
@@ -112,6 +129,9 @@ class Policy:
             raise ConfigError(f"policy {self.name}: objective is {self.objective!r}, but must be one of {OBJECTIVES}")
         if self.stopper not in STOPPERS:
             raise ConfigError(f"policy {self.name}: stopper is {self.stopper!r}, but must be one of {STOPPERS}")
+        if (self.schedule is None) != (self.chooser != "bracket-type") or self.schedule not in (None, *SCHEDULES):
+            raise ConfigError(f"policy {self.name}: schedule {self.schedule!r} needs chooser bracket-type and one of "
+                              f"{SCHEDULES}")
         if self.pruner is not None and self.pruner not in PRUNERS:
             raise ConfigError(f"policy {self.name}: pruner is {self.pruner!r}, but must be one of {PRUNERS}")
 
@@ -135,6 +155,19 @@ FIXED: dict[str, Policy] = {p.name: p for p in [
     *[Policy(name=f"optuna-{k}", description=f"SpotTune provisioning, θ=1, Optuna {k} pruner",
              theta=1.0, early_curve=False, pruner=k) for k in PRUNERS],
 ]}
+_ELASTIC = dict(chooser="bracket-type", predictor="none", theta=1.0, hourly_hop=False, max_price="d1")
+#: SEER-family policies (F-S5): they need the run's deadline and budget.
+ELASTIC: dict[str, Policy] = {p.name: p for p in [
+    Policy(name="seer", description="SEER as published: plan for D and B, elimination by the current value",
+           schedule="seer", early_curve=False, **_ELASTIC),
+    Policy(name="seer-predictive", description="SEER, elimination by EarlyCurve's predicted final value (F-S2)",
+           schedule="seer", early_curve=True, **_ELASTIC),
+    Policy(name="e-hyperband", description="E-Hyperband: Hyperband's brackets in parallel within D and B",
+           schedule="e-hyperband", early_curve=False, **_ELASTIC),
+    Policy(name="e-grid", description="E-Grid: T/2 exploring at p_min, T/2 exploiting the best at p_max",
+           schedule="e-grid", early_curve=False, **_ELASTIC),
+]}
+FIXED.update(ELASTIC)
 
 #: The policies of the headline comparison, in display order.
 DEFAULT_POLICIES = ("spottune-0.7", "spottune-1.0", "spottune-0.7-revpred-paper", "spottune-0.7-constant",
@@ -231,7 +264,9 @@ class Assembly:
 
 def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: Any, markets: list,
              revocation_model: Any, billing: Any, predictor: Any, seed: int, top_k: int = 3,
-             boot_s: float | None = None) -> Assembly:
+             boot_s: float | None = None, start_s: float | None = None, deadline_s: float | None = None,
+             budget_usd: float | None = None, deadline_rule: str = "slack",
+             window_s: float = 4 * 86400.0) -> Assembly:
     """Build the orchestrator (and market rules) of ``policy`` for one run.
 
     Parameters
@@ -257,6 +292,21 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     boot_s : float, optional
         The replay's launch-to-training latency, seconds, priced by the ``refund`` objective (default
         :data:`spottune.backends._speed.DEFAULT_BOOT_S`, the simulator's default).
+    start_s : float, optional
+        The run's start, seconds since the epoch (needed with a deadline or an elastic schedule).
+    deadline_s : float, optional
+        Seconds from the start. SpotTune-provisioned policies are wrapped in
+        :class:`spottune.planning.DeadlineGuard` (rule ``deadline_rule``); elastic schedules plan for it.
+    budget_usd : float, optional
+        The budget elastic schedules plan for (the hard cap itself is the backend's ``budget_usd``).
+    deadline_rule : {"slack", "uniform"}
+    window_s : float
+        Price window before the start that gives the expected prices of the plans, seconds.
+
+    Raises
+    ------
+    ConfigError
+        An elastic policy without a deadline and a budget, or whose schedule does not fit them.
     """
     from provisioner import CheapestMarketChooser, FixedMaxPrice, FixedTypeChooser, MaxPriceRule
     from spottune._compose import curve_model, make_provisioner
@@ -265,6 +315,15 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     from spottune.orchestrator import Orchestrator, OrchestratorConfig
 
     rng = np.random.default_rng(seed)
+    if boot_s is None:
+        from spottune.backends._speed import DEFAULT_BOOT_S
+
+        boot_s = DEFAULT_BOOT_S
+    if policy.schedule is not None:
+        return _assemble_elastic(policy, study=study, history=history, catalog=catalog, pool=pool, markets=markets,
+                                 revocation_model=revocation_model, billing=billing, rng=rng, top_k=top_k,
+                                 boot_s=boot_s, start_s=start_s, deadline_s=deadline_s, budget_usd=budget_usd,
+                                 window_s=window_s)
     if policy.max_price == "never-revoked":
         top = max(float(np.max(history[m].prices)) for m in markets)
         rule = FixedMaxPrice(NEVER_REVOKED_FACTOR * top)
@@ -300,6 +359,103 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
         stop_rule = stop_rule if rank_rule is None else rank_rule  # a policy with a pruner has no EarlyCurve
     else:
         fmp, plateau = curve_model(study.max_steps, False)
+    if deadline_s is not None and policy.chooser == "spottune":
+        chooser = _guard(chooser, study=study, catalog=catalog, markets=markets, start_s=start_s,
+                         deadline_s=deadline_s, boot_s=boot_s, rule=deadline_rule, budget_usd=budget_usd, top_k=top_k)
     orch = Orchestrator(study.trial_ids, config, chooser, predictor=fmp, plateau_rule=plateau, stop_rule=stop_rule)
     return Assembly(orchestrator=orch, revocation_model=revocation_model, billing=billing, chooser=chooser,
                     stop_rule=stop_rule, note=note)
+
+
+#: The SEER family's max price: current price + this, USD/hour (DB9). The budget cap commits one hour of
+#: every live instance at its max price, so the AWS default (on-demand) or D1's delta (up to 0.2 USD/h)
+#: stops a schedule that launches all its trials at once at its first launches.
+ELASTIC_DELTA_USD_PER_HOUR = 0.01
+
+#: Seconds of a launch not spent training, besides the boot: restore and checkpoint (upper bound) [I].
+RESTORE_CHECKPOINT_S = 60.0
+
+
+def _guard(chooser: Any, *, study: Any, catalog: Any, markets: list, start_s: float | None, deadline_s: float,
+           boot_s: float, rule: str, budget_usd: float | None = None, top_k: int = 3) -> Any:
+    """``chooser`` inside :class:`spottune.planning.DeadlineGuard` for a deadline ``deadline_s`` after the start.
+
+    With a budget, the stable option is the fastest type whose on-demand hour fits ``budget_usd / top_k``
+    (the top-k must be able to finish on it together), else the cheapest type on demand (DB11)."""
+    from spottune.backends._speed import seconds_per_step
+    from spottune.planning import DeadlineGuard
+
+    if start_s is None:
+        raise ConfigError("a deadline needs the run's start time")
+    ref = float(np.mean(list(study.reference_seconds_per_step.values())))
+    od = lambda m: catalog.on_demand_usd_per_hour(m.instance_type, m.region)  # noqa: E731
+    cap = None if budget_usd is None else max(budget_usd / top_k, min(od(m) for m in markets))
+    return DeadlineGuard(
+        chooser, start_s=start_s, deadline_s=start_s + deadline_s, max_steps=study.max_steps, markets=markets,
+        seconds_per_step=lambda t: seconds_per_step(ref, catalog[t].vcpus, catalog[t].ecu),
+        overhead_s=boot_s + RESTORE_CHECKPOINT_S, rule=rule, on_demand_usd_per_hour=od, max_stable_usd_per_hour=cap)
+
+
+def elastic_schedule(kind: str, *, study: Any, history: Any, catalog: Any, markets: list, start_s: float,
+                     deadline_s: float, budget_usd: float, boot_s: float, window_s: float) -> tuple[Any, Any]:
+    """``(schedule, resources)``: the elastic schedule ``kind`` for a deadline (s) and a budget (USD), in
+    seconds and vCPUs (the budget in vCPU-seconds at the expected price, DB2; SEER's plan as ``spottune run``
+    prints it, :func:`spottune.planning.plan_run`).
+
+    Raises
+    ------
+    ConfigError
+        If the deadline and the budget do not fit the schedule.
+    """
+    from spottune.planning import grid_schedule, hyperband_schedule, plan_run, resources, seer_schedule
+    from spottune.planning._plan import SEER_ETA
+
+    ref = float(np.mean(list(study.reference_seconds_per_step.values())))
+    common = dict(deadline_s=deadline_s, budget_usd=budget_usd, history=history, catalog=catalog, markets=markets,
+                  start_s=start_s, window_s=window_s, reference_seconds_per_step=ref, boot_s=boot_s)
+    res = resources(**common)
+    n = len(study.trial_ids)
+    if kind == "seer":
+        plan = plan_run(**common, n_requested=n)
+        if plan.seer is None:
+            raise ConfigError(f"seer: deadline {deadline_s:g} s and budget {budget_usd:g} USD fit no round")
+        return seer_schedule(plan.seer), res
+    if kind == "e-hyperband":
+        return hyperband_schedule(deadline_s, res.budget_vcpu_s, eta=SEER_ETA, p_min=res.p_min, t_min=res.t_min,
+                                  max_trials=n), res
+    return grid_schedule(deadline_s, res.budget_vcpu_s, p_min=res.p_min, p_max=res.p_max, t_min=res.t_min,
+                         max_trials=n), res
+
+
+def _assemble_elastic(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: Any, markets: list,
+                      revocation_model: Any, billing: Any, rng: Any, top_k: int, boot_s: float, start_s: float | None,
+                      deadline_s: float | None, budget_usd: float | None, window_s: float) -> Assembly:
+    """The orchestrator of an elastic policy (:class:`spottune.evaluation._elastic.BracketOrchestrator`)."""
+    from provisioner import MaxPriceRule
+    from spottune.backends._speed import seconds_per_step
+    from spottune.evaluation._elastic import BracketOrchestrator, TypeChooser
+    from spottune.orchestrator import OrchestratorConfig
+
+    if deadline_s is None or budget_usd is None or start_s is None:
+        raise ConfigError(f"policy {policy.name} needs a deadline and a budget (--deadline, --budget-usd)")
+    schedule, res = elastic_schedule(policy.schedule, study=study, history=history, catalog=catalog, markets=markets,
+                                     start_s=start_s, deadline_s=deadline_s, budget_usd=budget_usd, boot_s=boot_s,
+                                     window_s=window_s)
+    types = {p: res.instance_type(p) for b in schedule.brackets for p in b.resources}
+    delta = ELASTIC_DELTA_USD_PER_HOUR
+    chooser = TypeChooser(types.values(), history, catalog, pool, rng, MaxPriceRule(delta_low_usd_per_hour=delta, delta_high_usd_per_hour=delta))
+    ref = study.reference_seconds_per_step
+    if policy.early_curve:
+        from earlycurve import EarlyCurve
+
+        fmp = EarlyCurve(study.max_steps)
+    else:
+        fmp = None  # LastValue: the current value
+    config = OrchestratorConfig(max_steps=study.max_steps, theta=1.0, top_k=top_k, metric=study.metric,
+                                mode=study.mode, hourly_hop=policy.hourly_hop, launch_retry_s=LAUNCH_RETRY_S)
+    orch = BracketOrchestrator(study.trial_ids, config, chooser, schedule, instance_type=types.__getitem__,
+                               seconds_per_step=lambda tid, t: seconds_per_step(ref[tid], catalog[t].vcpus, catalog[t].ecu),
+                               overhead_s=boot_s + RESTORE_CHECKPOINT_S, predictor=fmp, wall_clock=True)
+    sizes = "; ".join(f"{b.live}x{types[b.resources[0]]}" for b in schedule.brackets)
+    return Assembly(orchestrator=orch, revocation_model=revocation_model, billing=billing, chooser=chooser,
+                    note=f"{schedule.name}: {schedule.n_trials} trials, finish {schedule.finish / 3600:.2f} h; {sizes}")

@@ -49,6 +49,12 @@ class Task:
         Launch-to-training latency of every launch, seconds (D11; 0 = the paper's faithful mode).
     stopper : {"paper", "rank"}
         Early stopping of the SpotTune policies (:func:`spottune.evaluation.get_policy`).
+    deadline_s : float or None
+        Seconds from the start: SpotTune policies run under :class:`spottune.planning.DeadlineGuard`
+        (rule ``deadline_rule``), elastic policies (SEER family) plan for it; the row's ``deadline_met``.
+    budget_usd : float or None
+        The hard cap of the sim backend (every policy), and the budget elastic policies plan for.
+    deadline_rule : {"slack", "uniform"}
     """
 
     workload: str
@@ -67,6 +73,9 @@ class Task:
     objective: str = "refund"
     boot_s: float = 120.0  # spottune.backends._speed.DEFAULT_BOOT_S (a test checks they agree)
     stopper: str = "paper"
+    deadline_s: float | None = None
+    budget_usd: float | None = None
+    deadline_rule: str = "slack"
 
 
 def default_starts(history: Any, markets: list, n: int, *, train_days: float = TRAIN_DAYS,
@@ -141,13 +150,13 @@ def overhead_seconds(log: list[dict]) -> tuple[float, float]:
 def measure(task: Task, policy: Any, study: Any, orch: Any, record: Any) -> dict[str, Any]:
     """The table row of one finished run (see :data:`spottune.evaluation.COLUMNS`)."""
     from spottune.orchestrator import TrialState
-    from spottune.results import _ledger_frame, summary_dict
+    from spottune.results import _ledger_frame, _top_k, summary_dict
 
     ledger = _ledger_frame(record)
     summary = summary_dict(orch, record, ledger)
     truth = study.final()
     ranking = study.ranking()
-    chosen = list(orch.top_k)
+    chosen = list(_top_k(orch, record))  # the best so far when the budget stopped the run
     sign = 1.0 if study.mode == "min" else -1.0
     ckpt_s, restore_s = overhead_seconds(record.log)
     run_s = float((ledger["end_s"] - ledger["start_s"]).sum()) if len(ledger) else 0.0
@@ -166,6 +175,9 @@ def measure(task: Task, policy: Any, study: Any, orch: Any, record: Any) -> dict
         "instances": int(summary["instances"]), "refunded_usd": float(summary["refunded_usd"]),
         "stopped_early": sum(tr.state is TrialState.STOPPED_EARLY for tr in orch.trials.values()),
         "chosen_best": chosen[0] if chosen else "", "true_best": ranking[0], "note": "", "error": "",
+        "deadline_met": (math.nan if task.deadline_s is None or jct is None
+                         else float(jct * 3600.0 <= task.deadline_s + 1e-6)),
+        "budget_stopped": float(bool(record.meta.get("budget_exhausted"))),
     }
 
 
@@ -191,10 +203,13 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
         predictor = _predictor(env, policy.predictor, task) if policy.uses_predictor else None
         asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],
                        markets=env["markets"], revocation_model=env["revocations"], billing=Billing(task.billing),
-                       predictor=predictor, seed=task.seed, boot_s=task.boot_s)
+                       predictor=predictor, seed=task.seed, boot_s=task.boot_s, start_s=task.start_s,
+                       deadline_s=task.deadline_s, budget_usd=task.budget_usd, deadline_rule=task.deadline_rule,
+                       window_s=task.train_hi_s - task.train_lo_s)
         settings = SimSettings(boot_s=task.boot_s, seed=task.seed)
         backend = SimBackend(asm.orchestrator, env["history"], asm.revocation_model, asm.billing, study.sim_curves(),
                              env["market"].facts, task.start_s, settings)
+        backend.budget_usd = task.budget_usd
         record = backend.run()
         row = measure(task, policy, study, asm.orchestrator, record)
         row["note"] = asm.note

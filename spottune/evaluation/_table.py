@@ -27,7 +27,7 @@ COLUMNS = [
     "policy", "workload", "market_mode", "start_index", "start", "seed", "theta", "predictor", "cost_usd", "jct_h",
     "pcr", "pcr_norm", "top1", "top3", "regret", "refunded_share", "revocations", "hops", "lost_steps",
     "ckpt_overhead_share", "steps_executed", "instances", "refunded_usd", "stopped_early", "chosen_best",
-    "true_best", "note", "error", "lower_bound_usd", "cost_vs_lower_bound",
+    "true_best", "note", "error", "lower_bound_usd", "cost_vs_lower_bound", "deadline_met", "budget_stopped",
 ]
 REFERENCE_POLICY = "spottune-0.7"
 #: Columns summarised as mean ± sd over starts.

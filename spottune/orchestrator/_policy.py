@@ -278,7 +278,7 @@ class Orchestrator:
                 and event.step < tr.target_steps:
             self._prune(tr, event.time_s, out)
         elif event.step >= tr.target_steps:
-            reason = CheckpointReason.END if tr.target_steps >= self.config.max_steps else CheckpointReason.THETA
+            reason = CheckpointReason.END if self._final_target(tr) else CheckpointReason.THETA
             self._checkpoint(tr, event.time_s, reason, out)
         elif self.plateau_rule is not None and self.plateau_rule(
             np.asarray(tr.steps, dtype=float), np.asarray(tr.losses, dtype=float), self.config.max_steps
@@ -322,8 +322,13 @@ class Orchestrator:
         target step (the last step finished as the checkpoint began) ends the segment like the θ or end
         checkpoint would; relaunching it would have nothing to do, and did so every hour (issue 11)."""
         if event.reason in (CheckpointReason.HOP, CheckpointReason.REVOCATION) and event.step >= tr.target_steps:
-            return CheckpointReason.END if tr.target_steps >= self.config.max_steps else CheckpointReason.THETA
+            return CheckpointReason.END if self._final_target(tr) else CheckpointReason.THETA
         return event.reason
+
+    def _final_target(self, tr: TrialRecord) -> bool:
+        """Whether reaching ``tr.target_steps`` finishes the trial (else it pauses for a barrier):
+        here when the target is S_max; a bracket schedule also finishes the trials of its last round."""
+        return tr.target_steps >= self.config.max_steps
 
     def _on_saved(self, tr: TrialRecord, event: CheckpointSaved, out: list[Action]) -> None:
         t = event.time_s

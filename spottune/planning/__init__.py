@@ -16,3 +16,9 @@ __all__ += ["RunPlan", "format_duration", "parse_duration", "plan_run"]
 from spottune.planning._deadline import DEADLINE_RULES, DeadlineGuard  # noqa: E402
 
 __all__ += ["DEADLINE_RULES", "DeadlineGuard"]
+
+from spottune.planning._elastic import Bracket, ElasticSchedule, grid_schedule, hyperband_schedule, seer_schedule  # noqa: E402
+from spottune.planning._plan import Resources, resources  # noqa: E402
+
+__all__ += ["Bracket", "ElasticSchedule", "Resources", "grid_schedule", "hyperband_schedule", "resources",
+            "seer_schedule"]

@@ -55,16 +55,21 @@ class DeadlineGuard:
     margin_s : float, optional
         Slack kept in hand by ``slack`` (default: one hour + ``overhead_s``).
     rule : {"slack", "uniform"}
+    max_stable_usd_per_hour : float, optional
+        Only types whose on-demand price is at most this are stable options (the fastest of them is taken):
+        under a budget cap that commits one hour at the max price, a stable option the budget cannot
+        afford would stop the run instead of saving the deadline (DB11). None: every type.
 
     Raises
     ------
     ConfigError
-        On a deadline not after the start, an empty pool or an unknown rule.
+        On a deadline not after the start, an empty pool, an unknown rule, or no type within
+        ``max_stable_usd_per_hour``.
     """
 
     def __init__(self, inner: Any, *, start_s: float, deadline_s: float, max_steps: int, markets: Sequence[Any],
                  on_demand_usd_per_hour: Any, seconds_per_step: Any, overhead_s: float,
-                 margin_s: float | None = None, rule: str = "slack"):
+                 margin_s: float | None = None, rule: str = "slack", max_stable_usd_per_hour: float | None = None):
         if not deadline_s > start_s:
             raise ConfigError(f"deadline {deadline_s} is not after the start {start_s}")
         if rule not in DEADLINE_RULES:
@@ -76,6 +81,11 @@ class DeadlineGuard:
         self.overhead_s = float(overhead_s)
         span = self.deadline_s - self.start_s
         self.margin_s = min(3600.0 + self.overhead_s, 0.1 * span) if margin_s is None else float(margin_s)
+        if max_stable_usd_per_hour is not None:
+            markets = [m for m in markets if on_demand_usd_per_hour(m) <= max_stable_usd_per_hour]
+            if not markets:
+                raise ConfigError(f"deadline guard: no instance type of the pool costs at most "
+                                  f"{max_stable_usd_per_hour:g} USD/h on demand")
         speed = {m: float(seconds_per_step(m.instance_type)) for m in markets}
         fastest = min(speed.values())
         # among the fastest type's markets, the cheapest on-demand price (ties: the first in pool order)

@@ -26,7 +26,7 @@ from spotmarket import HOUR_S
 from spottune.errors import ConfigError
 from spottune.planning._seer import SeerPlan, seer_plan
 
-__all__ = ["RunPlan", "format_duration", "parse_duration", "plan_run"]
+__all__ = ["Resources", "RunPlan", "format_duration", "parse_duration", "plan_run", "resources"]
 
 #: SEER's defaults (Algorithm 1): elimination rate eta and parallelism growth nu.
 SEER_ETA, SEER_NU = 4.0, 2.0
@@ -212,6 +212,86 @@ def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any
     """
     from spottune.backends._speed import seconds_per_step
 
+    res = resources(deadline_s=deadline_s, budget_usd=budget_usd, history=history, catalog=catalog, markets=markets,
+                    start_s=start_s, window_s=window_s, reference_seconds_per_step=reference_seconds_per_step,
+                    boot_s=boot_s, nu=nu)
+    per_vcpu, types, p_min, p_max, t_min, B = (res.usd_per_vcpu_hour, res.types, res.p_min, res.p_max, res.t_min,
+                                               res.budget_vcpu_s)
+    m_best = res.market
+
+    def seer_at(tm: float) -> SeerPlan | None:
+        try:
+            return seer_plan(deadline_s, B, eta=eta, nu=nu, p_min=p_min, p_max=p_max, t_min=tm)
+        except ConfigError:
+            return None
+
+    seer = seer_at(t_min)
+    n_affordable = 0 if seer is None else seer.n_trials
+    if seer is not None and n_affordable > n_requested >= 1:
+        # fewer trials asked than affordable: longer rounds (the largest t_min whose plan still holds
+        # n_requested, by bisection), so the requested trials use the deadline; the excess is taken from
+        # the largest brackets
+        lo, hi = t_min, float(deadline_s)
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            sp = seer_at(mid)
+            lo, hi = (mid, hi) if sp is not None and sp.n_trials >= n_requested else (lo, mid)
+        seer = seer_at(lo)
+        n = list(seer.trials)
+        while sum(n) > n_requested:
+            n[max(range(len(n)), key=lambda i: n[i])] -= 1
+        seer = dataclasses.replace(seer, trials=tuple(n))
+    picks = [] if seer is None else [_bracket_type(p, types) for p in seer.parallelism]
+    return RunPlan(deadline_s=float(deadline_s), budget_usd=float(budget_usd), seer=seer, market=str(m_best),
+                   usd_per_vcpu_hour=per_vcpu, instance_types=tuple(t for t, _, _ in picks),
+                   seconds_per_step=tuple(seconds_per_step(reference_seconds_per_step, v, e) for _, v, e in picks),
+                   boot_s=float(boot_s), n_requested=int(n_requested), n_affordable=n_affordable)
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """The dollar budget as vCPU-seconds and the pool's vCPU ladder (DB2), shared by every elastic plan.
+
+    Attributes
+    ----------
+    market : str
+        The cheapest market per vCPU at its expected price.
+    usd_per_vcpu_hour : tuple of float
+        (10th percentile, mean, 90th percentile) of ``market``'s price per vCPU-hour.
+    types : tuple of (instance type, vCPUs, expected USD per vCPU-hour, ECU)
+    p_min, p_max : int
+        The smallest vCPU count of the pool, and the largest ``p_min nu**i`` the pool has.
+    t_min : float
+        Boot plus one step on the ``p_min`` type, seconds.
+    budget_vcpu_s : float
+        The budget at the expected price of ``market``, vCPU-seconds.
+    """
+
+    market: str
+    usd_per_vcpu_hour: tuple[float, float, float]
+    types: tuple[tuple[str, int, float, float | None], ...]
+    p_min: int
+    p_max: int
+    t_min: float
+    budget_vcpu_s: float
+
+    def instance_type(self, vcpus: float) -> str:
+        """The type a trial with ``vcpus`` resources runs on (cheapest per vCPU with that count, DB2)."""
+        return _bracket_type(vcpus, self.types)[0]
+
+
+def resources(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any, markets: Sequence[Any],
+              start_s: float, window_s: float, reference_seconds_per_step: float, boot_s: float,
+              nu: float = SEER_NU) -> Resources:
+    """The budget in vCPU-seconds and the pool's vCPU ladder (see :func:`plan_run` for the parameters).
+
+    Raises
+    ------
+    ConfigError
+        One line, on bad input (see :func:`plan_run`).
+    """
+    from spottune.backends._speed import seconds_per_step
+
     if not (deadline_s > 0 and math.isfinite(deadline_s)):
         raise ConfigError(f"deadline is {deadline_s!r} s, but must be > 0")
     if not (budget_usd > 0 and math.isfinite(budget_usd)):
@@ -242,31 +322,5 @@ def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any
         p_max *= nu
     t_min = boot_s + seconds_per_step(reference_seconds_per_step, *_bracket_type(p_min, types)[1:])
     B = budget_usd / per_vcpu[1] * HOUR_S  # vCPU-seconds
-
-    def seer_at(tm: float) -> SeerPlan | None:
-        try:
-            return seer_plan(deadline_s, B, eta=eta, nu=nu, p_min=p_min, p_max=p_max, t_min=tm)
-        except ConfigError:
-            return None
-
-    seer = seer_at(t_min)
-    n_affordable = 0 if seer is None else seer.n_trials
-    if seer is not None and n_affordable > n_requested >= 1:
-        # fewer trials asked than affordable: longer rounds (the largest t_min whose plan still holds
-        # n_requested, by bisection), so the requested trials use the deadline; the excess is taken from
-        # the largest brackets
-        lo, hi = t_min, float(deadline_s)
-        for _ in range(60):
-            mid = 0.5 * (lo + hi)
-            sp = seer_at(mid)
-            lo, hi = (mid, hi) if sp is not None and sp.n_trials >= n_requested else (lo, mid)
-        seer = seer_at(lo)
-        n = list(seer.trials)
-        while sum(n) > n_requested:
-            n[max(range(len(n)), key=lambda i: n[i])] -= 1
-        seer = dataclasses.replace(seer, trials=tuple(n))
-    picks = [] if seer is None else [_bracket_type(p, types) for p in seer.parallelism]
-    return RunPlan(deadline_s=float(deadline_s), budget_usd=float(budget_usd), seer=seer, market=str(m_best),
-                   usd_per_vcpu_hour=per_vcpu, instance_types=tuple(t for t, _, _ in picks),
-                   seconds_per_step=tuple(seconds_per_step(reference_seconds_per_step, v, e) for _, v, e in picks),
-                   boot_s=float(boot_s), n_requested=int(n_requested), n_affordable=n_affordable)
+    return Resources(market=str(m_best), usd_per_vcpu_hour=per_vcpu, types=tuple(types), p_min=int(p_min),
+                     p_max=int(p_max), t_min=float(t_min), budget_vcpu_s=float(B))
