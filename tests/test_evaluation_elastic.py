@@ -169,3 +169,11 @@ def test_a_stale_retry_timer_is_ignored():
     assert orch.handle(WakeUp(time_s=T0 + 1.0, trial_id="t0")) == []  # LAUNCHING: a stale timer
     orch.handle(TrialLaunched(time_s=T0 + 2.0, trial_id="t0", instance_id="i-1", market=A, started_s=T0 + 1.0))
     assert orch.handle(WakeUp(time_s=T0 + 3.0, trial_id="t0")) == []  # RUNNING
+
+
+def test_a_wall_clock_round_holds_back_two_sd_of_its_step_time_noise():
+    from spottune.evaluation._elastic import reserve_steps
+
+    # 2 x 0.05 x sqrt(n) steps, rounded up: n = 100 -> 1.0 -> 1; n = 400 -> 2.0 -> 2; n = 401 -> 2.0025 -> 3
+    assert [reserve_steps(n, 0.05) for n in (1, 100, 400, 401)] == [1, 1, 2, 3]
+    assert reserve_steps(100, 0.0) == 0 and reserve_steps(0, 0.05) == 0

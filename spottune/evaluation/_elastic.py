@@ -69,6 +69,23 @@ class TypeChooser:
         return chooser.record_segment(trial_id, instance_type, seconds, steps) if chooser is not None else 0.0
 
 
+#: [I] Standard deviations of the summed step-time noise kept free before a wall-clock round's end.
+RESERVE_Z = 2.0
+
+
+def reserve_steps(steps: int, step_time_cov: float) -> int:
+    """Steps held back from a wall-clock round of ``steps`` planned steps so that it ends on time.
+
+    With independent step times of coefficient of variation ``cov``, ``n`` steps take
+    ``n * T * (1 + e)``, ``sd(e) = cov / sqrt(n)``: the round overruns by about ``RESERVE_Z * cov * sqrt(n)``
+    steps at worst (2 sd: about 2 % of rounds), so that many are held back, rounded up; 0 when ``cov`` is 0.
+    SEER's plan assumes known step times (DB13).
+    """
+    if steps < 1 or step_time_cov <= 0:
+        return 0
+    return int(math.ceil(RESERVE_Z * step_time_cov * math.sqrt(steps)))
+
+
 class BracketOrchestrator(Orchestrator):
     """An elastic schedule (SEER, E-Hyperband, E-Grid) on the orchestrator's trial life cycle (module doc).
 
@@ -95,6 +112,9 @@ class BracketOrchestrator(Orchestrator):
         durations so far) minus ``overhead_s``; a trial that cannot train at least one step before it (a
         revoked or refused trial waiting to relaunch) sits the round out and is ranked by what it has.
         False: every round of a trial trains the round's duration worth of steps, whenever it starts.
+    step_time_cov : float, default 0
+        Coefficient of variation of a step's time (the replay's ``SimSettings.step_time_cov``): a wall-clock
+        round holds back :func:`reserve_steps` steps so that it ends on time.
 
     Raises
     ------
@@ -104,13 +124,13 @@ class BracketOrchestrator(Orchestrator):
 
     def __init__(self, trial_ids: Sequence[str], config: OrchestratorConfig, chooser: TypeChooser, schedule: Any, *,
                  instance_type: Callable[[float], str], seconds_per_step: Callable[[str, str], float],
-                 overhead_s: float, predictor: Any = None, wall_clock: bool = False):
+                 overhead_s: float, predictor: Any = None, wall_clock: bool = False, step_time_cov: float = 0.0):
         n = schedule.n_trials
         if n > len(trial_ids):
             raise ConfigError(f"{schedule.name}: the schedule samples {n} trials, the study has {len(trial_ids)}")
         super().__init__(list(trial_ids)[:n], config, chooser, predictor=predictor)
         self.selection_done = True
-        self.schedule, self.overhead_s = schedule, float(overhead_s)
+        self.schedule, self.overhead_s, self.step_time_cov = schedule, float(overhead_s), float(step_time_cov)
         self._type, self._sps = instance_type, seconds_per_step
         b = schedule.brackets
         # barrier groups: SEER's brackets share one; otherwise each bracket is its own
@@ -165,6 +185,7 @@ class BracketOrchestrator(Orchestrator):
             i, k = self.where[tid]
             itype = self._type(self.schedule.brackets[i].resources[k])
             steps = int(math.floor((self._round_end_s(tid) - t - self.overhead_s) / self._sps(tid, itype)))
+            steps -= reserve_steps(steps, self.step_time_cov)
             if steps < 1:  # too late for this round: sit it out (ranked by what it has at the barrier)
                 self.sat_out.add((tid, k))
                 if not self._dealing:

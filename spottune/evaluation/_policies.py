@@ -433,6 +433,7 @@ def _assemble_elastic(policy: Policy, *, study: Any, history: Any, catalog: Any,
     """The orchestrator of an elastic policy (:class:`spottune.evaluation._elastic.BracketOrchestrator`)."""
     from provisioner import MaxPriceRule
     from spottune.backends._speed import seconds_per_step
+    from spottune.backends.sim import SimSettings
     from spottune.evaluation._elastic import BracketOrchestrator, TypeChooser
     from spottune.orchestrator import OrchestratorConfig
 
@@ -455,7 +456,8 @@ def _assemble_elastic(policy: Policy, *, study: Any, history: Any, catalog: Any,
                                 mode=study.mode, hourly_hop=policy.hourly_hop, launch_retry_s=LAUNCH_RETRY_S)
     orch = BracketOrchestrator(study.trial_ids, config, chooser, schedule, instance_type=types.__getitem__,
                                seconds_per_step=lambda tid, t: seconds_per_step(ref[tid], catalog[t].vcpus, catalog[t].ecu),
-                               overhead_s=boot_s + RESTORE_CHECKPOINT_S, predictor=fmp, wall_clock=True)
+                               overhead_s=boot_s + RESTORE_CHECKPOINT_S, predictor=fmp, wall_clock=True,
+                               step_time_cov=SimSettings().step_time_cov)
     sizes = "; ".join(f"{b.live}x{types[b.resources[0]]}" for b in schedule.brackets)
     return Assembly(orchestrator=orch, revocation_model=revocation_model, billing=billing, chooser=chooser,
                     note=f"{schedule.name}: {schedule.n_trials} trials, finish {schedule.finish / 3600:.2f} h; {sizes}")
