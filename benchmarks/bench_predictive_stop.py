@@ -42,8 +42,8 @@ from pathlib import Path
 import numpy as np
 
 from earlycurve.evaluation import find_datasets
-from earlycurve.evaluation._stoppers import ASHAStopper, PredictiveStopper
-from earlycurve.evaluation._stopping import StudyPool, choose_best, evaluate_stopper, sample_studies, summarize, tune_and_report
+from earlycurve.evaluation._stoppers import ASHAStopper, OnlineRankStopper, PredictiveStopper
+from earlycurve.evaluation._stopping import StudyPool, choose_best, evaluate_stopper, replay, sample_studies, summarize, tune_and_report
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "early_stopping_predictive.json"
@@ -134,6 +134,18 @@ def recall(test, kw: dict) -> dict:
     return out
 
 
+def where_cost_goes(test, make, workers: int) -> dict:
+    """Mean steps trained (÷ n_steps) by the first wave (the first ``workers`` trials launched) and by the
+    others, and the mean number of trials trained to the end, over the test studies."""
+    first, rest, full = [], [], []
+    for s in test:
+        steps = replay(s, make(), workers) / s.curves.shape[1]
+        first.append(steps[:workers].mean())
+        rest.append(steps[workers:].mean())
+        full.append(float(np.sum(steps >= 1)))
+    return {"first_wave": float(np.mean(first)), "others": float(np.mean(rest)), "trained_to_end": float(np.mean(full))}
+
+
 def run(args) -> dict:
     warnings.filterwarnings("ignore")
     import optuna
@@ -196,6 +208,14 @@ def run(args) -> dict:
         row["fully_parallel"]["cost_ratio"] = (row["fully_parallel"]["ours_shared"]["test"]["cost"]["mean"]
                                                / a16["best"]["test"]["cost"]["mean"])
         row["predictor_recall_top3"] = recall(test, kw)
+        # where the cost goes (test studies, 4 workers): the shipped rank rule, the best ASHA, ours
+        asha_set = row["peers"]["asha"]["setting"]
+        g = dict(x.split("=") for x in asha_set.replace("default ", "").split())
+        row["cost_split"] = {
+            "rank (shipped)": where_cost_goes(test, OnlineRankStopper, args.workers),
+            f"asha {asha_set}": where_cost_goes(test, lambda g=g, n=n: ASHAStopper(n, float(g["grace_period"]), float(g["rf"])), args.workers),
+            "ours (shared)": where_cost_goes(test, _make(kw), args.workers),
+            "ours (shared), retro=False": where_cost_goes(test, _make(kw | {"retro": False}), args.workers)}
     return out
 
 
@@ -218,6 +238,12 @@ def markdown(r: dict) -> str:
     for ds, row in r["datasets"].items():
         fp = row["fully_parallel"]
         lines.append(f"| {ds} | {fp['asha']['setting']}: {f(fp['asha']['test'])} | {f(fp['ours_shared']['test'])} | {fp['cost_ratio']:.2f} |")
+    lines += ["", "**Where the cost goes (test studies, 4 workers): steps ÷ n of the first 4 trials launched / of the "
+              "other 12 / trials trained to the end**", "", "| data set | " + " | ".join(next(iter(r["datasets"].values()))["cost_split"]) + " |",
+              "| --- |" + " --- |" * len(next(iter(r["datasets"].values()))["cost_split"])]
+    for ds, row in r["datasets"].items():
+        lines.append(f"| {ds} | " + " | ".join(f"{v['first_wave']:.2f} / {v['others']:.2f} / {v['trained_to_end']:.1f}"
+                                              for v in row["cost_split"].values()) + " |")
     lines += ["", "**Top-3 recall of the ranking score at θ (test studies): last value / slope score**", "",
               "| data set | " + " | ".join(f"θ {t}" for t in THETAS) + " |", "| --- |" + " --- |" * len(THETAS)]
     for ds, row in r["datasets"].items():

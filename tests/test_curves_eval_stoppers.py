@@ -35,6 +35,16 @@ def test_compare_stoppers_on_flat_curves_is_hand_computable(tmp_path):
     assert m["rank"]["cost"]["mean"] < 1.0
 
 
+def test_predictive_keeps_the_flat_best_and_stops_the_others_by_the_second_rung(tmp_path):
+    cs = load_curves(_flat_curves(tmp_path / "flat.csv"))
+    r = compare_stoppers(cs, theta=0.5, top_k=1, n_studies=3, study_size=4, workers=4, methods=("predictive",))
+    m = r["methods"]["predictive"]["summary"]
+    # rungs 1 and 3 of 10; at step 2 every trial has reached rung 1 (needs 2 lower of 4): 0.9 and 0.7 are
+    # stopped by then (1 or 2 steps); 0.5 passes rung 1 but has 0.3 lower at rung 3 (needs 1 of 2): 3 steps
+    assert m["top1"]["mean"] == 1.0
+    assert 15 / 40 <= m["cost"]["mean"] <= 17 / 40
+
+
 def test_unknown_method_and_too_few_curves_are_refused(tmp_path):
     from earlycurve import InvalidCurveError
 
