@@ -54,11 +54,12 @@ SETS = {"opda-alexnet": ("opda", 50), "opda-convnext": ("opda", 50), "cakelab-re
 BUILTIN_FILES = {"builtin-digits-mlp": "builtin_digits-mlp_curves.csv", "builtin-logreg": "builtin_logreg_curves.csv",
                  "builtin-linear-svm": "builtin_linear-svm_curves.csv"}
 PEERS = ("asha", "sha", "hyperband")
-FRACTIONS = ((0.04, 0.2), (0.06, 0.2), (0.06, 0.3), (0.1, 0.3), (0.04, 0.1, 0.3))
-KEEP_FIRST = (0.25, 0.375, 0.5)
-KEEP = (0.125, 0.25)
-SLOPES = (0.0, 0.5, 1.0)
-BOUNDS = (0, 1, 3)  # bound_k; 0 = off
+FRACTIONS = ((0.04, 0.1), (0.04, 0.2), (0.06, 0.3), (0.1, 0.3), (0.04, 0.1, 0.3), (0.1, 0.3, 0.5), (0.2, 0.5))
+KEEP_FIRST = (0.375, 0.5, 0.75)
+KEEP = (0.125, 0.25, 0.5)
+SLOPES = (0.0, 1.0)
+BOUNDS = (0, 1)  # bound_k; 0 = off
+GUARDS = (1,)
 BOUND_QUANTILE = 0.1
 THETAS = (0.3, 0.5, 0.7, 0.9)
 TARGET = 0.95
@@ -66,14 +67,14 @@ TARGET = 0.95
 
 def grid() -> dict[str, dict]:
     out = {}
-    for fr, kf, k, sl, bk in itertools.product(FRACTIONS, KEEP_FIRST, KEEP, SLOPES, BOUNDS):
-        out[name(fr, kf, k, sl, bk)] = dict(fractions=fr, keep_first=kf, keep=k, slope=sl, bound_k=bk,
-                                            bound_quantile=BOUND_QUANTILE)
+    for fr, kf, k, sl, bk, g in itertools.product(FRACTIONS, KEEP_FIRST, KEEP, SLOPES, BOUNDS, GUARDS):
+        out[name(fr, kf, k, sl, bk, g)] = dict(fractions=fr, keep_first=kf, keep=k, slope=sl, bound_k=bk,
+                                               bound_quantile=BOUND_QUANTILE, guard=g)
     return out
 
 
-def name(fr, kf, k, sl, bk) -> str:
-    return f"fractions={list(fr)} keep_first={kf} keep={k} slope={sl} bound_k={bk}"
+def name(fr, kf, k, sl, bk, g=1) -> str:
+    return f"fractions={list(fr)} keep_first={kf} keep={k} slope={sl} bound_k={bk} guard={g}"
 
 
 def _make(kw: dict):
@@ -84,11 +85,8 @@ def _means(s: dict) -> dict:
     return {m: s[m]["mean"] for m in ("top1", "top3", "regret", "cost")}
 
 
-def peers_for(ds: str, studies, n_steps: int, recorded: dict, workers: int) -> dict:
-    """Per peer: tuning means per setting and the best setting's test summary (recorded JSON or run here)."""
-    if ds in recorded:
-        m = recorded[ds]["methods"]
-        return {p: {"tuning": m[p]["tuning"], "best": m[p]["best"]} for p in PEERS}
+def peers_for(ds: str, studies, n_steps: int, workers: int) -> dict:
+    """Per peer: its grid tuned on the tuning studies (``tune_and_report``), best and default reported on test."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_early_stopping import peer_grids
 
@@ -171,7 +169,7 @@ def run(args) -> dict:
         pool = StudyPool.from_curves(cs, n)
         st = sample_studies(pool, n_tuning=args.tuning, n_test=args.test, size=16, seed=args.seed)
         studies[ds] = st
-        peers = peers_for(ds, st, n, recorded, args.workers)
+        peers = peers_for(ds, st, n, args.workers)
         bp = best_peer(peers)
         peer_cost[ds] = peers[bp]["best"]["tuning"]["cost"]["mean"]
         t0 = time.time()
@@ -181,6 +179,12 @@ def run(args) -> dict:
                                "peers": {p: {"setting": peers[p]["best"]["setting"], "tuning": _means(peers[p]["best"]["tuning"]),
                                              "test": peers[p]["best"]["test"]} for p in PEERS},
                                "best_peer": bp, "tuning": tuned[ds]}
+        if ds in recorded:  # §6's peers (tuned on the first 40 of these tuning studies), for reference
+            v = recorded[ds]
+            out["datasets"][ds]["peers_40_tuning_studies"] = {p: {"setting": v["methods"][p]["best"]["setting"],
+                                                                  "test_cost": v["methods"][p]["best"]["test"]["cost"]["mean"],
+                                                                  "test_top3": v["methods"][p]["best"]["test"]["top3"]["mean"]}
+                                                              for p in PEERS}
     shared = choose_shared(tuned, peer_cost)
     out["shared"] = shared
     for ds, row in out["datasets"].items():
@@ -188,9 +192,10 @@ def run(args) -> dict:
         own = choose_best({nm: {m: {"mean": v} for m, v in s.items()} for nm, s in tuned[ds].items()}, target_top3=TARGET)
         kw = settings[shared]
         variants = {"per_set": (own, settings[own]), "shared": (shared, kw),
-                    "shared_slope0_nobound": (name(kw["fractions"], kw["keep_first"], kw["keep"], 0.0, 0),
+                    "shared_slope0_nobound": (name(kw["fractions"], kw["keep_first"], kw["keep"], 0.0, 0, kw["guard"]),
                                               kw | {"slope": 0.0, "bound_k": 0}),
-                    "shared_slope0": (name(kw["fractions"], kw["keep_first"], kw["keep"], 0.0, kw["bound_k"]), kw | {"slope": 0.0})}
+                    "shared_slope0": (name(kw["fractions"], kw["keep_first"], kw["keep"], 0.0, kw["bound_k"], kw["guard"]),
+                                      kw | {"slope": 0.0})}
         row["ours"] = {}
         for label, (nm, k) in variants.items():
             row["ours"][label] = {"setting": nm, "tuning": tuned[ds].get(nm) or _means(summarize(evaluate_stopper(tun, _make(k), args.workers))),
@@ -257,7 +262,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=ROOT / "data" / "learning_curves")
     ap.add_argument("--datasets", default=",".join(SETS))
-    ap.add_argument("--tuning", type=int, default=40)
+    ap.add_argument("--tuning", type=int, default=80)
     ap.add_argument("--test", type=int, default=40)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
