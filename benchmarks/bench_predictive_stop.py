@@ -1,18 +1,18 @@
 """Predictive ASHA (``earlycurve.PredictiveStopping``) against SHA/ASHA/Hyperband at their best (issue 13).
 
-Same studies, replay and selection rule as ``bench_early_stopping.py`` (``docs/earlycurve.md`` §6):
-per data set the pool is split once (seed 0) into TUNING and TEST configurations, 40 + 40 studies of
-16, 4 workers. Every setting is chosen on the tuning studies (cheapest with mean top-3 ≥ 0.95, else
-most accurate) and reported on the test studies.
+Same pool split, replay and selection rule as ``bench_early_stopping.py`` (``docs/earlycurve.md`` §6):
+per data set the pool is split once (seed 0) into TUNING and TEST configurations; 80 tuning studies
+(the first 40 are §6's) and §6's 40 test studies of 16, 4 workers. Every setting is chosen on the
+tuning studies (cheapest with mean top-3 ≥ 0.95, else most accurate) and reported on the test studies.
 
-- **Peers** (ASHA, Optuna's SHA and Hyperband): for the recorded sets (opda, cakelab) the tuning and
-  test figures of ``benchmarks/results/early_stopping.json``; for the built-in family (random-search
-  curves of spottune's workloads, ``benchmarks/builtin_curves.py``) their grids of
-  ``bench_early_stopping.peer_grids`` are tuned here the same way. The best peer of a set is the
-  :func:`choose_best` of the three peers' best settings, on tuning.
+- **Peers** (Ray's ASHA rule, Optuna's SHA and Hyperband): their grids of
+  ``bench_early_stopping.peer_grids`` tuned on the SAME 80 tuning studies as ours, for every set (the
+  recorded opda and cakelab sets, and the built-in family: random-search curves of spottune's workloads,
+  ``benchmarks/builtin_curves.py``). The best peer of a set is the :func:`choose_best` of the three
+  peers' best settings, on tuning. §6's choice (40 tuning studies) is kept in the JSON for reference.
 - **Ours**: a grid of rung fractions × keep_first × keep × slope × bound (``GRID``). Reported: the
   setting chosen per data set (as the peers are), ONE setting shared by every set (the cheapest mean
-  cost ÷ best peer on tuning whose top-3 reaches 0.95 on every set; the shipped
+  cost ÷ best peer on tuning whose top-3 reaches 0.95 on every set, else the highest worst-set top-3; the shipped
   ``PREDICTIVE_DEFAULTS``), and two ablations of the shared setting: ``slope=0, bound off`` (ASHA +
   re-judging only, ranks by the last value) and ``slope=0`` (last value at the same rungs; the check
   against the last value at every rung).
@@ -25,7 +25,8 @@ most accurate) and reported on the test studies.
 
 Writes ``benchmarks/results/early_stopping_predictive.json``::
 
-    .venv/bin/python benchmarks/bench_predictive_stop.py              # about 20 min on one shared core
+    .venv/bin/python benchmarks/builtin_curves.py                     # the built-in family's curves, 3 min
+    .venv/bin/python benchmarks/bench_predictive_stop.py              # about 27 min on one shared core
     .venv/bin/python benchmarks/bench_predictive_stop.py --markdown   # the tables of docs/earlycurve.md §8
 """
 
