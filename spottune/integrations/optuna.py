@@ -27,7 +27,14 @@ import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import TrialState
 
-from earlycurve import PREDICTIVE_DEFAULTS, RUNG_FRACTIONS, InvalidCurveError, PredictiveStopping, RankConfidenceStopping, rungs_for
+from earlycurve import (
+    PREDICTIVE_DEFAULTS,
+    RUNG_FRACTIONS,
+    InvalidCurveError,
+    PredictiveStopping,
+    RankConfidenceStopping,
+    rungs_for,
+)
 
 __all__ = ["EarlyCurvePruner"]
 

@@ -26,7 +26,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from earlycurve import PREDICTIVE_DEFAULTS, RUNG_FRACTIONS, InvalidCurveError, PredictiveStopping, RankConfidenceStopping, rungs_for
+from earlycurve import (
+    PREDICTIVE_DEFAULTS,
+    RUNG_FRACTIONS,
+    InvalidCurveError,
+    PredictiveStopping,
+    RankConfidenceStopping,
+    rungs_for,
+)
 
 __all__ = ["EarlyCurveScheduler"]
 
@@ -162,8 +169,10 @@ def _scheduler_class() -> Any:
             self.rule.drop(trial.trial_id)
 
         def debug_string(self) -> str:
-            what = (f"predictive ASHA, keep {self.rule.keep_first}/{self.rule.keep}" if isinstance(self.rule, PredictiveStopping)
-                    else f"epsilon {self.rule.epsilon}, top-{self.rule.k}")
+            if isinstance(self.rule, PredictiveStopping):
+                what = f"predictive ASHA, keep {self.rule.keep_first}/{self.rule.keep}"
+            else:
+                what = f"epsilon {self.rule.epsilon}, top-{self.rule.k}"
             return f"Using EarlyCurveScheduler: rungs {list(self.rule.rungs)}, {what}; {len(self.rule.stopped)} trials stopped early."
 
     EarlyCurveScheduler.__module__ = __name__
