@@ -52,8 +52,8 @@ PEERS_JSON = ROOT / "benchmarks" / "results" / "early_stopping.json"
 #: data set -> (family, grid steps)
 SETS = {"opda-alexnet": ("opda", 50), "opda-convnext": ("opda", 50), "cakelab-resnet32": ("cakelab", 16),
         "builtin-digits-mlp": ("built-in", 50), "builtin-logreg": ("built-in", 50), "builtin-linear-svm": ("built-in", 50)}
-BUILTIN_FILES = {"builtin-digits-mlp": "builtin_digits-mlp_curves.csv", "builtin-logreg": "builtin_logreg_curves.csv",
-                 "builtin-linear-svm": "builtin_linear-svm_curves.csv"}
+BUILTIN_FILES = {"builtin-digits-mlp": "builtin_digits-mlp_curves.csv.gz", "builtin-logreg": "builtin_logreg_curves.csv.gz",
+                 "builtin-linear-svm": "builtin_linear-svm_curves.csv.gz"}
 PEERS = ("asha", "sha", "hyperband")
 FRACTIONS = ((0.04, 0.1), (0.04, 0.2), (0.06, 0.3), (0.1, 0.3), (0.04, 0.1, 0.3), (0.1, 0.3, 0.5), (0.2, 0.5))
 KEEP_FIRST = (0.375, 0.5, 0.75)
@@ -163,7 +163,7 @@ def run(args) -> dict:
     for ds in args.datasets.split(","):
         family, n = SETS[ds]
         key = ds.removeprefix("builtin-") if ds.startswith("builtin-") else ds
-        cs = sets.get(ds) or sets.get(key) or sets.get(BUILTIN_FILES.get(ds, "").removesuffix("_curves.csv").replace("_", "-"))
+        cs = sets.get(ds) or sets.get(key)
         if cs is None:
             print(f"{ds}: no curves, skipped (run benchmarks/builtin_curves.py)", flush=True)
             continue

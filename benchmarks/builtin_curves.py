@@ -13,7 +13,7 @@ Usage::
 
     .venv/bin/python benchmarks/builtin_curves.py [--workloads digits-mlp,logreg,linear-svm] [--configs 128] [--seed 0]
 
-Writes ``benchmarks/results/builtin_<workload>_curves.csv`` (``long-csv`` layout: ``config_id, step,
+Writes ``benchmarks/results/builtin_<workload>_curves.csv.gz`` (gzip, ``long-csv`` layout: ``config_id, step,
 value, max_steps`` + the configuration), read by ``earlycurve.evaluation.load_curves``.
 """
 
@@ -93,8 +93,8 @@ def main(argv=None) -> int:
     for name in args.workloads.split(","):
         t0 = time.time()
         table = record(name, args.configs, args.seed)
-        out = OUT / f"builtin_{name}_curves.csv"
-        table.to_csv(out, index=False)
+        out = OUT / f"builtin_{name}_curves.csv.gz"
+        table.to_csv(out, index=False, compression={"method": "gzip", "mtime": 0})
         print(f"wrote {out}: {table.config_id.nunique()} curves in {time.time() - t0:.0f} s", flush=True)
     return 0
 
