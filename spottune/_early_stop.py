@@ -1,4 +1,4 @@
-"""The orchestrator's early stopping: the rank-confidence rule (default) or the paper's EarlyCurve.
+"""The orchestrator's early stopping: the paper's EarlyCurve (default), the rank-confidence rule or predictive ASHA.
 
 ``stopper="rank"`` (issue 13): :class:`earlycurve.RankConfidenceStopping` at the rungs of
 :data:`earlycurve.RUNG_FRACTIONS` that lie before the θ barrier, asked after every reported step
@@ -9,6 +9,12 @@ plateau rule. In a fully parallel run no trial finishes before the barrier, so t
 the rule's *cohort* mode (a trial is stopped when ``top_k`` trials not stopped were lower at the same
 rung).
 
+``stopper="predictive"`` (issue 13, ``docs/earlycurve.md`` §8): :class:`earlycurve.PredictiveStopping`
+with the shipped :data:`earlycurve.PREDICTIVE_DEFAULTS` (rungs at their fractions of ``max_steps`` that lie
+before the θ barrier, every passed rung re-judged at every step, the slope-corrected score and the
+optimistic bound against the best finished trial), then at the barrier the top-k by the last value,
+as for ``rank``.
+
 ``stopper="paper"``: SpotTune as published: no rungs, EarlyCurve's predicted final value (Eq 4–7,
 paper settings) at θ, and the plateau rule.
 """
@@ -17,14 +23,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from earlycurve import RUNG_FRACTIONS, RankConfidenceStopping, rungs_for
+from earlycurve import PREDICTIVE_DEFAULTS, RUNG_FRACTIONS, PredictiveStopping, RankConfidenceStopping, rungs_for
 from spottune.experiment import STOPPERS
 
 __all__ = ["STOPPERS", "RankStopRule", "early_stopping"]
 
 
 class RankStopRule:
-    """:class:`earlycurve.RankConfidenceStopping` as a :class:`spottune.orchestrator.StopRule`.
+    """:class:`earlycurve.RankConfidenceStopping` (or another rule) as a :class:`spottune.orchestrator.StopRule`.
 
     Parameters
     ----------
@@ -34,16 +40,19 @@ class RankStopRule:
         ``S_max``; a report at this step records the trial as finished (never stopped).
     top_k : int
     seed : int, default=0
+    rule : object with ``report(trial, step, loss) -> bool`` and ``complete(trial, final)``, optional
+        The rule to drive (e.g. :class:`earlycurve.PredictiveStopping`); default
+        ``RankConfidenceStopping(rungs, k=top_k, seed=seed)``.
 
     Attributes
     ----------
-    rule : earlycurve.RankConfidenceStopping
+    rule : earlycurve.RankConfidenceStopping or earlycurve.PredictiveStopping
         ``rule.stopped`` maps each trial stopped early to its step.
     """
 
-    def __init__(self, rungs: Any, max_steps: int, top_k: int, seed: int = 0) -> None:
+    def __init__(self, rungs: Any, max_steps: int, top_k: int, seed: int = 0, rule: Any = None) -> None:
         self.max_steps = int(max_steps)
-        self.rule = RankConfidenceStopping(rungs, k=top_k, seed=seed)
+        self.rule = rule if rule is not None else RankConfidenceStopping(rungs, k=top_k, seed=seed)
 
     def should_stop(self, trial_id: str, step: int, loss: float) -> bool:
         """Record ``loss`` (loss scale) after ``step`` steps; True = stop the trial now."""
@@ -58,12 +67,12 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
 
     Parameters
     ----------
-    stopper : {"rank", "paper"}
+    stopper : {"paper", "rank", "predictive"}
     max_steps : int
         ``S_max``, steps.
     theta_steps : int
-        Steps before the θ barrier (``max_steps`` when θ = 1); ``rank`` uses the rungs below it, and
-        none when θ = 1 (θ = 1 trains every trial to the end, as in the paper).
+        Steps before the θ barrier (``max_steps`` when θ = 1); ``rank`` and ``predictive`` use the rungs
+        below it, and none when θ = 1 (θ = 1 trains every trial to the end, as in the paper).
     top_k : int
     seed : int, default=0
 
@@ -77,9 +86,15 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
     plateau = lambda steps, values, smax: is_plateau(steps, values, smax)  # noqa: E731
     if stopper == "paper":
         return EarlyCurve(max_steps), plateau, None
-    if stopper != "rank":
+    if stopper not in ("rank", "predictive"):
         raise ValueError(f"stopper is {stopper!r}, but must be one of {', '.join(STOPPERS)}")
     if theta_steps >= max_steps or max_steps < 2:  # θ = 1: no early stopping at all, as in the paper
         return LastValue(), plateau, None
+    if stopper == "predictive":
+        rungs = [r for r in rungs_for(max_steps, PREDICTIVE_DEFAULTS["fractions"]) if r < theta_steps]
+        if not rungs:
+            return LastValue(), plateau, None
+        kw = {k: v for k, v in PREDICTIVE_DEFAULTS.items() if k != "fractions"}
+        return LastValue(), plateau, RankStopRule(rungs, max_steps, top_k, seed, rule=PredictiveStopping(rungs, **kw))
     rungs = [r for r in rungs_for(max_steps, RUNG_FRACTIONS) if r < theta_steps]
     return LastValue(), plateau, (RankStopRule(rungs, max_steps, top_k, seed) if rungs else None)

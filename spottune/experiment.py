@@ -57,7 +57,7 @@ PREDICTORS = ("auto", "revpred", "constant", "none", "calibrated", "online-hazar
 OBJECTIVES = ("refund", "paper")
 #: Early-stopping rules (issue 13): ``rank`` (the rank-confidence rule at rungs before θ, then the last
 #: value's top-k at θ) and ``paper`` (EarlyCurve at θ, as published); :mod:`spottune._early_stop`.
-STOPPERS = ("paper", "rank")
+STOPPERS = ("paper", "rank", "predictive")
 BILLING = ("second", "hour")
 #: Start of a run whose spec leaves ``start_utc`` as None (spec D10: the 2015 trace's default window).
 DEFAULT_START_UTC = pd.Timestamp("2015-05-05T00:00Z")
@@ -190,8 +190,10 @@ class ExperimentSpec:
         :data:`provisioner.DELTA_LADDER_USD_PER_HOUR`) for the lowest expected USD per useful step over
         the decision horizon (refund only for a provider revocation before our own end; boot, restore and
         checkpoint counted); ``paper`` is SpotTune's Eq 2 with the D1 max price.
-    stopper : {"paper", "rank"}, default "paper"
-        Early stopping: ``rank`` stops a trial at rungs (10, 20, 40 % of ``max_steps`` below θ) when it is
+    stopper : {"paper", "rank", "predictive"}, default "paper"
+        Early stopping: ``predictive`` is predictive ASHA (:class:`earlycurve.PredictiveStopping`, rungs at
+        :data:`earlycurve.PREDICTIVE_DEFAULTS` fractions below θ, re-judged at every step, plus the
+        optimistic bound) and the last value's top-k at θ (``docs/earlycurve.md`` §8); ``rank`` stops a trial at rungs (10, 20, 40 % of ``max_steps`` below θ) when it is
         unlikely to end in the top-k (:class:`earlycurve.RankConfidenceStopping`) and keeps the last
         value's top-k at θ; ``paper`` is SpotTune's EarlyCurve at θ only (``docs/earlycurve.md`` §7). ``paper``
         stays the default: ``rank`` halves the cost but keeps the second best instead of the best on

@@ -35,6 +35,18 @@ def test_compare_stoppers_on_flat_curves_is_hand_computable(tmp_path):
     assert m["rank"]["cost"]["mean"] < 1.0
 
 
+def test_predictive_keeps_the_flat_best_and_stops_the_others_by_the_second_rung(tmp_path):
+    cs = load_curves(_flat_curves(tmp_path / "flat.csv"))
+    r = compare_stoppers(cs, theta=0.5, top_k=1, n_studies=3, study_size=4, workers=4, methods=("predictive",))
+    m = r["methods"]["predictive"]["summary"]
+    # defaults: rungs 1 and 2 of 10 (4 %, 20 %), keep 3/4 then 1/2. At rung 1 of 4 trials 3 must be lower: only
+    # 0.9 stops (step 1 or 2); at rung 2 half must be lower: 0.7 stops (step 2 or 3); 0.5 and 0.3 run to the end.
+    # Launch orders of the 3 studies: (0.5 0.9 0.7 0.3) -> 10+2+3+10, (0.7 0.9 0.5 0.3) -> 3+2+10+10,
+    # (0.3 0.7 0.5 0.9) -> 10+2+10+1 steps of 40
+    assert m["top1"]["mean"] == 1.0
+    assert m["cost"]["mean"] == pytest.approx((25 + 25 + 23) / 120)
+
+
 def test_unknown_method_and_too_few_curves_are_refused(tmp_path):
     from earlycurve import InvalidCurveError
 

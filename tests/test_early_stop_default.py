@@ -52,3 +52,25 @@ def test_rank_stops_trials_at_its_rungs_in_the_default_experiment(tmp_path):
     # rungs 6, 12, 24 (10, 20, 40 % of 60) before θ = 0.7 of 60 = 42; of those reaching 42, the top 3 run to 60
     assert sorted(df["steps"]) == [6] * 8 + [12] * 2 + [24] + [42] * 2 + [60] * 3
     assert (df["state"] == "finished").sum() == 3
+
+
+def test_predictive_uses_its_rungs_below_theta_and_the_last_value_at_theta():
+    from earlycurve import PREDICTIVE_DEFAULTS, PredictiveStopping
+
+    fmp, plateau, rule = early_stopping("predictive", max_steps=60, theta_steps=42, top_k=3)
+    assert isinstance(fmp, LastValue) and plateau is not None
+    assert isinstance(rule.rule, PredictiveStopping) and rule.rule.rungs == (2, 12)  # 4 %, 20 % of 60
+    assert (rule.rule.keep_first, rule.rule.keep) == (PREDICTIVE_DEFAULTS["keep_first"], PREDICTIVE_DEFAULTS["keep"])
+    assert early_stopping("predictive", max_steps=60, theta_steps=60, top_k=3)[2] is None  # θ = 1
+    assert ExperimentSpec(stopper="predictive").stopper == "predictive"
+
+
+def test_predictive_stops_trials_in_the_default_experiment(tmp_path):
+    import spottune
+
+    df = spottune.tune(max_steps=60, predictor="constant", stopper="predictive", output=tmp_path / "res").get_dataframe()
+    # every trial runs in parallel: rung 2 stops the 4 with 12 of 16 lower (at step 2 or, re-judged, 3), rung 12
+    # (half of the arrivals so far must be lower, re-judged at each step) 7 more at step 12 or 13; 5 reach θ = 42,
+    # where the last value's top 3 run to 60
+    assert sorted(df["steps"]) == [2, 2, 3, 3] + [12] * 5 + [13, 13] + [42, 42] + [60] * 3
+    assert (df["state"] == "finished").sum() == 3

@@ -56,3 +56,33 @@ def test_bad_settings_are_refused_at_construction():
         EarlyCurvePruner(epsilon=0.0)
     with pytest.raises(InvalidCurveError):
         EarlyCurvePruner(rungs=(4, 2))
+
+
+PREDICTIVE = dict(keep_first=0.375, keep=0.25, slope=1.0, bound_k=1, bound_quantile=0.1)
+#: exact for seed 2, rungs 2 and 6 of 20 epochs, one trial at a time: trials 2, 4, 8–11 and 13–15 are stopped at
+#: epoch 1, before the first rung, by the optimistic bound (trials 0 and 1 have finished); 12 at epoch 2, 5 and 6 at 3
+PRUNED_PREDICTIVE = [2, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15]
+STEPS_PREDICTIVE = 97  # of 16 x 20 epochs (176 with the rank rule)
+
+
+def test_predictive_rule_prunes_some_trials_and_keeps_the_true_best():
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    pruner = EarlyCurvePruner(max_resource=EPOCHS, rule="predictive", rung_fractions=(0.1, 0.3),
+                              predictive_options=PREDICTIVE)
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=2), pruner=pruner)
+    study.optimize(_objective, n_trials=N_TRIALS)
+    trials = study.trials
+    finals = [accuracy_curve(t.params["alpha"], t.params["eta0"])[-1] for t in trials]
+    pruned = [t.number for t in trials if t.state == optuna.trial.TrialState.PRUNED]
+    assert study.best_value == max(finals)  # the true best (trial 7) trained to the end
+    assert pruned == PRUNED_PREDICTIVE
+    assert sum(len(t.intermediate_values) for t in trials) == STEPS_PREDICTIVE
+
+
+def test_predictive_rule_settings_are_checked():
+    with pytest.raises(InvalidCurveError):
+        EarlyCurvePruner(rule="asha")
+    with pytest.raises(InvalidCurveError):
+        EarlyCurvePruner(rule="predictive", predictive_options={"keep": 0.0})
+    with pytest.raises(InvalidCurveError):
+        EarlyCurvePruner(rule="predictive", prior=[{1: 0.5}])

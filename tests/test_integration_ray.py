@@ -47,6 +47,26 @@ def test_scheduler_decisions_without_a_cluster():
         EarlyCurveScheduler().on_trial_add(None, a)  # no metric/mode anywhere
 
 
+def test_scheduler_predictive_rule_without_a_cluster():
+    from earlycurve import InvalidCurveError
+
+    s = EarlyCurveScheduler(metric="acc", mode="max", max_t=10, rule="predictive", rungs=(2,),
+                            predictive_options=dict(keep_first=0.5, keep=0.5, slope=0.0, bound_k=0))
+    t = {n: SimpleNamespace(trial_id=n) for n in "abcd"}
+    s.on_trial_add(None, t["a"])
+    r = lambda n, it, acc: s.on_trial_result(None, t[n], {"training_iteration": it, "acc": acc})  # noqa: E731
+    assert r("a", 2, 0.90) == "CONTINUE"
+    assert r("b", 2, 0.80) == "STOP"      # 2 at the rung, 1 lower needed: a
+    assert r("c", 2, 0.95) == "CONTINUE"  # 3 at the rung, 2 lower needed
+    assert r("a", 3, 0.91) == "CONTINUE"  # rung 2 re-judged: only c lower
+    assert r("d", 2, 0.97) == "CONTINUE"
+    assert r("a", 4, 0.92) == "STOP"      # rung 2 re-judged: c and d lower of 4
+    assert s.rule.stopped == {"b": 2, "a": 4}
+    assert "predictive ASHA" in s.debug_string()
+    with pytest.raises(InvalidCurveError):
+        EarlyCurveScheduler(rule="asha")
+
+
 def _train(config):
     import numpy as np
     from sklearn.datasets import load_digits

@@ -9,6 +9,7 @@ and every curve can be used. Studies of ``size`` configurations are drawn from t
 
 Methods (``STOPPER_METHODS``):
 
+- ``predictive``: ours, predictive ASHA (:class:`earlycurve.PredictiveStopping`, ``PREDICTIVE_DEFAULTS``);
 - ``rank``: ours as shipped (:class:`earlycurve.RankConfidenceStopping`, defaults, ``k = top_k``);
 - ``paper``: EarlyCurve (paper settings) at θ, its predicted top-``top_k`` trained to the end;
 - ``last-value``: the same with the last observed value;
@@ -26,12 +27,12 @@ import numpy as np
 from earlycurve._model import EarlyCurve
 from earlycurve.errors import InvalidCurveError
 from earlycurve.evaluation._datasets import CurveSet
-from earlycurve.evaluation._stoppers import ASHAStopper, OnlineRankStopper, OptunaStopper, one_shot_steps
+from earlycurve.evaluation._stoppers import ASHAStopper, OnlineRankStopper, OptunaStopper, PredictiveStopper, one_shot_steps
 from earlycurve.evaluation._stopping import Stopper, Study, StudyPool, evaluate_stopper, study_metrics, summarize
 
 __all__ = ["STOPPER_METHODS", "compare_stoppers", "grid_steps"]
 
-STOPPER_METHODS = ("rank", "paper", "last-value", "asha", "sha", "hyperband", "median", "full")
+STOPPER_METHODS = ("predictive", "rank", "paper", "last-value", "asha", "sha", "hyperband", "median", "full")
 
 
 def grid_steps(curve_set: CurveSet, cap: int = 50) -> int:
@@ -88,6 +89,7 @@ def compare_stoppers(curve_set: CurveSet, *, theta: float = 0.7, top_k: int = 3,
     at = min(steps, max(1, int(round(theta * steps))))
     P = optuna.pruners
     factories = {
+        "predictive": ("defaults (PREDICTIVE_DEFAULTS)", PredictiveStopper),
         "rank": ("defaults, k=%d" % top_k, lambda: OnlineRankStopper(k=top_k, seed=seed)),
         "asha": ("grace_period=1 rf=4 (Ray defaults)", lambda: ASHAStopper(steps)),
         "sha": ("Optuna defaults", lambda: OptunaStopper(lambda: P.SuccessiveHalvingPruner())),

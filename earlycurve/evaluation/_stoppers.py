@@ -18,6 +18,8 @@
   ``(μ, σ)`` per (curve, rung) from a :class:`BeliefTable`.
 - :class:`OnlineRankStopper`: ours as shipped (:class:`earlycurve.RankConfidenceStopping`): beliefs
   calibrated on the study's own finished trials, no tuning curves.
+- :class:`PredictiveStopper`: ours, predictive ASHA (:class:`earlycurve.PredictiveStopping`), rungs at
+  fractions of the study's steps.
 - :func:`one_shot_steps`: the synchronous rule of the paper (train all to ``m`` steps, keep the
   ``keep`` lowest scores to the end): EarlyCurve (paper) and last value.
 """
@@ -35,7 +37,7 @@ from earlycurve.errors import InvalidCurveError
 from earlycurve.evaluation._stopping import Stopper, Study
 
 __all__ = ["ASHAStopper", "asha_rungs", "OptunaStopper", "RankConfidenceStopper", "BeliefTable", "NeighbourBeliefs", "OnlineRankStopper",
-           "one_shot_steps"]
+           "PredictiveStopper", "one_shot_steps"]
 
 
 def asha_rungs(grace_period: float, max_t: float, reduction_factor: float) -> list[float]:
@@ -298,6 +300,36 @@ class OnlineRankStopper(Stopper):
         from earlycurve._online_stop import rungs_for
 
         self.rule = RankConfidenceStopping(rungs_for(study.curves.shape[1], self.fractions), **self.kwargs)
+
+    def report(self, trial: int, step: int, loss: float) -> bool:
+        return self.rule.report(trial, step, loss)
+
+    def complete(self, trial: int, loss: float) -> None:
+        self.rule.complete(trial, loss)
+
+
+class PredictiveStopper(Stopper):
+    """Predictive ASHA (:class:`earlycurve.PredictiveStopping`) with rungs at ``fractions`` of the study's steps.
+
+    Parameters
+    ----------
+    fractions : sequence of float, optional
+        Rung fractions (default ``PREDICTIVE_DEFAULTS["fractions"]``).
+    **kwargs
+        ``keep_first``, ``keep``, ``slope``, ``bound_k``, ``bound_quantile``, ``guard``, ``retro`` of the rule.
+    """
+
+    def __init__(self, fractions: Sequence[float] | None = None, **kwargs) -> None:
+        from earlycurve._predictive_stop import PREDICTIVE_DEFAULTS
+
+        self.fractions = tuple(fractions or PREDICTIVE_DEFAULTS["fractions"])
+        self.kwargs = kwargs
+
+    def reset(self, study: Study) -> None:
+        from earlycurve._online_stop import rungs_for
+        from earlycurve._predictive_stop import PredictiveStopping
+
+        self.rule = PredictiveStopping(rungs_for(study.curves.shape[1], self.fractions), **self.kwargs)
 
     def report(self, trial: int, step: int, loss: float) -> bool:
         return self.rule.report(trial, step, loss)

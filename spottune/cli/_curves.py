@@ -108,7 +108,7 @@ def curves() -> None:
 )
 @click.option(
     "--stoppers/--no-stoppers", default=True, show_default=True,
-    help="Also replay the early stoppers (rank, paper, last-value, asha, sha, hyperband, median, full).",
+    help="Also replay the early stoppers (predictive, rank, paper, last-value, asha, sha, hyperband, median, full).",
 )
 @click.option(
     "--stopper-studies", type=int, default=40, show_default=True, callback=_check_positive,

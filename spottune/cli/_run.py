@@ -135,7 +135,8 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
 @click.option("--objective", type=click.Choice(list(OBJECTIVES)), default=None, show_default=_default("objective"),
               help="refund: market and max price by expected USD per useful step over the horizon; paper: Eq 2.")
 @click.option("--stopper", type=click.Choice(list(STOPPERS)), default=None, show_default=_default("stopper"),
-              help="rank: stop trials at rungs before θ when unlikely to end in the top-k, then the last value's "
+              help="predictive: predictive ASHA at rungs before θ (re-judged every step, optimistic bound), then the "
+                   "last value's top-k at θ; rank: stop trials at rungs before θ when unlikely to end in the top-k, then the last value's "
                    "top-k at θ; paper: EarlyCurve at θ only (the published SpotTune).")
 @click.option("--boot-s", type=float, default=None, show_default=_default("boot_s"),
               help="Launch-to-training latency, seconds (D11; sim backend; 0 = the paper's faithful mode).")

@@ -73,8 +73,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     boot_s : float, optional
         Launch-to-training latency of every launch, every policy, seconds (default
         :data:`spottune.backends._speed.DEFAULT_BOOT_S`; 0 = the paper's faithful mode).
-    stopper : {"paper", "rank"}
-        Early stopping of the SpotTune policies: the rank-confidence rule (default) or EarlyCurve at θ.
+    stopper : {"paper", "rank", "predictive"}
+        Early stopping of the SpotTune policies: EarlyCurve at θ (default), the rank-confidence rule or
+        predictive ASHA (both with the last value's top-k at θ).
     deadline : str or float, optional
         Deadline after each start (``6h``, ``90min`` or seconds): SpotTune policies run under
         :class:`spottune.planning.DeadlineGuard`, the SEER family (``seer``, ``seer-predictive``,
@@ -191,8 +192,10 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
 @click.option("--boot-s", type=click.FloatRange(min=0), default=None,
               help="Launch-to-training latency of every launch, seconds [default: 120; 0 = the paper's faithful mode].")
 @click.option("--stopper", type=click.Choice(list(STOPPERS)), default=STOPPERS[0], show_default=True,
-              help="Early stopping of the SpotTune policies: rank = stop at rungs before θ when unlikely to end in "
-                   "the top-k, then the last value's top-k at θ; paper = EarlyCurve at θ (as published).")
+              help="Early stopping of the SpotTune policies: predictive = predictive ASHA at rungs before θ "
+                   "(re-judged every step, optimistic bound), then the last value's top-k at θ; rank = stop at "
+                   "rungs before θ when unlikely to end in the top-k, then the last value's top-k at θ; "
+                   "paper = EarlyCurve at θ (as published).")
 @click.option("--deadline", default=None,
               help="Deadline after each start (6h, 90min, seconds): SpotTune policies run under the deadline guard; "
                    "the SEER family (seer, seer-predictive, e-hyperband, e-grid) plans for it.")

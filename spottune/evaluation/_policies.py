@@ -91,8 +91,8 @@ class Policy:
     objective : {"refund", "paper"}
         SpotTune chooser only: the provisioner's objective (``refund`` ignores ``max_price``: it chooses
         the max price from the ladder).
-    stopper : {"paper", "rank"}
-        With ``early_curve``: the rank-confidence rule at rungs before θ and the last value at θ, or
+    stopper : {"paper", "rank", "predictive"}
+        With ``early_curve``: predictive ASHA or the rank-confidence rule at rungs before θ and the last value at θ, or
         EarlyCurve at θ (:func:`spottune._early_stop.early_stopping`).
     schedule : {"seer", "e-hyperband", "e-grid"} or None
         An elastic schedule planned for the run's deadline and budget (chooser ``bracket-type``);
@@ -187,8 +187,8 @@ def get_policy(name: str, objective: str = "refund", stopper: str = "paper") -> 
     objective : {"refund", "paper"}
         Objective of SpotTune-provisioned policies whose name has no objective suffix (and of the Optuna
         policies, which use SpotTune's provisioning).
-    stopper : {"paper", "rank"}
-        Early stopping of the ``spottune-<θ>...`` policies (``rank``: the rank-confidence rule;
+    stopper : {"paper", "rank", "predictive"}
+        Early stopping of the ``spottune-<θ>...`` policies (``predictive``: predictive ASHA; ``rank``: the rank-confidence rule;
         ``paper``: EarlyCurve at θ, as published).
 
     Raises

@@ -1,4 +1,4 @@
-"""``EarlyCurvePruner``: SpotTune's rank-confidence early stopping as an Optuna pruner.
+"""``EarlyCurvePruner``: SpotTune's early stopping (rank confidence or predictive ASHA) as an Optuna pruner.
 
 Use it like any Optuna pruner (``docs/earlycurve.md`` §7)::
 
@@ -11,6 +11,9 @@ At each rung (the first reported step at or after it) the trial is judged by
 finished trials (``COMPLETE``) calibrate the beliefs and count with their final value, ``PRUNED``
 trials are out, ``RUNNING`` trials count with their belief at their latest rung. The pruner keeps no
 state of its own, so it works with any storage and with parallel workers, like Optuna's own pruners.
+With ``rule="predictive"`` (:class:`earlycurve.PredictiveStopping`, ``docs/earlycurve.md`` §8) the trial
+is judged at every report (its passed rungs are re-judged, and the optimistic bound is checked against
+the finished trials); ``PRUNED`` trials then still count at the rungs they reached, as in ASHA.
 A trial's *final* value is its last intermediate value (its ``value`` if it reported none).
 ``direction="maximize"`` values are negated into losses. Multi-objective studies are refused (as
 Optuna's own pruners do).
@@ -24,7 +27,14 @@ import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import TrialState
 
-from earlycurve import RUNG_FRACTIONS, RankConfidenceStopping, rungs_for
+from earlycurve import (
+    PREDICTIVE_DEFAULTS,
+    RUNG_FRACTIONS,
+    InvalidCurveError,
+    PredictiveStopping,
+    RankConfidenceStopping,
+    rungs_for,
+)
 
 __all__ = ["EarlyCurvePruner"]
 
@@ -38,11 +48,17 @@ class EarlyCurvePruner(BasePruner):
         Steps of a full trial; rungs at ``rung_fractions`` of it (:func:`earlycurve.rungs_for`).
         ``"auto"``: the largest last step of the finished trials (nothing is pruned before one
         finished), as ``SuccessiveHalvingPruner(min_resource="auto")`` does.
+    rule : {"rank", "predictive"}, default="rank"
+        :class:`earlycurve.RankConfidenceStopping` or :class:`earlycurve.PredictiveStopping`.
     rungs : sequence of int, optional
         Explicit rung steps (override ``max_resource``).
-    rung_fractions : sequence of float, default=earlycurve.RUNG_FRACTIONS
+    rung_fractions : sequence of float, optional
+        Default: :data:`earlycurve.RUNG_FRACTIONS` (``rank``) or ``PREDICTIVE_DEFAULTS["fractions"]``.
     epsilon, k, sigma_scale, min_completed, cohort_keep, seed
-        Of :class:`earlycurve.RankConfidenceStopping`.
+        Of :class:`earlycurve.RankConfidenceStopping` (``rule="rank"``).
+    predictive_options : mapping, optional
+        ``keep_first``, ``keep``, ``slope``, ``bound_k``, ``bound_quantile``, ``guard``, ``retro`` of
+        :class:`earlycurve.PredictiveStopping` (default :data:`earlycurve.PREDICTIVE_DEFAULTS`).
     prior : sequence of mapping of step -> value, optional
         Complete curves of earlier runs of the same model, in the study's own values and steps (a
         maximized value is negated like the study's); they calibrate the rule from the first rung on.
@@ -50,33 +66,47 @@ class EarlyCurvePruner(BasePruner):
     Raises
     ------
     earlycurve.InvalidCurveError
-        Bad rungs or rule parameters (at construction), ``max_resource`` not ``"auto"`` nor an int ≥ 2.
+        Bad rungs or rule parameters (at construction), ``max_resource`` not ``"auto"`` nor an int ≥ 2,
+        an unknown ``rule``, or a ``prior`` with ``rule="predictive"``.
     ValueError
         Used on a multi-objective study.
     """
 
-    def __init__(self, max_resource: int | str = "auto", *, rungs: Sequence[int] | None = None,
-                 rung_fractions: Sequence[float] = RUNG_FRACTIONS, epsilon: float = 0.5, k: int = 3,
+    def __init__(self, max_resource: int | str = "auto", *, rule: str = "rank", rungs: Sequence[int] | None = None,
+                 rung_fractions: Sequence[float] | None = None, epsilon: float = 0.5, k: int = 3,
                  sigma_scale: float = 0.25, min_completed: int = 1, cohort_keep: float | None = None,
-                 prior: Sequence[Mapping[int, float]] | None = None, seed: int = 0) -> None:
-        self._fractions = tuple(rung_fractions)
+                 prior: Sequence[Mapping[int, float]] | None = None, seed: int = 0,
+                 predictive_options: Mapping[str, object] | None = None) -> None:
+        if rule not in ("rank", "predictive"):
+            raise InvalidCurveError(f"rule is {rule!r}, but must be 'rank' or 'predictive'")
+        if rule == "predictive" and prior:
+            raise InvalidCurveError("prior curves are used by rule='rank' only")
+        self._kind = rule
+        default = PREDICTIVE_DEFAULTS["fractions"] if rule == "predictive" else RUNG_FRACTIONS
+        self._fractions = tuple(rung_fractions if rung_fractions is not None else default)
         self._prior = [dict(c) for c in prior or ()]
-        self._kwargs = dict(epsilon=epsilon, k=k, sigma_scale=sigma_scale, min_completed=min_completed,
-                            cohort_keep=cohort_keep, seed=seed)
+        if rule == "predictive":
+            self._kwargs = {k_: v for k_, v in PREDICTIVE_DEFAULTS.items() if k_ != "fractions"} | dict(predictive_options or {})
+        else:
+            self._kwargs = dict(epsilon=epsilon, k=k, sigma_scale=sigma_scale, min_completed=min_completed,
+                                cohort_keep=cohort_keep, seed=seed)
         self._rungs: tuple[int, ...] | None = None
         if rungs is not None:
             self._rungs = tuple(rungs)
         elif max_resource != "auto":
             self._rungs = rungs_for(int(max_resource), self._fractions)
-        RankConfidenceStopping(self._rungs or (1,), prior=self._prior, **self._kwargs)  # checks the parameters now
-        self._cache: dict[tuple, RankConfidenceStopping] = {}
+        self._cache: dict[tuple, RankConfidenceStopping | PredictiveStopping] = {}
+        self._rule(self._rungs or (1,), 1.0)  # checks the parameters now
 
-    def _rule(self, rungs: tuple[int, ...], sign: float) -> RankConfidenceStopping:
+    def _rule(self, rungs: tuple[int, ...], sign: float) -> RankConfidenceStopping | PredictiveStopping:
         """The rule for these rungs, its prior in loss scale (values × ``sign``)."""
         key = (rungs, sign)
         if key not in self._cache:
-            prior = [{s: sign * float(v) for s, v in c.items()} for c in self._prior]
-            self._cache[key] = RankConfidenceStopping(rungs, prior=prior, **self._kwargs)
+            if self._kind == "predictive":
+                self._cache[key] = PredictiveStopping(rungs, **self._kwargs)
+            else:
+                prior = [{s: sign * float(v) for s, v in c.items()} for c in self._prior]
+                self._cache[key] = RankConfidenceStopping(rungs, prior=prior, **self._kwargs)
         return self._cache[key]
 
     def prune(self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial) -> bool:
@@ -86,7 +116,8 @@ class EarlyCurvePruner(BasePruner):
         if not trial.intermediate_values:
             return False
         sign = -1.0 if study.direction == optuna.study.StudyDirection.MAXIMIZE else 1.0
-        if self._rungs is not None and self._rule(self._rungs, sign).rung_to_judge(trial.intermediate_values) is None:
+        if (self._kind == "rank" and self._rungs is not None
+                and self._rule(self._rungs, sign).rung_to_judge(trial.intermediate_values) is None):
             return False  # not at a rung: nothing to read from the storage
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING))
         curves, finals, stopped = {}, {}, set()

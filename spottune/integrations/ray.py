@@ -1,4 +1,4 @@
-"""``EarlyCurveScheduler``: SpotTune's rank-confidence early stopping as a Ray Tune trial scheduler.
+"""``EarlyCurveScheduler``: SpotTune's early stopping (rank confidence or predictive ASHA) as a Ray Tune trial scheduler.
 
 Needs the optional extra ``spottune[ray]`` (``ray[tune]==2.60.0``). Ray is imported only when
 ``EarlyCurveScheduler`` is first used, so ``import spottune.integrations.ray`` works without Ray.
@@ -12,7 +12,8 @@ Use it like Ray's ``ASHAScheduler`` (``docs/earlycurve.md`` §7)::
                                                    scheduler=EarlyCurveScheduler(max_t=50)))
 
 Every result ``(result[time_attr], result[metric])`` is passed to
-:meth:`earlycurve.RankConfidenceStopping.report` (``mode="max"`` metrics negated into losses); a
+:meth:`earlycurve.RankConfidenceStopping.report` (or :meth:`earlycurve.PredictiveStopping.report` with
+``rule="predictive"``) (``mode="max"`` metrics negated into losses); a
 trial whose ``time_attr`` reaches ``max_t`` is recorded as finished with its last metric and
 stopped (as ``ASHAScheduler`` does); a trial that ends earlier on its own (``on_trial_complete``)
 is recorded as finished with its last metric. The scheduler is a
@@ -25,7 +26,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from earlycurve import RUNG_FRACTIONS, RankConfidenceStopping, rungs_for
+from earlycurve import (
+    PREDICTIVE_DEFAULTS,
+    RUNG_FRACTIONS,
+    InvalidCurveError,
+    PredictiveStopping,
+    RankConfidenceStopping,
+    rungs_for,
+)
 
 __all__ = ["EarlyCurveScheduler"]
 
@@ -60,18 +68,23 @@ def _scheduler_class() -> Any:
             Or from ``tune.TuneConfig(mode=...)``.
         max_t : int, default=100
             ``time_attr`` of a full trial; rungs at ``rung_fractions`` of it.
+        rule : {"rank", "predictive"}, default="rank"
+            :class:`earlycurve.RankConfidenceStopping` or :class:`earlycurve.PredictiveStopping`.
         rungs : sequence of int, optional
             Explicit rung values of ``time_attr`` (override the fractions).
-        rung_fractions : sequence of float, default=earlycurve.RUNG_FRACTIONS
+        rung_fractions : sequence of float, optional
+            Default: :data:`earlycurve.RUNG_FRACTIONS` (``rank``) or ``PREDICTIVE_DEFAULTS["fractions"]``.
         epsilon, k, sigma_scale, min_completed, cohort_keep, seed
-            Of :class:`earlycurve.RankConfidenceStopping`.
+            Of :class:`earlycurve.RankConfidenceStopping` (``rule="rank"``).
+        predictive_options : mapping, optional
+            Parameters of :class:`earlycurve.PredictiveStopping` (default :data:`earlycurve.PREDICTIVE_DEFAULTS`).
         prior : sequence of mapping of ``time_attr`` -> metric, optional
             Complete curves of earlier runs of the same model, in the metric's own direction (negated
             with ``mode="max"`` like the results); they calibrate the rule from the first rung on.
 
         Attributes
         ----------
-        rule : earlycurve.RankConfidenceStopping
+        rule : earlycurve.RankConfidenceStopping or earlycurve.PredictiveStopping
             Its ``stopped`` maps trial id -> ``time_attr`` at which the trial was stopped early (or at
             which it failed / was removed: ``on_trial_error`` and ``on_trial_remove`` drop a trial that
             has not finished from later comparisons).
@@ -79,25 +92,38 @@ def _scheduler_class() -> Any:
         Raises
         ------
         earlycurve.InvalidCurveError
-            Bad rungs or rule parameters, ``max_t < 2``.
+            Bad rungs or rule parameters, ``max_t < 2``, an unknown ``rule`` or a ``prior`` with
+            ``rule="predictive"``.
         ValueError
             ``mode`` not "min"/"max"; a trial added with no metric or mode set.
         """
 
         def __init__(self, time_attr: str = "training_iteration", metric: str | None = None, mode: str | None = None,
-                     max_t: int = 100, *, rungs: Sequence[int] | None = None,
-                     rung_fractions: Sequence[float] = RUNG_FRACTIONS, epsilon: float = 0.5, k: int = 3,
+                     max_t: int = 100, *, rule: str = "rank", rungs: Sequence[int] | None = None,
+                     rung_fractions: Sequence[float] | None = None, epsilon: float = 0.5, k: int = 3,
                      sigma_scale: float = 0.25, min_completed: int = 1, cohort_keep: float | None = None,
-                     prior: Sequence[Mapping[int, float]] | None = None, seed: int = 0) -> None:
+                     prior: Sequence[Mapping[int, float]] | None = None, seed: int = 0,
+                     predictive_options: Mapping[str, Any] | None = None) -> None:
             super().__init__()
             if mode not in (None, "min", "max"):
                 raise ValueError(f"mode is {mode!r}, but must be 'min' or 'max'")
+            if rule not in ("rank", "predictive"):
+                raise InvalidCurveError(f"rule is {rule!r}, but must be 'rank' or 'predictive'")
+            if rule == "predictive" and prior:
+                raise InvalidCurveError("prior curves are used by rule='rank' only")
             self._time_attr, self._metric, self._mode, self._max_t = time_attr, metric, mode, int(max_t)
             self._prior = [dict(c) for c in prior or ()]
-            self._make = lambda sign: RankConfidenceStopping(  # noqa: E731
-                rungs if rungs is not None else rungs_for(self._max_t, rung_fractions), epsilon=epsilon, k=k,
-                sigma_scale=sigma_scale, min_completed=min_completed, cohort_keep=cohort_keep, seed=seed,
-                prior=[{s: sign * float(v) for s, v in c.items()} for c in self._prior])
+            if rule == "predictive":
+                fr = rung_fractions if rung_fractions is not None else PREDICTIVE_DEFAULTS["fractions"]
+                kw = {k_: v for k_, v in PREDICTIVE_DEFAULTS.items() if k_ != "fractions"} | dict(predictive_options or {})
+                self._make = lambda sign: PredictiveStopping(  # noqa: E731
+                    rungs if rungs is not None else rungs_for(self._max_t, fr), **kw)
+            else:
+                fr = rung_fractions if rung_fractions is not None else RUNG_FRACTIONS
+                self._make = lambda sign: RankConfidenceStopping(  # noqa: E731
+                    rungs if rungs is not None else rungs_for(self._max_t, fr), epsilon=epsilon, k=k,
+                    sigma_scale=sigma_scale, min_completed=min_completed, cohort_keep=cohort_keep, seed=seed,
+                    prior=[{s: sign * float(v) for s, v in c.items()} for c in self._prior])
             self.rule = self._make(1.0)  # rebuilt with the prior negated once mode "max" is known
 
         def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
@@ -143,8 +169,11 @@ def _scheduler_class() -> Any:
             self.rule.drop(trial.trial_id)
 
         def debug_string(self) -> str:
-            return (f"Using EarlyCurveScheduler: rungs {list(self.rule.rungs)}, epsilon {self.rule.epsilon}, "
-                    f"top-{self.rule.k}; {len(self.rule.stopped)} trials stopped early.")
+            if isinstance(self.rule, PredictiveStopping):
+                what = f"predictive ASHA, keep {self.rule.keep_first}/{self.rule.keep}"
+            else:
+                what = f"epsilon {self.rule.epsilon}, top-{self.rule.k}"
+            return f"Using EarlyCurveScheduler: rungs {list(self.rule.rungs)}, {what}; {len(self.rule.stopped)} trials stopped early."
 
     EarlyCurveScheduler.__module__ = __name__
     _CLASS = EarlyCurveScheduler

@@ -1,0 +1,285 @@
+"""Predictive ASHA (``earlycurve.PredictiveStopping``) against SHA/ASHA/Hyperband at their best (issue 13).
+
+Same pool split, replay and selection rule as ``bench_early_stopping.py`` (``docs/earlycurve.md`` §6):
+per data set the pool is split once (seed 0) into TUNING and TEST configurations; 80 tuning studies
+(the first 40 are §6's) and §6's 40 test studies of 16, 4 workers. Every setting is chosen on the
+tuning studies (cheapest with mean top-3 ≥ 0.95, else most accurate) and reported on the test studies.
+
+- **Peers** (Ray's ASHA rule, Optuna's SHA and Hyperband): their grids of
+  ``bench_early_stopping.peer_grids`` tuned on the SAME 80 tuning studies as ours, for every set (the
+  recorded opda and cakelab sets, and the built-in family: random-search curves of spottune's workloads,
+  ``benchmarks/builtin_curves.py``). The best peer of a set is the :func:`choose_best` of the three
+  peers' best settings, on tuning. §6's choice (40 tuning studies) is kept in the JSON for reference.
+- **Ours**: a grid of rung fractions × keep_first × keep × slope × bound (``GRID``). Reported: the
+  setting chosen per data set (as the peers are), ONE setting shared by every set (the cheapest mean
+  cost ÷ best peer on tuning whose top-3 reaches 0.95 on every set, else the highest worst-set top-3; the shipped
+  ``PREDICTIVE_DEFAULTS``), and two ablations of the shared setting: ``slope=0, bound off`` (ASHA +
+  re-judging only, ranks by the last value) and ``slope=0`` (last value at the same rungs; the check
+  against the last value at every rung).
+- **Fully parallel** (16 workers, how ``spottune run``/``simulate`` train a study): ours (shared
+  setting) and the reimplemented ASHA re-tuned at 16 workers on the tuning studies (Optuna's SHA and
+  Hyperband were not re-run at 16 workers).
+- **Predictor recall** at θ ∈ {0.3, 0.5, 0.7, 0.9}: on the test studies, the share where the true best
+  is among the 3 lowest scores, for the last value and the shared setting's slope score
+  ``y(θ) + slope · (y(θ) − y(θ/2))``.
+
+Writes ``benchmarks/results/early_stopping_predictive.json``::
+
+    .venv/bin/python benchmarks/builtin_curves.py                     # the built-in family's curves, 3 min
+    .venv/bin/python benchmarks/bench_predictive_stop.py              # about 27 min on one shared core
+    .venv/bin/python benchmarks/bench_predictive_stop.py --markdown   # the tables of docs/earlycurve.md §8
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from earlycurve.evaluation import find_datasets
+from earlycurve.evaluation._stoppers import ASHAStopper, OnlineRankStopper, PredictiveStopper
+from earlycurve.evaluation._stopping import StudyPool, choose_best, evaluate_stopper, replay, sample_studies, summarize, tune_and_report
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results" / "early_stopping_predictive.json"
+PEERS_JSON = ROOT / "benchmarks" / "results" / "early_stopping.json"
+#: data set -> (family, grid steps)
+SETS = {"opda-alexnet": ("opda", 50), "opda-convnext": ("opda", 50), "cakelab-resnet32": ("cakelab", 16),
+        "builtin-digits-mlp": ("built-in", 50), "builtin-logreg": ("built-in", 50), "builtin-linear-svm": ("built-in", 50)}
+BUILTIN_FILES = {"builtin-digits-mlp": "builtin_digits-mlp_curves.csv.gz", "builtin-logreg": "builtin_logreg_curves.csv.gz",
+                 "builtin-linear-svm": "builtin_linear-svm_curves.csv.gz"}
+PEERS = ("asha", "sha", "hyperband")
+FRACTIONS = ((0.04, 0.1), (0.04, 0.2), (0.06, 0.3), (0.1, 0.3), (0.04, 0.1, 0.3), (0.1, 0.3, 0.5), (0.2, 0.5))
+KEEP_FIRST = (0.375, 0.5, 0.75)
+KEEP = (0.125, 0.25, 0.5)
+SLOPES = (0.0, 1.0)
+BOUNDS = (0, 1)  # bound_k; 0 = off
+GUARDS = (1,)
+BOUND_QUANTILE = 0.1
+THETAS = (0.3, 0.5, 0.7, 0.9)
+TARGET = 0.95
+
+
+def grid() -> dict[str, dict]:
+    out = {}
+    for fr, kf, k, sl, bk, g in itertools.product(FRACTIONS, KEEP_FIRST, KEEP, SLOPES, BOUNDS, GUARDS):
+        out[name(fr, kf, k, sl, bk, g)] = dict(fractions=fr, keep_first=kf, keep=k, slope=sl, bound_k=bk,
+                                               bound_quantile=BOUND_QUANTILE, guard=g)
+    return out
+
+
+def name(fr, kf, k, sl, bk, g=1) -> str:
+    return f"fractions={list(fr)} keep_first={kf} keep={k} slope={sl} bound_k={bk} guard={g}"
+
+
+def _make(kw: dict):
+    return lambda: PredictiveStopper(**kw)
+
+
+def _means(s: dict) -> dict:
+    return {m: s[m]["mean"] for m in ("top1", "top3", "regret", "cost")}
+
+
+def peers_for(ds: str, studies, n_steps: int, workers: int) -> dict:
+    """Per peer: its grid tuned on the tuning studies (``tune_and_report``), best and default reported on test."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_early_stopping import peer_grids
+
+    out = {}
+    for p, g in peer_grids(n_steps).items():
+        if p not in PEERS:
+            continue
+        t0 = time.time()
+        r = tune_and_report(g, studies[0], studies[1], workers=workers, target_top3=TARGET)
+        out[p] = {"tuning": r["tuning"], "best": r["best"], "default": r["default"]}
+        print(f"  {ds} {p}: {len(g)} settings, {time.time() - t0:.0f} s", flush=True)
+    return out
+
+
+def best_peer(peers: dict) -> str:
+    return choose_best({p: peers[p]["best"]["tuning"] for p in peers}, target_top3=TARGET)
+
+
+def choose_shared(tuned: dict[str, dict[str, dict]], peer_cost: dict[str, float]) -> str:
+    """The cheapest mean (tuning cost ÷ best peer's tuning cost) whose tuning top-3 ≥ TARGET on every set,
+    else the best worst-set top-3."""
+    names = list(next(iter(tuned.values())))
+    worst = {n: min(t[n]["top3"] for t in tuned.values()) for n in names}
+    ratio = {n: float(np.mean([tuned[ds][n]["cost"] / peer_cost[ds] for ds in tuned])) for n in names}
+    ok = [n for n in names if worst[n] >= TARGET - 1e-12]
+    return min(ok, key=lambda n: (ratio[n], names.index(n))) if ok else min(names, key=lambda n: (-worst[n], ratio[n]))
+
+
+def recall(test, kw: dict) -> dict:
+    """Top-3 recall at each θ of the last value and of the slope score (test studies)."""
+    out = {}
+    for th in THETAS:
+        hits = {"last_value": [], "slope_score": []}
+        for s in test:
+            n = s.curves.shape[1]
+            r = max(1, int(round(th * n)))
+            y = s.curves[:, r - 1]
+            y0 = s.curves[:, max(1, r - max(1, r // 2)) - 1]
+            best = int(np.argmin(s.finals))
+            for label, score in (("last_value", y), ("slope_score", y + kw["slope"] * (y - y0))):
+                hits[label].append(float(best in np.argsort(score, kind="stable")[:3]))
+        out[f"{th:.1f}"] = {k: float(np.mean(v)) for k, v in hits.items()}
+    return out
+
+
+def where_cost_goes(test, make, workers: int) -> dict:
+    """Mean steps trained (÷ n_steps) by the first wave (the first ``workers`` trials launched) and by the
+    others, and the mean number of trials trained to the end, over the test studies."""
+    first, rest, full = [], [], []
+    for s in test:
+        steps = replay(s, make(), workers) / s.curves.shape[1]
+        first.append(steps[:workers].mean())
+        rest.append(steps[workers:].mean())
+        full.append(float(np.sum(steps >= 1)))
+    return {"first_wave": float(np.mean(first)), "others": float(np.mean(rest)), "trained_to_end": float(np.mean(full))}
+
+
+def run(args) -> dict:
+    warnings.filterwarnings("ignore")
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sets = find_datasets(args.data, digits=[ROOT / "benchmarks" / "results" / f for f in BUILTIN_FILES.values()
+                                            if (ROOT / "benchmarks" / "results" / f).exists()])
+    recorded = json.loads(PEERS_JSON.read_text())["datasets"]
+    settings = grid()
+    if args.quick:
+        settings = dict(list(settings.items())[:: max(1, len(settings) // 12)])
+    out = {"config": {"tuning": args.tuning, "test": args.test, "workers": args.workers, "seed": args.seed,
+                      "grid_size": len(settings), "target_top3": TARGET, "bound_quantile": BOUND_QUANTILE},
+           "datasets": {}}
+    studies, tuned, peer_cost = {}, {}, {}
+    for ds in args.datasets.split(","):
+        family, n = SETS[ds]
+        key = ds.removeprefix("builtin-") if ds.startswith("builtin-") else ds
+        cs = sets.get(ds) or sets.get(key)
+        if cs is None:
+            print(f"{ds}: no curves, skipped (run benchmarks/builtin_curves.py)", flush=True)
+            continue
+        pool = StudyPool.from_curves(cs, n)
+        st = sample_studies(pool, n_tuning=args.tuning, n_test=args.test, size=16, seed=args.seed)
+        studies[ds] = st
+        peers = peers_for(ds, st, n, args.workers)
+        bp = best_peer(peers)
+        peer_cost[ds] = peers[bp]["best"]["tuning"]["cost"]["mean"]
+        t0 = time.time()
+        tuned[ds] = {nm: _means(summarize(evaluate_stopper(st[0], _make(kw), args.workers))) for nm, kw in settings.items()}
+        print(f"{ds}: {len(settings)} settings of ours on tuning, {time.time() - t0:.0f} s", flush=True)
+        out["datasets"][ds] = {"family": family, "n_curves": int(pool.grid.shape[0]), "n_steps": n, "counts": cs.counts,
+                               "peers": {p: {"setting": peers[p]["best"]["setting"], "tuning": _means(peers[p]["best"]["tuning"]),
+                                             "test": peers[p]["best"]["test"]} for p in PEERS},
+                               "best_peer": bp, "tuning": tuned[ds]}
+        if ds in recorded:  # §6's peers (tuned on the first 40 of these tuning studies), for reference
+            v = recorded[ds]
+            out["datasets"][ds]["peers_40_tuning_studies"] = {p: {"setting": v["methods"][p]["best"]["setting"],
+                                                                  "test_cost": v["methods"][p]["best"]["test"]["cost"]["mean"],
+                                                                  "test_top3": v["methods"][p]["best"]["test"]["top3"]["mean"]}
+                                                              for p in PEERS}
+    shared = choose_shared(tuned, peer_cost)
+    out["shared"] = shared
+    for ds, row in out["datasets"].items():
+        tun, test = studies[ds]
+        own = choose_best({nm: {m: {"mean": v} for m, v in s.items()} for nm, s in tuned[ds].items()}, target_top3=TARGET)
+        kw = settings[shared]
+        variants = {"per_set": (own, settings[own]), "shared": (shared, kw),
+                    "shared_slope0_nobound": (name(kw["fractions"], kw["keep_first"], kw["keep"], 0.0, 0, kw["guard"]),
+                                              kw | {"slope": 0.0, "bound_k": 0}),
+                    "shared_slope0": (name(kw["fractions"], kw["keep_first"], kw["keep"], 0.0, kw["bound_k"], kw["guard"]),
+                                      kw | {"slope": 0.0})}
+        row["ours"] = {}
+        for label, (nm, k) in variants.items():
+            row["ours"][label] = {"setting": nm, "tuning": tuned[ds].get(nm) or _means(summarize(evaluate_stopper(tun, _make(k), args.workers))),
+                                  "test": summarize(evaluate_stopper(test, _make(k), args.workers))}
+        pc = row["peers"][row["best_peer"]]["test"]["cost"]["mean"]
+        row["cost_ratio"] = {label: v["test"]["cost"]["mean"] / pc for label, v in row["ours"].items()}
+        # fully parallel: ours (shared) and ASHA re-tuned at 16 workers
+        n = row["n_steps"]
+        res = sorted({r for r in (1, 2, 3, 5, 8, 12, 16) if r < n // 2} | {max(1, n // 8)})
+        asha_grid = {"default grace_period=1 rf=4": lambda n=n: ASHAStopper(n)} | {
+            f"grace_period={r} rf={rf}": (lambda r=r, rf=rf, n=n: ASHAStopper(n, r, rf)) for r in res for rf in (2, 3, 4)}
+        a16 = tune_and_report(asha_grid, tun, test, workers=16, target_top3=TARGET)
+        row["fully_parallel"] = {"asha": {"setting": a16["best"]["setting"], "test": a16["best"]["test"]},
+                                 "ours_shared": {"setting": shared, "test": summarize(evaluate_stopper(test, _make(kw), 16))}}
+        row["fully_parallel"]["cost_ratio"] = (row["fully_parallel"]["ours_shared"]["test"]["cost"]["mean"]
+                                               / a16["best"]["test"]["cost"]["mean"])
+        row["predictor_recall_top3"] = recall(test, kw)
+        # where the cost goes (test studies, 4 workers): the shipped rank rule, the best ASHA, ours
+        asha_set = row["peers"]["asha"]["setting"]
+        g = dict(x.split("=") for x in asha_set.replace("default ", "").split())
+        row["cost_split"] = {
+            "rank (shipped)": where_cost_goes(test, OnlineRankStopper, args.workers),
+            f"asha {asha_set}": where_cost_goes(test, lambda g=g, n=n: ASHAStopper(n, float(g["grace_period"]), float(g["rf"])), args.workers),
+            "ours (shared)": where_cost_goes(test, _make(kw), args.workers),
+            "ours (shared), retro=False": where_cost_goes(test, _make(kw | {"retro": False}), args.workers)}
+    return out
+
+
+def markdown(r: dict) -> str:
+    f = lambda s: f"{s['top1']['mean']:.2f} / {s['top3']['mean']:.2f} / {s['cost']['mean']:.3f}"  # noqa: E731
+    lines = [f"Shared setting (chosen on tuning, every set): `{r['shared']}`, bound quantile {r['config']['bound_quantile']}.", "",
+             "| family | data set | best peer (chosen on tuning): test top-1 / top-3 / cost | ours, shared setting | ÷ peer | "
+             "ours, per-set setting | ÷ peer | shared, slope 0 (last value) | ÷ peer | shared, slope 0, no bound | ÷ peer |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for ds, row in r["datasets"].items():
+        p = row["peers"][row["best_peer"]]
+        o, c = row["ours"], row["cost_ratio"]
+        lines.append(f"| {row['family']} | {ds} | {row['best_peer']} {p['setting']}: {f(p['test'])} | {f(o['shared']['test'])} | "
+                     f"{c['shared']:.2f} | {f(o['per_set']['test'])} | {c['per_set']:.2f} | {f(o['shared_slope0']['test'])} | "
+                     f"{c['shared_slope0']:.2f} | {f(o['shared_slope0_nobound']['test'])} | {c['shared_slope0_nobound']:.2f} |")
+    lines += ["", "Per-set settings: " + "; ".join(f"{ds}: `{row['ours']['per_set']['setting']}`" for ds, row in r["datasets"].items()),
+              "", "**Fully parallel (16 workers)**", "",
+              "| data set | ASHA re-tuned at 16 workers: test top-1 / top-3 / cost | ours, shared setting | ÷ ASHA |",
+              "| --- | --- | --- | --- |"]
+    for ds, row in r["datasets"].items():
+        fp = row["fully_parallel"]
+        lines.append(f"| {ds} | {fp['asha']['setting']}: {f(fp['asha']['test'])} | {f(fp['ours_shared']['test'])} | {fp['cost_ratio']:.2f} |")
+    lines += ["", "**Where the cost goes (test studies, 4 workers): steps ÷ n of the first 4 trials launched / of the "
+              "other 12 / trials trained to the end**", "", "| data set | " + " | ".join(next(iter(r["datasets"].values()))["cost_split"]) + " |",
+              "| --- |" + " --- |" * len(next(iter(r["datasets"].values()))["cost_split"])]
+    for ds, row in r["datasets"].items():
+        lines.append(f"| {ds} | " + " | ".join(f"{v['first_wave']:.2f} / {v['others']:.2f} / {v['trained_to_end']:.1f}"
+                                              for v in row["cost_split"].values()) + " |")
+    lines += ["", "**Top-3 recall of the ranking score at θ (test studies): last value / slope score**", "",
+              "| data set | " + " | ".join(f"θ {t}" for t in THETAS) + " |", "| --- |" + " --- |" * len(THETAS)]
+    for ds, row in r["datasets"].items():
+        rc = row["predictor_recall_top3"]
+        lines.append(f"| {ds} | " + " | ".join(f"{rc[f'{t:.1f}']['last_value']:.2f} / {rc[f'{t:.1f}']['slope_score']:.2f}"
+                                              for t in THETAS) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=ROOT / "data" / "learning_curves")
+    ap.add_argument("--datasets", default=",".join(SETS))
+    ap.add_argument("--tuning", type=int, default=80)
+    ap.add_argument("--test", type=int, default=40)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="every ~12th setting of our grid (smoke test)")
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")
+    args = ap.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(args.out.read_text())))
+        return 0
+    r = run(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(r, indent=1, default=float) + "\n")
+    print(markdown(r))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
