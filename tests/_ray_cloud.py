@@ -179,15 +179,20 @@ class SpotCloud:
         self.nodes[market] = []
         self._adds.put(market)
 
-    def lose_at(self, backend: Any, market: Any, t_s: float) -> None:
-        """At engine time ``t_s`` of the backend's clock, :meth:`lose` the node of ``market``."""
+    def lose_after(self, backend: Any, market: Any, trial_id: str, step: int) -> None:
+        """Once ``trial_id`` has reported ``step`` (read from the backend's orchestrator), :meth:`lose` the node
+        of ``market``: mid-training whatever the machine's load (a fixed engine time could fall before the
+        segment's boot ended or after it finished)."""
 
-        def arm() -> None:
-            while backend.clock._wall0 is None:
-                time.sleep(0.01)
-            backend.clock.call_at(t_s, self._spawn, lambda: self.lost.append(self.lose(market)))
+        def watch() -> None:
+            trial = backend.orchestrator.trials[trial_id]
+            while trial.step < step:
+                if backend.orchestrator.done:
+                    raise AssertionError(f"{trial_id} never reached step {step}")
+                time.sleep(0.005)
+            self.lost.append(self.lose(market))
 
-        self._spawn(arm)
+        self._spawn(watch)
 
     def lose(self, market: Any) -> str:
         """Remove the node of ``market`` without a drain (a host failure); a fresh one follows. Returns its id."""

@@ -226,7 +226,7 @@ class PerTrial:
 
 
 def test_a_node_lost_without_drain_is_a_provider_end_and_a_dead_actor_a_failure(tmp_path, cloud):
-    """t0 on A loses its node at 45 min without a drain (no notice): a provider end, relaunched from its last
+    """t0 on A loses its node at its 10th step without a drain (no notice): a provider end, relaunched from its last
     checkpoint (none: step 0) on A's fresh node; t1 on B kills its own process at step 2: the actor dies on a
     live node, a trial failure (retried once, then FAILED), never a preemption."""
     configs = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05, "exit_at": 2}}
@@ -236,7 +236,7 @@ def test_a_node_lost_without_drain_is_a_provider_end_and_a_dead_actor_a_failure(
                          {t: (configs[t], 100 + i) for i, t in enumerate(sorted(configs))}, FACTS.__getitem__, T0,
                          RaySettings(store_url=str(tmp_path / "store"), time_scale=900.0, pace_steps=True,
                                      watch_s=60.0, max_wall_s=60.0, prices={"c3.xlarge/us-east-1b": 0.5}))
-    cloud.lose_at(backend, A, T0 + 2700.0)
+    cloud.lose_after(backend, A, "t0", 10)
     rec = cloud.serve(backend.run)
     cloud.join()
     assert cloud.errors == [] and len(cloud.lost) == 1

@@ -194,14 +194,7 @@ class AwsBackend(LocalBackend):
                 self._start()
             else:
                 self._reconcile()
-            while not self.orchestrator.done:
-                if time.monotonic() > give_up:
-                    raise BackendError(f"the aws run did not finish within {s.max_wall_s:.0f} wall seconds")
-                try:
-                    item = self._q.get(timeout=0.2)
-                except queue.Empty:
-                    continue
-                self._handle(item)
+            self._serve(give_up, None)
             self._close_leftovers(self.now_s())
         finally:
             self._stop.set()

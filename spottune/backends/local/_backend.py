@@ -291,17 +291,7 @@ class LocalBackend(ReplayDriver):
             else:
                 self._reconcile()
             end_s = float(self.history.end_s)
-            while not self.orchestrator.done and not self.stopped:
-                if time.monotonic() > give_up:
-                    raise BackendError(f"the local run did not finish within {s.max_wall_s:.0f} wall "
-                                       f"seconds (engine time {(self.now_s() - self.start_s) / 3600:.1f} h)")
-                if self.now_s() > end_s:
-                    raise BackendError(f"the price history ends at {end_s:.0f} s before the experiment finished")
-                try:
-                    item = self._q.get(timeout=0.2)
-                except queue.Empty:
-                    continue
-                self._handle(item)
+            self._serve(give_up, end_s)
             self._close_leftovers(end_s)  # revoked-and-saved instances: the provider ends them
         finally:
             pool.stop_all()
@@ -311,6 +301,28 @@ class LocalBackend(ReplayDriver):
                 tmp.cleanup()
         self.record.meta["worker"] = {iid: inst.stats for iid, inst in self._instances.items()}
         return self.record
+
+    def _serve(self, give_up: float, end_s: float | None) -> None:
+        """The one thread that talks to the orchestrator (L1): handle queued items until the orchestrator is
+        done or the driver stopped.
+
+        Raises
+        ------
+        BackendError
+            Past ``give_up`` (``time.monotonic()``), or when engine time passes ``end_s`` (the end of the
+            price history; None: no end).
+        """
+        while not self.orchestrator.done and not self.stopped:
+            if time.monotonic() > give_up:
+                raise BackendError(f"the {self.name} run did not finish within {self.settings.max_wall_s:.0f} wall "
+                                   f"seconds (engine time {(self.now_s() - self.start_s) / 3600:.1f} h)")
+            if end_s is not None and self.now_s() > end_s:
+                raise BackendError(f"the price history ends at {end_s:.0f} s before the experiment finished")
+            try:
+                item = self._q.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            self._handle(item)
 
     def _handle(self, item: tuple[Any, ...]) -> None:
         """One queue item: ``(kind, *args)`` from a timer, a reader thread or the driver itself."""

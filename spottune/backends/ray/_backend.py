@@ -195,17 +195,7 @@ class RayBackend(LocalBackend):
             self._threads.append(th)
             give_up = time.monotonic() + s.max_wall_s
             self._start()
-            end_s = float(self.history.end_s) if self.history is not None else math.inf
-            while not self.orchestrator.done and not self.stopped:
-                if time.monotonic() > give_up:
-                    raise BackendError(f"the ray run did not finish within {s.max_wall_s:.0f} wall seconds")
-                if self.now_s() > end_s:
-                    raise BackendError(f"the price history ends at {end_s:.0f} s before the experiment finished")
-                try:
-                    item = self._q.get(timeout=0.2)
-                except queue.Empty:
-                    continue
-                self._handle(item)
+            self._serve(give_up, float(self.history.end_s) if self.history is not None else None)
             self._close_leftovers(self.now_s())
         finally:
             self._stop.set()
