@@ -16,8 +16,8 @@ from spottune.errors import ConfigError
 from spottune.experiment import ExperimentSpec
 
 #: 16 digits-mlp trials, two cheap types: SEER's plan has 2 rounds (1.2 h, 4.8 h) with elimination.
-ARGS = ["--deadline", "6h", "--budget-usd", "0.5", "--max-steps", "100", "--instance-types", "m3.medium,r3.large"]
-SPEC = dict(deadline="6h", budget_usd=0.5, max_steps=100, instance_types=["m3.medium", "r3.large"])
+ARGS = ["--deadline", "6h", "--budget-usd", "0.5", "--max-steps", "80", "--instance-types", "m3.medium,r3.large"]
+SPEC = dict(deadline="6h", budget_usd=0.5, max_steps=80, instance_types=["m3.medium", "r3.large"])
 START_S = pd.Timestamp("2015-05-05T00:00Z").timestamp()
 
 
