@@ -40,7 +40,7 @@ from spottune.experiment import MARKET_MODES, ExperimentSpec
 __all__ = [
     "PREDICTOR_KINDS", "Experiment", "MarketSetup", "build", "build_market", "calibrated_predictor", "check_start",
     "constant_hazard",
-    "curve_model", "deadline_guard", "dry_run", "make_predictor", "make_provisioner", "plan_spec", "revocation_model", "run", "store_url",
+    "curve_model", "deadline_guard", "dry_run", "make_predictor", "make_provisioner", "plan_orchestrator", "plan_spec", "revocation_model", "run", "store_url",
 ]
 
 log = logging.getLogger(__name__)
@@ -478,6 +478,10 @@ class Experiment:
     backend : SimBackend or LocalBackend
     curves : TrainableCurves or None
         The sim backend's curves (None for the local backend).
+    configs : dict
+        trial_id -> configuration.
+    plan : spottune.planning.RunPlan or None
+        The plan of a run with both a deadline and a budget (executed when ``spec.executes_plan``).
     """
 
     spec: ExperimentSpec
@@ -489,6 +493,7 @@ class Experiment:
     backend: Any
     curves: Any = None
     configs: dict = field(default_factory=dict)
+    plan: Any = None
 
     def run(self) -> dict[str, Any]:
         """Run the backend to the end; returns what :func:`spottune.results.write_results` reads.
@@ -509,6 +514,12 @@ class Experiment:
                            start=spec.start.isoformat(), start_s=self.start_s,
                            markets=[str(m) for m in self.market.markets], metric=spec.metric, mode=spec.mode,
                            n_trials=len(self.trials), spec=spec.to_dict())
+        if self.plan is not None:
+            record.meta.update(deadline_mode=spec.deadline_mode, plan=self.plan.render(executed=spec.executes_plan),
+                               plan_executed=spec.executes_plan)
+        if spec.executes_plan:  # what ran: per bracket, per round, the trials; and the planned round ends
+            record.meta.update(plan_rounds=[[list(r) for r in rounds] for rounds in orch.members],
+                               plan_round_ends_s=list(self.plan.seer.round_ends))
         return {"orchestrator": orch, "record": record, "curves": self.curves, "spec": spec, "opts": spec.to_dict(),
                 "workload": workload, "configs": self.configs, "predictor_desc": self.predictor_desc}
 
@@ -519,13 +530,17 @@ def check_supported(spec: ExperimentSpec) -> None:
     Raises
     ------
     ConfigError
-        On a backend other than ``sim``, ``local``, ``aws`` and ``ray``, or ``aws`` without ``aws.bucket``.
+        On a backend other than ``sim``, ``local``, ``aws`` and ``ray``, ``aws`` without ``aws.bucket``, or
+        an executed plan (``spec.executes_plan``) on a backend other than ``sim`` (decision DB14).
     """
     if spec.backend not in ("sim", "local", "aws", "ray"):
         raise ConfigError(f"backend is {spec.backend!r}, but this build runs only sim, local, aws and ray")
     if spec.backend == "aws" and not spec.aws.get("bucket"):
         raise ConfigError("backend aws needs aws.bucket (an S3 bucket for checkpoints and control objects; "
                           "docs/aws.md)")
+    if spec.executes_plan and spec.backend != "sim":
+        raise ConfigError("--deadline with --budget-usd executes SEER's plan on the sim backend only; use "
+                          "--deadline-mode guard")
 
 
 def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | None = None,
@@ -555,7 +570,6 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
     """
     from spotmarket import Billing
     from spotmarket.prices import to_seconds
-    from spottune.orchestrator import Orchestrator, OrchestratorConfig
 
     check_supported(spec)
     seed = spec.seed
@@ -577,28 +591,13 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
                           history=history, markets=pool)
     start_s = float(to_seconds(spec.start)) if live is None else live[1]
     check_start(market, start_s, spec.train_days)
-    plan_spec(spec, market, start_s)  # deadline and budget: an infeasible request is refused before training
-    predictor, desc = make_predictor(spec.predictor, market, start_s - spec.train_days * DAY_S, start_s, seed,
-                                     log_fn=log_fn, fallback=True)
+    plan = plan_spec(spec, market, start_s)  # deadline and budget: an infeasible request is refused before training
     trials = spec.trials()
-    from spottune._early_stop import early_stopping
-
-    fmp, plateau, stop_rule = early_stopping(spec.stopper, spec.max_steps, spec.theta_steps, spec.top_k, seed)
-    orch = Orchestrator(
-        [t.trial_id for t in trials],
-        OrchestratorConfig(max_steps=spec.max_steps, theta=spec.theta, top_k=spec.top_k, metric=spec.metric,
-                           mode=spec.mode, max_failures=spec.max_failures),
-        make_provisioner(market.history, market.catalog, market.pool, predictor, seed, objective=spec.objective,
-                         boot_s=spec.boot_s if spec.backend in ("sim", "aws", "ray") else 0.0,
-                         checkpoint_size_mb=spec.get_workload().checkpoint_size_mb,
-                         reference_seconds_per_step=getattr(spec.get_workload().trainable,
-                                                            "reference_seconds_per_step", None)),
-        predictor=fmp,
-        plateau_rule=plateau,
-        stop_rule=stop_rule,
-    )
-    if spec.deadline is not None:  # issue 17: stable capacity when the deadline is at risk
-        orch.chooser = deadline_guard(spec, market, start_s, orch.chooser)
+    if spec.executes_plan:  # issue 17, DB14: SEER's printed plan, executed (no revocation predictor needed)
+        orch = plan_orchestrator(spec, market, plan, [t.trial_id for t in trials])
+        desc = "none (the plan's bracket types, max price current + 0.01 USD/h)"
+    else:
+        orch, desc = _algorithm_1(spec, market, start_s, log_fn)
     parts = (orch, market.history, market.revocation_model, Billing(spec.billing))
     curves = None
     if spec.backend == "sim":
@@ -633,7 +632,79 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
         backend.budget_usd, backend.max_usd_per_hour = spec.budget_usd, spec.max_usd_per_hour
     return Experiment(spec=spec, market=market, start_s=start_s, trials=trials, predictor_desc=desc,
                       orchestrator=orch, backend=backend, curves=curves,
-                      configs={t.trial_id: t.config for t in trials})
+                      configs={t.trial_id: t.config for t in trials}, plan=plan)
+
+
+def _algorithm_1(spec: ExperimentSpec, market: MarketSetup, start_s: float,
+                 log_fn: Callable[[str], None] | None) -> tuple[Any, str]:
+    """SpotTune's orchestrator (Algorithm 1: θ barrier, top-k, EarlyCurve) with its predictor and provisioner,
+    inside the deadline guard when ``spec.deadline`` is set; and the predictor's one-line note."""
+    from spottune._early_stop import early_stopping
+    from spottune.orchestrator import Orchestrator, OrchestratorConfig
+
+    seed = spec.seed
+    predictor, desc = make_predictor(spec.predictor, market, start_s - spec.train_days * DAY_S, start_s, seed,
+                                     log_fn=log_fn, fallback=True)
+    fmp, plateau, stop_rule = early_stopping(spec.stopper, spec.max_steps, spec.theta_steps, spec.top_k, seed)
+    orch = Orchestrator(
+        [t.trial_id for t in spec.trials()],
+        OrchestratorConfig(max_steps=spec.max_steps, theta=spec.theta, top_k=spec.top_k, metric=spec.metric,
+                           mode=spec.mode, max_failures=spec.max_failures),
+        make_provisioner(market.history, market.catalog, market.pool, predictor, seed, objective=spec.objective,
+                         boot_s=spec.boot_s if spec.backend in ("sim", "aws", "ray") else 0.0,
+                         checkpoint_size_mb=spec.get_workload().checkpoint_size_mb,
+                         reference_seconds_per_step=getattr(spec.get_workload().trainable,
+                                                            "reference_seconds_per_step", None)),
+        predictor=fmp,
+        plateau_rule=plateau,
+        stop_rule=stop_rule,
+    )
+    if spec.deadline is not None:  # issue 17: stable capacity when the deadline is at risk
+        orch.chooser = deadline_guard(spec, market, start_s, orch.chooser)
+    return orch, desc
+
+
+def plan_orchestrator(spec: ExperimentSpec, market: MarketSetup, plan: Any, trial_ids: Sequence[str]) -> Any:
+    """SEER's plan executed: the ``seer-predictive`` orchestrator of ``spottune simulate`` on ``plan``.
+
+    The schedule is :func:`spottune.planning.seer_schedule` of the printed plan's ``plan.seer`` (one source:
+    what is printed is what runs), each bracket on the plan's instance type, rounds ending at the plan's
+    wall-clock times (``plan.seer.round_ends`` after the start) less a noise reserve of ``spec.step_time_cov``,
+    elimination by EarlyCurve's predicted final value, the answer the best of the last round
+    (:func:`spottune.evaluation._elastic.bracket_orchestrator`, decisions DB7, DB9, DB13, DB14).
+
+    Parameters
+    ----------
+    spec : ExperimentSpec
+    market : MarketSetup
+    plan : spottune.planning.RunPlan
+        A feasible plan (:func:`plan_spec`).
+    trial_ids : sequence of str
+        The experiment's trials, in sampling order.
+
+    Returns
+    -------
+    spottune.evaluation._elastic.BracketOrchestrator
+
+    Raises
+    ------
+    ConfigError
+        If the plan has no round (not feasible).
+    """
+    from spottune.evaluation._elastic import bracket_orchestrator
+    from spottune.planning import seer_schedule
+
+    if plan is None or plan.seer is None:
+        raise ConfigError("the deadline and the budget fit no round of SEER's plan")
+    schedule = seer_schedule(plan.seer)
+    types = {float(p): t for p, t in zip(plan.seer.parallelism, plan.instance_types)}
+    ref = spec.get_workload().reference_seconds_per_step
+    orch, _, _ = bracket_orchestrator(
+        schedule, types, trial_ids, history=market.history, catalog=market.catalog, pool=market.pool,
+        rng=np.random.default_rng(spec.seed), max_steps=spec.max_steps, metric=spec.metric, mode=spec.mode,
+        top_k=spec.top_k, reference_seconds_per_step=lambda _tid: ref, boot_s=spec.boot_s, predictive=True,
+        step_time_cov=spec.step_time_cov)
+    return orch
 
 
 def deadline_guard(spec: ExperimentSpec, market: MarketSetup, start_s: float, chooser: Any) -> Any:

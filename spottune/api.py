@@ -280,7 +280,9 @@ class _ProgressBar:
         if self.bar is None:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=self.total_steps, unit="step", dynamic_ncols=True, file=sys.stderr)
+            # an executed plan (DB14) trains what fits before each round's end: no total known ahead
+            total = None if getattr(orch, "wall_clock", False) else self.total_steps
+            self.bar = tqdm(total=total, unit="step", dynamic_ncols=True, file=sys.stderr)
         self.calls += 1
         steps = sum(tr.step for tr in orch.trials.values())
         if steps != self.done:

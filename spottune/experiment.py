@@ -46,7 +46,7 @@ from spottune.search_space import count_configs, generate_configs, has_domain, p
 from spottune.trainable import Trainable, trial_seed
 from spottune.workloads import Workload, get_workload
 
-__all__ = ["BACKENDS", "BILLING", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "RAY_KEYS", "STOPPERS", "ExperimentSpec",
+__all__ = ["BACKENDS", "BILLING", "DEADLINE_MODES", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "RAY_KEYS", "STOPPERS", "ExperimentSpec",
            "TrialSpec"]
 
 BACKENDS = ("sim", "local", "aws", "ray")
@@ -59,6 +59,11 @@ OBJECTIVES = ("refund", "paper")
 #: value's top-k at θ) and ``paper`` (EarlyCurve at θ, as published); :mod:`spottune._early_stop`.
 STOPPERS = ("paper", "rank", "predictive")
 BILLING = ("second", "hour")
+#: What a run with both ``deadline`` and ``budget_usd`` executes (issue 17, decision DB14): ``plan`` runs
+#: SEER's printed plan (``seer-predictive``: brackets, wall-clock rounds, elimination by EarlyCurve's predicted
+#: final value; sim backend only), ``guard`` runs SpotTune's Algorithm 1 under the budget cap and the deadline
+#: guard (the plan is only printed).
+DEADLINE_MODES = ("plan", "guard")
 #: Start of a run whose spec leaves ``start_utc`` as None (spec D10: the 2015 trace's default window).
 DEFAULT_START_UTC = pd.Timestamp("2015-05-05T00:00Z")
 #: Largest ``max_steps``: a bigger budget is a typo (it would run for hours of wall time in the simulator).
@@ -209,6 +214,11 @@ class ExperimentSpec:
         Seconds from the start by which the run must finish (``"6h"``, ``"90min"`` or a number of
         seconds; :func:`spottune.planning.parse_duration`). With ``budget_usd`` the run is planned first
         (SEER, :func:`spottune.planning.plan_run`) and an infeasible request is refused (issue 17).
+    deadline_mode : {"plan", "guard"}, default "plan"
+        With both ``deadline`` and ``budget_usd``: ``plan`` executes the printed plan (SEER's brackets with
+        wall-clock rounds, elimination by EarlyCurve's predicted final value, the ``seer-predictive`` policy of
+        ``spottune simulate``; sim backend only), ``guard`` runs SpotTune's Algorithm 1 under the budget
+        cap and the deadline guard and only prints the plan (decision DB14). Ignored without both.
     aws : mapping, default {}
         AWS backend settings (:class:`spottune.backends.aws.AwsSettings` fields: ``bucket``, ``image``,
         ``ami``, ``instance_profile``, ``region``, ``experiment``, ``subnets``, ``security_groups``,
@@ -257,6 +267,7 @@ class ExperimentSpec:
     max_usd_per_hour: float | None = None
     budget_usd: float | None = None
     deadline: float | None = None
+    deadline_mode: str = "plan"
     aws: Mapping[str, Any] = field(default_factory=dict)
     ray: Mapping[str, Any] = field(default_factory=dict)
     _derived: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
@@ -366,6 +377,7 @@ class ExperimentSpec:
         need(self.stopper in STOPPERS, "stopper", f"one of {', '.join(STOPPERS)}")
         need(_is_real(self.step_time_cov) and 0 <= self.step_time_cov < 1, "step_time_cov", "0 <= step_time_cov < 1")
         need(self.billing in BILLING, "billing", f"one of {', '.join(BILLING)}")
+        need(self.deadline_mode in DEADLINE_MODES, "deadline_mode", f"one of {', '.join(DEADLINE_MODES)}")
 
     # -- derived values -----------------------------------------------------------------------------
     def get_workload(self) -> Workload:
@@ -381,6 +393,11 @@ class ExperimentSpec:
     def start(self) -> pd.Timestamp:
         """The run's start time (UTC): ``start_utc``, or :data:`DEFAULT_START_UTC` when it is None."""
         return DEFAULT_START_UTC if self.start_utc is None else self.start_utc
+
+    @property
+    def executes_plan(self) -> bool:
+        """Whether the run executes SEER's plan: both ``deadline`` and ``budget_usd`` and ``deadline_mode="plan"``."""
+        return self.deadline is not None and self.budget_usd is not None and self.deadline_mode == "plan"
 
     @property
     def n_trials(self) -> int:

@@ -154,6 +154,10 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
 @click.option("--deadline", default=None,
               help="Finish within this long of the start ('6h', '90min', seconds); with --budget-usd the run is "
                    "planned first (SEER) and an infeasible request refused.")
+@click.option("--deadline-mode", default=None, show_default=_default("deadline_mode"),
+              help="With --deadline and --budget-usd: 'plan' executes the printed plan (SEER's brackets, wall-clock "
+                   "rounds, elimination by EarlyCurve's prediction; sim backend only), 'guard' runs Algorithm 1 under "
+                   "the budget cap and the deadline guard (the plan is only printed).")
 @click.option("--dry-run", is_flag=True, default=False,
               help="Print the first launches (markets, max prices, hourly cost bound), or with --deadline and "
                    "--budget-usd the plan, and launch nothing.")
@@ -168,9 +172,11 @@ def run(ctx: click.Context, config: str | None, output: str | None, progress: bo
 
     spec = _spec(ctx, config)  # validated at once, before any loading
     if spec.deadline is not None and spec.budget_usd is not None:
-        from spottune._compose import plan_spec
+        from spottune._compose import check_supported, plan_spec
 
-        click.echo(plan_spec(spec).render())  # refused here (exit 2) if infeasible
+        check_supported(spec)  # an executed plan on a backend other than sim: refused before the plan is printed
+
+        click.echo(plan_spec(spec).render(executed=spec.executes_plan))  # refused here (exit 2) if infeasible
         if ctx.params.get("dry_run"):
             return
     if ctx.params.get("dry_run"):

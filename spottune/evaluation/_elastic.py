@@ -20,14 +20,25 @@ cheapest zone at launch (:class:`provisioner.FixedTypeChooser`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from spottune.errors import ConfigError
 from spottune.orchestrator import Orchestrator, OrchestratorConfig, Stop, StopReason, TrialState
 from spottune.orchestrator._policy import _rank_key
 
-__all__ = ["BracketOrchestrator", "TypeChooser"]
+__all__ = ["BracketOrchestrator", "TypeChooser", "bracket_orchestrator"]
+
+#: The SEER family's max price: current price + this, USD/hour (DB9). The budget cap commits one hour of
+#: every live instance at its max price, so the AWS default (on-demand) or D1's delta (up to 0.2 USD/h)
+#: stops a schedule that launches all its trials at once at its first launches.
+ELASTIC_DELTA_USD_PER_HOUR = 0.01
+#: Seconds of a launch not spent training, besides the boot: restore and checkpoint (upper bound) [I].
+RESTORE_CHECKPOINT_S = 60.0
+#: [I] Back-off after a refused launch, seconds. The orchestrator's default (60 s) makes modern-mode runs,
+#: whose capacity outages refuse launches for tens of minutes, spend most of their CPU on retries that
+#: ask the predictor again; 300 s changes JCT by at most 5 minutes per refusal.
+LAUNCH_RETRY_S = 300.0
 
 
 class TypeChooser:
@@ -296,3 +307,70 @@ class BracketOrchestrator(Orchestrator):
         self.finished_s = t
         out.append(ExperimentFinished(time_s=t, top_k=self.top_k,
                                       metrics={tid: self.to_user(loss) for loss, tid in finals[: self.config.top_k]}))
+
+
+def bracket_orchestrator(schedule: Any, types: Mapping[float, str], trial_ids: Sequence[str], *, history: Any,
+                         catalog: Any, pool: Any, rng: Any, max_steps: int, metric: str, mode: str, top_k: int,
+                         reference_seconds_per_step: Callable[[str], float], boot_s: float, predictive: bool,
+                         step_time_cov: float, hourly_hop: bool = False) -> tuple[BracketOrchestrator, TypeChooser, str]:
+    """A SEER-family schedule executed with wall-clock rounds: the one builder of ``spottune simulate``'s
+    ``seer`` / ``seer-predictive`` / ``e-hyperband`` / ``e-grid`` and of ``spottune run --deadline
+    --budget-usd`` (``deadline_mode="plan"``, decision DB14).
+
+    Parameters
+    ----------
+    schedule : spottune.planning.ElasticSchedule
+        Durations in seconds, resources in vCPUs.
+    types : mapping vCPUs -> instance type
+        The instance type of every resource count of the schedule.
+    trial_ids : sequence of str
+        The trials, in sampling order (the first ``schedule.n_trials`` run).
+    history, catalog, pool : the market (prices in USD per instance-hour)
+    rng : numpy.random.Generator
+        Shared by the per-type choosers (ties of zones).
+    max_steps, metric, mode, top_k
+        S_max, the reported metric, ``"min"`` / ``"max"``, the models kept.
+    reference_seconds_per_step : callable (trial_id) -> float
+        Seconds per step on the 2-vCPU reference instance (:func:`spottune.backends._speed.seconds_per_step`).
+    boot_s : float
+        Launch-to-training latency, seconds; a round's overhead is ``boot_s`` + :data:`RESTORE_CHECKPOINT_S`.
+    predictive : bool
+        Rank each round by EarlyCurve's predicted final value (``seer-predictive``, F-S2) instead of the
+        current value (SEER as published).
+    step_time_cov : float
+        The replay's step-time noise: the noise reserve of each round (DB13).
+    hourly_hop : bool, default False
+        The SEER family does not hop (DB9).
+
+    Returns
+    -------
+    (BracketOrchestrator, TypeChooser, str)
+        The orchestrator, its chooser (max price = current + :data:`ELASTIC_DELTA_USD_PER_HOUR`), and a
+        one-line note (trials, planned finish, bracket sizes and types).
+
+    Raises
+    ------
+    ConfigError
+        If the schedule samples more trials than given.
+    """
+    from provisioner import MaxPriceRule
+    from spottune.backends._speed import seconds_per_step
+
+    delta = ELASTIC_DELTA_USD_PER_HOUR
+    chooser = TypeChooser(types.values(), history, catalog, pool, rng,
+                          MaxPriceRule(delta_low_usd_per_hour=delta, delta_high_usd_per_hour=delta))
+    if predictive:
+        from earlycurve import EarlyCurve
+
+        fmp = EarlyCurve(max_steps)
+    else:
+        fmp = None  # LastValue: the current value
+    config = OrchestratorConfig(max_steps=max_steps, theta=1.0, top_k=top_k, metric=metric, mode=mode,
+                                hourly_hop=hourly_hop, launch_retry_s=LAUNCH_RETRY_S)
+    orch = BracketOrchestrator(
+        trial_ids, config, chooser, schedule, instance_type=types.__getitem__,
+        seconds_per_step=lambda tid, t: seconds_per_step(reference_seconds_per_step(tid), catalog[t].vcpus,
+                                                         catalog[t].ecu),
+        overhead_s=boot_s + RESTORE_CHECKPOINT_S, predictor=fmp, wall_clock=True, step_time_cov=step_time_cov)
+    sizes = "; ".join(f"{b.live}x{types[b.resources[0]]}" for b in schedule.brackets)
+    return orch, chooser, f"{schedule.name}: {schedule.n_trials} trials, finish {schedule.finish / 3600:.2f} h; {sizes}"

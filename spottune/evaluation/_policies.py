@@ -53,16 +53,13 @@ import numpy as np
 
 from spottune.errors import ConfigError
 from spottune.experiment import OBJECTIVES, STOPPERS
+from spottune.evaluation._elastic import LAUNCH_RETRY_S, RESTORE_CHECKPOINT_S
 from spottune.evaluation._predictors import KINDS
 from spottune.evaluation._pruning import PRUNERS
 from spottune.planning._elastic import SCHEDULES
 
 CHOOSERS = ("spottune", "cheapest-market", "fixed-cheapest", "fixed-fastest", "bracket-type")
 NEVER_REVOKED_FACTOR = 10.0  #: single-spot max price = this x the highest price of the whole history
-#: [I] Back-off after a refused launch, seconds. The orchestrator's default (60 s) makes modern-mode runs,
-#: whose capacity outages refuse launches for tens of minutes, spend most of their CPU on retries that
-#: ask the predictor again; 300 s changes JCT by at most 5 minutes per refusal.
-LAUNCH_RETRY_S = 300.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -367,15 +364,6 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
                     stop_rule=stop_rule, note=note)
 
 
-#: The SEER family's max price: current price + this, USD/hour (DB9). The budget cap commits one hour of
-#: every live instance at its max price, so the AWS default (on-demand) or D1's delta (up to 0.2 USD/h)
-#: stops a schedule that launches all its trials at once at its first launches.
-ELASTIC_DELTA_USD_PER_HOUR = 0.01
-
-#: Seconds of a launch not spent training, besides the boot: restore and checkpoint (upper bound) [I].
-RESTORE_CHECKPOINT_S = 60.0
-
-
 def _guard(chooser: Any, *, study: Any, catalog: Any, markets: list, start_s: float | None, deadline_s: float,
            boot_s: float, rule: str, budget_usd: float | None = None, top_k: int = 3) -> Any:
     """``chooser`` inside :class:`spottune.planning.DeadlineGuard` for a deadline ``deadline_s`` after the start.
@@ -430,12 +418,9 @@ def elastic_schedule(kind: str, *, study: Any, history: Any, catalog: Any, marke
 def _assemble_elastic(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: Any, markets: list,
                       revocation_model: Any, billing: Any, rng: Any, top_k: int, boot_s: float, start_s: float | None,
                       deadline_s: float | None, budget_usd: float | None, window_s: float) -> Assembly:
-    """The orchestrator of an elastic policy (:class:`spottune.evaluation._elastic.BracketOrchestrator`)."""
-    from provisioner import MaxPriceRule
-    from spottune.backends._speed import seconds_per_step
+    """The orchestrator of an elastic policy (:func:`spottune.evaluation._elastic.bracket_orchestrator`)."""
     from spottune.backends.sim import SimSettings
-    from spottune.evaluation._elastic import BracketOrchestrator, TypeChooser
-    from spottune.orchestrator import OrchestratorConfig
+    from spottune.evaluation._elastic import bracket_orchestrator
 
     if deadline_s is None or budget_usd is None or start_s is None:
         raise ConfigError(f"policy {policy.name} needs a deadline and a budget (--deadline, --budget-usd)")
@@ -443,21 +428,9 @@ def _assemble_elastic(policy: Policy, *, study: Any, history: Any, catalog: Any,
                                      start_s=start_s, deadline_s=deadline_s, budget_usd=budget_usd, boot_s=boot_s,
                                      window_s=window_s)
     types = {p: res.instance_type(p) for b in schedule.brackets for p in b.resources}
-    delta = ELASTIC_DELTA_USD_PER_HOUR
-    chooser = TypeChooser(types.values(), history, catalog, pool, rng, MaxPriceRule(delta_low_usd_per_hour=delta, delta_high_usd_per_hour=delta))
-    ref = study.reference_seconds_per_step
-    if policy.early_curve:
-        from earlycurve import EarlyCurve
-
-        fmp = EarlyCurve(study.max_steps)
-    else:
-        fmp = None  # LastValue: the current value
-    config = OrchestratorConfig(max_steps=study.max_steps, theta=1.0, top_k=top_k, metric=study.metric,
-                                mode=study.mode, hourly_hop=policy.hourly_hop, launch_retry_s=LAUNCH_RETRY_S)
-    orch = BracketOrchestrator(study.trial_ids, config, chooser, schedule, instance_type=types.__getitem__,
-                               seconds_per_step=lambda tid, t: seconds_per_step(ref[tid], catalog[t].vcpus, catalog[t].ecu),
-                               overhead_s=boot_s + RESTORE_CHECKPOINT_S, predictor=fmp, wall_clock=True,
-                               step_time_cov=SimSettings().step_time_cov)
-    sizes = "; ".join(f"{b.live}x{types[b.resources[0]]}" for b in schedule.brackets)
-    return Assembly(orchestrator=orch, revocation_model=revocation_model, billing=billing, chooser=chooser,
-                    note=f"{schedule.name}: {schedule.n_trials} trials, finish {schedule.finish / 3600:.2f} h; {sizes}")
+    orch, chooser, note = bracket_orchestrator(
+        schedule, types, study.trial_ids, history=history, catalog=catalog, pool=pool, rng=rng,
+        max_steps=study.max_steps, metric=study.metric, mode=study.mode, top_k=top_k,
+        reference_seconds_per_step=study.reference_seconds_per_step.__getitem__, boot_s=boot_s,
+        predictive=policy.early_curve, step_time_cov=SimSettings().step_time_cov, hourly_hop=policy.hourly_hop)
+    return Assembly(orchestrator=orch, revocation_model=revocation_model, billing=billing, chooser=chooser, note=note)

@@ -145,8 +145,12 @@ class RunPlan:
                 f"{self.budget_usd:g} USD (the experiment has {self.n_requested}); lower num_samples or raise "
                 "the deadline or the budget")
 
-    def render(self) -> str:
-        """The plan as text: trials, brackets and rungs, expected cost with a band, expected finish."""
+    def render(self, executed: bool | None = None) -> str:
+        """The plan as text: trials, brackets and rungs, expected cost with a band, expected finish.
+
+        ``executed`` adds a last line saying what runs: True, this plan (``deadline_mode="plan"``, with the
+        wall-clock round ends); False, SpotTune's Algorithm 1 under the budget cap and the deadline guard
+        (``deadline_mode="guard"``); None (default) adds nothing (decision DB14)."""
         lo, mid, hi = self.cost_usd()
         lines = [f"plan: deadline {format_duration(self.deadline_s)}, budget {self.budget_usd:g} USD "
                  f"(SEER, eta {self.seer.eta:g}; {self.usd_per_vcpu_hour[1]:.5f} USD per vCPU-hour "
@@ -165,6 +169,15 @@ class RunPlan:
         lines.append(f"expected cost: {mid:.2f} USD (band {lo:.2f}-{hi:.2f}, 10th-90th price percentiles)")
         lines.append(f"expected finish: {format_duration(self.expected_finish_s)} after the start "
                      f"(deadline {format_duration(self.deadline_s)})")
+        if executed is True:
+            ends = ", ".join(format_duration(e) for e in s.round_ends)
+            lines.append(f"executed (deadline_mode plan): these brackets and trials, rounds ending {ends} after the "
+                         "start (wall clock); each round is one launch per trial that trains what fits before its end "
+                         "after boot, restore, checkpoint and a noise reserve (the rungs are upper bounds); "
+                         "elimination by EarlyCurve's predicted final value")
+        elif executed is False:
+            lines.append("not executed (deadline_mode guard): the run is SpotTune's Algorithm 1 (theta barrier, top-k) "
+                         "under the budget cap and the deadline guard; the plan is SEER's estimate")
         return "\n".join(lines)
 
 

@@ -1,0 +1,157 @@
+"""``spottune run --deadline --budget-usd`` executes SEER's printed plan (issue 17, decision DB14): the brackets
+and rounds that run are the printed ones, the run ends by the deadline within the budget; ``--deadline-mode
+guard`` keeps SpotTune's Algorithm 1 under the budget cap and the deadline guard; bad modes and backends other
+than sim get one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+
+import pandas as pd
+import pytest
+
+from spottune.errors import ConfigError
+from spottune.experiment import ExperimentSpec
+
+#: 16 digits-mlp trials, two cheap types: SEER's plan has 2 rounds (1.2 h, 4.8 h) with elimination.
+ARGS = ["--deadline", "6h", "--budget-usd", "0.5", "--max-steps", "80", "--instance-types", "m3.medium,r3.large"]
+SPEC = dict(deadline="6h", budget_usd=0.5, max_steps=80, instance_types=["m3.medium", "r3.large"])
+START_S = pd.Timestamp("2015-05-05T00:00Z").timestamp()
+
+
+def _main(argv, monkeypatch, capsys):
+    from spottune.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["spottune", *argv])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    """One executed plan through the CLI: (stdout, summary, events)."""
+    from click.testing import CliRunner
+
+    from spottune.cli import cli
+
+    out = tmp_path_factory.mktemp("plan") / "r"
+    res = CliRunner().invoke(cli, ["run", *ARGS, "--no-progress", "--output", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text())
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    return res.output, summary, events
+
+
+def test_the_plan_is_printed_with_what_runs(monkeypatch, capsys):
+    code, out, err = _main(["run", *ARGS, "--dry-run"], monkeypatch, capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1] == "trials: 16 requested, 141 affordable; plan of 16: 2 rounds of 1.2 h, 4.8 h"
+    assert lines[2].startswith("  bracket 1: 10 trials on m3.medium (1 vCPUs), live per round [10, 2]")
+    assert lines[3].startswith("  bracket 2: 6 trials on r3.large (2 vCPUs), live per round [6, 1]")
+    assert lines[-1].startswith("executed (deadline_mode plan): these brackets and trials, rounds ending 1.2 h, 6 h")
+
+
+def test_the_printed_plan_is_the_executed_one(planned):
+    """One source: the plan printed before the run is the one stored in the summary, and its brackets are the
+    rounds that ran (the trials in sampling order, live per round [10, 2] and [6, 1], round ends T/5 and T)."""
+    output, summary, _ = planned
+    st = summary["settings"]
+    assert output.startswith(st["plan"] + "\n")
+    assert st["deadline_mode"] == "plan" and st["plan_executed"] is True and st["theta"] == 1.0
+    assert st["plan_round_ends_s"] == pytest.approx([4320.0, 21600.0])
+    rounds = st["plan_rounds"]
+    assert [[len(r) for r in b] for b in rounds] == [[10, 2], [6, 1]]
+    assert rounds[0][0] == [f"t{i:02d}" for i in range(10)] and rounds[1][0] == [f"t{i:02d}" for i in range(10, 16)]
+    survivors = set(rounds[0][1]) | set(rounds[1][1])
+    assert len(survivors) == 3 and survivors == {d["trial_id"] for d in summary["top_k"]}
+
+
+def test_the_rounds_run_on_the_bracket_types_by_the_round_ends(planned):
+    """Round 1: every trial launched once at the start on its bracket's type, training ends before 1.2 h; round 2:
+    only the 3 survivors launched again (after the last round-1 segment, best on r3.large), ended by 6 h."""
+    _, summary, events = planned
+    rounds = summary["settings"]["plan_rounds"]
+    launches, ends = defaultdict(list), defaultdict(list)
+    for e in events:
+        if e.get("type") == "TrialLaunched":
+            launches[e["trial_id"]].append((e["time_s"], e["market"].split("/")[1]))
+        elif e.get("type") == "SegmentEnded":
+            ends[e["trial_id"]].append(e["time_s"])
+    assert summary["revocations"] == 0  # so launches are exactly one per round
+    for b, itype in ((0, "m3.medium"), (1, "r3.large")):
+        for tid in rounds[b][0]:
+            assert launches[tid][0][1] == itype and ends[tid][0] <= START_S + 4320.0
+    round1_end = max(ts[0] for ts in ends.values())
+    second = {tid: ls[1] for tid, ls in launches.items() if len(ls) > 1}
+    assert set(second) == set(rounds[0][1]) | set(rounds[1][1])
+    assert all(len(ls) <= 2 for ls in launches.values())
+    assert all(t >= round1_end for t, _ in second.values())
+    assert [second[t][1] for t in rounds[1][1]] == ["r3.large"] and {second[t][1] for t in rounds[0][1]} == {"m3.medium"}
+
+
+def test_the_run_ends_by_the_deadline_within_the_budget(planned):
+    _, summary, events = planned
+    finished = [e for e in events if e.get("type") == "ExperimentFinished"]
+    assert len(finished) == 1 and finished[0]["time_s"] <= START_S + 6 * 3600
+    assert summary["jct_s"] <= 6 * 3600 and summary["budget_exhausted"] is None
+    assert 0 < summary["total_cost_usd"] <= 0.5
+
+
+def test_guard_mode_keeps_algorithm_1(monkeypatch, capsys):
+    """``--deadline-mode guard``: SpotTune's orchestrator (θ 0.7) inside the deadline guard, the plan only printed."""
+    from spottune._compose import build
+    from spottune.evaluation._elastic import BracketOrchestrator
+    from spottune.orchestrator import Orchestrator
+    from spottune.planning import DeadlineGuard
+
+    exp = build(ExperimentSpec(**SPEC, deadline_mode="guard", predictor="constant"))
+    assert type(exp.orchestrator) is Orchestrator and isinstance(exp.orchestrator.chooser, DeadlineGuard)
+    assert exp.orchestrator.config.theta == 0.7 and len(exp.orchestrator.trials) == 16
+    planned_exp = build(ExperimentSpec(**SPEC))
+    assert isinstance(planned_exp.orchestrator, BracketOrchestrator)
+    assert planned_exp.predictor_desc.startswith("none")
+    code, out, err = _main(["run", *ARGS, "--deadline-mode", "guard", "--dry-run"], monkeypatch, capsys)
+    assert code == 0, err
+    assert out.splitlines()[-1].startswith("not executed (deadline_mode guard): the run is SpotTune's Algorithm 1")
+
+
+def test_guard_mode_runs_algorithm_1(tmp_path):
+    from spottune import tune
+
+    tune(**{**SPEC, "max_steps": 40}, deadline_mode="guard", predictor="constant", output=tmp_path / "g")
+    st = json.loads((tmp_path / "g" / "summary.json").read_text())
+    assert st["settings"]["theta"] == 0.7 and st["settings"]["plan_executed"] is False
+    assert "plan_rounds" not in st["settings"] and len(st["selected_at_theta"]) == 3
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--deadline-mode", "fast"], "deadline_mode is 'fast', but must be one of plan, guard"),
+    (["--backend", "local"], "--deadline with --budget-usd executes SEER's plan on the sim backend only; use "
+                             "--deadline-mode guard"),
+])
+def test_cli_refuses_in_one_line(argv, words, monkeypatch, capsys, tmp_path):
+    code, out, err = _main(["run", *ARGS, *argv, "--output", str(tmp_path / "o")], monkeypatch, capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and lines == [f"error: {words}"], err
+    assert out == ""
+
+
+def test_spec_and_tune_validate_the_mode(tmp_path):
+    with pytest.raises(ConfigError, match="deadline_mode is 'Plan', but must be one of plan, guard"):
+        ExperimentSpec(deadline_mode="Plan")
+    s = ExperimentSpec(**SPEC, deadline_mode="guard")
+    assert ExperimentSpec.from_dict(s.to_dict()) == s and not s.executes_plan and ExperimentSpec(**SPEC).executes_plan
+    assert not ExperimentSpec(deadline="6h").executes_plan  # a deadline alone: Algorithm 1 and the guard
+    from spottune import tune
+
+    with pytest.raises(ConfigError, match="sim backend only"):
+        tune(**SPEC, backend="local", output=tmp_path / "x")
+    assert not (tmp_path / "x").exists()
