@@ -26,6 +26,7 @@ backend            :func:`build`: the simulator (``sim``), real worker processes
 from __future__ import annotations
 
 import logging
+import math
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -692,11 +693,10 @@ def plan_orchestrator(spec: ExperimentSpec, market: MarketSetup, plan: Any, tria
         If the plan has no round (not feasible).
     """
     from spottune.evaluation._elastic import bracket_orchestrator
-    from spottune.planning import seer_schedule
 
     if plan is None or plan.seer is None:
         raise ConfigError("the deadline and the budget fit no round of SEER's plan")
-    schedule = seer_schedule(plan.seer)
+    schedule = _seer_schedule(plan)
     types = {float(p): t for p, t in zip(plan.seer.parallelism, plan.instance_types)}
     ref = spec.get_workload().reference_seconds_per_step
     orch, _, _ = bracket_orchestrator(
@@ -755,7 +755,37 @@ def plan_spec(spec: ExperimentSpec, market: MarketSetup | None = None, start_s: 
                     boot_s=spec.boot_s, n_requested=spec.n_trials)
     if not plan.feasible:
         raise ConfigError(plan.refusal())
+    if spec.executes_plan:
+        first = first_round_commitment_usd(plan, market, float(start_s))
+        if first > spec.budget_usd:
+            n0 = sum(b.live[0] for b in _seer_schedule(plan).brackets)
+            raise ConfigError(f"SEER's plan starts {n0} trials at once, and the budget cap counts an hour of each at its "
+                              f"max price: {first:.3f} USD, more than the budget of {spec.budget_usd:g} USD; give at least "
+                              f"--budget-usd {math.ceil(first * 1000) / 1000:g}, fewer trials, or "
+                              "--deadline-mode guard")
     return plan
+
+
+def _seer_schedule(plan: Any) -> Any:
+    from spottune.planning import seer_schedule
+
+    return seer_schedule(plan.seer)
+
+
+def first_round_commitment_usd(plan: Any, market: MarketSetup, start_s: float) -> float:
+    """USD the budget cap commits when an executed plan's first round has launched: one hour of every trial
+    of the round at its max price (DB5), the cheapest zone's price at ``start_s`` plus
+    ``ELASTIC_DELTA_USD_PER_HOUR`` per instance type (DB9). The cap stops a run whose commitment exceeds the
+    budget before it trains, so such a plan is refused (DB14)."""
+    from spottune.evaluation._elastic import ELASTIC_DELTA_USD_PER_HOUR
+
+    types = {float(p): t for p, t in zip(plan.seer.parallelism, plan.instance_types)}
+    total = 0.0
+    for b in _seer_schedule(plan).brackets:
+        itype = types[float(b.resources[0])]
+        price = min(float(market.history[m].price_at(start_s)) for m in market.markets if m.instance_type == itype)
+        total += b.live[0] * (price + ELASTIC_DELTA_USD_PER_HOUR)
+    return total
 
 
 def dry_run(spec: ExperimentSpec, *, log_fn: Callable[[str], None] | None = None) -> str:

@@ -155,3 +155,16 @@ def test_spec_and_tune_validate_the_mode(tmp_path):
     with pytest.raises(ConfigError, match="sim backend only"):
         tune(**SPEC, backend="local", output=tmp_path / "x")
     assert not (tmp_path / "x").exists()
+
+
+def test_a_plan_the_budget_cap_would_stop_at_its_first_launches_is_refused(monkeypatch, capsys):
+    """16 trials at once on the default pool commit 16 x (price + 0.01 USD/h) for their first hour (DB5): more
+    than 0.2 USD, so the cap would stop the run before it trains; refused in one line (DB14)."""
+    argv = ["run", "--max-steps", "60", "--deadline", "1h", "--budget-usd", "0.2", "--dry-run"]
+    code, out, err = _main(argv, monkeypatch, capsys)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith("error: SEER's plan starts 16 trials at once, and the budget cap counts an hour of each")
+    assert "more than the budget of 0.2 USD" in err and "--deadline-mode guard" in err
+    code, out, err = _main([*argv, "--deadline-mode", "guard"], monkeypatch, capsys)
+    assert code == 0, err  # guard mode: Algorithm 1 under the cap, the plan only printed
