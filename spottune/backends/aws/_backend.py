@@ -39,7 +39,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from spotmarket import HOUR_S
@@ -506,17 +505,7 @@ class AwsBackend(LocalBackend):
 
     def _on_seen(self, inst: _AwsInstance, report: Notice) -> None:
         """The worker saw the interruption notice on IMDS: ``RevocationNotice`` with IMDS's deadline."""
-        now = self.now_s()
-        inst.stats["notice_seen_s"] = now
-        if inst.notified or not inst.alive or inst.gone:
-            return
-        inst.notified = True
-        try:
-            deadline = datetime.fromisoformat(str(report.time).replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            deadline = now + 120.0  # AWS: two minutes after the notice
-        inst.notice_s, inst.termination_s = now, max(now, deadline)
-        self._send_or_defer(inst, inst.revocation_notice(now))
+        self._notice_from_worker(inst, report)
 
     def _on_gone(self, instance_id: str, reason_code: str) -> None:
         inst = self._instances.get(instance_id)

@@ -51,6 +51,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -630,6 +631,22 @@ class LocalBackend(ReplayDriver):
 
     def _on_seen(self, inst: _Instance, report: Notice) -> None:
         inst.stats["notice_seen_s"] = self.now_s()
+
+    def _notice_from_worker(self, inst: Any, report: Notice) -> None:
+        """For drivers that learn of an interruption notice only from the worker's IMDS poll (aws, ray: here the
+        replay sends it, L4): ``RevocationNotice`` with IMDS's deadline (two minutes if it cannot be read).
+        ``inst`` has a ``notified`` flag (set here; at most one notice per instance)."""
+        now = self.now_s()
+        inst.stats["notice_seen_s"] = now
+        if inst.notified or not inst.alive or inst.gone:
+            return
+        inst.notified = True
+        try:
+            deadline = datetime.fromisoformat(str(report.time).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            deadline = now + 120.0  # AWS: two minutes after the notice
+        inst.notice_s, inst.termination_s = now, max(now, deadline)
+        self._send_or_defer(inst, inst.revocation_notice(now))
 
     def _on_failed(self, inst: _Instance, report: Failed) -> None:
         inst.stats["failed"] = report.during

@@ -276,11 +276,9 @@ class RayBackend(LocalBackend):
 
     def _on_seen(self, inst: _RayInstance, report: Any) -> None:
         """The segment saw the spot notice on its node's IMDS (``ray.imds_url``; it checkpoints on its own):
-        ``RevocationNotice`` with IMDS's deadline, by the aws backend's handler (a real cluster's autoscaler
-        may not drain a node the cloud reclaims)."""
-        from spottune.backends.aws._backend import AwsBackend
-
-        AwsBackend._on_seen(self, inst, report)  # type: ignore[arg-type]
+        ``RevocationNotice`` with IMDS's deadline, as on the aws backend (a real cluster's autoscaler may not
+        drain a node the cloud reclaims)."""
+        self._notice_from_worker(inst, report)
         if inst.notified and not inst.reason:
             inst.reason = PREEMPTED
 
