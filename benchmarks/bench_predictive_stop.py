@@ -106,7 +106,7 @@ def best_peer(peers: dict) -> str:
     return choose_best({p: peers[p]["best"]["tuning"] for p in peers}, target_top3=TARGET)
 
 
-def choose_shared(tuned: dict[str, dict[str, dict]], peer_cost: dict[str, float]) -> str:
+def choose_common(tuned: dict[str, dict[str, dict]], peer_cost: dict[str, float]) -> str:
     """The cheapest mean (tuning cost ÷ best peer's tuning cost) whose tuning top-3 ≥ TARGET on every set,
     else the best worst-set top-3."""
     names = list(next(iter(tuned.values())))
@@ -186,16 +186,16 @@ def run(args) -> dict:
                                                                   "test_cost": v["methods"][p]["best"]["test"]["cost"]["mean"],
                                                                   "test_top3": v["methods"][p]["best"]["test"]["top3"]["mean"]}
                                                               for p in PEERS}
-    shared = choose_shared(tuned, peer_cost)
-    out["shared"] = shared
+    common = choose_common(tuned, peer_cost)
+    out["common"] = common
     for ds, row in out["datasets"].items():
         tun, test = studies[ds]
         own = choose_best({nm: {m: {"mean": v} for m, v in s.items()} for nm, s in tuned[ds].items()}, target_top3=TARGET)
-        kw = settings[shared]
-        variants = {"per_set": (own, settings[own]), "shared": (shared, kw),
-                    "shared_slope0_nobound": (name(kw["fractions"], kw["keep_first"], kw["keep"], 0.0, 0, kw["guard"]),
+        kw = settings[common]
+        variants = {"per_set": (own, settings[own]), "common": (common, kw),
+                    "common_slope0_nobound": (name(kw["fractions"], kw["keep_first"], kw["keep"], 0.0, 0, kw["guard"]),
                                               kw | {"slope": 0.0, "bound_k": 0}),
-                    "shared_slope0": (name(kw["fractions"], kw["keep_first"], kw["keep"], 0.0, kw["bound_k"], kw["guard"]),
+                    "common_slope0": (name(kw["fractions"], kw["keep_first"], kw["keep"], 0.0, kw["bound_k"], kw["guard"]),
                                       kw | {"slope": 0.0})}
         row["ours"] = {}
         for label, (nm, k) in variants.items():
@@ -210,8 +210,8 @@ def run(args) -> dict:
             f"grace_period={r} rf={rf}": (lambda r=r, rf=rf, n=n: ASHAStopper(n, r, rf)) for r in res for rf in (2, 3, 4)}
         a16 = tune_and_report(asha_grid, tun, test, workers=16, target_top3=TARGET)
         row["fully_parallel"] = {"asha": {"setting": a16["best"]["setting"], "test": a16["best"]["test"]},
-                                 "ours_shared": {"setting": shared, "test": summarize(evaluate_stopper(test, _make(kw), 16))}}
-        row["fully_parallel"]["cost_ratio"] = (row["fully_parallel"]["ours_shared"]["test"]["cost"]["mean"]
+                                 "ours_common": {"setting": common, "test": summarize(evaluate_stopper(test, _make(kw), 16))}}
+        row["fully_parallel"]["cost_ratio"] = (row["fully_parallel"]["ours_common"]["test"]["cost"]["mean"]
                                                / a16["best"]["test"]["cost"]["mean"])
         row["predictor_recall_top3"] = recall(test, kw)
         # where the cost goes (test studies, 4 workers): the shipped rank rule, the best ASHA, ours
@@ -227,23 +227,23 @@ def run(args) -> dict:
 
 def markdown(r: dict) -> str:
     f = lambda s: f"{s['top1']['mean']:.2f} / {s['top3']['mean']:.2f} / {s['cost']['mean']:.3f}"  # noqa: E731
-    lines = [f"Shared setting (chosen on tuning, every set): `{r['shared']}`, bound quantile {r['config']['bound_quantile']}.", "",
+    lines = [f"Shared setting (chosen on tuning, every set): `{r['common']}`, bound quantile {r['config']['bound_quantile']}.", "",
              "| family | data set | best peer (chosen on tuning): test top-1 / top-3 / cost | ours, shared setting | ÷ peer | "
              "ours, per-set setting | ÷ peer | shared, slope 0 (last value) | ÷ peer | shared, slope 0, no bound | ÷ peer |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for ds, row in r["datasets"].items():
         p = row["peers"][row["best_peer"]]
         o, c = row["ours"], row["cost_ratio"]
-        lines.append(f"| {row['family']} | {ds} | {row['best_peer']} {p['setting']}: {f(p['test'])} | {f(o['shared']['test'])} | "
-                     f"{c['shared']:.2f} | {f(o['per_set']['test'])} | {c['per_set']:.2f} | {f(o['shared_slope0']['test'])} | "
-                     f"{c['shared_slope0']:.2f} | {f(o['shared_slope0_nobound']['test'])} | {c['shared_slope0_nobound']:.2f} |")
+        lines.append(f"| {row['family']} | {ds} | {row['best_peer']} {p['setting']}: {f(p['test'])} | {f(o['common']['test'])} | "
+                     f"{c['common']:.2f} | {f(o['per_set']['test'])} | {c['per_set']:.2f} | {f(o['common_slope0']['test'])} | "
+                     f"{c['common_slope0']:.2f} | {f(o['common_slope0_nobound']['test'])} | {c['common_slope0_nobound']:.2f} |")
     lines += ["", "Per-set settings: " + "; ".join(f"{ds}: `{row['ours']['per_set']['setting']}`" for ds, row in r["datasets"].items()),
               "", "**Fully parallel (16 workers)**", "",
               "| data set | ASHA re-tuned at 16 workers: test top-1 / top-3 / cost | ours, shared setting | ÷ ASHA |",
               "| --- | --- | --- | --- |"]
     for ds, row in r["datasets"].items():
         fp = row["fully_parallel"]
-        lines.append(f"| {ds} | {fp['asha']['setting']}: {f(fp['asha']['test'])} | {f(fp['ours_shared']['test'])} | {fp['cost_ratio']:.2f} |")
+        lines.append(f"| {ds} | {fp['asha']['setting']}: {f(fp['asha']['test'])} | {f(fp['ours_common']['test'])} | {fp['cost_ratio']:.2f} |")
     lines += ["", "**Where the cost goes (test studies, 4 workers): steps ÷ n of the first 4 trials launched / of the "
               "other 12 / trials trained to the end**", "", "| data set | " + " | ".join(next(iter(r["datasets"].values()))["cost_split"]) + " |",
               "| --- |" + " --- |" * len(next(iter(r["datasets"].values()))["cost_split"])]
