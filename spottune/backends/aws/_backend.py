@@ -526,12 +526,7 @@ class AwsBackend(LocalBackend):
         self._q.put(("ended", inst, EndReason.USER))
 
     def _on_ended(self, inst: _AwsInstance, reason: EndReason) -> None:
-        if reason is EndReason.PROVIDER:
-            self._end(inst, inst.termination_s, "provider", inst.reason)
-        if reason is EndReason.PROVIDER and not inst.launched:
-            self._deliver(inst.died_booting(self.now_s()))
-        else:
-            self._deliver(inst.segment_ended(self.now_s(), reason))
+        self._segment_gone(inst, reason)
 
     def _close_leftovers(self, end_s: float) -> None:
         """After ``ExperimentFinished``: leave revoked instances to the provider for up to ``linger_s``, then

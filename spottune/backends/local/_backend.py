@@ -680,6 +680,11 @@ class LocalBackend(ReplayDriver):
 
     def _on_ended(self, inst: _Instance, reason: EndReason) -> None:
         self._imds.unregister(inst.instance_id)
+        self._segment_gone(inst, reason)
+
+    def _segment_gone(self, inst: Any, reason: EndReason) -> None:
+        """The instance is gone: a provider end is billed (to its termination time), then ``SegmentEnded``, or
+        ``LaunchFailed`` for one that died before it was ready (the contract, rules 2 and 6)."""
         if reason is EndReason.PROVIDER:
             self._end(inst, inst.termination_s, "provider", inst.reason)
         if reason is EndReason.PROVIDER and not inst.launched:

@@ -425,12 +425,7 @@ class RayBackend(LocalBackend):
         self._q.put(("ended", inst, EndReason.USER))
 
     def _on_ended(self, inst: _RayInstance, reason: EndReason) -> None:
-        if reason is EndReason.PROVIDER:
-            self._end(inst, inst.termination_s, "provider", inst.reason)
-        if reason is EndReason.PROVIDER and not inst.launched:
-            self._deliver(inst.died_booting(self.now_s()))
-        else:
-            self._deliver(inst.segment_ended(self.now_s(), reason))
+        self._segment_gone(inst, reason)
 
     def _close_leftovers(self, end_s: float) -> None:
         """After ``ExperimentFinished``: a revoked and saved segment is billed to its node's deadline (the
