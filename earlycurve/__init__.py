@@ -12,6 +12,7 @@ Public surface (one concept per private module):
   :class:`RankConfidenceRule`, :func:`prob_top_k` — stop when P(top-k) < ε (``_rank_stop``);
   :class:`RankConfidenceStopping` — that rule on a live study, calibrated on its finished trials (``_online_stop``);
   :class:`PredictiveStopping` — predictive ASHA: re-judged rungs, slope-corrected ranks, optimistic bound (``_predictive_stop``);
+- :class:`ResidualCurvePredictor` — last value + a residual learned from previously recorded curves (``_residual``);
 - :func:`rank_trials`, :class:`Ranking` (``_ranking``); :func:`to_loss`, :func:`from_loss` (``_mode``).
 
 Everything here computes and does no I/O. The data loaders and the evaluation live in
@@ -26,6 +27,7 @@ from earlycurve._model import RECOMMENDED, EarlyCurve
 from earlycurve._protocol import FinalMetricPredictor, Prediction
 from earlycurve._online_stop import RUNG_FRACTIONS, Decision, RankConfidenceStopping, rungs_for
 from earlycurve._predictive_stop import PREDICTIVE_DEFAULTS, PredictiveStopping
+from earlycurve._residual import RESIDUAL_THETAS, ResidualCurvePredictor
 from earlycurve._rank_stop import RankConfidenceRule, prob_top_k
 from earlycurve._ranking import Ranking, rank_trials
 from earlycurve._stages import NOISY_STAGE_RULE, PlateauRule, Stage, StageRule, is_plateau, split_stages
@@ -46,6 +48,8 @@ __all__ = [
     "RankConfidenceStopping",
     "PredictiveStopping",
     "PREDICTIVE_DEFAULTS",
+    "ResidualCurvePredictor",
+    "RESIDUAL_THETAS",
     "Decision",
     "RUNG_FRACTIONS",
     "rungs_for",
