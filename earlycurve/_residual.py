@@ -76,7 +76,12 @@ class ResidualCurvePredictor(FinalMetricPredictor):
     study_size : int, default=16
     top_k : int, default=3
     margin : float, default=0.0
-        A finite alpha is chosen only if its recall beats ``inf``'s by more than ``margin``, ≥ 0.
+        A finite alpha is chosen only if its recall beats ``inf``'s by more than ``margin + n_se · SE``, ≥ 0.
+    n_se : float, default=1.0
+        The same in standard errors of the gain (1: the one-standard-error rule of Hastie et al., *Elements of
+        Statistical Learning* §7.10, applied to the gain over the last value), ≥ 0. SE is the sd of the
+        paired per-study differences over ``sqrt(n_eff)``, ``n_eff`` = the number of disjoint studies the
+        pool holds (Σ over groups of curves ÷ ``study_size``), as pseudo-studies overlap.
     level_interval : float, default=0.9
         Nominal coverage of the interval (quantiles of the out-of-fold errors), in (0, 1).
     random_state : int, default=0
@@ -86,7 +91,9 @@ class ResidualCurvePredictor(FinalMetricPredictor):
     alpha_ : dict of float -> float
         Chosen alpha per θ (``inf``: the last value's ranking).
     cv_recall_ : dict of float -> dict of float -> float
-        Cross-validated top-k recall per θ and alpha.
+        Cross-validated top-k recall per θ and alpha (mean over groups).
+    cv_gain_se_ : dict of float -> dict of float -> float
+        Standard error of each alpha's recall gain over ``inf`` (``n_se``).
     coef_ : dict of float -> ndarray of shape (n_features,)
         Coefficients per θ in the transformed, un-standardised units (zero for ``inf``).
     intercept_ : dict of float -> float
@@ -109,7 +116,7 @@ class ResidualCurvePredictor(FinalMetricPredictor):
     def __init__(self, *, fractions: Sequence[float] = (0.125, 0.25, 0.5, 0.75), thetas: Sequence[float] = RESIDUAL_THETAS,
                  alphas: Sequence[float] = _ALPHAS, level: bool = False, transform: str = "log", fit_intercept: bool = True,
                  clip: float = 0.01, n_folds: int = 5, n_studies: int = 200, study_size: int = 16, top_k: int = 3,
-                 margin: float = 0.0, level_interval: float = 0.9, random_state: int = 0) -> None:
+                 margin: float = 0.0, n_se: float = 1.0, level_interval: float = 0.9, random_state: int = 0) -> None:
         self.fractions = tuple(float(f) for f in fractions)
         self.thetas = tuple(float(t) for t in thetas)
         self.alphas = tuple(sorted({float(a) for a in alphas} | {math.inf}))
@@ -119,6 +126,7 @@ class ResidualCurvePredictor(FinalMetricPredictor):
         self.clip = float(clip)
         self.n_folds, self.n_studies, self.study_size, self.top_k = int(n_folds), int(n_studies), int(study_size), int(top_k)
         self.margin = float(margin)
+        self.n_se = float(n_se)
         self.level_interval = float(level_interval)
         self.random_state = int(random_state)
         if any(not 0 < f < 1 for f in self.fractions):
@@ -129,7 +137,7 @@ class ResidualCurvePredictor(FinalMetricPredictor):
             raise InvalidCurveError(f"alphas {alphas!r} must be > 0")
         if transform not in ("log", "none"):
             raise InvalidCurveError(f"transform is {transform!r}, but must be 'log' or 'none'")
-        if not 0 <= self.clip < 0.5 or self.margin < 0 or not 0 < self.level_interval < 1:
+        if not 0 <= self.clip < 0.5 or self.margin < 0 or self.n_se < 0 or not 0 < self.level_interval < 1:
             raise InvalidCurveError(f"clip ({clip!r}) must be in [0, 0.5), margin ({margin!r}) >= 0, "
                                     f"level_interval ({level_interval!r}) in (0, 1)")
         if self.n_folds < 2 or self.n_studies < 1 or self.study_size < 2 or self.top_k < 1:
@@ -204,7 +212,7 @@ class ResidualCurvePredictor(FinalMetricPredictor):
                 raise InvalidCurveError(f"a training curve ends at step {steps[-1]:g}, before its max_steps {max_steps:g}")
             if self._usable(values):
                 prepared.append((steps, values, float(max_steps), g))
-        self.alpha_, self.cv_recall_, self.coef_, self.intercept_, self._errors = {}, {}, {}, {}, {}
+        self.alpha_, self.cv_recall_, self.cv_gain_se_, self.coef_, self.intercept_, self._errors = {}, {}, {}, {}, {}, {}
         for ti, theta in enumerate(self.thetas):
             rows, target, final, gid = [], [], [], []
             for steps, values, max_steps, g in prepared:
@@ -227,6 +235,7 @@ class ResidualCurvePredictor(FinalMetricPredictor):
             folds = np.random.default_rng([self.random_state, ti, 0]).permutation(n) % self.n_folds
             studies = _pseudo_studies(np.array(gid, dtype=object), self.study_size, self.n_studies,
                                       np.random.default_rng([self.random_state, ti, 1]))
+            gs = np.array([g for g, _ in studies], dtype=object)
             best_final = [s[np.argmin(np.array(final)[s])] for _, s in studies]
             last = np.array(final) - y  # z(s)
             oof = {}
@@ -236,11 +245,18 @@ class ResidualCurvePredictor(FinalMetricPredictor):
                     tr, te = folds != k, folds == k
                     pred[te] = self._fit_one(X[tr], yc[tr], alpha, Ridge, make_pipeline, StandardScaler).predict(X[te])
                 oof[alpha] = pred
-            per_group = {a: _recall_by_group(last + oof[a], studies, best_final, self.top_k) for a in self.alphas}
+            hit = {a: _hits(last + oof[a], studies, best_final, self.top_k) for a in self.alphas}
+            per_group = {a: {g: float(np.mean(h[gs == g])) for g in dict.fromkeys(gs.tolist())} for a, h in hit.items()}
             score = {a: float(np.mean(list(v.values()))) if v else float("nan") for a, v in per_group.items()}
             self.cv_recall_[theta] = score
+            # standard error of a gain over the last value: paired study differences, with as many independent
+            # studies as the pool holds disjoint ones (pseudo-studies overlap)
+            n_eff = max(1.0, sum(c / min(self.study_size, c) for c in _group_sizes(gid).values() if c >= 2))
+            se = {a: float(np.std(hit[a] - hit[math.inf], ddof=1) / math.sqrt(n_eff)) if hit[a].size > 1 else 0.0
+                  for a in self.alphas}
+            self.cv_gain_se_[theta] = se
             ok = [a for a in self.alphas if math.isfinite(a) and self.n_features
-                  and score[a] > score[math.inf] + self.margin
+                  and score[a] > score[math.inf] + self.margin + self.n_se * se[a]
                   and all(per_group[a][g] >= per_group[math.inf][g] - 1e-12 for g in per_group[a])]
             chosen = max(ok, key=lambda a: (score[a], a)) if ok else math.inf
             self.alpha_[theta] = chosen
@@ -329,9 +345,13 @@ def _pseudo_studies(gid: np.ndarray, size: int, n: int, rng: np.random.Generator
     return out
 
 
-def _recall_by_group(score: np.ndarray, studies: list[tuple[object, np.ndarray]], best: list[int], k: int) -> dict:
-    """Per group, the share of its studies whose best row is among the ``k`` lowest scores (stable order)."""
-    hits: dict[object, list[bool]] = {}
-    for (g, s), b in zip(studies, best):
-        hits.setdefault(g, []).append(b in s[np.argsort(score[s], kind="stable")[:k]])
-    return {g: float(np.mean(h)) for g, h in hits.items()}
+def _hits(score: np.ndarray, studies: list[tuple[object, np.ndarray]], best: list[int], k: int) -> np.ndarray:
+    """Per study, 1.0 when its best row is among the ``k`` lowest scores (stable order); shape (n_studies,)."""
+    return np.array([float(b in s[np.argsort(score[s], kind="stable")[:k]]) for (_, s), b in zip(studies, best)])
+
+
+def _group_sizes(gid: list) -> dict:
+    out: dict = {}
+    for g in gid:
+        out[g] = out.get(g, 0) + 1
+    return out

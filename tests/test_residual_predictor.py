@@ -59,7 +59,7 @@ def test_no_gain_over_the_last_value_falls_back_to_it():
 
 def test_learnable_family_is_predicted_near_exactly():
     # top_k=1: the cross-validated recall separates the model from the last value at every θ
-    m = ResidualCurvePredictor(alphas=(1e-8,), clip=0.0, n_studies=50, top_k=1).fit(_pool(n=64))
+    m = ResidualCurvePredictor(alphas=(1e-8,), clip=0.0, n_studies=50, top_k=1, n_se=0.0).fit(_pool(n=64))
     assert all(a == 1e-8 for a in m.alpha_.values())  # chosen by the cross-validated recall over inf
     for steps, values, smax in _pool(n=10, seed=7):
         for r in (2, 6, 10, 14, 18):  # θ = 0.1, 0.3, 0.5, 0.7, 0.9: the grid's own models
@@ -69,13 +69,24 @@ def test_learnable_family_is_predicted_near_exactly():
 
 
 def test_learned_residual_ranks_crossing_curves_better_than_the_last_value():
-    m = ResidualCurvePredictor(n_studies=50).fit(_pool(n=64))
+    m = ResidualCurvePredictor(n_studies=50, n_se=0.0).fit(_pool(n=64))
     test = _pool(n=16, seed=8)
     finals = np.array([v[-1] for _, v, _ in test])
     curves = [(s[:6], v[:6]) for s, v, _ in test]
     assert rank_trials(curves, m, S, top_k=1).top_k == (int(np.argmin(finals)),)
     last = np.array([v[-1] for _, v in curves])
     assert int(np.argmin(finals)) == 1 and int(np.argmin(last)) == 9  # the last value misses the best here
+
+
+def test_one_standard_error_guard():
+    # n_se=1 (default): a finite alpha needs a recall gain over the last value > 1 SE of that gain
+    m = ResidualCurvePredictor(alphas=(1e-8,), clip=0.0, n_studies=50, top_k=1).fit(_pool(n=64))
+    # θ 0.7: the model hits all 50 pseudo-studies, the last value 49 -> paired differences one 1 and 49 zeros,
+    # sd (ddof 1) sqrt(0.02); 64 curves hold 4 disjoint studies of 16 -> SE = sqrt(0.02) / 2 > gain 0.02
+    assert m.cv_recall_[0.7] == {1e-8: 1.0, math.inf: 0.98}
+    assert m.cv_gain_se_[0.7][1e-8] == pytest.approx(math.sqrt(0.02) / 2, rel=1e-12)
+    assert m.alpha_[0.7] == math.inf
+    assert [t for t, a in m.alpha_.items() if a != math.inf] == [0.1, 0.2, 0.3]  # gains 0.62, 0.46, 0.24 > SE
 
 
 def test_deterministic_for_a_seed():
