@@ -24,9 +24,12 @@ Shrinkage, chosen by cross-validation on the training pool only. For every θ, t
 gives out-of-fold predictions, scored by the quantity the orchestrator needs: the **top-k recall** over
 ``n_studies`` pseudo-studies of ``study_size`` curves drawn (seeded) within each group of the pool (a study
 never mixes workloads), i.e. the share of studies whose truly best final is among the ``k`` lowest
-predictions. The chosen alpha is the one with the highest recall; a finite alpha must beat ``inf`` by more
-than ``margin`` (ties go to more shrinkage). The model therefore falls back to the last value at every θ
-where the pool does not show it can do better.
+predictions. A finite alpha is eligible only if (1) its mean recall beats ``inf``'s by more than
+``margin + n_se · SE`` (SE: the standard error of that gain; ``n_se = 1`` is the one-standard-error rule) and
+(2) it loses recall on no group; the eligible alpha with the highest recall is chosen (ties: more shrinkage),
+else ``inf``. The model therefore falls back to the last value at every θ where the pool does not show it
+can do better. The intercept is the median training residual left by the coefficients (it moves every
+prediction alike and does not change a ranking).
 
 Every random draw comes from ``numpy.random.default_rng([random_state, ...])``: same data and seed, same model.
 No I/O.
@@ -66,7 +69,7 @@ class ResidualCurvePredictor(FinalMetricPredictor):
         ``"log"``: work on ``log(loss)`` (scale-free; a curve with a loss ≤ 0 is then answered by its last
         value, ``method="last_value"``, and skipped in training); ``"none"``: on the loss itself.
     fit_intercept : bool, default=True
-        Learn a constant residual (the mean improvement still to come; does not change the ranking).
+        Learn a constant residual (the median improvement still to come; does not change the ranking).
     clip : float, default=0.01
         Training residuals are clipped to their [clip, 1 − clip] quantiles (a diverging run must not
         dominate the fit), in [0, 0.5).
@@ -105,11 +108,15 @@ class ResidualCurvePredictor(FinalMetricPredictor):
 
     Examples
     --------
+    Curves ``exp(b − a·t/20)`` cross, and their log-residual is linear in the features, so it is learned exactly:
+
     >>> import numpy as np
-    >>> steps = np.arange(1, 11)
-    >>> pool = [(steps, np.exp(-a * steps / 10) + 0.1, 10) for a in np.linspace(0.5, 3, 40)]
-    >>> model = ResidualCurvePredictor(n_studies=20).fit(pool)
-    >>> round(model.predict_final(steps[:5], pool[3][1][:5], 10).value, 3) == round(pool[3][1][-1], 3)
+    >>> steps = np.arange(1, 21)
+    >>> ab = np.random.default_rng(0).uniform([0.5, 0.0], [3.0, 1.5], (64, 2))
+    >>> pool = [(steps, np.exp(b - a * steps / 20), 20) for a, b in ab]
+    >>> model = ResidualCurvePredictor(alphas=(1e-8,), clip=0.0, top_k=1, n_se=0.0, n_studies=50).fit(pool)
+    >>> s, v, _ = pool[0]
+    >>> bool(np.isclose(model.predict_final(s[:6], v[:6], 20).value, v[-1], rtol=1e-6))
     True
     """
 
@@ -198,10 +205,6 @@ class ResidualCurvePredictor(FinalMetricPredictor):
             A curve does not end at its ``max_steps``, ``groups`` does not match, or a θ has fewer than
             ``n_folds`` usable curves.
         """
-        from sklearn.linear_model import Ridge
-        from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import StandardScaler
-
         groups = [0] * len(curves) if groups is None else list(groups)
         if len(groups) != len(curves):
             raise InvalidCurveError(f"{len(groups)} groups for {len(curves)} curves")
@@ -243,7 +246,7 @@ class ResidualCurvePredictor(FinalMetricPredictor):
                 pred = np.zeros(n)
                 for k in range(self.n_folds):
                     tr, te = folds != k, folds == k
-                    pred[te] = self._fit_one(X[tr], yc[tr], alpha, Ridge, make_pipeline, StandardScaler).predict(X[te])
+                    pred[te] = self._fit_one(X[tr], yc[tr], alpha).predict(X[te])
                 oof[alpha] = pred
             hit = {a: _hits(last + oof[a], studies, best_final, self.top_k) for a in self.alphas}
             per_group = {a: {g: float(np.mean(h[gs == g])) for g in dict.fromkeys(gs.tolist())} for a, h in hit.items()}
@@ -260,13 +263,17 @@ class ResidualCurvePredictor(FinalMetricPredictor):
                   and all(per_group[a][g] >= per_group[math.inf][g] - 1e-12 for g in per_group[a])]
             chosen = max(ok, key=lambda a: (score[a], a)) if ok else math.inf
             self.alpha_[theta] = chosen
-            model = self._fit_one(X, yc, chosen, Ridge, make_pipeline, StandardScaler)
+            model = self._fit_one(X, yc, chosen)
             self.coef_[theta], self.intercept_[theta] = model.coef_, model.intercept_
             self._errors[theta] = y - oof[chosen]
         return self
 
-    def _fit_one(self, X, y, alpha, Ridge, make_pipeline, StandardScaler):
-        """A fitted linear map with ``coef_`` (original feature units) and ``intercept_``, and ``predict``."""
+    def _fit_one(self, X: np.ndarray, y: np.ndarray, alpha: float) -> _Linear:
+        """Ridge on standardised ``X`` (n, n_features) -> ``y`` (n,), as a linear map in the original units."""
+        from sklearn.linear_model import Ridge
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
         if not math.isfinite(alpha) or X.shape[1] == 0:
             return _Linear(np.zeros(X.shape[1]), float(np.median(y)) if self.fit_intercept else 0.0)
         pipe = make_pipeline(StandardScaler(), Ridge(alpha=alpha)).fit(X, y)
