@@ -11,11 +11,15 @@ its ``recall``: a study scores 1 when its truly best final is among the 3 lowest
 - **leave-one-family-out** (LOFO): trained on the tuning halves of the *other families* only (opda, cakelab,
   built-in; a new workload).
 
-Also reported on the test half's curves: the median relative error ``|ŷ − y| / y`` of the final loss, for
-the last value, SLAQ (``earlycurve.SLAQ``) and both protocols; the shipped slope score's recall (from
-``bench_predictive_stop``'s rule) for reference. Writes ``benchmarks/results/curve_recall.json``::
+Three settings of the predictor (``VARIANTS``): the first design without a guard (``residual-0se``), the class
+default with the one-standard-error guard (``residual``) and a fixed margin. Per cell, the paired count of test
+studies won and lost against the last value. The same is repeated on 4 more pool splits (``--other-seeds``,
+new halves and test studies) to show how much of a cell is the split. Also reported on the test half's curves
+(split 0): the median relative error ``|ŷ − y| / y`` of the final loss, for the last value, SLAQ
+(``earlycurve.SLAQ``) and both protocols; the shipped slope score's recall (``bench_predictive_stop``'s rule)
+for reference. Deterministic. Writes ``benchmarks/results/curve_recall.json``::
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_curve_recall.py              # about 2 min on one core
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_curve_recall.py              # about 2 min 10 s on one core
     .venv/bin/python benchmarks/bench_curve_recall.py --markdown                     # the tables of docs/earlycurve.md §8.7
 """
 
