@@ -640,13 +640,15 @@ def _algorithm_1(spec: ExperimentSpec, market: MarketSetup, start_s: float,
                  log_fn: Callable[[str], None] | None) -> tuple[Any, str]:
     """SpotTune's orchestrator (Algorithm 1: θ barrier, top-k, EarlyCurve) with its predictor and provisioner,
     inside the deadline guard when ``spec.deadline`` is set; and the predictor's one-line note."""
-    from spottune._early_stop import early_stopping
+    from spottune._early_stop import early_stopping, learned_final_predictor
     from spottune.orchestrator import Orchestrator, OrchestratorConfig
 
     seed = spec.seed
     predictor, desc = make_predictor(spec.predictor, market, start_s - spec.train_days * DAY_S, start_s, seed,
                                      log_fn=log_fn, fallback=True)
-    fmp, plateau, stop_rule = early_stopping(spec.stopper, spec.max_steps, spec.theta_steps, spec.top_k, seed)
+    at_theta = learned_final_predictor(spec.stopper_curves, seed) if spec.stopper_curves else None
+    fmp, plateau, stop_rule = early_stopping(spec.stopper, spec.max_steps, spec.theta_steps, spec.top_k, seed,
+                                             final_predictor=at_theta)
     orch = Orchestrator(
         [t.trial_id for t in spec.trials()],
         OrchestratorConfig(max_steps=spec.max_steps, theta=spec.theta, top_k=spec.top_k, metric=spec.metric,

@@ -15,18 +15,23 @@ before the θ barrier, every passed rung re-judged at every step, the slope-corr
 optimistic bound against the best finished trial), then at the barrier the top-k by the last value,
 as for ``rank``.
 
+``stopper_curves`` (spec field, ``--stopper-curves``; ``rank`` and ``predictive`` only): the top-k at the
+barrier is ranked by :class:`earlycurve.ResidualCurvePredictor` fitted on a file of finished curves of the same
+workload (:func:`learned_final_predictor`) instead of by the last value (``docs/earlycurve.md`` §8.7).
+
 ``stopper="paper"``: SpotTune as published: no rungs, EarlyCurve's predicted final value (Eq 4–7,
 paper settings) at θ, and the plateau rule.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from earlycurve import PREDICTIVE_DEFAULTS, RUNG_FRACTIONS, PredictiveStopping, RankConfidenceStopping, rungs_for
 from spottune.experiment import STOPPERS
 
-__all__ = ["STOPPERS", "RankStopRule", "early_stopping"]
+__all__ = ["STOPPERS", "RankStopRule", "early_stopping", "learned_final_predictor"]
 
 
 class RankStopRule:
@@ -62,7 +67,35 @@ class RankStopRule:
         return self.rule.report(trial_id, step, loss)
 
 
-def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, seed: int = 0) -> tuple[Any, Any, Any]:
+def learned_final_predictor(path: str, seed: int = 0) -> Any:
+    """:class:`earlycurve.ResidualCurvePredictor` fitted on the finished curves of a curve file (``stopper_curves``).
+
+    Parameters
+    ----------
+    path : str
+        A curve file in any layout :func:`earlycurve.evaluation.load_curves` reads (values a loss); each curve's
+        last recorded step is its ``S_max``.
+    seed : int, default=0
+        ``random_state`` of the cross-validation (deterministic for a seed).
+
+    Raises
+    ------
+    ConfigError
+        The file is missing or unreadable, or holds too few usable curves (fewer than 5 with a positive loss).
+    """
+    from earlycurve import EarlyCurveError, ResidualCurvePredictor
+    from earlycurve.evaluation import load_curves
+    from spottune.errors import ConfigError
+
+    try:
+        curves = load_curves(Path(path)).curves
+        return ResidualCurvePredictor(random_state=seed).fit([(c.steps, c.values, float(c.steps[-1])) for c in curves])
+    except (OSError, ValueError, EarlyCurveError) as e:
+        raise ConfigError(f"stopper_curves {path!r}: {e}") from None
+
+
+def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, seed: int = 0,
+                   final_predictor: Any = None) -> tuple[Any, Any, Any]:
     """``(final-metric predictor, plateau rule, stop rule or None)`` of ``stopper`` (module docstring).
 
     Parameters
@@ -75,6 +108,9 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
         below it, and none when θ = 1 (θ = 1 trains every trial to the end, as in the paper).
     top_k : int
     seed : int, default=0
+    final_predictor : earlycurve.FinalMetricPredictor, optional
+        ``rank`` and ``predictive``: ranks the top-k at θ instead of :class:`earlycurve.LastValue` (e.g.
+        :func:`learned_final_predictor`); ignored by ``paper`` and when θ = 1.
 
     Raises
     ------
@@ -90,11 +126,12 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
         raise ValueError(f"stopper is {stopper!r}, but must be one of {', '.join(STOPPERS)}")
     if theta_steps >= max_steps or max_steps < 2:  # θ = 1: no early stopping at all, as in the paper
         return LastValue(), plateau, None
+    at_theta = LastValue() if final_predictor is None else final_predictor
     if stopper == "predictive":
         rungs = [r for r in rungs_for(max_steps, PREDICTIVE_DEFAULTS["fractions"]) if r < theta_steps]
         if not rungs:
-            return LastValue(), plateau, None
+            return at_theta, plateau, None
         kw = {k: v for k, v in PREDICTIVE_DEFAULTS.items() if k != "fractions"}
-        return LastValue(), plateau, RankStopRule(rungs, max_steps, top_k, seed, rule=PredictiveStopping(rungs, **kw))
+        return at_theta, plateau, RankStopRule(rungs, max_steps, top_k, seed, rule=PredictiveStopping(rungs, **kw))
     rungs = [r for r in rungs_for(max_steps, RUNG_FRACTIONS) if r < theta_steps]
-    return LastValue(), plateau, (RankStopRule(rungs, max_steps, top_k, seed) if rungs else None)
+    return at_theta, plateau, (RankStopRule(rungs, max_steps, top_k, seed) if rungs else None)

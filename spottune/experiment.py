@@ -203,6 +203,12 @@ class ExperimentSpec:
         value's top-k at θ; ``paper`` is SpotTune's EarlyCurve at θ only (``docs/earlycurve.md`` §7). ``paper``
         stays the default: ``rank`` halves the cost but keeps the second best instead of the best on
         digits-mlp (docs/design.md ES10).
+    stopper_curves : str, optional
+        A curve file of finished runs of the same workload (any layout ``spottune curves eval`` reads; values a
+        loss). With ``stopper`` ``rank`` or ``predictive``, the top-k at θ is ranked by
+        :class:`earlycurve.ResidualCurvePredictor` fitted on these curves (the last value plus a residual learned
+        from them, falling back to the last value where cross-validation shows no gain;
+        ``docs/earlycurve.md`` §8.7) instead of by the last value. Default None: the last value.
     step_time_cov : float, default 0.05
         Coefficient of variation of simulated step times (spec §1.4: measured < 0.1).
     billing : {"second", "hour"}, default "second"
@@ -262,6 +268,7 @@ class ExperimentSpec:
     boot_s: float = DEFAULT_BOOT_S
     objective: str = "refund"
     stopper: str = "paper"
+    stopper_curves: str | None = None
     step_time_cov: float = 0.05
     billing: str = "second"
     max_usd_per_hour: float | None = None
@@ -375,6 +382,10 @@ class ExperimentSpec:
         need(_is_real(self.boot_s) and self.boot_s >= 0, "boot_s", "a number of seconds >= 0")
         need(self.objective in OBJECTIVES, "objective", f"one of {', '.join(OBJECTIVES)}")
         need(self.stopper in STOPPERS, "stopper", f"one of {', '.join(STOPPERS)}")
+        need(self.stopper_curves is None or (isinstance(self.stopper_curves, str) and bool(self.stopper_curves)),
+             "stopper_curves", "a curve file path, or None")
+        need(self.stopper_curves is None or self.stopper in ("rank", "predictive"), "stopper_curves",
+             f"None with stopper {self.stopper!r} (the learned ranking at θ is for stopper rank or predictive)")
         need(_is_real(self.step_time_cov) and 0 <= self.step_time_cov < 1, "step_time_cov", "0 <= step_time_cov < 1")
         need(self.billing in BILLING, "billing", f"one of {', '.join(BILLING)}")
         need(self.deadline_mode in DEADLINE_MODES, "deadline_mode", f"one of {', '.join(DEADLINE_MODES)}")

@@ -74,3 +74,62 @@ def test_predictive_stops_trials_in_the_default_experiment(tmp_path):
     # where the last value's top 3 run to 60
     assert sorted(df["steps"]) == [2, 2, 3, 3] + [12] * 5 + [13, 13] + [42, 42] + [60] * 3
     assert (df["state"] == "finished").sum() == 3
+
+
+# -- stopper_curves: the top-k at θ ranked by a predictor learned from previous runs (docs/earlycurve.md §8.7) --
+
+DIGITS_CURVES = "benchmarks/results/builtin_digits-mlp_curves.csv.gz"  # 128 random-search digits-mlp runs
+
+
+def _curves_path():
+    from pathlib import Path
+
+    return str(Path(__file__).resolve().parents[1] / DIGITS_CURVES)
+
+
+def test_stopper_curves_spec_field_is_checked():
+    assert ExperimentSpec().stopper_curves is None
+    assert ExperimentSpec(stopper="rank", stopper_curves="x.csv").stopper_curves == "x.csv"
+    with pytest.raises(ConfigError, match="stopper_curves"):
+        ExperimentSpec(stopper="paper", stopper_curves="x.csv")  # paper ranks by EarlyCurve
+    with pytest.raises(ConfigError, match="stopper_curves"):
+        ExperimentSpec(stopper="rank", stopper_curves="")
+
+
+def test_learned_final_predictor_ranks_at_theta_and_bad_files_are_config_errors(tmp_path):
+    import math
+
+    from earlycurve import ResidualCurvePredictor
+    from spottune._early_stop import learned_final_predictor
+
+    model = learned_final_predictor(_curves_path(), seed=0)
+    assert isinstance(model, ResidualCurvePredictor) and len(model.alpha_) == 9
+    # digits-mlp: cross-validation shows a gain only at θ 0.1; from 0.2 on, the last value's ranking
+    assert model.alpha_[0.1] == 1000.0 and all(a == math.inf for t, a in model.alpha_.items() if t > 0.1)
+    for stopper in ("rank", "predictive"):
+        fmp, _, _ = early_stopping(stopper, max_steps=60, theta_steps=42, top_k=3, final_predictor=model)
+        assert fmp is model
+    assert isinstance(early_stopping("paper", 60, 42, 3, final_predictor=model)[0], EarlyCurve)
+    with pytest.raises(ConfigError, match="stopper_curves"):
+        learned_final_predictor(str(tmp_path / "missing.csv"))
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    with pytest.raises(ConfigError, match="stopper_curves"):
+        learned_final_predictor(str(bad))
+
+
+def test_stopper_curves_in_the_default_experiment_falls_back_to_the_last_values_ranking(tmp_path):
+    import spottune
+    from earlycurve import ResidualCurvePredictor
+    from spottune._compose import build
+
+    spec = ExperimentSpec(max_steps=60, predictor="constant", stopper="rank", stopper_curves=_curves_path())
+    assert isinstance(build(spec, output=tmp_path / "built").orchestrator.predictor, ResidualCurvePredictor)
+    plain = ExperimentSpec(max_steps=60, predictor="constant", stopper="rank")
+    assert isinstance(build(plain, output=tmp_path / "b2").orchestrator.predictor, LastValue)
+    df = spottune.tune(max_steps=60, predictor="constant", stopper="rank", stopper_curves=_curves_path(),
+                       output=tmp_path / "res").get_dataframe()
+    # at θ 0.7 the learned model has no coefficient on digits-mlp (alpha inf), so it keeps the same top 3 as
+    # the last value: the same steps as test_rank_stops_trials_at_its_rungs_in_the_default_experiment
+    assert sorted(df["steps"]) == [6] * 8 + [12] * 2 + [24] + [42] * 2 + [60] * 3
+    assert (df["state"] == "finished").sum() == 3

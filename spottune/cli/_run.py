@@ -138,6 +138,10 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
               help="predictive: predictive ASHA at rungs before θ (re-judged every step, optimistic bound), then the "
                    "last value's top-k at θ; rank: stop trials at rungs before θ when unlikely to end in the top-k, then the last value's "
                    "top-k at θ; paper: EarlyCurve at θ only (the published SpotTune).")
+@click.option("--stopper-curves", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="With --stopper rank or predictive: a curve file of finished runs of this workload; the top-k at θ "
+                   "is then ranked by a predictor learned from them (earlycurve.ResidualCurvePredictor) instead of the "
+                   "last value.")
 @click.option("--boot-s", type=float, default=None, show_default=_default("boot_s"),
               help="Launch-to-training latency, seconds (D11; sim backend; 0 = the paper's faithful mode).")
 @click.option("--step-time-cov", type=float, default=None, show_default=_default("step_time_cov"),
