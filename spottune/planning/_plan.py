@@ -24,9 +24,11 @@ import numpy as np
 
 from spotmarket import HOUR_S
 from spottune.errors import ConfigError
+from spottune.planning._elastic import seer_schedule
+from spottune.planning._lean import InstanceClass, LeanPlan, lean_plan
 from spottune.planning._seer import SeerPlan, seer_plan
 
-__all__ = ["Resources", "RunPlan", "format_duration", "parse_duration", "plan_run", "resources"]
+__all__ = ["Resources", "RunPlan", "format_duration", "instance_classes", "parse_duration", "plan_run", "resources"]
 
 #: SEER's defaults (Algorithm 1): elimination rate eta and parallelism growth nu.
 SEER_ETA, SEER_NU = 4.0, 2.0
@@ -106,6 +108,8 @@ class RunPlan:
     n_requested: int
 
     n_affordable: int = 0
+    lean: LeanPlan | None = None
+    lean_error: str = ""
 
     @property
     def n_trials(self) -> int:
@@ -191,7 +195,9 @@ def _bracket_type(vcpus: float, types: Sequence[tuple[str, int, float, float | N
 
 def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any, markets: Sequence[Any],
              start_s: float, window_s: float, reference_seconds_per_step: float, boot_s: float, n_requested: int,
-             eta: float = SEER_ETA, nu: float = SEER_NU) -> RunPlan:
+             eta: float = SEER_ETA, nu: float = SEER_NU, max_steps: int | None = None, top_k: int = 3,
+             theta: float = 0.7, overhead_s: float | None = None, step_time_cov: float = 0.0,
+             hourly_hop: bool = True) -> RunPlan:
     """Plan a run under a deadline and a budget (SEER's Algorithms 2-3 in vCPU-seconds, see the module).
 
     Parameters
@@ -216,6 +222,11 @@ def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any
         Trials the experiment asks for.
     eta, nu : float
         SEER's elimination rate and parallelism growth.
+    max_steps : int, optional
+        S_max. Given, the plan also holds the cost-lean plan (:func:`spottune.planning.lean_plan`, DB15) with
+        ``top_k``, ``theta``, ``overhead_s`` (seconds of a launch not spent training; default ``boot_s``) and
+        ``step_time_cov`` and ``hourly_hop``; SEER's schedule is one of its candidates. If no lean candidate fits, ``lean`` is
+        None and ``lean_error`` says why.
 
     Raises
     ------
@@ -255,10 +266,36 @@ def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any
             n[max(range(len(n)), key=lambda i: n[i])] -= 1
         seer = dataclasses.replace(seer, trials=tuple(n))
     picks = [] if seer is None else [_bracket_type(p, types) for p in seer.parallelism]
+    lean, lean_error = None, ""
+    if max_steps is not None and 1 <= n_requested <= n_affordable:
+        classes = instance_classes(res, reference_seconds_per_step)
+        by_type = {c.instance_type: c for c in classes}
+        seer_classes = {float(p): by_type[t] for p, (t, _, _) in zip(seer.parallelism, picks)}
+        try:
+            lean = lean_plan(n_trials=n_requested, max_steps=max_steps, top_k=top_k, theta=theta,
+                             deadline_s=deadline_s, budget_usd=budget_usd, classes=classes,
+                             overhead_s=boot_s if overhead_s is None else overhead_s, step_time_cov=step_time_cov,
+                             seer=(seer_schedule(seer), seer_classes), hourly_hop=hourly_hop)
+        except ConfigError as exc:
+            lean_error = str(exc)
     return RunPlan(deadline_s=float(deadline_s), budget_usd=float(budget_usd), seer=seer, market=str(m_best),
                    usd_per_vcpu_hour=per_vcpu, instance_types=tuple(t for t, _, _ in picks),
                    seconds_per_step=tuple(seconds_per_step(reference_seconds_per_step, v, e) for _, v, e in picks),
-                   boot_s=float(boot_s), n_requested=int(n_requested), n_affordable=n_affordable)
+                   boot_s=float(boot_s), n_requested=int(n_requested), n_affordable=n_affordable, lean=lean,
+                   lean_error=lean_error)
+
+
+def instance_classes(res: Resources, reference_seconds_per_step: float) -> list[InstanceClass]:
+    """Every instance type of the pool as an :class:`~spottune.planning.InstanceClass`: its cheapest zone's expected
+    price (USD per instance-hour) and the workload's seconds per step on it (the speed model)."""
+    from spottune.backends._speed import seconds_per_step
+
+    best: dict[str, InstanceClass] = {}
+    for t, v, per_vcpu, ecu in res.types:
+        c = InstanceClass(t, int(v), seconds_per_step(reference_seconds_per_step, v, ecu), per_vcpu * v)
+        if t not in best or c.usd_per_hour < best[t].usd_per_hour:
+            best[t] = c
+    return [best[t] for t in sorted(best)]
 
 
 @dataclass(frozen=True, slots=True)
