@@ -102,12 +102,12 @@ class BracketOrchestrator(Orchestrator):
     predictor : FinalMetricPredictor, optional
         Ranks the trials at each round's end (default :class:`earlycurve.LastValue`: the current value).
     wall_clock : bool, default False
-        Rounds end at their planned wall-clock time (a bracket's ``rungs``, when set, cap every round's
-        steps on top) (SEER's stages, "in wall-clock time, not epochs"): a
+        Rounds end at their planned wall-clock time (SEER's stages, "in wall-clock time, not epochs"): a
         launch in round k gets the steps that fit before the round's planned end (start + the sum of the
         durations so far) minus ``overhead_s``; a trial that cannot train at least one step before it (a
         revoked or refused trial waiting to relaunch) sits the round out and is ranked by what it has.
         False: every round of a trial trains the round's duration worth of steps, whenever it starts.
+        Either way a bracket's ``rungs`` (the lean plan's, DB15), when set, cap the cumulative steps of each round.
     step_time_cov : float, default 0
         Coefficient of variation of a step's time (the replay's ``SimSettings.step_time_cov``): a wall-clock
         round holds back :func:`reserve_steps` steps so that it ends on time.
