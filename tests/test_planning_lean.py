@@ -47,13 +47,34 @@ def test_a_tighter_deadline_moves_the_last_round_to_faster_capacity():
 
 
 def test_seers_schedule_wins_when_it_is_cheaper():
-    # SEER: one round of 40 s on a.small for the 4 trials: 4 steps each, 4 x 40 s x 0.0001 = 0.016 USD < 0.025
+    # SEER: rounds of 40 s and 70 s on a.small, 4 trials then 1: 4 steps each (4 x 40 s x 0.0001 = 0.016 USD), then
+    # 6 more to S_max (60 s, 0.006 USD): 0.022 USD < 0.025 (theta-top-k), in 110 s <= 120 s
+    seer = ElasticSchedule("seer", (Bracket((40.0, 70.0), (4, 1), (1.0, 1.0)),), migrate=True)
+    assert schedule_cost_usd(seer, {1.0: A}, max_steps=10, overhead_s=0.0, step_time_cov=0.0,
+                             delta_usd_per_hour=0.0) == pytest.approx((0.022, 1.44, 10))
+    plan = lean_plan(deadline_s=120.0, budget_usd=2.0, seer=(seer, {1.0: A}), **HAND)
+    assert plan.name == "seer" and plan.cost_usd == pytest.approx(0.022) and plan.finish_s == 110.0
+    assert plan.schedule.brackets == seer.brackets and plan.rungs is None
+
+
+def test_a_seer_schedule_that_trains_no_trial_to_s_max_is_no_candidate():
+    # one round of 40 s: 4 steps each, 0.016 USD, cheaper, but no trial reaches S_max = 10
     seer = ElasticSchedule("seer", (Bracket((40.0,), (4,), (1.0,)),), migrate=True)
     assert schedule_cost_usd(seer, {1.0: A}, max_steps=10, overhead_s=0.0, step_time_cov=0.0,
-                             delta_usd_per_hour=0.0) == pytest.approx((0.016, 1.44))
+                             delta_usd_per_hour=0.0) == pytest.approx((0.016, 1.44, 4))
     plan = lean_plan(deadline_s=120.0, budget_usd=2.0, seer=(seer, {1.0: A}), **HAND)
-    assert plan.name == "seer" and plan.cost_usd == pytest.approx(0.016) and plan.finish_s == 40.0
-    assert plan.schedule.brackets == seer.brackets and plan.rungs is None
+    assert plan.name == "theta-top-k" and plan.cost_usd == pytest.approx(0.025)
+    assert ("seer", pytest.approx(0.016), 40.0, False) in plan.considered
+
+
+def test_the_commitment_counts_every_hour_of_a_long_round():
+    # 1 trial x 700 steps at 10 s on 0.36 USD/h: 7000 s billed = 2 instance-hours, the cap sees 0.36 + 0.36 + 0.01
+    c = InstanceClass("a.small", 1, 10.0, 0.36)
+    kw = dict(n_trials=1, max_steps=700, top_k=1, theta=1.0, deadline_s=1e5, classes=[c], overhead_s=0.0,
+              step_time_cov=0.0)
+    assert lean_plan(budget_usd=1.0, **kw).commitment_usd == pytest.approx(0.73)
+    with pytest.raises(ConfigError):
+        lean_plan(budget_usd=0.72, **kw)
 
 
 def test_hourly_hops_cost_one_overhead_per_instance_hour():
@@ -91,7 +112,8 @@ def _brute_force(n, S, k, theta, T, B, classes, overhead, cov, delta):
             need = sum(overhead + (d + reserve_steps(d, cov) + 1) * c.seconds_per_step for d, c in zip(deltas, combo))
             costs = [m * (overhead + d * c.seconds_per_step) * c.usd_per_hour / 3600 for m, d, c in
                      zip(live, deltas, combo)]
-            peak = max(sum(costs[:j]) + live[j] * (combo[j].usd_per_hour + delta) for j in range(len(live)))
+            hours = [max(1, math.ceil((overhead + d * c.seconds_per_step) / 3600 - 1e-9)) for d, c in zip(deltas, combo)]
+            peak = max(sum(costs[:j]) + live[j] * (hours[j] * combo[j].usd_per_hour + delta) for j in range(len(live)))
             if need <= T and sum(costs) <= B and peak <= B:
                 out.append((sum(costs), need))
     return out
@@ -104,7 +126,7 @@ def _brute_force(n, S, k, theta, T, B, classes, overhead, cov, delta):
 def test_lean_meets_the_deadline_and_the_budget_and_costs_no_more_than_seer(T, B, n, S, k, theta, p1, p2, s1,
                                                                              speedup):
     """Finish (with the reserve) <= T, spend and commitment <= B, the cheapest of its candidates, and no dearer than
-    SEER's plan for the same T and B whenever SEER's plan fits the same model."""
+    SEER's plan for the same T and B whenever SEER's plan fits the same model and trains a trial to S_max."""
     classes = [InstanceClass("one", 1, s1, p1), InstanceClass("two", 2, s1 / speedup, p2)]
     overhead, cov = 180.0, 0.05
     t_min = overhead + s1
@@ -126,8 +148,8 @@ def test_lean_meets_the_deadline_and_the_budget_and_costs_no_more_than_seer(T, B
     others = _brute_force(n, S, k, theta, T, B, classes, overhead, cov, 0.01)
     assert all(plan.cost_usd <= c * (1 + 1e-9) for c, _ in others)
     if seer is not None:
-        cost, peak = schedule_cost_usd(seer[0], seer[1], max_steps=S, overhead_s=overhead, step_time_cov=cov)
-        if seer[0].finish <= T * (1 + 1e-9) and cost <= B and peak <= B:
+        cost, peak, reached = schedule_cost_usd(seer[0], seer[1], max_steps=S, overhead_s=overhead, step_time_cov=cov)
+        if seer[0].finish <= T * (1 + 1e-9) and cost <= B and peak <= B and reached >= S:
             assert plan.cost_usd <= cost * (1 + 1e-9)
     if plan.name != "seer":
         (b,) = plan.schedule.brackets

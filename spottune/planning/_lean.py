@@ -119,41 +119,57 @@ def _need_s(steps: int, c: InstanceClass, overhead_s: float, cov: float, hourly_
     return _launches(train, overhead_s, hourly_hop) * overhead_s + train
 
 
-def _round_cost(live: int, steps: int, c: InstanceClass, overhead_s: float, hourly_hop: bool = False) -> float:
+def _billed_s(steps: int, c: InstanceClass, overhead_s: float, hourly_hop: bool) -> float:
+    """Seconds one trial of a round of ``steps`` steps is billed: its launches' overheads and its training."""
     train = steps * c.seconds_per_step
-    return live * (_launches(train, overhead_s, hourly_hop) * overhead_s + train) * c.usd_per_hour / HOUR_S
+    return _launches(train, overhead_s, hourly_hop) * overhead_s + train
 
 
-def _commitment(rounds: Sequence[tuple[int, float, float]], delta: float) -> float:
-    """max over rounds of (cost of the rounds before) + live x (price + delta) x 1 h; rounds = (live, price, cost)."""
+def _round_cost(live: int, steps: int, c: InstanceClass, overhead_s: float, hourly_hop: bool = False) -> float:
+    return live * _billed_s(steps, c, overhead_s, hourly_hop) * c.usd_per_hour / HOUR_S
+
+
+def _round_commit(live: int, steps: int, c: InstanceClass, overhead_s: float, hourly_hop: bool, delta: float) -> float:
+    """USD the hard cap (DB5) counts for a round at its last instance-hour: every live trial's earlier hours at the
+    expected price, and its current hour at the max price (expected price + ``delta``)."""
+    hours = max(1, math.ceil(_billed_s(steps, c, overhead_s, hourly_hop) / HOUR_S - _EPS))
+    return live * (hours * c.usd_per_hour + delta)
+
+
+def _commitment(rounds: Sequence[tuple[float, float]]) -> float:
+    """The peak of (cost of the rounds before) + the round's commitment; ``rounds`` = (commitment, cost) per round."""
     peak, spent = 0.0, 0.0
-    for live, price, cost in rounds:
-        peak = max(peak, spent + live * (price + delta))
+    for commit, cost in rounds:
+        peak = max(peak, spent + commit)
         spent += cost
     return peak
 
 
 def schedule_cost_usd(schedule: ElasticSchedule, classes: Mapping[float, InstanceClass], *, max_steps: int,
                       overhead_s: float, step_time_cov: float, delta_usd_per_hour: float = 0.01,
-                      hourly_hop: bool = False) -> tuple[float, float]:
-    """(expected cost USD, peak commitment USD) of an elastic schedule executed with wall-clock rounds.
+                      hourly_hop: bool = False) -> tuple[float, float, int]:
+    """(expected cost USD, peak commitment USD, steps reached) of an elastic schedule executed with wall-clock
+    rounds.
 
     Each round of duration ``d`` trains ``floor((d - overhead) / s) - reserve`` steps (the orchestrator's
     wall-clock target, DB7, DB13), capped by the bracket's rungs and by ``max_steps`` (a trial at ``max_steps``
     is not relaunched); each launch is billed its overhead plus its steps at the class's expected price.
     SEER's migration between brackets is ignored (each bracket's trials are priced as if they stayed). With
     ``hourly_hop`` a round's training time is divided by ``1 + overhead / (3600 - overhead)`` (one relaunch per
-    instance-hour) and each launch is billed.
+    instance-hour) and each launch is billed. *Steps reached*: the most steps a trial of a bracket's last round
+    with trials has at its end (``max_steps``: the schedule trains a model to the end).
 
     Raises
     ------
     KeyError
         If a resource count of the schedule has no class.
     """
-    total, rounds = 0.0, {}
+    total, rounds, reached = 0.0, {}, 0
     for b in schedule.brackets:
         cum = 0
         for k, (d, live, p) in enumerate(zip(b.durations, b.live, b.resources)):
+            if live < 1:
+                break
             c = classes[float(p)]
             train = d - overhead_s
             if hourly_hop and train > 0 and overhead_s < HOUR_S:
@@ -164,11 +180,12 @@ def schedule_cost_usd(schedule: ElasticSchedule, classes: Mapping[float, Instanc
             steps = max(0, min(fit, cap - cum))
             cum += steps
             cost = _round_cost(live, steps, c, overhead_s, hourly_hop) if steps else 0.0
+            commit = _round_commit(live, steps, c, overhead_s, hourly_hop, delta_usd_per_hour) if steps else 0.0
             total += cost
-            launched, price, spent = rounds.get(k, (0, 0.0, 0.0))
-            rounds[k] = (launched + (live if steps else 0), max(price, c.usd_per_hour), spent + cost)
-    # the peak prices every live instance of a round at the round's dearest class (an upper bound of the mix)
-    return total, _commitment([rounds[k] for k in sorted(rounds)], delta_usd_per_hour)
+            prev = rounds.get(k, (0.0, 0.0))
+            rounds[k] = (prev[0] + commit, prev[1] + cost)
+        reached = max(reached, cum)
+    return total, _commitment([rounds[k] for k in sorted(rounds)]), reached
 
 
 def _classes_by_vcpus(classes: Sequence[InstanceClass]) -> list[InstanceClass]:
@@ -241,7 +258,8 @@ def lean_plan(*, n_trials: int, max_steps: int, top_k: int, theta: float, deadli
             need = [_need_s(d, c, overhead_s, step_time_cov, hourly_hop) for d, c in zip(deltas, combo)]
             costs = [_round_cost(m, d, c, overhead_s, hourly_hop) for m, d, c in zip(live, deltas, combo)]
             cost, finish = sum(costs), sum(need)
-            commit = _commitment([(m, c.usd_per_hour, x) for m, c, x in zip(live, combo, costs)], delta_usd_per_hour)
+            commit = _commitment([(_round_commit(m, d, c, overhead_s, hourly_hop, delta_usd_per_hour), x)
+                                  for m, d, c, x in zip(live, deltas, combo, costs)])
             ok = finish <= deadline_s and cost <= budget_usd and commit <= budget_usd
             cand = (not ok, cost, finish, commit, combo, need)
             if cheapest is None or cand[:3] < cheapest[:3]:
@@ -252,10 +270,11 @@ def lean_plan(*, n_trials: int, max_steps: int, top_k: int, theta: float, deadli
     seer_cand = None
     if seer is not None:
         schedule, by_vcpus = seer
-        cost, commit = schedule_cost_usd(schedule, by_vcpus, max_steps=max_steps, overhead_s=overhead_s,
-                                         step_time_cov=step_time_cov, delta_usd_per_hour=delta_usd_per_hour,
-                                         hourly_hop=hourly_hop)
-        ok = schedule.finish <= deadline_s * (1 + _EPS) and cost <= budget_usd and commit <= budget_usd
+        cost, commit, reached = schedule_cost_usd(schedule, by_vcpus, max_steps=max_steps, overhead_s=overhead_s,
+                                                  step_time_cov=step_time_cov, delta_usd_per_hour=delta_usd_per_hour,
+                                                  hourly_hop=hourly_hop)
+        ok = (schedule.finish <= deadline_s * (1 + _EPS) and cost <= budget_usd and commit <= budget_usd
+              and reached >= max_steps)
         considered.append(("seer", cost, schedule.finish, ok))
         if ok and (best is None or (cost, schedule.finish) < (best[1], best[2])):
             seer_cand = (cost, schedule.finish, commit)
