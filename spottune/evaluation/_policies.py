@@ -56,7 +56,7 @@ import numpy as np
 
 from spottune.errors import ConfigError
 from spottune.experiment import OBJECTIVES, STOPPERS
-from spottune.evaluation._elastic import LAUNCH_RETRY_S, RESTORE_CHECKPOINT_S
+from spottune.evaluation._elastic import ELASTIC_DELTA_USD_PER_HOUR, LAUNCH_RETRY_S, RESTORE_CHECKPOINT_S
 from spottune.evaluation._predictors import KINDS
 from spottune.evaluation._pruning import PRUNERS
 from spottune.planning._elastic import SCHEDULES
@@ -417,7 +417,7 @@ def elastic_schedule(kind: str, *, study: Any, history: Any, catalog: Any, marke
     if kind in ("seer", "seer-lean"):
         plan = plan_run(**common, n_requested=n, max_steps=study.max_steps if kind == "seer-lean" else None,
                         top_k=top_k, theta=LEAN_THETA, overhead_s=boot_s + RESTORE_CHECKPOINT_S,
-                        step_time_cov=step_time_cov)
+                        step_time_cov=step_time_cov, hourly_hop=True, delta_usd_per_hour=ELASTIC_DELTA_USD_PER_HOUR)
         if plan.seer is None:
             raise ConfigError(f"seer: deadline {deadline_s:g} s and budget {budget_usd:g} USD fit no round")
         if kind == "seer" or plan.lean is None:  # no lean candidate fits: SEER's plan (Fact 1 in its own model)

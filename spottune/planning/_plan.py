@@ -149,12 +149,13 @@ class RunPlan:
                 f"{self.budget_usd:g} USD (the experiment has {self.n_requested}); lower num_samples or raise "
                 "the deadline or the budget")
 
-    def render(self, executed: bool | None = None) -> str:
-        """The plan as text: trials, brackets and rungs, expected cost with a band, expected finish.
+    def render(self, mode: str | None = None) -> str:
+        """The plan as text: trials, brackets and rungs, expected cost with a band, expected finish, and the lean
+        plan (DB15) when there is one.
 
-        ``executed`` adds a last line saying what runs: True, this plan (``deadline_mode="plan"``, with the
-        wall-clock round ends); False, SpotTune's Algorithm 1 under the budget cap and the deadline guard
-        (``deadline_mode="guard"``); None (default) adds nothing (decision DB14)."""
+        ``mode`` adds a last line saying what runs: ``"plan"``, the lean plan (SEER's brackets when no lean
+        candidate fits); ``"seer"``, SEER's brackets (decision DB14); ``"guard"``, SpotTune's Algorithm 1 under
+        the budget cap and the deadline guard; None (default) adds nothing."""
         lo, mid, hi = self.cost_usd()
         lines = [f"plan: deadline {format_duration(self.deadline_s)}, budget {self.budget_usd:g} USD "
                  f"(SEER, eta {self.seer.eta:g}; {self.usd_per_vcpu_hour[1]:.5f} USD per vCPU-hour "
@@ -173,16 +174,48 @@ class RunPlan:
         lines.append(f"expected cost: {mid:.2f} USD (band {lo:.2f}-{hi:.2f}, 10th-90th price percentiles)")
         lines.append(f"expected finish: {format_duration(self.expected_finish_s)} after the start "
                      f"(deadline {format_duration(self.deadline_s)})")
-        if executed is True:
+        lean = self.lean
+        if lean is not None:
+            lines.append(self._render_lean(lean))
+        elif self.lean_error:
+            lines.append(f"lean plan: none ({self.lean_error})")
+        if mode == "plan" and lean is not None:
+            ends = ", ".join(format_duration(e) for e in _cumsum(lean.schedule.brackets[0].durations))
+            lines.append(f"executed (deadline_mode plan): the lean plan ({lean.name}), rounds ending {ends} after the start "
+                         "(wall clock); each trial checkpoints and relaunches every instance-hour and trains what fits "
+                         "before its round's end after boot, restore, checkpoint and a noise reserve, at most to the "
+                         "rung; elimination by EarlyCurve's predicted final value")
+        elif mode in ("plan", "seer"):
             ends = ", ".join(format_duration(e) for e in s.round_ends)
-            lines.append(f"executed (deadline_mode plan): these brackets and trials, rounds ending {ends} after the "
+            lines.append(f"executed (deadline_mode {mode}): these brackets and trials, rounds ending {ends} after the "
                          "start (wall clock); each round is one launch per trial that trains what fits before its end "
                          "after boot, restore, checkpoint and a noise reserve (the rungs are upper bounds); "
                          "elimination by EarlyCurve's predicted final value")
-        elif executed is False:
+        elif mode == "guard":
             lines.append("not executed (deadline_mode guard): the run is SpotTune's Algorithm 1 (theta barrier, top-k) "
                          "under the budget cap and the deadline guard; the plan is SEER's estimate")
         return "\n".join(lines)
+
+    @staticmethod
+    def _render_lean(lean: LeanPlan) -> str:
+        others = "; ".join(f"{n} {c:.2f} USD in {format_duration(f)}" + ("" if ok else " (does not fit)")
+                           for n, c, f, ok in lean.considered if n != lean.name)
+        types = lean.type_map
+        if lean.name == "seer":
+            shape = "SEER's brackets above, with hourly relaunches"
+        else:
+            (b,) = lean.schedule.brackets
+            shape = ", then ".join(f"{m} trials to step {r} on {types[p]}" for m, r, p in zip(b.live, b.rungs, b.resources))
+        return (f"lean plan (the cheapest that fits, DB15): {lean.name}: {shape}; expected cost {lean.cost_usd:.2f} USD, "
+                f"expected finish {format_duration(lean.finish_s)} with the noise reserve; others: {others or 'none'}")
+
+
+def _cumsum(xs: Sequence[float]) -> list[float]:
+    out, t = [], 0.0
+    for x in xs:
+        t += x
+        out.append(t)
+    return out
 
 
 def _bracket_type(vcpus: float, types: Sequence[tuple[str, int, float, float | None]]) -> tuple[str, int, float | None]:
@@ -197,7 +230,7 @@ def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any
              start_s: float, window_s: float, reference_seconds_per_step: float, boot_s: float, n_requested: int,
              eta: float = SEER_ETA, nu: float = SEER_NU, max_steps: int | None = None, top_k: int = 3,
              theta: float = 0.7, overhead_s: float | None = None, step_time_cov: float = 0.0,
-             hourly_hop: bool = True) -> RunPlan:
+             hourly_hop: bool = True, delta_usd_per_hour: float = 0.01) -> RunPlan:
     """Plan a run under a deadline and a budget (SEER's Algorithms 2-3 in vCPU-seconds, see the module).
 
     Parameters
@@ -225,7 +258,8 @@ def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any
     max_steps : int, optional
         S_max. Given, the plan also holds the cost-lean plan (:func:`spottune.planning.lean_plan`, DB15) with
         ``top_k``, ``theta``, ``overhead_s`` (seconds of a launch not spent training; default ``boot_s``) and
-        ``step_time_cov`` and ``hourly_hop``; SEER's schedule is one of its candidates. If no lean candidate fits, ``lean`` is
+        ``step_time_cov``, ``hourly_hop`` and ``delta_usd_per_hour`` (max price above the current price, DB9);
+        SEER's schedule is one of its candidates. If no lean candidate fits, ``lean`` is
         None and ``lean_error`` says why.
 
     Raises
@@ -275,7 +309,8 @@ def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any
             lean = lean_plan(n_trials=n_requested, max_steps=max_steps, top_k=top_k, theta=theta,
                              deadline_s=deadline_s, budget_usd=budget_usd, classes=classes,
                              overhead_s=boot_s if overhead_s is None else overhead_s, step_time_cov=step_time_cov,
-                             seer=(seer_schedule(seer), seer_classes), hourly_hop=hourly_hop)
+                             seer=(seer_schedule(seer), seer_classes), hourly_hop=hourly_hop,
+                             delta_usd_per_hour=delta_usd_per_hour)
         except ConfigError as exc:
             lean_error = str(exc)
     return RunPlan(deadline_s=float(deadline_s), budget_usd=float(budget_usd), seer=seer, market=str(m_best),
