@@ -14,7 +14,8 @@ from spottune.errors import ConfigError
 from spottune.planning import (Bracket, ElasticSchedule, InstanceClass, lean_plan, reserve_steps, schedule_cost_usd,
                                seer_plan, seer_schedule)
 
-#: 1 vCPU, 10 s/step, 0.36 USD/h (0.0001 USD/s); 2 vCPUs, 5 s/step, 1.08 USD/h (0.0003 USD/s).
+#: 1 vCPU, 10 s/step, 0.36 USD/h (0.0001 USD/s); 2 vCPUs, 5 s/step, 1.08 USD/h (0.0003 USD/s); no high price
+#: given, so the commitment counts the expected one.
 A = InstanceClass("a.small", 1, 10.0, 0.36)
 B2 = InstanceClass("b.large", 2, 5.0, 1.08)
 HAND = dict(n_trials=4, max_steps=10, top_k=1, theta=0.5, classes=[A, B2], overhead_s=0.0, step_time_cov=0.0,
@@ -46,25 +47,29 @@ def test_a_tighter_deadline_moves_the_last_round_to_faster_capacity():
     assert plan.type_map == {1.0: "a.small", 2.0: "b.large"}
 
 
-def test_seers_schedule_wins_when_it_is_cheaper():
-    # SEER: rounds of 40 s and 70 s on a.small, 4 trials then 1: 4 steps each (4 x 40 s x 0.0001 = 0.016 USD), then
-    # 6 more to S_max (60 s, 0.006 USD): 0.022 USD < 0.025 (theta-top-k), in 110 s <= 120 s
-    seer = ElasticSchedule("seer", (Bracket((40.0, 70.0), (4, 1), (1.0, 1.0)),), migrate=True)
+def test_seers_schedule_is_a_candidate_when_it_meets_the_quality_floor():
+    # SEER: rounds of 50 s and 50 s on a.small, 4 trials then 1: 5 steps each (= ceil(theta S_max), the floor),
+    # then 5 more to S_max: 0.02 + 0.005 = 0.025 USD, theta-top-k's cost, but done in 100 s < 120 s: it wins the tie
+    seer = ElasticSchedule("seer", (Bracket((50.0, 50.0), (4, 1), (1.0, 1.0)),), migrate=True)
     assert schedule_cost_usd(seer, {1.0: A}, max_steps=10, overhead_s=0.0, step_time_cov=0.0,
-                             delta_usd_per_hour=0.0) == pytest.approx((0.022, 1.44, 10))
+                             delta_usd_per_hour=0.0) == pytest.approx((0.025, 1.44, 10, 5))
     plan = lean_plan(deadline_s=120.0, budget_usd=2.0, seer=(seer, {1.0: A}), **HAND)
-    assert plan.name == "seer" and plan.cost_usd == pytest.approx(0.022) and plan.finish_s == 110.0
+    assert plan.name == "seer" and plan.cost_usd == pytest.approx(0.025) and plan.finish_s == 100.0
     assert plan.schedule.brackets == seer.brackets and plan.rungs is None
 
 
-def test_a_seer_schedule_that_trains_no_trial_to_s_max_is_no_candidate():
-    # one round of 40 s: 4 steps each, 0.016 USD, cheaper, but no trial reaches S_max = 10
-    seer = ElasticSchedule("seer", (Bracket((40.0,), (4,), (1.0,)),), migrate=True)
-    assert schedule_cost_usd(seer, {1.0: A}, max_steps=10, overhead_s=0.0, step_time_cov=0.0,
-                             delta_usd_per_hour=0.0) == pytest.approx((0.016, 1.44, 4))
+@pytest.mark.parametrize("durations, live, expected", [
+    ((40.0, 70.0), (4, 1), (0.022, 1.44, 10, 4)),  # cheaper, but eliminates at 4 steps < ceil(0.5 x 10)
+    ((40.0,), (4,), (0.016, 1.44, 4, 10)),  # cheaper, but no trial reaches S_max = 10
+])
+def test_a_cheaper_seer_schedule_below_the_quality_floor_is_no_candidate(durations, live, expected):
+    seer = ElasticSchedule("seer", (Bracket(durations, live, (1.0,) * len(live)),), migrate=True)
+    cost, peak, reached, cut = schedule_cost_usd(seer, {1.0: A}, max_steps=10, overhead_s=0.0, step_time_cov=0.0,
+                                                 delta_usd_per_hour=0.0)
+    assert (cost, peak, reached, cut) == pytest.approx(expected)
     plan = lean_plan(deadline_s=120.0, budget_usd=2.0, seer=(seer, {1.0: A}), **HAND)
     assert plan.name == "theta-top-k" and plan.cost_usd == pytest.approx(0.025)
-    assert ("seer", pytest.approx(0.016), 40.0, False) in plan.considered
+    assert ("seer", pytest.approx(cost), sum(durations), False) in plan.considered
 
 
 def test_the_commitment_counts_every_hour_of_a_long_round():
@@ -126,7 +131,8 @@ def _brute_force(n, S, k, theta, T, B, classes, overhead, cov, delta):
 def test_lean_meets_the_deadline_and_the_budget_and_costs_no_more_than_seer(T, B, n, S, k, theta, p1, p2, s1,
                                                                              speedup):
     """Finish (with the reserve) <= T, spend and commitment <= B, the cheapest of its candidates, and no dearer than
-    SEER's plan for the same T and B whenever SEER's plan fits the same model and trains a trial to S_max."""
+    SEER's plan for the same T and B whenever SEER's plan fits the same model and meets the same quality floor
+    (no elimination before ceil(theta S_max) steps, a trial trained to S_max)."""
     classes = [InstanceClass("one", 1, s1, p1), InstanceClass("two", 2, s1 / speedup, p2)]
     overhead, cov = 180.0, 0.05
     t_min = overhead + s1
@@ -148,9 +154,19 @@ def test_lean_meets_the_deadline_and_the_budget_and_costs_no_more_than_seer(T, B
     others = _brute_force(n, S, k, theta, T, B, classes, overhead, cov, 0.01)
     assert all(plan.cost_usd <= c * (1 + 1e-9) for c, _ in others)
     if seer is not None:
-        cost, peak, reached = schedule_cost_usd(seer[0], seer[1], max_steps=S, overhead_s=overhead, step_time_cov=cov)
-        if seer[0].finish <= T * (1 + 1e-9) and cost <= B and peak <= B and reached >= S:
+        cost, peak, reached, cut = schedule_cost_usd(seer[0], seer[1], max_steps=S, overhead_s=overhead,
+                                                     step_time_cov=cov)
+        if (seer[0].finish <= T * (1 + 1e-9) and cost <= B and peak <= B and reached >= S
+                and cut >= math.ceil(theta * S - 1e-9)):
             assert plan.cost_usd <= cost * (1 + 1e-9)
     if plan.name != "seer":
         (b,) = plan.schedule.brackets
         assert b.live[0] == n and b.rungs[-1] == S
+
+
+def test_the_commitment_counts_the_high_price():
+    # the same 2-hour round with a 90th percentile of 0.5 USD/h: 0.5 + 0.5 + 0.01 = 1.01 USD committed
+    c = InstanceClass("a.small", 1, 10.0, 0.36, usd_per_hour_high=0.5)
+    plan = lean_plan(n_trials=1, max_steps=700, top_k=1, theta=1.0, deadline_s=1e5, budget_usd=1.1, classes=[c],
+                     overhead_s=0.0, step_time_cov=0.0)
+    assert plan.commitment_usd == pytest.approx(1.01) and plan.cost_usd == pytest.approx(0.7)

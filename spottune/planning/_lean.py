@@ -14,8 +14,14 @@ Candidates, every one running all ``n`` trials:
 - ``one-round``: all trials to ``S_max``, no elimination;
 - each with one **instance class per round**, every combination of the pool's classes (one per vCPU count:
   the cheapest per step), so a round moves to faster capacity only when the deadline needs it;
-- ``seer``: SEER's own schedule (optional), priced in the same model, so the lean plan never costs more
-  than SEER's plan when SEER's plan is feasible here.
+- ``seer``: SEER's own schedule (optional), priced in the same model, a candidate when it meets the same quality
+  floor (next paragraph), so the lean plan never costs more than SEER's plan when SEER's plan is one.
+
+**Quality floor**: every candidate trains every trial to at least ``ceil(theta S_max)`` steps before it
+eliminates any (SpotTune's θ barrier: EarlyCurve's predicted final value is trusted from there on, F-S2) and
+trains at least one trial to ``S_max`` (the model the user tunes for). Without it the cheapest plan would be the
+one that trains least: SEER's plan with a first round of a few steps and η = 4 is cheaper, and on
+``opda-alexnet`` (modern) it kept 2 of 16 trials after a first round of about 1 h (regret 0.12, bench_deadline).
 
 A round of ``d`` planned steps on a class with ``s`` seconds per step needs ``overhead + (d + reserve(d) + 1) s``
 seconds (boot, restore and checkpoint; the noise reserve; one step for the floor of the wall-clock target)
@@ -54,12 +60,21 @@ class InstanceClass:
         The workload's seconds per step on this type.
     usd_per_hour : float
         Expected spot price, USD per instance-hour (the mean over the window before the start, DB2).
+    usd_per_hour_high : float or None
+        A high price (the 90th percentile over the same window) for the hard cap's commitment; None: the
+        expected price.
     """
 
     instance_type: str
     vcpus: int
     seconds_per_step: float
     usd_per_hour: float
+    usd_per_hour_high: float | None = None
+
+    @property
+    def high(self) -> float:
+        """USD per instance-hour the commitment counts: ``max(usd_per_hour, usd_per_hour_high)``."""
+        return self.usd_per_hour if self.usd_per_hour_high is None else max(self.usd_per_hour, self.usd_per_hour_high)
 
     @property
     def usd_per_step(self) -> float:
@@ -130,10 +145,10 @@ def _round_cost(live: int, steps: int, c: InstanceClass, overhead_s: float, hour
 
 
 def _round_commit(live: int, steps: int, c: InstanceClass, overhead_s: float, hourly_hop: bool, delta: float) -> float:
-    """USD the hard cap (DB5) counts for a round at its last instance-hour: every live trial's earlier hours at the
-    expected price, and its current hour at the max price (expected price + ``delta``)."""
+    """USD the hard cap (DB5) counts for a round at its last instance-hour: every live trial's earlier hours and its
+    current hour at the max price, both at the class's high price (+ ``delta`` for the max price)."""
     hours = max(1, math.ceil(_billed_s(steps, c, overhead_s, hourly_hop) / HOUR_S - _EPS))
-    return live * (hours * c.usd_per_hour + delta)
+    return live * (hours * c.high + delta)
 
 
 def _commitment(rounds: Sequence[tuple[float, float]]) -> float:
@@ -147,9 +162,9 @@ def _commitment(rounds: Sequence[tuple[float, float]]) -> float:
 
 def schedule_cost_usd(schedule: ElasticSchedule, classes: Mapping[float, InstanceClass], *, max_steps: int,
                       overhead_s: float, step_time_cov: float, delta_usd_per_hour: float = 0.01,
-                      hourly_hop: bool = False) -> tuple[float, float, int]:
-    """(expected cost USD, peak commitment USD, steps reached) of an elastic schedule executed with wall-clock
-    rounds.
+                      hourly_hop: bool = False) -> tuple[float, float, int, int]:
+    """(expected cost USD, peak commitment USD, steps reached, first cut) of an elastic schedule executed with
+    wall-clock rounds.
 
     Each round of duration ``d`` trains ``floor((d - overhead) / s) - reserve`` steps (the orchestrator's
     wall-clock target, DB7, DB13), capped by the bracket's rungs and by ``max_steps`` (a trial at ``max_steps``
@@ -157,17 +172,20 @@ def schedule_cost_usd(schedule: ElasticSchedule, classes: Mapping[float, Instanc
     SEER's migration between brackets is ignored (each bracket's trials are priced as if they stayed). With
     ``hourly_hop`` a round's training time is divided by ``1 + overhead / (3600 - overhead)`` (one relaunch per
     instance-hour) and each launch is billed. *Steps reached*: the most steps a trial of a bracket's last round
-    with trials has at its end (``max_steps``: the schedule trains a model to the end).
+    with trials has at its end (``max_steps``: the schedule trains a model to the end). *First cut*: the fewest
+    steps at which a bracket eliminates a trial while others go on (``max_steps`` if none).
 
     Raises
     ------
     KeyError
         If a resource count of the schedule has no class.
     """
-    total, rounds, reached = 0.0, {}, 0
+    total, rounds, reached, first_cut = 0.0, {}, 0, max_steps
     for b in schedule.brackets:
         cum = 0
         for k, (d, live, p) in enumerate(zip(b.durations, b.live, b.resources)):
+            if k > 0 and 0 < live < b.live[k - 1]:
+                first_cut = min(first_cut, cum)
             if live < 1:
                 break
             c = classes[float(p)]
@@ -185,7 +203,7 @@ def schedule_cost_usd(schedule: ElasticSchedule, classes: Mapping[float, Instanc
             prev = rounds.get(k, (0.0, 0.0))
             rounds[k] = (prev[0] + commit, prev[1] + cost)
         reached = max(reached, cum)
-    return total, _commitment([rounds[k] for k in sorted(rounds)]), reached
+    return total, _commitment([rounds[k] for k in sorted(rounds)]), reached, first_cut
 
 
 def _classes_by_vcpus(classes: Sequence[InstanceClass]) -> list[InstanceClass]:
@@ -225,7 +243,8 @@ def lean_plan(*, n_trials: int, max_steps: int, top_k: int, theta: float, deadli
     delta_usd_per_hour : float, default 0.01
         Max price above the current price (DB9), for the commitment.
     seer : (ElasticSchedule, mapping vCPUs -> InstanceClass), optional
-        SEER's schedule and its classes, a candidate priced in the same model.
+        SEER's schedule and its classes, priced in the same model; a candidate if it meets the quality floor
+        (:func:`schedule_cost_usd`: steps reached ``S_max``, first cut at ``ceil(theta S_max)`` or later).
     hourly_hop : bool, default False
         The run checkpoints and relaunches every instance-hour (``seer-lean`` does): every hour of a round
         costs one more ``overhead_s`` in time and money.
@@ -270,11 +289,11 @@ def lean_plan(*, n_trials: int, max_steps: int, top_k: int, theta: float, deadli
     seer_cand = None
     if seer is not None:
         schedule, by_vcpus = seer
-        cost, commit, reached = schedule_cost_usd(schedule, by_vcpus, max_steps=max_steps, overhead_s=overhead_s,
-                                                  step_time_cov=step_time_cov, delta_usd_per_hour=delta_usd_per_hour,
-                                                  hourly_hop=hourly_hop)
+        cost, commit, reached, cut = schedule_cost_usd(schedule, by_vcpus, max_steps=max_steps, overhead_s=overhead_s,
+                                                       step_time_cov=step_time_cov,
+                                                       delta_usd_per_hour=delta_usd_per_hour, hourly_hop=hourly_hop)
         ok = (schedule.finish <= deadline_s * (1 + _EPS) and cost <= budget_usd and commit <= budget_usd
-              and reached >= max_steps)
+              and reached >= max_steps and cut >= r1)
         considered.append(("seer", cost, schedule.finish, ok))
         if ok and (best is None or (cost, schedule.finish) < (best[1], best[2])):
             seer_cand = (cost, schedule.finish, commit)

@@ -322,12 +322,15 @@ def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any
 
 def instance_classes(res: Resources, reference_seconds_per_step: float) -> list[InstanceClass]:
     """Every instance type of the pool as an :class:`~spottune.planning.InstanceClass`: its cheapest zone's expected
-    price (USD per instance-hour) and the workload's seconds per step on it (the speed model)."""
+    price (USD per instance-hour), its 90th price percentile (:attr:`Resources.high_usd_per_hour`) and the
+    workload's seconds per step on it (the speed model)."""
     from spottune.backends._speed import seconds_per_step
 
     best: dict[str, InstanceClass] = {}
+    high = dict(res.high_usd_per_hour)
     for t, v, per_vcpu, ecu in res.types:
-        c = InstanceClass(t, int(v), seconds_per_step(reference_seconds_per_step, v, ecu), per_vcpu * v)
+        c = InstanceClass(t, int(v), seconds_per_step(reference_seconds_per_step, v, ecu), per_vcpu * v,
+                          high.get(t))
         if t not in best or c.usd_per_hour < best[t].usd_per_hour:
             best[t] = c
     return [best[t] for t in sorted(best)]
@@ -350,6 +353,9 @@ class Resources:
         Boot plus one step on the ``p_min`` type, seconds.
     budget_vcpu_s : float
         The budget at the expected price of ``market``, vCPU-seconds.
+    high_usd_per_hour : tuple of (instance type, USD per instance-hour)
+        Per type, the 90th price percentile over the window of its cheapest zone (by that percentile): the lean
+        plan's commitment uses it (DB15).
     """
 
     market: str
@@ -359,6 +365,7 @@ class Resources:
     p_max: int
     t_min: float
     budget_vcpu_s: float
+    high_usd_per_hour: tuple[tuple[str, float], ...] = ()
 
     def instance_type(self, vcpus: float) -> str:
         """The type a trial with ``vcpus`` resources runs on (cheapest per vCPU with that count, DB2)."""
@@ -407,5 +414,10 @@ def resources(*, deadline_s: float, budget_usd: float, history: Any, catalog: An
         p_max *= nu
     t_min = boot_s + seconds_per_step(reference_seconds_per_step, *_bracket_type(p_min, types)[1:])
     B = budget_usd / per_vcpu[1] * HOUR_S  # vCPU-seconds
+    high: dict[str, float] = {}
+    for m, _, _, _ in rows:
+        q = float(np.quantile(np.atleast_1d(history[m].price_at(np.arange(lo_s, start_s, 60.0))), 0.9))
+        high[m.instance_type] = min(high.get(m.instance_type, math.inf), q)
     return Resources(market=str(m_best), usd_per_vcpu_hour=per_vcpu, types=tuple(types), p_min=int(p_min),
-                     p_max=int(p_max), t_min=float(t_min), budget_vcpu_s=float(B))
+                     p_max=int(p_max), t_min=float(t_min), budget_vcpu_s=float(B),
+                     high_usd_per_hour=tuple(sorted(high.items())))
