@@ -27,7 +27,7 @@ def test_the_cheapest_theta_top_k_by_hand():
     # step), so on a.small twice 60 s = 120 s; it costs 4 x 50 s x 0.0001 + 50 s x 0.0001 = 0.025 USD; its peak
     # commitment is 4 instance-hours at 0.36 = 1.44 USD. one-round (4 x 10 steps) costs 0.04 on a.small.
     plan = lean_plan(deadline_s=120.0, budget_usd=2.0, **HAND)
-    assert plan.name == "theta-top-k"
+    assert plan.name == "theta-top-k" and plan.target_steps == 10
     assert plan.cost_usd == pytest.approx(0.025)
     assert plan.finish_s == pytest.approx(120.0) and plan.commitment_usd == pytest.approx(1.44)
     (b,) = plan.schedule.brackets
@@ -78,8 +78,10 @@ def test_the_commitment_counts_every_hour_of_a_long_round():
     kw = dict(n_trials=1, max_steps=700, top_k=1, theta=1.0, deadline_s=1e5, classes=[c], overhead_s=0.0,
               step_time_cov=0.0)
     assert lean_plan(budget_usd=1.0, **kw).commitment_usd == pytest.approx(0.73)
-    with pytest.raises(ConfigError):
-        lean_plan(budget_usd=0.72, **kw)
+    # 0.72 USD: 700 steps do not fit, nor 630..420 (over 1 h: 2 hours committed); 350 steps do (3500 s, one hour:
+    # 0.36 + 0.01 committed)
+    short = lean_plan(budget_usd=0.72, **kw)
+    assert short.target_steps == 350 and short.commitment_usd == pytest.approx(0.37)
 
 
 def test_hourly_hops_cost_one_overhead_per_instance_hour():
@@ -92,9 +94,21 @@ def test_hourly_hops_cost_one_overhead_per_instance_hour():
     assert plan.cost_usd == pytest.approx((3 * 200.0 + 7000.0) * 0.0001)
 
 
-@pytest.mark.parametrize("deadline_s, budget_usd", [(50.0, 2.0), (120.0, 1.2)])
+def test_when_s_max_does_not_fit_the_largest_tenth_that_fits():
+    # 50 s: to 10 steps the fastest fitting plan needs 60 s, and b.large for all 4 trials commits 4 x 1.08 > 2 USD;
+    # the tenths 9..5 do not fit either (by hand: 55, 50 with b.large first, ...); to 4 steps, theta-top-k with
+    # rungs (2, 4) on a.small then b.large needs 30 + 15 = 45 s for 4 x 20 s x 0.0001 + 10 s x 0.0003 = 0.011 USD
+    plan = lean_plan(deadline_s=50.0, budget_usd=2.0, **HAND)
+    (b,) = plan.schedule.brackets
+    assert plan.name == "theta-top-k" and plan.target_steps == 4 and b.rungs == (2, 4) and b.resources == (1.0, 2.0)
+    assert plan.cost_usd == pytest.approx(0.011) and plan.finish_s == pytest.approx(45.0)
+    assert b.durations == pytest.approx((100.0 / 3, 50.0 / 3))
+
+
+@pytest.mark.parametrize("deadline_s, budget_usd", [(15.0, 2.0), (120.0, 1.2)])
 def test_nothing_fits_is_one_line(deadline_s, budget_usd):
-    # 50 s: no combination finishes (the fastest, 60 s); 1.2 USD: every plan commits 4 x 0.36 = 1.44 USD or more
+    # 15 s: not one step on a.small (20 s) and b.large for 4 trials commits 4.32 USD; 1.2 USD: every plan commits
+    # 4 x 0.36 = 1.44 USD or more
     with pytest.raises(ConfigError, match="no plan of 4 trials") as exc:
         lean_plan(deadline_s=deadline_s, budget_usd=budget_usd, **HAND)
     assert "\n" not in str(exc.value)
@@ -147,6 +161,7 @@ def test_lean_meets_the_deadline_and_the_budget_and_costs_no_more_than_seer(T, B
                          overhead_s=overhead, step_time_cov=cov, seer=seer)
     except ConfigError:
         assert not _brute_force(n, S, k, theta, T, B, classes, overhead, cov, 0.01)
+        assert not _brute_force(n, math.ceil(S / 10 - 1e-9), k, theta, T, B, classes, overhead, cov, 0.01)
         return
     assert plan.finish_s <= T * (1 + 1e-9)
     assert plan.cost_usd <= B * (1 + 1e-9) and plan.commitment_usd <= B * (1 + 1e-9)
@@ -161,7 +176,8 @@ def test_lean_meets_the_deadline_and_the_budget_and_costs_no_more_than_seer(T, B
             assert plan.cost_usd <= cost * (1 + 1e-9)
     if plan.name != "seer":
         (b,) = plan.schedule.brackets
-        assert b.live[0] == n and b.rungs[-1] == S
+        assert b.live[0] == n and b.rungs[-1] == plan.target_steps
+        assert plan.target_steps == S or not others  # S_max is given up only when nothing to S_max fits
 
 
 def test_the_commitment_counts_the_high_price():

@@ -17,6 +17,9 @@ Candidates, every one running all ``n`` trials:
 - ``seer``: SEER's own schedule (optional), priced in the same model, a candidate when it meets the same quality
   floor (next paragraph), so the lean plan never costs more than SEER's plan when SEER's plan is one.
 
+When no candidate to ``S_max`` fits, the same shapes to the largest tenth of ``S_max`` that fits (the θ rung
+scaled alike): the budget then buys the most training, not the least.
+
 **Quality floor**: every candidate trains every trial to at least ``ceil(theta S_max)`` steps before it
 eliminates any (SpotTune's θ barrier: EarlyCurve's predicted final value is trusted from there on, F-S2) and
 trains at least one trial to ``S_max`` (the model the user tunes for). Without it the cheapest plan would be the
@@ -100,7 +103,10 @@ class LeanPlan:
     commitment_usd : float
         Peak of spend so far + one hour of every live instance at its expected price + delta (the hard cap, DB5).
     considered : tuple of (name, cost_usd, finish_s, feasible)
-        The cheapest combination of classes of every candidate (for the printed plan).
+        The cheapest combination of classes of every candidate to S_max (for the printed plan).
+    target_steps : int
+        Steps the plan trains its best trials to: S_max, or when no candidate to S_max fits, the largest tenth of
+        it that does (``ceil(S_max x j / 10)``, j = 9..1; the θ rung scaled alike).
     """
 
     name: str
@@ -110,6 +116,7 @@ class LeanPlan:
     finish_s: float
     commitment_usd: float
     considered: tuple[tuple[str, float, float, bool], ...] = ()
+    target_steps: int = 0
 
     @property
     def type_map(self) -> dict[float, str]:
@@ -265,27 +272,10 @@ def lean_plan(*, n_trials: int, max_steps: int, top_k: int, theta: float, deadli
                           f"and at least one class; got n {n_trials}, S {max_steps}, k {top_k}, theta {theta:g}, "
                           f"T {deadline_s:g}, B {budget_usd:g}")
     pool = _classes_by_vcpus(classes)
-    shapes: list[tuple[str, tuple[int, ...], tuple[int, ...]]] = [("one-round", (max_steps,), (n_trials,))]
     r1 = int(math.ceil(theta * max_steps - _EPS))
-    if 1 <= r1 < max_steps and top_k < n_trials:
-        shapes.insert(0, ("theta-top-k", (r1, max_steps), (n_trials, top_k)))
-    best, considered = None, []
-    for name, rungs, live in shapes:
-        deltas = [rungs[0]] + [b - a for a, b in zip(rungs, rungs[1:])]
-        cheapest = None
-        for combo in itertools.product(pool, repeat=len(rungs)):
-            need = [_need_s(d, c, overhead_s, step_time_cov, hourly_hop) for d, c in zip(deltas, combo)]
-            costs = [_round_cost(m, d, c, overhead_s, hourly_hop) for m, d, c in zip(live, deltas, combo)]
-            cost, finish = sum(costs), sum(need)
-            commit = _commitment([(_round_commit(m, d, c, overhead_s, hourly_hop, delta_usd_per_hour), x)
-                                  for m, d, c, x in zip(live, deltas, combo, costs)])
-            ok = finish <= deadline_s and cost <= budget_usd and commit <= budget_usd
-            cand = (not ok, cost, finish, commit, combo, need)
-            if cheapest is None or cand[:3] < cheapest[:3]:
-                cheapest = cand
-        considered.append((name, cheapest[1], cheapest[2], not cheapest[0]))
-        if not cheapest[0] and (best is None or (cheapest[1], cheapest[2]) < (best[1], best[2])):
-            best = (name, cheapest[1], cheapest[2], cheapest[3], rungs, live, cheapest[4], cheapest[5])
+    args = (n_trials, top_k, theta, deadline_s, budget_usd, pool, overhead_s, step_time_cov, hourly_hop,
+            delta_usd_per_hour)
+    best, considered = _best_shape(max_steps, *args)
     seer_cand = None
     if seer is not None:
         schedule, by_vcpus = seer
@@ -304,15 +294,54 @@ def lean_plan(*, n_trials: int, max_steps: int, top_k: int, theta: float, deadli
         return LeanPlan(name="seer", schedule=ElasticSchedule(name="seer-lean", brackets=schedule.brackets,
                                                               migrate=schedule.migrate),
                         types=types, cost_usd=seer_cand[0], finish_s=seer_cand[1], commitment_usd=seer_cand[2],
-                        considered=tuple(considered))
+                        considered=tuple(considered), target_steps=max_steps)
+    target = max_steps
+    if best is None:  # the deadline and the budget do not afford S_max: the largest share of it that fits
+        for tenths in range(9, 0, -1):
+            target = max(1, int(math.ceil(max_steps * tenths / 10 - _EPS)))
+            best, _ = _best_shape(target, *args)
+            if best is not None:
+                break
     if best is None:
         lines = "; ".join(f"{n} {c:.3g} USD in {f / HOUR_S:.3g} h" for n, c, f, _ in considered)
-        raise ConfigError(f"no plan of {n_trials} trials to {max_steps} steps fits {deadline_s / HOUR_S:.3g} h and "
-                          f"{budget_usd:g} USD (cheapest: {lines})")
+        raise ConfigError(f"no plan of {n_trials} trials to {max(1, math.ceil(max_steps / 10 - _EPS))} steps or more "
+                          f"fits {deadline_s / HOUR_S:.3g} h and {budget_usd:g} USD (cheapest to {max_steps} steps: "
+                          f"{lines})")
     name, cost, finish, commit, rungs, live, combo, need = best
     stretch = deadline_s / finish
     bracket = Bracket(durations=tuple(x * stretch for x in need), live=tuple(live),
                       resources=tuple(float(c.vcpus) for c in combo), rungs=tuple(rungs))
     types = tuple(sorted({(float(c.vcpus), c.instance_type) for c in combo}))
     return LeanPlan(name=name, schedule=ElasticSchedule(name="seer-lean", brackets=(bracket,), migrate=False),
-                    types=types, cost_usd=cost, finish_s=finish, commitment_usd=commit, considered=tuple(considered))
+                    types=types, cost_usd=cost, finish_s=finish, commitment_usd=commit, considered=tuple(considered),
+                    target_steps=target)
+
+
+def _best_shape(target: int, n_trials: int, top_k: int, theta: float, deadline_s: float, budget_usd: float,
+                pool: Sequence[InstanceClass], overhead_s: float, step_time_cov: float, hourly_hop: bool,
+                delta: float) -> tuple[tuple | None, list[tuple[str, float, float, bool]]]:
+    """The cheapest feasible ``theta-top-k`` / ``one-round`` shape training to ``target`` steps over every combination
+    of classes: ((name, cost, finish, commitment, rungs, live, classes, needed seconds per round) or None, and per
+    shape its cheapest combination as (name, cost, finish, feasible))."""
+    shapes: list[tuple[str, tuple[int, ...], tuple[int, ...]]] = [("one-round", (target,), (n_trials,))]
+    r1 = int(math.ceil(theta * target - _EPS))
+    if 1 <= r1 < target and top_k < n_trials:
+        shapes.insert(0, ("theta-top-k", (r1, target), (n_trials, top_k)))
+    best, considered = None, []
+    for name, rungs, live in shapes:
+        deltas = [rungs[0]] + [b - a for a, b in zip(rungs, rungs[1:])]
+        cheapest = None
+        for combo in itertools.product(pool, repeat=len(rungs)):
+            need = [_need_s(d, c, overhead_s, step_time_cov, hourly_hop) for d, c in zip(deltas, combo)]
+            costs = [_round_cost(m, d, c, overhead_s, hourly_hop) for m, d, c in zip(live, deltas, combo)]
+            cost, finish = sum(costs), sum(need)
+            commit = _commitment([(_round_commit(m, d, c, overhead_s, hourly_hop, delta), x)
+                                  for m, d, c, x in zip(live, deltas, combo, costs)])
+            ok = finish <= deadline_s and cost <= budget_usd and commit <= budget_usd
+            cand = (not ok, cost, finish, commit, combo, need)
+            if cheapest is None or cand[:3] < cheapest[:3]:
+                cheapest = cand
+        considered.append((name, cheapest[1], cheapest[2], not cheapest[0]))
+        if not cheapest[0] and (best is None or (cheapest[1], cheapest[2]) < (best[1], best[2])):
+            best = (name, cheapest[1], cheapest[2], cheapest[3], rungs, live, cheapest[4], cheapest[5])
+    return best, considered
