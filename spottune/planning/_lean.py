@@ -42,12 +42,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from spotmarket import HOUR_S
 from spottune.errors import ConfigError
 from spottune.planning._elastic import Bracket, ElasticSchedule, reserve_steps
 
 __all__ = ["InstanceClass", "LeanPlan", "lean_plan", "schedule_cost_usd"]
 
-HOUR_S = 3600.0
 _EPS = 1e-9
 
 
