@@ -193,6 +193,13 @@ def _iso(t_s: float) -> str:
     return to_timestamp(t_s).strftime("%Y-%m-%dT%H:%MZ")
 
 
+def trial_order(trial_ids: list[str], seed: int, start_index: int) -> list[str]:
+    """``trial_ids`` in the order of start ``start_index`` (``Task.shuffle_trials``, DB16): a permutation drawn from
+    ``numpy.random.default_rng([seed, start_index])``, the same for every policy at that start."""
+    order = np.random.default_rng([seed, start_index]).permutation(len(trial_ids))
+    return [trial_ids[i] for i in order]
+
+
 def run_task(task: Task) -> tuple[dict[str, Any], float]:
     """Simulate one run; returns (table row, wall seconds). A project error becomes the row's ``error``."""
     from spottune.backends import SimBackend, SimSettings
@@ -206,8 +213,7 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
                       task.zones)
     study = env["study"]
     if task.shuffle_trials:
-        order = np.random.default_rng([task.seed, task.start_index]).permutation(len(study.trial_ids))
-        study = dataclasses.replace(study, trial_ids=[study.trial_ids[i] for i in order])
+        study = dataclasses.replace(study, trial_ids=trial_order(study.trial_ids, task.seed, task.start_index))
     try:
         predictor = _predictor(env, policy.predictor, task) if policy.uses_predictor else None
         asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],
