@@ -187,8 +187,10 @@ class RunPlan:
                          "rung; elimination by EarlyCurve's predicted final value")
         elif mode in ("plan", "seer"):
             ends = ", ".join(format_duration(e) for e in s.round_ends)
+            launch = ("each round is one launch per trial" if mode == "seer" else
+                      "no lean plan fits, so SEER's; each trial relaunches every instance-hour")
             lines.append(f"executed (deadline_mode {mode}): these brackets and trials, rounds ending {ends} after the "
-                         "start (wall clock); each round is one launch per trial that trains what fits before its end "
+                         f"start (wall clock); {launch} and trains what fits before its round's end "
                          "after boot, restore, checkpoint and a noise reserve (the rungs are upper bounds); "
                          "elimination by EarlyCurve's predicted final value")
         elif mode == "guard":
