@@ -47,7 +47,7 @@ FIGURE = Path(__file__).resolve().parents[1] / "docs" / "figures" / "deadline_me
 #: bench's time budget on a shared 2-core machine (``--reference spottune-0.7`` runs it).
 REFERENCE = "spottune-0.7-constant"
 CANDIDATES = ("slack", "uniform")  #: DeadlineGuard rules of ours
-BASELINES = ("seer", "seer-predictive", "e-hyperband", "e-grid")
+BASELINES = ("seer", "seer-predictive", "seer-lean", "e-hyperband", "e-grid")
 COST_TARGET = 1.3
 
 
@@ -68,7 +68,7 @@ def runs_at_start(jobs: list[dict]) -> list[dict]:
         task = Task(workload=j["workload"], policy=j["policy"], start_index=j["start_index"], start_s=j["start_s"],
                     market_mode=j["mode"], seed=0, train_lo_s=j["lo"], train_hi_s=j["hi"],
                     deadline_s=j.get("deadline_s"), budget_usd=j.get("budget_usd"),
-                    deadline_rule=j.get("rule") or "slack")
+                    deadline_rule=j.get("rule") or "slack", shuffle_trials=j.get("shuffle", True))
         row, wall = run_task(task)
         out.append({"workload": j["workload"], "mode": j["mode"], "start_index": j["start_index"],
                     "phase": j["phase"], "policy": _label(j["policy"], j.get("rule")),
@@ -107,18 +107,25 @@ def _mean(xs):
 
 
 def candidates(reference: str = REFERENCE) -> list[str]:
-    """Our candidates: SpotTune under each deadline-guard rule, and SEER's plan executed with predictive
-    elimination (issue 17 item: is executing the plan needed?)."""
-    return [_label(reference, r) for r in CANDIDATES] + ["seer-predictive"]
+    """Our candidates: SpotTune under each deadline-guard rule, SEER's plan executed with predictive
+    elimination (issue 17 item: is executing the plan needed?) and the cost-lean plan (DB15)."""
+    return [_label(reference, r) for r in CANDIDATES] + ["seer-predictive", "seer-lean"]
 
 
-def choose_ours(rows: list[dict], reference: str = REFERENCE) -> str:
+def choose_ours(rows: list[dict], reference: str = REFERENCE, free: dict | None = None) -> str:
     """The candidate with the most tuning starts that met the deadline *and* finished (not stopped by the
-    budget), then the lower mean top-1 regret, then the lower mean cost."""
+    budget), then the most tuning starts with cost <= 1.3 x the unconstrained run of the same start (``free``:
+    start -> unconstrained cost; added with DB15, before any test run), then the lower mean top-1 regret, then
+    the lower mean cost."""
+    free = free or {}
+
     def key(label):
         rs = [r for r in rows if r["policy"] == label and not r["error"]]
         ok = sum(r["jct_h"] <= r["deadline_h"] + 1e-9 and not r["budget_stopped"] for r in rs)
-        return (-ok, _mean([r["regret"] for r in rs]) or math.inf, _mean([r["cost_usd"] for r in rs]) or math.inf)
+        cheap = sum(r["start_index"] in free and r["cost_usd"] <= COST_TARGET * free[r["start_index"]] + 1e-9
+                    for r in rs)
+        return (-ok, -cheap, _mean([r["regret"] for r in rs]) or math.inf,
+                _mean([r["cost_usd"] for r in rs]) or math.inf)
     return min(candidates(reference), key=key)
 
 
@@ -164,7 +171,8 @@ def evaluate(rows: list[dict], settings: dict, ref: str) -> tuple[dict, dict]:
     chosen, summary = {}, {}
     for key in settings:
         mine = [r for r in rows if f"{r['workload']}/{r['mode']}" == key]
-        chosen[key] = choose_ours([r for r in mine if r["phase"] == "tune" and r["policy"] != ref], ref)
+        free = {r["start_index"]: r["cost_usd"] for r in mine if r["phase"] == "tune" and r["policy"] == ref}
+        chosen[key] = choose_ours([r for r in mine if r["phase"] == "tune" and r["policy"] != ref], ref, free)
         summary[key] = summarise([r for r in mine if r["phase"] == "test"], chosen[key], ref)
     return chosen, summary
 
@@ -178,7 +186,8 @@ def figure(data: dict, path: Path = FIGURE) -> None:
 
     keys = list(data["settings"])
     fig, axes = plt.subplots(1, len(keys), figsize=(5.6 * len(keys), 6.2), squeeze=False)
-    style = {"seer": ("v", "tab:red"), "seer-predictive": ("^", "tab:purple"), "e-hyperband": ("D", "tab:green"),
+    style = {"seer": ("v", "tab:red"), "seer-predictive": ("^", "tab:purple"), "seer-lean": ("*", "tab:brown"),
+             "e-hyperband": ("D", "tab:green"),
              "e-grid": ("P", "tab:olive"), data["reference"]: ("o", "tab:gray")}
     for ax, key in zip(axes[0], keys):
         for s in data["summary"][key]:
@@ -215,6 +224,8 @@ def main() -> None:
     ap.add_argument("--modes", default="legacy,modern")
     ap.add_argument("--workloads", default="digits-mlp")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--no-shuffle", action="store_true",
+                    help="Replay the trials in the study's order (default: an order drawn per start, DB16).")
     ap.add_argument("--reference", default=REFERENCE, help="Our SpotTune policy (unconstrained and constrained).")
     args = ap.parse_args()
     ref = args.reference
@@ -239,7 +250,8 @@ def main() -> None:
     def job(mode, w, i, phase, policy, **kw):
         starts, lo = plan[(mode, w)]
         return {"mode": mode, "workload": w, "start_index": i, "start_s": starts[i], "lo": lo, "hi": min(starts),
-                "phase": phase, "policy": policy, "share_with": [w] + [x for x in workloads if x != w], **kw}
+                "phase": phase, "policy": policy, "share_with": [w] + [x for x in workloads if x != w],
+                "shuffle": not args.no_shuffle, **kw}
 
     tune_idx, test_idx = range(args.tune), range(args.tune, args.tune + args.starts)
     rows = lanes.map(_group([job(m, w, i, "tune", ref) for (m, w) in plan for i in tune_idx]))
@@ -255,7 +267,7 @@ def main() -> None:
         kw = {"deadline_s": st["deadline_h"] * 3600.0, "budget_usd": st["budget_usd"]}
         for i in tune_idx:
             jobs += [job(m, w, i, "tune", ref, rule=r, **kw) for r in CANDIDATES]
-            jobs.append(job(m, w, i, "tune", "seer-predictive", **kw))
+            jobs += [job(m, w, i, "tune", p, **kw) for p in ("seer-predictive", "seer-lean")]
         for i in test_idx:
             jobs.append(job(m, w, i, "test", ref))
             jobs += [job(m, w, i, "test", ref, rule=r, **kw) for r in CANDIDATES]
@@ -265,6 +277,7 @@ def main() -> None:
     chosen, summary = evaluate(rows, settings, ref)
     data = {"reference": ref, "workloads": workloads, "modes": modes, "tune_starts": args.tune, "test_starts": args.starts,
             "deadline_factor": args.deadline_factor, "budget_factor": args.budget_factor, "settings": settings,
+            "shuffled": not args.no_shuffle,
             "ours": chosen, "summary": summary, "runs": rows, "wall_s": time.perf_counter() - t0}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=1))
@@ -279,7 +292,7 @@ def main() -> None:
                   f"{s['budget_stopped']:>4} {f(s['cost_ratio_median']):>6} {f(s['cost_ratio_max']):>5} "
                   f"{f(s['cost_ratio_share_ok']):>5} {f(s['regret_mean'], 4):>7} {f(s.get('regret_le_seer')):>6} "
                   f"{f(s.get('regret_le_e-hyperband')):>6} {s['errors']:>3}")
-    print(f"wall {data['wall_s']:.0f} s")
+    print(f"ours: {chosen}; wall {data['wall_s']:.0f} s")
 
 
 if __name__ == "__main__":

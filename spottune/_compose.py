@@ -516,11 +516,13 @@ class Experiment:
                            markets=[str(m) for m in self.market.markets], metric=spec.metric, mode=spec.mode,
                            n_trials=len(self.trials), spec=spec.to_dict())
         if self.plan is not None:
-            record.meta.update(deadline_mode=spec.deadline_mode, plan=self.plan.render(executed=spec.executes_plan),
+            record.meta.update(deadline_mode=spec.deadline_mode, plan=self.plan.render(mode=spec.deadline_mode),
                                plan_executed=spec.executes_plan)
         if spec.executes_plan:  # what ran: per bracket, per round, the trials; and the planned round ends
+            schedule = executed_schedule(self.plan, spec.deadline_mode)[0]
+            ends = np.cumsum(schedule.brackets[0].durations)
             record.meta.update(plan_rounds=[[list(r) for r in rounds] for rounds in orch.members],
-                               plan_round_ends_s=list(self.plan.seer.round_ends))
+                               plan_round_ends_s=[float(x) for x in ends], plan_executed_name=schedule.name)
         return {"orchestrator": orch, "record": record, "curves": self.curves, "spec": spec, "opts": spec.to_dict(),
                 "workload": workload, "configs": self.configs, "predictor_desc": self.predictor_desc}
 
@@ -540,7 +542,7 @@ def check_supported(spec: ExperimentSpec) -> None:
         raise ConfigError("backend aws needs aws.bucket (an S3 bucket for checkpoints and control objects; "
                           "docs/aws.md)")
     if spec.executes_plan and spec.backend != "sim":
-        raise ConfigError("--deadline with --budget-usd executes SEER's plan on the sim backend only; use "
+        raise ConfigError("--deadline with --budget-usd executes a plan on the sim backend only; use "
                           "--deadline-mode guard")
 
 
@@ -668,13 +670,13 @@ def _algorithm_1(spec: ExperimentSpec, market: MarketSetup, start_s: float,
 
 
 def plan_orchestrator(spec: ExperimentSpec, market: MarketSetup, plan: Any, trial_ids: Sequence[str]) -> Any:
-    """SEER's plan executed: the ``seer-predictive`` orchestrator of ``spottune simulate`` on ``plan``.
+    """The printed plan executed: the ``seer-lean`` (``deadline_mode="plan"``) or ``seer-predictive``
+    (``deadline_mode="seer"``) orchestrator of ``spottune simulate`` on ``plan``.
 
-    The schedule is :func:`spottune.planning.seer_schedule` of the printed plan's ``plan.seer`` (one source:
-    what is printed is what runs), each bracket on the plan's instance type, rounds ending at the plan's
-    wall-clock times (``plan.seer.round_ends`` after the start) less a noise reserve of ``spec.step_time_cov``,
-    elimination by EarlyCurve's predicted final value, the answer the best of the last round
-    (:func:`spottune.evaluation._elastic.bracket_orchestrator`, decisions DB7, DB9, DB13, DB14).
+    The schedule is :func:`executed_schedule` of the printed plan (one source: what is printed is what runs), each
+    round on the plan's instance types, rounds ending at the plan's wall-clock times after the start less a noise
+    reserve of ``spec.step_time_cov``, elimination by EarlyCurve's predicted final value, the answer the best of the
+    last round (:func:`spottune.evaluation._elastic.bracket_orchestrator`, decisions DB7, DB9, DB13, DB14, DB15).
 
     Parameters
     ----------
@@ -698,15 +700,25 @@ def plan_orchestrator(spec: ExperimentSpec, market: MarketSetup, plan: Any, tria
 
     if plan is None or plan.seer is None:
         raise ConfigError("the deadline and the budget fit no round of SEER's plan")
-    schedule = _seer_schedule(plan)
-    types = {float(p): t for p, t in zip(plan.seer.parallelism, plan.instance_types)}
+    schedule, types, hop = executed_schedule(plan, spec.deadline_mode)
     ref = spec.get_workload().reference_seconds_per_step
     orch, _, _ = bracket_orchestrator(
         schedule, types, trial_ids, history=market.history, catalog=market.catalog, pool=market.pool,
         rng=np.random.default_rng(spec.seed), max_steps=spec.max_steps, metric=spec.metric, mode=spec.mode,
         top_k=spec.top_k, reference_seconds_per_step=lambda _tid: ref, boot_s=spec.boot_s, predictive=True,
-        step_time_cov=spec.step_time_cov)
+        step_time_cov=spec.step_time_cov, hourly_hop=hop)
     return orch
+
+
+def executed_schedule(plan: Any, deadline_mode: str) -> tuple[Any, dict[float, str], bool]:
+    """(schedule, vCPUs -> instance type, hourly relaunches) that ``deadline_mode`` executes: ``plan``, the lean plan
+    (DB15; SEER's brackets when no lean candidate fits); ``seer``, SEER's brackets without hops (DB14)."""
+    from spottune.planning import seer_schedule
+
+    if deadline_mode == "plan" and plan.lean is not None:
+        return plan.lean.schedule, plan.lean.type_map, True
+    return (seer_schedule(plan.seer), {float(p): t for p, t in zip(plan.seer.parallelism, plan.instance_types)},
+            deadline_mode == "plan")
 
 
 def deadline_guard(spec: ExperimentSpec, market: MarketSetup, start_s: float, chooser: Any) -> Any:
@@ -750,40 +762,39 @@ def plan_spec(spec: ExperimentSpec, market: MarketSetup | None = None, start_s: 
         market = build_market(spec.prices, market_mode=spec.market_mode, seed=spec.seed,
                               instance_types=spec.instance_types, availability_zones=spec.availability_zones)
         start_s = float(to_seconds(spec.start))
+    from spottune.evaluation._elastic import ELASTIC_DELTA_USD_PER_HOUR, RESTORE_CHECKPOINT_S
+
     wl = spec.get_workload()
     plan = plan_run(deadline_s=spec.deadline, budget_usd=spec.budget_usd, history=market.history,
                     catalog=market.catalog, markets=market.markets, start_s=float(start_s),
                     window_s=spec.train_days * DAY_S, reference_seconds_per_step=wl.reference_seconds_per_step,
-                    boot_s=spec.boot_s, n_requested=spec.n_trials)
+                    boot_s=spec.boot_s, n_requested=spec.n_trials, max_steps=spec.max_steps, top_k=spec.top_k,
+                    theta=spec.theta, overhead_s=spec.boot_s + RESTORE_CHECKPOINT_S, step_time_cov=spec.step_time_cov,
+                    hourly_hop=True, delta_usd_per_hour=ELASTIC_DELTA_USD_PER_HOUR)
     if not plan.feasible:
         raise ConfigError(plan.refusal())
     if spec.executes_plan:
-        first = first_round_commitment_usd(plan, market, float(start_s))
+        first = first_round_commitment_usd(plan, market, float(start_s), spec.deadline_mode)
         if first > spec.budget_usd:
-            n0 = sum(b.live[0] for b in _seer_schedule(plan).brackets)
-            raise ConfigError(f"SEER's plan starts {n0} trials at once, and the budget cap counts an hour of each at its "
+            n0 = sum(b.live[0] for b in executed_schedule(plan, spec.deadline_mode)[0].brackets)
+            raise ConfigError(f"the plan starts {n0} trials at once, and the budget cap counts an hour of each at its "
                               f"max price: {first:.3f} USD, more than the budget of {spec.budget_usd:g} USD; give at least "
                               f"--budget-usd {math.ceil(first * 1000) / 1000:g}, fewer trials, or "
                               "--deadline-mode guard")
     return plan
 
 
-def _seer_schedule(plan: Any) -> Any:
-    from spottune.planning import seer_schedule
-
-    return seer_schedule(plan.seer)
-
-
-def first_round_commitment_usd(plan: Any, market: MarketSetup, start_s: float) -> float:
+def first_round_commitment_usd(plan: Any, market: MarketSetup, start_s: float, deadline_mode: str = "seer") -> float:
     """USD the budget cap commits when an executed plan's first round has launched: one hour of every trial
     of the round at its max price (DB5), the cheapest zone's price at ``start_s`` plus
     ``ELASTIC_DELTA_USD_PER_HOUR`` per instance type (DB9). The cap stops a run whose commitment exceeds the
-    budget before it trains, so such a plan is refused (DB14)."""
+    budget before it trains, so such a plan is refused (DB14). ``deadline_mode`` says which schedule runs
+    (:func:`executed_schedule`)."""
     from spottune.evaluation._elastic import ELASTIC_DELTA_USD_PER_HOUR
 
-    types = {float(p): t for p, t in zip(plan.seer.parallelism, plan.instance_types)}
+    schedule, types, _ = executed_schedule(plan, deadline_mode)
     total = 0.0
-    for b in _seer_schedule(plan).brackets:
+    for b in schedule.brackets:
         itype = types[float(b.resources[0])]
         price = min(float(market.history[m].price_at(start_s)) for m in market.markets if m.instance_type == itype)
         total += b.live[0] * (price + ELASTIC_DELTA_USD_PER_HOUR)

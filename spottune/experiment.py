@@ -63,7 +63,7 @@ BILLING = ("second", "hour")
 #: SEER's printed plan (``seer-predictive``: brackets, wall-clock rounds, elimination by EarlyCurve's predicted
 #: final value; sim backend only), ``guard`` runs SpotTune's Algorithm 1 under the budget cap and the deadline
 #: guard (the plan is only printed).
-DEADLINE_MODES = ("plan", "guard")
+DEADLINE_MODES = ("plan", "seer", "guard")
 #: Start of a run whose spec leaves ``start_utc`` as None (spec D10: the 2015 trace's default window).
 DEFAULT_START_UTC = pd.Timestamp("2015-05-05T00:00Z")
 #: Largest ``max_steps``: a bigger budget is a typo (it would run for hours of wall time in the simulator).
@@ -220,11 +220,14 @@ class ExperimentSpec:
         Seconds from the start by which the run must finish (``"6h"``, ``"90min"`` or a number of
         seconds; :func:`spottune.planning.parse_duration`). With ``budget_usd`` the run is planned first
         (SEER, :func:`spottune.planning.plan_run`) and an infeasible request is refused (issue 17).
-    deadline_mode : {"plan", "guard"}, default "plan"
-        With both ``deadline`` and ``budget_usd``: ``plan`` executes the printed plan (SEER's brackets with
-        wall-clock rounds, elimination by EarlyCurve's predicted final value, the ``seer-predictive`` policy of
-        ``spottune simulate``; sim backend only), ``guard`` runs SpotTune's Algorithm 1 under the budget
-        cap and the deadline guard and only prints the plan (decision DB14). Ignored without both.
+    deadline_mode : {"plan", "seer", "guard"}, default "plan"
+        With both ``deadline`` and ``budget_usd``: ``plan`` executes the printed cost-lean plan (the cheapest of
+        θ barrier + top-k, one round and SEER's plan, an instance class per round, that meets the deadline within
+        the budget; hourly relaunches; the ``seer-lean`` policy of ``spottune simulate``, decision DB15; SEER's
+        plan when no lean candidate fits); ``seer`` executes SEER's printed brackets (wall-clock rounds, the
+        ``seer-predictive`` policy, DB14); both elimination by EarlyCurve's predicted final value, sim backend
+        only. ``guard`` runs SpotTune's Algorithm 1 under the budget cap and the deadline guard and only prints
+        the plan. Ignored without both.
     aws : mapping, default {}
         AWS backend settings (:class:`spottune.backends.aws.AwsSettings` fields: ``bucket``, ``image``,
         ``ami``, ``instance_profile``, ``region``, ``experiment``, ``subnets``, ``security_groups``,
@@ -407,8 +410,9 @@ class ExperimentSpec:
 
     @property
     def executes_plan(self) -> bool:
-        """Whether the run executes SEER's plan: both ``deadline`` and ``budget_usd`` and ``deadline_mode="plan"``."""
-        return self.deadline is not None and self.budget_usd is not None and self.deadline_mode == "plan"
+        """Whether the run executes a plan: both ``deadline`` and ``budget_usd`` and ``deadline_mode`` ``plan`` (the
+        lean plan) or ``seer`` (SEER's)."""
+        return self.deadline is not None and self.budget_usd is not None and self.deadline_mode in ("plan", "seer")
 
     @property
     def n_trials(self) -> int:

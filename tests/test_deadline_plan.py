@@ -1,7 +1,8 @@
-"""``spottune run --deadline --budget-usd`` executes SEER's printed plan (issue 17, decision DB14): the brackets
-and rounds that run are the printed ones, the run ends by the deadline within the budget; ``--deadline-mode
-guard`` keeps SpotTune's Algorithm 1 under the budget cap and the deadline guard; bad modes and backends other
-than sim get one line and exit 2."""
+"""``spottune run --deadline --budget-usd`` executes the printed plan (issue 17): the cost-lean plan by default
+(``--deadline-mode plan``, DB15), SEER's brackets with ``--deadline-mode seer`` (DB14); the rounds that run are
+the printed ones, the run ends by the deadline within the budget; ``--deadline-mode guard`` keeps SpotTune's
+Algorithm 1 under the budget cap and the deadline guard; bad modes and backends other than sim get one line and
+exit 2."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from spottune.experiment import ExperimentSpec
 #: 16 digits-mlp trials, two cheap types: SEER's plan has 2 rounds (1.2 h, 4.8 h) with elimination.
 ARGS = ["--deadline", "6h", "--budget-usd", "0.5", "--max-steps", "80", "--instance-types", "m3.medium,r3.large"]
 SPEC = dict(deadline="6h", budget_usd=0.5, max_steps=80, instance_types=["m3.medium", "r3.large"])
+SEER_ARGS = [*ARGS, "--deadline-mode", "seer"]
 START_S = pd.Timestamp("2015-05-05T00:00Z").timestamp()
 
 
@@ -42,7 +44,7 @@ def planned(tmp_path_factory):
     from spottune.cli import cli
 
     out = tmp_path_factory.mktemp("plan") / "r"
-    res = CliRunner().invoke(cli, ["run", *ARGS, "--no-progress", "--output", str(out)], catch_exceptions=False)
+    res = CliRunner().invoke(cli, ["run", *SEER_ARGS, "--no-progress", "--output", str(out)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     summary = json.loads((out / "summary.json").read_text())
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
@@ -50,13 +52,13 @@ def planned(tmp_path_factory):
 
 
 def test_the_plan_is_printed_with_what_runs(monkeypatch, capsys):
-    code, out, err = _main(["run", *ARGS, "--dry-run"], monkeypatch, capsys)
+    code, out, err = _main(["run", *SEER_ARGS, "--dry-run"], monkeypatch, capsys)
     assert code == 0, err
     lines = out.splitlines()
     assert lines[1] == "trials: 16 requested, 141 affordable; plan of 16: 2 rounds of 1.2 h, 4.8 h"
     assert lines[2].startswith("  bracket 1: 10 trials on m3.medium (1 vCPUs), live per round [10, 2]")
     assert lines[3].startswith("  bracket 2: 6 trials on r3.large (2 vCPUs), live per round [6, 1]")
-    assert lines[-1].startswith("executed (deadline_mode plan): these brackets and trials, rounds ending 1.2 h, 6 h")
+    assert lines[-1].startswith("executed (deadline_mode seer): these brackets and trials, rounds ending 1.2 h, 6 h")
 
 
 def test_the_printed_plan_is_the_executed_one(planned):
@@ -65,7 +67,7 @@ def test_the_printed_plan_is_the_executed_one(planned):
     output, summary, _ = planned
     st = summary["settings"]
     assert output.startswith(st["plan"] + "\n")
-    assert st["deadline_mode"] == "plan" and st["plan_executed"] is True and st["theta"] == 1.0
+    assert st["deadline_mode"] == "seer" and st["plan_executed"] is True and st["theta"] == 1.0
     assert st["plan_round_ends_s"] == pytest.approx([4320.0, 21600.0])
     rounds = st["plan_rounds"]
     assert [[len(r) for r in b] for b in rounds] == [[10, 2], [6, 1]]
@@ -133,9 +135,11 @@ def test_guard_mode_runs_algorithm_1(tmp_path):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--deadline-mode", "fast"], "deadline_mode is 'fast', but must be one of plan, guard"),
-    (["--backend", "local"], "--deadline with --budget-usd executes SEER's plan on the sim backend only; use "
+    (["--deadline-mode", "fast"], "deadline_mode is 'fast', but must be one of plan, seer, guard"),
+    (["--backend", "local"], "--deadline with --budget-usd executes a plan on the sim backend only; use "
                              "--deadline-mode guard"),
+    (["--backend", "local", "--deadline-mode", "seer"], "--deadline with --budget-usd executes a plan on the sim "
+                                                        "backend only; use --deadline-mode guard"),
 ])
 def test_cli_refuses_in_one_line(argv, words, monkeypatch, capsys, tmp_path):
     code, out, err = _main(["run", *ARGS, *argv, "--output", str(tmp_path / "o")], monkeypatch, capsys)
@@ -145,10 +149,11 @@ def test_cli_refuses_in_one_line(argv, words, monkeypatch, capsys, tmp_path):
 
 
 def test_spec_and_tune_validate_the_mode(tmp_path):
-    with pytest.raises(ConfigError, match="deadline_mode is 'Plan', but must be one of plan, guard"):
+    with pytest.raises(ConfigError, match="deadline_mode is 'Plan', but must be one of plan, seer, guard"):
         ExperimentSpec(deadline_mode="Plan")
     s = ExperimentSpec(**SPEC, deadline_mode="guard")
     assert ExperimentSpec.from_dict(s.to_dict()) == s and not s.executes_plan and ExperimentSpec(**SPEC).executes_plan
+    assert ExperimentSpec(**SPEC, deadline_mode="seer").executes_plan
     assert not ExperimentSpec(deadline="6h").executes_plan  # a deadline alone: Algorithm 1 and the guard
     from spottune import tune
 
@@ -160,11 +165,40 @@ def test_spec_and_tune_validate_the_mode(tmp_path):
 def test_a_plan_the_budget_cap_would_stop_at_its_first_launches_is_refused(monkeypatch, capsys):
     """16 trials at once on the default pool commit 16 x (price + 0.01 USD/h) for their first hour (DB5): more
     than 0.2 USD, so the cap would stop the run before it trains; refused in one line (DB14)."""
-    argv = ["run", "--max-steps", "60", "--deadline", "1h", "--budget-usd", "0.2", "--dry-run"]
+    argv = ["run", "--max-steps", "60", "--deadline", "1h", "--budget-usd", "0.2", "--deadline-mode", "seer", "--dry-run"]
     code, out, err = _main(argv, monkeypatch, capsys)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1
-    assert err.startswith("error: SEER's plan starts 16 trials at once, and the budget cap counts an hour of each")
+    assert err.startswith("error: the plan starts 16 trials at once, and the budget cap counts an hour of each")
     assert "more than the budget of 0.2 USD" in err and "--deadline-mode guard" in err
     code, out, err = _main([*argv, "--deadline-mode", "guard"], monkeypatch, capsys)
     assert code == 0, err  # guard mode: Algorithm 1 under the cap, the plan only printed
+
+
+# -- the cost-lean plan (DB15), the default --------------------------------------------------------------------
+def test_the_lean_plan_is_printed_and_executed_by_default(monkeypatch, capsys):
+    """16 trials to ceil(0.7 x 80) = 56 steps on m3.medium, then the top 3 to 80: 0.25 USD expected, cheaper than
+    SEER's 0.37; its needed 2.68 h are stretched to the deadline (rounds ending 4.13 h and 6 h)."""
+    code, out, err = _main(["run", *ARGS, "--dry-run"], monkeypatch, capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[-2].startswith("lean plan (the cheapest that fits, DB15): theta-top-k: 16 trials to step 56 on "
+                                "m3.medium, then 3 trials to step 80 on m3.medium; expected cost 0.25 USD, expected "
+                                "finish 2.68 h")
+    assert lines[-1].startswith("executed (deadline_mode plan): the lean plan (theta-top-k), rounds ending 4.13 h, 6 h")
+
+
+def test_the_lean_plan_runs_its_rungs_within_the_deadline_and_the_budget(tmp_path):
+    from spottune import tune
+
+    tune(**SPEC, output=tmp_path / "lean")
+    summary = json.loads((tmp_path / "lean" / "summary.json").read_text())
+    st = summary["settings"]
+    assert st["deadline_mode"] == "plan" and st["plan_executed"] is True and st["plan_executed_name"] == "seer-lean"
+    (rounds,) = st["plan_rounds"]
+    assert [len(r) for r in rounds] == [16, 3] and set(rounds[1]) == {d["trial_id"] for d in summary["top_k"]}
+    assert st["plan_round_ends_s"][-1] == pytest.approx(6 * 3600.0)
+    assert summary["jct_s"] <= 6 * 3600 and summary["budget_exhausted"] is None
+    assert 0 < summary["total_cost_usd"] <= 0.5
+    trials = pd.read_csv(tmp_path / "lean" / "trials.csv")
+    assert sorted(trials["steps"]) == [56] * 13 + [80] * 3

@@ -177,3 +177,20 @@ def test_a_wall_clock_round_holds_back_two_sd_of_its_step_time_noise():
     # 2 x 0.05 x sqrt(n) steps, rounded up: n = 100 -> 1.0 -> 1; n = 400 -> 2.0 -> 2; n = 401 -> 2.0025 -> 3
     assert [reserve_steps(n, 0.05) for n in (1, 100, 400, 401)] == [1, 1, 2, 3]
     assert reserve_steps(100, 0.0) == 0 and reserve_steps(0, 0.05) == 0
+
+
+@pytest.mark.parametrize("wall_clock", [False, True])
+def test_rungs_cap_the_steps_of_each_round(wall_clock):
+    # the lean plan's rungs (DB15): round 1 fits 10 steps on r3.large but stops at 5, round 2 at 8 in all;
+    # the barrier does not wait for the planned end: 5 x 60 s + 3 x 60 s = 480 s, billed by the second
+    lean = ElasticSchedule("seer-lean", (Bracket((600.0, 1200.0), (2, 1), (2.0, 2.0), rungs=(5, 8)),), migrate=False)
+    orch, rec = _run(lean, n=2, wall_clock=wall_clock)
+    assert orch.members == [[["t0", "t1"], ["t0"]]] and orch.eliminated == {"t1": 0}
+    assert orch.trials["t0"].step == 8 and orch.trials["t1"].step == 5
+    assert rec.end_s - T0 == pytest.approx(480.0)
+    assert sum(r.charged_usd for r in rec.ledger) == pytest.approx(0.02 * (5 + 5 + 3) * 60.0 / 3600.0, rel=1e-8)
+
+
+def test_rungs_must_grow():
+    with pytest.raises(ConfigError, match="rungs"):
+        Bracket((1.0, 1.0), (2, 1), (2.0, 2.0), rungs=(5, 5))

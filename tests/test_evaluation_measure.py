@@ -114,3 +114,18 @@ def test_deadline_met_is_jct_within_the_deadline(deadline_s, met):
     orch, record = _run(["a"])
     row = measure(replace(TASK, deadline_s=deadline_s), POLICY, _study("max"), orch, record)  # JCT 2.0 h
     assert row["deadline_met"] == met and row["budget_stopped"] == 0.0
+
+
+def test_the_trial_order_of_a_start_is_drawn_once_for_every_policy():
+    """DB16: a permutation from default_rng([seed, start_index]): the same at the same start, another at another."""
+    import numpy as np
+
+    from spottune.evaluation._runner import trial_order
+
+    ids = [f"t{i:02d}" for i in range(16)]
+    a = trial_order(ids, 0, 5)
+    assert a == trial_order(ids, 0, 5) and sorted(a) == ids and a != ids
+    assert a == [ids[i] for i in np.random.default_rng([0, 5]).permutation(16)]
+    assert trial_order(ids, 0, 6) != a and trial_order(ids, 1, 5) != a
+    assert not Task(workload="w", policy="p", start_index=0, start_s=0.0, market_mode="legacy", seed=0,
+                    train_lo_s=0.0, train_hi_s=1.0).shuffle_trials  # off by default: spottune simulate keeps the order

@@ -120,3 +120,31 @@ def test_tune_refuses_an_infeasible_request(tmp_path):
 
     with pytest.raises(ConfigError, match="at most 29 trials by 1 h within 0.2 USD"):
         tune(deadline="1h", budget_usd=0.2, num_samples=20, output=tmp_path / "r", progress=False)
+
+
+def test_the_plan_holds_the_lean_plan_by_hand():
+    """Flat prices, r3.large 60 s/step at 0.02 USD/h is the cheapest per step (c3.xlarge: 37.1 s at 0.04 USD/h):
+    4 trials to 10 steps, the best to 20, all on r3.large: 50 steps x 60 s x 0.02 / 3600 = 1/60 USD, 2 x 11 x 60 s
+    needed (the floor's extra step), stretched to the deadline; commitment 4 x (0.02 + 0.01) USD (DB15)."""
+    import dataclasses
+
+    h, start = _history()
+    p = plan_run(deadline_s=6 * 3600, budget_usd=0.4, history=h, catalog=InstanceCatalog.load(), markets=[R3, C3],
+                 start_s=start, window_s=4 * DAY, reference_seconds_per_step=60.0, boot_s=0.0, n_requested=4,
+                 max_steps=20, top_k=1, theta=0.5, hourly_hop=False)
+    lean = p.lean
+    assert lean.name == "theta-top-k" and lean.target_steps == 20 and lean.type_map == {2.0: "r3.large"}
+    assert lean.cost_usd == pytest.approx(1 / 60) and lean.finish_s == pytest.approx(1320.0)
+    assert lean.commitment_usd == pytest.approx(0.12)
+    (b,) = lean.schedule.brackets
+    assert b.live == (4, 1) and b.rungs == (10, 20) and b.durations == pytest.approx((10800.0, 10800.0))
+    lines = p.render(mode="plan").splitlines()
+    assert lines[-2].startswith("lean plan (the cheapest that fits, DB15): theta-top-k: 4 trials to step 10 on "
+                                "r3.large, then 1 trials to step 20 on r3.large; expected cost 0.02 USD")
+    assert lines[-1].startswith("executed (deadline_mode plan): the lean plan (theta-top-k), rounds ending 3 h, 6 h")
+    # no lean plan: SEER's brackets run, with hourly relaunches, and the plan says why
+    none = dataclasses.replace(p, lean=None, lean_error="no plan of 4 trials ...")
+    lines = none.render(mode="plan").splitlines()
+    assert lines[-2] == "lean plan: none (no plan of 4 trials ...)"
+    assert lines[-1].startswith("executed (deadline_mode plan): these brackets and trials") and "no lean plan fits" in lines[-1]
+    assert p.render(mode="seer").splitlines()[-1].startswith("executed (deadline_mode seer): these brackets")

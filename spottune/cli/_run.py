@@ -159,8 +159,9 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
               help="Finish within this long of the start ('6h', '90min', seconds); with --budget-usd the run is "
                    "planned first (SEER) and an infeasible request refused.")
 @click.option("--deadline-mode", default=None, show_default=_default("deadline_mode"),
-              help="With --deadline and --budget-usd: 'plan' executes the printed plan (SEER's brackets, wall-clock "
-                   "rounds, elimination by EarlyCurve's prediction; sim backend only), 'guard' runs Algorithm 1 under "
+              help="With --deadline and --budget-usd: 'plan' executes the printed cost-lean plan (the cheapest that "
+                   "meets the deadline within the budget), 'seer' SEER's printed brackets (both wall-clock rounds, "
+                   "elimination by EarlyCurve's prediction; sim backend only), 'guard' runs Algorithm 1 under "
                    "the budget cap and the deadline guard (the plan is only printed).")
 @click.option("--dry-run", is_flag=True, default=False,
               help="Print the first launches (markets, max prices, hourly cost bound), or with --deadline and "
@@ -180,7 +181,7 @@ def run(ctx: click.Context, config: str | None, output: str | None, progress: bo
 
         check_supported(spec)  # an executed plan on a backend other than sim: refused before the plan is printed
 
-        click.echo(plan_spec(spec).render(executed=spec.executes_plan))  # refused here (exit 2) if infeasible
+        click.echo(plan_spec(spec).render(mode=spec.deadline_mode))  # refused here (exit 2) if infeasible
         if ctx.params.get("dry_run"):
             return
     if ctx.params.get("dry_run"):

@@ -78,7 +78,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         predictive ASHA (both with the last value's top-k at θ).
     deadline : str or float, optional
         Deadline after each start (``6h``, ``90min`` or seconds): SpotTune policies run under
-        :class:`spottune.planning.DeadlineGuard`, the SEER family (``seer``, ``seer-predictive``,
+        :class:`spottune.planning.DeadlineGuard`, the SEER family (``seer``, ``seer-predictive``, ``seer-lean``,
         ``e-hyperband``, ``e-grid``) plans for it; the table's ``deadline_met``.
     budget_usd : float, optional
         Budget of every run, USD: the sim backend's hard cap for every policy; the SEER family plans for it.
@@ -198,7 +198,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                    "paper = EarlyCurve at θ (as published).")
 @click.option("--deadline", default=None,
               help="Deadline after each start (6h, 90min, seconds): SpotTune policies run under the deadline guard; "
-                   "the SEER family (seer, seer-predictive, e-hyperband, e-grid) plans for it.")
+                   "the SEER family (seer, seer-predictive, seer-lean, e-hyperband, e-grid) plans for it.")
 @click.option("--budget-usd", type=float, default=None,
               help="Budget of every run, USD: a hard cap for every policy; the SEER family plans for it.")
 @click.option("--deadline-rule", type=click.Choice(["slack", "uniform"]), default="slack", show_default=True,

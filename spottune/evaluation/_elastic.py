@@ -26,6 +26,7 @@ from typing import Any
 from spottune.errors import ConfigError
 from spottune.orchestrator import Orchestrator, OrchestratorConfig, Stop, StopReason, TrialState
 from spottune.orchestrator._policy import _rank_key
+from spottune.planning._elastic import RESERVE_Z, reserve_steps  # noqa: F401  (re-exported: DB13)
 
 __all__ = ["BracketOrchestrator", "TypeChooser", "bracket_orchestrator"]
 
@@ -80,23 +81,6 @@ class TypeChooser:
         return chooser.record_segment(trial_id, instance_type, seconds, steps) if chooser is not None else 0.0
 
 
-#: [I] Standard deviations of the summed step-time noise kept free before a wall-clock round's end.
-RESERVE_Z = 2.0
-
-
-def reserve_steps(steps: int, step_time_cov: float) -> int:
-    """Steps held back from a wall-clock round of ``steps`` planned steps so that it ends on time.
-
-    With independent step times of coefficient of variation ``cov``, ``n`` steps take
-    ``n * T * (1 + e)``, ``sd(e) = cov / sqrt(n)``: the round overruns by about ``RESERVE_Z * cov * sqrt(n)``
-    steps at worst (2 sd: about 2 % of rounds), so that many are held back, rounded up; 0 when ``cov`` is 0.
-    SEER's plan assumes known step times (DB13).
-    """
-    if steps < 1 or step_time_cov <= 0:
-        return 0
-    return int(math.ceil(RESERVE_Z * step_time_cov * math.sqrt(steps)))
-
-
 class BracketOrchestrator(Orchestrator):
     """An elastic schedule (SEER, E-Hyperband, E-Grid) on the orchestrator's trial life cycle (module doc).
 
@@ -123,6 +107,7 @@ class BracketOrchestrator(Orchestrator):
         durations so far) minus ``overhead_s``; a trial that cannot train at least one step before it (a
         revoked or refused trial waiting to relaunch) sits the round out and is ranked by what it has.
         False: every round of a trial trains the round's duration worth of steps, whenever it starts.
+        Either way a bracket's ``rungs`` (the lean plan's, DB15), when set, cap the cumulative steps of each round.
     step_time_cov : float, default 0
         Coefficient of variation of a step's time (the replay's ``SimSettings.step_time_cov``): a wall-clock
         round holds back :func:`reserve_steps` steps so that it ends on time.
@@ -180,7 +165,12 @@ class BracketOrchestrator(Orchestrator):
             self.chooser.assign(tid, itype)
             self.where[tid] = (bracket, k)
             steps = max(1, int(math.floor((br.durations[k] - self.overhead_s) / self._sps(tid, itype))))
-            tr.target_steps = min(self.config.max_steps, tr.checkpoint_step + steps)
+            tr.target_steps = min(self.config.max_steps, tr.checkpoint_step + steps, self._rung(bracket, k))
+
+    def _rung(self, bracket: int, k: int) -> int:
+        """The step cap of round ``k`` of ``bracket`` (its rung; S_max without rungs)."""
+        rungs = self.schedule.brackets[bracket].rungs
+        return self.config.max_steps if rungs is None else int(rungs[k])
 
     def _round_end_s(self, tid: str) -> float:
         """Planned end of the trial's current round, seconds since the epoch."""
@@ -197,6 +187,7 @@ class BracketOrchestrator(Orchestrator):
             itype = self._type(self.schedule.brackets[i].resources[k])
             steps = int(math.floor((self._round_end_s(tid) - t - self.overhead_s) / self._sps(tid, itype)))
             steps -= reserve_steps(steps, self.step_time_cov)
+            steps = min(steps, self._rung(i, k) - tr.checkpoint_step)  # the lean plan's rung (DB15)
             if steps < 1:  # too late for this round: sit it out (ranked by what it has at the barrier)
                 self.sat_out.add((tid, k))
                 if not self._dealing:

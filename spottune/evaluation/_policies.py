@@ -34,6 +34,9 @@ seer                       SEER as published (SoCC'21, Algorithm 1, eta 4, nu 2)
                            on the cheapest-per-vCPU type with P[i] vCPUs, elimination by the current value,
                            survivors re-sorted across brackets (:mod:`spottune.evaluation._elastic`).
 seer-predictive            SEER ranking by EarlyCurve's predicted final value (F-S2).
+seer-lean                  the cost-lean plan (DB15): the cheapest of θ barrier + top-k (θ 0.7), one round and
+                           SEER's plan, an instance class per round, that meets D with the noise reserve within
+                           B; elimination by EarlyCurve's predicted final value.
 e-hyperband                SEER's E-Hyperband: Hyperband's brackets in parallel at p_min, R as large as the
                            deadline and budget allow.
 e-grid                     SEER's E-Grid: T/2 exploring at p_min, T/2 exploiting the best at p_max.
@@ -53,7 +56,7 @@ import numpy as np
 
 from spottune.errors import ConfigError
 from spottune.experiment import OBJECTIVES, STOPPERS
-from spottune.evaluation._elastic import LAUNCH_RETRY_S, RESTORE_CHECKPOINT_S
+from spottune.evaluation._elastic import ELASTIC_DELTA_USD_PER_HOUR, LAUNCH_RETRY_S, RESTORE_CHECKPOINT_S
 from spottune.evaluation._predictors import KINDS
 from spottune.evaluation._pruning import PRUNERS
 from spottune.planning._elastic import SCHEDULES
@@ -91,7 +94,7 @@ class Policy:
     stopper : {"paper", "rank", "predictive"}
         With ``early_curve``: predictive ASHA or the rank-confidence rule at rungs before θ and the last value at θ, or
         EarlyCurve at θ (:func:`spottune._early_stop.early_stopping`).
-    schedule : {"seer", "e-hyperband", "e-grid"} or None
+    schedule : {"seer", "seer-lean", "e-hyperband", "e-grid"} or None
         An elastic schedule planned for the run's deadline and budget (chooser ``bracket-type``);
         ``early_curve`` then ranks each round by EarlyCurve's predicted final value instead of the
         current value.
@@ -159,6 +162,9 @@ ELASTIC: dict[str, Policy] = {p.name: p for p in [
            schedule="seer", early_curve=False, **_ELASTIC),
     Policy(name="seer-predictive", description="SEER, elimination by EarlyCurve's predicted final value (F-S2)",
            schedule="seer", early_curve=True, **_ELASTIC),
+    Policy(name="seer-lean", description="the cheapest feasible plan (theta-top-k, one round or SEER's, instance "
+           "class per round; DB15), elimination by EarlyCurve's predicted final value",
+           schedule="seer-lean", early_curve=True, **{**_ELASTIC, "hourly_hop": True}),
     Policy(name="e-hyperband", description="E-Hyperband: Hyperband's brackets in parallel within D and B",
            schedule="e-hyperband", early_curve=False, **_ELASTIC),
     Policy(name="e-grid", description="E-Grid: T/2 exploring at p_min, T/2 exploiting the best at p_max",
@@ -384,11 +390,16 @@ def _guard(chooser: Any, *, study: Any, catalog: Any, markets: list, start_s: fl
         overhead_s=boot_s + RESTORE_CHECKPOINT_S, rule=rule, on_demand_usd_per_hour=od, max_stable_usd_per_hour=cap)
 
 
+#: θ of ``seer-lean``'s θ-top-k candidate: the θ of the reference SpotTune policy (``spottune-0.7``), not tuned.
+LEAN_THETA = 0.7
+
+
 def elastic_schedule(kind: str, *, study: Any, history: Any, catalog: Any, markets: list, start_s: float,
-                     deadline_s: float, budget_usd: float, boot_s: float, window_s: float) -> tuple[Any, Any]:
-    """``(schedule, resources)``: the elastic schedule ``kind`` for a deadline (s) and a budget (USD), in
-    seconds and vCPUs (the budget in vCPU-seconds at the expected price, DB2; SEER's plan as ``spottune run``
-    prints it, :func:`spottune.planning.plan_run`).
+                     deadline_s: float, budget_usd: float, boot_s: float, window_s: float, top_k: int = 3,
+                     step_time_cov: float = 0.0) -> tuple[Any, dict[float, str]]:
+    """``(schedule, types)``: the elastic schedule ``kind`` for a deadline (s) and a budget (USD), in
+    seconds and vCPUs (the budget in vCPU-seconds at the expected price, DB2; SEER's plan and the lean plan as
+    ``spottune run`` prints them, :func:`spottune.planning.plan_run`), and the instance type of each vCPU count.
 
     Raises
     ------
@@ -403,16 +414,21 @@ def elastic_schedule(kind: str, *, study: Any, history: Any, catalog: Any, marke
                   start_s=start_s, window_s=window_s, reference_seconds_per_step=ref, boot_s=boot_s)
     res = resources(**common)
     n = len(study.trial_ids)
-    if kind == "seer":
-        plan = plan_run(**common, n_requested=n)
+    if kind in ("seer", "seer-lean"):
+        plan = plan_run(**common, n_requested=n, max_steps=study.max_steps if kind == "seer-lean" else None,
+                        top_k=top_k, theta=LEAN_THETA, overhead_s=boot_s + RESTORE_CHECKPOINT_S,
+                        step_time_cov=step_time_cov, hourly_hop=True, delta_usd_per_hour=ELASTIC_DELTA_USD_PER_HOUR)
         if plan.seer is None:
             raise ConfigError(f"seer: deadline {deadline_s:g} s and budget {budget_usd:g} USD fit no round")
-        return seer_schedule(plan.seer), res
-    if kind == "e-hyperband":
-        return hyperband_schedule(deadline_s, res.budget_vcpu_s, eta=SEER_ETA, p_min=res.p_min, t_min=res.t_min,
-                                  max_trials=n), res
-    return grid_schedule(deadline_s, res.budget_vcpu_s, p_min=res.p_min, p_max=res.p_max, t_min=res.t_min,
-                         max_trials=n), res
+        if kind == "seer" or plan.lean is None:  # no lean candidate fits: SEER's plan (Fact 1 in its own model)
+            sched = seer_schedule(plan.seer)
+            return sched, {p: res.instance_type(p) for b in sched.brackets for p in b.resources}
+        return plan.lean.schedule, plan.lean.type_map
+    sched = (hyperband_schedule(deadline_s, res.budget_vcpu_s, eta=SEER_ETA, p_min=res.p_min, t_min=res.t_min,
+                                max_trials=n) if kind == "e-hyperband" else
+             grid_schedule(deadline_s, res.budget_vcpu_s, p_min=res.p_min, p_max=res.p_max, t_min=res.t_min,
+                           max_trials=n))
+    return sched, {p: res.instance_type(p) for b in sched.brackets for p in b.resources}
 
 
 def _assemble_elastic(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: Any, markets: list,
@@ -424,10 +440,10 @@ def _assemble_elastic(policy: Policy, *, study: Any, history: Any, catalog: Any,
 
     if deadline_s is None or budget_usd is None or start_s is None:
         raise ConfigError(f"policy {policy.name} needs a deadline and a budget (--deadline, --budget-usd)")
-    schedule, res = elastic_schedule(policy.schedule, study=study, history=history, catalog=catalog, markets=markets,
-                                     start_s=start_s, deadline_s=deadline_s, budget_usd=budget_usd, boot_s=boot_s,
-                                     window_s=window_s)
-    types = {p: res.instance_type(p) for b in schedule.brackets for p in b.resources}
+    schedule, types = elastic_schedule(policy.schedule, study=study, history=history, catalog=catalog,
+                                       markets=markets, start_s=start_s, deadline_s=deadline_s, budget_usd=budget_usd,
+                                       boot_s=boot_s, window_s=window_s, top_k=top_k,
+                                       step_time_cov=SimSettings().step_time_cov)
     orch, chooser, note = bracket_orchestrator(
         schedule, types, study.trial_ids, history=history, catalog=catalog, pool=pool, rng=rng,
         max_steps=study.max_steps, metric=study.metric, mode=study.mode, top_k=top_k,

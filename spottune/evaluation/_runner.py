@@ -7,6 +7,7 @@ predictors once (:func:`environment`) and reuses them for every run it gets.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import time
@@ -55,6 +56,10 @@ class Task:
     budget_usd : float or None
         The hard cap of the sim backend (every policy), and the budget elastic policies plan for.
     deadline_rule : {"slack", "uniform"}
+    shuffle_trials : bool, default False
+        Replay the study's trials in an order drawn per start (``numpy.random.default_rng([seed, start_index])``),
+        the same for every policy at that start: a policy that samples the first trials of the study (E-Hyperband,
+        E-Grid) does not inherit the file's order (DB16).
     """
 
     workload: str
@@ -76,6 +81,7 @@ class Task:
     deadline_s: float | None = None
     budget_usd: float | None = None
     deadline_rule: str = "slack"
+    shuffle_trials: bool = False
 
 
 def default_starts(history: Any, markets: list, n: int, *, train_days: float = TRAIN_DAYS,
@@ -187,6 +193,13 @@ def _iso(t_s: float) -> str:
     return to_timestamp(t_s).strftime("%Y-%m-%dT%H:%MZ")
 
 
+def trial_order(trial_ids: list[str], seed: int, start_index: int) -> list[str]:
+    """``trial_ids`` in the order of start ``start_index`` (``Task.shuffle_trials``, DB16): a permutation drawn from
+    ``numpy.random.default_rng([seed, start_index])``, the same for every policy at that start."""
+    order = np.random.default_rng([seed, start_index]).permutation(len(trial_ids))
+    return [trial_ids[i] for i in order]
+
+
 def run_task(task: Task) -> tuple[dict[str, Any], float]:
     """Simulate one run; returns (table row, wall seconds). A project error becomes the row's ``error``."""
     from spottune.backends import SimBackend, SimSettings
@@ -199,6 +212,8 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
     env = environment(task.workload, task.seed, task.market_mode, task.prices, task.max_steps, task.instance_types,
                       task.zones)
     study = env["study"]
+    if task.shuffle_trials:
+        study = dataclasses.replace(study, trial_ids=trial_order(study.trial_ids, task.seed, task.start_index))
     try:
         predictor = _predictor(env, policy.predictor, task) if policy.uses_predictor else None
         asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],

@@ -3,6 +3,8 @@
 - :mod:`spottune.planning._seer`: SEER's Algorithms 2-3 (SoCC'21), unit-free.
 - :mod:`spottune.planning._plan`: the dollar budget converted to vCPU-seconds through expected spot prices,
   and the plan ``spottune run --deadline --budget-usd`` prints.
+- :mod:`spottune.planning._lean`: the cost-lean plan, the cheapest candidate that meets the deadline within
+  the budget (DB15).
 """
 
 from spottune.planning._seer import SeerPlan, bracket_budgets, seer_plan
@@ -22,3 +24,10 @@ from spottune.planning._plan import Resources, resources  # noqa: E402
 
 __all__ += ["Bracket", "ElasticSchedule", "Resources", "grid_schedule", "hyperband_schedule", "resources",
             "seer_schedule"]
+
+from spottune.planning._elastic import RESERVE_Z, reserve_steps  # noqa: E402
+from spottune.planning._lean import InstanceClass, LeanPlan, lean_plan, schedule_cost_usd  # noqa: E402
+from spottune.planning._plan import instance_classes  # noqa: E402
+
+__all__ += ["RESERVE_Z", "InstanceClass", "LeanPlan", "instance_classes", "lean_plan", "reserve_steps",
+            "schedule_cost_usd"]

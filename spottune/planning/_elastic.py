@@ -27,9 +27,27 @@ from dataclasses import dataclass
 from spottune.errors import ConfigError
 from spottune.planning._seer import SeerPlan, _floor
 
-__all__ = ["Bracket", "ElasticSchedule", "grid_schedule", "hyperband_schedule", "seer_schedule"]
+__all__ = ["Bracket", "ElasticSchedule", "RESERVE_Z", "grid_schedule", "hyperband_schedule", "reserve_steps",
+           "seer_schedule"]
 
-SCHEDULES = ("seer", "e-hyperband", "e-grid")
+SCHEDULES = ("seer", "seer-lean", "e-hyperband", "e-grid")
+
+
+#: [I] Standard deviations of the summed step-time noise kept free before a wall-clock round's end (DB13).
+RESERVE_Z = 2.0
+
+
+def reserve_steps(steps: int, step_time_cov: float) -> int:
+    """Steps held back from a wall-clock round of ``steps`` planned steps so that it ends on time.
+
+    With independent step times of coefficient of variation ``cov``, ``n`` steps take
+    ``n * T * (1 + e)``, ``sd(e) = cov / sqrt(n)``: the round overruns by about ``RESERVE_Z * cov * sqrt(n)``
+    steps at worst (2 sd: about 2 % of rounds), so that many are held back, rounded up; 0 when ``cov`` is 0.
+    SEER's plan assumes known step times (DB13).
+    """
+    if steps < 1 or step_time_cov <= 0:
+        return 0
+    return int(math.ceil(RESERVE_Z * step_time_cov * math.sqrt(steps)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,15 +62,23 @@ class Bracket:
         Trials trained in each round; round k+1 keeps the best ``live[k+1]`` of round k (0: none).
     resources : tuple of float
         Resources per trial in each round (vCPUs in spottune).
+    rungs : tuple of int or None
+        Cumulative steps a trial may reach by the end of each round (a cap on top of what fits in the
+        round's duration; the lean plan's rungs, DB15); None: only the duration limits a round.
     """
 
     durations: tuple[float, ...]
     live: tuple[int, ...]
     resources: tuple[float, ...]
+    rungs: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if not (len(self.durations) == len(self.live) == len(self.resources) >= 1):
             raise ConfigError("bracket: durations, live and resources must have the same length >= 1")
+        if self.rungs is not None and (len(self.rungs) != len(self.durations)
+                                       or any(b <= a for a, b in zip(self.rungs, self.rungs[1:]))
+                                       or self.rungs[0] < 1):
+            raise ConfigError(f"bracket: rungs must be increasing step counts >= 1, one per round, got {self.rungs}")
         if any(b > a for a, b in zip(self.live, self.live[1:])):
             raise ConfigError(f"bracket: live trials must not grow from round to round, got {self.live}")
 
@@ -77,7 +103,7 @@ class ElasticSchedule:
 
     Attributes
     ----------
-    name : {"seer", "e-hyperband", "e-grid"}
+    name : {"seer", "seer-lean", "e-hyperband", "e-grid"}
     brackets : tuple of Bracket
         Only brackets with trials (SEER's empty brackets are dropped).
     migrate : bool

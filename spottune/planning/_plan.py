@@ -24,9 +24,11 @@ import numpy as np
 
 from spotmarket import HOUR_S
 from spottune.errors import ConfigError
+from spottune.planning._elastic import seer_schedule
+from spottune.planning._lean import InstanceClass, LeanPlan, lean_plan
 from spottune.planning._seer import SeerPlan, seer_plan
 
-__all__ = ["Resources", "RunPlan", "format_duration", "parse_duration", "plan_run", "resources"]
+__all__ = ["Resources", "RunPlan", "format_duration", "instance_classes", "parse_duration", "plan_run", "resources"]
 
 #: SEER's defaults (Algorithm 1): elimination rate eta and parallelism growth nu.
 SEER_ETA, SEER_NU = 4.0, 2.0
@@ -106,6 +108,8 @@ class RunPlan:
     n_requested: int
 
     n_affordable: int = 0
+    lean: LeanPlan | None = None
+    lean_error: str = ""
 
     @property
     def n_trials(self) -> int:
@@ -145,12 +149,13 @@ class RunPlan:
                 f"{self.budget_usd:g} USD (the experiment has {self.n_requested}); lower num_samples or raise "
                 "the deadline or the budget")
 
-    def render(self, executed: bool | None = None) -> str:
-        """The plan as text: trials, brackets and rungs, expected cost with a band, expected finish.
+    def render(self, mode: str | None = None) -> str:
+        """The plan as text: trials, brackets and rungs, expected cost with a band, expected finish, and the lean
+        plan (DB15) when there is one.
 
-        ``executed`` adds a last line saying what runs: True, this plan (``deadline_mode="plan"``, with the
-        wall-clock round ends); False, SpotTune's Algorithm 1 under the budget cap and the deadline guard
-        (``deadline_mode="guard"``); None (default) adds nothing (decision DB14)."""
+        ``mode`` adds a last line saying what runs: ``"plan"``, the lean plan (SEER's brackets when no lean
+        candidate fits); ``"seer"``, SEER's brackets (decision DB14); ``"guard"``, SpotTune's Algorithm 1 under
+        the budget cap and the deadline guard; None (default) adds nothing."""
         lo, mid, hi = self.cost_usd()
         lines = [f"plan: deadline {format_duration(self.deadline_s)}, budget {self.budget_usd:g} USD "
                  f"(SEER, eta {self.seer.eta:g}; {self.usd_per_vcpu_hour[1]:.5f} USD per vCPU-hour "
@@ -169,16 +174,50 @@ class RunPlan:
         lines.append(f"expected cost: {mid:.2f} USD (band {lo:.2f}-{hi:.2f}, 10th-90th price percentiles)")
         lines.append(f"expected finish: {format_duration(self.expected_finish_s)} after the start "
                      f"(deadline {format_duration(self.deadline_s)})")
-        if executed is True:
+        lean = self.lean
+        if lean is not None:
+            lines.append(self._render_lean(lean))
+        elif self.lean_error:
+            lines.append(f"lean plan: none ({self.lean_error})")
+        if mode == "plan" and lean is not None:
+            ends = ", ".join(format_duration(e) for e in _cumsum(lean.schedule.brackets[0].durations))
+            lines.append(f"executed (deadline_mode plan): the lean plan ({lean.name}), rounds ending {ends} after the start "
+                         "(wall clock); each trial checkpoints and relaunches every instance-hour and trains what fits "
+                         "before its round's end after boot, restore, checkpoint and a noise reserve, at most to the "
+                         "rung; elimination by EarlyCurve's predicted final value")
+        elif mode in ("plan", "seer"):
             ends = ", ".join(format_duration(e) for e in s.round_ends)
-            lines.append(f"executed (deadline_mode plan): these brackets and trials, rounds ending {ends} after the "
-                         "start (wall clock); each round is one launch per trial that trains what fits before its end "
+            launch = ("each round is one launch per trial" if mode == "seer" else
+                      "no lean plan fits, so SEER's; each trial relaunches every instance-hour")
+            lines.append(f"executed (deadline_mode {mode}): these brackets and trials, rounds ending {ends} after the "
+                         f"start (wall clock); {launch} and trains what fits before its round's end "
                          "after boot, restore, checkpoint and a noise reserve (the rungs are upper bounds); "
                          "elimination by EarlyCurve's predicted final value")
-        elif executed is False:
+        elif mode == "guard":
             lines.append("not executed (deadline_mode guard): the run is SpotTune's Algorithm 1 (theta barrier, top-k) "
                          "under the budget cap and the deadline guard; the plan is SEER's estimate")
         return "\n".join(lines)
+
+    @staticmethod
+    def _render_lean(lean: LeanPlan) -> str:
+        others = "; ".join(f"{n} {c:.2f} USD in {format_duration(f)}" + ("" if ok else " (does not fit)")
+                           for n, c, f, ok in lean.considered if n != lean.name)
+        types = lean.type_map
+        if lean.name == "seer":
+            shape = "SEER's brackets above, with hourly relaunches"
+        else:
+            (b,) = lean.schedule.brackets
+            shape = ", then ".join(f"{m} trials to step {r} on {types[p]}" for m, r, p in zip(b.live, b.rungs, b.resources))
+        return (f"lean plan (the cheapest that fits, DB15): {lean.name}: {shape}; expected cost {lean.cost_usd:.2f} USD, "
+                f"expected finish {format_duration(lean.finish_s)} with the noise reserve; others: {others or 'none'}")
+
+
+def _cumsum(xs: Sequence[float]) -> list[float]:
+    out, t = [], 0.0
+    for x in xs:
+        t += x
+        out.append(t)
+    return out
 
 
 def _bracket_type(vcpus: float, types: Sequence[tuple[str, int, float, float | None]]) -> tuple[str, int, float | None]:
@@ -191,7 +230,9 @@ def _bracket_type(vcpus: float, types: Sequence[tuple[str, int, float, float | N
 
 def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any, markets: Sequence[Any],
              start_s: float, window_s: float, reference_seconds_per_step: float, boot_s: float, n_requested: int,
-             eta: float = SEER_ETA, nu: float = SEER_NU) -> RunPlan:
+             eta: float = SEER_ETA, nu: float = SEER_NU, max_steps: int | None = None, top_k: int = 3,
+             theta: float = 0.7, overhead_s: float | None = None, step_time_cov: float = 0.0,
+             hourly_hop: bool = True, delta_usd_per_hour: float = 0.01) -> RunPlan:
     """Plan a run under a deadline and a budget (SEER's Algorithms 2-3 in vCPU-seconds, see the module).
 
     Parameters
@@ -216,6 +257,12 @@ def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any
         Trials the experiment asks for.
     eta, nu : float
         SEER's elimination rate and parallelism growth.
+    max_steps : int, optional
+        S_max. Given, the plan also holds the cost-lean plan (:func:`spottune.planning.lean_plan`, DB15) with
+        ``top_k``, ``theta``, ``overhead_s`` (seconds of a launch not spent training; default ``boot_s``) and
+        ``step_time_cov``, ``hourly_hop`` and ``delta_usd_per_hour`` (max price above the current price, DB9);
+        SEER's schedule is one of its candidates. If no lean candidate fits, ``lean`` is
+        None and ``lean_error`` says why.
 
     Raises
     ------
@@ -255,10 +302,40 @@ def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any
             n[max(range(len(n)), key=lambda i: n[i])] -= 1
         seer = dataclasses.replace(seer, trials=tuple(n))
     picks = [] if seer is None else [_bracket_type(p, types) for p in seer.parallelism]
+    lean, lean_error = None, ""
+    if max_steps is not None and 1 <= n_requested <= n_affordable:
+        classes = instance_classes(res, reference_seconds_per_step)
+        by_type = {c.instance_type: c for c in classes}
+        seer_classes = {float(p): by_type[t] for p, (t, _, _) in zip(seer.parallelism, picks)}
+        try:
+            lean = lean_plan(n_trials=n_requested, max_steps=max_steps, top_k=top_k, theta=theta,
+                             deadline_s=deadline_s, budget_usd=budget_usd, classes=classes,
+                             overhead_s=boot_s if overhead_s is None else overhead_s, step_time_cov=step_time_cov,
+                             seer=(seer_schedule(seer), seer_classes), hourly_hop=hourly_hop,
+                             delta_usd_per_hour=delta_usd_per_hour)
+        except ConfigError as exc:
+            lean_error = str(exc)
     return RunPlan(deadline_s=float(deadline_s), budget_usd=float(budget_usd), seer=seer, market=str(m_best),
                    usd_per_vcpu_hour=per_vcpu, instance_types=tuple(t for t, _, _ in picks),
                    seconds_per_step=tuple(seconds_per_step(reference_seconds_per_step, v, e) for _, v, e in picks),
-                   boot_s=float(boot_s), n_requested=int(n_requested), n_affordable=n_affordable)
+                   boot_s=float(boot_s), n_requested=int(n_requested), n_affordable=n_affordable, lean=lean,
+                   lean_error=lean_error)
+
+
+def instance_classes(res: Resources, reference_seconds_per_step: float) -> list[InstanceClass]:
+    """Every instance type of the pool as an :class:`~spottune.planning.InstanceClass`: its cheapest zone's expected
+    price (USD per instance-hour), its 90th price percentile (:attr:`Resources.high_usd_per_hour`) and the
+    workload's seconds per step on it (the speed model)."""
+    from spottune.backends._speed import seconds_per_step
+
+    best: dict[str, InstanceClass] = {}
+    high = dict(res.high_usd_per_hour)
+    for t, v, per_vcpu, ecu in res.types:
+        c = InstanceClass(t, int(v), seconds_per_step(reference_seconds_per_step, v, ecu), per_vcpu * v,
+                          high.get(t))
+        if t not in best or c.usd_per_hour < best[t].usd_per_hour:
+            best[t] = c
+    return [best[t] for t in sorted(best)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +355,9 @@ class Resources:
         Boot plus one step on the ``p_min`` type, seconds.
     budget_vcpu_s : float
         The budget at the expected price of ``market``, vCPU-seconds.
+    high_usd_per_hour : tuple of (instance type, USD per instance-hour)
+        Per type, the 90th price percentile over the window of its cheapest zone (by that percentile): the lean
+        plan's commitment uses it (DB15).
     """
 
     market: str
@@ -287,6 +367,7 @@ class Resources:
     p_max: int
     t_min: float
     budget_vcpu_s: float
+    high_usd_per_hour: tuple[tuple[str, float], ...] = ()
 
     def instance_type(self, vcpus: float) -> str:
         """The type a trial with ``vcpus`` resources runs on (cheapest per vCPU with that count, DB2)."""
@@ -335,5 +416,10 @@ def resources(*, deadline_s: float, budget_usd: float, history: Any, catalog: An
         p_max *= nu
     t_min = boot_s + seconds_per_step(reference_seconds_per_step, *_bracket_type(p_min, types)[1:])
     B = budget_usd / per_vcpu[1] * HOUR_S  # vCPU-seconds
+    high: dict[str, float] = {}
+    for m, _, _, _ in rows:
+        q = float(np.quantile(np.atleast_1d(history[m].price_at(np.arange(lo_s, start_s, 60.0))), 0.9))
+        high[m.instance_type] = min(high.get(m.instance_type, math.inf), q)
     return Resources(market=str(m_best), usd_per_vcpu_hour=per_vcpu, types=tuple(types), p_min=int(p_min),
-                     p_max=int(p_max), t_min=float(t_min), budget_vcpu_s=float(B))
+                     p_max=int(p_max), t_min=float(t_min), budget_vcpu_s=float(B),
+                     high_usd_per_hour=tuple(sorted(high.items())))
