@@ -95,10 +95,11 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     from spottune.evaluation import Task, make_table, parse_policies, summarise
     from spottune.evaluation._predictors import LEARNED, ensure_model_set
     from spottune.evaluation._runner import TRAIN_DAYS, environment, run_task
-    from spottune.evaluation._studies import list_studies
+    from spottune.evaluation._studies import is_study, list_studies
 
-    if workload not in list_studies():
-        raise ConfigError(f"--workload is {workload!r}, but must be one of {', '.join(list_studies())}")
+    if not is_study(workload):
+        raise ConfigError(f"--workload is {workload!r}, but must be one of {', '.join(list_studies())} "
+                          "(a recorded study may name its size: opda-alexnet:64)")
     modes = ["legacy", "modern"] if market_mode == "both" else [market_mode]
     for m in modes:
         if m not in ("legacy", "modern"):
@@ -169,7 +170,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                                 "SEER family with --deadline and --budget-usd) on identical spot-market replays; "
                                 "writes a tidy table.")
 @click.option("--workload", default="digits-mlp", show_default=True,
-              help="Built-in workload or recorded study (opda-alexnet, opda-convnext).")
+              help="Built-in workload or recorded study (opda-alexnet, opda-convnext; with a size, opda-alexnet:64: "
+                   "that many configurations sampled, default 16).")
 @click.option("--policies", default="default", show_default=True,
               help="Comma-separated policy names, or 'default' / 'theta-sweep'.")
 @click.option("--starts", type=click.IntRange(min=1), default=10, show_default=True,

@@ -128,19 +128,38 @@ def load_study(name: str, seed: int = 0, *, max_steps: int | None = None, n_conf
     Parameters
     ----------
     name : str
-        See :func:`list_studies`.
+        See :func:`list_studies`; a recorded study may name its size, ``"opda-alexnet:64"`` (``n_configs``
+        configurations sampled).
     seed : int
         Seeds the built-in trainables (``trial_seed(seed, i)``) or the sample of recorded configurations.
     max_steps : int, optional
         S_max, steps (default: the workload's; 50 for recorded studies).
     n_configs : int
-        Configurations sampled from a recorded study (built-in workloads use their search space).
+        Configurations sampled from a recorded study (built-in workloads use their search space); a size in
+        ``name`` wins.
     cache : Path, optional
         Curve cache folder (default ``cache_dir() / "curves"``).
+
+    Raises
+    ------
+    ConfigError
+        A size that is not an integer >= 2 or larger than the recorded study's complete curves.
     """
+    if is_study(name) and ":" in name:
+        base, size = name.split(":")
+        return _recorded(base, seed, max_steps or RECORDED_STEPS, int(size))
     if name in RECORDED:
         return _recorded(name, seed, max_steps or RECORDED_STEPS, n_configs)
     return _builtin(name, seed, max_steps, cache)
+
+
+def is_study(name: str) -> bool:
+    """Whether ``name`` is a study :func:`load_study` reads: one of :func:`list_studies`, or a recorded study with
+    a size of at least 2 configurations (``"opda-alexnet:64"``)."""
+    base, sep, size = name.partition(":")
+    if not sep:
+        return name in list_studies()
+    return base in RECORDED and size.isdigit() and int(size) >= 2
 
 
 def _builtin(name: str, seed: int, max_steps: int | None, cache: Path | None) -> Study:
