@@ -43,3 +43,18 @@ def load_2015() -> tuple[Any, str]:
     from spotmarket.prices import PriceHistory, read_prices
 
     return PriceHistory(read_prices(TRACE)), "spotmarket.prices.read_prices"
+
+
+def run_or_print(args: Any, run: Callable[[Any], dict], markdown: Callable[[dict], str]) -> int:
+    """The tail of a JSON benchmark's ``main``: with ``args.markdown`` print the tables of the stored
+    ``args.out``; otherwise ``run(args)``, write its JSON to ``args.out`` and print its tables. Returns 0."""
+    import json
+
+    if args.markdown:
+        print(markdown(json.loads(args.out.read_text())))
+        return 0
+    r = run(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(r, indent=1, default=float) + "\n")
+    print(markdown(r))
+    return 0

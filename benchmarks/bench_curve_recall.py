@@ -36,7 +36,7 @@ import numpy as np
 from earlycurve import SLAQ, ResidualCurvePredictor
 from earlycurve.evaluation import StudyPool, find_datasets, sample_studies, split_pool
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import ROOT, run_or_print  # noqa: E402  (benchmarks/ is the script's folder)
 OUT = ROOT / "benchmarks" / "results" / "curve_recall.json"
 #: data set -> (family, grid steps), as bench_predictive_stop.SETS
 SETS = {"opda-alexnet": ("opda", 50), "opda-convnext": ("opda", 50), "cakelab-resnet32": ("cakelab", 16),
@@ -223,15 +223,7 @@ def main(argv=None) -> int:
                     help="more pool splits for the robustness table")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")
-    args = ap.parse_args(argv)
-    if args.markdown:
-        print(markdown(json.loads(args.out.read_text())))
-        return 0
-    r = run(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(r, indent=1, default=float) + "\n")
-    print(markdown(r))
-    return 0
+    return run_or_print(ap.parse_args(argv), run, markdown)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from earlycurve.evaluation import find_datasets
 from earlycurve.evaluation._stoppers import OnlineRankStopper
 from earlycurve.evaluation._stopping import StudyPool, evaluate_stopper, sample_studies, split_pool, summarize
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import ROOT, run_or_print  # noqa: E402  (benchmarks/ is the script's folder)
 OUT = ROOT / "benchmarks" / "results" / "early_stopping_online.json"
 PEERS = ROOT / "benchmarks" / "results" / "early_stopping.json"
 N_STEPS = {"opda-alexnet": 50, "opda-convnext": 50, "cakelab-resnet32": 16}
@@ -125,15 +125,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--markdown", action="store_true", help="print the table from the JSON and exit")
-    args = ap.parse_args(argv)
-    if args.markdown:
-        print(markdown(json.loads(args.out.read_text())))
-        return 0
-    r = run(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(r, indent=1, default=float) + "\n")
-    print(markdown(r))
-    return 0
+    return run_or_print(ap.parse_args(argv), run, markdown)
 
 
 if __name__ == "__main__":
