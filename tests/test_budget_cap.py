@@ -69,3 +69,47 @@ def test_short_budget_is_never_exceeded_and_said(share):
     assert "would exceed --budget-usd" in rec.meta["budget_exhausted"]
     launched = {r["instance_id"] for r in rec.log if r["kind"] == "event" and r["type"] == "TrialLaunched"}
     assert launched <= {r.instance_id for r in rec.ledger}  # every instance was ended and billed
+
+
+def _held(budget, price_after_1h):
+    """One trial of 200 steps (60 s each on r3.large: 3 h 20 min) on one instance that never hops, max price
+    0.1 USD/h; the price is 0.02 USD/h for the first hour, then ``price_after_1h`` (below the max price: no
+    revocation)."""
+    import pandas as pd
+
+    from spotmarket.prices import PriceHistory
+    from tests.test_sim_backend import Fixed
+
+    rows = [(T0 - 86400, 0.02), (T0 + 3600, price_after_1h), (T0 + 12 * 3600, price_after_1h)]
+    hist = PriceHistory(pd.DataFrame({
+        "timestamp": pd.to_datetime([r[0] for r in rows], unit="s", utc=True), "availability_zone": A.availability_zone,
+        "instance_type": A.instance_type, "product_description": "Linux/UNIX", "price": [r[1] for r in rows]}))
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=200, theta=1.0, top_k=1, metric="loss",
+                                                   hourly_hop=False), Fixed())
+    curves = TrainableCurves({"t0": lambda: Walk(CONFIGS["t0"], seed=SEEDS["t0"])})
+    sim = SimBackend(orch, hist, LegacyBidRevocation(hist), Billing(), curves, FACTS.__getitem__, T0,
+                     SimSettings(boot_s=0.0, step_time_cov=0.0, checkpoint_overhead_s=0.0))
+    sim.budget_usd = budget
+    rec = sim.run()
+    return rec, sum(r.charged_usd for r in rec.ledger)
+
+
+def test_an_instance_past_its_first_hour_commits_each_next_hour():
+    # no budget: 0.02 + 0.09 x 2 h 20 min = 0.23 USD
+    rec, usd = _held(None, 0.09)
+    assert usd == pytest.approx(0.02 + 0.09 * 7 / 3, rel=1e-5)  # + the final checkpoint's 0.015 s
+    # budget 0.15: launch 0.1 committed; at 1 h 0.02 billed + 0.1 (next hour) = 0.12; at 2 h 0.02 + 0.09 + 0.1 =
+    # 0.21 > 0.15: the run stops at 2 h, having spent 0.11 USD (the launch check alone let it spend 0.23)
+    rec, usd = _held(0.15, 0.09)
+    assert usd == pytest.approx(0.11)
+    assert rec.end_s == pytest.approx(T0 + 2 * 3600)
+    assert "at 2.00 h would exceed --budget-usd 0.15" in rec.meta["budget_exhausted"]
+
+
+def test_the_hourly_commitment_binds_at_the_max_price_not_the_price():
+    # flat 0.02 USD/h: at 3 h 0.06 billed + 0.1 (next hour at the max price) = 0.16 > 0.15, though the whole run
+    # would cost 0.0667 USD: the cap counts the max price, as at a launch (DB5)
+    rec, usd = _held(0.15, 0.02)
+    assert usd == pytest.approx(0.06) and rec.end_s == pytest.approx(T0 + 3 * 3600)
+    rec, usd = _held(0.17, 0.02)
+    assert "budget_exhausted" not in rec.meta and usd == pytest.approx(0.02 * 10 / 3, rel=1e-5)

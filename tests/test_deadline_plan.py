@@ -16,10 +16,13 @@ import pytest
 from spottune.errors import ConfigError
 from spottune.experiment import ExperimentSpec
 
-#: 16 digits-mlp trials, two cheap types: SEER's plan has 2 rounds (1.2 h, 4.8 h) with elimination.
+#: 16 digits-mlp trials, two cheap types.
 ARGS = ["--deadline", "6h", "--budget-usd", "0.5", "--max-steps", "80", "--instance-types", "m3.medium,r3.large"]
 SPEC = dict(deadline="6h", budget_usd=0.5, max_steps=80, instance_types=["m3.medium", "r3.large"])
-SEER_ARGS = [*ARGS, "--deadline-mode", "seer"]
+#: SEER's plan at 0.7 USD: 2 rounds (1.2 h, 4.8 h) with elimination. (At 0.5 USD its 16 first-round instances,
+#: live past their first hour, commit a second hour at the max price the budget cannot cover: the cap stops the
+#: run at 1 h, DB5.)
+SEER_ARGS = [*ARGS[:2], "--budget-usd", "0.7", *ARGS[4:], "--deadline-mode", "seer"]
 START_S = pd.Timestamp("2015-05-05T00:00Z").timestamp()
 
 
@@ -55,30 +58,30 @@ def test_the_plan_is_printed_with_what_runs(monkeypatch, capsys):
     code, out, err = _main(["run", *SEER_ARGS, "--dry-run"], monkeypatch, capsys)
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[1] == "trials: 16 requested, 141 affordable; plan of 16: 2 rounds of 1.2 h, 4.8 h"
-    assert lines[2].startswith("  bracket 1: 10 trials on m3.medium (1 vCPUs), live per round [10, 2]")
-    assert lines[3].startswith("  bracket 2: 6 trials on r3.large (2 vCPUs), live per round [6, 1]")
+    assert lines[1] == "trials: 16 requested, 229 affordable; plan of 16: 2 rounds of 1.2 h, 4.8 h"
+    assert lines[2].startswith("  bracket 1: 8 trials on m3.medium (1 vCPUs), live per round [8, 2]")
+    assert lines[3].startswith("  bracket 2: 8 trials on r3.large (2 vCPUs), live per round [8, 2]")
     assert lines[-1].startswith("executed (deadline_mode seer): these brackets and trials, rounds ending 1.2 h, 6 h")
 
 
 def test_the_printed_plan_is_the_executed_one(planned):
     """One source: the plan printed before the run is the one stored in the summary, and its brackets are the
-    rounds that ran (the trials in sampling order, live per round [10, 2] and [6, 1], round ends T/5 and T)."""
+    rounds that ran (the trials in sampling order, live per round [8, 2] and [8, 2], round ends T/5 and T)."""
     output, summary, _ = planned
     st = summary["settings"]
     assert output.startswith(st["plan"] + "\n")
     assert st["deadline_mode"] == "seer" and st["plan_executed"] is True and st["theta"] == 1.0
     assert st["plan_round_ends_s"] == pytest.approx([4320.0, 21600.0])
     rounds = st["plan_rounds"]
-    assert [[len(r) for r in b] for b in rounds] == [[10, 2], [6, 1]]
-    assert rounds[0][0] == [f"t{i:02d}" for i in range(10)] and rounds[1][0] == [f"t{i:02d}" for i in range(10, 16)]
+    assert [[len(r) for r in b] for b in rounds] == [[8, 2], [8, 2]]
+    assert rounds[0][0] == [f"t{i:02d}" for i in range(8)] and rounds[1][0] == [f"t{i:02d}" for i in range(8, 16)]
     survivors = set(rounds[0][1]) | set(rounds[1][1])
-    assert len(survivors) == 3 and survivors == {d["trial_id"] for d in summary["top_k"]}
+    assert len(survivors) == 4 and {d["trial_id"] for d in summary["top_k"]} < survivors
 
 
 def test_the_rounds_run_on_the_bracket_types_by_the_round_ends(planned):
     """Round 1: every trial launched once at the start on its bracket's type, training ends before 1.2 h; round 2:
-    only the 3 survivors launched again (after the last round-1 segment, best on r3.large), ended by 6 h."""
+    only the 4 survivors launched again (after the last round-1 segment, on their bracket's type), ended by 6 h."""
     _, summary, events = planned
     rounds = summary["settings"]["plan_rounds"]
     launches, ends = defaultdict(list), defaultdict(list)
@@ -96,7 +99,7 @@ def test_the_rounds_run_on_the_bracket_types_by_the_round_ends(planned):
     assert set(second) == set(rounds[0][1]) | set(rounds[1][1])
     assert all(len(ls) <= 2 for ls in launches.values())
     assert all(t >= round1_end for t, _ in second.values())
-    assert [second[t][1] for t in rounds[1][1]] == ["r3.large"] and {second[t][1] for t in rounds[0][1]} == {"m3.medium"}
+    assert [second[t][1] for t in rounds[1][1]] == ["r3.large"] * 2 and {second[t][1] for t in rounds[0][1]} == {"m3.medium"}
 
 
 def test_the_run_ends_by_the_deadline_within_the_budget(planned):
@@ -104,7 +107,7 @@ def test_the_run_ends_by_the_deadline_within_the_budget(planned):
     finished = [e for e in events if e.get("type") == "ExperimentFinished"]
     assert len(finished) == 1 and finished[0]["time_s"] <= START_S + 6 * 3600
     assert summary["jct_s"] <= 6 * 3600 and summary["budget_exhausted"] is None
-    assert 0 < summary["total_cost_usd"] <= 0.5
+    assert 0 < summary["total_cost_usd"] <= 0.7
 
 
 def test_guard_mode_keeps_algorithm_1(monkeypatch, capsys):
@@ -199,6 +202,23 @@ def test_the_lean_plan_runs_its_rungs_within_the_deadline_and_the_budget(tmp_pat
     assert [len(r) for r in rounds] == [16, 3] and set(rounds[1]) == {d["trial_id"] for d in summary["top_k"]}
     assert st["plan_round_ends_s"][-1] == pytest.approx(6 * 3600.0)
     assert summary["jct_s"] <= 6 * 3600 and summary["budget_exhausted"] is None
-    assert 0 < summary["total_cost_usd"] <= 0.5
+    assert 0 < summary["total_cost_usd"] <= 0.7
     trials = pd.read_csv(tmp_path / "lean" / "trials.csv")
     assert sorted(trials["steps"]) == [56] * 13 + [80] * 3
+
+
+def test_a_budget_stop_keeps_the_best_trials_so_far_and_is_not_an_error(tmp_path):
+    """SEER's plan at 0.5 USD: at 1 h its 16 live instances would commit a second hour at the max price (0.19 USD
+    billed + 0.35 committed > 0.5): the cap stops the run there (DB5). No trial finished, yet the run is a result
+    (exit 0): the best trials so far, and the report says why."""
+    from click.testing import CliRunner
+
+    from spottune.cli import cli
+
+    out = tmp_path / "r"
+    res = CliRunner().invoke(cli, ["run", *ARGS, "--deadline-mode", "seer", "--no-progress", "--output", str(out)])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert "current hours at 1.00 h would exceed --budget-usd 0.5" in summary["budget_exhausted"]
+    assert summary["total_cost_usd"] <= 0.5 and len(summary["top_k"]) == 3
+    assert "budget       ran short, the run stopped and kept the best trials so far" in res.output

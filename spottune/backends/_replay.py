@@ -64,6 +64,9 @@ class Instance:
         Steps run on this instance.
     alive : bool
         False once it has been billed.
+    hours_committed : int
+        Instance-hours the budget cap has counted (DB5): the first at the launch, one more at each hour boundary
+        (:meth:`ReplayDriver._budget_tick`).
     """
 
     instance_id: str
@@ -80,6 +83,7 @@ class Instance:
     saved_step: int = 0
     executed: int = 0
     alive: bool = True
+    hours_committed: int = 1
 
     # -- the events about this instance, at engine time t -----------------------------------------------
     def trial_launched(self, t: float) -> ev.TrialLaunched:
@@ -301,6 +305,38 @@ class ReplayDriver(Driver):
             self._timer(inst.termination_s, "terminate", inst)
         if inst.started_s + HOUR_S < inst.termination_s:
             self._timer(max(inst.started_s + HOUR_S, ready_s), "hour", inst)
+            if self.budget_usd is not None:  # after the hourly tick: a hop at the boundary needs no new hour
+                self._timer(inst.started_s + HOUR_S, "budget", inst)
+
+    def _budget_tick(self, inst: Instance) -> None:
+        """An hour boundary of a live instance under a budget (DB5): its next hour is committed at its max price.
+
+        The launch check counts each live instance through the end of its current hour; an instance that runs
+        on past it (a wall-clock round, a held instance) commits one more hour here. When the billed USD, the
+        accrued cost of the live instances and every live instance's commitment through the end of its current
+        hour (the next one for an instance at its boundary) exceed the budget, the run stops for the budget
+        (:meth:`_stop_for_budget`), so no instance-hour is ever begun that the budget cannot pay for.
+        """
+        t = inst.started_s + inst.hours_committed * HOUR_S
+        if self.stopped or not inst.alive or self.budget_usd is None or inst.notice_s <= t:
+            return  # ended, or noticed: its end is already counted to its termination
+        self._log_s = max(self._log_s, t)
+        alive = [i for i in self._instances.values() if i.alive]
+        usd = self.usd + sum(float(self._price_series(i, t).cost_usd(i.started_s, t)) for i in alive if t > i.started_s)
+        for i in alive:
+            if i.notice_s <= t:  # ending at its announced termination
+                usd += i.max_price * max(0.0, i.termination_s - t) / HOUR_S
+            else:  # to the end of its current hour; at a boundary (age k h) the next hour
+                age = max(0.0, t - i.started_s)
+                usd += i.max_price * (math.ceil(age / HOUR_S + 1e-9) * HOUR_S - age) / HOUR_S
+        if usd > self.budget_usd + 1e-9:
+            self._stop_for_budget(f"budget: {usd:.4f} USD billed, accrued and committed through the live instances' "
+                                  f"current hours at {(t - self.record.start_s) / HOUR_S:.2f} h would exceed "
+                                  f"--budget-usd {self.budget_usd:g}")
+            return
+        inst.hours_committed += 1
+        if t + HOUR_S < inst.termination_s:
+            self._timer(t + HOUR_S, "budget", inst)
 
     def _end(self, inst: Instance, t: float, ended_by: str, reason: str) -> None:
         """The instance is gone: bill it once, count its steps (lost = run but never checkpointed)."""

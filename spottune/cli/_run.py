@@ -194,7 +194,7 @@ def run(ctx: click.Context, config: str | None, output: str | None, progress: bo
     click.echo(render_report(out, plots=True))
     click.echo(f"results: {out}")
     failure = no_trial_finished(grid.get_dataframe())
-    if failure:
+    if failure and not grid.summary.get("budget_exhausted"):  # a budget stop keeps the best trials so far (DB5)
         raise BackendError(f"{failure}; results so far are in {out}")
 
 
@@ -213,7 +213,7 @@ def resume(directory: str, progress: bool) -> None:
     click.echo(render_report(out, plots=True))
     click.echo(f"results: {out}")
     failure = no_trial_finished(grid.get_dataframe())
-    if failure:
+    if failure and not grid.summary.get("budget_exhausted"):  # a budget stop keeps the best trials so far (DB5)
         raise BackendError(f"{failure}; results so far are in {out}")
 
 

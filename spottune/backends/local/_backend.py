@@ -330,7 +330,7 @@ class LocalBackend(ReplayDriver):
         kind, *args = item
         handler = {"event": self._deliver, "line": self._on_line, "eof": self._on_eof, "notice": self._on_notice,
                    "hour": self._on_hour, "terminate": self._on_termination, "ended": self._on_ended,
-                   "wake": self._on_wake}.get(kind)
+                   "wake": self._on_wake, "budget": self._budget_tick}.get(kind)
         if handler is None:  # pragma: no cover - a driver bug
             raise BackendError(f"local backend: unknown queue item {kind!r}")
         handler(*args)

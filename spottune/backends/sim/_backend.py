@@ -156,7 +156,8 @@ class SimBackend(ReplayDriver):
         self._at(self.now_s, self._deliver, event)
 
     def _timer(self, t_s: float, kind: str, inst: _Instance) -> None:
-        self._at(t_s, {"notice": self._notice, "terminate": self._terminated, "hour": self._hour}[kind], inst)
+        self._at(t_s, {"notice": self._notice, "terminate": self._terminated, "hour": self._hour,
+                              "budget": self._budget_tick}[kind], inst)
 
     def _wake_at(self, trial_id: str, at_s: float) -> None:
         self._at(at_s, self._wake, trial_id, at_s)
