@@ -27,20 +27,23 @@ import numpy as np
 from provisioner.errors import ProvisionerConfigError
 
 
-def check_correction(p_shrink: float, p_prior: float | None, max_trials_per_candidate: int | None,
+def check_correction(p_shrink: float, p_prior, max_trials_per_candidate: int | None,
                      cap_window_s: float) -> None:
     """Validate the correction settings of :class:`~provisioner.RefundProvisioner`.
 
     Raises
     ------
     ProvisionerConfigError
-        ``p_shrink`` outside [0, 1], ``p_prior`` outside [0, 1], a cap below 1 or not an integer, or a
+        ``p_shrink`` outside [0, 1], ``p_prior`` neither None, a probability nor an object with
+        ``predict_proba``, a cap below 1 or not an integer, or a
         negative / non-finite window.
     """
     if not (isinstance(p_shrink, (int, float)) and 0.0 <= p_shrink <= 1.0):
         raise ProvisionerConfigError(f"p_shrink is {p_shrink!r}, but must be a weight in [0, 1]")
-    if p_prior is not None and not (isinstance(p_prior, (int, float)) and 0.0 <= p_prior <= 1.0):
-        raise ProvisionerConfigError(f"p_prior is {p_prior!r}, but must be a probability in [0, 1] or None (the pool's)")
+    if p_prior is not None and not callable(getattr(p_prior, "predict_proba", None)) and not (
+            isinstance(p_prior, (int, float)) and not isinstance(p_prior, bool) and 0.0 <= p_prior <= 1.0):
+        raise ProvisionerConfigError(f"p_prior is {p_prior!r}, but must be a probability in [0, 1], a revocation "
+                                     "predictor, or None (the pool's)")
     if max_trials_per_candidate is not None and not (
             isinstance(max_trials_per_candidate, int) and not isinstance(max_trials_per_candidate, bool)
             and max_trials_per_candidate >= 1):
@@ -50,7 +53,7 @@ def check_correction(p_shrink: float, p_prior: float | None, max_trials_per_cand
         raise ProvisionerConfigError(f"cap_window_s is {cap_window_s!r}, but must be a finite number of seconds >= 0")
 
 
-def shrink_p(p: np.ndarray, ok: np.ndarray, weight: float, prior: float | None = None) -> np.ndarray:
+def shrink_p(p: np.ndarray, ok: np.ndarray, weight: float, prior: float | np.ndarray | None = None) -> np.ndarray:
     """The revocation probabilities shrunk towards a prior: ``p' = (1 − w) · p + w · p₀``.
 
     Parameters
@@ -62,8 +65,8 @@ def shrink_p(p: np.ndarray, ok: np.ndarray, weight: float, prior: float | None =
         Launchable candidates (their p is finite).
     weight : float in [0, 1]
         w; 0 returns ``p`` unchanged, 1 replaces every p by the prior.
-    prior : float in [0, 1], optional
-        A fixed p₀. None: per rung, the mean p of the launchable markets at that rung (the pool's base
+    prior : float in [0, 1] or ndarray of shape (n, L), optional
+        A fixed p₀, or one per candidate (e.g. another predictor's). None: per rung, the mean p of the launchable markets at that rung (the pool's base
         rate for that max-price question; a rung with one launchable market keeps its p).
 
     Returns
@@ -86,7 +89,7 @@ def shrink_p(p: np.ndarray, ok: np.ndarray, weight: float, prior: float | None =
         count = ok.sum(axis=0)
         p0 = np.where(count > 0, np.where(ok, p, 0.0).sum(axis=0) / np.maximum(count, 1), np.nan)[None, :]
     else:
-        p0 = float(prior)
+        p0 = np.asarray(prior, dtype=float)
     return np.where(ok, (1.0 - weight) * p + weight * p0, np.nan)
 
 

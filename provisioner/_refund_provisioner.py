@@ -58,9 +58,10 @@ class RefundProvisioner(BaseChooser):
     p_shrink : float in [0, 1], default 0
         Optimizer's-curse correction (:mod:`provisioner._curse`): the objective prices
         ``p' = (1 − p_shrink) · p + p_shrink · p₀`` instead of the predictor's p (0 = off).
-    p_prior : float in [0, 1], optional
-        p₀: a fixed base rate; None (default) = per max-price rung, the mean p of the round's launchable
-        markets at that rung.
+    p_prior : float in [0, 1] or RevocationPredictor, optional
+        p₀: a fixed base rate; a second predictor asked the same (market, max price) questions in one
+        more call per round (e.g. the market's empirical rate, ``revpred.EmpiricalRate``); None (default)
+        = per max-price rung, the mean p of the round's launchable markets at that rung.
     max_trials_per_candidate : int, optional
         Diversification cap: at most this many trials on one (market, max-price rung) among the choices
         of the last ``cap_window_s`` seconds; a trial whose best candidate is full takes its next best
@@ -88,7 +89,7 @@ class RefundProvisioner(BaseChooser):
     def __init__(self, history: PriceHistory, catalog: InstanceCatalog, predictor: RevocationPredictor, pool: Pool,
                  rng: np.random.Generator, *, objective: RefundStepCost | None = None,
                  performance: PerformanceMatrix | None = None, mean_window_s: float = HOUR_S,
-                 p_shrink: float = 0.0, p_prior: float | None = None, max_trials_per_candidate: int | None = None,
+                 p_shrink: float = 0.0, p_prior: float | RevocationPredictor | None = None, max_trials_per_candidate: int | None = None,
                  cap_window_s: float = 600.0):
         check_correction(p_shrink, p_prior, max_trials_per_candidate, cap_window_s)
         if predictor is None:
@@ -103,21 +104,23 @@ class RefundProvisioner(BaseChooser):
         #: number of predictor calls made (one per round; tests read it)
         self.predictor_calls = 0
         self.p_shrink = float(p_shrink)
-        self.p_prior = None if p_prior is None else float(p_prior)
+        self.p_prior = p_prior if p_prior is None or hasattr(p_prior, "predict_proba") else float(p_prior)
         #: the diversification cap's record of recent choices (None without a cap)
         self.ledger = None if max_trials_per_candidate is None else LaunchLedger(max_trials_per_candidate, cap_window_s)
 
-    def _ladder_p(self, now_s: float, ok: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """p of every launchable (market, rung), shape (n, L), from one predictor call."""
+    def _ladder_p(self, now_s: float, ok: np.ndarray, b: np.ndarray, predictor: RevocationPredictor | None = None
+                  ) -> np.ndarray:
+        """p of every launchable (market, rung), shape (n, L), from one call of ``predictor`` (default: ours)."""
+        predictor = self.predictor if predictor is None else predictor
         p = np.full(b.shape, np.nan)
         rows, cols = np.nonzero(ok)
         if rows.size == 0:
             return p
         self.predictor_calls += 1
-        out = np.asarray(self.predictor.predict_proba([self.markets[j] for j in rows.tolist()], now_s,
-                                                      b[rows, cols]), dtype=float)
+        out = np.asarray(predictor.predict_proba([self.markets[j] for j in rows.tolist()], now_s,
+                                                 b[rows, cols]), dtype=float)
         if out.shape != (rows.size,) or not np.all((out >= 0.0) & (out <= 1.0)):
-            raise ProvisionerError(f"predictor {type(self.predictor).__name__} returned shape {out.shape}, but must "
+            raise ProvisionerError(f"predictor {type(predictor).__name__} returned shape {out.shape}, but must "
                                    f"return shape ({rows.size},) with values in [0, 1]")
         p[rows, cols] = out
         return p
@@ -129,7 +132,10 @@ class RefundProvisioner(BaseChooser):
         with np.errstate(invalid="ignore"):
             ok = available[:, None] & (b_all >= current[:, None])
         p_all = self._ladder_p(now_s, ok, b_all)
-        p_used = shrink_p(p_all, ok, self.p_shrink, self.p_prior)  # the predictor's p when p_shrink = 0
+        prior = self.p_prior
+        if self.p_shrink and prior is not None and not isinstance(prior, float):
+            prior = self._ladder_p(now_s, ok, b_all, prior)  # the prior predictor's p of the same candidates
+        p_used = shrink_p(p_all, ok, self.p_shrink, prior)  # the predictor's p when p_shrink = 0
         p_obj = np.minimum(np.where(ok, p_used, 0.0), P_CAP)
         steps_left, resume = plan
         restore = np.where(resume[:, None] == 0, 0.0, self._ckpt[None, :])  # (k, n); NaN (unknown) restores

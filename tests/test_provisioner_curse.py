@@ -48,6 +48,21 @@ def test_the_objective_prices_the_shrunk_p():
     assert off.p_objective is None and "p_objective" not in off.to_dict()
 
 
+def test_a_prior_predictor_gives_each_candidate_its_own_base_rate():
+    # the market's base rate from a second predictor: r4.large@1a 0.3, @1b 0.1, m4 0.0 at every rung
+    base = TablePredictor(lambda m, b: {R4A: 0.3, R4B: 0.1, M4: 0.0}[m])
+    pred = TablePredictor(lambda m, b: P[m])
+    ch = chooser(PRICES, pred, p_shrink=0.25, p_prior=base)
+    by_market = {c.market: c for c in ch.choose("t", NOW).explanation.candidates}
+    assert by_market[R4A].p_objective == pytest.approx(0.75 * 0.8 + 0.25 * 0.3)  # 0.675
+    assert by_market[R4B].p_objective == pytest.approx(0.75 * 0.2 + 0.25 * 0.1)  # 0.175
+    assert by_market[M4].p_objective == pytest.approx(0.75 * 0.5)  # 0.375
+    # the prior is asked the same questions, in one call per round
+    assert len(base.calls) == 1 and base.calls[0][0] == pred.calls[0][0]
+    np.testing.assert_array_equal(base.calls[0][2], pred.calls[0][2])
+    assert ch.predictor_calls == 2
+
+
 def test_shrinkage_can_change_the_choice():
     # r4.large@1a at 0.10 USD/h with p = 0.8 beats @1b at 0.05 USD/h with p = 0 (same type, same T); with
     # every p pulled to 0 only the price is left and @1b wins.
@@ -107,7 +122,7 @@ def test_ledger_window_zero_counts_the_same_time_only():
     assert led.counts(10.5, (1, 2)).tolist() == [[0, 0]]
 
 
-@pytest.mark.parametrize("kw", [dict(p_shrink=-0.1), dict(p_shrink=1.5), dict(p_prior=2.0),
+@pytest.mark.parametrize("kw", [dict(p_shrink=-0.1), dict(p_shrink=1.5), dict(p_prior=2.0), dict(p_prior="pool"),
                                 dict(max_trials_per_candidate=0), dict(max_trials_per_candidate=2.5),
                                 dict(max_trials_per_candidate=True), dict(cap_window_s=-1.0),
                                 dict(cap_window_s=float("inf"))])
