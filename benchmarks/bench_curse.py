@@ -66,7 +66,42 @@ def _configure(chooser, setting: dict, env: dict, start_s: float) -> None:
     chooser.ledger = None if cap is None else LaunchLedger(cap, CAP_WINDOW_S)
 
 
-def run_one(args: tuple) -> dict:
+def launches(log: list[dict]) -> list[dict]:
+    """Per instance of a run: the chosen candidate's p, horizon H, q(H) and whether the provider revoked it.
+
+    q(H) = 1 − (1 − p)^(H/3600) is what the objective expects before our own end (p capped at 0.999).
+    """
+    pending, out = {}, {}
+    for r in log:
+        if r["type"] == "Launch" and isinstance(r.get("explanation"), dict) and r["explanation"].get("candidates"):
+            c = r["explanation"]["candidates"][0]
+            pending[r["trial_id"]] = {"market": r["market"], "p": c["p_revocation"], "horizon_s": c.get("horizon_s"),
+                                      "delta": round(r["max_price_usd_per_hour"] - c["current_price_usd_per_hour"], 6),
+                                      "revoked": 0}
+        elif r["type"] == "TrialLaunched" and r["trial_id"] in pending:
+            out[r["instance_id"]] = pending.pop(r["trial_id"])
+        elif r["type"] == "RevocationNotice" and r["instance_id"] in out:
+            out[r["instance_id"]]["revoked"] = 1
+    for v in out.values():
+        if v["p"] is not None and v["horizon_s"] is not None:
+            v["q"] = 1.0 - (1.0 - min(v["p"], 0.999)) ** (v["horizon_s"] / 3600.0)
+    return list(out.values())
+
+
+def reliability(rows: list[dict]) -> list[dict]:
+    """Chosen candidates binned by q(H): mean q against the share the provider revoked (the optimizer's curse)."""
+    edges = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0 + 1e-12]
+    out = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        sel = [r for r in rows if "q" in r and lo <= r["q"] < hi]
+        if sel:
+            out.append({"q_bin": f"[{lo:.1f}, {min(hi, 1.0):.1f})", "instances": len(sel),
+                        "mean_q": float(np.mean([r["q"] for r in sel])), "mean_p": float(np.mean([r["p"] for r in sel])),
+                        "revoked_share": float(np.mean([r["revoked"] for r in sel]))})
+    return out
+
+
+def run_one(args: tuple, with_launches: bool = False) -> dict:
     """One replay of ``spottune-0.7`` with a correction setting; the bench_cost columns and the chosen p."""
     setting, start_index, start_s, workload, mode = args
     warnings.simplefilter("ignore")
@@ -97,7 +132,8 @@ def run_one(args: tuple) -> dict:
               if r["type"] == "Launch" and isinstance(r.get("explanation"), dict)
               and r["explanation"].get("candidates")]
     chosen = [p for p in chosen if p is not None]
-    return {"setting": _key(setting), "start_index": start_index, "start": row["start"], "start_s": start_s,
+    extra = {"launches": launches(record.log)} if with_launches else {}
+    return {**extra, "setting": _key(setting), "start_index": start_index, "start": row["start"], "start_s": start_s,
             **{k: row[k] for k in ("cost_usd", "jct_h", "refunded_share", "revocations", "instances", "top3")},
             "mean_p_chosen": float(np.mean(chosen)) if chosen else math.nan,
             "wall_s": round(time.perf_counter() - t0, 2)}
@@ -135,6 +171,8 @@ def main() -> None:
     ap.add_argument("--mode", choices=["legacy", "modern"], default="legacy")
     ap.add_argument("--first", type=int, default=None, help="only the first N starts of the set")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--reliability", action="store_true",
+                    help="rerun the settings and bin their chosen candidates' q(H) against the revoked share")
     args = ap.parse_args()
     settings = json.loads(args.settings) if args.settings else CANDIDATES
     if {} not in settings:
@@ -144,6 +182,22 @@ def main() -> None:
     starts = tuning_starts(ev) if args.starts == "tuning" else ev
     starts = starts[: args.first] if args.first else starts
     name = f"{args.starts}-{args.workload}-{args.mode}"
+    if args.reliability:
+        from functools import partial
+
+        tasks = [(s, i, t, args.workload, args.mode) for s in settings for i, t in enumerate(starts)]
+        with ProcessPoolExecutor(args.jobs) as pool:
+            rows = list(pool.map(partial(run_one, with_launches=True), tasks))
+        results = json.loads(OUT.read_text()) if OUT.exists() else {}
+        results[f"{name}-reliability"] = {
+            k: reliability([x for r in rows if r["setting"] == k for x in r["launches"]]) for k in map(_key, settings)}
+        OUT.write_text(json.dumps(results, indent=1) + "\n")
+        for k, v in results[f"{name}-reliability"].items():
+            print(k)
+            for b in v:
+                print(f"  q {b['q_bin']}: {b['instances']:5d} instances, mean q {b['mean_q']:.3f}, mean p "
+                      f"{b['mean_p']:.3f}, revoked {b['revoked_share']:.3f}")
+        return
     path = RUNS / f"{name}.csv"
     done = pd.read_csv(path) if path.exists() else None
     have = set() if done is None else set(zip(done["setting"], done["start_s"]))

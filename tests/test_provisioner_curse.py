@@ -7,8 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from provisioner import ProvisionerConfigError, RefundStepCost, refund_step_cost_usd
-from provisioner._curse import LaunchLedger, shrink_p
+from provisioner import LaunchLedger, ProvisionerConfigError, RefundStepCost, refund_step_cost_usd, shrink_p
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_provisioner_refund import M4, NOW, R4A, R4B, TablePredictor, chooser  # noqa: E402
