@@ -103,7 +103,10 @@ def markdown(results):
     lines = ["# Cost against the baselines and the lower bound (issue 12)", "",
              "Written by `benchmarks/bench_cost.py` (figures in `benchmarks/results/cost.json`); "
              f"{results['starts']} starts spread over the 2015 us-east-1 trace, every policy on the same "
-             "replays, boot latency and restore time. Mean over starts.", ""]
+             "replays, boot latency and restore time. Mean over starts.", "",
+             "Corrections of the optimizer's curse (a shrunk p, a diversification cap; opt-in, off in these tables) are "
+             "measured on the same replays by `benchmarks/bench_curse.py`: docs/evaluation.md, \"Optimizer's curse\".",
+             ""]
     for key, r in results["runs"].items():
         lines += [f"## {key}", "", "| policy | cost USD | JCT h | refunded share | top-3 | revocations | "
                   "lower bound USD | runs below the bound |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
