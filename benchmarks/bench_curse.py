@@ -12,7 +12,8 @@ evaluation starts, never overlapping an evaluation replay) and then reported on 
 evaluation start, is in docs/evaluation.md ("Optimizer's curse").
 
 Run: ``.venv/bin/python benchmarks/bench_curse.py --starts tuning|evaluation [--settings JSON] [--workload w]
-[--mode legacy|modern] [--first N] [--jobs 2]``; rows go to ``benchmarks/results/curse_runs/<set>-<workload>-<mode>.csv``
+[--mode legacy|modern] [--first N] [--jobs 2] [--reliability]``; rows go to
+``benchmarks/results/curse_runs/<set>-<workload>-<mode>.csv``
 (a rerun only runs the (setting, start) pairs missing there) and the summary to ``benchmarks/results/curse.json``.
 """
 
@@ -96,7 +97,8 @@ def reliability(rows: list[dict]) -> list[dict]:
         sel = [r for r in rows if "q" in r and lo <= r["q"] < hi]
         if sel:
             out.append({"q_bin": f"[{lo:.1f}, {min(hi, 1.0):.1f})", "instances": len(sel),
-                        "mean_q": float(np.mean([r["q"] for r in sel])), "mean_p": float(np.mean([r["p"] for r in sel])),
+                        "mean_q": float(np.mean([r["q"] for r in sel])),
+                        "mean_p": float(np.mean([r["p"] for r in sel])),
                         "revoked_share": float(np.mean([r["revoked"] for r in sel]))})
     return out
 
@@ -216,7 +218,8 @@ def main() -> None:
     results[name] = {"policy": POLICY, "starts": [float(s) for s in starts], "settings": summarise(df)}
     OUT.write_text(json.dumps(results, indent=1) + "\n")
     for k, v in results[name]["settings"].items():
-        print(f"{k:55s} cost {v['cost_usd']:.3f}  diff {v['paired_cost_diff_usd']:+.3f} ± {v['paired_cost_diff_se'] or 0:.3f}"
+        print(f"{k:55s} cost {v['cost_usd']:.3f}  diff {v['paired_cost_diff_usd']:+.3f}"
+              f" ± {v['paired_cost_diff_se'] or 0:.3f}"
               f"  refunded {v['refunded_share']:.3f}  JCT {v['jct_h']:.2f}  top3min {v['top3_min']:.0f}"
               f"  cheaper/dearer {v['starts_cheaper']}/{v['starts_dearer']}")
     print(f"wrote {OUT}")

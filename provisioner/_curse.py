@@ -66,8 +66,9 @@ def shrink_p(p: np.ndarray, ok: np.ndarray, weight: float, prior: float | np.nda
     weight : float in [0, 1]
         w; 0 returns ``p`` unchanged, 1 replaces every p by the prior.
     prior : float in [0, 1] or ndarray of shape (n, L), optional
-        A fixed p₀, or one per candidate (e.g. another predictor's). None: per rung, the mean p of the launchable markets at that rung (the pool's base
-        rate for that max-price question; a rung with one launchable market keeps its p).
+        A fixed p₀, or one per candidate (e.g. another predictor's). None: per rung, the mean p of the
+        launchable markets at that rung (the pool's base rate for that max-price question; a rung with
+        one launchable market keeps its p).
 
     Returns
     -------

@@ -89,8 +89,8 @@ class RefundProvisioner(BaseChooser):
     def __init__(self, history: PriceHistory, catalog: InstanceCatalog, predictor: RevocationPredictor, pool: Pool,
                  rng: np.random.Generator, *, objective: RefundStepCost | None = None,
                  performance: PerformanceMatrix | None = None, mean_window_s: float = HOUR_S,
-                 p_shrink: float = 0.0, p_prior: float | RevocationPredictor | None = None, max_trials_per_candidate: int | None = None,
-                 cap_window_s: float = 600.0):
+                 p_shrink: float = 0.0, p_prior: float | RevocationPredictor | None = None,
+                 max_trials_per_candidate: int | None = None, cap_window_s: float = 600.0):
         check_correction(p_shrink, p_prior, max_trials_per_candidate, cap_window_s)
         if predictor is None:
             raise ProvisionerConfigError("RefundProvisioner needs a revocation predictor (e.g. ConstantRevocation(0.0))")
@@ -101,7 +101,7 @@ class RefundProvisioner(BaseChooser):
                          objective=objective, mean_window_s=mean_window_s)
         self._od = np.array([catalog.on_demand_usd_per_hour(m.instance_type, m.region) for m in self.markets])
         self._ckpt = np.array([objective.checkpoint_seconds(m.instance_type) for m in self.markets])
-        #: number of predictor calls made (one per round; tests read it)
+        #: number of predictor calls made (one per round, two with a prior predictor; tests read it)
         self.predictor_calls = 0
         self.p_shrink = float(p_shrink)
         self.p_prior = p_prior if p_prior is None or hasattr(p_prior, "predict_proba") else float(p_prior)

@@ -39,8 +39,8 @@ from spottune.errors import ConfigError
 from spottune.experiment import MARKET_MODES, ExperimentSpec
 
 __all__ = [
-    "PREDICTOR_KINDS", "Experiment", "MarketSetup", "build", "build_market", "calibrated_predictor", "check_start", "empirical_rate_predictor",
-    "constant_hazard",
+    "PREDICTOR_KINDS", "Experiment", "MarketSetup", "build", "build_market", "calibrated_predictor", "check_start",
+    "constant_hazard", "empirical_rate_predictor",
     "curve_model", "deadline_guard", "dry_run", "make_predictor", "make_provisioner", "plan_orchestrator", "plan_spec", "revocation_model", "run", "store_url",
 ]
 
