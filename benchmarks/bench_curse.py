@@ -105,7 +105,7 @@ def reliability(rows: list[dict]) -> list[dict]:
 
 def run_one(args: tuple, with_launches: bool = False) -> dict:
     """One replay of ``spottune-0.7`` with a correction setting; the bench_cost columns and the chosen p."""
-    setting, start_index, start_s, workload, mode = args
+    setting, start_index, start_s, workload, mode, seed = args
     warnings.simplefilter("ignore")
     np.seterr(all="ignore")
     from spotmarket import Billing
@@ -115,18 +115,18 @@ def run_one(args: tuple, with_launches: bool = False) -> dict:
     from spottune.evaluation._runner import TRAIN_DAYS, Task, _predictor, default_starts, environment, measure
 
     t0 = time.perf_counter()
-    env = environment(workload, 0, mode, None, None)
+    env = environment(workload, seed, mode, None, None)
     first = default_starts(env["history"], env["markets"], 10)[0]
-    task = Task(workload=workload, policy=POLICY, start_index=start_index, start_s=start_s, market_mode=mode, seed=0,
+    task = Task(workload=workload, policy=POLICY, start_index=start_index, start_s=start_s, market_mode=mode, seed=seed,
                 train_lo_s=first - TRAIN_DAYS * 86400.0, train_hi_s=first)
     policy = get_policy(POLICY)
     study = env["study"]
     asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],
                    markets=env["markets"], revocation_model=env["revocations"], billing=Billing("second"),
-                   predictor=_predictor(env, policy.predictor, task), seed=0, boot_s=DEFAULT_BOOT_S, start_s=start_s,
+                   predictor=_predictor(env, policy.predictor, task), seed=seed, boot_s=DEFAULT_BOOT_S, start_s=start_s,
                    window_s=task.train_hi_s - task.train_lo_s)
     _configure(asm.chooser, setting, env, start_s)
-    settings = SimSettings(boot_s=DEFAULT_BOOT_S, seed=0)
+    settings = SimSettings(boot_s=DEFAULT_BOOT_S, seed=seed)
     record = SimBackend(asm.orchestrator, env["history"], asm.revocation_model, asm.billing, study.sim_curves(),
                         env["market"].facts, start_s, settings).run()
     row = measure(task, policy, study, asm.orchestrator, record)
@@ -173,6 +173,7 @@ def main() -> None:
     ap.add_argument("--mode", choices=["legacy", "modern"], default="legacy")
     ap.add_argument("--first", type=int, default=None, help="only the first N starts of the set")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0, help="seed of the replays (noise, predictors); 0 = bench_cost's")
     ap.add_argument("--reliability", action="store_true",
                     help="rerun the settings and bin their chosen candidates' q(H) against the revoked share")
     args = ap.parse_args()
@@ -183,11 +184,11 @@ def main() -> None:
     ev = default_starts(env["history"], env["markets"], 10)
     starts = tuning_starts(ev) if args.starts == "tuning" else ev
     starts = starts[: args.first] if args.first else starts
-    name = f"{args.starts}-{args.workload}-{args.mode}"
+    name = f"{args.starts}-{args.workload}-{args.mode}" + (f"-seed{args.seed}" if args.seed else "")
     if args.reliability:
         from functools import partial
 
-        tasks = [(s, i, t, args.workload, args.mode) for s in settings for i, t in enumerate(starts)]
+        tasks = [(s, i, t, args.workload, args.mode, args.seed) for s in settings for i, t in enumerate(starts)]
         with ProcessPoolExecutor(args.jobs) as pool:
             rows = list(pool.map(partial(run_one, with_launches=True), tasks))
         results = json.loads(OUT.read_text()) if OUT.exists() else {}
@@ -203,7 +204,7 @@ def main() -> None:
     path = RUNS / f"{name}.csv"
     done = pd.read_csv(path) if path.exists() else None
     have = set() if done is None else set(zip(done["setting"], done["start_s"]))
-    tasks = [(s, i, t, args.workload, args.mode) for s in settings for i, t in enumerate(starts)
+    tasks = [(s, i, t, args.workload, args.mode, args.seed) for s in settings for i, t in enumerate(starts)
              if (_key(s), t) not in have]
     if tasks:
         with ProcessPoolExecutor(args.jobs) as pool:
