@@ -15,9 +15,15 @@ Every policy pays the same launch-to-training latency (``DEFAULT_BOOT_S``) and r
 ratios of the means over the same starts, all from this one run. The lower bound
 (``spottune.evaluation._lower_bound``) is per run; where it is 0 USD the ratio is undefined (NaN).
 
-Run: ``.venv/bin/python benchmarks/bench_cost.py [--starts 10] [--jobs 2] [--workloads a,b] [--modes m]``.
+Run: ``.venv/bin/python benchmarks/bench_cost.py [--starts 10] [--jobs 2] [--workloads a,b] [--modes m] [--tuning]``.
 Each (workload, mode) keeps its ``spottune simulate`` table in ``benchmarks/results/cost_runs/``; a rerun
 only runs the policies missing there (delete the folder to measure afresh).
+
+``--tuning`` runs the same comparison on the **tuning** starts instead
+(:func:`spottune.evaluation.tuning_starts`: a third and two thirds of the way between consecutive
+evaluation starts, 2 (n − 1) of them, disjoint from every evaluation replay) and writes
+``benchmarks/results/cost_tuning.json`` and ``benchmarks/results/cost_tuning_runs/`` (never ``docs/cost.md``):
+settings of ours are chosen there, and reported on the evaluation starts.
 """
 
 from __future__ import annotations
@@ -97,7 +103,10 @@ def markdown(results):
     lines = ["# Cost against the baselines and the lower bound (issue 12)", "",
              "Written by `benchmarks/bench_cost.py` (figures in `benchmarks/results/cost.json`); "
              f"{results['starts']} starts spread over the 2015 us-east-1 trace, every policy on the same "
-             "replays, boot latency and restore time. Mean over starts.", ""]
+             "replays, boot latency and restore time. Mean over starts.", "",
+             "Corrections of the optimizer's curse (a shrunk p, a diversification cap; opt-in, off in these tables) are "
+             "measured on the same replays by `benchmarks/bench_curse.py`: docs/evaluation.md, \"Optimizer's curse\".",
+             ""]
     for key, r in results["runs"].items():
         lines += [f"## {key}", "", "| policy | cost USD | JCT h | refunded share | top-3 | revocations | "
                   "lower bound USD | runs below the bound |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -132,12 +141,26 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--tuning", action="store_true",
+                    help="run on the tuning starts between the evaluation starts (choose settings there)")
     args = ap.parse_args()
-    results = {"machine": platform.machine(), "python": platform.python_version(), "starts": args.starts,
+    out, runs, doc, start_times = OUT, RUNS, DOC, None
+    if args.tuning:
+        from spottune.evaluation import default_starts, tuning_starts
+        from spottune.evaluation._runner import environment
+        from spotmarket.prices import to_timestamp
+
+        env = environment(WORKLOADS[0], 0, "legacy", None, None)
+        starts = tuning_starts(default_starts(env["history"], env["markets"], args.starts))
+        start_times = ",".join(to_timestamp(s).isoformat() for s in starts)
+        out, runs, doc = OUT.with_name("cost_tuning.json"), RUNS.with_name("cost_tuning_runs"), None
+    results = {"machine": platform.machine(), "python": platform.python_version(),
+               "starts": args.starts if start_times is None else len(start_times.split(",")),
+               "start_set": "tuning" if args.tuning else "evaluation",
                "policies": POLICIES, "runs": {}}
     for workload in args.workloads.split(","):
         for mode in args.modes.split(","):
-            folder = RUNS / f"{workload}-{mode}"
+            folder = runs / f"{workload}-{mode}"
             table = folder / "table.csv"
             done = pd.read_csv(table) if table.exists() else None
             missing = [p for p in POLICIES if done is None or p not in set(done["policy"])]
@@ -146,7 +169,7 @@ def main() -> None:
                 with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     new = simulate_all(workload, ",".join(missing), args.starts, mode, Path(d) / "run", jobs=args.jobs,
-                                       progress=False)
+                                       progress=False, start_times=start_times)
                 folder.mkdir(parents=True, exist_ok=True)
                 done = new if done is None else pd.concat([done, new], ignore_index=True)
                 done.to_csv(table, index=False)
@@ -156,9 +179,10 @@ def main() -> None:
                 "zero_bound_runs": int((df["lower_bound_usd"].astype(float) == 0).sum()),
                 "bounded_runs": int(df["lower_bound_usd"].notna().sum())}
             print(workload, mode, json.dumps(_finite(results["runs"][f"{workload}, {mode}"]["targets"])), flush=True)
-            OUT.write_text(json.dumps(_finite(results), indent=1) + "\n")
-            DOC.write_text(markdown(results) + "\n")
-    print(f"wrote {OUT} and {DOC}")
+            out.write_text(json.dumps(_finite(results), indent=1) + "\n")
+            if doc is not None:
+                doc.write_text(markdown(results) + "\n")
+    print(f"wrote {out}" + ("" if doc is None else f" and {doc}"))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from provisioner._refund import (
     refund_step_cost_usd,
     revocation_within,
 )
+from provisioner._curse import LaunchLedger, shrink_p
 from provisioner._refund_provisioner import RefundProvisioner
 from provisioner.errors import (
     CatalogError,
@@ -63,6 +64,7 @@ __all__ = [
     "MarketExclusions",
     "InstanceFacts",
     "InstanceSpec",
+    "LaunchLedger",
     "MarketChooser",
     "MaxPriceRule",
     "MaxPriceSource",
@@ -89,6 +91,7 @@ __all__ = [
     "ladder_max_prices",
     "refund_step_cost_usd",
     "revocation_within",
+    "shrink_p",
     "find_data_file",
     "step_cost_usd",
     "useful_step_cost_usd",

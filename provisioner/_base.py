@@ -405,9 +405,12 @@ class BaseChooser(abc.ABC):
                     step_cost_usd=None if c_i is None else c_i[j],
                     **{name: float(arr[i, j]) for name, arr in extra.items() if name in _CANDIDATE_EXTRA},
                 ))
+            capped = extra.get("capped")
             row_skipped = list(skipped) + [
                 SkippedMarket(market=self.markets[j],
-                              reason=f"max price {b_i[j]:.6g} USD/hour is below the current price {cur_l[j]:.6g}")
+                              reason="every max price of this market already holds the cap of trials chosen "
+                                     "in the cap's window" if capped is not None and capped[i, j] else
+                              f"max price {b_i[j]:.6g} USD/hour is below the current price {cur_l[j]:.6g}")
                 for j in np.flatnonzero(available & ~launchable[i]).tolist()
             ]
             top = candidates[0]
@@ -425,7 +428,7 @@ class BaseChooser(abc.ABC):
 
 
 #: Extra per-candidate arrays a chooser may report in :class:`Candidate` (see :meth:`BaseChooser._evaluate`).
-_CANDIDATE_EXTRA = ("expected_usd", "expected_useful_steps", "horizon_s")
+_CANDIDATE_EXTRA = ("expected_usd", "expected_useful_steps", "horizon_s", "p_objective")
 
 
 def _plan(k: int, steps_left: Sequence[float] | None, resume_steps: Sequence[int] | None) -> tuple[np.ndarray, np.ndarray]:

@@ -51,6 +51,9 @@ class Candidate:
         Refund-aware objective only: expected steps kept until the horizon.
     horizon_s : float or None
         Refund-aware objective only: the decision horizon H, seconds.
+    p_objective : float or None
+        Refund-aware objective with ``p_shrink`` > 0 only: the shrunk p the objective priced
+        (``p_revocation`` stays the predictor's).
     """
 
     market: Market
@@ -66,6 +69,7 @@ class Candidate:
     expected_usd: float | None = None
     expected_useful_steps: float | None = None
     horizon_s: float | None = None
+    p_objective: float | None = None
 
     def to_dict(self) -> dict:
         """Plain-JSON dict (market as a string; the refund-aware fields only when set)."""
@@ -81,7 +85,7 @@ class Candidate:
             "measured": self.measured,
             "step_cost_usd": _num(self.step_cost_usd),
         }
-        for name in ("expected_usd", "expected_useful_steps", "horizon_s"):
+        for name in ("expected_usd", "expected_useful_steps", "horizon_s", "p_objective"):
             if getattr(self, name) is not None:
                 out[name] = _num(getattr(self, name))
         return out

@@ -17,6 +17,7 @@ from revpred.protocol import RevocationPredictor
 from provisioner._base import BaseChooser
 from provisioner._catalog import InstanceCatalog
 from provisioner._cost import HOUR_S, expected_hour_cost_usd
+from provisioner._curse import LaunchLedger, check_correction, shrink_p
 from provisioner._performance import PerformanceMatrix
 from provisioner._pool import Pool
 from provisioner._refund import (
@@ -54,6 +55,19 @@ class RefundProvisioner(BaseChooser):
         T (seconds per step); default from the catalog's vCPUs.
     mean_window_s : float
         Window of P̄, seconds (3600).
+    p_shrink : float in [0, 1], default 0
+        Optimizer's-curse correction (:mod:`provisioner._curse`): the objective prices
+        ``p' = (1 − p_shrink) · p + p_shrink · p₀`` instead of the predictor's p (0 = off).
+    p_prior : float in [0, 1] or RevocationPredictor, optional
+        p₀: a fixed base rate; a second predictor asked the same (market, max price) questions in one
+        more call per round (e.g. the market's empirical rate, ``revpred.EmpiricalRate``); None (default)
+        = per max-price rung, the mean p of the round's launchable markets at that rung.
+    max_trials_per_candidate : int, optional
+        Diversification cap: at most this many trials on one (market, max-price rung) among the choices
+        of the last ``cap_window_s`` seconds; a trial whose best candidate is full takes its next best
+        (if every candidate is full, the cap is waived for that trial). None (default) = no cap.
+    cap_window_s : float, default 600
+        Seconds a choice counts towards the cap (0 = the same decision time only).
 
     Notes
     -----
@@ -74,7 +88,10 @@ class RefundProvisioner(BaseChooser):
 
     def __init__(self, history: PriceHistory, catalog: InstanceCatalog, predictor: RevocationPredictor, pool: Pool,
                  rng: np.random.Generator, *, objective: RefundStepCost | None = None,
-                 performance: PerformanceMatrix | None = None, mean_window_s: float = HOUR_S):
+                 performance: PerformanceMatrix | None = None, mean_window_s: float = HOUR_S,
+                 p_shrink: float = 0.0, p_prior: float | RevocationPredictor | None = None,
+                 max_trials_per_candidate: int | None = None, cap_window_s: float = 600.0):
+        check_correction(p_shrink, p_prior, max_trials_per_candidate, cap_window_s)
         if predictor is None:
             raise ProvisionerConfigError("RefundProvisioner needs a revocation predictor (e.g. ConstantRevocation(0.0))")
         objective = objective if objective is not None else RefundStepCost()
@@ -84,20 +101,26 @@ class RefundProvisioner(BaseChooser):
                          objective=objective, mean_window_s=mean_window_s)
         self._od = np.array([catalog.on_demand_usd_per_hour(m.instance_type, m.region) for m in self.markets])
         self._ckpt = np.array([objective.checkpoint_seconds(m.instance_type) for m in self.markets])
-        #: number of predictor calls made (one per round; tests read it)
+        #: number of predictor calls made (one per round, two with a prior predictor; tests read it)
         self.predictor_calls = 0
+        self.p_shrink = float(p_shrink)
+        self.p_prior = p_prior if p_prior is None or hasattr(p_prior, "predict_proba") else float(p_prior)
+        #: the diversification cap's record of recent choices (None without a cap)
+        self.ledger = None if max_trials_per_candidate is None else LaunchLedger(max_trials_per_candidate, cap_window_s)
 
-    def _ladder_p(self, now_s: float, ok: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """p of every launchable (market, rung), shape (n, L), from one predictor call."""
+    def _ladder_p(self, now_s: float, ok: np.ndarray, b: np.ndarray, predictor: RevocationPredictor | None = None
+                  ) -> np.ndarray:
+        """p of every launchable (market, rung), shape (n, L), from one call of ``predictor`` (default: ours)."""
+        predictor = self.predictor if predictor is None else predictor
         p = np.full(b.shape, np.nan)
         rows, cols = np.nonzero(ok)
         if rows.size == 0:
             return p
         self.predictor_calls += 1
-        out = np.asarray(self.predictor.predict_proba([self.markets[j] for j in rows.tolist()], now_s,
-                                                      b[rows, cols]), dtype=float)
+        out = np.asarray(predictor.predict_proba([self.markets[j] for j in rows.tolist()], now_s,
+                                                 b[rows, cols]), dtype=float)
         if out.shape != (rows.size,) or not np.all((out >= 0.0) & (out <= 1.0)):
-            raise ProvisionerError(f"predictor {type(self.predictor).__name__} returned shape {out.shape}, but must "
+            raise ProvisionerError(f"predictor {type(predictor).__name__} returned shape {out.shape}, but must "
                                    f"return shape ({rows.size},) with values in [0, 1]")
         p[rows, cols] = out
         return p
@@ -109,7 +132,11 @@ class RefundProvisioner(BaseChooser):
         with np.errstate(invalid="ignore"):
             ok = available[:, None] & (b_all >= current[:, None])
         p_all = self._ladder_p(now_s, ok, b_all)
-        p_obj = np.minimum(np.where(ok, p_all, 0.0), P_CAP)
+        prior = self.p_prior
+        if self.p_shrink and prior is not None and not isinstance(prior, float):
+            prior = self._ladder_p(now_s, ok, b_all, prior)  # the prior predictor's p of the same candidates
+        p_used = shrink_p(p_all, ok, self.p_shrink, prior)  # the predictor's p when p_shrink = 0
+        p_obj = np.minimum(np.where(ok, p_used, 0.0), P_CAP)
         steps_left, resume = plan
         restore = np.where(resume[:, None] == 0, 0.0, self._ckpt[None, :])  # (k, n); NaN (unknown) restores
         left = np.where(np.isnan(steps_left), np.inf, steps_left)[:, None]
@@ -123,6 +150,9 @@ class RefundProvisioner(BaseChooser):
         with np.errstate(divide="ignore", invalid="ignore"):
             cost = np.where(steps > 0, usd / np.where(steps > 0, steps, 1.0), np.inf)
         bad = ~np.broadcast_to(ok[None], cost.shape)
+        capped = None
+        if self.ledger is not None:
+            bad, capped = self._cap(now_s, bad, cost, usd, b_all)
         big = np.inf
         keys = (np.where(bad, big, np.broadcast_to(b_all[None], cost.shape)), np.where(bad, big, usd),
                 np.where(bad, big, cost), bad)
@@ -137,7 +167,40 @@ class RefundProvisioner(BaseChooser):
         hour_cost = np.where(launchable, expected_hour_cost_usd(np.where(launchable, p, 0.0), mean0[None, :]), np.nan)
         cost_c = np.where(launchable, cost_c, np.nan)
         extra = {"expected_usd": usd_c, "max_price": b, "expected_useful_steps": steps_c, "horizon_s": H}
+        if self.p_shrink:
+            extra["p_objective"] = pick(p_used[None])
+        if capped is not None:
+            extra["capped"] = capped
         return b, launchable, p, cost_c, hour_cost, extra
+
+    def _cap(self, now_s: float, bad: np.ndarray, cost: np.ndarray, usd: np.ndarray,
+             b_all: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The diversification cap: trials in order, each takes its best (market, rung) that is not full.
+
+        Returns ``bad`` with the full candidates of each trial added, shape (k, n, L), and the (k, n)
+        mask of markets that could launch but whose every rung was full. Each trial's choice is recorded
+        in :attr:`ledger` (the same candidate :meth:`choose_many` ranks first: same keys, same order).
+        """
+        k, n, L = cost.shape
+        counts = self.ledger.counts(now_s, (n, L))
+        out = bad.copy()
+        capped = np.zeros((k, n), dtype=bool)
+        rank = np.broadcast_to(self._rank[:, None], (n, L)).ravel()
+        for i in range(k):
+            closed = bad[i] | (counts >= self.ledger.cap)
+            if closed.all():  # every candidate is full: the cap is waived for this trial
+                closed = bad[i]
+            best = int(np.lexsort((rank, np.where(closed, np.inf, b_all).ravel(),
+                                   np.where(closed, np.inf, usd[i]).ravel(),
+                                   np.where(closed, np.inf, cost[i]).ravel(), closed.ravel()))[0])
+            if closed.flat[best]:
+                continue  # nothing launchable for this trial: choose_many says so
+            j, r = divmod(best, L)
+            counts[j, r] += 1
+            self.ledger.add(now_s, j, r)
+            capped[i] = ~bad[i].all(axis=-1) & closed.all(axis=-1)
+            out[i] = closed
+        return out, capped
 
     def _order_keys(self, *, step_cost, seconds_per_step, current, mean, **extra):
         return [step_cost, extra["expected_usd"], extra["max_price"]]

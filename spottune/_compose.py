@@ -40,7 +40,7 @@ from spottune.experiment import MARKET_MODES, ExperimentSpec
 
 __all__ = [
     "PREDICTOR_KINDS", "Experiment", "MarketSetup", "build", "build_market", "calibrated_predictor", "check_start",
-    "constant_hazard",
+    "constant_hazard", "empirical_rate_predictor",
     "curve_model", "deadline_guard", "dry_run", "make_predictor", "make_provisioner", "plan_orchestrator", "plan_spec", "revocation_model", "run", "store_url",
 ]
 
@@ -269,6 +269,29 @@ def calibrated_predictor(market: MarketSetup, lo_s: float, hi_s: float, seed: in
     ladder = getattr(provisioner, "DELTA_LADDER_USD_PER_HOUR", DELTA_LADDER_USD_PER_HOUR)
     return CalibratedRevocation.train(market.history, market.markets, lo_s, hi_s, ladder=ladder,
                                       on_demand=on_demand or None, stride_min=10, query_grid_s=600.0, seed=seed)
+
+
+def empirical_rate_predictor(market: MarketSetup, lo_s: float, hi_s: float, stride_min: int = 10) -> Any:
+    """The market's base rate as a predictor: :class:`revpred.EmpiricalRate` on ``[lo_s, hi_s]``.
+
+    p(market, t, b) is the (Laplace-smoothed) share of the window's decision times, every ``stride_min``
+    minutes, whose price rose above ``b − price(t)`` over the current price within the hour: the market's
+    own frequency for the same question, with no model. The refund objective's optimizer's-curse
+    correction shrinks the calibrated p towards it (``RefundProvisioner(p_prior=...)``).
+
+    Raises
+    ------
+    revpred.RevPredError
+        If a market has no decision time in the window.
+    """
+    from revpred.baselines import EmpiricalRate
+    from revpred.labels import max_rise, sample_times
+
+    rises = {}
+    for m in market.markets:
+        series = market.history[m]
+        rises[m] = max_rise(series, sample_times(series, lo_s, hi_s, stride_min))
+    return EmpiricalRate(market.history, rises)
 
 
 def _market_seed(seed: int, market: Any) -> int:
