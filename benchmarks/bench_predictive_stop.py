@@ -28,7 +28,8 @@ ConvNeXt as a check where the target is met) with the rung score replaced by a
 :class:`earlycurve.ResidualCurvePredictor` fitted on that set's TUNING half only (``split_pool``, seed as above;
 its θs are the grid's rung fractions and ``RESIDUAL_THETAS``). The learned settings (``LEARNED_GRID``: the
 rung fractions × keep_first × keep × bound of ``GRID``) are added as extra candidates to the 252 slope settings,
-whose tuning figures are read from ``early_stopping_predictive.json`` (as is the best peer); the per-set choice
+whose tuning figures are read from ``early_stopping_predictive.json`` (as is the best peer); rows of sets already
+in the output and not re-run are kept (same configuration only); the per-set choice
 is re-made over the union by the same rule and reported on the same test studies, next to the learned-only
 choice and the rule fixed in advance against the winner's curse (cheapest with tuning top-3 ≥ 0.975, over
 the union). Writes ``benchmarks/results/early_stopping_learned.json``.
@@ -416,6 +417,11 @@ def main(argv=None) -> int:
         print(md(json.loads(args.out.read_text())))
         return 0
     r = run_learned(args) if learned else run(args)
+    if learned and args.out.exists():  # keep the rows of sets not re-run (same configuration only)
+        old = json.loads(args.out.read_text())
+        if {k: v for k, v in old["config"].items() if k != "learned_grid_size"} == {k: v for k, v in r["config"].items() if k != "learned_grid_size"} \
+                and old["config"]["learned_grid_size"] == r["config"]["learned_grid_size"]:
+            r["datasets"] = old["datasets"] | r["datasets"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(r, indent=1, default=float) + "\n")
     print(md(r))
