@@ -342,7 +342,19 @@ def run_learned(args) -> dict:
     return out
 
 
-def markdown_learned(r: dict) -> str:
+def frontier(r: dict, base: dict) -> list[str]:
+    """Tuning studies only: the lowest mean tuning cost reaching each tuning top-3 level, slope vs learned grids."""
+    levels = (0.9, TARGET, ROBUST_TARGET, 1.0)
+    lines = ["**Tuning studies only: lowest mean cost whose tuning top-3 reaches the level, slope grid / learned grid**", "",
+             "| data set | " + " | ".join(f"top-3 ≥ {x}" for x in levels) + " |", "| --- |" + " --- |" * len(levels)]
+    for ds, row in r["datasets"].items():
+        sl, lr = base["datasets"][ds]["tuning"], row["tuning_learned"]
+        low = lambda d, x: min((v["cost"] for v in d.values() if v["top3"] >= x - 1e-12), default=float("nan"))  # noqa: E731
+        lines.append(f"| {ds} | " + " | ".join(f"{low(sl, x):.3f} / {low(lr, x):.3f}" for x in levels) + " |")
+    return lines
+
+
+def markdown_learned(r: dict, base: dict | None = None) -> str:
     f = lambda s: f"{s['top1']:.2f} / {s['top3']:.2f} / {s['cost']:.3f}"  # noqa: E731
     labels = ("per_set_slope", "per_set_learned_only", "per_set_union", "robust_union")
     lines = ["| data set | best peer: test top-1 / top-3 / cost | " + " | ".join(
@@ -356,6 +368,8 @@ def markdown_learned(r: dict) -> str:
     for ds, row in r["datasets"].items():
         lines.append(f"- {ds}: " + "; ".join(f"step {k} (θ {v['theta']:.3f}): {v['last_value']:.2f} / {v['slope_score']:.2f} / "
                                             f"{v['learned']:.2f} [{v['alpha']:g}]" for k, v in row["recall_top3"].items()))
+    if base is not None:
+        lines += [""] + frontier(r, base)
     return "\n".join(lines)
 
 
@@ -412,15 +426,14 @@ def main(argv=None) -> int:
     learned = args.score == "learned"
     args.datasets = args.datasets or (LEARNED_SETS if learned else ",".join(SETS))
     args.out = args.out or (OUT_LEARNED if learned else OUT)
-    md = markdown_learned if learned else markdown
+    md = (lambda r: markdown_learned(r, json.loads(args.base.read_text()))) if learned else markdown
     if args.markdown:
         print(md(json.loads(args.out.read_text())))
         return 0
     r = run_learned(args) if learned else run(args)
     if learned and args.out.exists():  # keep the rows of sets not re-run (same configuration only)
         old = json.loads(args.out.read_text())
-        if {k: v for k, v in old["config"].items() if k != "learned_grid_size"} == {k: v for k, v in r["config"].items() if k != "learned_grid_size"} \
-                and old["config"]["learned_grid_size"] == r["config"]["learned_grid_size"]:
+        if old["config"] == r["config"]:
             r["datasets"] = old["datasets"] | r["datasets"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(r, indent=1, default=float) + "\n")
