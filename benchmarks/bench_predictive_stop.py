@@ -23,11 +23,24 @@ tuning studies (cheapest with mean top-3 ≥ 0.95, else most accurate) and repor
   is among the 3 lowest scores, for the last value and the shared setting's slope score
   ``y(θ) + slope · (y(θ) − y(θ/2))``.
 
+``--score learned`` (§8.8, design ES15) re-runs only the sets of ``--datasets`` (default AlexNet, cakelab and
+ConvNeXt as a check where the target is met) with the rung score replaced by a
+:class:`earlycurve.ResidualCurvePredictor` fitted on that set's TUNING half only (``split_pool``, seed as above;
+its θs are the grid's rung fractions and ``RESIDUAL_THETAS``). The learned settings (``LEARNED_GRID``: the
+rung fractions × keep_first × keep × bound of ``GRID``) are added as extra candidates to the 252 slope settings,
+whose tuning figures are read from ``early_stopping_predictive.json`` (as is the best peer); rows of sets already
+in the output and not re-run are kept (same configuration only); the per-set choice
+is re-made over the union by the same rule and reported on the same test studies, next to the learned-only
+choice and the rule fixed in advance against the winner's curse (cheapest with tuning top-3 ≥ 0.975, over
+the union). Writes ``benchmarks/results/early_stopping_learned.json``.
+
 Writes ``benchmarks/results/early_stopping_predictive.json``::
 
     .venv/bin/python benchmarks/builtin_curves.py                     # the built-in family's curves, 3 min
     .venv/bin/python benchmarks/bench_predictive_stop.py              # about 27 min on one shared core
     .venv/bin/python benchmarks/bench_predictive_stop.py --markdown   # the tables of docs/earlycurve.md §8
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_predictive_stop.py --score learned   # §8.8, a few min
+    .venv/bin/python benchmarks/bench_predictive_stop.py --score learned --markdown
 """
 
 from __future__ import annotations
@@ -42,12 +55,19 @@ from pathlib import Path
 
 import numpy as np
 
-from earlycurve.evaluation import find_datasets
+from earlycurve import RESIDUAL_THETAS, ResidualCurvePredictor
+from earlycurve._online_stop import rungs_for
+from earlycurve.evaluation import find_datasets, split_pool
 from earlycurve.evaluation._stoppers import ASHAStopper, OnlineRankStopper, PredictiveStopper
 from earlycurve.evaluation._stopping import StudyPool, choose_best, evaluate_stopper, replay, sample_studies, summarize, tune_and_report
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "early_stopping_predictive.json"
+OUT_LEARNED = ROOT / "benchmarks" / "results" / "early_stopping_learned.json"
+LEARNED_SETS = "opda-alexnet,cakelab-resnet32,opda-convnext"
+#: Fixed before any test result of the learned score was seen (§8.6's stricter rule): the cheapest setting
+#: whose tuning top-3 reaches this, over the union of the slope and learned grids.
+ROBUST_TARGET = 0.975
 PEERS_JSON = ROOT / "benchmarks" / "results" / "early_stopping.json"
 #: data set -> (family, grid steps)
 SETS = {"opda-alexnet": ("opda", 50), "opda-convnext": ("opda", 50), "cakelab-resnet32": ("cakelab", 16),
@@ -225,6 +245,134 @@ def run(args) -> dict:
     return out
 
 
+def learned_grid() -> dict[str, dict]:
+    """The learned-score candidates: ``GRID``'s rung fractions × keep_first × keep × bound, score ``learned``."""
+    out = {}
+    for fr, kf, k, bk, g in itertools.product(FRACTIONS, KEEP_FIRST, KEEP, BOUNDS, GUARDS):
+        out[f"fractions={list(fr)} keep_first={kf} keep={k} score=learned bound_k={bk} guard={g}"] = dict(
+            fractions=fr, keep_first=kf, keep=k, score="learned", bound_k=bk, bound_quantile=BOUND_QUANTILE, guard=g)
+    return out
+
+
+def fit_learned(pool: StudyPool, seed: int) -> ResidualCurvePredictor:
+    """``ResidualCurvePredictor`` (constructor defaults but its θs) fitted on the pool's TUNING half only, with a
+    model at every rung fraction of ``FRACTIONS`` on this grid (and ``RESIDUAL_THETAS``)."""
+    n = pool.n_steps
+    rung_thetas = {r / n for fr in FRACTIONS for r in rungs_for(n, fr)}
+    rows = split_pool(pool, seed)["tuning"]
+    steps = np.arange(1, n + 1)
+    model = ResidualCurvePredictor(thetas=sorted(rung_thetas | set(RESIDUAL_THETAS)), random_state=seed)
+    return model.fit([(steps, pool.grid[i], n) for i in rows])
+
+
+def rung_recall(test, model, n: int) -> dict:
+    """Top-3 recall (test studies) of the last value, the slope score (slope 1) and the learned score at every
+    rung of the grid and at ``THETAS``: the share of studies whose true best is among the 3 lowest scores."""
+    cuts = sorted({r for fr in FRACTIONS for r in rungs_for(n, fr)} | {max(1, int(round(t * n))) for t in THETAS})
+    out = {}
+    for r in cuts:
+        hits = {"last_value": [], "slope_score": [], "learned": []}
+        steps = np.arange(1, r + 1)
+        for s in test:
+            y = s.curves[:, r - 1]
+            y0 = s.curves[:, max(1, r - max(1, r // 2)) - 1]
+            lr = np.array([model.predict_final(steps, c[:r], n).value for c in s.curves])
+            best = int(np.argmin(s.finals))
+            for label, score in (("last_value", y), ("slope_score", y + (y - y0)), ("learned", lr)):
+                hits[label].append(float(best in np.argsort(score, kind="stable")[:3]))
+        out[str(r)] = {"theta": r / n, "alpha": model.alpha_[model.theta_model(r / n)]} | {k: float(np.mean(v)) for k, v in hits.items()}
+    return out
+
+
+def run_learned(args) -> dict:
+    """``--score learned``: the learned rung score as extra candidates, on the sets of ``args.datasets`` (module docstring)."""
+    warnings.filterwarnings("ignore")
+    sets = find_datasets(args.data, digits=[ROOT / "benchmarks" / "results" / f for f in BUILTIN_FILES.values()
+                                            if (ROOT / "benchmarks" / "results" / f).exists()])
+    base = json.loads(args.base.read_text())
+    if base["config"]["seed"] != args.seed or base["config"]["tuning"] != args.tuning or base["config"]["test"] != args.test:
+        raise SystemExit(f"{args.base} was made with another seed or study counts; re-run it first")
+    slope = grid()
+    learned = learned_grid()
+    if args.quick:
+        learned = dict(list(learned.items())[:: max(1, len(learned) // 12)])
+    out = {"config": {"tuning": args.tuning, "test": args.test, "workers": args.workers, "seed": args.seed,
+                      "learned_grid_size": len(learned), "slope_grid_size": len(slope), "target_top3": TARGET,
+                      "robust_target_top3": ROBUST_TARGET, "base": args.base.name}, "datasets": {}}
+    for ds in args.datasets.split(","):
+        family, n = SETS[ds]
+        key = ds.removeprefix("builtin-") if ds.startswith("builtin-") else ds
+        cs = sets.get(ds) or sets.get(key)
+        row0 = base["datasets"].get(ds)
+        if cs is None or row0 is None:
+            print(f"{ds}: no curves or no slope results, skipped", flush=True)
+            continue
+        pool = StudyPool.from_curves(cs, n)
+        tun, test = sample_studies(pool, n_tuning=args.tuning, n_test=args.test, size=16, seed=args.seed)
+        t0 = time.time()
+        model = fit_learned(pool, args.seed)
+        fit_s = time.time() - t0
+        t0 = time.time()
+        tuned_l = {nm: _means(summarize(evaluate_stopper(tun, _make(kw | {"predictor": model}), args.workers)))
+                   for nm, kw in learned.items()}
+        print(f"{ds}: fit {fit_s:.1f} s; {len(learned)} learned settings on tuning, {time.time() - t0:.0f} s", flush=True)
+        tuned = row0["tuning"] | tuned_l
+        wrap = lambda names: {nm: {m: {"mean": v} for m, v in tuned[nm].items()} for nm in names}  # noqa: E731
+        choices = {"per_set_slope": choose_best(wrap(slope), target_top3=TARGET),
+                   "per_set_learned_only": choose_best(wrap(learned), target_top3=TARGET),
+                   "per_set_union": choose_best(wrap(list(slope) + list(learned)), target_top3=TARGET),
+                   "robust_union": choose_best(wrap(list(slope) + list(learned)), target_top3=ROBUST_TARGET)}
+        pc = row0["peers"][row0["best_peer"]]["test"]["cost"]["mean"]
+        row = {"family": family, "n_steps": n, "best_peer": row0["best_peer"],
+               "best_peer_setting": row0["peers"][row0["best_peer"]]["setting"],
+               "best_peer_test": {m: row0["peers"][row0["best_peer"]]["test"][m]["mean"] for m in ("top1", "top3", "regret", "cost")},
+               "alpha": {f"{t:.4f}": model.alpha_[t] for t in model.thetas}, "tuning_learned": tuned_l, "choices": {}}
+        for label, nm in choices.items():
+            kw = (learned[nm] | {"predictor": model}) if nm in learned else slope[nm]
+            te = summarize(evaluate_stopper(test, _make(kw), args.workers))
+            row["choices"][label] = {"setting": nm, "score": "learned" if nm in learned else "slope", "tuning": tuned[nm],
+                                     "test": {m: te[m]["mean"] for m in ("top1", "top3", "regret", "cost")},
+                                     "test_sd": {m: te[m]["sd"] for m in ("top3", "cost")}, "cost_ratio": te["cost"]["mean"] / pc}
+        # the slope choice must reproduce the base JSON (same studies, same rule): a check of the replay
+        ref = row0["ours"]["per_set"]
+        row["per_set_slope_matches_base"] = bool(ref["setting"] == choices["per_set_slope"]
+                                                 and abs(ref["test"]["cost"]["mean"] - row["choices"]["per_set_slope"]["test"]["cost"]) < 1e-9)
+        row["recall_top3"] = rung_recall(test, model, n)
+        out["datasets"][ds] = row
+    return out
+
+
+def frontier(r: dict, base: dict) -> list[str]:
+    """Tuning studies only: the lowest mean tuning cost reaching each tuning top-3 level, slope vs learned grids."""
+    levels = (0.9, TARGET, ROBUST_TARGET, 1.0)
+    lines = ["**Tuning studies only: lowest mean cost whose tuning top-3 reaches the level, slope grid / learned grid**", "",
+             "| data set | " + " | ".join(f"top-3 ≥ {x}" for x in levels) + " |", "| --- |" + " --- |" * len(levels)]
+    for ds, row in r["datasets"].items():
+        sl, lr = base["datasets"][ds]["tuning"], row["tuning_learned"]
+        low = lambda d, x: min((v["cost"] for v in d.values() if v["top3"] >= x - 1e-12), default=float("nan"))  # noqa: E731
+        lines.append(f"| {ds} | " + " | ".join(f"{low(sl, x):.3f} / {low(lr, x):.3f}" for x in levels) + " |")
+    return lines
+
+
+def markdown_learned(r: dict, base: dict | None = None) -> str:
+    f = lambda s: f"{s['top1']:.2f} / {s['top3']:.2f} / {s['cost']:.3f}"  # noqa: E731
+    labels = ("per_set_slope", "per_set_learned_only", "per_set_union", "robust_union")
+    lines = ["| data set | best peer: test top-1 / top-3 / cost | " + " | ".join(
+        f"{x}: test top-1 / top-3 / cost (tuning top-3) | ÷ peer" for x in labels) + " |", "| --- | --- |" + " --- | --- |" * len(labels)]
+    for ds, row in r["datasets"].items():
+        c = row["choices"]
+        lines.append(f"| {ds} | {row['best_peer']} {row['best_peer_setting']}: {f(row['best_peer_test'])} | " + " | ".join(
+            f"{f(c[x]['test'])} ({c[x]['tuning']['top3']:.3f}) | {c[x]['cost_ratio']:.2f}" for x in labels) + " |")
+    lines += [""] + [f"- {ds} {x}: `{row['choices'][x]['setting']}`" for ds, row in r["datasets"].items() for x in labels]
+    lines += ["", "**Top-3 recall at rung steps (test studies): last value / slope score / learned [alpha]**", ""]
+    for ds, row in r["datasets"].items():
+        lines.append(f"- {ds}: " + "; ".join(f"step {k} (θ {v['theta']:.3f}): {v['last_value']:.2f} / {v['slope_score']:.2f} / "
+                                            f"{v['learned']:.2f} [{v['alpha']:g}]" for k, v in row["recall_top3"].items()))
+    if base is not None:
+        lines += [""] + frontier(r, base)
+    return "\n".join(lines)
+
+
 def markdown(r: dict) -> str:
     f = lambda s: f"{s['top1']['mean']:.2f} / {s['top3']['mean']:.2f} / {s['cost']['mean']:.3f}"  # noqa: E731
     lines = [f"Shared setting (chosen on tuning, every set): `{r['common']}`, bound quantile {r['config']['bound_quantile']}.", "",
@@ -262,22 +410,34 @@ def markdown(r: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=ROOT / "data" / "learning_curves")
-    ap.add_argument("--datasets", default=",".join(SETS))
+    ap.add_argument("--datasets", default=None, help="comma-separated sets (default: all; with --score learned: "
+                    f"{LEARNED_SETS})")
+    ap.add_argument("--score", choices=("slope", "learned"), default="slope",
+                    help="learned: add the learned rung score as extra candidates on --datasets (§8.8)")
+    ap.add_argument("--base", type=Path, default=OUT, help="with --score learned: the slope run's JSON")
     ap.add_argument("--tuning", type=int, default=80)
     ap.add_argument("--test", type=int, default=40)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="every ~12th setting of our grid (smoke test)")
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")
     args = ap.parse_args(argv)
+    learned = args.score == "learned"
+    args.datasets = args.datasets or (LEARNED_SETS if learned else ",".join(SETS))
+    args.out = args.out or (OUT_LEARNED if learned else OUT)
+    md = (lambda r: markdown_learned(r, json.loads(args.base.read_text()))) if learned else markdown
     if args.markdown:
-        print(markdown(json.loads(args.out.read_text())))
+        print(md(json.loads(args.out.read_text())))
         return 0
-    r = run(args)
+    r = run_learned(args) if learned else run(args)
+    if learned and args.out.exists():  # keep the rows of sets not re-run (same configuration only)
+        old = json.loads(args.out.read_text())
+        if old["config"] == r["config"]:
+            r["datasets"] = old["datasets"] | r["datasets"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(r, indent=1, default=float) + "\n")
-    print(markdown(r))
+    print(md(r))
     return 0
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -73,6 +74,17 @@ class PredictiveStopping:
         A rung stops a trial only if at least ``guard`` of the trials beating it there are not stopped.
     retro : bool, default=True
         Re-judge every passed rung at every report (False: judge a rung once, at its first report, as ASHA).
+    score : {"slope", "learned"}, default="slope"
+        The rung score. ``"slope"``: ``y(r) + slope · (y(r) − y(r − w))``. ``"learned"``:
+        ``predictor.predict_final(steps, values, max_steps).value`` of the trial's curve up to the first
+        reported step ≥ ``r`` (``slope`` is then unused). The optimistic bound is unchanged.
+    predictor : object with ``predict_final(steps, values, max_steps)``, optional
+        A fitted :class:`earlycurve.FinalMetricPredictor` (e.g. :class:`earlycurve.ResidualCurvePredictor`
+        fitted on finished curves of earlier studies; never on the study being judged). Required with
+        ``score="learned"``; its predictions are cached per trial and rung (the same prefix is predicted once).
+    max_steps : int, optional
+        Steps of a full trial (the horizon the predictor extrapolates to), > the last rung. Required with
+        ``score="learned"``.
 
     Two ways to use it, as :class:`earlycurve.RankConfidenceStopping`: :meth:`decide` on a snapshot of
     the study (stateless; the Optuna pruner), or :meth:`report` / :meth:`complete` as results arrive
@@ -82,11 +94,13 @@ class PredictiveStopping:
     ------
     InvalidCurveError
         Bad rungs, a share outside (0, 1], ``slope < 0``, ``bound_k < 0``, ``bound_quantile`` outside
-        [0, 1] or ``guard < 0``.
+        [0, 1], ``guard < 0``, an unknown ``score``, or ``score="learned"`` without a ``predictor`` that has
+        ``predict_final`` or without ``max_steps`` > the last rung.
     """
 
     def __init__(self, rungs: Sequence[int], *, keep_first: float = 0.75, keep: float = 0.5, slope: float = 1.0,
-                 bound_k: int = 0, bound_quantile: float = 0.1, guard: int = 1, retro: bool = True) -> None:
+                 bound_k: int = 0, bound_quantile: float = 0.1, guard: int = 1, retro: bool = True,
+                 score: str = "slope", predictor: Any = None, max_steps: int | None = None) -> None:
         rungs = [int(r) for r in rungs]
         if not rungs or rungs[0] < 1 or any(b <= a for a, b in zip(rungs, rungs[1:])):
             raise InvalidCurveError(f"rungs {rungs!r} must be non-empty, >= 1 and strictly increasing")
@@ -95,6 +109,15 @@ class PredictiveStopping:
         if not slope >= 0 or int(bound_k) < 0 or int(guard) < 0 or not 0 <= bound_quantile <= 1:
             raise InvalidCurveError(f"slope ({slope!r}) must be >= 0, bound_k ({bound_k!r}) and guard ({guard!r}) "
                                     f">= 0, bound_quantile ({bound_quantile!r}) in [0, 1]")
+        if score not in ("slope", "learned"):
+            raise InvalidCurveError(f"score is {score!r}, but must be 'slope' or 'learned'")
+        if score == "learned" and (not callable(getattr(predictor, "predict_final", None)) or max_steps is None
+                                   or int(max_steps) <= rungs[-1]):
+            raise InvalidCurveError(f"score='learned' needs a fitted predictor with predict_final (got {predictor!r}) "
+                                    f"and max_steps > the last rung {rungs[-1]} (got {max_steps!r})")
+        self.score = score
+        self.predictor = predictor
+        self.max_steps = None if max_steps is None else int(max_steps)
         self.rungs = tuple(rungs)
         self.keep_first, self.keep = float(keep_first), float(keep)
         self.slope = float(slope)
@@ -109,6 +132,7 @@ class PredictiveStopping:
         self._curves: dict[Hashable, dict[int, float]] = {}
         self._finals: dict[Hashable, float] = {}
         self.stopped: dict[Hashable, int] = {}  #: trial -> step at which it was stopped
+        self._learned: dict[tuple[Hashable, int], tuple[tuple, float]] = {}  # (trial, rung) -> (prefix, score)
 
     def report(self, trial: Hashable, step: int, loss: float) -> bool:
         """Record ``loss`` (lower is better) after ``step`` steps of ``trial``; True = stop it now.
@@ -174,8 +198,8 @@ class PredictiveStopping:
             if not self.retro and _first_at(curve, rung) != step:
                 continue
             pop = [t for t, s in reached.items() if s >= rung]
-            me = self._score(curve, rung)
-            better = [t for t in pop if t != trial and self._score(curves[t], rung) < me]
+            me = self._score(curve, rung, trial)
+            better = [t for t in pop if t != trial and self._score(curves[t], rung, t) < me]
             need = max(1, math.ceil((self.keep_first if j == 0 else self.keep) * len(pop)))
             live = sum(1 for t in better if t not in stopped)
             if len(better) >= need and live >= self.guard:
@@ -190,11 +214,27 @@ class PredictiveStopping:
         return Decision(False, None, 1.0, "none")
 
     # -- helpers ------------------------------------------------------------------------------------------
-    def _score(self, curve: Mapping[int, float], rung: int) -> float:
+    def _score(self, curve: Mapping[int, float], rung: int, trial: Hashable = None) -> float:
+        if self.score == "learned":
+            return self._learned_score(curve, rung, trial)
         y = _at(curve, rung)
         if self.slope == 0:
             return y
         return y + self.slope * (y - _at(curve, max(1, rung - max(1, rung // 2))))
+
+
+    def _learned_score(self, curve: Mapping[int, float], rung: int, trial: Hashable) -> float:
+        """Predicted final loss of ``curve`` cut at its first reported step ≥ ``rung`` (cached per trial and rung)."""
+        later = [s for s in curve if s >= rung]
+        cut = min(later) if later else max(curve)
+        prefix = tuple(sorted((s, v) for s, v in curve.items() if s <= cut))
+        hit = self._learned.get((trial, rung))
+        if hit is not None and hit[0] == prefix:
+            return hit[1]
+        steps, values = np.array([p[0] for p in prefix], dtype=float), np.array([p[1] for p in prefix], dtype=float)
+        value = float(self.predictor.predict_final(steps, values, self.max_steps).value)
+        self._learned[(trial, rung)] = (prefix, value)
+        return value
 
 
 def _first_at(curve: Mapping[int, float], rung: int) -> int:

@@ -103,3 +103,77 @@ def test_defaults_and_bad_parameters():
     with pytest.raises(InvalidCurveError):
         PredictiveStopping((3, 3))
     assert rule.report("t", 20, 0.5) is False and rule.report("t", 20, 0.1) is False  # a replayed step is not judged
+
+
+# -- score="learned" (docs/earlycurve.md §8.8, design ES15) ---------------------------------------------------
+
+def _exp_curve(a: float, b: float, upto: int) -> dict[int, float]:
+    """``exp(b − a·t/20)`` at t = 1 .. upto: its log-residual is linear in ResidualCurvePredictor's features."""
+    return {t: float(np.exp(b - a * t / 20)) for t in range(1, upto + 1)}
+
+
+def _exact_predictor():
+    # the ResidualCurvePredictor docstring's example: 64 curves exp(b − a·t/20) are learned exactly
+    from earlycurve import ResidualCurvePredictor
+
+    steps = np.arange(1, 21)
+    ab = np.random.default_rng(0).uniform([0.5, 0.0], [3.0, 1.5], (64, 2))
+    pool = [(steps, np.exp(b - a * steps / 20), 20) for a, b in ab]
+    return ResidualCurvePredictor(alphas=(1e-8,), clip=0.0, top_k=1, n_se=0.0, n_studies=50).fit(pool)
+
+
+def test_learned_score_stops_the_other_trial_than_the_slope_score():
+    # rung 4 of 20. "a" = exp(−0.5·t/20): y(4) = 0.9048, y(2) = 0.9512, final exp(−0.5) = 0.6065.
+    # "b" = exp(0.4 − 1.5·t/20): y(4) = 1.1052, y(2) = 1.2840, final exp(−1.1) = 0.3329.
+    # slope 1: a 0.9048 − 0.0464 = 0.8584 < b 1.1052 − 0.1788 = 0.9264, so b stops (the last value agrees);
+    # learned (exact on these curves): a's predicted final 0.6065 > b's 0.3329, so a stops.
+    curves = {"a": _exp_curve(0.5, 0.0, 4), "b": _exp_curve(1.5, 0.4, 4)}
+    slope = _rule((4,), slope=1.0)
+    assert [slope.decide(t, curves, {}, set()).stop for t in "ab"] == [False, True]
+    model = _exact_predictor()
+    assert model.predict_final(np.arange(1, 5), np.array(list(curves["a"].values())), 20).value == pytest.approx(np.exp(-0.5), rel=1e-6)
+    learned = _rule((4,), score="learned", predictor=model, max_steps=20, slope=1.0)  # slope is unused
+    da, db = (learned.decide(t, curves, {}, set()) for t in "ab")
+    assert (da.stop, da.rung, da.mode) == (True, 4, "rung")
+    assert db.stop is False
+    # the learned score uses the curve cut at the rung: later points of b do not change its score there
+    later = {"a": curves["a"], "b": _exp_curve(1.5, 0.4, 7)}
+    assert learned.decide("a", later, {}, set()).stop is True
+
+
+class _CountingPredictor:
+    """Predicted final = last value − (first value − last value) (a hand rule); counts its calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def predict_final(self, steps, values, max_steps):
+        from earlycurve import Prediction
+
+        self.calls += 1
+        v = float(values[-1] - (values[0] - values[-1]))
+        return Prediction(value=v, low=v, high=v, n_stages=0, method="hand")
+
+
+def test_learned_score_replays_by_hand_and_predicts_each_rung_once():
+    # one worker, rung 2 of 4, keep 0.5; hand-rule score at step 2: 2·y(2) − y(1)
+    curves = np.array([[0.5, 0.4, 0.3, 0.2],     # 0.3: alone, to the end
+                       [0.9, 0.5, 0.4, 0.3],     # 0.1 < 0.3: n 2, none lower -> end (last value 0.5 > 0.4 would stop it)
+                       [0.45, 0.42, 0.4, 0.38],  # 0.39: n 3, needs 2 lower: 0 and 1 -> stopped at step 2
+                       [0.6, 0.35, 0.3, 0.25]])  # 0.1: ties 1, needs 2 lower: none -> end
+    study = Study(index=0, split="test", ids=np.arange(4), curves=curves)
+    hand = _CountingPredictor()
+    steps = replay(study, PredictiveStopper((0.5,), keep_first=0.5, keep=0.5, bound_k=0, score="learned", predictor=hand), workers=1)
+    assert steps.tolist() == [4, 4, 2, 4]
+    assert hand.calls == 4  # one prediction per trial at its rung, cached through every later re-judging
+    slope0 = replay(study, PredictiveStopper((0.5,), keep_first=0.5, keep=0.5, slope=0.0, bound_k=0), workers=1)
+    assert slope0.tolist() == [4, 2, 4, 4]  # the last value stops trial 1 instead of trial 2
+
+
+def test_learned_score_bad_parameters():
+    hand = _CountingPredictor()
+    for kw in ({"score": "bogus"}, {"score": "learned"}, {"score": "learned", "predictor": hand},
+               {"score": "learned", "predictor": hand, "max_steps": 2}, {"score": "learned", "predictor": object(), "max_steps": 9}):
+        with pytest.raises(InvalidCurveError):
+            PredictiveStopping((2,), **kw)
+    assert PredictiveStopping((2,)).score == "slope"  # the default is unchanged

@@ -316,7 +316,9 @@ class PredictiveStopper(Stopper):
     fractions : sequence of float, optional
         Rung fractions (default ``PREDICTIVE_DEFAULTS["fractions"]``).
     **kwargs
-        ``keep_first``, ``keep``, ``slope``, ``bound_k``, ``bound_quantile``, ``guard``, ``retro`` of the rule.
+        ``keep_first``, ``keep``, ``slope``, ``bound_k``, ``bound_quantile``, ``guard``, ``retro``, ``score``,
+        ``predictor``, ``max_steps`` of the rule; with ``score="learned"``, ``max_steps`` defaults to the
+        study's number of steps.
     """
 
     def __init__(self, fractions: Sequence[float] | None = None, **kwargs) -> None:
@@ -329,7 +331,10 @@ class PredictiveStopper(Stopper):
         from earlycurve._online_stop import rungs_for
         from earlycurve._predictive_stop import PredictiveStopping
 
-        self.rule = PredictiveStopping(rungs_for(study.curves.shape[1], self.fractions), **self.kwargs)
+        kw = self.kwargs
+        if kw.get("score") == "learned" and kw.get("max_steps") is None:
+            kw = kw | {"max_steps": study.curves.shape[1]}
+        self.rule = PredictiveStopping(rungs_for(study.curves.shape[1], self.fractions), **kw)
 
     def report(self, trial: int, step: int, loss: float) -> bool:
         return self.rule.report(trial, step, loss)
