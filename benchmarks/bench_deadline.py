@@ -239,9 +239,27 @@ def print_table(data: dict) -> None:
                   f"{f(s.get('regret_le_e-hyperband')):>6} {s['errors']:>3}")
 
 
+def markdown(data: dict) -> str:
+    """The summary as the table of ``docs/evaluation.md`` (issue 17), every policy; ours in bold."""
+    f = lambda x, d=2: "–" if x is None else f"{x:.{d}f}"  # noqa: E731
+    lines = ["| workload/market | policy | deadline met | met and finished | budget violations | stopped by budget "
+             "| cost ÷ unconstrained (median / max / share ≤ 1.3) | mean × | top-1 regret (mean) | regret ≤ SEER "
+             "| regret ≤ E-HB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for key, ss in data["summary"].items():
+        for s in ss:
+            v = s["budget_violations"]
+            lines.append(f"| {key} | {s['policy']}{' **(ours)**' if s['ours'] else ''} | {f(s['deadline_met'])} | "
+                         f"{f(s['met_and_finished'])} | {'–' if v is None else v} | {s['budget_stopped']} | "
+                         f"{f(s['cost_ratio_median'])} / {f(s['cost_ratio_max'])} / {f(s['cost_ratio_share_ok'])} | "
+                         f"{f(s.get('cost_ratio_of_means'))} | {f(s['regret_mean'], 4)} | {f(s.get('regret_le_seer'))} | "
+                         f"{f(s.get('regret_le_e-hyperband'))} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--plot-only", action="store_true", help="Redraw the figure from the JSON.")
+    ap.add_argument("--markdown", action="store_true", help="Print the JSON's table as in docs/evaluation.md.")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--starts", type=int, default=20)
     ap.add_argument("--tune", type=int, default=5)
@@ -260,6 +278,9 @@ def main() -> None:
     if not 0.0 <= args.test_shift < 1.0:
         ap.error("--test-shift must be in [0, 1)")
     ref = args.reference
+    if args.markdown:
+        print(markdown(json.loads(args.out.read_text())))
+        return
     if args.plot_only:  # recompute the summary from the stored runs and redraw the figure
         data = json.loads(args.out.read_text())
         data["ours"], data["summary"] = evaluate(data["runs"], data["settings"], data["reference"])
