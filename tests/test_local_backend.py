@@ -110,3 +110,21 @@ def test_a_memory_store_is_refused():
     with pytest.raises(BackendError, match="separate processes"):
         LocalBackend(orch, hist, LegacyBidRevocation(hist), Billing(), WORKLOAD, {"t0": ({}, 0)}, FACTS.__getitem__,
                      T0, LocalSettings(store_url="memory://x"))
+
+
+def test_an_instance_held_past_its_hours_is_stopped_by_the_budget_with_real_processes(tmp_path):
+    """The hourly budget check (DB5) in the local backend: one trial of 200 steps (3 h 20 min) that never hops,
+    max price 0.1 USD/h at a flat 0.02: at 3 h, 0.06 USD billed + its next hour at the max price (0.1) > 0.15, so
+    the run stops there, the worker is ended and billed, and the run keeps the trial's best so far."""
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=200, theta=1.0, top_k=1, metric="loss",
+                                                   hourly_hop=False), Fixed())
+    hist = history()
+    backend = LocalBackend(orch, hist, LegacyBidRevocation(hist), Billing(), WORKLOAD, {"t0": ({"lr": 0.02}, 100)},
+                           FACTS.__getitem__, T0, LocalSettings(store_url=str(tmp_path / "store"), time_scale=1800.0,
+                                                                max_wall_s=60.0))
+    backend.budget_usd = 0.15
+    rec = backend.run()
+    assert "at 3.00 h would exceed --budget-usd 0.15" in rec.meta["budget_exhausted"]
+    (row,) = rec.ledger
+    assert row.end_s == pytest.approx(T0 + 3 * 3600) and row.charged_usd == pytest.approx(0.06)
+    assert sum(r.charged_usd for r in rec.ledger) <= 0.15
