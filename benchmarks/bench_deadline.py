@@ -139,8 +139,8 @@ def summarise(rows: list[dict], ours: str, reference: str = REFERENCE) -> list[d
     out = []
     for pol, rs in by.items():
         ok = [r for r in rs.values() if not r["error"]]
-        ratios = [r["cost_usd"] / free[i]["cost_usd"] for i, r in rs.items() if not r["error"] and i in free
-                  and free[i]["cost_usd"] > 0]
+        paired = [(r["cost_usd"], free[i]["cost_usd"]) for i, r in rs.items() if not r["error"] and i in free]
+        ratios = [c / f for c, f in paired if f > 0]
         regrets = [r["regret"] for r in ok if not math.isnan(r["regret"])]
         constrained = pol != reference
         s = {"policy": pol, "ours": pol == ours, "runs": len(rs), "errors": len(rs) - len(ok),
@@ -153,9 +153,7 @@ def summarise(rows: list[dict], ours: str, reference: str = REFERENCE) -> list[d
              "cost_ratio_max": max(ratios) if ratios else None,
              "cost_ratio_share_ok": (sum(x <= COST_TARGET + 1e-9 for x in ratios) / len(ratios)) if ratios else None,
              # the mean over the starts: total cost / total unconstrained cost of the same starts
-             "cost_ratio_of_means": (sum(r["cost_usd"] for i, r in rs.items() if not r["error"] and i in free)
-                                     / sum(free[i]["cost_usd"] for i, r in rs.items() if not r["error"] and i in free)
-                                     ) if ratios else None,
+             "cost_ratio_of_means": (sum(c for c, _ in paired) / sum(f for _, f in paired)) if ratios else None,
              "cost_usd_mean": _mean([r["cost_usd"] for r in ok]), "jct_h_mean": _mean([r["jct_h"] for r in ok]),
              "regret_mean": _mean(regrets), "regret_undefined": len(ok) - len(regrets)}
         for base in ("seer", "e-hyperband"):

@@ -61,6 +61,20 @@ def sample(space: dict, n: int, seed: int) -> list[dict]:
     return configs
 
 
+def train_curve(workload, config: dict, seed: int) -> pd.DataFrame:
+    """One configuration of a built-in workload trained to ``workload.max_steps``, every step recorded.
+
+    Returns columns ``step`` and ``value``: the workload's metric as a loss (``1 - value`` for a ``max`` metric).
+    """
+    trial = workload.trainable(config, seed=seed, max_steps=workload.max_steps)
+    rows = []
+    for _ in range(workload.max_steps):
+        r = trial.train()
+        v = float(r[workload.metric])
+        rows.append({"step": int(r.get("step", len(rows) + 1)), "value": v if workload.mode == "min" else 1.0 - v})
+    return pd.DataFrame(rows)
+
+
 def record(name: str, n: int, seed: int) -> pd.DataFrame:
     from spottune.trainable import trial_seed
     from spottune.workloads import get_workload
@@ -69,13 +83,7 @@ def record(name: str, n: int, seed: int) -> pd.DataFrame:
     configs = sample(random_space(dict(w.search_space)), n, seed)
     frames = []
     for i, config in enumerate(configs):
-        trial = w.trainable(config, seed=trial_seed(seed, i), max_steps=w.max_steps)
-        rows = []
-        for _ in range(w.max_steps):
-            r = trial.train()
-            v = float(r[w.metric])
-            rows.append({"step": int(r.get("step", len(rows) + 1)), "value": v if w.mode == "min" else 1.0 - v})
-        f = pd.DataFrame(rows)
+        f = train_curve(w, config, trial_seed(seed, i))
         f.insert(0, "config_id", f"{name}-{i:03d}")
         f["max_steps"] = w.max_steps
         for k, v in config.items():

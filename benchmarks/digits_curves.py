@@ -164,6 +164,7 @@ def record_workload(name: str, out: Path, *, repeats: int, seed: int) -> pd.Data
     -------
     table : pandas.DataFrame
     """
+    from builtin_curves import train_curve
     from spottune.trainable import trial_seed
     from spottune.workloads import get_workload
 
@@ -171,13 +172,7 @@ def record_workload(name: str, out: Path, *, repeats: int, seed: int) -> pd.Data
     frames, index = [], 0
     for rep in range(repeats):
         for i, config in enumerate(workload.configs(seed)):
-            trial = workload.trainable(config, seed=trial_seed(seed, index), max_steps=workload.max_steps)
-            rows = []
-            for _ in range(workload.max_steps):
-                result = trial.train()
-                value = float(result[workload.metric])
-                rows.append({"step": int(result.get("step", len(rows) + 1)), "val_loss": value if workload.mode == "min" else 1.0 - value})
-            frame = pd.DataFrame(rows)
+            frame = train_curve(workload, config, trial_seed(seed, index)).rename(columns={"value": "val_loss"})
             frame.insert(0, "config_id", f"{name}-{i:02d}-r{rep}")
             frame.insert(2, "max_steps", workload.max_steps)
             for key, val in config.items():

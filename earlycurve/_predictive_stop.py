@@ -41,7 +41,7 @@ import numpy as np
 from earlycurve._online_stop import Decision
 from earlycurve.errors import InvalidCurveError
 
-__all__ = ["PREDICTIVE_DEFAULTS", "PredictiveStopping"]
+__all__ = ["PREDICTIVE_DEFAULTS", "PredictiveStopping", "predictive_options"]
 
 #: Shipped settings: ONE setting for every family, chosen on the TUNING studies of six sets (opda ×2, cakelab,
 #: built-in ×3; ``docs/earlycurve.md`` §8, ``benchmarks/bench_predictive_stop.py``). No setting of the grid
@@ -51,6 +51,12 @@ __all__ = ["PREDICTIVE_DEFAULTS", "PredictiveStopping"]
 #: opda); per-family settings are much cheaper.
 PREDICTIVE_DEFAULTS: dict = {"fractions": (0.04, 0.2), "keep_first": 0.75, "keep": 0.5, "slope": 1.0,
                              "bound_k": 0, "bound_quantile": 0.1, "guard": 1}
+
+
+def predictive_options(options: Mapping[str, object] | None = None) -> dict:
+    """Keyword arguments of :class:`PredictiveStopping` (all but ``rungs``): :data:`PREDICTIVE_DEFAULTS` without
+    ``fractions`` (rung fractions give the rungs, see :func:`earlycurve.rungs_for`), updated by ``options``."""
+    return {k: v for k, v in PREDICTIVE_DEFAULTS.items() if k != "fractions"} | dict(options or {})
 
 
 class PredictiveStopping:

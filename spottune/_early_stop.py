@@ -28,7 +28,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from earlycurve import PREDICTIVE_DEFAULTS, RUNG_FRACTIONS, PredictiveStopping, RankConfidenceStopping, rungs_for
+from earlycurve import (PREDICTIVE_DEFAULTS, RUNG_FRACTIONS, PredictiveStopping, RankConfidenceStopping, predictive_options,
+                        rungs_for)
 from spottune.experiment import STOPPERS
 
 __all__ = ["STOPPERS", "RankStopRule", "early_stopping", "learned_final_predictor"]
@@ -131,7 +132,7 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
         rungs = [r for r in rungs_for(max_steps, PREDICTIVE_DEFAULTS["fractions"]) if r < theta_steps]
         if not rungs:
             return at_theta, plateau, None
-        kw = {k: v for k, v in PREDICTIVE_DEFAULTS.items() if k != "fractions"}
-        return at_theta, plateau, RankStopRule(rungs, max_steps, top_k, seed, rule=PredictiveStopping(rungs, **kw))
+        return at_theta, plateau, RankStopRule(rungs, max_steps, top_k, seed,
+                                               rule=PredictiveStopping(rungs, **predictive_options()))
     rungs = [r for r in rungs_for(max_steps, RUNG_FRACTIONS) if r < theta_steps]
     return at_theta, plateau, (RankStopRule(rungs, max_steps, top_k, seed) if rungs else None)

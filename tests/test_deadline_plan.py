@@ -7,7 +7,6 @@ exit 2."""
 from __future__ import annotations
 
 import json
-import sys
 from collections import defaultdict
 
 import pandas as pd
@@ -15,6 +14,7 @@ import pytest
 
 from spottune.errors import ConfigError
 from spottune.experiment import ExperimentSpec
+from tests.test_planning_run import _main
 
 #: 16 digits-mlp trials, two cheap types.
 ARGS = ["--deadline", "6h", "--budget-usd", "0.5", "--max-steps", "80", "--instance-types", "m3.medium,r3.large"]
@@ -24,19 +24,6 @@ SPEC = dict(deadline="6h", budget_usd=0.5, max_steps=80, instance_types=["m3.med
 #: run at 1 h, DB5.)
 SEER_ARGS = [*ARGS[:2], "--budget-usd", "0.7", *ARGS[4:], "--deadline-mode", "seer"]
 START_S = pd.Timestamp("2015-05-05T00:00Z").timestamp()
-
-
-def _main(argv, monkeypatch, capsys):
-    from spottune.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["spottune", *argv])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture(scope="module")

@@ -234,10 +234,8 @@ class ReplayDriver(Driver):
 
         now = self._log_s
         alive = [i for i in self._instances.values() if i.alive]
-        noticed = [i for i in alive if i.notice_s <= now]  # ending at their (announced) termination
         live = [(i.max_price, i.started_s) for i in alive if i.notice_s > now]
-        accrued = sum(float(self._price_series(i, now).cost_usd(i.started_s, now)) for i in alive if now > i.started_s)
-        accrued += sum(i.max_price * max(0.0, i.termination_s - now) / 3600.0 for i in noticed)
+        accrued = self._accrued_usd(alive, now)
         try:
             wait = check_caps(max_price=action.max_price_usd_per_hour, live=live, now_s=now, spent_usd=self.usd,
                               max_usd_per_hour=self.max_usd_per_hour, budget_usd=self.budget_usd,
@@ -249,6 +247,12 @@ class ReplayDriver(Driver):
             self._post(ev.LaunchFailed(time_s=now, trial_id=action.trial_id, error=wait))
             return True
         return False
+
+    def _accrued_usd(self, alive: list[Instance], now: float) -> float:
+        """USD the ``alive`` instances have accrued by ``now`` at the replayed prices, plus, for a noticed one, the
+        rest until its announced termination at its max price (it ends there whatever we do)."""
+        usd = sum(float(self._price_series(i, now).cost_usd(i.started_s, now)) for i in alive if now > i.started_s)
+        return usd + sum(i.max_price * max(0.0, i.termination_s - now) / HOUR_S for i in alive if i.notice_s <= now)
 
     def _stop_for_budget(self, why: str) -> None:
         """The budget runs short: launch nothing more, end every live instance now (billed to now)."""
@@ -322,11 +326,9 @@ class ReplayDriver(Driver):
             return  # ended, or noticed: its end is already counted to its termination
         self._log_s = max(self._log_s, t)
         alive = [i for i in self._instances.values() if i.alive]
-        usd = self.usd + sum(float(self._price_series(i, t).cost_usd(i.started_s, t)) for i in alive if t > i.started_s)
+        usd = self.usd + self._accrued_usd(alive, t)
         for i in alive:
-            if i.notice_s <= t:  # ending at its announced termination
-                usd += i.max_price * max(0.0, i.termination_s - t) / HOUR_S
-            else:  # to the end of its current hour; at a boundary (age k h) the next hour
+            if i.notice_s > t:  # to the end of its current hour; at a boundary (age k h) the next hour
                 age = max(0.0, t - i.started_s)
                 usd += i.max_price * (math.ceil(age / HOUR_S + 1e-9) * HOUR_S - age) / HOUR_S
         if usd > self.budget_usd + 1e-9:

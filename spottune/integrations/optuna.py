@@ -35,6 +35,7 @@ from earlycurve import (
     RankConfidenceStopping,
     rungs_for,
 )
+from earlycurve import predictive_options as earlycurve_predictive_options  # the keyword below shadows the name
 
 __all__ = ["EarlyCurvePruner"]
 
@@ -86,7 +87,7 @@ class EarlyCurvePruner(BasePruner):
         self._fractions = tuple(rung_fractions if rung_fractions is not None else default)
         self._prior = [dict(c) for c in prior or ()]
         if rule == "predictive":
-            self._kwargs = {k_: v for k_, v in PREDICTIVE_DEFAULTS.items() if k_ != "fractions"} | dict(predictive_options or {})
+            self._kwargs = earlycurve_predictive_options(predictive_options)
         else:
             self._kwargs = dict(epsilon=epsilon, k=k, sigma_scale=sigma_scale, min_completed=min_completed,
                                 cohort_keep=cohort_keep, seed=seed)

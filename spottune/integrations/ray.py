@@ -34,6 +34,7 @@ from earlycurve import (
     RankConfidenceStopping,
     rungs_for,
 )
+from earlycurve import predictive_options as earlycurve_predictive_options  # the keyword below shadows the name
 
 __all__ = ["EarlyCurveScheduler"]
 
@@ -115,7 +116,7 @@ def _scheduler_class() -> Any:
             self._prior = [dict(c) for c in prior or ()]
             if rule == "predictive":
                 fr = rung_fractions if rung_fractions is not None else PREDICTIVE_DEFAULTS["fractions"]
-                kw = {k_: v for k_, v in PREDICTIVE_DEFAULTS.items() if k_ != "fractions"} | dict(predictive_options or {})
+                kw = earlycurve_predictive_options(predictive_options)
                 self._make = lambda sign: PredictiveStopping(  # noqa: E731
                     rungs if rungs is not None else rungs_for(self._max_t, fr), **kw)
             else:
