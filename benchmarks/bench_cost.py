@@ -104,8 +104,10 @@ def markdown(results):
              "Written by `benchmarks/bench_cost.py` (figures in `benchmarks/results/cost.json`); "
              f"{results['starts']} starts spread over the 2015 us-east-1 trace, every policy on the same "
              "replays, boot latency and restore time. Mean over starts.", "",
-             "Corrections of the optimizer's curse (a shrunk p, a diversification cap; opt-in, off in these tables) are "
-             "measured on the same replays by `benchmarks/bench_curse.py`: docs/evaluation.md, \"Optimizer's curse\".",
+             "Corrections of the optimizer's curse are measured on the same replays by `benchmarks/bench_curse.py` "
+             "(docs/evaluation.md, \"Optimizer's curse\"). In these tables legacy mode's `spottune-0.7` prices "
+             "min(p, 0.6) of its calibrated predictor (the default since design R6); the shrunk p and the "
+             "diversification cap are opt-in and off.",
              ""]
     for key, r in results["runs"].items():
         lines += [f"## {key}", "", "| policy | cost USD | JCT h | refunded share | top-3 | revocations | "

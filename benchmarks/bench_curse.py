@@ -38,7 +38,8 @@ CANDIDATES = [{}, {"p_shrink": 0.25}, {"p_shrink": 0.5}, {"p_shrink": 0.75}, {"p
               {"max_trials_per_candidate": 2}, {"max_trials_per_candidate": 4},
               {"p_shrink": 0.5, "max_trials_per_candidate": 4},
               {"p_shrink": 0.25, "p_prior": "empirical"}, {"p_shrink": 0.5, "p_prior": "empirical"},
-              {"p_shrink": 0.75, "p_prior": "empirical"}, {"p_shrink": 1.0, "p_prior": "empirical"}]
+              {"p_shrink": 0.75, "p_prior": "empirical"}, {"p_shrink": 1.0, "p_prior": "empirical"},
+              {"p_cap": 0.6}, {"p_cap": 0.7}, {"p_cap": 0.8}]
 CAP_WINDOW_S = 600.0
 
 
@@ -49,6 +50,7 @@ def _key(setting: dict) -> str:
 def _configure(chooser, setting: dict, env: dict, start_s: float) -> None:
     """Set the correction attributes of a built RefundProvisioner (validated like its constructor)."""
     from provisioner._curse import LaunchLedger, check_correction
+    from provisioner._refund_provisioner import P_CAP
 
     prior = setting.get("p_prior")
     if prior == "empirical":
@@ -61,8 +63,10 @@ def _configure(chooser, setting: dict, env: dict, start_s: float) -> None:
                 env["market"], max(first, start_s - CALIBRATED_HISTORY_DAYS * DAY_S), start_s)
         prior = env["predictors"][key]
     cap = setting.get("max_trials_per_candidate")
-    check_correction(setting.get("p_shrink", 0.0), prior, cap, CAP_WINDOW_S)
+    p_cap = setting.get("p_cap", P_CAP)
+    check_correction(setting.get("p_shrink", 0.0), prior, cap, CAP_WINDOW_S, p_cap)
     chooser.p_shrink = float(setting.get("p_shrink", 0.0))
+    chooser.p_cap = float(p_cap)
     chooser.p_prior = prior
     chooser.ledger = None if cap is None else LaunchLedger(cap, CAP_WINDOW_S)
 

@@ -37,7 +37,7 @@ from provisioner._refund import (
     revocation_within,
 )
 from provisioner._curse import LaunchLedger, shrink_p
-from provisioner._refund_provisioner import RefundProvisioner
+from provisioner._refund_provisioner import P_CAP, RefundProvisioner
 from provisioner.errors import (
     CatalogError,
     NoMarketAvailable,
@@ -56,6 +56,7 @@ __all__ = [
     "DEFAULT_EXCLUSION_S",
     "DELTA_LADDER_USD_PER_HOUR",
     "Explanation",
+    "P_CAP",
     "FastestMarketChooser",
     "FixedMaxPrice",
     "FixedTypeChooser",

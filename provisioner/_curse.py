@@ -28,7 +28,7 @@ from provisioner.errors import ProvisionerConfigError
 
 
 def check_correction(p_shrink: float, p_prior, max_trials_per_candidate: int | None,
-                     cap_window_s: float) -> None:
+                     cap_window_s: float, p_cap: float = 0.999) -> None:
     """Validate the correction settings of :class:`~provisioner.RefundProvisioner`.
 
     Raises
@@ -36,7 +36,7 @@ def check_correction(p_shrink: float, p_prior, max_trials_per_candidate: int | N
     ProvisionerConfigError
         ``p_shrink`` outside [0, 1], ``p_prior`` neither None, a probability nor an object with
         ``predict_proba``, a cap below 1 or not an integer, or a
-        negative / non-finite window.
+        negative / non-finite window, or ``p_cap`` outside (0, 1).
     """
     if not (isinstance(p_shrink, (int, float)) and 0.0 <= p_shrink <= 1.0):
         raise ProvisionerConfigError(f"p_shrink is {p_shrink!r}, but must be a weight in [0, 1]")
@@ -51,6 +51,8 @@ def check_correction(p_shrink: float, p_prior, max_trials_per_candidate: int | N
             f"max_trials_per_candidate is {max_trials_per_candidate!r}, but must be an integer >= 1 or None (no cap)")
     if not (isinstance(cap_window_s, (int, float)) and math.isfinite(cap_window_s) and cap_window_s >= 0):
         raise ProvisionerConfigError(f"cap_window_s is {cap_window_s!r}, but must be a finite number of seconds >= 0")
+    if not (isinstance(p_cap, (int, float)) and not isinstance(p_cap, bool) and 0.0 < p_cap < 1.0):
+        raise ProvisionerConfigError(f"p_cap is {p_cap!r}, but must be a probability in (0, 1)")
 
 
 def shrink_p(p: np.ndarray, ok: np.ndarray, weight: float, prior: float | np.ndarray | None = None) -> np.ndarray:

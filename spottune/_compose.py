@@ -57,6 +57,10 @@ CALIBRATED_HISTORY_DAYS = 28.0
 #: max price (:func:`calibrated_predictor`); ``online-hazard`` adds a per-market capacity-interruption
 #: rate learned online during the run (modern mode; :class:`revpred.online_hazard.OnlineHazard`).
 #: ``auto`` (the default) is ``calibrated`` in legacy mode and ``online-hazard`` in modern mode.
+#: The refund objective prices ``min(p, 0.6)`` of the ``calibrated`` predictor (design R6): calibrated over
+#: all its queries, it over-states the p of the candidates the argmin picks (chosen at p ≈ 0.98, revoked
+#: 55 %). Chosen on the tuning starts (``benchmarks/bench_curse.py``; docs/evaluation.md "Optimizer's curse").
+CALIBRATED_P_CAP = 0.6
 PREDICTOR_KINDS = ("auto", "revpred", "tributary", "constant", "hindsight", "none", "calibrated", "online-hazard")
 
 
@@ -455,7 +459,17 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
         from provisioner import PerformanceMatrix
 
         perf = PerformanceMatrix.from_catalog(catalog, sorted(types), kappa_s=2.0 * float(reference_seconds_per_step))
-    return RefundProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf)
+    return RefundProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf,
+                             p_cap=selection_p_cap(predictor))
+
+
+def selection_p_cap(predictor: Any) -> float:
+    """The refund objective's ceiling on p for ``predictor`` (design R6): :data:`CALIBRATED_P_CAP` for the
+    ``calibrated`` predictor (legacy mode's default), else :data:`provisioner.P_CAP` (no ceiling)."""
+    from provisioner import P_CAP
+    from revpred.calibrated import CalibratedRevocation
+
+    return CALIBRATED_P_CAP if isinstance(predictor, CalibratedRevocation) else P_CAP
 
 
 def curve_model(max_steps: int, early_curve: bool = True) -> tuple[Any, Any]:

@@ -71,6 +71,21 @@ def test_shrinkage_can_change_the_choice():
     assert chooser(prices, pred, p_shrink=1.0, p_prior=0.0).choose("t", NOW).market == R4B  # p' = 0: price only
 
 
+def test_a_p_ceiling_prices_min_p_cap_and_can_change_the_choice():
+    # the same two markets as above: with p capped at 0.4, @1a costs (1 - 0.4) * 0.10 = 0.06 > 0.05 USD/h
+    pred = TablePredictor(lambda m, b: {R4A: 0.8, R4B: 0.0}[m])
+    prices = {R4A: 0.10, R4B: 0.05}
+    ch = chooser(prices, pred, p_cap=0.4)
+    by_market = {c.market: c for c in ch.choose("t", NOW).explanation.candidates}
+    assert ch.choose("t", NOW).market == R4B
+    assert by_market[R4A].p_revocation == 0.8 and by_market[R4A].p_objective == pytest.approx(0.4)
+    assert by_market[R4B].p_objective == 0.0  # below the ceiling: unchanged
+    c = by_market[R4A]
+    assert c.step_cost_usd == pytest.approx(refund_step_cost_usd(0.4, c.mean_price_usd_per_hour, c.seconds_per_step,
+                                                                  c.horizon_s))
+    assert chooser(prices, pred, p_cap=0.85).choose("t", NOW).market == R4A  # a ceiling above p changes nothing
+
+
 def test_the_cap_holds_within_a_round_and_its_window():
     pred = TablePredictor(lambda m, b: P[m])
     ids = [f"t{i:02d}" for i in range(16)]
@@ -124,7 +139,8 @@ def test_ledger_window_zero_counts_the_same_time_only():
 @pytest.mark.parametrize("kw", [dict(p_shrink=-0.1), dict(p_shrink=1.5), dict(p_prior=2.0), dict(p_prior="pool"),
                                 dict(max_trials_per_candidate=0), dict(max_trials_per_candidate=2.5),
                                 dict(max_trials_per_candidate=True), dict(cap_window_s=-1.0),
-                                dict(cap_window_s=float("inf"))])
+                                dict(cap_window_s=float("inf")), dict(p_cap=0.0), dict(p_cap=1.0), dict(p_cap=True),
+                                dict(p_cap="0.5")])
 def test_bad_settings_are_refused(kw):
     with pytest.raises(ProvisionerConfigError):
         chooser(PRICES, TablePredictor(lambda m, b: 0.1), **kw)

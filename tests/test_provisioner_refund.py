@@ -200,6 +200,17 @@ def test_paper_objective_is_eq2_unchanged():
     assert type(make_provisioner(hist, cat, Pool(), pred, 7)) is RefundProvisioner  # refund is the default
 
 
+def test_the_calibrated_predictor_gets_the_selection_ceiling():
+    # design R6: the refund objective prices min(p, 0.6) of the calibrated predictor, every other p up to 0.999
+    from provisioner import P_CAP
+    from revpred.calibrated import CalibratedRevocation
+    from spottune._compose import CALIBRATED_P_CAP, make_provisioner
+
+    hist, cat = history({R4A: 0.02, M4: 0.30}), InstanceCatalog.load()
+    assert make_provisioner(hist, cat, Pool(), CalibratedRevocation(hist, [R4A, M4]), 7).p_cap == CALIBRATED_P_CAP == 0.6
+    assert make_provisioner(hist, cat, Pool(), ConstantRevocation(0.9), 7).p_cap == P_CAP == 0.999
+
+
 def test_orchestrator_passes_the_plan_to_a_horizon_planning_chooser():
     from spottune.orchestrator import ExperimentStarted, Orchestrator, OrchestratorConfig
 
