@@ -28,7 +28,7 @@ from provisioner.errors import ProvisionerConfigError
 
 
 def check_correction(p_shrink: float, p_prior, max_trials_per_candidate: int | None,
-                     cap_window_s: float, p_cap: float = 0.999) -> None:
+                     cap_window_s: float, p_cap: float) -> None:
     """Validate the correction settings of :class:`~provisioner.RefundProvisioner`.
 
     Raises
