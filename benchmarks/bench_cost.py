@@ -120,7 +120,36 @@ def markdown(results):
             met = {True: "yes", False: "**no**", None: "undefined"}[t["met"]]
             lines.append(f"| {name} | {fmt(t['value'])} | {t['target']} | {met} |")
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + time_value_markdown())
+
+
+def time_value_markdown(path=None):
+    """docs/cost.md's "Value of time" section from ``benchmarks/results/time_value.json`` (bench_time_value.py)."""
+    path = OUT.with_name("time_value.json") if path is None else path
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    chosen = data.get("tuning-digits-mlp-modern", {}).get("chosen_time_value_usd_per_hour")
+    if chosen is None:
+        return []
+    lines = ["## Value of time (opt-in, `time_value_usd_per_hour`)", "",
+             f"Written from `benchmarks/results/time_value.json` (`benchmarks/bench_time_value.py`): v = {chosen:g} USD "
+             "per trial-hour, chosen on the tuning starts of digits-mlp modern by the rule in docs/evaluation.md "
+             "(\"Value of time\"), run on the evaluation starts above; the reference (spot-restart in modern mode, "
+             "single-cheapest in legacy) is this page's own row. Paired differences: mean ± s.e. over starts.", "",
+             "| starts, workload, mode | v USD/trial-h | cost USD | JCT h | cost ÷ ref | JCT ÷ ref | top-3 min | "
+             "paired cost diff USD | paired JCT diff h |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, r in data.items():
+        shown = [v for k, v in r["values"].items() if v["time_value_usd_per_hour"] in (0.0, chosen)] \
+            if not name.startswith("tuning") else list(r["values"].values())
+        for v in sorted(shown, key=lambda v: v["time_value_usd_per_hour"]):
+            diff = ("" if v["time_value_usd_per_hour"] == 0 else
+                    f"{v['paired_cost_diff_usd']:+.3f} ± {v['paired_cost_diff_se'] or 0:.3f} | "
+                    f"{v['paired_jct_diff_h']:+.2f} ± {v['paired_jct_diff_se'] or 0:.2f}")
+            lines.append(f"| {name} | {v['time_value_usd_per_hour']:g} | {v['cost_usd']:.3f} | {v['jct_h']:.2f} | "
+                         f"{v['cost_ratio']:.2f}x {v['reference']} | {v['jct_ratio']:.2f}x | {v['top3_min']:.0f} | "
+                         f"{diff or ' | '} |")
+    return lines + [""]
 
 
 def _finite(x):

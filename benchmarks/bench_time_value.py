@@ -123,11 +123,12 @@ def main() -> None:
     tasks = [(setting(v), i, t, args.workload, args.mode, 0) for v in values for i, t in enumerate(starts)
              if (bench_curse._key(setting(v)), t) not in have]
     if tasks:
-        with ProcessPoolExecutor(args.jobs) as pool:
-            new = pd.DataFrame(list(pool.map(bench_curse.run_one, tasks)))
-        done = new if done is None else pd.concat([done, new], ignore_index=True)
         RUNS.mkdir(parents=True, exist_ok=True)
-        done.to_csv(path, index=False)
+        with ProcessPoolExecutor(args.jobs) as pool:
+            for row in pool.map(bench_curse.run_one, tasks):  # each row saved as it comes: a killed run resumes
+                new = pd.DataFrame([row])
+                done = new if done is None else pd.concat([done, new], ignore_index=True)
+                done.to_csv(path, index=False)
     keys = {bench_curse._key(setting(v)) for v in values}
     df = done[done["setting"].isin(keys) & done["start_s"].isin(starts)]
     summary = summarise(df, ref, args.mode)
