@@ -133,10 +133,13 @@ def time_value_markdown(path=None):
     if chosen is None:
         return []
     lines = ["## Value of time (opt-in, `time_value_usd_per_hour`)", "",
-             f"Written from `benchmarks/results/time_value.json` (`benchmarks/bench_time_value.py`): v = {chosen:g} USD "
-             "per trial-hour, chosen on the tuning starts of digits-mlp modern by the rule in docs/evaluation.md "
-             "(\"Value of time\"), run on the evaluation starts above; the reference (spot-restart in modern mode, "
-             "single-cheapest in legacy) is this page's own row. Paired differences: mean ± s.e. over starts.", "",
+             f"Written from `benchmarks/results/time_value.json` (`benchmarks/bench_time_value.py`; off by default): "
+             f"v = {chosen:g} USD per trial-hour, chosen on the 18 tuning starts of digits-mlp modern (rows `tuning-...`) "
+             "by the rule in docs/evaluation.md (\"Value of time\"), then run once on the 10 evaluation starts of the "
+             "tables above (rows `evaluation-...`; their v = 0 rows are the tables' spottune-0.7). ref = spot-restart "
+             "(modern) or single-cheapest (legacy) on the same replays. Targets: modern cost <= 0.8x and JCT <= 0.5x "
+             "spot-restart; legacy both <= 0.5x single-cheapest. Paired differences to v = 0: mean ± s.e. over starts.",
+             "",
              "| starts, workload, mode | v USD/trial-h | cost USD | JCT h | cost ÷ ref | JCT ÷ ref | top-3 min | "
              "paired cost diff USD | paired JCT diff h |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, r in data.items():
