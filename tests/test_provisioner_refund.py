@@ -298,3 +298,8 @@ def test_spec_and_defaults():
     assert ExperimentSpec().time_value_usd_per_hour == 0.0 == RefundStepCost().time_value_usd_per_hour
     with pytest.raises(ConfigError, match="time_value_usd_per_hour is -1.0, but must be a finite number"):
         ExperimentSpec(time_value_usd_per_hour=-1)
+    from spottune._compose import make_provisioner
+
+    built = make_provisioner(history({R4A: 0.02}), InstanceCatalog.load(), Pool(), ConstantRevocation(0.0), 0,
+                             time_value_usd_per_hour=0.5)
+    assert built.objective.time_value_usd_per_hour == 0.5
