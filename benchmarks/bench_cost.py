@@ -15,7 +15,8 @@ Every policy pays the same launch-to-training latency (``DEFAULT_BOOT_S``) and r
 ratios of the means over the same starts, all from this one run. The lower bound
 (``spottune.evaluation._lower_bound``) is per run; where it is 0 USD the ratio is undefined (NaN).
 
-Run: ``.venv/bin/python benchmarks/bench_cost.py [--starts 10] [--jobs 2] [--workloads a,b] [--modes m] [--tuning]``.
+Run: ``.venv/bin/python benchmarks/bench_cost.py [--starts 10] [--jobs 2] [--workloads a,b] [--modes m]
+[--policies p,q] [--tuning]`` (``--policies``: only those of the list; the docs table is then partial).
 Each (workload, mode) keeps its ``spottune simulate`` table in ``benchmarks/results/cost_runs/``; a rerun
 only runs the policies missing there (delete the folder to measure afresh).
 
@@ -83,7 +84,7 @@ def targets(df, mode):
 
 def summary(df):
     rows = {}
-    for policy in POLICIES:
+    for policy in [p for p in POLICIES if p in set(df["policy"])]:
         sub = df[df["policy"] == policy]
         rows[policy] = {c: _mean(df, policy, c) for c in
                         ("cost_usd", "jct_h", "refunded_share", "top3", "revocations", "hops", "lower_bound_usd")}
@@ -121,7 +122,39 @@ def markdown(results):
             met = {True: "yes", False: "**no**", None: "undefined"}[t["met"]]
             lines.append(f"| {name} | {fmt(t['value'])} | {t['target']} | {met} |")
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + time_value_markdown())
+
+
+def time_value_markdown(path=None):
+    """docs/cost.md's "Value of time" section from ``benchmarks/results/time_value.json`` (bench_time_value.py)."""
+    path = OUT.with_name("time_value.json") if path is None else path
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    chosen = data.get("tuning-digits-mlp-modern", {}).get("chosen_time_value_usd_per_hour")
+    if chosen is None:
+        return []
+    lines = ["## Value of time (opt-in, `time_value_usd_per_hour`)", "",
+             f"Written from `benchmarks/results/time_value.json` (`benchmarks/bench_time_value.py`; off by default): "
+             f"v = {chosen:g} USD per trial-hour, chosen on the 18 tuning starts of digits-mlp modern (rows `tuning-...`) "
+             "by the rule in docs/evaluation.md (\"Value of time\"), then run once on the 10 evaluation starts of the "
+             "tables above (rows `evaluation-...`; their v = 0 rows are the tables' spottune-0.7). ref = spot-restart "
+             "(modern) or single-cheapest (legacy) on the same replays. Targets: modern cost <= 0.8x and JCT <= 0.5x "
+             "spot-restart; legacy both <= 0.5x single-cheapest. Paired differences to v = 0: mean ± s.e. over starts.",
+             "",
+             "| starts, workload, mode | v USD/trial-h | cost USD | JCT h | cost ÷ ref | JCT ÷ ref | top-3 min | "
+             "paired cost diff USD | paired JCT diff h |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, r in data.items():
+        shown = [v for k, v in r["values"].items() if v["time_value_usd_per_hour"] in (0.0, chosen)] \
+            if not name.startswith("tuning") else list(r["values"].values())
+        for v in sorted(shown, key=lambda v: v["time_value_usd_per_hour"]):
+            diff = ("" if v["time_value_usd_per_hour"] == 0 else
+                    f"{v['paired_cost_diff_usd']:+.3f} ± {v['paired_cost_diff_se'] or 0:.3f} | "
+                    f"{v['paired_jct_diff_h']:+.2f} ± {v['paired_jct_diff_se'] or 0:.2f}")
+            lines.append(f"| {name} | {v['time_value_usd_per_hour']:g} | {v['cost_usd']:.3f} | {v['jct_h']:.2f} | "
+                         f"{v['cost_ratio']:.2f}x {v['reference']} | {v['jct_ratio']:.2f}x | {v['top3_min']:.0f} | "
+                         f"{diff or ' | '} |")
+    return lines + [""]
 
 
 def _finite(x):
@@ -143,9 +176,14 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--policies", default=",".join(POLICIES),
+                    help="comma-separated subset of the policies to run and summarise (default: all)")
     ap.add_argument("--tuning", action="store_true",
                     help="run on the tuning starts between the evaluation starts (choose settings there)")
     args = ap.parse_args()
+    policies = args.policies.split(",")
+    if not set(policies) <= set(POLICIES):
+        ap.error(f"--policies must be among {','.join(POLICIES)}")
     out, runs, doc, start_times = OUT, RUNS, DOC, None
     if args.tuning:
         from spottune.evaluation import default_starts, tuning_starts
@@ -156,16 +194,18 @@ def main() -> None:
         starts = tuning_starts(default_starts(env["history"], env["markets"], args.starts))
         start_times = ",".join(to_timestamp(s).isoformat() for s in starts)
         out, runs, doc = OUT.with_name("cost_tuning.json"), RUNS.with_name("cost_tuning_runs"), None
+    if set(policies) != set(POLICIES):
+        doc = None  # a partial run never rewrites docs/cost.md
     results = {"machine": platform.machine(), "python": platform.python_version(),
                "starts": args.starts if start_times is None else len(start_times.split(",")),
                "start_set": "tuning" if args.tuning else "evaluation",
-               "policies": POLICIES, "runs": {}}
+               "policies": policies, "runs": {}}
     for workload in args.workloads.split(","):
         for mode in args.modes.split(","):
             folder = runs / f"{workload}-{mode}"
             table = folder / "table.csv"
             done = pd.read_csv(table) if table.exists() else None
-            missing = [p for p in POLICIES if done is None or p not in set(done["policy"])]
+            missing = [p for p in policies if done is None or p not in set(done["policy"])]
             t0 = time.perf_counter()
             if missing:  # resumable: a (workload, mode) keeps its table, only missing policies are run
                 with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
@@ -175,7 +215,7 @@ def main() -> None:
                 folder.mkdir(parents=True, exist_ok=True)
                 done = new if done is None else pd.concat([done, new], ignore_index=True)
                 done.to_csv(table, index=False)
-            df = done[done["policy"].isin(POLICIES)]
+            df = done[done["policy"].isin(policies)]
             results["runs"][f"{workload}, {mode}"] = {
                 "wall_s": round(time.perf_counter() - t0, 1), "policies": summary(df), "targets": targets(df, mode),
                 "zero_bound_runs": int((df["lower_bound_usd"].astype(float) == 0).sum()),

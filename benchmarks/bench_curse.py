@@ -48,9 +48,19 @@ def _key(setting: dict) -> str:
 
 
 def _configure(chooser, setting: dict, env: dict, start_s: float) -> None:
-    """Set the correction attributes of a built RefundProvisioner (validated like its constructor)."""
+    """Set the correction attributes of a built RefundProvisioner (validated like its constructor).
+
+    ``time_value_usd_per_hour`` (``benchmarks/bench_time_value.py``) replaces the objective's value of time
+    (``provisioner.RefundStepCost``, validated by it).
+    """
+    import dataclasses
+
     from provisioner._curse import LaunchLedger, check_correction
     from provisioner._refund_provisioner import P_CAP
+
+    if "time_value_usd_per_hour" in setting:
+        chooser.objective = dataclasses.replace(chooser.objective,
+                                                time_value_usd_per_hour=float(setting["time_value_usd_per_hour"]))
 
     prior = setting.get("p_prior")
     if prior == "empirical":

@@ -21,6 +21,10 @@ The model, for one (trial, market, max price b) candidate launched now:
   checkpoint saves the work done), else 0 (the segment's work is lost) (:func:`expected_useful_steps`).
 * **Objective** ``E[USD] / E[steps]``, USD per useful step (+inf when no step is expected)
   (:func:`refund_step_cost_usd`).
+* **Value of time** (opt-in; docs/design.md, issue 12, R7): with a value of time ``v`` USD per trial-hour the objective is
+  ``(E[USD] + v · E[W] / 3600) / E[steps]``, where ``W = min(τ + notice, H)`` is the wall-clock the segment
+  occupies the trial (boot, restore, lost steps and the notice included) (:func:`expected_segment_s`).
+  ``v = 0`` (default) is the objective above, bit for bit.
 
 Approximations, documented in ``docs/provisioner.md``: the provider's termination follows the notice by
 the notice lead (120 s), so a notice in the last 120 s of the first hour is in fact paid; it is counted
@@ -217,20 +221,65 @@ def expected_useful_steps(p_revocation: ArrayLike, seconds_per_step: ArrayLike, 
     return _out(kept + revoked)
 
 
+def expected_segment_s(p_revocation: ArrayLike, horizon_s: ArrayLike, notice_s: float = NOTICE_S
+                       ) -> np.ndarray | float:
+    """E[W]: expected wall-clock seconds a run launched now occupies its trial, ``W = min(τ + notice, H)``.
+
+    The run ends at our own stop H, or at the termination that follows a revocation notice τ by
+    ``notice_s``, whichever comes first; boot, restore, the checkpoint and the lost step are inside it.
+    Under the constant hazard ``λ = −ln(1 − p) / 3600`` per second:
+    ``E[W] = min(n, H) + (1 − e^{−λ · max(H − n, 0)}) / λ`` (``= H`` when p = 0), n = ``notice_s``.
+
+    Parameters
+    ----------
+    p_revocation : float or ndarray
+        One-hour revocation probability, in [0, 1].
+    horizon_s : float or ndarray
+        H, seconds (>= 0).
+    notice_s : float
+        Seconds from the notice to the termination (120).
+
+    Returns
+    -------
+    float or ndarray
+        E[W], seconds, in [min(n, H), H].
+
+    Examples
+    --------
+    >>> expected_segment_s(0.0, 3600.0), round(expected_segment_s(0.75, 3720.0, 120.0), 3)  # 120 + 3600 · 0.75 / ln 4
+    (3600.0, 2067.638)
+    """
+    p = np.asarray(p_revocation, dtype=float)
+    _check_p(p)
+    h = np.asarray(horizon_s, dtype=float)
+    rest = np.maximum(h - notice_s, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lam = -np.log1p(-p) / HOUR_S
+        mean_rest = np.where(lam > 0, -np.expm1(-lam * rest) / np.where(lam > 0, lam, 1.0), rest)
+    return _out(np.minimum(notice_s, h) + mean_rest)
+
+
 def refund_step_cost_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: ArrayLike, seconds_per_step: ArrayLike,
                          horizon_s: ArrayLike, *, boot_s: float = 0.0, restore_s: ArrayLike = 0.0,
-                         checkpoint_s: ArrayLike = 0.0, notice_s: float = NOTICE_S) -> np.ndarray | float:
-    """Expected USD per useful step over the horizon: ``E[USD] / E[steps]`` (+inf if no step is expected).
+                         checkpoint_s: ArrayLike = 0.0, notice_s: float = NOTICE_S,
+                         time_value_usd_per_hour: float = 0.0) -> np.ndarray | float:
+    """Expected USD per useful step over the horizon: ``(E[USD] + v · E[W] / 3600) / E[steps]`` (+inf if no step is expected).
 
-    See :func:`expected_paid_usd` and :func:`expected_useful_steps` (same parameters, same units).
-    With p = 0, H = 3600 s and no overheads it equals Eq 2, ``P̄ · T / 3600``.
+    See :func:`expected_paid_usd`, :func:`expected_useful_steps` and :func:`expected_segment_s` (same
+    parameters, same units); ``v`` = ``time_value_usd_per_hour``, the value of an hour of the trial's
+    wall-clock, USD per trial-hour (0: dollars only, ``E[USD] / E[steps]``; docs/design.md, issue 12, R7).
+    With p = 0, H = 3600 s, v = 0 and no overheads it equals Eq 2, ``P̄ · T / 3600``.
 
     Examples
     --------
     >>> f"{refund_step_cost_usd(0.0, 0.036, 2.0, 3600.0):.6g}"   # Eq 2: 0.036 * 2 / 3600
     '2e-05'
+    >>> f"{refund_step_cost_usd(0.0, 0.036, 2.0, 3600.0, time_value_usd_per_hour=0.036):.6g}"  # twice: time = price
+    '4e-05'
     """
     usd = np.asarray(expected_paid_usd(p_revocation, mean_price_usd_per_hour, horizon_s))
+    if time_value_usd_per_hour:
+        usd = usd + time_value_usd_per_hour * np.asarray(expected_segment_s(p_revocation, horizon_s, notice_s)) / HOUR_S
     steps = np.asarray(expected_useful_steps(p_revocation, seconds_per_step, horizon_s, boot_s=boot_s,
                                              restore_s=restore_s, checkpoint_s=checkpoint_s, notice_s=notice_s))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -252,17 +301,22 @@ class RefundStepCost:
         Seconds from the revocation notice to the termination (120).
     deltas_usd_per_hour : tuple of float
         The max-price ladder's δ (default :data:`DELTA_LADDER_USD_PER_HOUR`).
+    time_value_usd_per_hour : float, default 0
+        Value of time v, USD per trial-hour of wall-clock: the objective adds ``v · E[W] / 3600`` to the
+        expected USD of a segment (:func:`refund_step_cost_usd`), so a faster market wins when the refund
+        saving per step is smaller than the time it costs. 0 = dollars only (docs/design.md, issue 12, R7).
 
     Raises
     ------
     ProvisionerConfigError
-        On a negative or non-finite time, or an empty / non-positive ladder.
+        On a negative or non-finite time or value of time, or an empty / non-positive ladder.
     """
 
     boot_s: float = 0.0
     checkpoint_s: float | Mapping[str, float] = 0.0
     notice_s: float = NOTICE_S
     deltas_usd_per_hour: tuple[float, ...] = DELTA_LADDER_USD_PER_HOUR
+    time_value_usd_per_hour: float = 0.0
     name: str = field(default="refund")
 
     def __post_init__(self) -> None:
@@ -271,6 +325,10 @@ class RefundStepCost:
                          *[("checkpoint_s", c) for c in values]]:
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ProvisionerConfigError(f"{label} is {v!r}, but must be a finite number of seconds >= 0")
+        v = self.time_value_usd_per_hour
+        if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+            raise ProvisionerConfigError(f"time_value_usd_per_hour is {v!r}, but must be a finite number of USD "
+                                         "per trial-hour >= 0")
         d = tuple(self.deltas_usd_per_hour)
         if not d or not all(math.isfinite(x) and x > 0 for x in d):
             raise ProvisionerConfigError(f"deltas_usd_per_hour is {d!r}, but must be positive USD/hour values")

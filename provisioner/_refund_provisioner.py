@@ -24,6 +24,7 @@ from provisioner._refund import (
     RefundStepCost,
     decision_horizon_s,
     expected_paid_usd,
+    expected_segment_s,
     expected_useful_steps,
     ladder_max_prices,
 )
@@ -49,8 +50,9 @@ class RefundProvisioner(BaseChooser):
     rng : numpy.random.Generator
         Kept for the chooser contract; the ladder draws nothing.
     objective : RefundStepCost, optional
-        Overheads (boot, checkpoint per type, notice) and the ladder; default ``RefundStepCost()``
-        (no overheads).
+        Overheads (boot, checkpoint per type, notice), the ladder and the value of time
+        (``time_value_usd_per_hour``: the objective becomes (USD + v · wall-clock hours) per useful step);
+        default ``RefundStepCost()`` (no overheads, dollars only).
     performance : PerformanceMatrix, optional
         T (seconds per step); default from the catalog's vCPUs.
     mean_window_s : float
@@ -76,7 +78,7 @@ class RefundProvisioner(BaseChooser):
 
     Notes
     -----
-    Ranking: objective (USD per useful step), then expected USD, then the lower max price, then the
+    Ranking: objective (USD per useful step, plus the value of time per useful step when set), then expected USD, then the lower max price, then the
     market order. Within a market the rung is chosen by the same keys. A market whose useful steps are
     0 has an objective of +inf. Unknown ``steps_left`` gives H = 3600 s; an unknown ``resume_step``
     counts a restore (conservative).
@@ -154,8 +156,12 @@ class RefundProvisioner(BaseChooser):
         steps = np.asarray(expected_useful_steps(
             p_obj[None], T[:, :, None], H[:, :, None], boot_s=obj.boot_s, restore_s=restore[:, :, None],
             checkpoint_s=self._ckpt[None, :, None], notice_s=obj.notice_s))
+        priced = usd  # USD, plus the value of the trial's wall-clock when one is set (R7)
+        if obj.time_value_usd_per_hour:
+            priced = usd + obj.time_value_usd_per_hour * np.asarray(
+                expected_segment_s(p_obj[None], H[:, :, None], obj.notice_s)) / HOUR_S
         with np.errstate(divide="ignore", invalid="ignore"):
-            cost = np.where(steps > 0, usd / np.where(steps > 0, steps, 1.0), np.inf)
+            cost = np.where(steps > 0, priced / np.where(steps > 0, steps, 1.0), np.inf)
         bad = ~np.broadcast_to(ok[None], cost.shape)
         capped = None
         if self.ledger is not None:

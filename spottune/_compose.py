@@ -404,7 +404,8 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
 # -- provisioner and curve model --------------------------------------------------------------------------
 def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed: int,
                      max_price_rule: Any = None, *, objective: str = "refund", boot_s: float | None = None,
-                     checkpoint_size_mb: float = 1.0, reference_seconds_per_step: float | None = None) -> Any:
+                     checkpoint_size_mb: float = 1.0, reference_seconds_per_step: float | None = None,
+                     time_value_usd_per_hour: float = 0.0) -> Any:
     """SpotTune's market chooser over the pool's markets, with the objective ``objective``.
 
     Parameters
@@ -434,11 +435,16 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
         ``refund`` only: the workload's declared seconds per step on the 2-vCPU reference instance; sets
         T's prior ``κ = T_ref · 2`` s·core/step (default κ = 1), so that the horizon and the whole-step
         count are right before the first measurement (a step longer than the hour is never chosen).
+    time_value_usd_per_hour : float, default 0
+        ``refund`` only: value of a trial's wall-clock hour, USD per trial-hour
+        (:attr:`provisioner.RefundStepCost.time_value_usd_per_hour`; docs/design.md, issue 12, R7).
 
     Raises
     ------
     ConfigError
         On an unknown objective.
+    ProvisionerConfigError
+        On a negative or non-finite value of time.
     """
     from provisioner import Provisioner, RefundProvisioner, RefundStepCost
     from spottune.backends import SimSettings
@@ -453,7 +459,8 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
     overhead = SimSettings().checkpoint_overhead_s
     types = {m.instance_type for m in pool.resolve(history, catalog)}
     ckpt = {t: transfer_seconds(checkpoint_size_mb, catalog[t].vcpus, overhead) for t in sorted(types)}
-    cost = RefundStepCost(boot_s=DEFAULT_BOOT_S if boot_s is None else float(boot_s), checkpoint_s=ckpt)
+    cost = RefundStepCost(boot_s=DEFAULT_BOOT_S if boot_s is None else float(boot_s), checkpoint_s=ckpt,
+                          time_value_usd_per_hour=time_value_usd_per_hour)
     perf = None
     if reference_seconds_per_step is not None:
         from provisioner import PerformanceMatrix
@@ -696,7 +703,8 @@ def _algorithm_1(spec: ExperimentSpec, market: MarketSetup, start_s: float,
                          boot_s=spec.boot_s if spec.backend in ("sim", "aws", "ray") else 0.0,
                          checkpoint_size_mb=spec.get_workload().checkpoint_size_mb,
                          reference_seconds_per_step=getattr(spec.get_workload().trainable,
-                                                            "reference_seconds_per_step", None)),
+                                                            "reference_seconds_per_step", None),
+                         time_value_usd_per_hour=spec.time_value_usd_per_hour),
         predictor=fmp,
         plateau_rule=plateau,
         stop_rule=stop_rule,

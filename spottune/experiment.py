@@ -195,6 +195,12 @@ class ExperimentSpec:
         :data:`provisioner.DELTA_LADDER_USD_PER_HOUR`) for the lowest expected USD per useful step over
         the decision horizon (refund only for a provider revocation before our own end; boot, restore and
         checkpoint counted); ``paper`` is SpotTune's Eq 2 with the D1 max price.
+    time_value_usd_per_hour : float, default 0.0
+        ``refund`` objective: the value of an hour of a trial's wall-clock, USD per trial-hour; the
+        provisioner minimises (expected USD + value · expected hours of the segment) per useful step, so a
+        faster market wins when a refund saves less per step than the time costs (as ``spottune run
+        --time-value-usd-per-hour``; :class:`provisioner.RefundStepCost`; docs/design.md, issue 12, R7).
+        0 = dollars only.
     stopper : {"paper", "rank", "predictive"}, default "paper"
         Early stopping: ``predictive`` is predictive ASHA (:class:`earlycurve.PredictiveStopping`, rungs at
         :data:`earlycurve.PREDICTIVE_DEFAULTS` fractions below θ, re-judged at every step, plus the
@@ -270,6 +276,7 @@ class ExperimentSpec:
     train_days: float = 4.0
     boot_s: float = DEFAULT_BOOT_S
     objective: str = "refund"
+    time_value_usd_per_hour: float = 0.0
     stopper: str = "paper"
     stopper_curves: str | None = None
     step_time_cov: float = 0.05
@@ -304,7 +311,7 @@ class ExperimentSpec:
         set_("storage_options", dict(self.storage_options))
         if isinstance(self.theta, int) and not isinstance(self.theta, bool):
             set_("theta", float(self.theta))
-        for name in ("time_scale", "train_days", "boot_s", "step_time_cov"):
+        for name in ("time_scale", "train_days", "boot_s", "step_time_cov", "time_value_usd_per_hour"):
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 set_(name, float(value))
@@ -384,6 +391,7 @@ class ExperimentSpec:
              f"a number of days with 0 < train_days <= {MAX_TRAIN_DAYS:g}")
         need(_is_real(self.boot_s) and self.boot_s >= 0, "boot_s", "a number of seconds >= 0")
         need(self.objective in OBJECTIVES, "objective", f"one of {', '.join(OBJECTIVES)}")
+        need(_is_real(self.time_value_usd_per_hour) and self.time_value_usd_per_hour >= 0, "time_value_usd_per_hour", "a finite number of USD per trial-hour >= 0")
         need(self.stopper in STOPPERS, "stopper", f"one of {', '.join(STOPPERS)}")
         need(self.stopper_curves is None or (isinstance(self.stopper_curves, str) and bool(self.stopper_curves)),
              "stopper_curves", "a curve file path, or None")

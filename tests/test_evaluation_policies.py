@@ -70,6 +70,16 @@ def _run(name, history=None, study=None, predictor=None, cov=0.0):
     return asm, record
 
 
+def test_the_value_of_time_reaches_the_refund_objective():
+    history, study, catalog, pool = _history(), _study(), InstanceCatalog.load(), Pool()
+    kw = dict(study=study, history=history, catalog=catalog, pool=pool, markets=pool.resolve(history, catalog),
+              revocation_model=LegacyBidRevocation(history), billing=Billing(), predictor=ConstantRevocation(0.0),
+              seed=0)
+    assert assemble(get_policy("spottune-0.7"), **kw).chooser.objective.time_value_usd_per_hour == 0.0
+    asm = assemble(get_policy("spottune-0.7"), time_value_usd_per_hour=0.25, **kw)
+    assert asm.chooser.objective.time_value_usd_per_hour == 0.25 and asm.chooser.objective.boot_s == 120.0
+
+
 @pytest.mark.parametrize("name", DEFAULT_POLICIES)
 def test_every_default_policy_parses(name):
     assert get_policy(name).name == name

@@ -17,6 +17,7 @@ from provisioner import (
     RefundStepCost,
     decision_horizon_s,
     expected_paid_usd,
+    expected_segment_s,
     expected_useful_steps,
     refund_step_cost_usd,
     revocation_within,
@@ -129,7 +130,63 @@ def test_bad_overheads_are_refused():
         RefundStepCost(checkpoint_s={"r4.large": 1.0}).checkpoint_seconds("m4.4xlarge")
 
 
+def test_the_segment_lasts_until_our_end_or_the_termination_after_a_notice():
+    # W = min(τ + 120, H): p = 0.75 per hour, λ = ln 4 / 3600; E[W] = 120 + (1 - 4^(-3480/3600)) / λ
+    lam = math.log(4) / 3600
+    assert expected_segment_s(0.75, 3600.0, 120.0) == pytest.approx(120 + (1 - 4 ** (-3480 / 3600)) / lam)
+    direct = quad(lambda t: min(t + 120.0, 3600.0) * lam * math.exp(-lam * t), 0, 50 * 3600)[0]
+    assert expected_segment_s(0.75, 3600.0, 120.0) == pytest.approx(direct, rel=1e-6)
+    assert expected_segment_s(0.0, 1234.0) == 1234.0  # never revoked: the whole horizon
+    assert expected_segment_s(0.9, 100.0, 120.0) == 100.0  # a horizon inside the notice: always H
+    assert expected_segment_s(1.0, 3600.0, 120.0) == 120.0  # revoked at launch: the notice only
+
+
+def test_a_value_of_time_adds_the_segment_hours_to_the_usd():
+    kw = dict(boot_s=100.0, restore_s=20.0, checkpoint_s=10.0, notice_s=120.0)
+    steps = expected_useful_steps(0.5, 2.0, 3600.0, **kw)
+    hours = expected_segment_s(0.5, 3600.0, 120.0) / 3600
+    got = refund_step_cost_usd(0.5, 0.10, 2.0, 3600.0, time_value_usd_per_hour=0.4, **kw)
+    assert got == pytest.approx((0.05 + 0.4 * hours) / steps)
+    # v = 0 is today's objective, bit for bit
+    assert refund_step_cost_usd(0.5, 0.10, 2.0, 3600.0, time_value_usd_per_hour=0.0, **kw) == 0.05 / steps
+    for bad in (-0.1, math.nan, math.inf, True):
+        with pytest.raises(ProvisionerConfigError, match="time_value_usd_per_hour"):
+            RefundStepCost(time_value_usd_per_hour=bad)
+
+
 # -- the chooser -----------------------------------------------------------------------------------------
+def test_a_value_of_time_moves_a_trial_from_a_slow_refunded_market_to_a_fast_one():
+    # r4.large@1a: 0.02 USD/h, T = 1 / 2 = 0.5 s/step, revoked with p = 0.75 per hour at every rung.
+    # m4.4xlarge@1a: 0.30 USD/h, T = 1 / 16 = 0.0625 s/step, never revoked. No boot, restore or checkpoint.
+    pred = TablePredictor(lambda m, b: 0.75 if m == R4A else 0.0)
+    hist = {R4A: 0.02, M4: 0.30}
+    # slow: survives the hour with 1/4 (pays 0.005 USD, 7200 steps); revoked at τ it keeps floor(τ / 0.5) steps
+    steps_slow = 0.25 * 7200 + sum(0.25 ** (0.5 * k / 3600) - 0.25 for k in range(1, 7201))
+    # by hand: 1800 + E[τ; τ < H] / 0.5 - 0.75 / 2 = 1800 + (1 - 0.25 · (1 + ln 4)) · 3600 / ln 4 / 0.5 - 0.375
+    assert steps_slow == pytest.approx(3894.90, abs=0.01)
+    hours_slow = (120 + 3600 * (1 - 0.25 ** (3480 / 3600)) / math.log(4)) / 3600  # E[min(τ + 120, 3600)]
+    assert hours_slow == pytest.approx(2036.93 / 3600, abs=1e-5)  # 120 + 0.73817 · 2596.85 s
+    slow = lambda v: (0.005 + v * hours_slow) / steps_slow  # noqa: E731
+    fast = lambda v: (0.30 + v * 1.0) / 57600  # noqa: E731  (3600 / 0.0625 steps, one hour)
+    for v, market, cost in ((0.0, R4A, slow(0.0)), (0.030, R4A, slow(0.030)), (0.031, M4, fast(0.031)), (1.0, M4, fast(1.0))):
+        c = chooser(hist, pred, objective=RefundStepCost(time_value_usd_per_hour=v)).choose("t", NOW)
+        assert c.market == market, v
+        assert c.expected_step_cost_usd == pytest.approx(cost, rel=1e-9)
+    assert slow(0.0) == pytest.approx(1.28373e-6, rel=1e-5) and fast(0.0) == pytest.approx(5.2083e-6, rel=1e-4)
+    # the break-even value of time: (0.30 / 57600 - 0.005 / steps) / (hours / steps - 1 / 57600) = 0.030683 USD/h
+    assert (0.30 / 57600 - 0.005 / steps_slow) / (hours_slow / steps_slow - 1 / 57600) == pytest.approx(0.030683, abs=1e-6)
+
+
+def test_a_zero_value_of_time_is_todays_chooser():
+    pred = TablePredictor(lambda m, b: 0.3 if m == R4A and b < 0.03 else 0.05)
+    hist = {R4A: 0.02, R4B: 0.05, M4: 0.30}
+    obj = dict(boot_s=120.0, checkpoint_s=2.0)
+    today = chooser(hist, pred, objective=RefundStepCost(**obj)).choose_many(["a", "b"], NOW, [100, None], [0, 40])
+    zero = chooser(hist, pred, objective=RefundStepCost(time_value_usd_per_hour=0.0, **obj)).choose_many(
+        ["a", "b"], NOW, [100, None], [0, 40])
+    assert [c.to_dict() for c in zero] == [c.to_dict() for c in today]
+
+
 def test_a_cheap_market_at_a_tight_max_price_beats_a_dear_safe_one():
     # Two zones of one type (same T = 0.5 s/step prior): r4.large@1a at 0.02 USD/h is revoked with p = 0.9
     # at the tight rungs (δ <= 0.001), p = 0 above; @1b at 0.05 USD/h is never revoked.
@@ -249,3 +306,11 @@ def test_spec_and_defaults():
     assert ExperimentSpec().objective == "refund" and ExperimentSpec(objective="paper").objective == "paper"
     with pytest.raises(ConfigError, match="objective is 'eq2', but must be one of refund, paper"):
         ExperimentSpec(objective="eq2")
+    assert ExperimentSpec().time_value_usd_per_hour == 0.0 == RefundStepCost().time_value_usd_per_hour
+    with pytest.raises(ConfigError, match="time_value_usd_per_hour is -1.0, but must be a finite number"):
+        ExperimentSpec(time_value_usd_per_hour=-1)
+    from spottune._compose import make_provisioner
+
+    built = make_provisioner(history({R4A: 0.02}), InstanceCatalog.load(), Pool(), ConstantRevocation(0.0), 0,
+                             time_value_usd_per_hour=0.5)
+    assert built.objective.time_value_usd_per_hour == 0.5

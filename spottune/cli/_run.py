@@ -134,6 +134,9 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
 @click.option("--max-failures", type=int, default=None, show_default=_default("max_failures"))
 @click.option("--objective", type=click.Choice(list(OBJECTIVES)), default=None, show_default=_default("objective"),
               help="refund: market and max price by expected USD per useful step over the horizon; paper: Eq 2.")
+@click.option("--time-value-usd-per-hour", type=float, default=None, show_default=_default("time_value_usd_per_hour"),
+              help="refund objective: value of a trial's wall-clock hour, USD per trial-hour (minimises (USD + value x "
+                   "hours) per useful step; 0 = dollars only).")
 @click.option("--stopper", type=click.Choice(list(STOPPERS)), default=None, show_default=_default("stopper"),
               help="predictive: predictive ASHA at rungs before θ (re-judged every step, optimistic bound), then the "
                    "last value's top-k at θ; rank: stop trials at rungs before θ when unlikely to end in the top-k, then the last value's "

@@ -9,6 +9,7 @@ from the cache) and the study's curves computed (or read) once, before the worke
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -40,7 +41,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                  max_steps: int | None = None, prices: str | None = None, progress: bool = True,
                  instance_types: str | None = None, zones: str | None = None, objective: str = "refund",
                  boot_s: float | None = None, stopper: str = "paper", deadline: Any = None,
-                 budget_usd: float | None = None, deadline_rule: str = "slack") -> Any:
+                 budget_usd: float | None = None, deadline_rule: str = "slack",
+                 time_value_usd_per_hour: float = 0.0) -> Any:
     """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
 
     Parameters
@@ -84,6 +86,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         Budget of every run, USD: the sim backend's hard cap for every policy; the SEER family plans for it.
     deadline_rule : {"slack", "uniform"}
         The deadline guard's rule.
+    time_value_usd_per_hour : float, default 0
+        Value of a trial's wall-clock hour in the ``refund`` objective of the SpotTune policies, USD per
+        trial-hour (0 = dollars only; docs/design.md, issue 12, R7).
 
     Raises
     ------
@@ -111,6 +116,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     boot = DEFAULT_BOOT_S if boot_s is None else float(boot_s)
     if not boot >= 0:
         raise ConfigError(f"--boot-s is {boot_s}, but must be a number of seconds >= 0")
+    if not (math.isfinite(time_value_usd_per_hour) and time_value_usd_per_hour >= 0):
+        raise ConfigError(f"--time-value-usd-per-hour is {time_value_usd_per_hour}, but must be a finite number of "
+                          "USD per trial-hour >= 0")
     pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""), objective, stopper)
     from spottune.planning import DEADLINE_RULES, parse_duration
 
@@ -133,7 +141,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     tasks = [Task(workload=workload, policy=p.name, start_index=i, start_s=s, market_mode=m, seed=seed,
                   train_lo_s=lo, train_hi_s=hi, prices=prices, max_steps=max_steps, instance_types=types_, zones=zones_,
                   objective=objective, boot_s=boot, stopper=stopper, deadline_s=deadline_s, budget_usd=budget_usd,
-                  deadline_rule=deadline_rule)
+                  deadline_rule=deadline_rule, time_value_usd_per_hour=float(time_value_usd_per_hour))
              for m in modes for i, s in enumerate(starts_s) for p in pols]
     rows, walls = [None] * len(tasks), [0.0] * len(tasks)
     t0 = time.perf_counter()
@@ -158,6 +166,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     summarise(table).to_csv(output / "summary.csv", index=False)
     meta = {"argv": sys.argv, "workload": workload, "policies": [p.name for p in pols], "market_modes": modes,
             "starts": sorted(set(table["start"])), "seed": seed, "objective": objective, "boot_s": boot, "stopper": stopper,
+            "time_value_usd_per_hour": time_value_usd_per_hour,
             "policy_objectives": {p.name: p.objective for p in pols if p.uses_predictor},
             "deadline_s": deadline_s, "budget_usd": budget_usd, "deadline_rule": deadline_rule,
             "jobs": jobs, "runs": len(tasks), "wall_s": wall, "run_wall_s": walls,
@@ -193,6 +202,10 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                    "and max price by expected USD per useful step; paper = Eq 2 with the D1 max price.")
 @click.option("--boot-s", type=click.FloatRange(min=0), default=None,
               help="Launch-to-training latency of every launch, seconds [default: 120; 0 = the paper's faithful mode].")
+@click.option("--time-value-usd-per-hour", type=float, default=0.0, show_default=True,
+              help="Value of a trial's wall-clock hour in the refund objective, USD per trial-hour: it minimises "
+                   "(USD + value x hours) per useful step, so faster markets win when a refund saves less than the "
+                   "time costs (0 = dollars only).")
 @click.option("--stopper", type=click.Choice(list(STOPPERS)), default=STOPPERS[0], show_default=True,
               help="Early stopping of the SpotTune policies: predictive = predictive ASHA at rungs before θ "
                    "(re-judged every step, optimistic bound), then the last value's top-k at θ; rank = stop at "
@@ -210,14 +223,15 @@ def simulate(workload: str, policies: str, starts: int, start_times: str | None,
              seed: int, theta_sweep: bool, jobs: int, max_steps: int | None, prices: str | None,
              instance_types: str | None, zones: str | None, objective: str, boot_s: float | None,
              stopper: str, deadline: str | None, budget_usd: float | None, deadline_rule: str,
-             progress: bool) -> None:
+             time_value_usd_per_hour: float, progress: bool) -> None:
     from spottune.evaluation import summarise, to_markdown
     from spottune.evaluation._lower_bound import undefined_ratio_note
 
     table = simulate_all(workload, policies, starts, market_mode, Path(output), seed=seed, theta_sweep=theta_sweep,
                          jobs=jobs, start_times=start_times, max_steps=max_steps, prices=prices, progress=progress,
                          instance_types=instance_types, zones=zones, objective=objective, boot_s=boot_s,
-                         stopper=stopper, deadline=deadline, budget_usd=budget_usd, deadline_rule=deadline_rule)
+                         stopper=stopper, deadline=deadline, budget_usd=budget_usd, deadline_rule=deadline_rule,
+                         time_value_usd_per_hour=time_value_usd_per_hour)
     s = summarise(table, ["cost_usd", "jct_h", "pcr_norm", "top3", "refunded_share", "cost_vs_lower_bound"])
     cols = ["market_mode", "policy", "cost_usd_mean", "jct_h_mean", "pcr_norm_mean", "top3_mean",
             "refunded_share_mean", "cost_vs_lower_bound_mean", "n"]

@@ -56,6 +56,8 @@ class Task:
     budget_usd : float or None
         The hard cap of the sim backend (every policy), and the budget elastic policies plan for.
     deadline_rule : {"slack", "uniform"}
+    time_value_usd_per_hour : float, default 0
+        Value of a trial's wall-clock hour in the ``refund`` objective, USD per trial-hour.
     shuffle_trials : bool, default False
         Replay the study's trials in an order drawn per start (``numpy.random.default_rng([seed, start_index])``),
         the same for every policy at that start: a policy that samples the first trials of the study (E-Hyperband,
@@ -82,6 +84,7 @@ class Task:
     budget_usd: float | None = None
     deadline_rule: str = "slack"
     shuffle_trials: bool = False
+    time_value_usd_per_hour: float = 0.0
 
 
 def default_starts(history: Any, markets: list, n: int, *, train_days: float = TRAIN_DAYS,
@@ -239,7 +242,7 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
                        markets=env["markets"], revocation_model=env["revocations"], billing=Billing(task.billing),
                        predictor=predictor, seed=task.seed, boot_s=task.boot_s, start_s=task.start_s,
                        deadline_s=task.deadline_s, budget_usd=task.budget_usd, deadline_rule=task.deadline_rule,
-                       window_s=task.train_hi_s - task.train_lo_s)
+                       window_s=task.train_hi_s - task.train_lo_s, time_value_usd_per_hour=task.time_value_usd_per_hour)
         settings = SimSettings(boot_s=task.boot_s, seed=task.seed)
         backend = SimBackend(asm.orchestrator, env["history"], asm.revocation_model, asm.billing, study.sim_curves(),
                              env["market"].facts, task.start_s, settings)
