@@ -26,8 +26,14 @@ cost are reported per split and pooled over splits (40 test studies per split), 
 with test top-3 ≥ 0.95, per split and pooled (each setting's test studies of all splits together). If ours is
 ≤ 0.8× the peers' there, the rule family can meet the target and the miss is the choice; if not, it cannot.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_pool_splits.py --datasets opda-alexnet --seeds 0,1,2,3,4 --collect-only
-    .venv/bin/python benchmarks/bench_pool_splits.py --datasets opda-alexnet,cakelab-resnet32 --seeds 0,1,2,3,4   # analysis
+Also per set: a last-value "ceiling" (test studies: share with a true top-3 among the m lowest at a rung step) and
+the cheapest single synchronous last-value rung reaching 0.95 on test (post hoc).
+
+    # replay and cache (12-20 min per AlexNet split on a shared core; at most two such processes at once)
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_pool_splits.py --datasets opda-alexnet --seeds 0,1,2 --collect-only
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_pool_splits.py --datasets cakelab-resnet32 --seeds 0,1,2,3,4 --collect-only
+    # analysis of what is cached (seconds), writes the JSON; then the tables from it
+    .venv/bin/python benchmarks/bench_pool_splits.py --datasets opda-alexnet,cakelab-resnet32,opda-convnext,builtin-digits-mlp --cached-only
     .venv/bin/python benchmarks/bench_pool_splits.py --markdown
 """
 
@@ -43,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_predictive_stop import PEERS, ROOT, SETS, TARGET, _make, grid  # noqa: E402
+from bench_predictive_stop import BUILTIN_FILES, PEERS, ROOT, SETS, TARGET, _make, grid  # noqa: E402
 
 from earlycurve.evaluation import find_datasets, split_pool  # noqa: E402
 from earlycurve.evaluation._stopping import StudyPool, choose_best, evaluate_stopper, sample_studies  # noqa: E402
@@ -77,7 +83,7 @@ def collect(ds: str, seed: int, args) -> Path:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore")
     _, n = SETS[ds]
-    pool = StudyPool.from_curves(find_datasets(args.data)[ds], n)
+    pool = StudyPool.from_curves(_curves(ds, args), n)
     tun, test = sample_studies(pool, n_tuning=args.tuning, n_test=args.test, size=16, seed=seed)
     names, fams, rows_t, rows_s = [], [], [], []
     t0 = time.time()
@@ -121,6 +127,13 @@ def frontier(top3: np.ndarray, cost: np.ndarray, idx: np.ndarray, level: float =
         return {"cost": float("nan"), "index": None, "best_top3": float(max(top3[i] for i in idx))}
     i = min(ok, key=lambda i: cost[i])
     return {"cost": float(cost[i]), "index": int(i), "top3": float(top3[i])}
+
+
+def _curves(ds: str, args):
+    """The curve set of ``ds`` (recorded, or the built-in family's files as ``bench_predictive_stop`` reads them)."""
+    res = ROOT / "benchmarks" / "results"
+    sets = find_datasets(args.data, digits=[res / f for f in BUILTIN_FILES.values() if (res / f).exists()])
+    return sets.get(ds) or sets[ds.removeprefix("builtin-")]
 
 
 def _cache(ds: str, seed: int, args) -> Path:
@@ -184,7 +197,7 @@ def ceiling(ds: str, seeds: list[int], args) -> dict:
     of the true top-3 trials is among the m lowest last values (m = 2, 4, 8 of 16: ``keep`` 0.125, 0.25, 0.5 of a
     synchronous rung), and the share where the true best is. What any last-value rung at r can keep, at best."""
     _, n = SETS[ds]
-    pool = StudyPool.from_curves(find_datasets(args.data)[ds], n)
+    pool = StudyPool.from_curves(_curves(ds, args), n)
     test = [t for s in seeds for t in sample_studies(pool, n_tuning=1, n_test=args.test, size=16, seed=s)[1]]
     out = {}
     for r in sorted({max(1, int(round(f * n))) for f in STEP_FRACTIONS}):
