@@ -1,0 +1,120 @@
+"""SpotTune's own θ barrier with the last value, (θ, keep) chosen on tuning studies, against the peers of
+``bench_pool_splits`` on the same pool splits: ``benchmarks/results/early_stopping_barrier.json``.
+
+Algorithm 1's early stopping is one synchronous rung: every trial trains to θ·S_max, waits at the barrier
+(checkpointed), and the ``keep`` trials with the lowest **last observed** loss continue to S_max. In steps it
+costs ``(16 θ S_max + keep (1 − θ) S_max) / (16 S_max)`` of a full study, whatever the number of workers
+(the others work on the rest of the study while a trial waits; spottune checkpoints at the barrier). The
+pick and its top-1/top-3/regret are :func:`earlycurve.evaluation._stopping.study_metrics`'s, as for every
+stopper of the bench.
+
+The grid, fixed before any run: θ ∈ {0.04, 0.06, 0.1, 0.15, 0.2, 0.3, 0.5} × keep ∈ {2, 3, 4, 5, 6}
+(35 settings; each peer's grid has more). The choice rules are ``bench_pool_splits.RULES``, on the same
+120 tuning studies of each split; the peers' picks and test figures are read from
+``early_stopping_pool_splits.json`` (the same rule, split and test studies), so nothing of theirs is re-run.
+
+Run: ``.venv/bin/python benchmarks/bench_barrier.py [--datasets opda-alexnet,cakelab-resnet32]`` (seconds);
+``--markdown`` prints the tables from the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_pool_splits import METRICS, OUT as SPLITS, RULES, ROOT, SETS, TARGET, _curves, choose, scores  # noqa: E402
+
+from earlycurve.evaluation._stopping import StudyPool, sample_studies, study_metrics  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "results" / "early_stopping_barrier.json"
+THETAS = (0.04, 0.06, 0.1, 0.15, 0.2, 0.3, 0.5)
+KEEPS = (2, 3, 4, 5, 6)
+
+
+def barrier_metrics(study, step: int, keep: int) -> list[float]:
+    """METRICS of one study under the barrier at ``step`` (1-based) keeping the ``keep`` lowest last values."""
+    n, n_steps = study.curves.shape
+    steps = np.full(n, step, dtype=float)
+    steps[np.argsort(study.curves[:, step - 1], kind="stable")[:keep]] = n_steps
+    m = study_metrics(study, steps)
+    return [m[k] for k in METRICS]
+
+
+def settings(n_steps: int) -> dict[str, tuple[int, int]]:
+    return {f"theta={t} keep={k}": (max(1, int(round(t * n_steps))), k) for t in THETAS for k in KEEPS}
+
+
+def analyse(ds: str, splits: dict, args) -> dict:
+    _, n_steps = SETS[ds]
+    grid = settings(n_steps)
+    names = list(grid)
+    pool = StudyPool.from_curves(_curves(ds, args), n_steps)
+    cfg = splits["config"]
+    out = {"n_steps": n_steps, "rules": {}}
+    per_seed = {}
+    for s in cfg["seeds"]:
+        tun, test = sample_studies(pool, n_tuning=cfg["tuning"], n_test=cfg["test"], size=16, seed=s)
+        per_seed[s] = tuple(np.array([[barrier_metrics(st, *grid[nm]) for st in studies] for nm in names])
+                            for studies in (tun, test))  # (settings, studies, METRICS)
+    for rule in RULES:
+        per = []
+        for x in splits["datasets"][ds]["rules"][rule]["per_split"]:
+            tun, test = per_seed[x["seed"]]
+            acc, cost = scores(tun)[rule]
+            o = choose(names, np.arange(len(names)), acc, cost)
+            t = dict(zip(METRICS, test[o].mean(0).tolist()))
+            per.append({"seed": x["seed"], "barrier": {"setting": names[o], "tuning_score": float(acc[o]), "test": t},
+                        "best_peer": x["best_peer"], "cost_ratio": t["cost"] / x["best_peer"]["test"]["cost"]})
+        pooled = {"barrier": {m: float(np.mean([x["barrier"]["test"][m] for x in per])) for m in METRICS},
+                  "best_peer": {m: float(np.mean([x["best_peer"]["test"][m] for x in per])) for m in METRICS}}
+        ratio = pooled["barrier"]["cost"] / pooled["best_peer"]["cost"]
+        out["rules"][rule] = {"per_split": per, "pooled": pooled, "pooled_cost_ratio": ratio,
+                              "met_pooled": bool(pooled["barrier"]["top3"] >= TARGET - 1e-12 and ratio <= 0.8),
+                              "met_per_split": [bool(x["barrier"]["test"]["top3"] >= TARGET - 1e-12
+                                                     and x["cost_ratio"] <= 0.8) for x in per]}
+    return out
+
+
+def markdown(r: dict) -> str:
+    lines = []
+    for ds, d in r["datasets"].items():
+        lines += [f"**{ds}**", "", "| rule | barrier pooled: test top-3 / cost | best peer pooled: test top-3 / cost | ÷ peer "
+                  "| met pooled | met per split | barrier settings per split |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        for rule, v in d["rules"].items():
+            b, p = v["pooled"]["barrier"], v["pooled"]["best_peer"]
+            lines.append(f"| {rule} | {b['top3']:.3f} / {b['cost']:.3f} | {p['top3']:.3f} / {p['cost']:.3f} | "
+                         f"{v['pooled_cost_ratio']:.2f} | {'yes' if v['met_pooled'] else 'no'} | "
+                         f"{sum(v['met_per_split'])} of {len(v['met_per_split'])} | "
+                         + "; ".join(f"{x['barrier']['setting']} ({x['barrier']['test']['top3']:.2f})" for x in v["per_split"])
+                         + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=ROOT / "data" / "learning_curves")
+    ap.add_argument("--datasets", default="opda-alexnet,cakelab-resnet32")
+    ap.add_argument("--splits", type=Path, default=SPLITS, help="bench_pool_splits' JSON (the peers' picks)")
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")
+    args = ap.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(args.out.read_text())))
+        return 0
+    splits = json.loads(args.splits.read_text())
+    r = {"config": {"thetas": list(THETAS), "keeps": list(KEEPS), "target_top3": TARGET, "splits": str(args.splits.name),
+                    **{k: splits["config"][k] for k in ("tuning", "test", "seeds")}},
+         "datasets": {ds: analyse(ds, splits, args) for ds in args.datasets.split(",")}}
+    args.out.write_text(json.dumps(r, indent=1) + "\n")
+    print(markdown(r))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
