@@ -15,7 +15,12 @@ before the θ barrier, every passed rung re-judged at every step, the slope-corr
 optimistic bound against the best finished trial), then at the barrier the top-k by the last value,
 as for ``rank``.
 
-``stopper_curves`` (spec field, ``--stopper-curves``; ``rank`` and ``predictive`` only): the top-k at the
+``stopper="barrier"`` (issue 13, ``docs/earlycurve.md`` §8.10): no rungs; every trial trains to the θ barrier
+and the top-k by the last observed value continue (Algorithm 1's own early stopping with the last value instead of
+EarlyCurve). With θ and ``top_k`` chosen on tuning studies (θ 0.1-0.2, keep 2-3 on the recorded sets) it met
+issue 13's cost target on opda-alexnet and cakelab.
+
+``stopper_curves`` (spec field, ``--stopper-curves``; ``rank``, ``predictive`` and ``barrier``): the top-k at the
 barrier is ranked by :class:`earlycurve.ResidualCurvePredictor` fitted on a file of finished curves of the same
 workload (:func:`learned_final_predictor`) instead of by the last value (``docs/earlycurve.md`` §8.7).
 
@@ -101,7 +106,7 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
 
     Parameters
     ----------
-    stopper : {"paper", "rank", "predictive"}
+    stopper : {"paper", "rank", "predictive", "barrier"}
     max_steps : int
         ``S_max``, steps.
     theta_steps : int
@@ -123,11 +128,13 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
     plateau = lambda steps, values, smax: is_plateau(steps, values, smax)  # noqa: E731
     if stopper == "paper":
         return EarlyCurve(max_steps), plateau, None
-    if stopper not in ("rank", "predictive"):
+    if stopper not in ("rank", "predictive", "barrier"):
         raise ValueError(f"stopper is {stopper!r}, but must be one of {', '.join(STOPPERS)}")
     if theta_steps >= max_steps or max_steps < 2:  # θ = 1: no early stopping at all, as in the paper
         return LastValue(), plateau, None
     at_theta = LastValue() if final_predictor is None else final_predictor
+    if stopper == "barrier":  # Algorithm 1's θ barrier alone, ranked by the last value (docs/earlycurve.md §8.10)
+        return at_theta, plateau, None
     if stopper == "predictive":
         rungs = [r for r in rungs_for(max_steps, PREDICTIVE_DEFAULTS["fractions"]) if r < theta_steps]
         if not rungs:

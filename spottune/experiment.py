@@ -57,7 +57,7 @@ PREDICTORS = ("auto", "revpred", "constant", "none", "calibrated", "online-hazar
 OBJECTIVES = ("refund", "paper")
 #: Early-stopping rules (issue 13): ``rank`` (the rank-confidence rule at rungs before θ, then the last
 #: value's top-k at θ) and ``paper`` (EarlyCurve at θ, as published); :mod:`spottune._early_stop`.
-STOPPERS = ("paper", "rank", "predictive")
+STOPPERS = ("paper", "rank", "predictive", "barrier")
 BILLING = ("second", "hour")
 #: What a run with both ``deadline`` and ``budget_usd`` executes (issue 17, decision DB14): ``plan`` runs
 #: SEER's printed plan (``seer-predictive``: brackets, wall-clock rounds, elimination by EarlyCurve's predicted
@@ -201,17 +201,18 @@ class ExperimentSpec:
         faster market wins when a refund saves less per step than the time costs (as ``spottune run
         --time-value-usd-per-hour``; :class:`provisioner.RefundStepCost`; docs/design.md, issue 12, R7).
         0 = dollars only.
-    stopper : {"paper", "rank", "predictive"}, default "paper"
+    stopper : {"paper", "rank", "predictive", "barrier"}, default "paper"
         Early stopping: ``predictive`` is predictive ASHA (:class:`earlycurve.PredictiveStopping`, rungs at
         :data:`earlycurve.PREDICTIVE_DEFAULTS` fractions below θ, re-judged at every step, plus the
         optimistic bound) and the last value's top-k at θ (``docs/earlycurve.md`` §8); ``rank`` stops a trial at rungs (10, 20, 40 % of ``max_steps`` below θ) when it is
         unlikely to end in the top-k (:class:`earlycurve.RankConfidenceStopping`) and keeps the last
-        value's top-k at θ; ``paper`` is SpotTune's EarlyCurve at θ only (``docs/earlycurve.md`` §7). ``paper``
+        value's top-k at θ; ``barrier`` has no rungs and keeps the last value's top-k at θ (Algorithm 1's own
+        early stopping; choose θ and ``top_k`` on tuning studies, ``docs/earlycurve.md`` §8.10); ``paper`` is SpotTune's EarlyCurve at θ only (``docs/earlycurve.md`` §7). ``paper``
         stays the default: ``rank`` halves the cost but keeps the second best instead of the best on
         digits-mlp (docs/design.md ES10).
     stopper_curves : str, optional
         A curve file of finished runs of the same workload (any layout ``spottune curves eval`` reads; values a
-        loss). With ``stopper`` ``rank`` or ``predictive``, the top-k at θ is ranked by
+        loss). With ``stopper`` ``rank``, ``predictive`` or ``barrier``, the top-k at θ is ranked by
         :class:`earlycurve.ResidualCurvePredictor` fitted on these curves (the last value plus a residual learned
         from them, falling back to the last value where cross-validation shows no gain;
         ``docs/earlycurve.md`` §8.7) instead of by the last value. Default None: the last value.
@@ -395,8 +396,8 @@ class ExperimentSpec:
         need(self.stopper in STOPPERS, "stopper", f"one of {', '.join(STOPPERS)}")
         need(self.stopper_curves is None or (isinstance(self.stopper_curves, str) and bool(self.stopper_curves)),
              "stopper_curves", "a curve file path, or None")
-        need(self.stopper_curves is None or self.stopper in ("rank", "predictive"), "stopper_curves",
-             f"None with stopper {self.stopper!r} (the learned ranking at θ is for stopper rank or predictive)")
+        need(self.stopper_curves is None or self.stopper != "paper", "stopper_curves",
+             f"None with stopper {self.stopper!r} (the learned ranking at θ is for stopper rank, predictive or barrier)")
         need(_is_real(self.step_time_cov) and 0 <= self.step_time_cov < 1, "step_time_cov", "0 <= step_time_cov < 1")
         need(self.billing in BILLING, "billing", f"one of {', '.join(BILLING)}")
         need(self.deadline_mode in DEADLINE_MODES, "deadline_mode", f"one of {', '.join(DEADLINE_MODES)}")

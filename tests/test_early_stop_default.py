@@ -133,3 +133,16 @@ def test_stopper_curves_in_the_default_experiment_falls_back_to_the_last_values_
     # the last value: the same steps as test_rank_stops_trials_at_its_rungs_in_the_default_experiment
     assert sorted(df["steps"]) == [6] * 8 + [12] * 2 + [24] + [42] * 2 + [60] * 3
     assert (df["state"] == "finished").sum() == 3
+
+
+def test_barrier_is_the_last_value_at_theta_without_rungs(tmp_path):
+    import spottune
+
+    fmp, plateau, rule = early_stopping("barrier", max_steps=60, theta_steps=9, top_k=3)
+    assert isinstance(fmp, LastValue) and plateau is not None and rule is None
+    assert ExperimentSpec(stopper="barrier", stopper_curves="x.csv").stopper_curves == "x.csv"
+    df = spottune.tune(max_steps=60, theta=0.15, predictor="constant", stopper="barrier",
+                       output=tmp_path / "res").get_dataframe()
+    # θ = 0.15 of 60 = 9 steps for all 16 trials; the 3 lowest last values at step 9 run to 60 (docs/earlycurve.md §8.10)
+    assert sorted(df["steps"]) == [9] * 13 + [60] * 3
+    assert (df["state"] == "finished").sum() == 3

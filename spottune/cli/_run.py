@@ -140,9 +140,10 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
 @click.option("--stopper", type=click.Choice(list(STOPPERS)), default=None, show_default=_default("stopper"),
               help="predictive: predictive ASHA at rungs before θ (re-judged every step, optimistic bound), then the "
                    "last value's top-k at θ; rank: stop trials at rungs before θ when unlikely to end in the top-k, then the last value's "
-                   "top-k at θ; paper: EarlyCurve at θ only (the published SpotTune).")
+                   "top-k at θ; barrier: no rungs, the last value's top-k at θ (choose θ 0.1-0.2 and --top-k on tuning "
+                   "studies, docs/earlycurve.md §8.10); paper: EarlyCurve at θ only (the published SpotTune).")
 @click.option("--stopper-curves", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="With --stopper rank or predictive: a curve file of finished runs of this workload; the top-k at θ "
+              help="With --stopper rank, predictive or barrier: a curve file of finished runs of this workload; the top-k at θ "
                    "is then ranked by a predictor learned from them (earlycurve.ResidualCurvePredictor) instead of the "
                    "last value.")
 @click.option("--boot-s", type=float, default=None, show_default=_default("boot_s"),

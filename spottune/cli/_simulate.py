@@ -75,7 +75,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     boot_s : float, optional
         Launch-to-training latency of every launch, every policy, seconds (default
         :data:`spottune.backends._speed.DEFAULT_BOOT_S`; 0 = the paper's faithful mode).
-    stopper : {"paper", "rank", "predictive"}
+    stopper : {"paper", "rank", "predictive", "barrier"}
         Early stopping of the SpotTune policies: EarlyCurve at θ (default), the rank-confidence rule or
         predictive ASHA (both with the last value's top-k at θ).
     deadline : str or float, optional
@@ -209,8 +209,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
 @click.option("--stopper", type=click.Choice(list(STOPPERS)), default=STOPPERS[0], show_default=True,
               help="Early stopping of the SpotTune policies: predictive = predictive ASHA at rungs before θ "
                    "(re-judged every step, optimistic bound), then the last value's top-k at θ; rank = stop at "
-                   "rungs before θ when unlikely to end in the top-k, then the last value's top-k at θ; "
-                   "paper = EarlyCurve at θ (as published).")
+                   "rungs before θ when unlikely to end in the top-k, then the last value's top-k at θ; barrier = "
+                   "no rungs, the last value's top-k at θ; paper = EarlyCurve at θ (as published).")
 @click.option("--deadline", default=None,
               help="Deadline after each start (6h, 90min, seconds): SpotTune policies run under the deadline guard; "
                    "the SEER family (seer, seer-predictive, seer-lean, e-hyperband, e-grid) plans for it.")

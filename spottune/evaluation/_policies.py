@@ -91,7 +91,7 @@ class Policy:
     objective : {"refund", "paper"}
         SpotTune chooser only: the provisioner's objective (``refund`` ignores ``max_price``: it chooses
         the max price from the ladder).
-    stopper : {"paper", "rank", "predictive"}
+    stopper : {"paper", "rank", "predictive", "barrier"}
         With ``early_curve``: predictive ASHA or the rank-confidence rule at rungs before θ and the last value at θ, or
         EarlyCurve at θ (:func:`spottune._early_stop.early_stopping`).
     schedule : {"seer", "seer-lean", "e-hyperband", "e-grid"} or None
@@ -190,7 +190,7 @@ def get_policy(name: str, objective: str = "refund", stopper: str = "paper") -> 
     objective : {"refund", "paper"}
         Objective of SpotTune-provisioned policies whose name has no objective suffix (and of the Optuna
         policies, which use SpotTune's provisioning).
-    stopper : {"paper", "rank", "predictive"}
+    stopper : {"paper", "rank", "predictive", "barrier"}
         Early stopping of the ``spottune-<θ>...`` policies (``predictive``: predictive ASHA; ``rank``: the rank-confidence rule;
         ``paper``: EarlyCurve at θ, as published).
 
