@@ -3,7 +3,9 @@
 ``spottune-0.7`` (refund objective, ``auto`` predictor, θ 0.7) is run on the same replays as
 ``benchmarks/bench_cost.py`` with :class:`provisioner.RefundProvisioner`'s corrections set on the built
 provisioner (``p_shrink``, ``p_prior``, ``max_trials_per_candidate``; docs/provisioner.md), each paired with
-the uncorrected run of the same start. ``p_prior: "empirical"`` is the market's own empirical rate over the
+the uncorrected run of the same start. The uncorrected reference ``{}`` also switches off the ceiling on p
+(``p_cap``, design R6) that ``make_provisioner`` sets for the calibrated predictor, so ``{"p_cap": 0.6}`` is
+legacy mode's default today. ``p_prior: "empirical"`` is the market's own empirical rate over the
 28 days before the start (:func:`spottune._compose.empirical_rate_predictor`).
 
 Settings are chosen on the **tuning** starts (:func:`spottune.evaluation.tuning_starts`, between the

@@ -52,8 +52,8 @@ class Candidate:
     horizon_s : float or None
         Refund-aware objective only: the decision horizon H, seconds.
     p_objective : float or None
-        Refund-aware objective with ``p_shrink`` > 0 only: the shrunk p the objective priced
-        (``p_revocation`` stays the predictor's).
+        Refund-aware objective with ``p_shrink`` > 0 or a ceiling ``p_cap`` below 0.999 only: the p the
+        objective priced, shrunk and capped (``p_revocation`` stays the predictor's).
     """
 
     market: Market

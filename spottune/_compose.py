@@ -471,8 +471,14 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
 
 
 def selection_p_cap(predictor: Any) -> float:
-    """The refund objective's ceiling on p for ``predictor`` (design R6): :data:`CALIBRATED_P_CAP` for the
-    ``calibrated`` predictor (legacy mode's default), else :data:`provisioner.P_CAP` (no ceiling)."""
+    """The refund objective's ceiling on p for ``predictor`` (design R6).
+
+    Returns
+    -------
+    float in (0, 1)
+        :data:`CALIBRATED_P_CAP` (0.6) for a :class:`revpred.calibrated.CalibratedRevocation` (the ``calibrated``
+        predictor, legacy mode's default), else :data:`provisioner.P_CAP` (0.999, no ceiling).
+    """
     from provisioner import P_CAP
     from revpred.calibrated import CalibratedRevocation
 

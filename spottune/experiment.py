@@ -55,8 +55,9 @@ PREDICTORS = ("auto", "revpred", "constant", "none", "calibrated", "online-hazar
 #: Provisioner objectives: ``refund`` (expected USD per useful step over the decision horizon, choosing
 #: the market and the max price; issue 12) and ``paper`` (SpotTune's Eq 2 with the D1 max price).
 OBJECTIVES = ("refund", "paper")
-#: Early-stopping rules (issue 13): ``rank`` (the rank-confidence rule at rungs before θ, then the last
-#: value's top-k at θ) and ``paper`` (EarlyCurve at θ, as published); :mod:`spottune._early_stop`.
+#: Early-stopping rules (issue 13): ``paper`` (EarlyCurve at θ, as published), ``rank`` (the rank-confidence rule
+#: at rungs before θ, then the last value's top-k at θ), ``predictive`` (predictive ASHA at rungs before θ, then
+#: the same) and ``barrier`` (no rungs, the last value's top-k at θ); :mod:`spottune._early_stop`.
 STOPPERS = ("paper", "rank", "predictive", "barrier")
 BILLING = ("second", "hour")
 #: What a run with both ``deadline`` and ``budget_usd`` executes (issue 17, decision DB14): ``plan`` runs

@@ -77,7 +77,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         :data:`spottune.backends._speed.DEFAULT_BOOT_S`; 0 = the paper's faithful mode).
     stopper : {"paper", "rank", "predictive", "barrier"}
         Early stopping of the SpotTune policies: EarlyCurve at θ (default), the rank-confidence rule or
-        predictive ASHA (both with the last value's top-k at θ).
+        predictive ASHA (both with the last value's top-k at θ), or the θ barrier alone with the last value.
     deadline : str or float, optional
         Deadline after each start (``6h``, ``90min`` or seconds): SpotTune policies run under
         :class:`spottune.planning.DeadlineGuard`, the SEER family (``seer``, ``seer-predictive``, ``seer-lean``,

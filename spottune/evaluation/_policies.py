@@ -192,7 +192,7 @@ def get_policy(name: str, objective: str = "refund", stopper: str = "paper") -> 
         policies, which use SpotTune's provisioning).
     stopper : {"paper", "rank", "predictive", "barrier"}
         Early stopping of the ``spottune-<θ>...`` policies (``predictive``: predictive ASHA; ``rank``: the rank-confidence rule;
-        ``paper``: EarlyCurve at θ, as published).
+        ``barrier``: the last value's top-k at θ, no rungs; ``paper``: EarlyCurve at θ, as published).
 
     Raises
     ------
