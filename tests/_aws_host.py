@@ -185,6 +185,10 @@ class Ec2Hosts:
         self._revs: dict[str, Any] = {}
         self._rearm = False
         self._armed: dict[str, tuple[str, Any]] = {}  # instance id -> (host, revocation) with timers on the clock
+        # held while a host dies: the provider's termination (clock thread) kills the host and marks the
+        # instance in moto as one step, so the hosts thread never sees the dead agent first and calls it a
+        # shutdown (Client.InstanceInitiatedShutdown) in between
+        self._ending = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="ec2-hosts")
         self.errors: list[str] = []
@@ -309,9 +313,10 @@ class Ec2Hosts:
                 if proc.poll() is None:  # terminated through the API: the host is gone
                     _kill_host(proc)
         for iid, (proc, _) in list(self.hosts.items()):
-            if proc.poll() is not None and iid not in self.shutdowns and moto_instance(iid).state != "terminated":
-                self.shutdowns.append(iid)  # the agent exited: user data powers the host off
-                end_in_moto(iid, "Client.InstanceInitiatedShutdown")
+            with self._ending:
+                if proc.poll() is not None and iid not in self.shutdowns and moto_instance(iid).state != "terminated":
+                    self.shutdowns.append(iid)  # the agent exited: user data powers the host off
+                    end_in_moto(iid, "Client.InstanceInitiatedShutdown")
 
     def _boot(self, tagged: Any) -> None:
         attr = self.ec2.describe_instance_attribute(InstanceId=tagged.instance_id, Attribute="userData")
@@ -357,11 +362,12 @@ class Ec2Hosts:
 
     def _provider_ends(self, instance_id: str) -> None:
         proc, _ = self.hosts[instance_id]
-        if moto_instance(instance_id).state == "terminated":
-            return
-        _kill_host(proc)
-        self.revoked.append(instance_id)
-        end_in_moto(instance_id, "Server.SpotInstanceTermination")
+        with self._ending:
+            if moto_instance(instance_id).state == "terminated":
+                return
+            self.revoked.append(instance_id)
+            end_in_moto(instance_id, "Server.SpotInstanceTermination")
+            _kill_host(proc)
 
     def running(self) -> list[str]:
         """Instances of the experiment that are not terminated, per describe_instances."""
