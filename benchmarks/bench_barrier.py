@@ -29,20 +29,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pool_splits import METRICS, OUT as SPLITS, RULES, ROOT, SETS, TARGET, _curves, choose, scores  # noqa: E402
 
-from earlycurve.evaluation._stopping import StudyPool, sample_studies, study_metrics  # noqa: E402
+from earlycurve.evaluation._barrier import BARRIER_KEEPS as KEEPS, BARRIER_THETAS as THETAS  # noqa: E402
+from earlycurve.evaluation._barrier import barrier_metrics as study_barrier  # noqa: E402
+from earlycurve.evaluation._stopping import StudyPool, sample_studies  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "early_stopping_barrier.json"
 PREDICTIVE = ROOT / "benchmarks" / "results" / "early_stopping_predictive.json"  # bench_predictive_stop, split 0
-THETAS = (0.04, 0.06, 0.1, 0.15, 0.2, 0.3, 0.5)
-KEEPS = (2, 3, 4, 5, 6)
 
 
 def barrier_metrics(study, step: int, keep: int) -> list[float]:
     """METRICS of one study under the barrier at ``step`` (1-based) keeping the ``keep`` lowest last values."""
-    n, n_steps = study.curves.shape
-    steps = np.full(n, step, dtype=float)
-    steps[np.argsort(study.curves[:, step - 1], kind="stable")[:keep]] = n_steps
-    m = study_metrics(study, steps)
+    m = study_barrier(study, step, keep)
     return [m[k] for k in METRICS]
 
 

@@ -46,7 +46,7 @@ from spottune.search_space import count_configs, generate_configs, has_domain, p
 from spottune.trainable import Trainable, trial_seed
 from spottune.workloads import Workload, get_workload
 
-__all__ = ["BACKENDS", "BILLING", "DEADLINE_MODES", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "RAY_KEYS", "STOPPERS", "ExperimentSpec",
+__all__ = ["BACKENDS", "BILLING", "DEADLINE_MODES", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "RAY_KEYS", "DEFAULT_STOPPER", "STOPPERS", "ExperimentSpec",
            "TrialSpec"]
 
 BACKENDS = ("sim", "local", "aws", "ray")
@@ -59,6 +59,8 @@ OBJECTIVES = ("refund", "paper")
 #: at rungs before θ, then the last value's top-k at θ), ``predictive`` (predictive ASHA at rungs before θ, then
 #: the same) and ``barrier`` (no rungs, the last value's top-k at θ); :mod:`spottune._early_stop`.
 STOPPERS = ("paper", "rank", "predictive", "barrier")
+#: The default stopper (design ES18): the θ barrier ranked by the last value; ``paper`` is the faithful one.
+DEFAULT_STOPPER = "barrier"
 BILLING = ("second", "hour")
 #: What a run with both ``deadline`` and ``budget_usd`` executes (issue 17, decision DB14): ``plan`` runs
 #: SEER's printed plan (``seer-predictive``: brackets, wall-clock rounds, elimination by EarlyCurve's predicted
@@ -202,15 +204,15 @@ class ExperimentSpec:
         faster market wins when a refund saves less per step than the time costs (as ``spottune run
         --time-value-usd-per-hour``; :class:`provisioner.RefundStepCost`; docs/design.md, issue 12, R7).
         0 = dollars only.
-    stopper : {"paper", "rank", "predictive", "barrier"}, default "paper"
+    stopper : {"paper", "rank", "predictive", "barrier"}, default "barrier"
         Early stopping: ``predictive`` is predictive ASHA (:class:`earlycurve.PredictiveStopping`, rungs at
         :data:`earlycurve.PREDICTIVE_DEFAULTS` fractions below θ, re-judged at every step, plus the
         optimistic bound) and the last value's top-k at θ (``docs/earlycurve.md`` §8); ``rank`` stops a trial at rungs (10, 20, 40 % of ``max_steps`` below θ) when it is
         unlikely to end in the top-k (:class:`earlycurve.RankConfidenceStopping`) and keeps the last
         value's top-k at θ; ``barrier`` has no rungs and keeps the last value's top-k at θ (Algorithm 1's own
-        early stopping; choose θ and ``top_k`` on tuning studies, ``docs/earlycurve.md`` §8.10); ``paper`` is SpotTune's EarlyCurve at θ only (``docs/earlycurve.md`` §7). ``paper``
-        stays the default: ``rank`` halves the cost but keeps the second best instead of the best on
-        digits-mlp (docs/design.md ES10).
+        early stopping; choose θ and ``top_k`` on tuning studies, ``docs/earlycurve.md`` §8.10); ``paper`` is SpotTune's EarlyCurve at θ only (``docs/earlycurve.md`` §7).
+        ``barrier`` is the default: at the same θ it costs what ``paper`` costs and ranks at least as well at
+        θ 0.7 on every curve set measured (docs/design.md ES18, ``docs/earlycurve.md`` §8.11).
     stopper_curves : str, optional
         A curve file of finished runs of the same workload (any layout ``spottune curves eval`` reads; values a
         loss). With ``stopper`` ``rank``, ``predictive`` or ``barrier``, the top-k at θ is ranked by
@@ -279,7 +281,7 @@ class ExperimentSpec:
     boot_s: float = DEFAULT_BOOT_S
     objective: str = "refund"
     time_value_usd_per_hour: float = 0.0
-    stopper: str = "paper"
+    stopper: str = DEFAULT_STOPPER
     stopper_curves: str | None = None
     step_time_cov: float = 0.05
     billing: str = "second"

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from earlycurve.evaluation import load_curves
-from earlycurve.evaluation._compare import STOPPER_METHODS, compare_stoppers
+from earlycurve.evaluation._compare import STOPPER_METHODS, barrier_rows, compare_stoppers
 from spottune.cli import cli as main
 
 
@@ -33,6 +33,27 @@ def test_compare_stoppers_on_flat_curves_is_hand_computable(tmp_path):
     # no trial is ever lower than the best, so the rank rule never stops it; EarlyCurve sees a plateau
     assert m["rank"]["top1"]["mean"] == 1.0 and m["paper"]["top1"]["mean"] == 1.0
     assert m["rank"]["cost"]["mean"] < 1.0
+
+
+def test_barrier_rows_pair_the_same_studies_and_rank_crossing_curves_differently(tmp_path):
+    # a: 0.9 until step 5, then 0.1 (ends best); b: flat 0.5; c: flat 0.6; d: flat 0.7. At θ 0.5 (step 5 of 10)
+    # the last value keeps b (drops the true best a); both methods train 4 x 5 + 1 x 5 = 25 of 40 steps
+    rows = ["config_id,step,value,max_steps"]
+    for cid, vals in {"a": [0.9] * 5 + [0.1] * 5, "b": [0.5] * 10, "c": [0.6] * 10, "d": [0.7] * 10}.items():
+        rows += [f"{cid},{s},{v},10" for s, v in enumerate(vals, start=1)]
+    (tmp_path / "x.csv").write_text("\n".join(rows) + "\n")
+    cs = load_curves(tmp_path / "x.csv")
+    last = barrier_rows(cs, "last-value", theta=0.5, top_k=1, n_studies=2, study_size=4)
+    assert [(r["top1"], r["cost"]) for r in last] == [(0.0, 25 / 40)] * 2
+    assert [r["regret"] for r in last] == pytest.approx([0.4, 0.4])  # kept b (0.5) instead of a (0.1)
+    paper = barrier_rows(cs, "paper", theta=0.5, top_k=1, n_studies=2, study_size=4)
+    assert [r["cost"] for r in paper] == [25 / 40] * 2  # same barrier, same steps
+    from earlycurve import InvalidCurveError
+
+    with pytest.raises(InvalidCurveError):
+        barrier_rows(cs, "asha")
+    with pytest.raises(InvalidCurveError):
+        barrier_rows(cs, "paper", theta=0.0)
 
 
 def test_predictive_keeps_the_flat_best_and_stops_the_others_by_the_second_rung(tmp_path):

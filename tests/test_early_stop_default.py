@@ -1,4 +1,4 @@
-"""The orchestrator's early stopping: ``stopper`` (spec field, ``--stopper``), ``paper`` default vs ``rank``."""
+"""The orchestrator's early stopping: ``stopper`` (spec field, ``--stopper``), the ``barrier`` default, ``paper``, ``rank``."""
 
 from __future__ import annotations
 
@@ -34,12 +34,16 @@ def test_stop_rule_records_completions_and_stops_in_cohort_mode():
 
 
 def test_spec_field_and_policy_option():
-    assert ExperimentSpec().stopper == "paper" and ExperimentSpec(stopper="rank").stopper == "rank"
+    assert ExperimentSpec().stopper == "barrier" and ExperimentSpec(stopper="rank").stopper == "rank"  # ES18
     with pytest.raises(ConfigError, match="stopper"):
         ExperimentSpec(stopper="asha")
-    assert get_policy("spottune-0.7").stopper == "paper"
+    assert get_policy("spottune-0.7").stopper == "barrier"
     assert get_policy("spottune-0.7", "refund", "rank").stopper == "rank"
     assert get_policy("spottune-0.7-constant-paper", "paper", "paper").stopper == "paper"
+    # a -paper name is the paper's design throughout (Eq 2, D1, EarlyCurve), whatever the stopper option says
+    assert get_policy("spottune-0.7-revpred-paper").stopper == "paper"
+    assert get_policy("spottune-0.7-paper", "refund", "rank").stopper == "paper"
+    assert get_policy("spottune-0.7", "paper", "barrier").stopper == "barrier"  # the objective option is not the name
     assert {p.stopper for p in parse_policies("spottune-0.5,spottune-0.7", stopper="paper")} == {"paper"}
     with pytest.raises(ConfigError):
         get_policy("spottune-0.7", "refund", "asha")

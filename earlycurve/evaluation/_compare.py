@@ -30,9 +30,11 @@ from earlycurve.evaluation._datasets import CurveSet
 from earlycurve.evaluation._stoppers import ASHAStopper, OnlineRankStopper, OptunaStopper, PredictiveStopper, one_shot_steps
 from earlycurve.evaluation._stopping import Stopper, Study, StudyPool, evaluate_stopper, study_metrics, summarize
 
-__all__ = ["STOPPER_METHODS", "compare_stoppers", "grid_steps"]
+__all__ = ["BARRIER_METHODS", "STOPPER_METHODS", "barrier_rows", "compare_stoppers", "grid_steps"]
 
 STOPPER_METHODS = ("predictive", "rank", "paper", "last-value", "asha", "sha", "hyperband", "median", "full")
+#: The one-shot θ-barrier methods (no rungs): EarlyCurve's prediction or the last value at θ.
+BARRIER_METHODS = ("paper", "last-value")
 
 
 def grid_steps(curve_set: CurveSet, cap: int = 50) -> int:
@@ -82,11 +84,7 @@ def compare_stoppers(curve_set: CurveSet, *, theta: float = 0.7, top_k: int = 3,
     if n_curves <= top_k:
         raise InvalidCurveError(f"{curve_set.name}: {n_curves} curves, but top_k {top_k} needs more")
     steps = int(n_steps or grid_steps(curve_set))
-    pool = StudyPool.from_curves(curve_set, steps)
-    size = min(study_size, n_curves)
-    studies = [Study(index=i, split="all", ids=(ids := np.random.default_rng([seed, 3, i]).choice(n_curves, size, replace=False)),
-                     curves=pool.grid[ids]) for i in range(n_studies)]
-    at = min(steps, max(1, int(round(theta * steps))))
+    pool, studies = _studies(curve_set, steps, n_studies, study_size, seed)
     P = optuna.pruners
     factories = {
         "predictive": ("defaults (PREDICTIVE_DEFAULTS)", PredictiveStopper),
@@ -97,20 +95,67 @@ def compare_stoppers(curve_set: CurveSet, *, theta: float = 0.7, top_k: int = 3,
         "median": ("Optuna defaults", lambda: OptunaStopper(lambda: P.MedianPruner())),
         "full": ("train everything", Stopper),
     }
-    ec = EarlyCurve(steps)
-    scores = {
-        "paper": lambda i: ec.predict_final(np.arange(1, at + 1, dtype=float), pool.grid[i, :at], steps).value,
-        "last-value": lambda i: pool.grid[i, at - 1],
-    }
-    out = {"name": curve_set.name, "n_curves": n_curves, "n_steps": steps, "study_size": size, "n_studies": n_studies,
-           "workers": workers, "theta": theta, "top_k": top_k, "methods": {}}
+    out = {"name": curve_set.name, "n_curves": n_curves, "n_steps": steps, "study_size": min(study_size, n_curves),
+           "n_studies": n_studies, "workers": workers, "theta": theta, "top_k": top_k, "methods": {}}
     for m in methods:
-        if m in scores:
-            rows = [study_metrics(s, one_shot_steps(s, np.array([scores[m](int(i)) for i in s.ids]), at, top_k))
-                    for s in studies]
+        if m in BARRIER_METHODS:
+            rows = _barrier_rows(pool, studies, m, theta, top_k)
             setting = f"theta={theta:g} keep={top_k}" + (" (EarlyCurve paper settings)" if m == "paper" else "")
         else:
             setting, make = factories[m]
             rows = evaluate_stopper(studies, make, workers)
         out["methods"][m] = {"setting": setting, "summary": summarize(rows)}
     return out
+
+
+def barrier_rows(curve_set: CurveSet, method: str, *, theta: float = 0.7, top_k: int = 3, n_studies: int = 40,
+                 study_size: int = 16, n_steps: int | None = None, seed: int = 0) -> list[dict[str, float]]:
+    """Per-study metrics of one θ-barrier method on :func:`compare_stoppers`' studies (same seeds, same grid).
+
+    Every trial trains to θ (a fraction of the grid); the ``top_k`` ranked by ``method`` train to the end.
+
+    Parameters
+    ----------
+    curve_set : CurveSet
+    method : {"paper", "last-value"}
+        ``paper``: EarlyCurve's predicted final value (paper settings, Eq 4-7); ``last-value``: the value at θ
+        (``spottune run --stopper barrier``).
+    theta, top_k, n_studies, study_size, n_steps, seed
+        As :func:`compare_stoppers`.
+
+    Returns
+    -------
+    rows : list of dict
+        One :func:`earlycurve.evaluation.study_metrics` dict per study (top1, top3, regret, cost), in study order,
+        so two methods' rows pair study by study.
+
+    Raises
+    ------
+    InvalidCurveError
+        An unknown ``method``, a bad ``theta`` or count, or fewer curves than ``top_k + 1``.
+    """
+    if method not in BARRIER_METHODS:
+        raise InvalidCurveError(f"method is {method!r}, but must be one of {', '.join(BARRIER_METHODS)}")
+    if not 0 < theta <= 1 or min(top_k, n_studies, study_size) < 1 or len(curve_set.curves) <= top_k:
+        raise InvalidCurveError("theta must be in (0, 1]; top_k, n_studies and study_size >= 1; more curves than top_k")
+    steps = int(n_steps or grid_steps(curve_set))
+    pool, studies = _studies(curve_set, steps, n_studies, study_size, seed)
+    return _barrier_rows(pool, studies, method, theta, top_k)
+
+
+def _studies(curve_set: CurveSet, steps: int, n_studies: int, study_size: int, seed: int) -> tuple[StudyPool, list[Study]]:
+    pool = StudyPool.from_curves(curve_set, steps)
+    n, size = len(curve_set.curves), min(study_size, len(curve_set.curves))
+    return pool, [Study(index=i, split="all", ids=(ids := np.random.default_rng([seed, 3, i]).choice(n, size, replace=False)),
+                        curves=pool.grid[ids]) for i in range(n_studies)]
+
+
+def _barrier_rows(pool: StudyPool, studies: list[Study], method: str, theta: float, top_k: int) -> list[dict[str, float]]:
+    steps = pool.grid.shape[1]
+    at = min(steps, max(1, int(round(theta * steps))))
+    if method == "paper":
+        ec = EarlyCurve(steps)
+        score = lambda i: ec.predict_final(np.arange(1, at + 1, dtype=float), pool.grid[i, :at], steps).value  # noqa: E731
+    else:
+        score = lambda i: pool.grid[i, at - 1]  # noqa: E731
+    return [study_metrics(s, one_shot_steps(s, np.array([score(int(i)) for i in s.ids]), at, top_k)) for s in studies]

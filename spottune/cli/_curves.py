@@ -1,5 +1,6 @@
 """``spottune curves eval`` (issues 4, 13): EarlyCurve against its baselines on recorded learning curves,
-and the early stoppers (ours, EarlyCurve at θ, ASHA, Optuna's pruners) side by side.
+and the early stoppers (ours, EarlyCurve at θ, ASHA, Optuna's pruners) side by side; ``spottune curves choose``:
+the θ barrier's setting chosen on a family's own curves.
 
 Bad input raises :class:`earlycurve.EarlyCurveError` subclasses or ``click.BadParameter``; the
 CLI runner turns both into one line on stderr and exit code 2.
@@ -13,6 +14,7 @@ from pathlib import Path
 import click
 
 from earlycurve.evaluation import THETAS, default_predictors, evaluate_set, find_datasets
+from earlycurve.evaluation._barrier import BARRIER_KEEPS, choose_barrier
 from earlycurve.evaluation._compare import compare_stoppers
 
 _COLUMNS = (
@@ -184,6 +186,48 @@ def eval_command(
                                    study_size=study_size, workers=workers, seed=seed)
             result["stoppers"] = cmp
             click.echo(format_stoppers(cmp))
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        click.echo(f"wrote {json_out}")
+
+
+@curves.command("choose")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--target-top3", type=float, default=0.95, show_default=True,
+              help="Top-3 accuracy (mean minus one standard error over the tuning studies) the setting must reach.")
+@click.option("--study-size", type=int, default=16, show_default=True, callback=_check_positive,
+              help="Trials per study (your study's size).")
+@click.option("--tuning-studies", type=int, default=120, show_default=True, callback=_check_positive)
+@click.option("--test-studies", type=int, default=40, show_default=True, callback=_check_positive)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the halves and the studies.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write every figure to this JSON file.")
+def choose_command(path: Path, target_top3: float, study_size: int, tuning_studies: int, test_studies: int, seed: int,
+                   json_out: Path | None) -> None:
+    """Choose --theta and --top-k of `spottune run --stopper barrier` on finished curves of your family under PATH.
+
+    PATH: any curve file or folder `spottune curves eval` reads (values a loss). The curves are split into two seeded
+    halves; studies of --study-size trials are drawn from each. On the tuning studies the cheapest (θ, keep) of the
+    grid θ 0.04-0.5 x keep 2-6 (below --study-size) whose mean top-3 accuracy minus one standard error reaches
+    --target-top3 is chosen; its top-3 and cost (steps / training every trial) on the test studies are printed,
+    never used to choose (docs/earlycurve.md §8.10).
+    """
+    if not 0 < target_top3 <= 1:
+        raise click.BadParameter(f"target_top3 is {target_top3}, but must be 0 < target_top3 <= 1",
+                                 param_hint="--target-top3")
+    report = {}
+    for name, curve_set in find_datasets(path).items():
+        keeps = [k for k in BARRIER_KEEPS if k < study_size] or [1]
+        r = choose_barrier(curve_set, keeps=keeps, n_tuning=tuning_studies, n_test=test_studies, study_size=study_size,
+                           target_top3=target_top3, seed=seed)
+        report[name] = r
+        tun, test = r["tuning"], r["test"]
+        click.echo(f"{name} ({r['n_curves']} curves): --stopper barrier --theta {r['theta']:g} --top-k {r['keep']}"
+                   + ("" if r["met"] else f" (no setting reached {target_top3:g} on tuning: the most accurate)"))
+        click.echo(f"  tuning ({tuning_studies} studies of {r['study_size']}): top-3 {tun['top3']:.3f} ± {tun['top3_se']:.3f}"
+                   f", cost {tun['cost']:.3f}; test ({test_studies} studies): top-3 {test['top3']:.3f}, top-1 "
+                   f"{test['top1']:.3f}, regret {test['regret']:.4f}, cost {test['cost']:.3f}")
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")

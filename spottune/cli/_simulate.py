@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from spottune.errors import ConfigError
-from spottune.experiment import OBJECTIVES, STOPPERS
+from spottune.experiment import DEFAULT_STOPPER, OBJECTIVES, STOPPERS
 
 
 def _starts(history: Any, markets: list, n: int, explicit: str | None) -> list[float]:
@@ -40,7 +40,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                  theta_sweep: bool = False, jobs: int = 1, start_times: str | None = None,
                  max_steps: int | None = None, prices: str | None = None, progress: bool = True,
                  instance_types: str | None = None, zones: str | None = None, objective: str = "refund",
-                 boot_s: float | None = None, stopper: str = "paper", deadline: Any = None,
+                 boot_s: float | None = None, stopper: str = DEFAULT_STOPPER, deadline: Any = None,
                  budget_usd: float | None = None, deadline_rule: str = "slack",
                  time_value_usd_per_hour: float = 0.0) -> Any:
     """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
@@ -206,11 +206,12 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
               help="Value of a trial's wall-clock hour in the refund objective, USD per trial-hour: it minimises "
                    "(USD + value x hours) per useful step, so faster markets win when a refund saves less than the "
                    "time costs (0 = dollars only).")
-@click.option("--stopper", type=click.Choice(list(STOPPERS)), default=STOPPERS[0], show_default=True,
+@click.option("--stopper", type=click.Choice(list(STOPPERS)), default=DEFAULT_STOPPER, show_default=True,
               help="Early stopping of the SpotTune policies: predictive = predictive ASHA at rungs before θ "
                    "(re-judged every step, optimistic bound), then the last value's top-k at θ; rank = stop at "
                    "rungs before θ when unlikely to end in the top-k, then the last value's top-k at θ; barrier = "
-                   "no rungs, the last value's top-k at θ; paper = EarlyCurve at θ (as published).")
+                   "no rungs, the last value's top-k at θ (the default, design ES18); paper = EarlyCurve at θ (as published; "
+                   "always the stopper of the spottune-<θ>-...-paper policies, the paper's design).")
 @click.option("--deadline", default=None,
               help="Deadline after each start (6h, 90min, seconds): SpotTune policies run under the deadline guard; "
                    "the SEER family (seer, seer-predictive, seer-lean, e-hyperband, e-grid) plans for it.")

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from spottune.errors import ConfigError
-from spottune.experiment import OBJECTIVES, STOPPERS
+from spottune.experiment import DEFAULT_STOPPER, OBJECTIVES, STOPPERS
 from spottune.evaluation._elastic import ELASTIC_DELTA_USD_PER_HOUR, LAUNCH_RETRY_S, RESTORE_CHECKPOINT_S
 from spottune.evaluation._predictors import KINDS
 from spottune.evaluation._pruning import PRUNERS
@@ -111,7 +111,7 @@ class Policy:
     capacity: str = "spot"
     pruner: str | None = None
     objective: str = "refund"
-    stopper: str = "paper"
+    stopper: str = DEFAULT_STOPPER
     schedule: str | None = None
 
     def __post_init__(self) -> None:
@@ -181,7 +181,7 @@ THETA_SWEEP = tuple(f"spottune-{t / 10:.1f}" for t in range(1, 11))
 _SPOTTUNE = re.compile(r"^spottune-(?P<theta>[01](?:\.\d+)?)(?:-(?P<pred>[a-z][a-z-]*?))?(?:-(?P<obj>refund|paper))?$")
 
 
-def get_policy(name: str, objective: str = "refund", stopper: str = "paper") -> Policy:
+def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER) -> Policy:
     """The policy called ``name`` (see the module table).
 
     Parameters
@@ -192,7 +192,8 @@ def get_policy(name: str, objective: str = "refund", stopper: str = "paper") -> 
         policies, which use SpotTune's provisioning).
     stopper : {"paper", "rank", "predictive", "barrier"}
         Early stopping of the ``spottune-<θ>...`` policies (``predictive``: predictive ASHA; ``rank``: the rank-confidence rule;
-        ``barrier``: the last value's top-k at θ, no rungs; ``paper``: EarlyCurve at θ, as published).
+        ``barrier``: the last value's top-k at θ, no rungs; ``paper``: EarlyCurve at θ, as published). A name
+        with the ``-paper`` suffix is the paper's design throughout: its stopper is ``paper`` whatever this says.
 
     Raises
     ------
@@ -209,6 +210,8 @@ def get_policy(name: str, objective: str = "refund", stopper: str = "paper") -> 
         theta, pred, obj = float(m["theta"]), m["pred"], m["obj"]
         if obj is None and pred in OBJECTIVES:  # spottune-0.7-paper: the suffix is the objective
             pred, obj = None, pred
+        if obj == "paper":  # the paper's design: Eq 2, the D1 max price and EarlyCurve at θ (design ES18)
+            stopper = "paper"
         pred, obj = pred or "auto", obj or objective
         if pred == "oracle":
             raise ConfigError(f"policy {name!r}: the 'oracle' predictor is now called 'hindsight' (perfect p in Eq 2; "
@@ -224,7 +227,7 @@ def get_policy(name: str, objective: str = "refund", stopper: str = "paper") -> 
                       f"or one of {', '.join(FIXED)}")
 
 
-def parse_policies(text: str, objective: str = "refund", stopper: str = "paper") -> list[Policy]:
+def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER) -> list[Policy]:
     """Comma-separated policy names (``default`` = :data:`DEFAULT_POLICIES`), duplicates dropped.
 
     ``objective`` is the default objective of SpotTune policies without a suffix, ``stopper`` their

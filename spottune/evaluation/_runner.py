@@ -18,6 +18,7 @@ import numpy as np
 
 from spotmarket.errors import SpotMarketError
 from spottune.errors import SpottuneError
+from spottune.experiment import DEFAULT_STOPPER
 
 DAY_S = 86400.0
 TRAIN_DAYS = 4.0
@@ -48,7 +49,7 @@ class Task:
         Objective of SpotTune policies whose name has no objective suffix.
     boot_s : float
         Launch-to-training latency of every launch, seconds (D11; 0 = the paper's faithful mode).
-    stopper : {"paper", "rank"}
+    stopper : {"paper", "rank", "predictive", "barrier"}
         Early stopping of the SpotTune policies (:func:`spottune.evaluation.get_policy`).
     deadline_s : float or None
         Seconds from the start: SpotTune policies run under :class:`spottune.planning.DeadlineGuard`
@@ -79,7 +80,7 @@ class Task:
     zones: tuple[str, ...] | None = None
     objective: str = "refund"
     boot_s: float = 120.0  # spottune.backends._speed.DEFAULT_BOOT_S (a test checks they agree)
-    stopper: str = "paper"
+    stopper: str = DEFAULT_STOPPER
     deadline_s: float | None = None
     budget_usd: float | None = None
     deadline_rule: str = "slack"

@@ -1,0 +1,93 @@
+"""The default stopper: EarlyCurve at θ (``paper``) or the last value at θ (``barrier``)? (docs/earlycurve.md §8.11)
+
+Both are Algorithm 1's θ barrier with the user's θ and top-k, so they cost the same steps; they differ only in how
+the trials that continue are ranked: EarlyCurve's predicted final value (paper settings, Eq 4-7) or the last
+observed value. Issue 13 asks for the new rule by default and ``--stopper paper`` for the faithful one; this
+measures whether that change costs the user accuracy, on every curve set the project ships or records:
+the three recorded sets (data/learning_curves) and the built-in workloads' random-search curves
+(benchmarks/results/builtin_*_curves.csv.gz, digits_curves.csv, workload_digits-mlp_curves.csv).
+
+Per set and θ ∈ {0.3, 0.5, 0.7, 0.9}: ``--studies`` seeded studies of 16 (``earlycurve.evaluation.barrier_rows``,
+the same studies for both methods), top-k 3; top-1 / top-3 / regret means, and the paired difference barrier − paper
+per study (mean ± s.e.). Nothing is tuned (both run at the user's θ), so every study is a test study.
+
+    .venv/bin/python benchmarks/bench_default_stopper.py             # ~1-2 min; JSON + docs table
+    .venv/bin/python benchmarks/bench_default_stopper.py --markdown  # the table from the JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from earlycurve.evaluation import find_datasets
+from earlycurve.evaluation._compare import barrier_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "results" / "default_stopper.json"
+EXTRA = ("builtin_digits-mlp_curves.csv.gz", "builtin_logreg_curves.csv.gz", "builtin_linear-svm_curves.csv.gz",
+         "digits_curves.csv", "workload_digits-mlp_curves.csv")
+THETAS = (0.3, 0.5, 0.7, 0.9)
+METRICS = ("top1", "top3", "regret")
+
+
+def paired(a: list[dict], b: list[dict], metric: str) -> dict[str, float]:
+    """Mean of ``metric`` under each method and of the per-study difference b − a, with its standard error."""
+    x = np.array([r[metric] for r in a], dtype=float)
+    y = np.array([r[metric] for r in b], dtype=float)
+    d = y - x
+    return {"paper": float(x.mean()), "barrier": float(y.mean()), "diff": float(d.mean()),
+            "se": float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("nan")}
+
+
+def run(args: argparse.Namespace) -> dict:
+    sets = find_datasets(ROOT / "data" / "learning_curves",
+                         digits=[ROOT / "benchmarks" / "results" / f for f in EXTRA
+                                 if (ROOT / "benchmarks" / "results" / f).exists()])
+    out = {"config": {"studies": args.studies, "study_size": 16, "top_k": 3, "seed": args.seed, "thetas": THETAS},
+           "sets": {}}
+    t0 = time.perf_counter()
+    for name, cs in sets.items():
+        out["sets"][name] = {"n_curves": len(cs.curves), "thetas": {}}
+        for theta in THETAS:
+            rows = {m: barrier_rows(cs, m, theta=theta, top_k=3, n_studies=args.studies, seed=args.seed)
+                    for m in ("paper", "last-value")}
+            out["sets"][name]["thetas"][f"{theta:g}"] = {m: paired(rows["paper"], rows["last-value"], m)
+                                                         for m in METRICS}
+        print(f"{name}: {time.perf_counter() - t0:.0f} s", flush=True)
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def markdown(res: dict) -> str:
+    lines = ["| set | θ | top-1 paper / barrier | top-3 paper / barrier | barrier − paper, top-3 (± s.e.) | regret paper / barrier |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for name, s in res["sets"].items():
+        for theta, r in s["thetas"].items():
+            t1, t3, rg = r["top1"], r["top3"], r["regret"]
+            lines.append(f"| {name} | {theta} | {t1['paper']:.3f} / {t1['barrier']:.3f} | {t3['paper']:.3f} / "
+                         f"{t3['barrier']:.3f} | {t3['diff']:+.3f} ± {t3['se']:.3f} | {rg['paper']:.4f} / {rg['barrier']:.4f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--studies", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--markdown", action="store_true", help="print the table of --out and exit")
+    args = ap.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(args.out.read_text())))
+        return
+    res = run(args)
+    args.out.write_text(json.dumps(res, indent=1))
+    print(markdown(res))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""``spottune curves choose``: the θ barrier's (θ, keep) chosen on a family's own curves (docs/earlycurve.md §8.10)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from earlycurve import InvalidCurveError
+from earlycurve.evaluation import load_curves
+from earlycurve.evaluation._barrier import choose_barrier
+from spottune.cli import cli as main
+
+
+def _write(path, curves, n=10):
+    rows = ["config_id,step,value,max_steps"]
+    for cid, vals in curves.items():
+        rows += [f"{cid},{s},{v},{n}" for s, v in enumerate(vals, start=1)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def _crossing(path, n_curves=16):
+    # curve i: loss i + 1 for steps 1-5, then 100 - i: the order reverses at step 6 (the early leader ends worst)
+    return _write(path, {f"c{i:02d}": [i + 1.0] * 5 + [100.0 - i] * 5 for i in range(n_curves)})
+
+
+def test_the_cheapest_setting_that_keeps_the_best_is_chosen_and_reported_on_test_studies(tmp_path):
+    cs = load_curves(_crossing(tmp_path / "x.csv"))
+    r = choose_barrier(cs, thetas=(0.3, 0.5, 0.6), keeps=(1,), n_tuning=6, n_test=4, study_size=4, target_top3=1.0,
+                       n_steps=10)
+    # θ 0.3 and 0.5 look at steps 3 and 5, before the crossing: the kept trial is the worst of its study (top-3 0);
+    # θ 0.6 (step 6) is after it: always right. Cost (4 x 6 + 1 x 4) / 40 steps
+    assert (r["theta"], r["keep"], r["met"]) == (0.6, 1, True)
+    assert r["tuning"]["top3"] == 1.0 and r["tuning"]["top3_se"] == 0.0
+    assert r["test"]["cost"] == pytest.approx(28 / 40) and r["test"]["regret"] == 0.0
+
+
+def test_no_setting_reaching_the_target_falls_back_to_the_most_accurate(tmp_path):
+    cs = load_curves(_crossing(tmp_path / "x.csv"))
+    r = choose_barrier(cs, thetas=(0.3, 0.5), keeps=(1, 3), n_tuning=6, n_test=4, study_size=4, target_top3=1.0,
+                       n_steps=10)
+    # before the crossing, keep 3 of 4 drops only the true best: the pick is the second best (top-3 1, top-1 0)
+    assert r["met"] is True and (r["theta"], r["keep"]) == (0.3, 3)
+    assert r["test"]["top1"] == 0.0 and r["test"]["cost"] == pytest.approx((4 * 3 + 3 * 7) / 40)
+    r = choose_barrier(cs, thetas=(0.3, 0.5), keeps=(1,), n_tuning=6, n_test=4, study_size=4, n_steps=10)
+    assert r["met"] is False and r["tuning"]["top3"] == 0.0 and (r["theta"], r["keep"]) == (0.3, 1)  # cheaper tie
+
+
+def test_bad_grids_and_too_few_curves_are_refused(tmp_path):
+    cs = load_curves(_crossing(tmp_path / "x.csv"))
+    for kw in ({"thetas": (1.0,)}, {"keeps": (16,)}, {"thetas": ()}, {"target_top3": 0.0}, {"n_tuning": 0}):
+        with pytest.raises(InvalidCurveError):
+            choose_barrier(cs, **kw)
+    with pytest.raises(InvalidCurveError):
+        choose_barrier(cs, study_size=12, keeps=(2,))  # 16 curves: two halves of 8 cannot hold studies of 12
+
+
+def test_cli_prints_the_flags_and_writes_json(tmp_path):
+    path = _crossing(tmp_path / "x.csv")
+    res = CliRunner().invoke(main, ["curves", "choose", str(path), "--study-size", "4", "--tuning-studies", "6",
+                                    "--test-studies", "4", "--json", str(tmp_path / "c.json")])
+    assert res.exit_code == 0, res.output
+    # keeps 2-6 below 4 trials: 2 and 3. At θ 0.04 (step 1, before the crossing) keep 2 drops the two best, and the
+    # pick is the third best: top-3 all the same, at (4 x 1 + 2 x 9) / 40 steps
+    assert "--stopper barrier --theta 0.04 --top-k 2" in res.output and "cost 0.550" in res.output
+    assert json.loads((tmp_path / "c.json").read_text())["x"]["keep"] == 2
+    bad = CliRunner().invoke(main, ["curves", "choose", str(path), "--target-top3", "1.5"])
+    assert bad.exit_code == 2 and "target_top3" in bad.output
