@@ -56,6 +56,7 @@ from revpred.errors import RevPredError
 from revpred.labels import HORIZON_S, max_rise
 from revpred.ladder import check_ladder, on_demand_of
 from revpred.queries import group_by_market
+from spotmarket import HOUR_S
 from spotmarket.prices import Market, PriceHistory
 
 __all__ = ["FEATURES", "FEATURE_SETS", "GRID_S", "MIN_DELTA_USD", "MONOTONE_CST", "CATEGORICAL", "LadderFeatures",
@@ -84,7 +85,6 @@ MIN_DELTA_USD = 1e-6
 DAY_S = 86400.0
 WEEK_S = 7 * DAY_S
 _LOG_GRID = np.logspace(-6, 2, 49)  # 1e-6 .. 100 USD/h, 6 points per decade
-HOUR_S = 3600.0
 
 
 def feature_set(name: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:

@@ -90,3 +90,15 @@ def test_columns_move_the_right_way_when_only_the_max_price_rises():
     d = f.transform([M] * 500, t, b * 1.05) - f.transform([M] * 500, t, b)
     for i, s in enumerate(f.monotone_cst):
         assert s == 0 or np.all(np.nan_to_num(s * d[:, i]) <= 1e-12), f.columns[i]
+
+
+def test_the_composition_root_passes_the_feature_set_and_keeps_base_by_default():
+    from spottune._compose import build_market, make_predictor
+
+    market = build_market(None, market_mode="legacy", seed=0, instance_types=["r3.large"])
+    start = to_seconds("2015-05-05")
+    base, note = make_predictor("calibrated", market, start - 4 * 86400, start, 0)
+    short, note_short = make_predictor("calibrated", market, start - 4 * 86400, start, 0, feature_set="short")
+    assert base.features.columns == FEATURES and "features" not in note
+    assert short.features.columns == FEATURE_SETS["short"] and "features 'short'" in note_short
+    assert short.model_.n_features_in_ == len(FEATURES) + 4
