@@ -101,6 +101,9 @@ def feature_set(name: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int,
     return cols, tuple(_SIGN[c] for c in cols), tuple(i for i, c in enumerate(cols) if c in ("instance_type", "zone"))
 
 
+_lookup_set = feature_set  # LadderFeatures' parameter of the same name shadows it
+
+
 class _MarketTables:
     """Per-market precomputed arrays on the 10-minute grid (built once, on first use)."""
 
@@ -209,7 +212,7 @@ class LadderFeatures:
 
     def __init__(self, history: PriceHistory, ladder: Sequence[float], on_demand: Mapping | None,
                  instance_types: Sequence[str], zones: Sequence[str], feature_set: str = "base"):
-        self.columns, self.monotone_cst, self.categorical = globals()["feature_set"](feature_set)
+        self.columns, self.monotone_cst, self.categorical = _lookup_set(feature_set)
         self.feature_set = feature_set
         self.history = history
         self.on_demand = on_demand
