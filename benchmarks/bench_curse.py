@@ -6,7 +6,10 @@ provisioner (``p_shrink``, ``p_prior``, ``max_trials_per_candidate``; docs/provi
 the uncorrected run of the same start. The uncorrected reference ``{}`` also switches off the ceiling on p
 (``p_cap``, design R6) that ``make_provisioner`` sets for the calibrated predictor, so ``{"p_cap": 0.6}`` is
 legacy mode's default today. ``p_prior: "empirical"`` is the market's own empirical rate over the
-28 days before the start (:func:`spottune._compose.empirical_rate_predictor`).
+28 days before the start (:func:`spottune._compose.empirical_rate_predictor`). ``feature_set`` (not a
+correction) trains the calibrated predictor on another set of columns (:data:`revpred.ladder_features.FEATURE_SETS`,
+docs/revpred.md "Sharper features"); ``--reference '{"p_cap": 0.6}'`` pairs every setting with today's default
+instead of ``{}``, and ``--tag`` keeps such a comparison in its own rows file and summary key.
 
 Settings are chosen on the **tuning** starts (:func:`spottune.evaluation.tuning_starts`, between the
 evaluation starts, never overlapping an evaluation replay) and then reported on the evaluation starts
@@ -14,8 +17,8 @@ evaluation starts, never overlapping an evaluation replay) and then reported on 
 evaluation start, is in docs/evaluation.md ("Optimizer's curse").
 
 Run: ``.venv/bin/python benchmarks/bench_curse.py --starts tuning|evaluation [--settings JSON] [--workload w]
-[--mode legacy|modern] [--first N] [--jobs 2] [--reliability]``; rows go to
-``benchmarks/results/curse_runs/<set>-<workload>-<mode>.csv``
+[--mode legacy|modern] [--first N] [--jobs 2] [--reliability] [--reference JSON] [--tag T]``; rows go to
+``benchmarks/results/curse_runs/<set>-<workload>-<mode>[-<tag>].csv``
 (a rerun only runs the (setting, start) pairs missing there) and the summary to ``benchmarks/results/curse.json``.
 """
 
@@ -137,9 +140,21 @@ def run_one(args: tuple, with_launches: bool = False) -> dict:
                 train_lo_s=first - TRAIN_DAYS * 86400.0, train_hi_s=first)
     policy = get_policy(POLICY)
     study = env["study"]
+    if "feature_set" in setting:  # the calibrated predictor on other columns, trained as _predictor trains it
+        from spottune._compose import make_predictor
+
+        width = task.train_hi_s - task.train_lo_s
+        key = ("features", setting["feature_set"], start_s)
+        if key not in env["predictors"]:
+            env["predictors"][key] = make_predictor(policy.predictor, env["market"], start_s - width, start_s, seed,
+                                                    feature_set=setting["feature_set"])[0]
+        predictor = env["predictors"][key]
+        predictor = predictor.fresh() if hasattr(predictor, "fresh") else predictor
+    else:
+        predictor = _predictor(env, policy.predictor, task)
     asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],
                    markets=env["markets"], revocation_model=env["revocations"], billing=Billing("second"),
-                   predictor=_predictor(env, policy.predictor, task), seed=seed, boot_s=DEFAULT_BOOT_S, start_s=start_s,
+                   predictor=predictor, seed=seed, boot_s=DEFAULT_BOOT_S, start_s=start_s,
                    window_s=task.train_hi_s - task.train_lo_s)
     _configure(asm.chooser, setting, env, start_s)
     settings = SimSettings(boot_s=DEFAULT_BOOT_S, seed=seed)
@@ -157,9 +172,9 @@ def run_one(args: tuple, with_launches: bool = False) -> dict:
             "wall_s": round(time.perf_counter() - t0, 2)}
 
 
-def summarise(df) -> dict:
-    """Per setting: means, and the paired cost difference to the uncorrected run of the same start (mean, s.e.)."""
-    ref = df[df["setting"] == _key({})].set_index("start_s")
+def summarise(df, reference: dict | None = None) -> dict:
+    """Per setting: means, and the paired cost difference to the reference run (default ``{}``) of the same start (mean, s.e.)."""
+    ref = df[df["setting"] == _key(reference or {})].set_index("start_s")
     out = {}
     for setting, g in df.groupby("setting", sort=False):
         g = g.set_index("start_s")
@@ -190,17 +205,21 @@ def main() -> None:
     ap.add_argument("--first", type=int, default=None, help="only the first N starts of the set")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0, help="seed of the replays (noise, predictors); 0 = bench_cost's")
+    ap.add_argument("--reference", default="{}", help="JSON setting every other is paired with (default: {})")
+    ap.add_argument("--tag", default=None, help="suffix of the rows file and the summary key")
     ap.add_argument("--reliability", action="store_true",
                     help="rerun the settings and bin their chosen candidates' q(H) against the revoked share")
     args = ap.parse_args()
     settings = json.loads(args.settings) if args.settings else CANDIDATES
-    if {} not in settings:
-        settings = [{}, *settings]
+    reference = json.loads(args.reference)
+    if reference not in settings:
+        settings = [reference, *settings]
     env = environment(args.workload, 0, args.mode, None, None)
     ev = default_starts(env["history"], env["markets"], 10)
     starts = tuning_starts(ev) if args.starts == "tuning" else ev
     starts = starts[: args.first] if args.first else starts
-    name = f"{args.starts}-{args.workload}-{args.mode}" + (f"-seed{args.seed}" if args.seed else "")
+    name = (f"{args.starts}-{args.workload}-{args.mode}" + (f"-seed{args.seed}" if args.seed else "")
+            + (f"-{args.tag}" if args.tag else ""))
     if args.reliability:
         from functools import partial
 
@@ -232,7 +251,8 @@ def main() -> None:
     keys = {_key(s) for s in settings}
     df = done[done["setting"].isin(keys) & done["start_s"].isin(starts)]
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
-    results[name] = {"policy": POLICY, "starts": [float(s) for s in starts], "settings": summarise(df)}
+    results[name] = {"policy": POLICY, "starts": [float(s) for s in starts], "reference": reference,
+                     "settings": summarise(df, reference)}
     OUT.write_text(json.dumps(results, indent=1) + "\n")
     for k, v in results[name]["settings"].items():
         print(f"{k:55s} cost {v['cost_usd']:.3f}  diff {v['paired_cost_diff_usd']:+.3f}"

@@ -24,7 +24,11 @@ days before the test start, 3 to train and 1 to calibrate), ``constant`` (traini
 ``empirical`` (training share per market and delta), ``constant-hazard-D1`` (the ``constant`` kind of
 ``spottune run``: hazard from D1 max prices on the 4 days before the test start).
 
-Usage: ``.venv/bin/python benchmarks/eval_calibration.py`` (about 2 minutes on one core).
+``--feature-sets short ...`` adds ``calibrated[short]`` etc.: the ``calibrated`` model on another set of
+columns (:data:`revpred.ladder_features.FEATURE_SETS`), same periods, scored and judged by the same targets
+(docs/revpred.md, "Sharper features"; the set is chosen by ``benchmarks/select_ladder_features.py`` first).
+
+Usage: ``.venv/bin/python benchmarks/eval_calibration.py [--feature-sets NAME ...]`` (about 2 minutes on one core).
 """
 
 from __future__ import annotations
@@ -100,6 +104,7 @@ def main(argv=None) -> int:
     ap.add_argument("--train-stride", type=int, default=20, help="minutes between training decision times")
     ap.add_argument("--test-stride", type=int, default=30, help="minutes between test decision times")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "calibration.json"))
+    ap.add_argument("--feature-sets", nargs="*", default=[], help="extra feature sets of the calibrated model")
     ap.add_argument("--figure", default=str(ROOT / "docs" / "figures" / "calibration_reliability.png"))
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -113,6 +118,12 @@ def main(argv=None) -> int:
     model = CalibratedRevocation(history, markets, on_demand=od, stride_min=args.train_stride)
     model.fit(*S["training"], *S["calibration"])
     timings["calibrated_fit_s"] = time.perf_counter() - t0
+    extra = {}
+    for fs in args.feature_sets:
+        t0 = time.perf_counter()
+        extra[f"calibrated[{fs}]"] = CalibratedRevocation(history, markets, on_demand=od, stride_min=args.train_stride,
+                                                          feature_set=fs).fit(*S["training"], *S["calibration"])
+        timings[f"calibrated[{fs}]_fit_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     test_lo = S["test"][0]
     short = CalibratedRevocation.train(history, markets, test_lo - 4 * DAY_S, test_lo, on_demand=od, stride_min=10)
@@ -130,6 +141,7 @@ def main(argv=None) -> int:
     timings["calibrated_predict_s_per_1000"] = (time.perf_counter() - t0) / len(test) * 1000
     preds.update({"calibrated-4d": short.predict_proba(ms, t, b), "constant": constant_baseline(train, test),
                   "empirical": empirical_baseline(train, test), "constant-hazard-D1": hazard.predict_proba(ms, t, b)})
+    preds.update({k: v.predict_proba(ms, t, b) for k, v in extra.items()})
 
     result: dict = {
         "periods": PERIODS, "markets": [str(m) for m in markets], "ladder_usd_per_hour": list(DELTA_LADDER_USD_PER_HOUR),
@@ -148,14 +160,19 @@ def main(argv=None) -> int:
             for r in sorted(test["rung"].unique())}
         keys = test["market"].astype(str).to_numpy()
         result["by_market"][name] = {k: _strip(score(y[keys == k], p[keys == k], f"{name} {k}")) for k in sorted(set(keys))}
-    cal = result["pooled"]["calibrated"]
     baselines = ("constant", "empirical", "constant-hazard-D1")
-    result["targets"] = {
-        "ece_le_0.03": {"value": cal["ece"], "met": cal["ece"] <= TARGET_ECE, "margin": TARGET_ECE - cal["ece"]},
-        "brier_below_every_baseline": {
-            "value": cal["brier"], "baselines": {k: result["pooled"][k]["brier"] for k in baselines},
-            "met": all(cal["brier"] < result["pooled"][k]["brier"] for k in baselines)},
-    }
+
+    def targets(cal: dict) -> dict:
+        return {
+            "ece_le_0.03": {"value": cal["ece"], "met": cal["ece"] <= TARGET_ECE, "margin": TARGET_ECE - cal["ece"]},
+            "brier_below_every_baseline": {
+                "value": cal["brier"], "baselines": {k: result["pooled"][k]["brier"] for k in baselines},
+                "met": all(cal["brier"] < result["pooled"][k]["brier"] for k in baselines)},
+        }
+
+    result["targets"] = targets(result["pooled"]["calibrated"])
+    if extra:
+        result["feature_sets"] = {k: targets(result["pooled"][k]) for k in extra}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1, default=float))
     reliability_figure(y, {k: preds[k] for k in ("calibrated", "calibrated-4d", "constant", "empirical")}, Path(args.figure))
@@ -168,6 +185,8 @@ def main(argv=None) -> int:
         print(f"| {name} | {s['mean_p']:.4f} | {s['brier']:.4f} | {s['log_loss']:.4f} | {s['ece']:.4f} | "
               f"{s['ece_quantile']:.4f} | {_fmt(s['roc_auc'])} |")
     print(json.dumps(result["targets"], indent=1, default=float))
+    if extra:
+        print(json.dumps(result["feature_sets"], indent=1, default=float))
     print(json.dumps(timings, indent=1))
     return 0
 

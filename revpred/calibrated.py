@@ -31,7 +31,7 @@ from numpy.typing import ArrayLike
 
 from revpred.errors import RevPredError
 from revpred.ladder import DELTA_LADDER_USD_PER_HOUR, check_ladder, ladder_queries
-from revpred.ladder_features import CATEGORICAL, MONOTONE_CST, LadderFeatures
+from revpred.ladder_features import LadderFeatures
 from revpred.queries import broadcast_queries, group_by_market
 from spotmarket.prices import Market, PriceHistory
 
@@ -69,6 +69,14 @@ class CalibratedRevocation:
         period, so the many per-trial queries of one provisioning period cost one model call. [I] Set it
         to the training stride (the queries it was trained and calibrated on lie on that grid); it reads
         no record after t. (The on-demand rung is moved by the same offset.)
+    feature_set : str, default "base"
+        Columns of the model, a name of :data:`revpred.ladder_features.FEATURE_SETS` (``"base"``: the 14
+        columns of :data:`revpred.ladder_features.FEATURES`); every set keeps p non-increasing in b.
+
+    Raises
+    ------
+    RevPredError
+        On an unknown calibration method or feature set, no markets, or a bad ladder or grid.
 
     Attributes (after :meth:`fit`)
     ------------------------------
@@ -84,7 +92,7 @@ class CalibratedRevocation:
                  ladder: Sequence[float] = DELTA_LADDER_USD_PER_HOUR, on_demand: Mapping | None = None,
                  stride_min: int = 20, calibration: str = "isotonic", max_iter: int = 150,
                  learning_rate: float = 0.1, min_samples_leaf: int = 100, l2_regularization: float = 1.0,
-                 seed: int = 0, query_grid_s: float | None = None):
+                 seed: int = 0, query_grid_s: float | None = None, feature_set: str = "base"):
         if calibration not in CALIBRATION_METHODS:
             raise RevPredError(f"calibration is {calibration!r}, but must be one of {', '.join(CALIBRATION_METHODS)}")
         if not markets:
@@ -107,7 +115,7 @@ class CalibratedRevocation:
         self.forget()
         self.features = LadderFeatures(history, self.ladder, on_demand,
                                        sorted({m.instance_type for m in self.markets}),
-                                       sorted({m.availability_zone for m in self.markets}))
+                                       sorted({m.availability_zone for m in self.markets}), feature_set)
 
     # -- training -------------------------------------------------------------------------------------
     @classmethod
@@ -151,8 +159,8 @@ class CalibratedRevocation:
         X = self._X(train)
         self.model_ = HistGradientBoostingClassifier(
             max_iter=self.max_iter, learning_rate=self.learning_rate, min_samples_leaf=self.min_samples_leaf,
-            l2_regularization=self.l2_regularization, monotonic_cst=list(MONOTONE_CST),
-            categorical_features=list(CATEGORICAL), early_stopping=False, random_state=self.seed).fit(X, y)
+            l2_regularization=self.l2_regularization, monotonic_cst=list(self.features.monotone_cst),
+            categorical_features=list(self.features.categorical), early_stopping=False, random_state=self.seed).fit(X, y)
         self.base_rate_ = float(y.mean())
         self.calibrator_ = None
         if self.calibration != "none":
@@ -303,7 +311,8 @@ class CalibratedRevocation:
     def describe(self) -> str:
         """One line: method, periods and sizes."""
         tr, ca = self.periods_["train"], self.periods_["calibration"]
-        return (f"calibrated (gradient boosting, monotone in the max price, {self.calibration} calibration; "
+        cols = "" if self.features.feature_set == "base" else f", features {self.features.feature_set!r}"
+        return (f"calibrated (gradient boosting{cols}, monotone in the max price, {self.calibration} calibration; "
                 f"{(tr[1] - tr[0]) / 86400:g} days training, {(ca[1] - ca[0]) / 86400:g} days calibration, "
                 f"{self.periods_['n_train']} queries)")
 

@@ -246,7 +246,7 @@ def constant_hazard(history: Any, markets: Sequence[Any], lo_s: float, hi_s: flo
     return ConstantHazard.from_rates(rates)
 
 
-def calibrated_predictor(market: MarketSetup, lo_s: float, hi_s: float, seed: int) -> Any:
+def calibrated_predictor(market: MarketSetup, lo_s: float, hi_s: float, seed: int, feature_set: str = "base") -> Any:
     """:class:`revpred.calibrated.CalibratedRevocation` of the pool, trained on ``[lo_s, hi_s]``.
 
     The first 75 % of the window trains the model, the last 25 % calibrates it (isotonic); queries
@@ -254,11 +254,13 @@ def calibrated_predictor(market: MarketSetup, lo_s: float, hi_s: float, seed: in
     when it defines one, else :data:`revpred.ladder.DELTA_LADDER_USD_PER_HOUR`) and the catalog's
     on-demand prices. A few seconds for the default 4 days and 15 markets, so it is not cached. It answers
     on the same 10-minute grid (``query_grid_s``), so one provisioning period costs one model call.
+    ``feature_set`` names the model's columns (:data:`revpred.ladder_features.FEATURE_SETS`; ``"base"``, the
+    default, is the 14 columns of docs/revpred.md).
 
     Raises
     ------
     revpred.RevPredError
-        If the window holds one class of labels only (train on more days).
+        If the window holds one class of labels only (train on more days), or on an unknown feature set.
     """
     import provisioner
     from revpred.calibrated import CalibratedRevocation
@@ -272,7 +274,8 @@ def calibrated_predictor(market: MarketSetup, lo_s: float, hi_s: float, seed: in
             pass
     ladder = getattr(provisioner, "DELTA_LADDER_USD_PER_HOUR", DELTA_LADDER_USD_PER_HOUR)
     return CalibratedRevocation.train(market.history, market.markets, lo_s, hi_s, ladder=ladder,
-                                      on_demand=on_demand or None, stride_min=10, query_grid_s=600.0, seed=seed)
+                                      on_demand=on_demand or None, stride_min=10, query_grid_s=600.0, seed=seed,
+                                      feature_set=feature_set)
 
 
 def empirical_rate_predictor(market: MarketSetup, lo_s: float, hi_s: float, stride_min: int = 10) -> Any:
@@ -329,7 +332,7 @@ def _learned(kind: str, history: Any, markets: list, lo_s: float, hi_s: float, s
 
 def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, seed: int, *,
                    learned_kinds: Sequence[str] = ("revpred",), log_fn: Callable[[str], None] | None = None,
-                   fallback: bool = False) -> tuple[Any, str]:
+                   fallback: bool = False, feature_set: str = "base") -> tuple[Any, str]:
     """The revocation predictor of Eq 1 (a :class:`revpred.protocol.RevocationPredictor`) and a one-line note.
 
     Parameters
@@ -355,6 +358,9 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
     fallback : bool, default False
         If RevPred cannot be imported (no torch in this build), use the constant hazard instead of
         raising ImportError; the note says so.
+    feature_set : str, default "base"
+        Columns of the ``calibrated`` model (also inside ``online-hazard``), passed to
+        :func:`calibrated_predictor`; ignored by the other kinds.
 
     Raises
     ------
@@ -378,7 +384,8 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
         # cheap to train (seconds), so it reads the history a user has at hand: up to 28 days before the
         # start (AWS serves 90), never less than the given window (decision P7, docs/design.md)
         first_s = max(float(market.history[m].start_s) for m in market.markets)
-        pred = calibrated_predictor(market, max(first_s, min(lo_s, hi_s - CALIBRATED_HISTORY_DAYS * DAY_S)), hi_s, seed)
+        pred = calibrated_predictor(market, max(first_s, min(lo_s, hi_s - CALIBRATED_HISTORY_DAYS * DAY_S)), hi_s, seed,
+                                    feature_set)
         if kind == "calibrated":
             return pred, f"{pred.describe()}, before the start"
         from revpred.online_hazard import OnlineHazard

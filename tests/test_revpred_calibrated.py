@@ -18,11 +18,11 @@ TEST_LO, TEST_HI = to_seconds("2015-05-05"), to_seconds("2015-05-07")
 MARKETS = [Market("us-east-1a", "r3.large"), Market("us-east-1b", "c3.xlarge")]
 
 
-@pytest.fixture(scope="module")
-def fitted():
+@pytest.fixture(scope="module", params=["base", "short+calendar"])
+def fitted(request):
     history = load_history(None)
     model = CalibratedRevocation.train(history, MARKETS, LO, HI, on_demand={MARKETS[0]: 0.175, MARKETS[1]: 0.21},
-                                       stride_min=30, max_iter=30)
+                                       stride_min=30, max_iter=30, feature_set=request.param)
     return history, model
 
 
@@ -57,6 +57,8 @@ def test_unknown_market_and_unfitted_model_are_clear_errors(fitted):
         model.predict_proba([Market("us-east-1e", "m3.medium")], TEST_LO, 1.0)
     with pytest.raises(RevPredError, match="not fitted"):
         CalibratedRevocation(history, MARKETS).predict_proba(MARKETS, TEST_LO, 1.0)
+    with pytest.raises(RevPredError, match="feature set is 'sharp'"):
+        CalibratedRevocation(history, MARKETS, feature_set="sharp")
     with pytest.raises(RevPredError, match="calibration period must start after"):
         CalibratedRevocation(history, MARKETS).fit(LO, HI, HI - 3600, HI + 86400)
 
@@ -83,7 +85,7 @@ def test_ece_by_hand():
 def test_on_the_query_grid_the_model_answers_the_same_offset_above_the_price_at_the_grid_time(fitted):
     history, model = fitted
     gridded = CalibratedRevocation(history, MARKETS, on_demand=model.on_demand, stride_min=30, max_iter=30,
-                                   query_grid_s=600.0)
+                                   query_grid_s=600.0, feature_set=model.features.feature_set)
     gridded.model_, gridded.calibrator_ = model.model_, model.calibrator_
     m = MARKETS[0]
     times = history[m].times_s
