@@ -38,10 +38,11 @@ from spottune.backends.local.imds import ImdsEmulator
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCOUNT = "123456789012"
-#: Wall seconds a worker gets between the notice and the provider's termination, at least: 120 s at 800x
-#: is 0.15 s, less than a loaded 2-core machine needs to schedule the save (the engine time of the
-#: termination is then later than the replay's; the ledger bills the observed end).
-MIN_NOTICE_WALL_S = 1.0
+#: Wall seconds a worker gets between the notice and the provider's termination, at least: 120 s at 500x
+#: is 0.24 s, less than a loaded 2-core machine needs to schedule the save and relay the notice (the engine
+#: time of the termination is then later than the replay's; the ledger bills the observed end). An agent's
+#: linger must be longer, or it powers the host off first (tests/test_aws_backend.py LINGER_S).
+MIN_NOTICE_WALL_S = 2.0
 REGION = "us-east-1"
 
 

@@ -29,7 +29,7 @@ from spottune.backends.aws import (AwsBackend, AwsClients, AwsSettings, LaunchRe
                                    launch_request, user_data)
 from spottune.backends.aws._launch import launch
 from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState
-from tests._aws_host import REGION, ROOT, Ec2Hosts, moto_server
+from tests._aws_host import MIN_NOTICE_WALL_S, REGION, ROOT, Ec2Hosts, moto_server
 from tests.test_sim_backend import A, B, T0, history
 from tests.test_worker_process import WORKLOAD
 
@@ -39,7 +39,12 @@ FACTS = {"r3.large": (2, 6.5), "c3.xlarge": (2, 6.5)}  # same speed: every 30-st
 CONFIGS = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05}, "t2": {"lr": 0.01}, "t3": {"lr": 0.03}}
 SEEDS = {t: 200 + i for i, t in enumerate(CONFIGS)}
 MAX_STEPS, THETA, TOP_K, SPS = 50, 0.4, 2, 120.0
-SCALE = 1000.0
+SCALE = 500.0
+#: An agent whose worker saved on a notice and exited waits this long (engine s) for the provider before it powers
+#: its host off (as ``Client.InstanceInitiatedShutdown``, a user ending): longer than the harness's notice window
+#: (``MIN_NOTICE_WALL_S`` wall seconds), so a revoked host is always ended by the provider, as on EC2 (2 min <<
+#: the 10-min default linger).
+LINGER_S = 4 * MIN_NOTICE_WALL_S * SCALE
 HIST = history(spike_at_s=1800.0, spike_len_s=2400.0, hours=12)
 
 
@@ -84,7 +89,7 @@ def moto():
 def settings(url, experiment, store=None, **kw):
     base = dict(experiment=experiment, bucket="spottune-test", store_url=store or f"s3://spottune-test/ckpt/{experiment}",
                 endpoint_url=url, storage_options={"endpoint_url": url}, time_scale=SCALE, pace_steps=True,
-                poll_s=5.0, describe_every_s=60.0, lease_s=3000.0, linger_s=600.0, max_attempts=2,
+                poll_s=5.0, describe_every_s=60.0, lease_s=3000.0, linger_s=LINGER_S, max_attempts=2,
                 max_steps=MAX_STEPS, reference_seconds_per_step=SPS, max_wall_s=120.0)
     base.update(kw)
     return AwsSettings(**base)
