@@ -48,6 +48,19 @@ def test_no_setting_reaching_the_target_falls_back_to_the_most_accurate(tmp_path
     assert r["met"] is False and r["tuning"]["top3"] == 0.0 and (r["theta"], r["keep"]) == (0.3, 1)  # cheaper tie
 
 
+def test_the_ranking_at_theta_is_chosen_too_and_a_tie_keeps_the_last_value(tmp_path):
+    # flat curves at distinct levels: both rankings keep the best from the first step, at the same cost
+    cs = load_curves(_write(tmp_path / "flat.csv", {f"c{i:02d}": [1.0 + i] * 10 for i in range(16)}))
+    kw = dict(thetas=(0.3, 0.5), keeps=(1, 2), n_tuning=6, n_test=4, study_size=4, target_top3=1.0, n_steps=10)
+    both = choose_barrier(cs, rankings=("last-value", "paper"), **kw)
+    assert (both["ranking"], both["stopper"], both["theta"], both["keep"]) == ("last-value", "barrier", 0.3, 1)
+    assert both["test"]["top1"] == 1.0 and both["test"]["cost"] == pytest.approx((4 * 3 + 7) / 40)
+    paper = choose_barrier(cs, rankings=("paper",), **kw)
+    assert (paper["stopper"], paper["theta"], paper["keep"], paper["test"]["top1"]) == ("paper", 0.3, 1, 1.0)
+    with pytest.raises(InvalidCurveError):
+        choose_barrier(cs, rankings=("asha",), **kw)
+
+
 def test_bad_grids_and_too_few_curves_are_refused(tmp_path):
     cs = load_curves(_crossing(tmp_path / "x.csv"))
     for kw in ({"thetas": (1.0,)}, {"keeps": (16,)}, {"thetas": ()}, {"target_top3": 0.0}, {"n_tuning": 0}):

@@ -7,7 +7,10 @@ recorded AlexNet curves, θ 0.04 and keep 2 on cakelab), so it is chosen on curv
 benchmarks did: studies of ``study_size`` are drawn from one seeded half of the curves (tuning) and from the other
 half (test); on the tuning studies the cheapest setting whose mean top-3 accuracy minus one standard error reaches
 ``target_top3`` is chosen (``bench_pool_splits``' ``se_all`` rule; else the most accurate, then the cheapest), and
-its figures on the test studies are reported, never used to choose.
+its figures on the test studies are reported, never used to choose. With ``rankings=("last-value", "paper")`` the
+ranking at θ is chosen too: the last value (``--stopper barrier``) or EarlyCurve's predicted final value (paper
+settings, ``--stopper paper``), which ranks far better at small θ on curves that cross (SGD on the built-in
+logreg and linear-svm, §8.11).
 """
 
 from __future__ import annotations
@@ -16,33 +19,37 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from earlycurve._model import EarlyCurve
 from earlycurve.errors import InvalidCurveError
 from earlycurve.evaluation._compare import grid_steps
 from earlycurve.evaluation._datasets import CurveSet
 from earlycurve.evaluation._stopping import Study, StudyPool, sample_studies, study_metrics
 
-__all__ = ["BARRIER_KEEPS", "BARRIER_THETAS", "barrier_metrics", "choose_barrier"]
+__all__ = ["BARRIER_KEEPS", "BARRIER_THETAS", "RANKINGS", "barrier_metrics", "choose_barrier"]
 
 #: θ grid of :func:`choose_barrier` (benchmarks/bench_barrier.py's, fixed before its first run).
 BARRIER_THETAS = (0.04, 0.06, 0.1, 0.15, 0.2, 0.3, 0.5)
 #: keep grid of :func:`choose_barrier` (the same bench's).
 BARRIER_KEEPS = (2, 3, 4, 5, 6)
 _METRICS = ("top1", "top3", "regret", "cost")
+#: Rankings at θ :func:`choose_barrier` can choose from, with the stopper that ranks that way.
+RANKINGS = {"last-value": "barrier", "paper": "paper"}
 
 
-def barrier_metrics(study: Study, step: int, keep: int) -> dict[str, float]:
-    """:func:`study_metrics` of one study under the barrier at grid ``step`` (1-based) keeping the ``keep`` lowest
-    last values (ties: the earlier trial of the study)."""
+def barrier_metrics(study: Study, step: int, keep: int, scores: np.ndarray | None = None) -> dict[str, float]:
+    """:func:`study_metrics` of one study under the barrier at grid ``step`` (1-based) keeping the ``keep`` trials
+    with the lowest ``scores`` (shape (size,); default the last values at ``step``; ties: the earlier trial)."""
     n, n_steps = study.curves.shape
     steps = np.full(n, step, dtype=float)
-    steps[np.argsort(study.curves[:, step - 1], kind="stable")[:keep]] = n_steps
+    scores = study.curves[:, step - 1] if scores is None else scores
+    steps[np.argsort(scores, kind="stable")[:keep]] = n_steps
     return study_metrics(study, steps)
 
 
 def choose_barrier(curve_set: CurveSet, *, thetas: Sequence[float] = BARRIER_THETAS,
                    keeps: Sequence[int] = BARRIER_KEEPS, n_tuning: int = 120, n_test: int = 40,
                    study_size: int = 16, target_top3: float = 0.95, n_steps: int | None = None,
-                   seed: int = 0) -> dict:
+                   seed: int = 0, rankings: Sequence[str] = ("last-value",)) -> dict:
     """The barrier's (θ, keep) chosen on tuning studies of ``curve_set``, with its figures on test studies.
 
     Parameters
@@ -63,42 +70,53 @@ def choose_barrier(curve_set: CurveSet, *, thetas: Sequence[float] = BARRIER_THE
         Grid steps (default: :func:`grid_steps`).
     seed : int, default=0
         Seed of the halves and the studies (:func:`sample_studies`).
+    rankings : sequence of {"last-value", "paper"}, default ("last-value",)
+        Rankings at θ to choose from (:data:`RANKINGS`); ``paper`` fits EarlyCurve once per curve and θ.
 
     Returns
     -------
     result : dict
-        ``theta``, ``keep``, ``met`` (the tuning score reached the target), ``tuning`` and ``test``: mean top-1,
+        ``ranking``, ``stopper`` (its ``--stopper``), ``theta``, ``keep``, ``met`` (the tuning score reached the target), ``tuning`` and ``test``: mean top-1,
         top-3, regret (loss units) and cost (steps ÷ training every trial), with ``top3_se`` on tuning; ``name``,
         ``n_curves``, ``n_steps``, ``n_tuning``, ``n_test``, ``study_size`` and ``target_top3``.
 
     Raises
     ------
     InvalidCurveError
-        A θ outside (0, 1), a keep outside [1, study_size), no candidate, too few curves for two halves, or a
-        count below 1.
+        A θ outside (0, 1), a keep outside [1, study_size), no candidate, an unknown ranking, too few curves for
+        two halves, or a count below 1.
     """
     thetas, keeps = [float(t) for t in thetas], [int(k) for k in keeps]
     if not thetas or not keeps or any(not 0 < t < 1 for t in thetas) or any(not 1 <= k < study_size for k in keeps):
         raise InvalidCurveError(f"thetas must lie in (0, 1) and keeps in [1, {study_size}); got {thetas}, {keeps}")
+    if not rankings or any(r not in RANKINGS for r in rankings):
+        raise InvalidCurveError(f"rankings must be a non-empty subset of {', '.join(RANKINGS)}; got {list(rankings)}")
     if min(n_tuning, n_test, study_size) < 1 or not 0 < target_top3 <= 1:
         raise InvalidCurveError("n_tuning, n_test and study_size must be >= 1 and 0 < target_top3 <= 1")
     steps = int(n_steps or grid_steps(curve_set))
     pool = StudyPool.from_curves(curve_set, steps)
     tuning, test = sample_studies(pool, n_tuning=n_tuning, n_test=n_test, size=study_size, seed=seed)
-    grid = [(t, k, max(1, int(round(t * steps)))) for t in thetas for k in keeps]
+    at = {t: max(1, int(round(t * steps))) for t in thetas}
+    score = {("last-value", t): pool.grid[:, at[t] - 1] for t in thetas}  # per pool row
+    if "paper" in rankings:
+        ec, x = EarlyCurve(steps), np.arange(1, steps + 1, dtype=float)
+        score |= {("paper", t): np.array([ec.predict_final(x[:at[t]], row[:at[t]], steps).value for row in pool.grid])
+                  for t in thetas}
+    grid = [(r, t, k) for r in rankings for t in thetas for k in keeps]
 
-    def table(studies: list[Study], step: int, keep: int) -> np.ndarray:  # (studies, metrics)
-        return np.array([[barrier_metrics(s, step, keep)[m] for m in _METRICS] for s in studies])
+    def table(studies: list[Study], ranking: str, theta: float, keep: int) -> np.ndarray:  # (studies, metrics)
+        s = score[(ranking, theta)]
+        return np.array([[barrier_metrics(st, at[theta], keep, s[st.ids])[m] for m in _METRICS] for st in studies])
 
-    tun = [table(tuning, step, k) for _, k, step in grid]
+    tun = [table(tuning, *g) for g in grid]
     top3 = np.array([x[:, 1].mean() for x in tun])
     se = np.array([x[:, 1].std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0 for x in tun])
     cost = np.array([x[:, 3].mean() for x in tun])
     ok = np.flatnonzero(top3 - se >= target_top3 - 1e-12)
     i = int(ok[np.argmin(cost[ok])]) if ok.size else int(np.lexsort((cost, -(top3 - se)))[0])
-    theta, keep, step = grid[i]
+    ranking, theta, keep = grid[i]
     mean = lambda x: dict(zip(_METRICS, np.nanmean(x, axis=0).tolist()))  # noqa: E731
     return {"name": curve_set.name, "n_curves": len(curve_set.curves), "n_steps": steps, "n_tuning": n_tuning,
-            "n_test": n_test, "study_size": study_size, "target_top3": target_top3, "theta": theta, "keep": keep,
-            "met": bool(ok.size), "tuning": mean(tun[i]) | {"top3_se": float(se[i])},
-            "test": mean(table(test, step, keep))}
+            "n_test": n_test, "study_size": study_size, "target_top3": target_top3, "ranking": ranking,
+            "stopper": RANKINGS[ranking], "theta": theta, "keep": keep, "met": bool(ok.size),
+            "tuning": mean(tun[i]) | {"top3_se": float(se[i])}, "test": mean(table(test, ranking, theta, keep))}

@@ -201,17 +201,21 @@ def eval_command(
 @click.option("--tuning-studies", type=int, default=120, show_default=True, callback=_check_positive)
 @click.option("--test-studies", type=int, default=40, show_default=True, callback=_check_positive)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the halves and the studies.")
+@click.option("--paper/--no-paper", "with_paper", default=False, show_default=True,
+              help="Also consider ranking at θ by EarlyCurve's prediction (--stopper paper; slower: one fit per curve "
+                   "and θ).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write every figure to this JSON file.")
 def choose_command(path: Path, target_top3: float, study_size: int, tuning_studies: int, test_studies: int, seed: int,
-                   json_out: Path | None) -> None:
+                   with_paper: bool, json_out: Path | None) -> None:
     """Choose --theta and --top-k of `spottune run --stopper barrier` on finished curves of your family under PATH.
 
     PATH: any curve file or folder `spottune curves eval` reads (values a loss). The curves are split into two seeded
     halves; studies of --study-size trials are drawn from each. On the tuning studies the cheapest (θ, keep) of the
     grid θ 0.04-0.5 x keep 2-6 (below --study-size) whose mean top-3 accuracy minus one standard error reaches
     --target-top3 is chosen; its top-3 and cost (steps / training every trial) on the test studies are printed,
-    never used to choose (docs/earlycurve.md §8.10).
+    never used to choose (docs/earlycurve.md §8.10). With --paper the ranking at θ is chosen too: the last value
+    (--stopper barrier) or EarlyCurve's predicted final value (--stopper paper).
     """
     if not 0 < target_top3 <= 1:
         raise click.BadParameter(f"target_top3 is {target_top3}, but must be 0 < target_top3 <= 1",
@@ -220,10 +224,11 @@ def choose_command(path: Path, target_top3: float, study_size: int, tuning_studi
     for name, curve_set in find_datasets(path).items():
         keeps = [k for k in BARRIER_KEEPS if k < study_size] or [1]
         r = choose_barrier(curve_set, keeps=keeps, n_tuning=tuning_studies, n_test=test_studies, study_size=study_size,
-                           target_top3=target_top3, seed=seed)
+                           target_top3=target_top3, seed=seed,
+                           rankings=("last-value", "paper") if with_paper else ("last-value",))
         report[name] = r
         tun, test = r["tuning"], r["test"]
-        click.echo(f"{name} ({r['n_curves']} curves): --stopper barrier --theta {r['theta']:g} --top-k {r['keep']}"
+        click.echo(f"{name} ({r['n_curves']} curves): --stopper {r['stopper']} --theta {r['theta']:g} --top-k {r['keep']}"
                    + ("" if r["met"] else f" (no setting reached {target_top3:g} on tuning: the most accurate)"))
         click.echo(f"  tuning ({tuning_studies} studies of {r['study_size']}): top-3 {tun['top3']:.3f} ± {tun['top3_se']:.3f}"
                    f", cost {tun['cost']:.3f}; test ({test_studies} studies): top-3 {test['top3']:.3f}, top-1 "
