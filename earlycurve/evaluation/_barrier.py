@@ -23,6 +23,7 @@ from earlycurve._model import EarlyCurve
 from earlycurve.errors import InvalidCurveError
 from earlycurve.evaluation._compare import grid_steps
 from earlycurve.evaluation._datasets import CurveSet
+from earlycurve.evaluation._stoppers import one_shot_steps
 from earlycurve.evaluation._stopping import Study, StudyPool, sample_studies, study_metrics
 
 __all__ = ["BARRIER_KEEPS", "BARRIER_THETAS", "RANKINGS", "barrier_metrics", "choose_barrier"]
@@ -39,11 +40,8 @@ RANKINGS = {"last-value": "barrier", "paper": "paper"}
 def barrier_metrics(study: Study, step: int, keep: int, scores: np.ndarray | None = None) -> dict[str, float]:
     """:func:`study_metrics` of one study under the barrier at grid ``step`` (1-based) keeping the ``keep`` trials
     with the lowest ``scores`` (shape (size,); default the last values at ``step``; ties: the earlier trial)."""
-    n, n_steps = study.curves.shape
-    steps = np.full(n, step, dtype=float)
     scores = study.curves[:, step - 1] if scores is None else scores
-    steps[np.argsort(scores, kind="stable")[:keep]] = n_steps
-    return study_metrics(study, steps)
+    return study_metrics(study, one_shot_steps(study, scores, step, keep))
 
 
 def choose_barrier(curve_set: CurveSet, *, thetas: Sequence[float] = BARRIER_THETAS,
@@ -76,9 +74,10 @@ def choose_barrier(curve_set: CurveSet, *, thetas: Sequence[float] = BARRIER_THE
     Returns
     -------
     result : dict
-        ``ranking``, ``stopper`` (its ``--stopper``), ``theta``, ``keep``, ``met`` (the tuning score reached the target), ``tuning`` and ``test``: mean top-1,
-        top-3, regret (loss units) and cost (steps ÷ training every trial), with ``top3_se`` on tuning; ``name``,
-        ``n_curves``, ``n_steps``, ``n_tuning``, ``n_test``, ``study_size`` and ``target_top3``.
+        ``ranking``, ``stopper`` (its ``--stopper``), ``theta``, ``keep``, ``met`` (the tuning score reached the
+        target), ``tuning`` and ``test``: mean top-1, top-3, regret (loss units) and cost (steps ÷ training every
+        trial), with ``top3_se`` on tuning; ``name``, ``n_curves``, ``n_steps``, ``n_tuning``, ``n_test``,
+        ``study_size`` and ``target_top3``.
 
     Raises
     ------
