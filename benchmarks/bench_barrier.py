@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pool_splits import METRICS, OUT as SPLITS, RULES, ROOT, SETS, TARGET, _curves, choose, scores  # noqa: E402
 
 from earlycurve.evaluation._barrier import BARRIER_KEEPS as KEEPS, BARRIER_THETAS as THETAS  # noqa: E402
-from earlycurve.evaluation._barrier import barrier_metrics as study_barrier  # noqa: E402
+from earlycurve.evaluation._barrier import barrier_metrics as study_barrier, ranking_scores  # noqa: E402
 from earlycurve.evaluation._stopping import StudyPool, sample_studies  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "early_stopping_barrier.json"
@@ -78,22 +78,33 @@ def analyse(ds: str, splits: dict, args) -> dict:
     return out
 
 
-def union_split0(ds: str, predictive: dict, args) -> dict:
+def union_split0(ds: str, predictive: dict, args, rankings: tuple[str, ...] = ("last-value",)) -> dict:
     """Split 0 under ``bench_predictive_stop``'s own protocol (80 tuning, 40 test studies; the cheapest setting with
-    mean tuning top-3 ≥ 0.95): ours = predictive ASHA's 252 settings ∪ the barrier's 35, chosen as one family,
-    against that bench's best peer. A predictive pick's test figures are the bench's (it is its per-set choice)."""
+    mean tuning top-3 ≥ 0.95): ours = predictive ASHA's 252 settings ∪ the barrier's 35 per ranking at θ (family
+    ``barrier``: the last value; ``barrier-paper``: EarlyCurve's prediction), chosen as one family, against that
+    bench's best peer. A predictive pick's test figures are the bench's (it is its per-set choice)."""
     _, n_steps = SETS[ds]
     cfg, d = predictive["config"], predictive["datasets"][ds]
     grid = settings(n_steps)
-    tun, test = sample_studies(StudyPool.from_curves(_curves(ds, args), n_steps), n_tuning=cfg["tuning"],
-                               n_test=cfg["test"], size=16, seed=cfg["seed"])
-    summ = {nm: dict(zip(METRICS, np.mean([barrier_metrics(st, *grid[nm]) for st in tun], axis=0).tolist())) for nm in grid}
-    cands = {("barrier", nm): v for nm, v in summ.items()} | {("predictive", nm): v for nm, v in d["tuning"].items()}
+    pool = StudyPool.from_curves(_curves(ds, args), n_steps)
+    tun, test = sample_studies(pool, n_tuning=cfg["tuning"], n_test=cfg["test"], size=16, seed=cfg["seed"])
+    family = {"last-value": "barrier", "paper": "barrier-paper"}
+    scores = {(family[r], t): ranking_scores(pool, r, t) for r in rankings for t in THETAS}
+
+    theta_of = {f"theta={t} keep={k}": t for t in THETAS for k in KEEPS}
+
+    def metrics(studies, fam, nm):
+        (step, keep), s = grid[nm], scores[(fam, theta_of[nm])]
+        return dict(zip(METRICS, np.mean([[study_barrier(st, step, keep, s[st.ids])[m] for m in METRICS]
+                                          for st in studies], axis=0).tolist()))
+
+    cands = {(family[r], nm): metrics(tun, family[r], nm) for r in rankings for nm in grid}
+    cands |= {("predictive", nm): v for nm, v in d["tuning"].items()}
     ok = [k for k, v in cands.items() if v["top3"] >= TARGET - 1e-12]
     fam, nm = (min(ok, key=lambda k: cands[k]["cost"]) if ok else
                min(cands, key=lambda k: (-cands[k]["top3"], cands[k]["cost"])))
-    if fam == "barrier":
-        t = dict(zip(METRICS, np.mean([barrier_metrics(st, *grid[nm]) for st in test], axis=0).tolist()))
+    if fam != "predictive":
+        t = metrics(test, fam, nm)
     else:
         assert nm == d["ours"]["per_set"]["setting"], (ds, nm)
         t = {m: d["ours"]["per_set"]["test"][m]["mean"] for m in METRICS}
@@ -117,11 +128,14 @@ def markdown(r: dict) -> str:
                          + "; ".join(f"{x['barrier']['setting']} ({x['barrier']['test']['top3']:.2f})" for x in v["per_split"])
                          + " |")
         lines.append("")
-    if r.get("union_split0"):
-        lines += ["Split 0, bench_predictive_stop's protocol (mean80), ours = predictive ASHA ∪ barrier chosen as one family:", "",
+    for key, what in (("union_split0", "predictive ASHA ∪ barrier"),
+                      ("union_split0_paper", "predictive ASHA ∪ barrier ∪ barrier ranked by EarlyCurve")):
+        if not r.get(key):
+            continue
+        lines += [f"Split 0, bench_predictive_stop's protocol (mean80), ours = {what} chosen as one family:", "",
                   "| set | pick (family: setting) | test top-3 / cost | best peer: test top-3 / cost | ÷ peer | met |",
                   "| --- | --- | --- | --- | --- | --- |"]
-        for ds, u in r["union_split0"].items():
+        for ds, u in r[key].items():
             t, p = u["pick"]["test"], u["best_peer"]["test"]
             lines.append(f"| {ds} | {u['pick']['family']}: `{u['pick']['setting']}` | {t['top3']:.3f} / {t['cost']:.3f} | "
                          f"{u['best_peer']['family']} {p['top3']:.3f} / {p['cost']:.3f} | {u['cost_ratio']:.2f} | "
@@ -147,6 +161,8 @@ def main(argv=None) -> int:
          "datasets": {ds: analyse(ds, splits, args) for ds in args.datasets.split(",")}}
     predictive = json.loads(PREDICTIVE.read_text())
     r["union_split0"] = {ds: union_split0(ds, predictive, args) for ds in predictive["datasets"]}
+    r["union_split0_paper"] = {ds: union_split0(ds, predictive, args, ("last-value", "paper"))
+                               for ds in predictive["datasets"]}
     args.out.write_text(json.dumps(r, indent=1) + "\n")
     print(markdown(r))
     return 0

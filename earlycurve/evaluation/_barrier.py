@@ -26,7 +26,7 @@ from earlycurve.evaluation._datasets import CurveSet
 from earlycurve.evaluation._stoppers import one_shot_steps
 from earlycurve.evaluation._stopping import Study, StudyPool, sample_studies, study_metrics
 
-__all__ = ["BARRIER_KEEPS", "BARRIER_THETAS", "RANKINGS", "barrier_metrics", "choose_barrier"]
+__all__ = ["BARRIER_KEEPS", "BARRIER_THETAS", "RANKINGS", "barrier_metrics", "choose_barrier", "ranking_scores"]
 
 #: θ grid of :func:`choose_barrier` (benchmarks/bench_barrier.py's, fixed before its first run).
 BARRIER_THETAS = (0.04, 0.06, 0.1, 0.15, 0.2, 0.3, 0.5)
@@ -42,6 +42,28 @@ def barrier_metrics(study: Study, step: int, keep: int, scores: np.ndarray | Non
     with the lowest ``scores`` (shape (size,); default the last values at ``step``; ties: the earlier trial)."""
     scores = study.curves[:, step - 1] if scores is None else scores
     return study_metrics(study, one_shot_steps(study, scores, step, keep))
+
+
+def ranking_scores(pool: StudyPool, ranking: str, theta: float) -> np.ndarray:
+    """The score each curve of ``pool`` is ranked by at θ (lower continues), shape (n_curves,).
+
+    ``last-value``: the loss at grid step ``max(1, round(θ n_steps))``; ``paper``: EarlyCurve's predicted final loss
+    (paper settings, Eq 4-7) from the curve up to that step.
+
+    Raises
+    ------
+    InvalidCurveError
+        An unknown ``ranking`` or a θ outside (0, 1].
+    """
+    if ranking not in RANKINGS or not 0 < theta <= 1:
+        raise InvalidCurveError(f"ranking must be one of {', '.join(RANKINGS)} and 0 < theta <= 1; "
+                                f"got {ranking!r}, {theta}")
+    steps = pool.grid.shape[1]
+    at = max(1, int(round(theta * steps)))
+    if ranking == "last-value":
+        return pool.grid[:, at - 1]
+    ec, x = EarlyCurve(steps), np.arange(1, at + 1, dtype=float)
+    return np.array([ec.predict_final(x, row[:at], steps).value for row in pool.grid])
 
 
 def choose_barrier(curve_set: CurveSet, *, thetas: Sequence[float] = BARRIER_THETAS,
@@ -96,11 +118,7 @@ def choose_barrier(curve_set: CurveSet, *, thetas: Sequence[float] = BARRIER_THE
     pool = StudyPool.from_curves(curve_set, steps)
     tuning, test = sample_studies(pool, n_tuning=n_tuning, n_test=n_test, size=study_size, seed=seed)
     at = {t: max(1, int(round(t * steps))) for t in thetas}
-    score = {("last-value", t): pool.grid[:, at[t] - 1] for t in thetas}  # per pool row
-    if "paper" in rankings:
-        ec, x = EarlyCurve(steps), np.arange(1, steps + 1, dtype=float)
-        score |= {("paper", t): np.array([ec.predict_final(x[:at[t]], row[:at[t]], steps).value for row in pool.grid])
-                  for t in thetas}
+    score = {(r, t): ranking_scores(pool, r, t) for r in rankings for t in thetas}  # per pool row
     grid = [(r, t, k) for r in rankings for t in thetas for k in keeps]
 
     def table(studies: list[Study], ranking: str, theta: float, keep: int) -> np.ndarray:  # (studies, metrics)
