@@ -20,8 +20,8 @@ as for ``rank``.
 and the top-k by the last observed value continue (Algorithm 1's own early stopping with the last value instead of
 EarlyCurve). With θ and ``top_k`` chosen on tuning studies (θ 0.1-0.2, keep 2-3 on the recorded sets) it met
 issue 13's cost target on opda-alexnet and cakelab. It is the default (design ES18): at the user's θ it costs what
-``paper`` costs, and at θ 0.7 it keeps the true best in the top-3 at least as often as EarlyCurve on every curve set
-measured (``docs/earlycurve.md`` §8.11).
+``paper`` costs, and at θ 0.7 the trial it returns is among the true top-3 at least as often as with EarlyCurve on
+every curve set measured (``docs/earlycurve.md`` §8.11).
 
 ``stopper_curves`` (spec field, ``--stopper-curves``; ``rank``, ``predictive`` and ``barrier``): the top-k at the
 barrier is ranked by :class:`earlycurve.ResidualCurvePredictor` fitted on a file of finished curves of the same
