@@ -8,10 +8,10 @@ the three recorded sets (data/learning_curves) and the built-in workloads' rando
 (benchmarks/results/builtin_*_curves.csv.gz, digits_curves.csv, workload_digits-mlp_curves.csv).
 
 Per set and θ ∈ {0.3, 0.5, 0.7, 0.9}: ``--studies`` seeded studies of 16
-(``earlycurve.evaluation._compare.barrier_rows``, the same studies for both methods), top-k 3; top-1 / top-3 / regret means, and the paired difference barrier − paper
-per study (mean ± s.e.). Nothing is tuned (both run at the user's θ), so every study is a test study.
+(``earlycurve.evaluation._compare.barrier_rows``, the same studies for both methods), top-k 3; top-1 / top-3 /
+regret means, and the paired difference barrier − paper per study (mean ± s.e.). Nothing is tuned (both run at the user's θ), so every study is a test study.
 
-    .venv/bin/python benchmarks/bench_default_stopper.py             # ~1-2 min; JSON + docs table
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_default_stopper.py   # ~5 min; JSON + table
     .venv/bin/python benchmarks/bench_default_stopper.py --markdown  # the table from the JSON
 """
 
