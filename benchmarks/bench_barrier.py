@@ -27,10 +27,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import run_or_print  # noqa: E402
 from bench_pool_splits import METRICS, OUT as SPLITS, RULES, ROOT, SETS, TARGET, _curves, choose, scores  # noqa: E402
 
 from earlycurve.evaluation._barrier import BARRIER_KEEPS as KEEPS, BARRIER_THETAS as THETAS  # noqa: E402
-from earlycurve.evaluation._barrier import barrier_metrics as study_barrier, ranking_scores  # noqa: E402
+from earlycurve.evaluation._barrier import barrier_metrics as study_barrier, barrier_step, ranking_scores  # noqa: E402
 from earlycurve.evaluation._stopping import StudyPool, sample_studies  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "early_stopping_barrier.json"
@@ -44,7 +45,7 @@ def barrier_metrics(study, step: int, keep: int) -> list[float]:
 
 
 def settings(n_steps: int) -> dict[str, tuple[int, int]]:
-    return {f"theta={t} keep={k}": (max(1, int(round(t * n_steps))), k) for t in THETAS for k in KEEPS}
+    return {f"theta={t} keep={k}": (barrier_step(t, n_steps), k) for t in THETAS for k in KEEPS}
 
 
 def analyse(ds: str, splits: dict, args) -> dict:
@@ -151,10 +152,10 @@ def main(argv=None) -> int:
     ap.add_argument("--splits", type=Path, default=SPLITS, help="bench_pool_splits' JSON (the peers' picks)")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")
-    args = ap.parse_args(argv)
-    if args.markdown:
-        print(markdown(json.loads(args.out.read_text())))
-        return 0
+    return run_or_print(ap.parse_args(argv), run, markdown)
+
+
+def run(args) -> dict:
     splits = json.loads(args.splits.read_text())
     r = {"config": {"thetas": list(THETAS), "keeps": list(KEEPS), "target_top3": TARGET, "splits": str(args.splits.name),
                     **{k: splits["config"][k] for k in ("tuning", "test", "seeds")}},
@@ -163,9 +164,7 @@ def main(argv=None) -> int:
     r["union_split0"] = {ds: union_split0(ds, predictive, args) for ds in predictive["datasets"]}
     r["union_split0_paper"] = {ds: union_split0(ds, predictive, args, ("last-value", "paper"))
                                for ds in predictive["datasets"]}
-    args.out.write_text(json.dumps(r, indent=1) + "\n")
-    print(markdown(r))
-    return 0
+    return r
 
 
 if __name__ == "__main__":

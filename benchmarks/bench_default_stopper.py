@@ -18,16 +18,18 @@ regret means, and the paired difference barrier − paper per study (mean ± s.e
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from earlycurve.evaluation import find_datasets
-from earlycurve.evaluation._compare import barrier_rows
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ROOT, run_or_print  # noqa: E402  (benchmarks/ is the script's folder)
 
-ROOT = Path(__file__).resolve().parent.parent
+from earlycurve.evaluation import find_datasets  # noqa: E402
+from earlycurve.evaluation._compare import barrier_rows  # noqa: E402
+
 OUT = ROOT / "benchmarks" / "results" / "default_stopper.json"
 EXTRA = ("builtin_digits-mlp_curves.csv.gz", "builtin_logreg_curves.csv.gz", "builtin_linear-svm_curves.csv.gz",
          "digits_curves.csv", "workload_digits-mlp_curves.csv")
@@ -74,20 +76,14 @@ def markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--studies", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--markdown", action="store_true", help="print the table of --out and exit")
-    args = ap.parse_args()
-    if args.markdown:
-        print(markdown(json.loads(args.out.read_text())))
-        return
-    res = run(args)
-    args.out.write_text(json.dumps(res, indent=1))
-    print(markdown(res))
+    return run_or_print(ap.parse_args(argv), run, markdown)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -21,12 +21,12 @@ import numpy as np
 
 from earlycurve._model import EarlyCurve
 from earlycurve.errors import InvalidCurveError
-from earlycurve.evaluation._compare import grid_steps
 from earlycurve.evaluation._datasets import CurveSet
 from earlycurve.evaluation._stoppers import one_shot_steps
-from earlycurve.evaluation._stopping import Study, StudyPool, sample_studies, study_metrics
+from earlycurve.evaluation._stopping import Study, StudyPool, grid_steps, sample_studies, study_metrics
 
-__all__ = ["BARRIER_KEEPS", "BARRIER_THETAS", "RANKINGS", "barrier_metrics", "choose_barrier", "ranking_scores"]
+__all__ = ["BARRIER_KEEPS", "BARRIER_THETAS", "RANKINGS", "barrier_metrics", "barrier_step", "choose_barrier",
+           "ranking_scores"]
 
 #: θ grid of :func:`choose_barrier` (benchmarks/bench_barrier.py's, fixed before its first run).
 BARRIER_THETAS = (0.04, 0.06, 0.1, 0.15, 0.2, 0.3, 0.5)
@@ -44,6 +44,11 @@ def barrier_metrics(study: Study, step: int, keep: int, scores: np.ndarray | Non
     return study_metrics(study, one_shot_steps(study, scores, step, keep))
 
 
+def barrier_step(theta: float, n_steps: int) -> int:
+    """The grid step (1-based) of the barrier at θ on a grid of ``n_steps``: ``round(θ n_steps)``, at least 1."""
+    return max(1, int(round(theta * n_steps)))
+
+
 def ranking_scores(pool: StudyPool, ranking: str, theta: float) -> np.ndarray:
     """The score each curve of ``pool`` is ranked by at θ (lower continues), shape (n_curves,).
 
@@ -59,7 +64,7 @@ def ranking_scores(pool: StudyPool, ranking: str, theta: float) -> np.ndarray:
         raise InvalidCurveError(f"ranking must be one of {', '.join(RANKINGS)} and 0 < theta <= 1; "
                                 f"got {ranking!r}, {theta}")
     steps = pool.grid.shape[1]
-    at = max(1, int(round(theta * steps)))
+    at = barrier_step(theta, steps)
     if ranking == "last-value":
         return pool.grid[:, at - 1]
     ec, x = EarlyCurve(steps), np.arange(1, at + 1, dtype=float)
@@ -117,7 +122,7 @@ def choose_barrier(curve_set: CurveSet, *, thetas: Sequence[float] = BARRIER_THE
     steps = int(n_steps or grid_steps(curve_set))
     pool = StudyPool.from_curves(curve_set, steps)
     tuning, test = sample_studies(pool, n_tuning=n_tuning, n_test=n_test, size=study_size, seed=seed)
-    at = {t: max(1, int(round(t * steps))) for t in thetas}
+    at = {t: barrier_step(t, steps) for t in thetas}
     score = {(r, t): ranking_scores(pool, r, t) for r in rankings for t in thetas}  # per pool row
     grid = [(r, t, k) for r in rankings for t in thetas for k in keeps]
 

@@ -24,23 +24,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from earlycurve._model import EarlyCurve
 from earlycurve.errors import InvalidCurveError
+from earlycurve.evaluation._barrier import RANKINGS, barrier_metrics, barrier_step, ranking_scores
 from earlycurve.evaluation._datasets import CurveSet
-from earlycurve.evaluation._stoppers import ASHAStopper, OnlineRankStopper, OptunaStopper, PredictiveStopper, one_shot_steps
-from earlycurve.evaluation._stopping import Stopper, Study, StudyPool, evaluate_stopper, study_metrics, summarize
+from earlycurve.evaluation._stoppers import ASHAStopper, OnlineRankStopper, OptunaStopper, PredictiveStopper
+from earlycurve.evaluation._stopping import Stopper, Study, StudyPool, evaluate_stopper, grid_steps, summarize
 
 __all__ = ["BARRIER_METHODS", "STOPPER_METHODS", "barrier_rows", "compare_stoppers", "grid_steps"]
 
 STOPPER_METHODS = ("predictive", "rank", "paper", "last-value", "asha", "sha", "hyperband", "median", "full")
 #: The one-shot θ-barrier methods (no rungs): EarlyCurve's prediction or the last value at θ.
-BARRIER_METHODS = ("paper", "last-value")
-
-
-def grid_steps(curve_set: CurveSet, cap: int = 50) -> int:
-    """Progress steps of the study grid: the median number of recorded points per curve, at most ``cap``, at least 2."""
-    n = int(np.median([len(c.steps) for c in curve_set.curves])) if curve_set.curves else 2
-    return max(2, min(cap, n))
+BARRIER_METHODS = tuple(RANKINGS)
 
 
 def compare_stoppers(curve_set: CurveSet, *, theta: float = 0.7, top_k: int = 3, n_studies: int = 40,
@@ -151,11 +145,5 @@ def _studies(curve_set: CurveSet, steps: int, n_studies: int, study_size: int, s
 
 
 def _barrier_rows(pool: StudyPool, studies: list[Study], method: str, theta: float, top_k: int) -> list[dict[str, float]]:
-    steps = pool.grid.shape[1]
-    at = min(steps, max(1, int(round(theta * steps))))
-    if method == "paper":
-        ec = EarlyCurve(steps)
-        score = lambda i: ec.predict_final(np.arange(1, at + 1, dtype=float), pool.grid[i, :at], steps).value  # noqa: E731
-    else:
-        score = lambda i: pool.grid[i, at - 1]  # noqa: E731
-    return [study_metrics(s, one_shot_steps(s, np.array([score(int(i)) for i in s.ids]), at, top_k)) for s in studies]
+    at, scores = barrier_step(theta, pool.grid.shape[1]), ranking_scores(pool, method, theta)
+    return [barrier_metrics(s, at, top_k, scores[s.ids]) for s in studies]

@@ -54,9 +54,17 @@ __all__ = [
     "METRICS",
     "evaluate_stopper",
     "tune_and_report",
+    "grid_steps",
 ]
 
 METRICS = ("top1", "top3", "regret", "cost", "steps")
+
+
+def grid_steps(curve_set: CurveSet, cap: int = 50) -> int:
+    """Progress steps of the study grid: the median number of recorded points per curve, at most ``cap``, at least 2."""
+    n = int(np.median([len(c.steps) for c in curve_set.curves])) if curve_set.curves else 2
+    return max(2, min(cap, n))
+
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
