@@ -711,7 +711,7 @@ def _algorithm_1(spec: ExperimentSpec, market: MarketSetup, start_s: float,
     orch = Orchestrator(
         [t.trial_id for t in spec.trials()],
         OrchestratorConfig(max_steps=spec.max_steps, theta=spec.theta, top_k=spec.top_k, metric=spec.metric,
-                           mode=spec.mode, max_failures=spec.max_failures),
+                           mode=spec.mode, max_failures=spec.max_failures, rungs=spec.rungs),
         make_provisioner(market.history, market.catalog, market.pool, predictor, seed, objective=spec.objective,
                          boot_s=spec.boot_s if spec.backend in ("sim", "aws", "ray") else 0.0,
                          checkpoint_size_mb=spec.get_workload().checkpoint_size_mb,

@@ -269,8 +269,7 @@ class _ProgressBar:
     def __init__(self, spec: ExperimentSpec):
         from spotmarket.prices import to_seconds
 
-        n, k = spec.n_trials, min(spec.top_k, spec.n_trials)
-        self.total_steps = n * spec.theta_steps + k * (spec.max_steps - spec.theta_steps)
+        self.total_steps = spec.planned_steps
         self.start_s = float(to_seconds(spec.start))
         self.bar: Any = None  # drawn at the first report, so set-up errors print alone
         self.done = 0

@@ -42,6 +42,7 @@ import yaml
 
 from spottune.backends._speed import DEFAULT_BOOT_S
 from spottune.errors import ConfigError
+from spottune.orchestrator._config import check_rungs, steps_at
 from spottune.search_space import count_configs, generate_configs, has_domain, parse_space, space_to_dict
 from spottune.trainable import Trainable, trial_seed
 from spottune.workloads import Workload, get_workload
@@ -219,6 +220,13 @@ class ExperimentSpec:
         :class:`earlycurve.ResidualCurvePredictor` fitted on these curves (the last value plus a residual learned
         from them, falling back to the last value where cross-validation shows no gain;
         ``docs/earlycurve.md`` §8.7) instead of by the last value. Default None: the last value.
+    rungs : sequence of (float, int) or str, default ()
+        ``stopper="barrier"`` only: synchronous barriers before θ, ``(fraction of max_steps, trials kept)`` pairs
+        (``"0.06:6"`` or ``[[0.06, 6]]``; ``spottune run --rungs``): every trial trains to the first rung and waits
+        there (checkpointed) for the others, the ``keep`` with the lowest last observed value continue to the next
+        barrier, and θ, where ``top_k`` continue, is the last (:func:`spottune.orchestrator.check_rungs` says what
+        is valid). Choose them on tuning studies of the family with ``spottune curves choose --two-rung``
+        (``docs/earlycurve.md`` §8.12; design ES19). Default: θ's barrier alone.
     step_time_cov : float, default 0.05
         Coefficient of variation of simulated step times (spec §1.4: measured < 0.1).
     billing : {"second", "hour"}, default "second"
@@ -283,6 +291,7 @@ class ExperimentSpec:
     time_value_usd_per_hour: float = 0.0
     stopper: str = DEFAULT_STOPPER
     stopper_curves: str | None = None
+    rungs: tuple[tuple[float, int], ...] = ()
     step_time_cov: float = 0.05
     billing: str = "second"
     max_usd_per_hour: float | None = None
@@ -401,6 +410,10 @@ class ExperimentSpec:
              "stopper_curves", "a curve file path, or None")
         need(self.stopper_curves is None or self.stopper != "paper", "stopper_curves",
              f"None with stopper {self.stopper!r} (the learned ranking at θ is for stopper rank, predictive or barrier)")
+        object.__setattr__(self, "rungs", check_rungs(self.rungs, self.theta, self.top_k, self.max_steps))
+        need(not self.rungs or self.stopper == "barrier", "rungs",
+             f"empty with stopper {self.stopper!r} (rungs are barriers of stopper 'barrier'; 'rank' and 'predictive' "
+             "have their own)")
         need(_is_real(self.step_time_cov) and 0 <= self.step_time_cov < 1, "step_time_cov", "0 <= step_time_cov < 1")
         need(self.billing in BILLING, "billing", f"one of {', '.join(BILLING)}")
         need(self.deadline_mode in DEADLINE_MODES, "deadline_mode", f"one of {', '.join(DEADLINE_MODES)}")
@@ -413,7 +426,19 @@ class ExperimentSpec:
     @property
     def theta_steps(self) -> int:
         """Steps every trial runs before the θ barrier: ``ceil(theta * max_steps)`` (spec §1.6 line 7)."""
-        return self.max_steps if self.theta >= 1 else max(1, math.ceil(self.theta * self.max_steps - 1e-9))
+        return self.max_steps if self.theta >= 1 else steps_at(self.theta, self.max_steps)
+
+    @property
+    def planned_steps(self) -> int:
+        """Steps the study trains when no trial plateaus or fails: every trial to the first barrier, each
+        barrier's ``keep`` (``top_k`` at θ) on to the next barrier or ``max_steps``."""
+        if self.theta >= 1:
+            return self.n_trials * self.max_steps
+        marks = [(steps_at(f, self.max_steps), k) for f, k in self.rungs] + [(self.theta_steps, self.top_k)]
+        total, at, n = 0, 0, self.n_trials
+        for step, keep in marks:
+            total, at, n = total + n * (step - at), step, min(n, keep)
+        return total + n * (self.max_steps - at)
 
     @property
     def start(self) -> pd.Timestamp:
@@ -458,6 +483,8 @@ class ExperimentSpec:
             v = getattr(self, f.name)
             if f.name == "search_space":
                 v = space_to_dict(v)
+            elif f.name == "rungs":
+                v = [list(r) for r in v]
             elif isinstance(v, tuple):
                 v = list(v)
             elif isinstance(v, pd.Timestamp):

@@ -150,3 +150,49 @@ def test_barrier_is_the_last_value_at_theta_without_rungs(tmp_path):
     # θ = 0.15 of 60 = 9 steps for all 16 trials; the 3 lowest last values at step 9 run to 60 (docs/earlycurve.md §8.10)
     assert sorted(df["steps"]) == [9] * 13 + [60] * 3
     assert (df["state"] == "finished").sum() == 3
+
+
+def test_rungs_run_as_synchronous_barriers_in_the_default_experiment(tmp_path):
+    import spottune
+
+    grid = spottune.tune(max_steps=60, predictor="constant", theta=0.15, top_k=2, rungs="0.05:6", output=tmp_path / "r")
+    df, curves = grid.get_dataframe().set_index("trial_id"), grid.curves  # digits-mlp: metric a loss, mode min
+    # 16 trials to the rung at step 3 (5 % of 60), its 6 lowest last values to θ = step 9, their top 2 to 60
+    assert sorted(df["steps"]) == [3] * 10 + [9] * 4 + [60] * 2
+    at = lambda step: curves[curves["step"] == step].set_index("trial_id")["value"]  # noqa: E731
+    kept = set(at(3).nsmallest(6).index)
+    assert kept == set(df.index[df["steps"] >= 9]) and set(at(9).nsmallest(2).index) == set(df.index[df["steps"] == 60])
+    assert (df["state"] == "finished").sum() == 2
+
+
+def test_rungs_in_the_spec_and_the_simulator_policies():
+    spec = ExperimentSpec(max_steps=100, theta=0.15, top_k=2, rungs="0.06:6")
+    assert spec.rungs == ((0.06, 6),) and spec.to_dict()["rungs"] == [[0.06, 6]]
+    assert ExperimentSpec.from_dict(spec.to_dict()) == spec
+    assert spec.planned_steps == 16 * 6 + 6 * (15 - 6) + 2 * (100 - 15)  # 16 trials of digits-mlp
+    assert ExperimentSpec(max_steps=100, theta=0.15, top_k=2).planned_steps == 16 * 15 + 2 * 85
+    with pytest.raises(ConfigError, match="rungs .* stopper 'paper'"):
+        ExperimentSpec(rungs="0.06:6", stopper="paper")
+    with pytest.raises(ConfigError, match="rungs"):
+        ExperimentSpec(rungs="0.8:6")  # beyond θ 0.7
+    assert get_policy("spottune-0.15", rungs="0.06:6").rungs == ((0.06, 6),)
+    assert get_policy("spottune-0.15", stopper="rank", rungs="0.06:6").rungs == ()  # only the barrier has rungs
+    assert get_policy("spottune-1.0", rungs="0.06:6").rungs == () and get_policy("single-cheapest").rungs == ()
+    with pytest.raises(ConfigError, match="rungs"):
+        get_policy("spottune-0.05", rungs="0.06:6")
+
+
+def test_cli_refuses_bad_rungs_in_one_line(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from spottune.cli import main
+
+    for argv in (["run", "--rungs", "0.9:6", "--output", str(tmp_path / "r")],
+                 ["simulate", "--rungs", "0.06:6", "--policies", "spottune-0.05", "--output", str(tmp_path / "s")],
+                 ["run", "--rungs", "0.06:6", "--stopper", "rank", "--output", str(tmp_path / "r")]):
+        monkeypatch.setattr(sys, "argv", ["spottune", *argv])
+        with pytest.raises(SystemExit) as exc:
+            main()
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("error: rungs is"), err
+    assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()

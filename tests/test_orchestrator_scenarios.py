@@ -361,3 +361,81 @@ def test_hop_after_a_restore_needs_a_step_beyond_the_restored_one():
     s(CheckpointSaved, trial_id="t0", instance_id=i1, reason=CheckpointReason.HOP, step=3)
     i2 = s.launched()
     assert s(HourElapsed, trial_id="t0", instance_id=i2) == []  # resumed at 3, no step since
+
+
+def _pause(s, t, iid, step):
+    """Report trial ``t`` up to ``step`` (its loss curve from ``s.curve``) and save its barrier checkpoint."""
+    acts = s.steps(t, iid, step, f=lambda k, t=t: s.curve[t](k))
+    assert acts == [Checkpoint(trial_id=t, instance_id=iid, reason=CheckpointReason.THETA)]
+    return s(CheckpointSaved, trial_id=t, instance_id=iid, reason=CheckpointReason.THETA, step=step)
+
+
+def test_rungs_are_barriers_before_theta_ranked_by_the_last_value():
+    # rung at 20 % of 10 = step 2 keeps 3, θ at step 5 keeps the top 1 (issue 13, docs/earlycurve.md §8.12)
+    s = Script(trials=("t0", "t1", "t2", "t3"), max_steps=10, theta=0.5, top_k=1, rungs="0.2:3")
+    s.curve = {"t0": lambda k: 1.0 if k <= 2 else 0.1,  # best at θ, kept at the rung (3rd of 4)
+               "t1": lambda k: 0.5, "t2": lambda k: 0.6, "t3": lambda k: 2.0}  # t3: last at the rung
+    assert s.orch.config.barriers == ((2, 3), (5, 1))
+    starts = s.start()
+    assert {a.target_steps for a in starts} == {2}
+    inst = {t: s.launched(t) for t in s.curve}
+    for t in ("t0", "t1", "t2"):
+        assert [type(a) for a in _pause(s, t, inst[t], 2)] == [Terminate]
+    acts = _pause(s, "t3", inst["t3"], 2)
+    launches = {a.trial_id: a for a in acts if isinstance(a, Launch)}
+    assert set(launches) == {"t0", "t1", "t2"} and [a.trial_id for a in acts if isinstance(a, Stop)] == ["t3"]
+    assert all(a.resume_step == 2 and a.target_steps == 5 for a in launches.values())
+    assert not s.orch.selection_done and s.orch.selected == ()
+    inst = {t: s.launched(t) for t in launches}
+    for t in ("t1", "t0"):
+        assert [type(a) for a in _pause(s, t, inst[t], 5)] == [Terminate]  # not yet: t2 still trains
+    acts = _pause(s, "t2", inst["t2"], 5)
+    assert [(type(a), a.trial_id) for a in acts if not isinstance(a, Terminate)] == [
+        (Launch, "t0"), (Stop, "t1"), (Stop, "t2")]
+    assert acts[[type(a) for a in acts].index(Launch)].target_steps == 10
+    assert s.orch.selection_done and s.orch.selected == ("t0",)
+    iid = s.launched("t0")
+    s.steps("t0", iid, 10, f=s.curve["t0"])
+    acts = s(CheckpointSaved, trial_id="t0", instance_id=iid, reason=CheckpointReason.END, step=10)
+    assert isinstance(acts[-1], ExperimentFinished) and acts[-1].top_k == ("t0",)
+    assert {t: tr.step for t, tr in s.orch.trials.items()} == {"t0": 10, "t1": 5, "t2": 5, "t3": 2}
+
+
+def test_a_kept_trial_waiting_to_relaunch_holds_the_next_barrier():
+    chooser = FakeChooser()
+    s = Script(trials=("a", "b", "c"), chooser=chooser, max_steps=10, theta=0.5, top_k=1, rungs=[(0.2, 2)])
+    s.curve = {"a": lambda k: 1.0, "b": lambda k: 2.0, "c": lambda k: 3.0}
+    s.start()
+    inst = {t: s.launched(t) for t in s.curve}
+    _pause(s, "a", inst["a"], 2)
+    _pause(s, "b", inst["b"], 2)
+    chooser.fail = 1  # the rung's first relaunch (a) finds no market
+    acts = _pause(s, "c", inst["c"], 2)
+    assert [type(a) for a in acts if not isinstance(a, Terminate)] == [ScheduleWakeUp, Launch, Stop]
+    assert s.state("a") is TrialState.PAUSED_AT_THETA and s.orch.trials["a"].continued
+    ib = s.launched("b")
+    acts = _pause(s, "b", ib, 5)  # b paused at θ, a has not trained: no barrier yet
+    assert [type(x) for x in acts] == [Terminate] and not s.orch.selection_done
+    acts = s(WakeUp, trial_id="a")
+    assert [type(x) for x in acts] == [Launch] and acts[0].resume_step == 2 and acts[0].target_steps == 5
+    acts = _pause(s, "a", s.launched("a"), 5)
+    assert [(type(x), x.trial_id) for x in acts if not isinstance(x, Terminate)] == [(Launch, "a"), (Stop, "b")]
+
+
+@pytest.mark.parametrize("rungs, theta, match", [
+    ("0.5:6", 0.5, "fractions in"), ("0:6", 0.5, "fractions in"), ("0.2:6", 1.0, "no barrier"),
+    ("0.2:3", 0.5, "exceed top_k"), ("0.1:6,0.2:6", 0.5, "keeps that fall"), ("0.2:6,0.1:4", 0.5, "rise"),
+    ("0.2", 0.5, "fraction:keep"), ("0.2:6.5", 0.5, "whole keeps"), ("a:b", 0.5, "whole keeps"),
+    ("0.21:6,0.29:4", 0.5, r"distinct steps below theta's \(steps \[3, 3, 5\]"),  # both ceil to step 3 of 10
+])
+def test_bad_rungs_are_refused_with_the_rule(rungs, theta, match):
+    with pytest.raises(ConfigError, match=match):
+        OrchestratorConfig(max_steps=10, theta=theta, top_k=3, rungs=rungs)
+
+
+def test_rungs_parse_from_text_or_pairs():
+    config = OrchestratorConfig(max_steps=100, theta=0.15, top_k=2, rungs="0.04:8, 0.06:6")
+    assert config.rungs == ((0.04, 8), (0.06, 6)) and config.barriers == ((4, 8), (6, 6), (15, 2))
+    assert OrchestratorConfig(max_steps=100, rungs=[[0.1, 5]]).rungs == ((0.1, 5),)
+    assert OrchestratorConfig(max_steps=100, rungs=[]).barriers == ((70, 3),)
+    assert OrchestratorConfig(max_steps=100, theta=1.0).barriers == ()

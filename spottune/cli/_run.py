@@ -146,6 +146,10 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
               help="With --stopper rank, predictive or barrier: a curve file of finished runs of this workload; the top-k at θ "
                    "is then ranked by a predictor learned from them (earlycurve.ResidualCurvePredictor) instead of the "
                    "last value.")
+@click.option("--rungs", default=None,
+              help="With --stopper barrier: synchronous barriers before θ, comma-separated fraction:keep pairs (e.g. "
+                   "0.06:6): every trial trains to 6 % of S_max and waits, the 6 lowest last values go on to θ, where "
+                   "--top-k continue. Choose them with `spottune curves choose --two-rung` (docs/earlycurve.md §8.12).")
 @click.option("--boot-s", type=float, default=None, show_default=_default("boot_s"),
               help="Launch-to-training latency, seconds (D11; sim backend; 0 = the paper's faithful mode).")
 @click.option("--step-time-cov", type=float, default=None, show_default=_default("step_time_cov"),

@@ -40,7 +40,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                  theta_sweep: bool = False, jobs: int = 1, start_times: str | None = None,
                  max_steps: int | None = None, prices: str | None = None, progress: bool = True,
                  instance_types: str | None = None, zones: str | None = None, objective: str = "refund",
-                 boot_s: float | None = None, stopper: str = DEFAULT_STOPPER, deadline: Any = None,
+                 boot_s: float | None = None, stopper: str = DEFAULT_STOPPER, rungs: Any = None, deadline: Any = None,
                  budget_usd: float | None = None, deadline_rule: str = "slack",
                  time_value_usd_per_hour: float = 0.0) -> Any:
     """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
@@ -76,8 +76,11 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         Launch-to-training latency of every launch, every policy, seconds (default
         :data:`spottune.backends._speed.DEFAULT_BOOT_S`; 0 = the paper's faithful mode).
     stopper : {"paper", "rank", "predictive", "barrier"}
-        Early stopping of the SpotTune policies: EarlyCurve at θ (default), the rank-confidence rule or
-        predictive ASHA (both with the last value's top-k at θ), or the θ barrier alone with the last value.
+        Early stopping of the SpotTune policies: the θ barrier with the last value (default), EarlyCurve at θ,
+        the rank-confidence rule or predictive ASHA (both with the last value's top-k at θ).
+    rungs : str or sequence of (float, int), optional
+        With stopper ``barrier``: synchronous barriers before θ of the SpotTune policies (``"0.06:6"``;
+        :func:`spottune.orchestrator.check_rungs`).
     deadline : str or float, optional
         Deadline after each start (``6h``, ``90min`` or seconds): SpotTune policies run under
         :class:`spottune.planning.DeadlineGuard`, the SEER family (``seer``, ``seer-predictive``, ``seer-lean``,
@@ -119,7 +122,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     if not (math.isfinite(time_value_usd_per_hour) and time_value_usd_per_hour >= 0):
         raise ConfigError(f"--time-value-usd-per-hour is {time_value_usd_per_hour}, but must be a finite number of "
                           "USD per trial-hour >= 0")
-    pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""), objective, stopper)
+    pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""), objective, stopper, rungs)
     from spottune.planning import DEADLINE_RULES, parse_duration
 
     deadline_s = None if deadline is None else parse_duration(deadline)
@@ -140,7 +143,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         ensure_model_set(env["market"], lo, hi, seed, log=lambda s: click.echo(s, err=True))
     tasks = [Task(workload=workload, policy=p.name, start_index=i, start_s=s, market_mode=m, seed=seed,
                   train_lo_s=lo, train_hi_s=hi, prices=prices, max_steps=max_steps, instance_types=types_, zones=zones_,
-                  objective=objective, boot_s=boot, stopper=stopper, deadline_s=deadline_s, budget_usd=budget_usd,
+                  objective=objective, boot_s=boot, stopper=stopper, rungs=rungs, deadline_s=deadline_s, budget_usd=budget_usd,
                   deadline_rule=deadline_rule, time_value_usd_per_hour=float(time_value_usd_per_hour))
              for m in modes for i, s in enumerate(starts_s) for p in pols]
     rows, walls = [None] * len(tasks), [0.0] * len(tasks)
@@ -165,7 +168,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     (output / "table.json").write_text(table.to_json(orient="records", indent=1) + "\n")
     summarise(table).to_csv(output / "summary.csv", index=False)
     meta = {"argv": sys.argv, "workload": workload, "policies": [p.name for p in pols], "market_modes": modes,
-            "starts": sorted(set(table["start"])), "seed": seed, "objective": objective, "boot_s": boot, "stopper": stopper,
+            "starts": sorted(set(table["start"])), "seed": seed, "objective": objective, "boot_s": boot, "stopper": stopper, "rungs": rungs,
             "time_value_usd_per_hour": time_value_usd_per_hour,
             "policy_objectives": {p.name: p.objective for p in pols if p.uses_predictor},
             "deadline_s": deadline_s, "budget_usd": budget_usd, "deadline_rule": deadline_rule,
@@ -212,6 +215,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                    "rungs before θ when unlikely to end in the top-k, then the last value's top-k at θ; barrier = "
                    "no rungs, the last value's top-k at θ (the default, design ES18); paper = EarlyCurve at θ (as published; "
                    "always the stopper of the spottune-<θ>-...-paper policies, the paper's design).")
+@click.option("--rungs", default=None,
+              help="With --stopper barrier: synchronous barriers before θ of the SpotTune policies, comma-separated "
+                   "fraction:keep pairs (e.g. 0.06:6; as `spottune run --rungs`).")
 @click.option("--deadline", default=None,
               help="Deadline after each start (6h, 90min, seconds): SpotTune policies run under the deadline guard; "
                    "the SEER family (seer, seer-predictive, seer-lean, e-hyperband, e-grid) plans for it.")
@@ -223,7 +229,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
 def simulate(workload: str, policies: str, starts: int, start_times: str | None, market_mode: str, output: str,
              seed: int, theta_sweep: bool, jobs: int, max_steps: int | None, prices: str | None,
              instance_types: str | None, zones: str | None, objective: str, boot_s: float | None,
-             stopper: str, deadline: str | None, budget_usd: float | None, deadline_rule: str,
+             stopper: str, rungs: str | None, deadline: str | None, budget_usd: float | None, deadline_rule: str,
              time_value_usd_per_hour: float, progress: bool) -> None:
     from spottune.evaluation import summarise, to_markdown
     from spottune.evaluation._lower_bound import undefined_ratio_note
@@ -231,7 +237,7 @@ def simulate(workload: str, policies: str, starts: int, start_times: str | None,
     table = simulate_all(workload, policies, starts, market_mode, Path(output), seed=seed, theta_sweep=theta_sweep,
                          jobs=jobs, start_times=start_times, max_steps=max_steps, prices=prices, progress=progress,
                          instance_types=instance_types, zones=zones, objective=objective, boot_s=boot_s,
-                         stopper=stopper, deadline=deadline, budget_usd=budget_usd, deadline_rule=deadline_rule,
+                         stopper=stopper, rungs=rungs, deadline=deadline, budget_usd=budget_usd, deadline_rule=deadline_rule,
                          time_value_usd_per_hour=time_value_usd_per_hour)
     s = summarise(table, ["cost_usd", "jct_h", "pcr_norm", "top3", "refunded_share", "cost_vs_lower_bound"])
     cols = ["market_mode", "policy", "cost_usd_mean", "jct_h_mean", "pcr_norm_mean", "top3_mean",

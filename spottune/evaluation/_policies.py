@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from spottune.errors import ConfigError
+from spottune.orchestrator._config import check_rungs
 from spottune.experiment import DEFAULT_STOPPER, OBJECTIVES, STOPPERS
 from spottune.evaluation._elastic import ELASTIC_DELTA_USD_PER_HOUR, LAUNCH_RETRY_S, RESTORE_CHECKPOINT_S
 from spottune.evaluation._predictors import KINDS
@@ -94,6 +95,9 @@ class Policy:
     stopper : {"paper", "rank", "predictive", "barrier"}
         With ``early_curve``: predictive ASHA or the rank-confidence rule at rungs before θ and the last value at θ, or
         EarlyCurve at θ (:func:`spottune._early_stop.early_stopping`).
+    rungs : tuple of (float, int), default ()
+        Stopper ``barrier``: synchronous barriers before θ, ``(fraction, keep)`` (``spottune simulate --rungs``;
+        :func:`spottune.orchestrator.check_rungs`, checked here for the simulator's top-3).
     schedule : {"seer", "seer-lean", "e-hyperband", "e-grid"} or None
         An elastic schedule planned for the run's deadline and budget (chooser ``bracket-type``);
         ``early_curve`` then ranks each round by EarlyCurve's predicted final value instead of the
@@ -112,6 +116,7 @@ class Policy:
     pruner: str | None = None
     objective: str = "refund"
     stopper: str = DEFAULT_STOPPER
+    rungs: tuple[tuple[float, int], ...] = ()
     schedule: str | None = None
 
     def __post_init__(self) -> None:
@@ -134,6 +139,12 @@ class Policy:
                               f"{SCHEDULES}")
         if self.pruner is not None and self.pruner not in PRUNERS:
             raise ConfigError(f"policy {self.name}: pruner is {self.pruner!r}, but must be one of {PRUNERS}")
+        if self.rungs and self.stopper != "barrier":
+            raise ConfigError(f"policy {self.name}: rungs need stopper barrier, not {self.stopper!r}")
+        try:  # S_max is the study's: a large one checks fractions and keeps; assemble() checks the steps
+            object.__setattr__(self, "rungs", check_rungs(self.rungs, self.theta, SIM_TOP_K, 10**9))
+        except ConfigError as e:
+            raise ConfigError(f"policy {self.name}: {e}") from None
 
     @property
     def uses_predictor(self) -> bool:
@@ -141,6 +152,8 @@ class Policy:
         return self.chooser == "spottune"
 
 
+#: Models every ``spottune simulate`` run keeps (:func:`assemble`'s ``top_k``).
+SIM_TOP_K = 3
 _SINGLE = dict(predictor="none", theta=1.0, hourly_hop=False, early_curve=False, max_price="never-revoked")
 FIXED: dict[str, Policy] = {p.name: p for p in [
     Policy(name="single-cheapest", description="Single-Spot Cheapest: cheapest type, never revoked, no hop, θ=1",
@@ -181,7 +194,8 @@ THETA_SWEEP = tuple(f"spottune-{t / 10:.1f}" for t in range(1, 11))
 _SPOTTUNE = re.compile(r"^spottune-(?P<theta>[01](?:\.\d+)?)(?:-(?P<pred>[a-z][a-z-]*?))?(?:-(?P<obj>refund|paper))?$")
 
 
-def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER) -> Policy:
+def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER,
+               rungs: Any = ()) -> Policy:
     """The policy called ``name`` (see the module table).
 
     Parameters
@@ -194,11 +208,14 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
         Early stopping of the ``spottune-<θ>...`` policies (``predictive``: predictive ASHA; ``rank``: the rank-confidence rule;
         ``barrier``: the last value's top-k at θ, no rungs; ``paper``: EarlyCurve at θ, as published). A name
         with the ``-paper`` suffix is the paper's design throughout: its stopper is ``paper`` whatever this says.
+    rungs : str or sequence of (float, int), default ()
+        Synchronous barriers before θ of the ``spottune-<θ>...`` policies with stopper ``barrier`` and θ < 1
+        (:attr:`Policy.rungs`); other policies ignore them.
 
     Raises
     ------
     ConfigError
-        If the name or the objective is unknown.
+        If the name or the objective is unknown, or the rungs do not fit the policy's θ.
     """
     if objective not in OBJECTIVES:
         raise ConfigError(f"objective is {objective!r}, but must be one of {', '.join(OBJECTIVES)}")
@@ -221,16 +238,20 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
             raise ConfigError(f"policy {name!r}: predictor {pred!r} must be one of {', '.join(KINDS)}")
         if obj not in OBJECTIVES:
             raise ConfigError(f"policy {name!r}: objective {obj!r} must be one of {', '.join(OBJECTIVES)}")
-        return Policy(name=name, description=f"SpotTune θ={theta:g}, predictor {pred}, objective {obj}, stopper {stopper}",
-                      theta=theta, predictor=pred, objective=obj, stopper=stopper)
+        rungs = check_rungs(rungs, theta, SIM_TOP_K, 10**9) if stopper == "barrier" and theta < 1 else ()
+        at = "".join(f" {f:g}:{k}" for f, k in rungs)
+        return Policy(name=name, description=f"SpotTune θ={theta:g}, predictor {pred}, objective {obj}, stopper {stopper}"
+                      + (f", rungs{at}" if rungs else ""), theta=theta, predictor=pred, objective=obj, stopper=stopper,
+                      rungs=rungs)
     raise ConfigError(f"policy {name!r} is unknown; use spottune-<θ>[-{'|'.join(KINDS)}][-{'|'.join(OBJECTIVES)}] "
                       f"or one of {', '.join(FIXED)}")
 
 
-def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER) -> list[Policy]:
+def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER,
+                   rungs: Any = ()) -> list[Policy]:
     """Comma-separated policy names (``default`` = :data:`DEFAULT_POLICIES`), duplicates dropped.
 
-    ``objective`` is the default objective of SpotTune policies without a suffix, ``stopper`` their
+    ``objective`` is the default objective of SpotTune policies without a suffix, ``stopper`` and ``rungs`` their
     early stopping (:func:`get_policy`)."""
     names: list[str] = []
     for part in (p.strip() for p in text.split(",")):
@@ -239,7 +260,7 @@ def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_
                 names.append(n)
     if not names:
         raise ConfigError("--policies is empty")
-    return [get_policy(n, objective, stopper) for n in names]
+    return [get_policy(n, objective, stopper, rungs) for n in names]
 
 
 def fixed_types(catalog: Any, markets: list) -> dict[str, str]:
@@ -269,7 +290,7 @@ class Assembly:
 
 
 def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: Any, markets: list,
-             revocation_model: Any, billing: Any, predictor: Any, seed: int, top_k: int = 3,
+             revocation_model: Any, billing: Any, predictor: Any, seed: int, top_k: int = SIM_TOP_K,
              boot_s: float | None = None, start_s: float | None = None, deadline_s: float | None = None,
              budget_usd: float | None = None, deadline_rule: str = "slack",
              window_s: float = 4 * 86400.0, time_value_usd_per_hour: float = 0.0) -> Assembly:
@@ -357,7 +378,8 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     if policy.capacity == "on-demand":
         revocation_model, billing = NeverRevoked(), OnDemandBilling(catalog)
     config = OrchestratorConfig(max_steps=study.max_steps, theta=policy.theta, top_k=top_k, metric=study.metric,
-                                mode=study.mode, hourly_hop=policy.hourly_hop, launch_retry_s=LAUNCH_RETRY_S)
+                                mode=study.mode, hourly_hop=policy.hourly_hop, launch_retry_s=LAUNCH_RETRY_S,
+                                rungs=policy.rungs)
     stop_rule = None
     if policy.pruner is not None:
         stop_rule = OptunaStopRule(make_pruner(policy.pruner, study.max_steps), study.trial_ids, study.max_steps)

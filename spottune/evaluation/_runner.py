@@ -51,6 +51,8 @@ class Task:
         Launch-to-training latency of every launch, seconds (D11; 0 = the paper's faithful mode).
     stopper : {"paper", "rank", "predictive", "barrier"}
         Early stopping of the SpotTune policies (:func:`spottune.evaluation.get_policy`).
+    rungs : str or tuple of (float, int), default ()
+        Their synchronous barriers before θ with stopper ``barrier`` (:attr:`spottune.evaluation.Policy.rungs`).
     deadline_s : float or None
         Seconds from the start: SpotTune policies run under :class:`spottune.planning.DeadlineGuard`
         (rule ``deadline_rule``), elastic policies (SEER family) plan for it; the row's ``deadline_met``.
@@ -81,6 +83,7 @@ class Task:
     objective: str = "refund"
     boot_s: float = 120.0  # spottune.backends._speed.DEFAULT_BOOT_S (a test checks they agree)
     stopper: str = DEFAULT_STOPPER
+    rungs: Any = ()
     deadline_s: float | None = None
     budget_usd: float | None = None
     deadline_rule: str = "slack"
@@ -231,7 +234,7 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
     from spotmarket import Billing
 
     t0 = time.perf_counter()
-    policy = get_policy(task.policy, task.objective, task.stopper)
+    policy = get_policy(task.policy, task.objective, task.stopper, task.rungs)
     env = environment(task.workload, task.seed, task.market_mode, task.prices, task.max_steps, task.instance_types,
                       task.zones)
     study = env["study"]

@@ -37,7 +37,7 @@ from spottune.orchestrator._events import (
     TrialLaunched,
     WakeUp,
 )
-from spottune.orchestrator._config import OrchestratorConfig, StopRule
+from spottune.orchestrator._config import OrchestratorConfig, StopRule, check_rungs
 from spottune.orchestrator._policy import Orchestrator
 from spottune.orchestrator._record import TrialRecord
 from spottune.orchestrator._state import TRANSITIONS, Marker, TrialState, next_state
@@ -48,5 +48,5 @@ __all__ = [
     "IllegalTransition", "InvalidAction", "Launch", "LaunchFailed",
     "Marker", "MetricReported", "Orchestrator", "OrchestratorConfig", "RevocationNotice", "ScheduleWakeUp",
     "SegmentEnded", "SegmentFailed", "Stop", "StopReason", "StopRule", "TRANSITIONS", "TRIAL_ACTIONS", "Terminate",
-    "TerminateReason", "TrialLaunched", "TrialRecord", "TrialState", "UnexpectedEvent", "WakeUp", "next_state",
+    "TerminateReason", "TrialLaunched", "TrialRecord", "TrialState", "UnexpectedEvent", "WakeUp", "check_rungs", "next_state",
 ]

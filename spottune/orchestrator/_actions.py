@@ -32,7 +32,7 @@ class TerminateReason(enum.StrEnum):
 class StopReason(enum.StrEnum):
     """Why a paused trial is stopped for good."""
 
-    NOT_TOP_K = "not_top_k"  #: ranked outside the top-k at the θ barrier
+    NOT_TOP_K = "not_top_k"  #: ranked outside the trials kept at a barrier (θ's top-k, or a rung's keep)
 
 
 @dataclass(**_ACTION)

@@ -19,7 +19,8 @@ from earlycurve import FinalMetricPredictor, LastValue
 from provisioner import MarketChooser
 from spottune.errors import ConfigError
 
-__all__ = ["FinalMetricPredictor", "LastValue", "MarketChooser", "OrchestratorConfig", "PlateauRule", "StopRule"]
+__all__ = ["FinalMetricPredictor", "LastValue", "MarketChooser", "OrchestratorConfig", "PlateauRule", "StopRule",
+           "check_rungs", "steps_at"]
 
 PlateauRule = Callable[[np.ndarray, np.ndarray, int], bool]
 
@@ -61,6 +62,12 @@ class OrchestratorConfig:
         Answer ``HourElapsed`` with a HOP checkpoint and re-provisioning (Algorithm 1). False keeps a
         trial on its instance until it finishes or is revoked (the single-instance and spot-with-restart
         baselines of the evaluation, spec §1.9).
+    rungs : sequence of (float, int), default ()
+        Synchronous barriers before θ (issue 13, ``docs/earlycurve.md`` §8.12): ``(fraction, keep)`` pairs; every
+        trial trains to ``ceil(fraction·S_max)`` steps and waits there (checkpointed) until every trial has reached
+        it or ended, then the ``keep`` trials with the lowest last observed loss continue to the next barrier and
+        the rest stop; θ is the last barrier, where ``top_k`` continue. Checked by :func:`check_rungs`; a string
+        ``"0.06:6,0.1:4"`` is accepted. Empty: Algorithm 1's one barrier at θ.
     """
 
     max_steps: int
@@ -71,6 +78,7 @@ class OrchestratorConfig:
     max_failures: int = 2
     launch_retry_s: float = 60.0
     hourly_hop: bool = True
+    rungs: tuple[tuple[float, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not (isinstance(self.max_steps, int) and self.max_steps >= 1):
@@ -85,6 +93,14 @@ class OrchestratorConfig:
             raise ConfigError(f"`max_failures` is {self.max_failures!r}, but must be an integer >= 0")
         if not self.launch_retry_s > 0:
             raise ConfigError(f"`launch_retry_s` is {self.launch_retry_s!r}, but must be > 0")
+        object.__setattr__(self, "rungs", check_rungs(self.rungs, self.theta, self.top_k, self.max_steps))
+
+    @property
+    def barriers(self) -> tuple[tuple[int, int], ...]:
+        """``(steps, keep)`` of every barrier in order: the rungs, then θ with ``top_k``; empty when θ = 1."""
+        if self.theta >= 1:
+            return ()
+        return tuple((steps_at(f, self.max_steps), k) for f, k in self.rungs) + ((self.theta_steps, self.top_k),)
 
     @property
     def theta_steps(self) -> int:
@@ -94,6 +110,49 @@ class OrchestratorConfig:
         ceiling would be 8); the result is clamped to ``[1, S_max]``. Same rule as
         :attr:`spottune.experiment.ExperimentSpec.theta_steps`.
         """
-        if self.theta >= 1:
-            return self.max_steps
-        return min(self.max_steps, max(1, math.ceil(self.theta * self.max_steps - 1e-9)))
+        return self.max_steps if self.theta >= 1 else steps_at(self.theta, self.max_steps)
+
+
+def steps_at(fraction: float, max_steps: int) -> int:
+    """``ceil(fraction·max_steps)`` clamped to ``[1, max_steps]``, steps (Algorithm 1, line 7).
+
+    A 1e-9 tolerance absorbs floating-point noise (``0.07 * 100`` is ``7.000000000000001``, whose ceiling would be 8).
+    """
+    return min(max_steps, max(1, math.ceil(fraction * max_steps - 1e-9)))
+
+
+def check_rungs(rungs: object, theta: float, top_k: int, max_steps: int) -> tuple[tuple[float, int], ...]:
+    """The barrier rungs before θ as ``((fraction, keep), ...)``, checked (:class:`OrchestratorConfig` ``rungs``).
+
+    Parameters
+    ----------
+    rungs : str or sequence of (float, int)
+        ``"0.06:6,0.1:4"`` (the CLI's ``--rungs``) or pairs; empty or None for none.
+    theta, top_k, max_steps
+        The run's θ, top-k and ``S_max`` (steps).
+
+    Raises
+    ------
+    ConfigError
+        Unless every fraction lies in (0, θ) with θ < 1, the fractions and their steps ``ceil(fraction·S_max)``
+        rise strictly and stay below θ's, and the keeps are integers that fall strictly and exceed ``top_k``.
+    """
+    if rungs is None or (not rungs.strip() if isinstance(rungs, str) else getattr(rungs, "__len__", None) and not len(rungs)):
+        return ()
+    try:
+        pairs = [p.split(":") for p in rungs.split(",")] if isinstance(rungs, str) else list(rungs)
+        out = tuple((float(f), int(k)) for f, k in pairs)
+        ok = all(float(k) == int(k) for _, k in pairs)
+    except (TypeError, ValueError):
+        out, ok = (), False
+    steps = [steps_at(f, max_steps) for f, _ in out] + [steps_at(theta, max_steps)]
+    keeps = [k for _, k in out] + [top_k]
+    for bad, rule in ((not ok or not out, "fraction:keep pairs with whole keeps, e.g. '0.06:6,0.1:4'"),
+                      (theta >= 1, "empty when theta is 1 (no barrier)"),
+                      (not all(0 < f < theta for f, _ in out), f"fractions in (0, theta = {theta:g})"),
+                      (not all(a < b for a, b in zip(steps, steps[1:])),
+                       f"fractions that rise on distinct steps below theta's (steps {steps} of {max_steps})"),
+                      (not all(a > b for a, b in zip(keeps, keeps[1:])), f"keeps that fall and exceed top_k ({top_k})")):
+        if bad:
+            raise ConfigError(f"rungs is {rungs!r}, but must be {rule}")
+    return out

@@ -16,6 +16,8 @@ Decisions ([I], spec §1.6 and §1.14):
   the predictor's final value in loss scale (``mode="max"`` metrics become ``1 − value``, spec §1.2);
   plateaued trials rank by their last observed value and are never continued; the top-k continue to
   ``max_steps``; the rest are stopped; with θ = 1 the ranking uses the actual final values;
+- with ``config.rungs`` (issue 13), the same barrier first at each rung's step, ranked by the last observed
+  value, keeping the rung's ``keep`` trials; θ is the last barrier;
 - a failing trainable is retried up to ``max_failures`` times (Ray's meaning), then FAILED; other
   trials go on. Preemptions never touch that budget.
 """
@@ -118,13 +120,13 @@ class Orchestrator:
         self.predictor = predictor if predictor is not None else LastValue()
         self.plateau_rule = plateau_rule
         self.stop_rule = stop_rule
-        self.trials: dict[str, TrialRecord] = {
-            t: TrialRecord(trial_id=t, target_steps=config.theta_steps) for t in trial_ids
-        }
+        first = config.barriers[0][0] if config.barriers else config.max_steps
+        self.trials: dict[str, TrialRecord] = {t: TrialRecord(trial_id=t, target_steps=first) for t in trial_ids}
         self.started_s: float | None = None
         self.finished_s: float | None = None
+        self.barrier = 0  #: index of the next barrier in ``config.barriers``
         self.selection_done = config.theta >= 1  #: the θ barrier has been passed (or there is none)
-        self.selected: tuple[str, ...] = ()  #: the top-k chosen at the barrier
+        self.selected: tuple[str, ...] = ()  #: the top-k chosen at the θ barrier
         self.top_k: tuple[str, ...] = ()  #: the final answer, best first
 
     # -- public -------------------------------------------------------------------------------------
@@ -347,6 +349,7 @@ class Orchestrator:
                               TerminateReason.HOP, out)
                 self._launch(tr, t, out)
             case CheckpointReason.THETA:
+                tr.continued = False  # waits for this barrier (a rung's keep does not carry over)
                 if not noticed:
                     self._act(tr, Terminate(trial_id=tr.trial_id, instance_id=instance, reason=TerminateReason.THETA),
                               TerminateReason.THETA, out)
@@ -382,17 +385,18 @@ class Orchestrator:
 
     # -- barrier and the end ------------------------------------------------------------------------
     def _progress(self, t: float, out: list[Action]) -> None:
-        states = [tr.state for tr in self.trials.values()]
-        if not self.selection_done:
-            if all(s is TrialState.PAUSED_AT_THETA or s.is_terminal() for s in states):
-                self._select(t, out)
-            else:
+        while not self.selection_done:  # a barrier whose kept trials had all ended is passed at once
+            if not all((tr.state is TrialState.PAUSED_AT_THETA and not tr.continued) or tr.state.is_terminal()
+                       for tr in self.trials.values()):
                 return
+            self._select(t, out)
         if all(tr.state.is_terminal() for tr in self.trials.values()) and not self.done:
             self._finish(t, out)
 
-    def _ranking_loss(self, tr: TrialRecord) -> float:
-        if tr.state is TrialState.PAUSED_AT_THETA:
+    def _ranking_loss(self, tr: TrialRecord, predict: bool = True) -> float:
+        """A trial's loss for a barrier's ranking: the predictor's final value of a paused trial (``predict``,
+        θ's barrier), else the last observed value."""
+        if predict and tr.state is TrialState.PAUSED_AT_THETA:
             steps = np.asarray(tr.steps, dtype=float)
             losses = np.asarray(tr.losses, dtype=float)
             try:
@@ -406,19 +410,26 @@ class Orchestrator:
         return float(tr.losses[-1])
 
     def _select(self, t: float, out: list[Action]) -> None:
-        """Algorithm 1, lines 48–52: rank paused and plateau-finished trials, continue the top-k."""
-        self.selection_done = True
+        """Algorithm 1, lines 48–52: rank paused and plateau-finished trials, continue the top-k; at a rung
+        before θ, the rung's ``keep`` by the last observed value continue to the next barrier."""
+        barriers = self.config.barriers
+        _, keep = barriers[self.barrier]
+        self.barrier += 1
+        at_theta = self.barrier == len(barriers)
         ranked = sorted(
-            ((self._ranking_loss(tr), tr.trial_id) for tr in self.trials.values()
+            ((self._ranking_loss(tr, predict=at_theta), tr.trial_id) for tr in self.trials.values()
              if tr.losses and tr.state in (TrialState.PAUSED_AT_THETA, TrialState.FINISHED)),
             key=_rank_key,
         )
-        self.selected = tuple(tid for _, tid in ranked[: self.config.top_k])
+        kept = tuple(tid for _, tid in ranked[:keep])
+        if at_theta:
+            self.selection_done, self.selected = True, kept
+        target = self.config.max_steps if at_theta else barriers[self.barrier][0]
         for tr in self.trials.values():
             if tr.state is not TrialState.PAUSED_AT_THETA:
                 continue
-            if tr.trial_id in self.selected:
-                tr.continued, tr.target_steps = True, self.config.max_steps
+            if tr.trial_id in kept:
+                tr.continued, tr.target_steps = True, target
                 self._launch(tr, t, out)
             else:
                 self._act(tr, Stop(trial_id=tr.trial_id, reason=StopReason.NOT_TOP_K), StopReason.NOT_TOP_K, out)
