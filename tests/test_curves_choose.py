@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from earlycurve import InvalidCurveError
 from earlycurve.evaluation import load_curves
-from earlycurve.evaluation._barrier import choose_barrier
+from earlycurve.evaluation._barrier import barrier_metrics, choose_barrier, rungs_metrics
+from earlycurve.evaluation._stopping import Study
 from spottune.cli import cli as main
 
 
@@ -59,6 +61,55 @@ def test_the_ranking_at_theta_is_chosen_too_and_a_tie_keeps_the_last_value(tmp_p
     assert (paper["stopper"], paper["theta"], paper["keep"], paper["test"]["top1"]) == ("paper", 0.3, 1, 1.0)
     with pytest.raises(InvalidCurveError):
         choose_barrier(cs, rankings=("asha",), **kw)
+
+
+def _four():
+    # step-2 losses 2, 3, 1, 2 (trial 1 looks worst, trial 3 ties trial 0); step-5 losses of trials 0 and 2 tie at 4;
+    # finals 0.5, 0.1, 0.3, 0.2: the true order is 1, 3, 2, 0
+    curves = np.array([[2.0] * 4 + [4.0] * 5 + [0.5], [3.0] * 9 + [0.1], [1.0] * 4 + [4.0] * 5 + [0.3],
+                       [2.0] * 9 + [0.2]])
+    return Study(index=0, split="test", ids=np.arange(4), curves=curves)
+
+
+def test_two_rungs_keep_the_lowest_last_values_with_ties_to_the_earlier_trial():
+    st = _four()
+    # rung 1 (step 2, keep 2): trial 2 (1.0), then trial 0 ahead of trial 3 (tie at 2.0, launched first);
+    # rung 2 (step 5, keep 1): trials 0 and 2 tie at 4.0, trial 0 (launched first) finishes and is the pick (rank 3).
+    # Steps 10 + 2 + 5 + 2 = (4 x 2 + 2 x 3 + 1 x 5) / 40
+    m = rungs_metrics(st, [(2, 2), (5, 1)])
+    assert m == {"cost": 19 / 40, "steps": 19.0, "top1": 0.0, "top3": 0.0, "regret": pytest.approx(0.4)}
+    # a score per rung replaces the last value there: trial 2 now finishes (rank 2), at the same cost
+    m = rungs_metrics(st, [(2, 2), (5, 1)], [None, np.array([9.0, 9.0, 0.0, 9.0])])
+    assert (m["cost"], m["top3"], m["regret"]) == (19 / 40, 1.0, pytest.approx(0.2))
+    # the single barrier is the one-rung case: trials 2 and 0 finish, the pick is trial 2, (4 x 2 + 2 x 8) / 40
+    one = {"cost": 24 / 40, "steps": 24.0, "top1": 0.0, "top3": 1.0, "regret": pytest.approx(0.2)}
+    assert rungs_metrics(st, [(2, 2)]) == one and barrier_metrics(st, 2, 2) == one
+
+
+def test_bad_rungs_are_refused():
+    st = _four()
+    for rungs in ([], [(5, 1), (2, 2)], [(2, 2), (2, 1)], [(2, 2), (5, 2)], [(0, 2)], [(11, 1)], [(2, 0)]):
+        with pytest.raises(InvalidCurveError):
+            rungs_metrics(st, rungs)
+    for scores in ([None], [None, np.zeros(3)]):
+        with pytest.raises(InvalidCurveError):
+            rungs_metrics(st, [(2, 2), (5, 1)], scores)
+
+
+def test_two_rung_candidates_are_chosen_when_cheaper(tmp_path):
+    cs = load_curves(_crossing(tmp_path / "x.csv"))
+    kw = dict(thetas=(0.6,), keeps=(1,), n_tuning=6, n_test=4, study_size=4, target_top3=1.0, n_steps=10)
+    single = choose_barrier(cs, **kw)
+    assert (single["theta"], single["keep"], single["rungs"], single["test"]["cost"]) == (0.6, 1, [], pytest.approx(28 / 40))
+    # keep 3 of 4 at step 1 or 3 (before the crossing) drops only the true best; keep 1 at step 6 (after it) then
+    # finishes the second best: top-3 1, top-1 0. (0.3, 3, 0.32, 1) is skipped (both rungs at step 3).
+    two = choose_barrier(cs, two_rung=True, two_rung_grid=[(0.3, 3, 0.6, 1), (0.1, 3, 0.6, 1), (0.3, 3, 0.32, 1)], **kw)
+    assert (two["stopper"], two["theta"], two["keep"], two["rungs"], two["met"]) == ("barrier", 0.6, 1, [(0.1, 3)], True)
+    assert two["test"]["cost"] == pytest.approx((4 * 1 + 3 * 5 + 1 * 4) / 40)
+    assert (two["test"]["top3"], two["test"]["top1"], two["tuning"]["top3_se"]) == (1.0, 0.0, 0.0)
+    for grid in ([(0.3, 4, 0.6, 1)], [(0.3, 2, 0.6, 2)], [(0.6, 3, 0.3, 1)], [(0.3, 3, 1.0, 1)]):
+        with pytest.raises(InvalidCurveError):
+            choose_barrier(cs, two_rung=True, two_rung_grid=grid, **kw)
 
 
 def test_bad_grids_and_too_few_curves_are_refused(tmp_path):
