@@ -132,3 +132,20 @@ def test_cli_prints_the_flags_and_writes_json(tmp_path):
     assert json.loads((tmp_path / "c.json").read_text())["x"]["keep"] == 2
     bad = CliRunner().invoke(main, ["curves", "choose", str(path), "--target-top3", "1.5"])
     assert bad.exit_code == 2 and "target_top3" in bad.output
+
+
+def test_cli_two_rung_prints_the_rungs_flag(tmp_path):
+    # curve i: loss i + 1 for steps 1-4, then 100 - i: the early leader ends worst, the order is true from step 5 (θ 0.5)
+    path = _write(tmp_path / "y.csv", {f"c{i:02d}": [i + 1.0] * 4 + [100.0 - i] * 6 for i in range(16)})
+    args = ["curves", "choose", str(path), "--study-size", "5", "--tuning-studies", "6", "--test-studies", "4"]
+    # single barrier (keeps 2-4): before step 5 keep k finishes the k worst, the pick has rank 5 - k, so keep 3 at
+    # step 1 is the cheapest with top-3 1: (5 x 1 + 3 x 9) / 50
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0 and "--stopper barrier --theta 0.04 --top-k 3" in res.output and "cost 0.640" in res.output
+    # two rungs (keep1 4 of 5, the only keep1 below 5): step 1 drops the true best, step 5 finishes the two best of the
+    # other four: top-3 1 at (5 x 1 + 4 x 4 + 2 x 5) / 50, the cheapest (θ1 0.04, 0.06 and 0.1 are all step 1: the first)
+    res = CliRunner().invoke(main, [*args, "--two-rung", "--json", str(tmp_path / "c.json")])
+    assert res.exit_code == 0, res.output
+    assert "--stopper barrier --rungs 0.04:4 --theta 0.5 --top-k 2" in res.output and "cost 0.620" in res.output
+    r = json.loads((tmp_path / "c.json").read_text())["y"]
+    assert (r["rungs"], r["theta"], r["keep"], r["test"]["top1"]) == ([[0.04, 4]], 0.5, 2, 0.0)
