@@ -26,10 +26,10 @@ rung r·η^i < S_max the floor(n/η) (at least 1) of the n survivors with the lo
 rung's survivors to S_max; r and η from the peers' grids (``bench_early_stopping._resources`` × ``RF``, 24 settings
 on 50 steps). Chosen by the same rules on the same tuning studies (``families.sync-sha``; ``sync_sha_split0`` against
 ``bench_predictive_stop``'s async peers on split 0, mean80). It is what ASHA/SHA would cost if they could pause
-trials: against it, the barrier's win is the rung choice, not the synchrony.
+trials; what our rungs gain over it is the rung choice, not the synchrony.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_barrier.py --datasets
-opda-alexnet,cakelab-resnet32,opda-convnext,builtin-digits-mlp`` (about a minute); ``--markdown`` prints the tables
+opda-alexnet,cakelab-resnet32,opda-convnext,builtin-digits-mlp`` (about 90 s); ``--markdown`` prints the tables
 from the JSON.
 """
 

@@ -1,4 +1,4 @@
-"""Choose the θ barrier's setting on a family's own curves (``spottune curves choose``; docs/earlycurve.md §8.10-§8.11).
+"""Choose the θ barrier's setting on a family's own curves (``spottune curves choose``; docs/earlycurve.md §8.10-§8.12).
 
 The barrier (``spottune run --stopper barrier``): every trial trains to θ·S_max, then the ``keep`` trials with the
 lowest last observed loss train to S_max. Its cost in steps is ``(n θ + keep (1 − θ)) / n`` of training all ``n``
