@@ -206,7 +206,7 @@ def eval_command(
                    "and θ).")
 @click.option("--two-rung/--no-two-rung", "two_rung", default=False, show_default=True,
               help="Also consider two synchronous last-value rungs (--rungs θ1:keep1 before --theta; grid θ1 0.04-0.1 x "
-                   "keep1 4-8 x θ2 0.15-0.5 x keep2 2-3).")
+                   "keep1 4-8 below --study-size x θ2 0.15-0.5 x keep2 2-3).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write every figure to this JSON file.")
 def choose_command(path: Path, target_top3: float, study_size: int, tuning_studies: int, test_studies: int, seed: int,
@@ -235,7 +235,7 @@ def choose_command(path: Path, target_top3: float, study_size: int, tuning_studi
                            two_rung=two_rung and bool(two), two_rung_grid=two)
         report[name] = r
         tun, test = r["tuning"], r["test"]
-        rungs = "".join(f" --rungs {t:g}:{k}" for t, k in r["rungs"])
+        rungs = f" --rungs {','.join(f'{t:g}:{k}' for t, k in r['rungs'])}" if r["rungs"] else ""
         click.echo(f"{name} ({r['n_curves']} curves): --stopper {r['stopper']}{rungs} --theta {r['theta']:g} "
                    f"--top-k {r['keep']}"
                    + ("" if r["met"] else f" (no setting reached {target_top3:g} on tuning: the most accurate)"))
