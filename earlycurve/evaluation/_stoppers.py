@@ -21,7 +21,8 @@
 - :class:`PredictiveStopper`: ours, predictive ASHA (:class:`earlycurve.PredictiveStopping`), rungs at
   fractions of the study's steps.
 - :func:`one_shot_steps`: the synchronous rule of the paper (train all to ``m`` steps, keep the
-  ``keep`` lowest scores to the end): EarlyCurve (paper) and last value.
+  ``keep`` lowest scores to the end): EarlyCurve (paper) and last value; :func:`rung_steps`: the same with
+  several synchronous rungs (docs/earlycurve.md §8.12).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from earlycurve.errors import InvalidCurveError
 from earlycurve.evaluation._stopping import Stopper, Study
 
 __all__ = ["ASHAStopper", "asha_rungs", "OptunaStopper", "RankConfidenceStopper", "BeliefTable", "NeighbourBeliefs", "OnlineRankStopper",
-           "PredictiveStopper", "one_shot_steps"]
+           "PredictiveStopper", "one_shot_steps", "rung_steps"]
 
 
 def asha_rungs(grace_period: float, max_t: float, reduction_factor: float) -> list[float]:
@@ -345,16 +346,58 @@ class PredictiveStopper(Stopper):
 
 def one_shot_steps(study: Study, scores: np.ndarray, at_step: int, keep: int) -> np.ndarray:
     """Steps trained by the paper's synchronous rule: all trials to ``at_step``, the ``keep`` lowest
-    ``scores`` (predicted final losses, shape (size,)) to the end (stable ties: launch order).
+    ``scores`` (predicted final losses, shape (size,)) to the end (stable ties: launch order); the one-rung
+    case of :func:`rung_steps`.
 
     Returns
     -------
     steps : ndarray of shape (size,), int
     """
+    return rung_steps(study, [(at_step, keep)], [scores])
+
+
+def rung_steps(study: Study, rungs: Sequence[tuple[int, int]],
+               scores: Sequence[np.ndarray | None] | None = None) -> np.ndarray:
+    """Steps trained under synchronous rungs: every trial trains to the first rung's step; at each rung
+    ``(step, keep)`` the ``keep`` surviving trials with the lowest score train on to the next rung's step, and
+    the last rung's survivors to the end (SpotTune's θ barrier is one rung; docs/earlycurve.md §8.12).
+
+    Parameters
+    ----------
+    study : Study
+    rungs : sequence of (int, int)
+        ``(grid step, keep)`` pairs (steps 1-based): steps strictly increasing in [1, n_steps], keeps ≥ 1 and
+        strictly decreasing.
+    scores : sequence of (ndarray of shape (size,) or None), optional
+        One per rung, lower continues; None (or an entry None): the last observed loss at that rung's step.
+        Ties go to the earlier-launched trial.
+
+    Returns
+    -------
+    steps : ndarray of shape (size,), int
+
+    Raises
+    ------
+    InvalidCurveError
+        No rung, a step outside [1, n_steps], a keep below 1, steps not strictly increasing, keeps not strictly
+        decreasing, or scores of the wrong length or shape.
+    """
     n, n_steps = study.curves.shape
-    if not 1 <= at_step <= n_steps or keep < 1:
-        raise InvalidCurveError(f"at_step {at_step} must be in [1, {n_steps}] and keep {keep} >= 1")
-    steps = np.full(n, at_step, dtype=int)
-    steps[np.argsort(np.asarray(scores, dtype=float), kind="stable")[:keep]] = n_steps
+    rungs = [(int(s), int(k)) for s, k in rungs]
+    at, keeps = [s for s, _ in rungs], [k for _, k in rungs]
+    if (not rungs or any(not 1 <= s <= n_steps for s in at) or min(keeps) < 1
+            or any(b <= a for a, b in zip(at, at[1:])) or any(b >= a for a, b in zip(keeps, keeps[1:]))):
+        raise InvalidCurveError(f"rungs must be (step, keep) pairs with steps strictly increasing in [1, {n_steps}] "
+                                f"and keeps >= 1 strictly decreasing; got {rungs}")
+    scores = [None] * len(rungs) if scores is None else list(scores)
+    if len(scores) != len(rungs) or any(x is not None and np.shape(x) != (n,) for x in scores):
+        raise InvalidCurveError(f"scores must hold one array of shape ({n},) (or None) per rung; got {len(scores)} "
+                                f"for {len(rungs)} rungs")
+    steps = np.full(n, at[0], dtype=int)
+    alive = np.arange(n)  # launch order
+    for i, ((step, keep), x) in enumerate(zip(rungs, scores)):
+        x = study.curves[:, step - 1] if x is None else np.asarray(x, dtype=float)
+        alive = np.sort(alive[np.argsort(x[alive], kind="stable")[:keep]])
+        steps[alive] = at[i + 1] if i + 1 < len(rungs) else n_steps
     return steps
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from earlycurve.evaluation import THETAS, default_predictors, evaluate_set, find_datasets
-from earlycurve.evaluation._barrier import BARRIER_KEEPS, choose_barrier
+from earlycurve.evaluation._barrier import BARRIER_KEEPS, TWO_RUNG_GRID, choose_barrier
 from earlycurve.evaluation._compare import compare_stoppers
 
 _COLUMNS = (
@@ -204,10 +204,13 @@ def eval_command(
 @click.option("--paper/--no-paper", "with_paper", default=False, show_default=True,
               help="Also consider ranking at θ by EarlyCurve's prediction (--stopper paper; slower: one fit per curve "
                    "and θ).")
+@click.option("--two-rung/--no-two-rung", "two_rung", default=False, show_default=True,
+              help="Also consider two synchronous last-value rungs (--rungs θ1:keep1 before --theta; grid θ1 0.04-0.1 x "
+                   "keep1 4-8 below --study-size x θ2 0.15-0.5 x keep2 2-3).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write every figure to this JSON file.")
 def choose_command(path: Path, target_top3: float, study_size: int, tuning_studies: int, test_studies: int, seed: int,
-                   with_paper: bool, json_out: Path | None) -> None:
+                   with_paper: bool, two_rung: bool, json_out: Path | None) -> None:
     """Choose --theta and --top-k of `spottune run --stopper barrier` on finished curves of your family under PATH.
 
     PATH: any curve file or folder `spottune curves eval` reads (values a loss). The curves are split into two seeded
@@ -215,7 +218,9 @@ def choose_command(path: Path, target_top3: float, study_size: int, tuning_studi
     grid θ 0.04-0.5 x keep 2-6 (below --study-size) whose mean top-3 accuracy minus one standard error reaches
     --target-top3 is chosen; its top-3 and cost (steps / training every trial) on the test studies are printed,
     never used to choose (docs/earlycurve.md §8.10). With --paper the ranking at θ is chosen too: the last value
-    (--stopper barrier) or EarlyCurve's predicted final value (--stopper paper).
+    (--stopper barrier) or EarlyCurve's predicted final value (--stopper paper). With --two-rung two synchronous
+    rungs are candidates too: every trial trains to θ1, the keep1 lowest last values to θ, the --top-k lowest there
+    to the end (--rungs θ1:keep1; docs/earlycurve.md §8.12).
     """
     if not 0 < target_top3 <= 1:
         raise click.BadParameter(f"target_top3 is {target_top3}, but must be 0 < target_top3 <= 1",
@@ -223,12 +228,16 @@ def choose_command(path: Path, target_top3: float, study_size: int, tuning_studi
     report = {}
     for name, curve_set in find_datasets(path).items():
         keeps = [k for k in BARRIER_KEEPS if k < study_size] or [1]
+        two = [g for g in TWO_RUNG_GRID if g[1] < study_size]
         r = choose_barrier(curve_set, keeps=keeps, n_tuning=tuning_studies, n_test=test_studies, study_size=study_size,
                            target_top3=target_top3, seed=seed,
-                           rankings=("last-value", "paper") if with_paper else ("last-value",))
+                           rankings=("last-value", "paper") if with_paper else ("last-value",),
+                           two_rung=two_rung and bool(two), two_rung_grid=two)
         report[name] = r
         tun, test = r["tuning"], r["test"]
-        click.echo(f"{name} ({r['n_curves']} curves): --stopper {r['stopper']} --theta {r['theta']:g} --top-k {r['keep']}"
+        rungs = f" --rungs {','.join(f'{t:g}:{k}' for t, k in r['rungs'])}" if r["rungs"] else ""
+        click.echo(f"{name} ({r['n_curves']} curves): --stopper {r['stopper']}{rungs} --theta {r['theta']:g} "
+                   f"--top-k {r['keep']}"
                    + ("" if r["met"] else f" (no setting reached {target_top3:g} on tuning: the most accurate)"))
         click.echo(f"  tuning ({tuning_studies} studies of {r['study_size']}): top-3 {tun['top3']:.3f} ± {tun['top3_se']:.3f}"
                    f", cost {tun['cost']:.3f}; test ({test_studies} studies): top-3 {test['top3']:.3f}, top-1 "
