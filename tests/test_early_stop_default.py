@@ -189,10 +189,26 @@ def test_cli_refuses_bad_rungs_in_one_line(tmp_path, monkeypatch, capsys):
 
     for argv in (["run", "--rungs", "0.9:6", "--output", str(tmp_path / "r")],
                  ["simulate", "--rungs", "0.06:6", "--policies", "spottune-0.05", "--output", str(tmp_path / "s")],
-                 ["run", "--rungs", "0.06:6", "--stopper", "rank", "--output", str(tmp_path / "r")]):
+                 ["run", "--rungs", "0.06:6", "--stopper", "rank", "--output", str(tmp_path / "r")],
+                 ["simulate", "--rungs", "0.06:2", "--top-k", "3", "--output", str(tmp_path / "s")]):
         monkeypatch.setattr(sys, "argv", ["spottune", *argv])
         with pytest.raises(SystemExit) as exc:
             main()
         err = capsys.readouterr().err.strip().splitlines()
         assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("error: rungs is"), err
+    monkeypatch.setattr(sys, "argv", ["spottune", "simulate", "--top-k", "0", "--output", str(tmp_path / "s")])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 2 and capsys.readouterr().err.startswith("error: --top-k is 0")
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
+
+
+def test_simulate_runs_the_rungs_and_keeps_top_k(tmp_path):
+    from spottune.cli._simulate import simulate_all
+
+    table = simulate_all("opda-alexnet", "spottune-0.15-constant", 1, "legacy", tmp_path, start_times="2015-05-05T00:00Z",
+                         rungs="0.06:6", top_k=2, progress=False)
+    row = table.iloc[0]
+    # 16 trials to step 3 (6 % of 50), 6 to θ's step 8, 2 to 50; nothing lost at this start
+    assert row["steps_executed"] == 16 * 3 + 6 * (8 - 3) + 2 * (50 - 8) and row["stopped_early"] == 14
+    assert not row["error"]

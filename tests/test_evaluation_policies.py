@@ -229,3 +229,19 @@ def test_optuna_median_needs_completed_trials():
     pruned, asm = _pruned("optuna-median")
     assert pruned == {}
     assert len(asm.stop_rule.study.get_trials()) == 9
+
+
+def test_optuna_peers_at_given_settings():
+    # optuna-sha-r<min_resource>-rf<rf>: the peers at their best (issue 13). r1-rf3 is the module setting here
+    # (27 // 27 = 1, rf 3); at r3 the rungs are steps 3 and 9 (1/3 + b, then 1/9 + b, as above): step 3 keeps t0
+    # 1.233, t1 1.133 and t3 0.933 (each the smallest so far), prunes t2 1.333 and t4 0.967 (> min 0.933), t5 1.033
+    # (n = 6, 2nd smallest 0.967), keeps t6 0.833, prunes t7 1.433, keeps t8 0.883 (n = 9, 3rd smallest 0.933);
+    # step 9 prunes t8 0.661 (> min 0.611), as at r1
+    assert _pruned("optuna-sha-r1-rf3")[0] == EXPECTED_PRUNING["optuna-sha"][0]
+    pruned, asm = _pruned("optuna-sha-r3-rf3")
+    assert pruned == {"t2": 3, "t4": 3, "t5": 3, "t7": 3, "t8": 9} and asm.orchestrator.top_k == ("t6", "t3", "t1")
+    p = get_policy("optuna-hyperband-r2-rf4")
+    assert (p.pruner, p.pruner_settings, p.theta) == ("hyperband", (2, 4), 1.0)
+    for bad in ("optuna-sha-r0-rf3", "optuna-sha-r3-rf1", "optuna-median-r3-rf3"):
+        with pytest.raises(ConfigError):
+            get_policy(bad)

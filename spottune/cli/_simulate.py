@@ -40,7 +40,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                  theta_sweep: bool = False, jobs: int = 1, start_times: str | None = None,
                  max_steps: int | None = None, prices: str | None = None, progress: bool = True,
                  instance_types: str | None = None, zones: str | None = None, objective: str = "refund",
-                 boot_s: float | None = None, stopper: str = DEFAULT_STOPPER, rungs: Any = None, deadline: Any = None,
+                 boot_s: float | None = None, stopper: str = DEFAULT_STOPPER, rungs: Any = None, top_k: int = 3,
+                 deadline: Any = None,
                  budget_usd: float | None = None, deadline_rule: str = "slack",
                  time_value_usd_per_hour: float = 0.0) -> Any:
     """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
@@ -81,6 +82,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     rungs : str or sequence of (float, int), optional
         With stopper ``barrier``: synchronous barriers before θ of the SpotTune policies (``"0.06:6"``;
         :func:`spottune.orchestrator.check_rungs`).
+    top_k : int, default 3
+        Models every run keeps: the top-k at θ of the SpotTune policies (``top3`` is whether the best of them is
+        among the true top 3).
     deadline : str or float, optional
         Deadline after each start (``6h``, ``90min`` or seconds): SpotTune policies run under
         :class:`spottune.planning.DeadlineGuard`, the SEER family (``seer``, ``seer-predictive``, ``seer-lean``,
@@ -135,6 +139,14 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         raise ConfigError(f"policies {', '.join(elastic)} need --deadline and --budget-usd")
     types_, zones_ = _names(instance_types), _names(zones)
     env = environment(workload, seed, modes[0], prices, max_steps, types_, zones_)  # loads curves (training them once)
+    from spottune.orchestrator import check_rungs
+
+    n_trials = len(env["study"].trial_ids)
+    if not 1 <= top_k <= n_trials:
+        raise ConfigError(f"--top-k is {top_k}, but must be between 1 and the study's {n_trials} trials")
+    for p in pols:
+        if p.rungs:
+            check_rungs(p.rungs, p.theta, top_k, env["study"].max_steps)
     env["catalog"].check_on_demand(env["markets"])  # the baselines need it: fail now, not after training
     starts_s = _starts(env["history"], env["markets"], starts, start_times)
     hi = min(starts_s)
@@ -143,7 +155,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         ensure_model_set(env["market"], lo, hi, seed, log=lambda s: click.echo(s, err=True))
     tasks = [Task(workload=workload, policy=p.name, start_index=i, start_s=s, market_mode=m, seed=seed,
                   train_lo_s=lo, train_hi_s=hi, prices=prices, max_steps=max_steps, instance_types=types_, zones=zones_,
-                  objective=objective, boot_s=boot, stopper=stopper, rungs=rungs, deadline_s=deadline_s, budget_usd=budget_usd,
+                  objective=objective, boot_s=boot, stopper=stopper, rungs=rungs, top_k=top_k, deadline_s=deadline_s, budget_usd=budget_usd,
                   deadline_rule=deadline_rule, time_value_usd_per_hour=float(time_value_usd_per_hour))
              for m in modes for i, s in enumerate(starts_s) for p in pols]
     rows, walls = [None] * len(tasks), [0.0] * len(tasks)
@@ -168,7 +180,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     (output / "table.json").write_text(table.to_json(orient="records", indent=1) + "\n")
     summarise(table).to_csv(output / "summary.csv", index=False)
     meta = {"argv": sys.argv, "workload": workload, "policies": [p.name for p in pols], "market_modes": modes,
-            "starts": sorted(set(table["start"])), "seed": seed, "objective": objective, "boot_s": boot, "stopper": stopper, "rungs": rungs,
+            "starts": sorted(set(table["start"])), "seed": seed, "objective": objective, "boot_s": boot, "stopper": stopper, "rungs": rungs, "top_k": top_k,
             "time_value_usd_per_hour": time_value_usd_per_hour,
             "policy_objectives": {p.name: p.objective for p in pols if p.uses_predictor},
             "deadline_s": deadline_s, "budget_usd": budget_usd, "deadline_rule": deadline_rule,
@@ -218,6 +230,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
 @click.option("--rungs", default=None,
               help="With --stopper barrier: synchronous barriers before θ of the SpotTune policies, comma-separated "
                    "fraction:keep pairs (e.g. 0.06:6; as `spottune run --rungs`).")
+@click.option("--top-k", "top_k", type=int, default=3, show_default=True,
+              help="Models every run keeps (the top-k at θ of the SpotTune policies).")
 @click.option("--deadline", default=None,
               help="Deadline after each start (6h, 90min, seconds): SpotTune policies run under the deadline guard; "
                    "the SEER family (seer, seer-predictive, seer-lean, e-hyperband, e-grid) plans for it.")
@@ -229,7 +243,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
 def simulate(workload: str, policies: str, starts: int, start_times: str | None, market_mode: str, output: str,
              seed: int, theta_sweep: bool, jobs: int, max_steps: int | None, prices: str | None,
              instance_types: str | None, zones: str | None, objective: str, boot_s: float | None,
-             stopper: str, rungs: str | None, deadline: str | None, budget_usd: float | None, deadline_rule: str,
+             stopper: str, rungs: str | None, top_k: int, deadline: str | None, budget_usd: float | None, deadline_rule: str,
              time_value_usd_per_hour: float, progress: bool) -> None:
     from spottune.evaluation import summarise, to_markdown
     from spottune.evaluation._lower_bound import undefined_ratio_note
@@ -237,7 +251,7 @@ def simulate(workload: str, policies: str, starts: int, start_times: str | None,
     table = simulate_all(workload, policies, starts, market_mode, Path(output), seed=seed, theta_sweep=theta_sweep,
                          jobs=jobs, start_times=start_times, max_steps=max_steps, prices=prices, progress=progress,
                          instance_types=instance_types, zones=zones, objective=objective, boot_s=boot_s,
-                         stopper=stopper, rungs=rungs, deadline=deadline, budget_usd=budget_usd, deadline_rule=deadline_rule,
+                         stopper=stopper, rungs=rungs, top_k=top_k, deadline=deadline, budget_usd=budget_usd, deadline_rule=deadline_rule,
                          time_value_usd_per_hour=time_value_usd_per_hour)
     s = summarise(table, ["cost_usd", "jct_h", "pcr_norm", "top3", "refunded_share", "cost_vs_lower_bound"])
     cols = ["market_mode", "policy", "cost_usd_mean", "jct_h_mean", "pcr_norm_mean", "top3_mean",

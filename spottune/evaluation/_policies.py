@@ -89,6 +89,9 @@ class Policy:
         On-demand: never revoked, billed at the on-demand price.
     pruner : {"median", "sha", "hyperband"} or None
         Optuna pruner that stops trials.
+    pruner_settings : (int, int) or None
+        SHA's or Hyperband's ``(min_resource, reduction_factor)`` (policy ``optuna-sha-r3-rf4``); None: the module
+        settings of :func:`spottune.evaluation._pruning.make_pruner`.
     objective : {"refund", "paper"}
         SpotTune chooser only: the provisioner's objective (``refund`` ignores ``max_price``: it chooses
         the max price from the ladder).
@@ -97,7 +100,8 @@ class Policy:
         EarlyCurve at θ (:func:`spottune._early_stop.early_stopping`).
     rungs : tuple of (float, int), default ()
         Stopper ``barrier``: synchronous barriers before θ, ``(fraction, keep)`` (``spottune simulate --rungs``;
-        :func:`spottune.orchestrator.check_rungs`, checked here for the simulator's top-3).
+        :func:`spottune.orchestrator.check_rungs`; the fractions and the order of the keeps are checked here, the rest
+        against the run's top-k and S_max by ``spottune simulate``).
     schedule : {"seer", "seer-lean", "e-hyperband", "e-grid"} or None
         An elastic schedule planned for the run's deadline and budget (chooser ``bracket-type``);
         ``early_curve`` then ranks each round by EarlyCurve's predicted final value instead of the
@@ -114,6 +118,7 @@ class Policy:
     max_price: str = "d1"
     capacity: str = "spot"
     pruner: str | None = None
+    pruner_settings: tuple[int, int] | None = None
     objective: str = "refund"
     stopper: str = DEFAULT_STOPPER
     rungs: tuple[tuple[float, int], ...] = ()
@@ -141,8 +146,8 @@ class Policy:
             raise ConfigError(f"policy {self.name}: pruner is {self.pruner!r}, but must be one of {PRUNERS}")
         if self.rungs and self.stopper != "barrier":
             raise ConfigError(f"policy {self.name}: rungs need stopper barrier, not {self.stopper!r}")
-        try:  # S_max is the study's: a large one checks fractions and keeps; assemble() checks the steps
-            object.__setattr__(self, "rungs", check_rungs(self.rungs, self.theta, SIM_TOP_K, 10**9))
+        try:  # S_max and top-k are the run's: simulate_all checks them; here fractions and the order of keeps
+            object.__setattr__(self, "rungs", check_rungs(self.rungs, self.theta, 1, 10**9))
         except ConfigError as e:
             raise ConfigError(f"policy {self.name}: {e}") from None
 
@@ -152,8 +157,6 @@ class Policy:
         return self.chooser == "spottune"
 
 
-#: Models every ``spottune simulate`` run keeps (:func:`assemble`'s ``top_k``).
-SIM_TOP_K = 3
 _SINGLE = dict(predictor="none", theta=1.0, hourly_hop=False, early_curve=False, max_price="never-revoked")
 FIXED: dict[str, Policy] = {p.name: p for p in [
     Policy(name="single-cheapest", description="Single-Spot Cheapest: cheapest type, never revoked, no hop, θ=1",
@@ -191,6 +194,7 @@ DEFAULT_POLICIES = ("spottune-0.7", "spottune-1.0", "spottune-0.7-revpred-paper"
                     "optuna-median", "optuna-sha", "optuna-hyperband")
 THETA_SWEEP = tuple(f"spottune-{t / 10:.1f}" for t in range(1, 11))
 
+_OPTUNA = re.compile(r"^optuna-(?P<kind>sha|hyperband)-r(?P<r>\d+)-rf(?P<rf>\d+)$")
 _SPOTTUNE = re.compile(r"^spottune-(?P<theta>[01](?:\.\d+)?)(?:-(?P<pred>[a-z][a-z-]*?))?(?:-(?P<obj>refund|paper))?$")
 
 
@@ -222,6 +226,13 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
     if name in FIXED:
         fixed = FIXED[name]
         return replace(fixed, objective=objective) if fixed.chooser == "spottune" else fixed
+    m = _OPTUNA.match(name)
+    if m:  # a peer at given settings, e.g. optuna-sha-r3-rf4 (issue 13: the peers at their best)
+        r, rf = int(m["r"]), int(m["rf"])
+        if r < 1 or rf < 2:
+            raise ConfigError(f"policy {name!r}: min_resource must be >= 1 and the reduction factor >= 2")
+        return replace(FIXED[f"optuna-{m['kind']}"], name=name, objective=objective, pruner_settings=(r, rf),
+                       description=f"SpotTune provisioning, θ=1, Optuna {m['kind']} pruner, min_resource {r}, rf {rf}")
     m = _SPOTTUNE.match(name)
     if m:
         theta, pred, obj = float(m["theta"]), m["pred"], m["obj"]
@@ -238,13 +249,13 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
             raise ConfigError(f"policy {name!r}: predictor {pred!r} must be one of {', '.join(KINDS)}")
         if obj not in OBJECTIVES:
             raise ConfigError(f"policy {name!r}: objective {obj!r} must be one of {', '.join(OBJECTIVES)}")
-        rungs = check_rungs(rungs, theta, SIM_TOP_K, 10**9) if stopper == "barrier" and theta < 1 else ()
+        rungs = check_rungs(rungs, theta, 1, 10**9) if stopper == "barrier" and theta < 1 else ()
         at = "".join(f" {f:g}:{k}" for f, k in rungs)
         return Policy(name=name, description=f"SpotTune θ={theta:g}, predictor {pred}, objective {obj}, stopper {stopper}"
                       + (f", rungs{at}" if rungs else ""), theta=theta, predictor=pred, objective=obj, stopper=stopper,
                       rungs=rungs)
-    raise ConfigError(f"policy {name!r} is unknown; use spottune-<θ>[-{'|'.join(KINDS)}][-{'|'.join(OBJECTIVES)}] "
-                      f"or one of {', '.join(FIXED)}")
+    raise ConfigError(f"policy {name!r} is unknown; use spottune-<θ>[-{'|'.join(KINDS)}][-{'|'.join(OBJECTIVES)}], "
+                      f"optuna-sha|hyperband-r<min_resource>-rf<reduction factor> or one of {', '.join(FIXED)}")
 
 
 def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER,
@@ -290,7 +301,7 @@ class Assembly:
 
 
 def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: Any, markets: list,
-             revocation_model: Any, billing: Any, predictor: Any, seed: int, top_k: int = SIM_TOP_K,
+             revocation_model: Any, billing: Any, predictor: Any, seed: int, top_k: int = 3,
              boot_s: float | None = None, start_s: float | None = None, deadline_s: float | None = None,
              budget_usd: float | None = None, deadline_rule: str = "slack",
              window_s: float = 4 * 86400.0, time_value_usd_per_hour: float = 0.0) -> Assembly:
@@ -382,7 +393,8 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
                                 rungs=policy.rungs)
     stop_rule = None
     if policy.pruner is not None:
-        stop_rule = OptunaStopRule(make_pruner(policy.pruner, study.max_steps), study.trial_ids, study.max_steps)
+        stop_rule = OptunaStopRule(make_pruner(policy.pruner, study.max_steps, *(policy.pruner_settings or ())),
+                                   study.trial_ids, study.max_steps)
     if policy.early_curve:
         from spottune._early_stop import early_stopping
 

@@ -25,17 +25,20 @@ from spottune.errors import ConfigError
 PRUNERS = ("median", "sha", "hyperband")
 
 
-def make_pruner(kind: str, max_steps: int) -> Any:
-    """The Optuna pruner ``kind`` ("median", "sha", "hyperband") for a study of ``max_steps`` steps."""
+def make_pruner(kind: str, max_steps: int, min_resource: int | None = None, reduction_factor: int = 3) -> Any:
+    """The Optuna pruner ``kind`` ("median", "sha", "hyperband") for a study of ``max_steps`` steps.
+
+    ``min_resource`` (steps) and ``reduction_factor`` set SHA's and Hyperband's main knobs (default: the module's
+    ``max(1, max_steps // 27)`` and 3; ``optuna-sha-r3-rf4`` policies, issue 13's peers at their best)."""
     import optuna
 
-    r = max(1, max_steps // 27)
+    r = max(1, max_steps // 27) if min_resource is None else int(min_resource)
     if kind == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=max(0, max_steps // 10))
     if kind == "sha":
-        return optuna.pruners.SuccessiveHalvingPruner(min_resource=r, reduction_factor=3)
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=r, reduction_factor=reduction_factor)
     if kind == "hyperband":
-        return optuna.pruners.HyperbandPruner(min_resource=r, max_resource=max_steps, reduction_factor=3)
+        return optuna.pruners.HyperbandPruner(min_resource=r, max_resource=max_steps, reduction_factor=reduction_factor)
     raise ConfigError(f"pruner is {kind!r}, but must be one of {', '.join(PRUNERS)}")
 
 

@@ -51,6 +51,8 @@ class Task:
         Launch-to-training latency of every launch, seconds (D11; 0 = the paper's faithful mode).
     stopper : {"paper", "rank", "predictive", "barrier"}
         Early stopping of the SpotTune policies (:func:`spottune.evaluation.get_policy`).
+    top_k : int, default 3
+        Models the run keeps (the top-k at θ of the SpotTune policies).
     rungs : str or tuple of (float, int), default ()
         Their synchronous barriers before θ with stopper ``barrier`` (:attr:`spottune.evaluation.Policy.rungs`).
     deadline_s : float or None
@@ -84,6 +86,7 @@ class Task:
     boot_s: float = 120.0  # spottune.backends._speed.DEFAULT_BOOT_S (a test checks they agree)
     stopper: str = DEFAULT_STOPPER
     rungs: Any = ()
+    top_k: int = 3
     deadline_s: float | None = None
     budget_usd: float | None = None
     deadline_rule: str = "slack"
@@ -244,7 +247,7 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
         predictor = _predictor(env, policy.predictor, task) if policy.uses_predictor else None
         asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],
                        markets=env["markets"], revocation_model=env["revocations"], billing=Billing(task.billing),
-                       predictor=predictor, seed=task.seed, boot_s=task.boot_s, start_s=task.start_s,
+                       predictor=predictor, seed=task.seed, top_k=task.top_k, boot_s=task.boot_s, start_s=task.start_s,
                        deadline_s=task.deadline_s, budget_usd=task.budget_usd, deadline_rule=task.deadline_rule,
                        window_s=task.train_hi_s - task.train_lo_s, time_value_usd_per_hour=task.time_value_usd_per_hour)
         settings = SimSettings(boot_s=task.boot_s, seed=task.seed)
