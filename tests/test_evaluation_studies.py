@@ -12,7 +12,7 @@ from spottune.evaluation._studies import is_study
 @pytest.mark.parametrize(("name", "ok"), [
     ("opda-alexnet", True), ("digits-mlp", True), ("opda-alexnet:64", True), ("opda-convnext:2", True),
     ("opda-alexnet:1", False), ("opda-alexnet:x", False), ("opda-alexnet:", False), ("digits-mlp:64", False),
-    ("nope", False), ("opda-alexnet:64:2", False),
+    ("nope", False), ("opda-alexnet:64:2", False), ("cakelab-resnet32", True), ("cakelab-resnet32:8", True),
 ])
 def test_is_study(name, ok):
     assert is_study(name) is ok
@@ -31,3 +31,20 @@ def test_a_sized_recorded_study_samples_that_many_configurations():
 def test_a_size_beyond_the_recorded_curves_is_refused():
     with pytest.raises(ConfigError, match=r"opda-alexnet: only \d+ complete curves, 100000 asked"):
         load_study("opda-alexnet:100000")
+
+
+def test_the_cakelab_study_replays_recorded_points_on_16_progress_steps():
+    study = load_study("cakelab-resnet32", seed=0)
+    assert study.max_steps == 16 and study.trial_ids == [f"t{i:02d}" for i in range(16)]
+    assert study.source == "cakelab_resnet32_cifar10_curves.csv.gz: 16 of 386 complete curves, seed 0"
+    assert study.checkpoint_size_mb == 3.7 and study.metric == "loss" and study.mode == "min"
+    # t00 is 1ps2v#4: recorded at 0, 4006, 8007, ... 64001 iterations; step k sits at k/16 of 64001
+    assert study.configs["t00"]["curve_id"] == "data/training/experiment_1ps_vs_2ps/1ps2v/train_data.csv#4"
+    first = 0.1014999970793724 + 4000.0625 / 4006 * (0.5817000269889832 - 0.1014999970793724)
+    assert study.curves["t00"][0]["loss"] == pytest.approx(1 - first, abs=1e-12)
+    assert study.curves["t00"][-1]["accuracy"] == pytest.approx(0.9300000071525574, abs=1e-12)
+    # seconds per step: the wall time from the first to the last record over the 16 steps
+    assert study.reference_seconds_per_step["t00"] == pytest.approx((1551000890.899483 - 1550998575.268866) / 16)
+    assert load_study("cakelab-resnet32:4", seed=0).max_steps == 16
+    assert len(load_study("cakelab-resnet32", seed=0, max_steps=32).curves["t05"]) == 32
+    assert load_study("cakelab-resnet32", seed=1).configs != study.configs

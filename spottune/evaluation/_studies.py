@@ -10,11 +10,17 @@ Two kinds of study, both with every curve known to ``max_steps`` (the ground tru
 - **recorded studies** (``opda-alexnet``, ``opda-convnext``): 16 configurations sampled with the seed
   from the complete curves (length == ``epochs``, no NaN) of ``data/learning_curves/
   opda_*_tuning.jsonl.gz`` (CC BY-SA 4.0, N. Lourie). Metric ``loss = 1 − top_1`` (min).
+  ``cakelab-resnet32``: 16 curves sampled the same way from the complete curves (last recorded step ≥ 98 % of the
+  file's largest, as :func:`earlycurve.evaluation.load_cakelab`) of ``data/learning_curves/
+  cakelab_resnet32_cifar10_curves.csv.gz`` (ResNet-32 on CIFAR-10, 45 cluster settings). Metric
+  ``loss = 1 − accuracy`` (min); 16 progress steps by default (its recorded points after step 0, every 4,000
+  iterations), as the step benchmarks' grid.
 
 [I] Recorded configurations train for different numbers of epochs (20–100). Each is replayed on a
 common grid of ``max_steps`` (default 50) *progress steps*: step k is the point k/S_max through the
 configuration's own schedule, its metrics linearly interpolated between recorded epochs, and its
-seconds per step = the recorded total ``time`` / S_max. That recorded hardware is the reference
+seconds per step = the recorded total ``time`` / S_max (cakelab: the curve's ``wall_time`` from its first to its
+last point / S_max). That recorded hardware is the reference
 instance of the speed model (``spottune.backends._speed``), so each trial keeps its own recorded speed, scaled
 per instance type like every workload.
 """
@@ -41,8 +47,11 @@ from spottune.errors import ConfigError
 RECORDED: dict[str, tuple[str, float]] = {
     "opda-alexnet": ("opda_alexnet_imagenet_tuning.jsonl.gz", 490.0),  # 61 M parameters x 4 B x 2
     "opda-convnext": ("opda_convnext-tiny_imagenet_tuning.jsonl.gz", 230.0),  # 28.6 M parameters x 4 B x 2
+    "cakelab-resnet32": ("cakelab_resnet32_cifar10_curves.csv.gz", 3.7),  # 0.46 M parameters x 4 B x 2
 }
 RECORDED_STEPS = 50
+#: S_max of a recorded study when not given: :data:`RECORDED_STEPS`, or the study's own recorded points.
+RECORDED_DEFAULT_STEPS = {"cakelab-resnet32": 16}
 N_CONFIGS = 16
 
 
@@ -133,7 +142,7 @@ def load_study(name: str, seed: int = 0, *, max_steps: int | None = None, n_conf
     seed : int
         Seeds the built-in trainables (``trial_seed(seed, i)``) or the sample of recorded configurations.
     max_steps : int, optional
-        S_max, steps (default: the workload's; 50 for recorded studies).
+        S_max, steps (default: the workload's; 50 for the opda studies, 16 for cakelab-resnet32).
     n_configs : int
         Configurations sampled from a recorded study (built-in workloads use their search space); a size in
         ``name`` wins.
@@ -146,10 +155,11 @@ def load_study(name: str, seed: int = 0, *, max_steps: int | None = None, n_conf
         A size that is not an integer >= 2 or larger than the recorded study's complete curves.
     """
     if is_study(name) and ":" in name:
-        base, size = name.split(":")
-        return _recorded(base, seed, max_steps or RECORDED_STEPS, int(size))
+        name, size = name.split(":")
+        n_configs = int(size)
     if name in RECORDED:
-        return _recorded(name, seed, max_steps or RECORDED_STEPS, n_configs)
+        steps = max_steps or RECORDED_DEFAULT_STEPS.get(name, RECORDED_STEPS)
+        return (_cakelab if name.startswith("cakelab") else _recorded)(name, seed, steps, n_configs)
     return _builtin(name, seed, max_steps, cache)
 
 
@@ -204,12 +214,9 @@ def _recorded(name: str, seed: int, steps: int, n: int) -> Study:
         rows = [json.loads(line) for line in fh]
     complete = sorted((r for r in rows if r["learning_curve"] and not r["nan_train_loss"]
                        and len(r["learning_curve"]) == r["epochs"]), key=lambda r: r["iteration"])
-    if len(complete) < n:
-        raise ConfigError(f"{name}: only {len(complete)} complete curves, {n} asked")
-    pick = np.sort(np.random.default_rng(seed).choice(len(complete), size=n, replace=False))
     ids = [f"t{i:02d}" for i in range(n)]
     curves, configs, speed = {}, {}, {}
-    for tid, j in zip(ids, pick.tolist()):
+    for tid, j in zip(ids, _sample(name, len(complete), n, seed)):
         r = complete[j]
         lc = r["learning_curve"]
         epochs = len(lc)
@@ -225,3 +232,39 @@ def _recorded(name: str, seed: int, steps: int, n: int) -> Study:
     return Study(name=name, trial_ids=ids, configs=configs, curves=curves, metric="loss", mode="min", max_steps=steps,
                  reference_seconds_per_step=speed, checkpoint_size_mb=size_mb,
                  source=f"{path.name}: {n} of {len(complete)} complete curves, seed {seed}")
+
+
+def _sample(name: str, n_complete: int, n: int, seed: int) -> list[int]:
+    """Indices of the ``n`` complete curves a recorded study of ``seed`` replays, sorted."""
+    if n_complete < n:
+        raise ConfigError(f"{name}: only {n_complete} complete curves, {n} asked")
+    return np.sort(np.random.default_rng(seed).choice(n_complete, size=n, replace=False)).tolist()
+
+
+def _cakelab(name: str, seed: int, steps: int, n: int) -> Study:
+    import pandas as pd
+
+    fname, size_mb = RECORDED[name]
+    path = learning_curves_dir() / fname
+    table = pd.read_csv(path, usecols=["curve_id", "experiment", "setting", "wall_time", "step", "accuracy"])
+    last = float(table["step"].max())
+    complete = []
+    for cid, rows in table.groupby("curve_id", sort=True):
+        rows = rows.sort_values("step", kind="stable").drop_duplicates("step", keep="first")
+        if float(rows["step"].iloc[-1]) >= 0.98 * last:  # as earlycurve.evaluation.load_cakelab
+            complete.append((str(cid), rows))
+    ids = [f"t{i:02d}" for i in range(n)]
+    curves, configs, speed = {}, {}, {}
+    for tid, j in zip(ids, _sample(name, len(complete), n, seed)):
+        cid, rows = complete[j]
+        at = rows["step"].to_numpy(dtype=float)
+        acc = np.interp(np.arange(1, steps + 1) * at[-1] / steps, at, rows["accuracy"].to_numpy(dtype=float))
+        curves[tid] = [{"loss": float(1.0 - a), "accuracy": float(a)} for a in acc]
+        configs[tid] = {"curve_id": cid, "experiment": str(rows["experiment"].iloc[0]),
+                        "setting": str(rows["setting"].iloc[0])}
+        wall = rows["wall_time"].to_numpy(dtype=float)
+        speed[tid] = float(wall[-1] - wall[0]) / steps
+    return Study(name=name, trial_ids=ids, configs=configs, curves=curves, metric="loss", mode="min", max_steps=steps,
+                 reference_seconds_per_step=speed, checkpoint_size_mb=size_mb,
+                 source=f"{path.name}: {n} of {len(complete)} complete curves, seed {seed}")
+
