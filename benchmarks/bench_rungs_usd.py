@@ -1,30 +1,34 @@
-"""Issue 13's first target in USD inside ``spottune simulate``: our stoppers, chosen on step-benchmark tuning studies
-(split 0, docs/earlycurve.md §8.10 and §8.12), against Optuna's SHA and Hyperband **chosen inside ``spottune simulate``
-on their own tuning studies**, on many sampled test studies -> ``benchmarks/results/rungs_usd.json``.
+"""Issue 13's first target in USD inside ``spottune simulate``: our synchronous rungs and Optuna's SHA and Hyperband,
+**each chosen inside ``spottune simulate`` on the same tuning studies**, on many sampled test studies ->
+``benchmarks/results/rungs_usd.json``.
 
 A recorded study of ``spottune simulate`` is 16 configurations sampled from the recorded pool with the run's seed, so
 seeds give different studies (curves that cross differently). Each run replays the 2015 us-east-1 trace (legacy mode,
 the default provisioning and predictor, 120 s boot), every policy alike, so the differences are the stoppers'.
 
-- **Tuning (the peers at their best).** Seeds 100..100+t-1, replayed from two tuning starts 22+ days away from the test
-  starts. Every setting of Optuna's ``SuccessiveHalvingPruner`` (min_resource × reduction factor, ``SHA_GRID``) and
-  ``HyperbandPruner`` (``HB_GRID``) runs through the real library as an ``optuna-<kind>-r<min_resource>-rf<rf>``
-  policy. Each kind's pick: the lowest mean USD with mean top-3 ≥ 0.95 on the tuning studies (else the highest
-  top-3, then the lowest USD). Optuna's SHA is asynchronous successive halving, so ASHA's knobs (grace period,
-  reduction factor) are SHA's grid: Ray Tune's ASHA has no ``spottune simulate`` policy of its own.
-- **Test.** Seeds 0..n-1 from the two test starts (even seeds the first, odd the second): ours (the one choice over
-  predictive ASHA ∪ barrier ∪ two rungs of §8.12, ``union_split0_two_rung``: two rungs on opda, the barrier alone on
-  cakelab; on opda the barrier without its rung as a reference), the two peers' picks, the step benchmark's split-0 picks (``bench_predictive_stop``'s JSON, chosen
-  with 4 workers), and SHA at ``spottune simulate``'s own setting (``optuna-sha``: S_max // 27, rf 3). Our settings
-  were not chosen here, nor on these studies' curves' replays.
+- **Tuning.** Seeds 100..100+t-1, replayed from two tuning starts 22+ days away from the test starts. The rule, for
+  every method: the lowest mean USD with mean top-3 ≥ 0.95 on the tuning studies (else the highest top-3, then the
+  lowest USD).
+  - Peers: every setting of Optuna's ``SuccessiveHalvingPruner`` (min_resource × reduction factor, ``SHA_GRID``) and
+    ``HyperbandPruner`` (``HB_GRID``) through the real library, as ``optuna-<kind>-r<min_resource>-rf<rf>`` policies.
+    Optuna's SHA is asynchronous successive halving, so ASHA's knobs (grace period, reduction factor) are SHA's grid:
+    Ray Tune's ASHA has no ``spottune simulate`` policy of its own.
+  - Ours: the ``K_CANDIDATES`` cheapest settings *in steps* of the barrier and two-rung grids (docs/earlycurve.md
+    §8.10, §8.12; distinct rung steps) among those with mean top-3 ≥ 0.95 on split 0's 80 step-benchmark tuning
+    studies (``bench_barrier``'s ``_split0``), run as ``spottune-<θ> [--rungs θ1:keep1] --top-k keep``.
+- **Test.** Seeds 0..n-1 from the two test starts (even seeds the first, odd the second): ours' USD pick, ours' step
+  pick (§8.12's ``union_split0_two_rung``), the peers' USD picks, their step-benchmark split-0 picks
+  (``bench_predictive_stop``'s JSON, chosen with 4 workers) and SHA at ``spottune simulate``'s own setting
+  (``optuna-sha``: S_max // 27, rf 3).
 
 ``top-3`` is the step benchmarks' (the returned trial is among the true top 3), computed from the row's
 ``chosen_best``; ``spottune simulate``'s own ``top3`` column (the true best is among the models kept) is shown as
 "true best kept": with ``--top-k 2`` it asks more than the step benchmarks do. The studies are drawn from the whole
 recorded pool, half of which the split-0 tuning studies drew from: a mild overlap.
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_rungs_usd.py [--seeds 20] [--tune-seeds 10] [--jobs 2]``
-(about 70 min on two cores); ``--markdown`` prints the tables from the JSON.
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_rungs_usd.py [--seeds 20] [--tune-seeds 8] [--jobs 2]
+[--reuse FILE]`` (about 40 min on two cores for the three sets; ``--reuse`` takes the rows of an earlier run's JSON,
+which a replay would reproduce); ``--markdown`` prints the tables from the JSON.
 """
 
 from __future__ import annotations
@@ -46,28 +50,28 @@ TUNE_SEED0 = 100
 TARGET_TOP3 = 0.95
 SHA_GRID = tuple((r, rf) for r in (1, 2, 3, 4, 6, 8) for rf in (2, 3, 4))
 HB_GRID = tuple((r, rf) for r in (1, 2, 3) for rf in (2, 3, 4))
-#: workload -> (ours' policy, --rungs, --top-k, the step benchmark's split-0 peer picks)
+K_CANDIDATES = 6
+#: workload -> (ours' step pick: policy, --rungs, --top-k; the peers' step-benchmark split-0 picks: SHA, Hyperband, ASHA)
 SETS = {
-    "opda-alexnet": ("spottune-0.15", "0.06:6", 2, ("optuna-sha-r6-rf3", "optuna-hyperband-r2-rf3", "optuna-sha-r3-rf4")),
-    "opda-convnext": ("spottune-0.2", "0.1:6", 2, ("optuna-sha-r5-rf2", "optuna-hyperband-r3-rf3", "optuna-sha-r3-rf2")),
-    "cakelab-resnet32": ("spottune-0.04", None, 2, ("optuna-sha-r3-rf4", "optuna-hyperband-r1-rf3", "optuna-sha-r1-rf3")),
+    "opda-alexnet": (("spottune-0.15", "0.06:6", 2), ("optuna-sha-r6-rf3", "optuna-hyperband-r2-rf3", "optuna-sha-r3-rf4")),
+    "opda-convnext": (("spottune-0.2", "0.1:6", 2), ("optuna-sha-r5-rf2", "optuna-hyperband-r3-rf3", "optuna-sha-r3-rf2")),
+    "cakelab-resnet32": (("spottune-0.04", None, 2), ("optuna-sha-r3-rf4", "optuna-hyperband-r1-rf3", "optuna-sha-r1-rf3")),
 }
 METRICS = ("cost_usd", "jct_h", "top1", "pick_top3", "top3", "regret", "steps_executed")
 
 
 def _rows(workload: str, seed: int, start: str, policies: list[str], jobs: int, rungs: str | None = None,
-          top_k: int = 3, ours: str | None = None, reuse: dict | None = None) -> list[dict]:
-    """One ``spottune simulate`` call (one study, one start, every policy): a row per policy.
+          top_k: int = 3, label: str | None = None, reuse: dict | None = None) -> list[dict]:
+    """One ``spottune simulate`` call (one study, one start, every policy): a row per policy, named by the policy or,
+    for one policy of ours, by ``label``.
 
-    ``reuse`` maps (workload, seed, start, row policy name) to a stored row of an earlier run of this bench: a replay
-    is deterministic for its seed, so a stored row is what the run would give; only the missing policies run."""
+    ``reuse`` maps (workload, seed, start, row name) to a stored row of an earlier run of this bench: a replay is
+    deterministic for its seed, so a stored row is what the run would give; only the missing policies run."""
     from spottune.cli._simulate import simulate_all
     from spottune.evaluation._studies import load_study
 
-    def name(policy: str) -> str:
-        return f"{policy} --rungs {rungs}" if policy == ours and rungs else policy
-
-    stored = [(reuse or {}).get((workload, seed, start, name(p))) for p in policies]
+    names = [label] if label else policies
+    stored = [(reuse or {}).get((workload, seed, start, n)) for n in names]
     out = [r for r in stored if r is not None]
     todo = [p for p, r in zip(policies, stored) if r is None]
     if not todo:
@@ -77,17 +81,59 @@ def _rows(workload: str, seed: int, start: str, policies: list[str], jobs: int, 
         table = simulate_all(workload, ",".join(todo), 1, "legacy", Path(d), seed=seed, jobs=jobs, progress=False,
                              start_times=start, rungs=rungs, top_k=top_k)
     for row in table.to_dict("records"):
-        out.append({"workload": workload, "seed": seed, "start": start, "policy": name(row["policy"]),
+        out.append({"workload": workload, "seed": seed, "start": start, "policy": label or row["policy"],
                     "error": row["error"] if isinstance(row["error"], str) else "",
                     "pick_top3": float(row["chosen_best"] in top3),
                     **{m: float(row[m]) for m in METRICS if m != "pick_top3"}})
     return out
 
 
-def _ours(workload: str) -> str:
-    """The row name of our policy on ``workload``."""
-    policy, rungs = SETS[workload][:2]
-    return f"{policy} --rungs {rungs}" if rungs else policy
+def label(candidate: tuple[str, str | None, int]) -> str:
+    """Row name of a setting of ours: ``spottune-0.15 --rungs 0.06:6 --top-k 2``."""
+    policy, rungs, top_k = candidate
+    return f"{policy}{f' --rungs {rungs}' if rungs else ''} --top-k {top_k}"
+
+
+def our_candidates(workload: str, k: int = K_CANDIDATES) -> dict[str, dict]:
+    """Label -> candidate and step figures of the ``k`` cheapest barrier and two-rung settings (distinct rung steps)
+    with mean top-3 >= TARGET_TOP3 on split 0's 80 step-benchmark tuning studies, cheapest first."""
+    import json
+    from types import SimpleNamespace
+
+    import bench_barrier as bb
+    from earlycurve.evaluation._barrier import BARRIER_KEEPS, BARRIER_THETAS, TWO_RUNG_GRID, barrier_step
+
+    n = bb.SETS[workload][1]  # the step grid; simulate's rung step is ceil(θ·S_max), the grid's round(θ·S_max)
+    _, tuning, _ = bb._split0(workload, json.loads(bb.PREDICTIVE.read_text()),
+                              SimpleNamespace(data=ROOT / "data" / "learning_curves"))
+    settings = [((), t, k_) for t in BARRIER_THETAS for k_ in BARRIER_KEEPS]
+    settings += [(((t1, k1),), t2, k2) for t1, k1, t2, k2 in TWO_RUNG_GRID]
+    found: dict[tuple, dict] = {}
+    for first, theta, keep in settings:
+        steps = tuple((barrier_step(t, n), kk) for t, kk in (*first, (theta, keep)))
+        if any(a[0] >= b[0] for a, b in zip(steps, steps[1:])) or steps in found:
+            continue
+        m = bb._mean(bb.rung_rows(tuning, list(steps)))
+        if m["top3"] >= TARGET_TOP3 - 1e-12:
+            cand = (f"spottune-{theta:g}", ",".join(f"{t:g}:{kk}" for t, kk in first) or None, keep)
+            found[steps] = {"candidate": cand, "step_cost": m["cost"], "step_top3": m["top3"]}
+    best = sorted(found.values(), key=lambda v: v["step_cost"])[:k]
+    return {label(v["candidate"]): v for v in best}
+
+
+def _ours_row(task: tuple) -> list[dict]:
+    workload, seed, start, cand, reuse = task
+    return _rows(workload, seed, start, [cand[0]], 1, cand[1], cand[2], label(cand), reuse)
+
+
+def _ours_rows(tasks: list[tuple], jobs: int) -> list[dict]:
+    """:func:`_rows` of one setting of ours per task, ``jobs`` tasks at a time (each a one-policy simulate call)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    if jobs <= 1:
+        return [r for t in tasks for r in _ours_row(t)]
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        return [r for rs in pool.map(_ours_row, tasks) for r in rs]
 
 
 def _means(rows: list[dict]) -> dict[str, dict[str, float]]:
@@ -97,9 +143,10 @@ def _means(rows: list[dict]) -> dict[str, dict[str, float]]:
     return {p: {"n": len(rs), **{m: float(np.nanmean([r[m] for r in rs])) for m in METRICS}} for p, rs in by.items()}
 
 
-def pick(means: dict[str, dict[str, float]], kind: str) -> str:
-    """The tuning pick of one peer kind: lowest mean USD with mean top-3 >= TARGET_TOP3, else the most accurate."""
-    cands = {p: v for p, v in means.items() if p.startswith(f"optuna-{kind}-r")}
+def pick(means: dict[str, dict[str, float]], prefix: str) -> str:
+    """The tuning pick among the names starting with ``prefix``: lowest mean USD with mean top-3 >= TARGET_TOP3,
+    else the highest top-3, then the lowest USD."""
+    cands = {p: v for p, v in means.items() if p.startswith(prefix)}
     ok = {p: v for p, v in cands.items() if v["pick_top3"] >= TARGET_TOP3 - 1e-12}
     if ok:
         return min(ok, key=lambda p: (ok[p]["cost_usd"], p))
@@ -111,59 +158,65 @@ def run(args) -> dict:
 
     workloads = args.workloads.split(",")
     reuse = {}
-    if args.reuse and args.out.exists():
-        for r in json.loads(args.out.read_text())["rows"]:
+    for path in args.reuse:
+        old = json.loads(path.read_text())
+        for r in old["rows"] + old.get("tuning_rows", []):
             reuse[(r["workload"], r["seed"], r["start"], r["policy"])] = r
     grid = [f"optuna-sha-r{r}-rf{rf}" for r, rf in SHA_GRID] + [f"optuna-hyperband-r{r}-rf{rf}" for r, rf in HB_GRID]
-    tuning_rows, picks, rows = [], {}, []
+    tune = [(TUNE_SEED0 + i, TUNE_STARTS[i % 2]) for i in range(args.tune_seeds)]
+    tuning_rows, picks, candidates, rows, roles = [], {}, {}, [], {}
     for workload in workloads:
-        trows = [r for i in range(args.tune_seeds)
-                 for r in _rows(workload, TUNE_SEED0 + i, TUNE_STARTS[i % 2], grid, args.jobs)]
+        candidates[workload] = our_candidates(workload)
+        trows = [r for seed, start in tune for r in _rows(workload, seed, start, grid, args.jobs, reuse=reuse)]
+        trows += _ours_rows([(workload, seed, start, c["candidate"], reuse)
+                             for c in candidates[workload].values() for seed, start in tune], args.jobs)
         tuning_rows += trows
         means = _means(trows)
-        picks[workload] = {kind: pick(means, kind) for kind in ("sha", "hyperband")}
+        picks[workload] = {"ours": pick(means, "spottune-"), "sha": pick(means, "optuna-sha-r"),
+                           "hyperband": pick(means, "optuna-hyperband-r")}
         print(f"{workload}: tuning picks {picks[workload]}", file=sys.stderr, flush=True)
-        ours, rungs, top_k, step_picks = SETS[workload]
-        peers = list(dict.fromkeys([*picks[workload].values(), *step_picks, "optuna-sha"]))
-        for seed in range(args.seeds):
-            start = STARTS[seed % 2]
-            rows += _rows(workload, seed, start, [ours, *peers], args.jobs, rungs, top_k, ours, reuse)
-            if rungs:
-                rows += _rows(workload, seed, start, [ours], args.jobs, None, top_k, ours, reuse)
+        (step_pick, step_peers), ours = SETS[workload], candidates[workload][picks[workload]["ours"]]["candidate"]
+        peers = list(dict.fromkeys([picks[workload]["sha"], picks[workload]["hyperband"], *step_peers, "optuna-sha"]))
+        roles[workload] = {label(ours): "ours", **{p: "tuned here" for p in peers[:2]},
+                           **{p: "step benchmark's pick" for p in peers[2:] if p in step_peers},
+                           "optuna-sha": "simulate's default"}
+        roles[workload].setdefault(label(step_pick), "ours, step pick")
+        test = [(seed, STARTS[seed % 2]) for seed in range(args.seeds)]
+        rows += _ours_rows([(workload, seed, start, c, reuse) for c in dict.fromkeys([ours, step_pick])
+                            for seed, start in test], args.jobs)
+        rows += [r for seed, start in test for r in _rows(workload, seed, start, peers, args.jobs, reuse=reuse)]
     summary = {}
     for workload in workloads:
-        ours = _ours(workload)
         by: dict[str, list[dict]] = {}
         for r in rows:
             if r["workload"] == workload:
                 by.setdefault(r["policy"], []).append(r)
+        ours = next(p for p, role in roles[workload].items() if role == "ours")
         base = {r["seed"]: r["cost_usd"] for r in by[ours]}
         summary[workload] = {}
         for policy, rs in by.items():
             x = {m: np.array([r[m] for r in rs]) for m in METRICS}
             diff = np.array([base[r["seed"]] - r["cost_usd"] for r in rs])  # ours minus this policy, paired by study
             summary[workload][policy] = {
-                "n": len(rs), "errors": sum(bool(r["error"]) for r in rs),
+                "n": len(rs), "errors": sum(bool(r["error"]) for r in rs), "role": roles[workload][policy],
                 **{m: float(np.nanmean(v)) for m, v in x.items()},
                 "cost_usd_sd": float(np.std(x["cost_usd"], ddof=1)),
                 "ours_cost_ratio": float(np.mean(list(base.values())) / np.mean(x["cost_usd"])),
-                "ours_minus_this_usd": float(diff.mean()), "ours_minus_this_se": float(diff.std(ddof=1) / np.sqrt(len(diff))),
-                "role": ("ours" if policy == ours else "ours, no rung" if policy == SETS[workload][0]
-                         else "tuned here" if policy in picks[workload].values()
-                         else "simulate's default" if policy == "optuna-sha" else "step benchmark's pick")}
+                "ours_minus_this_usd": float(diff.mean()), "ours_minus_this_se": float(diff.std(ddof=1) / np.sqrt(len(diff)))}
     tuning = {w: _means([r for r in tuning_rows if r["workload"] == w]) for w in workloads}
     return {"config": {"seeds": args.seeds, "tune_seeds": args.tune_seeds, "tune_seed0": TUNE_SEED0,
                        "starts": list(STARTS), "tune_starts": list(TUNE_STARTS), "market_mode": "legacy",
-                       "target_top3": TARGET_TOP3, "sha_grid": SHA_GRID, "hyperband_grid": HB_GRID, "sets": SETS,
-                       "jobs": args.jobs},
-            "picks": picks, "tuning": tuning, "tuning_rows": tuning_rows, "rows": rows, "summary": summary}
+                       "target_top3": TARGET_TOP3, "sha_grid": SHA_GRID, "hyperband_grid": HB_GRID,
+                       "k_candidates": K_CANDIDATES, "sets": SETS, "jobs": args.jobs},
+            "candidates": candidates, "picks": picks, "tuning": tuning, "tuning_rows": tuning_rows, "rows": rows,
+            "summary": summary}
 
 
 def markdown(r: dict) -> str:
     lines = []
     for workload, s in r["summary"].items():
-        lines += [f"**{workload}** ({r['config']['seeds']} test studies, legacy; peers tuned on "
-                  f"{r['config']['tune_seeds']} studies: {', '.join(r['picks'][workload].values())})", "",
+        lines += [f"**{workload}** ({r['config']['seeds']} test studies, legacy; each method tuned on "
+                  f"{r['config']['tune_seeds']} studies: {', '.join(f'{k} {v}' for k, v in r['picks'][workload].items())})", "",
                   "| policy | role | USD (mean ± sd) | JCT h | steps | top-1 | top-3 (pick in the true top 3) "
                   "| true best kept | regret | ours ÷ this (USD) | ours − this, paired USD |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -179,12 +232,13 @@ def markdown(r: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20, help="test studies per set (seeds 0..n-1)")
-    ap.add_argument("--tune-seeds", type=int, default=10, help="tuning studies per set for the peers' settings")
+    ap.add_argument("--tune-seeds", type=int, default=8, help="tuning studies per set")
     ap.add_argument("--workloads", default=",".join(SETS))
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=OUT)
-    ap.add_argument("--reuse", action="store_true",
-                    help="take the test rows already in --out (same study, start and policy) instead of replaying them")
+    ap.add_argument("--reuse", type=Path, action="append", default=[],
+                    help="a JSON of an earlier run whose rows (same study, start and name) are taken instead of "
+                         "replayed; repeatable")
     ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")
     return run_or_print(ap.parse_args(argv), run, markdown)
 
