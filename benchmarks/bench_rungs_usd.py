@@ -14,17 +14,18 @@ the default provisioning and predictor, 120 s boot), every policy alike, so the 
     Optuna's SHA is asynchronous successive halving, so ASHA's knobs (grace period, reduction factor) are SHA's grid:
     Ray Tune's ASHA has no ``spottune simulate`` policy of its own.
   - Ours: the ``K_CANDIDATES`` cheapest settings *in steps* of the barrier and two-rung grids (docs/earlycurve.md
-    §8.10, §8.12; distinct rung steps) among those with mean top-3 ≥ 0.95 on split 0's 80 step-benchmark tuning
-    studies (``bench_barrier``'s ``_split0``), run as ``spottune-<θ> [--rungs θ1:keep1] --top-k keep``.
+    §8.10, §8.12; distinct rung steps, each at simulate's step ``ceil(θ·S_max)``) among those with mean top-3 ≥ 0.95
+    on split 0's 80 step-benchmark tuning studies (``bench_barrier``'s ``_split0``), run as ``spottune-<θ>
+    [--rungs θ1:keep1] --top-k keep``.
 - **Test.** Seeds 0..n-1 from the two test starts (even seeds the first, odd the second): ours' USD pick, ours' step
   pick (§8.12's ``union_split0_two_rung``), the peers' USD picks, their step-benchmark split-0 picks
   (``bench_predictive_stop``'s JSON, chosen with 4 workers) and SHA at ``spottune simulate``'s own setting
   (``optuna-sha``: S_max // 27, rf 3).
 
 ``top-3`` is the step benchmarks' (the returned trial is among the true top 3), computed from the row's
-``chosen_best``; ``spottune simulate``'s own ``top3`` column (the true best is among the models kept) is shown as
-"true best kept": with ``--top-k 2`` it asks more than the step benchmarks do. The studies are drawn from the whole
-recorded pool, half of which the split-0 tuning studies drew from: a mild overlap.
+``chosen_best``. ``target`` holds issue 13's test: each pick of ours against the cheapest peer row with mean test
+top-3 ≥ 0.95. The studies are drawn from the whole recorded pool, half of which the split-0 tuning studies drew from:
+a mild overlap.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_rungs_usd.py [--seeds 20] [--tune-seeds 8] [--jobs 2]
 [--reuse FILE]`` (about 40 min on two cores for the three sets; ``--reuse`` takes the rows of an earlier run's JSON,
@@ -101,16 +102,17 @@ def our_candidates(workload: str, k: int = K_CANDIDATES) -> dict[str, dict]:
     from types import SimpleNamespace
 
     import bench_barrier as bb
-    from earlycurve.evaluation._barrier import BARRIER_KEEPS, BARRIER_THETAS, TWO_RUNG_GRID, barrier_step
+    from earlycurve.evaluation._barrier import BARRIER_KEEPS, BARRIER_THETAS, TWO_RUNG_GRID
+    from spottune.orchestrator._config import steps_at  # simulate's rung step, ceil(θ·S_max) (bench_barrier: round)
 
-    n = bb.SETS[workload][1]  # the step grid; simulate's rung step is ceil(θ·S_max), the grid's round(θ·S_max)
+    n = bb.SETS[workload][1]
     _, tuning, _ = bb._split0(workload, json.loads(bb.PREDICTIVE.read_text()),
                               SimpleNamespace(data=ROOT / "data" / "learning_curves"))
     settings = [((), t, k_) for t in BARRIER_THETAS for k_ in BARRIER_KEEPS]
     settings += [(((t1, k1),), t2, k2) for t1, k1, t2, k2 in TWO_RUNG_GRID]
     found: dict[tuple, dict] = {}
     for first, theta, keep in settings:
-        steps = tuple((barrier_step(t, n), kk) for t, kk in (*first, (theta, keep)))
+        steps = tuple((steps_at(t, n), kk) for t, kk in (*first, (theta, keep)))
         if any(a[0] >= b[0] for a, b in zip(steps, steps[1:])) or steps in found:
             continue
         m = bb._mean(bb.rung_rows(tuning, list(steps)))
@@ -201,15 +203,31 @@ def run(args) -> dict:
                 "n": len(rs), "errors": sum(bool(r["error"]) for r in rs), "role": roles[workload][policy],
                 **{m: float(np.nanmean(v)) for m, v in x.items()},
                 "cost_usd_sd": float(np.std(x["cost_usd"], ddof=1)),
-                "ours_cost_ratio": float(np.mean(list(base.values())) / np.mean(x["cost_usd"])),
+                "ours_cost_ratio": float(np.nanmean(list(base.values())) / np.nanmean(x["cost_usd"])),
                 "ours_minus_this_usd": float(diff.mean()), "ours_minus_this_se": float(diff.std(ddof=1) / np.sqrt(len(diff)))}
     tuning = {w: _means([r for r in tuning_rows if r["workload"] == w]) for w in workloads}
-    return {"config": {"seeds": args.seeds, "tune_seeds": args.tune_seeds, "tune_seed0": TUNE_SEED0,
+    return {"config": {"reused_from": [str(p) for p in args.reuse], "seeds": args.seeds, "tune_seeds": args.tune_seeds, "tune_seed0": TUNE_SEED0,
                        "starts": list(STARTS), "tune_starts": list(TUNE_STARTS), "market_mode": "legacy",
                        "target_top3": TARGET_TOP3, "sha_grid": SHA_GRID, "hyperband_grid": HB_GRID,
                        "k_candidates": K_CANDIDATES, "sets": SETS, "jobs": args.jobs},
             "candidates": candidates, "picks": picks, "tuning": tuning, "tuning_rows": tuning_rows, "rows": rows,
-            "summary": summary}
+            "summary": summary, "target": {w: target(summary[w]) for w in workloads}}
+
+
+def target(summary: dict[str, dict]) -> dict[str, dict]:
+    """Issue 13's first target on one set, per pick of ours ("ours", "ours, step pick"): its test USD and top-3, the
+    cheapest peer with mean test top-3 >= TARGET_TOP3, the ratio, and whether ours reaches the bar at <= 0.8x."""
+    peers = {p: v for p, v in summary.items() if not v["role"].startswith("ours")}
+    ok = {p: v for p, v in peers.items() if v["pick_top3"] >= TARGET_TOP3 - 1e-12}
+    peer = min(ok, key=lambda p: ok[p]["cost_usd"]) if ok else None
+    out = {}
+    for policy, v in summary.items():
+        if v["role"].startswith("ours"):
+            ratio = v["cost_usd"] / ok[peer]["cost_usd"] if peer else float("nan")
+            out[v["role"]] = {"policy": policy, "cost_usd": v["cost_usd"], "top3": v["pick_top3"], "peer": peer,
+                              "peer_cost_usd": ok[peer]["cost_usd"] if peer else float("nan"), "ratio": ratio,
+                              "met": bool(peer and v["pick_top3"] >= TARGET_TOP3 - 1e-12 and ratio <= 0.8)}
+    return out
 
 
 def markdown(r: dict) -> str:
@@ -218,13 +236,18 @@ def markdown(r: dict) -> str:
         lines += [f"**{workload}** ({r['config']['seeds']} test studies, legacy; each method tuned on "
                   f"{r['config']['tune_seeds']} studies: {', '.join(f'{k} {v}' for k, v in r['picks'][workload].items())})", "",
                   "| policy | role | USD (mean ± sd) | JCT h | steps | top-1 | top-3 (pick in the true top 3) "
-                  "| true best kept | regret | ours ÷ this (USD) | ours − this, paired USD |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| regret | ours ÷ this (USD) | ours − this, paired USD |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for policy, v in s.items():
             lines.append(f"| {policy} | {v['role']} | {v['cost_usd']:.3f} ± {v['cost_usd_sd']:.3f} | {v['jct_h']:.2f} | "
-                         f"{v['steps_executed']:.0f} | {v['top1']:.2f} | {v['pick_top3']:.2f} | {v['top3']:.2f} | "
+                         f"{v['steps_executed']:.0f} | {v['top1']:.2f} | {v['pick_top3']:.2f} | "
                          f"{v['regret']:.4f} | {v['ours_cost_ratio']:.2f} | "
                          f"{v['ours_minus_this_usd']:+.3f} ± {v['ours_minus_this_se']:.3f} |")
+        lines.append("")
+        for role, t in r.get("target", {}).get(workload, {}).items():
+            lines.append(f"- {role} ({t['policy']}): {t['cost_usd']:.3f} USD at top-3 {t['top3']:.2f}; cheapest peer at "
+                         f"top-3 ≥ {TARGET_TOP3}: {t['peer']} {t['peer_cost_usd']:.3f} USD; ratio {t['ratio']:.2f}; "
+                         f"target met: {'yes' if t['met'] else 'no'}")
         lines.append("")
     return "\n".join(lines)
 

@@ -45,6 +45,7 @@ def test_the_cakelab_study_replays_recorded_points_on_16_progress_steps():
     assert study.curves["t00"][-1]["accuracy"] == pytest.approx(0.9300000071525574, abs=1e-12)
     # seconds per step: the wall time from the first to the last record over the 16 steps
     assert study.reference_seconds_per_step["t00"] == pytest.approx((1551000890.899483 - 1550998575.268866) / 16)
-    assert load_study("cakelab-resnet32:4", seed=0).max_steps == 16
+    four = load_study("cakelab-resnet32:4", seed=0)
+    assert four.max_steps == 16 and four.trial_ids == ["t00", "t01", "t02", "t03"]
     assert len(load_study("cakelab-resnet32", seed=0, max_steps=32).curves["t05"]) == 32
     assert load_study("cakelab-resnet32", seed=1).configs != study.configs
