@@ -200,6 +200,12 @@ def test_cli_refuses_bad_rungs_in_one_line(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit) as exc:
         main()
     assert exc.value.code == 2 and capsys.readouterr().err.startswith("error: --top-k is 0")
+    monkeypatch.setattr(sys, "argv", ["spottune", "simulate", "--workload", "opda-alexnet", "--policies",
+                                      "optuna-sha-r50-rf3", "--output", str(tmp_path / "s")])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 2 and capsys.readouterr().err == (
+        "error: policy optuna-sha-r50-rf3: min_resource 50 must be below the study's 50 steps (else nothing is pruned)\n")
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
 
 
