@@ -144,13 +144,13 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     n_trials = len(env["study"].trial_ids)
     if not 1 <= top_k <= n_trials:
         raise ConfigError(f"--top-k is {top_k}, but must be between 1 and the study's {n_trials} trials")
-    max_steps_ = env["study"].max_steps
+    s_max = env["study"].max_steps
     for p in pols:
         if p.rungs:
-            check_rungs(p.rungs, p.theta, top_k, max_steps_)
-        if p.pruner_settings and p.pruner_settings[0] >= max_steps_:
+            check_rungs(p.rungs, p.theta, top_k, s_max)
+        if p.pruner_settings and p.pruner_settings[0] >= s_max:
             raise ConfigError(f"policy {p.name}: min_resource {p.pruner_settings[0]} must be below the study's "
-                              f"{max_steps_} steps (else nothing is pruned)")
+                              f"{s_max} steps (else nothing is pruned)")
     env["catalog"].check_on_demand(env["markets"])  # the baselines need it: fail now, not after training
     starts_s = _starts(env["history"], env["markets"], starts, start_times)
     hi = min(starts_s)

@@ -244,27 +244,22 @@ def _sample(name: str, n_complete: int, n: int, seed: int) -> list[int]:
 def _cakelab(name: str, seed: int, steps: int, n: int) -> Study:
     import pandas as pd
 
+    from earlycurve.evaluation import load_cakelab
+
     fname, size_mb = RECORDED[name]
     path = learning_curves_dir() / fname
-    table = pd.read_csv(path, usecols=["curve_id", "experiment", "setting", "wall_time", "step", "accuracy"])
-    last = float(table["step"].max())
-    complete = []
-    for cid, rows in table.groupby("curve_id", sort=True):
-        rows = rows.sort_values("step", kind="stable").drop_duplicates("step", keep="first")
-        if float(rows["step"].iloc[-1]) >= 0.98 * last:  # as earlycurve.evaluation.load_cakelab
-            complete.append((str(cid), rows))
+    complete = sorted(load_cakelab(path, name).curves, key=lambda c: c.curve_id)  # the step benchmarks' rule
+    wall = pd.read_csv(path, usecols=["curve_id", "wall_time"]).groupby("curve_id")["wall_time"]
+    span_s = wall.max() - wall.min()
     ids = [f"t{i:02d}" for i in range(n)]
     curves, configs, speed = {}, {}, {}
     for tid, j in zip(ids, _sample(name, len(complete), n, seed)):
-        cid, rows = complete[j]
-        at = rows["step"].to_numpy(dtype=float)
-        acc = np.interp(np.arange(1, steps + 1) * at[-1] / steps, at, rows["accuracy"].to_numpy(dtype=float))
-        curves[tid] = [{"loss": float(1.0 - a), "accuracy": float(a)} for a in acc]
-        configs[tid] = {"curve_id": cid, "experiment": str(rows["experiment"].iloc[0]),
-                        "setting": str(rows["setting"].iloc[0])}
-        wall = rows["wall_time"].to_numpy(dtype=float)
-        speed[tid] = float(wall[-1] - wall[0]) / steps
+        c = complete[j]
+        loss = np.interp(np.arange(1, steps + 1) * c.steps[-1] / steps, c.steps, c.values)
+        curves[tid] = [{"loss": float(v), "accuracy": float(1.0 - v)} for v in loss]
+        experiment, _, setting = c.group.partition("/")
+        configs[tid] = {"curve_id": c.curve_id, "experiment": experiment, "setting": setting}
+        speed[tid] = float(span_s[c.curve_id]) / steps
     return Study(name=name, trial_ids=ids, configs=configs, curves=curves, metric="loss", mode="min", max_steps=steps,
                  reference_seconds_per_step=speed, checkpoint_size_mb=size_mb,
                  source=f"{path.name}: {n} of {len(complete)} complete curves, seed {seed}")
-
