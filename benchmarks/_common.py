@@ -20,6 +20,8 @@ if str(ROOT) not in sys.path:
 SPOT_PRICES = ROOT / "data" / "spot_prices"
 TRACE = SPOT_PRICES / "us-east-1_2015.csv.gz"
 TRACE_2021 = SPOT_PRICES / "eu-west-1_2021-08.csv.gz"
+#: The built-in workloads' random-search curves (``builtin_curves.py``; also ``spottune simulate --workload builtin-*``)
+BUILTIN_CURVES = ROOT / "data" / "learning_curves" / "builtin"
 
 
 def run_times(fn: Callable[[], Any], repeats: int) -> tuple[list[float], Any]:

@@ -36,7 +36,7 @@ import numpy as np
 from earlycurve import SLAQ, ResidualCurvePredictor
 from earlycurve.evaluation import StudyPool, find_datasets, sample_studies, split_pool
 
-from _common import ROOT, run_or_print  # noqa: E402  (benchmarks/ is the script's folder)
+from _common import BUILTIN_CURVES, ROOT, run_or_print  # noqa: E402  (benchmarks/ is the script's folder)
 OUT = ROOT / "benchmarks" / "results" / "curve_recall.json"
 #: data set -> (family, grid steps), as bench_predictive_stop.SETS
 SETS = {"opda-alexnet": ("opda", 50), "opda-convnext": ("opda", 50), "cakelab-resnet32": ("cakelab", 16),
@@ -130,8 +130,7 @@ def evaluate(pools: dict[str, StudyPool], seed: int, variants: dict[str, dict], 
 
 def run(args) -> dict:
     warnings.filterwarnings("ignore")
-    sets = find_datasets(args.data, digits=[ROOT / "benchmarks" / "results" / f for f in BUILTIN_FILES
-                                            if (ROOT / "benchmarks" / "results" / f).exists()])
+    sets = find_datasets(args.data, digits=[BUILTIN_CURVES / f for f in BUILTIN_FILES if (BUILTIN_CURVES / f).exists()])
     pools = {}
     for ds in args.datasets.split(","):
         if ds not in sets:

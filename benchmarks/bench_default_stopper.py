@@ -5,7 +5,7 @@ the trials that continue are ranked: EarlyCurve's predicted final value (paper s
 observed value. Issue 13 asks for the new rule by default and ``--stopper paper`` for the faithful one; this
 measures whether that change costs the user accuracy, on every curve set the project ships or records:
 the three recorded sets (data/learning_curves) and the built-in workloads' random-search curves
-(benchmarks/results/builtin_*_curves.csv.gz, digits_curves.csv, workload_digits-mlp_curves.csv).
+(data/learning_curves/builtin/builtin_*_curves.csv.gz, benchmarks/results/digits_curves.csv, workload_digits-mlp_curves.csv).
 
 Per set and θ ∈ {0.3, 0.5, 0.7, 0.9}: ``--studies`` seeded studies of 16
 (``earlycurve.evaluation._compare.barrier_rows``, the same studies for both methods), top-k 3; top-1 / top-3 /
@@ -25,14 +25,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, run_or_print  # noqa: E402  (benchmarks/ is the script's folder)
+from _common import BUILTIN_CURVES, ROOT, run_or_print  # noqa: E402  (benchmarks/ is the script's folder)
 
 from earlycurve.evaluation import find_datasets  # noqa: E402
 from earlycurve.evaluation._compare import barrier_rows  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "default_stopper.json"
-EXTRA = ("builtin_digits-mlp_curves.csv.gz", "builtin_logreg_curves.csv.gz", "builtin_linear-svm_curves.csv.gz",
-         "digits_curves.csv", "workload_digits-mlp_curves.csv")
+EXTRA = (BUILTIN_CURVES / "builtin_digits-mlp_curves.csv.gz", BUILTIN_CURVES / "builtin_logreg_curves.csv.gz",
+         BUILTIN_CURVES / "builtin_linear-svm_curves.csv.gz", ROOT / "benchmarks" / "results" / "digits_curves.csv",
+         ROOT / "benchmarks" / "results" / "workload_digits-mlp_curves.csv")
 THETAS = (0.3, 0.5, 0.7, 0.9)
 METRICS = ("top1", "top3", "regret")
 
@@ -48,8 +49,7 @@ def paired(a: list[dict], b: list[dict], metric: str) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> dict:
     sets = find_datasets(ROOT / "data" / "learning_curves",
-                         digits=[ROOT / "benchmarks" / "results" / f for f in EXTRA
-                                 if (ROOT / "benchmarks" / "results" / f).exists()])
+                         digits=[f for f in EXTRA if f.exists()])
     out = {"config": {"studies": args.studies, "study_size": 16, "top_k": 3, "seed": args.seed, "thetas": THETAS},
            "sets": {}}
     t0 = time.perf_counter()

@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_predictive_stop import BUILTIN_FILES, PEERS, ROOT, SETS, TARGET, _make, grid  # noqa: E402
+from bench_predictive_stop import BUILTIN_CURVES, BUILTIN_FILES, PEERS, ROOT, SETS, TARGET, _make, grid  # noqa: E402
 
 from earlycurve.evaluation import find_datasets, split_pool  # noqa: E402
 from earlycurve.evaluation._stopping import StudyPool, choose_best, evaluate_stopper, sample_studies  # noqa: E402
@@ -131,8 +131,8 @@ def frontier(top3: np.ndarray, cost: np.ndarray, idx: np.ndarray, level: float =
 
 def _curves(ds: str, args):
     """The curve set of ``ds`` (recorded, or the built-in family's files as ``bench_predictive_stop`` reads them)."""
-    res = ROOT / "benchmarks" / "results"
-    sets = find_datasets(args.data, digits=[res / f for f in BUILTIN_FILES.values() if (res / f).exists()])
+    sets = find_datasets(args.data, digits=[BUILTIN_CURVES / f for f in BUILTIN_FILES.values()
+                                            if (BUILTIN_CURVES / f).exists()])
     return sets.get(ds) or sets[ds.removeprefix("builtin-")]
 
 

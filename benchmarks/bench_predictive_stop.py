@@ -55,6 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _common import BUILTIN_CURVES  # noqa: E402  (benchmarks/ is the script's folder)
 from earlycurve import RESIDUAL_THETAS, ResidualCurvePredictor
 from earlycurve._online_stop import rungs_for
 from earlycurve.evaluation import find_datasets, split_pool
@@ -170,8 +171,8 @@ def run(args) -> dict:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sets = find_datasets(args.data, digits=[ROOT / "benchmarks" / "results" / f for f in BUILTIN_FILES.values()
-                                            if (ROOT / "benchmarks" / "results" / f).exists()])
+    sets = find_datasets(args.data, digits=[BUILTIN_CURVES / f for f in BUILTIN_FILES.values()
+                                            if (BUILTIN_CURVES / f).exists()])
     recorded = json.loads(PEERS_JSON.read_text())["datasets"]
     settings = grid()
     if args.quick:
@@ -287,8 +288,8 @@ def rung_recall(test, model, n: int) -> dict:
 def run_learned(args) -> dict:
     """``--score learned``: the learned rung score as extra candidates, on the sets of ``args.datasets`` (module docstring)."""
     warnings.filterwarnings("ignore")
-    sets = find_datasets(args.data, digits=[ROOT / "benchmarks" / "results" / f for f in BUILTIN_FILES.values()
-                                            if (ROOT / "benchmarks" / "results" / f).exists()])
+    sets = find_datasets(args.data, digits=[BUILTIN_CURVES / f for f in BUILTIN_FILES.values()
+                                            if (BUILTIN_CURVES / f).exists()])
     base = json.loads(args.base.read_text())
     if base["config"]["seed"] != args.seed or base["config"]["tuning"] != args.tuning or base["config"]["test"] != args.test:
         raise SystemExit(f"{args.base} was made with another seed or study counts; re-run it first")

@@ -51,12 +51,20 @@ TUNE_SEED0 = 100
 TARGET_TOP3 = 0.95
 SHA_GRID = tuple((r, rf) for r in (1, 2, 3, 4, 6, 8) for rf in (2, 3, 4))
 HB_GRID = tuple((r, rf) for r in (1, 2, 3) for rf in (2, 3, 4))
+#: The built-in sets' peer grids: the step benchmarks' picks there lie at min_resource 3-16 (past the first learning-rate
+#: decay), so min_resource covers the step benchmarks' whole resource grid (``bench_early_stopping._resources``) and 4.
+BUILTIN_GRIDS = (tuple((r, rf) for r in (1, 2, 3, 4, 5, 6, 8, 12, 16) for rf in (2, 3, 4)),) * 2
 K_CANDIDATES = 6
-#: workload -> (ours' step pick: policy, --rungs, --top-k; the peers' step-benchmark split-0 picks: SHA, Hyperband, ASHA)
+#: workload -> (ours' step pick: policy, --rungs, --top-k, or None where §8.12's pick is predictive ASHA, which has no
+#: simulate policy at its settings; the peers' step-benchmark split-0 picks: SHA, Hyperband, ASHA)
 SETS = {
     "opda-alexnet": (("spottune-0.15", "0.06:6", 2), ("optuna-sha-r6-rf3", "optuna-hyperband-r2-rf3", "optuna-sha-r3-rf4")),
     "opda-convnext": (("spottune-0.2", "0.1:6", 2), ("optuna-sha-r5-rf2", "optuna-hyperband-r3-rf3", "optuna-sha-r3-rf2")),
     "cakelab-resnet32": (("spottune-0.04", None, 2), ("optuna-sha-r3-rf4", "optuna-hyperband-r1-rf3", "optuna-sha-r1-rf3")),
+    "builtin-digits-mlp": (("spottune-0.2", "0.06:6", 2),
+                           ("optuna-sha-r5-rf4", "optuna-hyperband-r3-rf4", "optuna-sha-r3-rf3")),
+    "builtin-logreg": (None, ("optuna-sha-r16-rf2", "optuna-hyperband-r8-rf4", "optuna-sha-r16-rf2")),
+    "builtin-linear-svm": (None, ("optuna-sha-r16-rf2", "optuna-hyperband-r12-rf3", "optuna-sha-r16-rf2")),
 }
 METRICS = ("cost_usd", "jct_h", "top1", "pick_top3", "top3", "regret", "steps_executed")
 
@@ -164,11 +172,12 @@ def run(args) -> dict:
         old = json.loads(path.read_text())
         for r in old["rows"] + old.get("tuning_rows", []):
             reuse[(r["workload"], r["seed"], r["start"], r["policy"])] = r
-    grid = [f"optuna-sha-r{r}-rf{rf}" for r, rf in SHA_GRID] + [f"optuna-hyperband-r{r}-rf{rf}" for r, rf in HB_GRID]
     tune = [(TUNE_SEED0 + i, TUNE_STARTS[i % 2]) for i in range(args.tune_seeds)]
     tuning_rows, picks, candidates, rows, roles = [], {}, {}, [], {}
     for workload in workloads:
         candidates[workload] = our_candidates(workload)
+        sha, hb = BUILTIN_GRIDS if workload.startswith("builtin-") else (SHA_GRID, HB_GRID)
+        grid = [f"optuna-sha-r{r}-rf{rf}" for r, rf in sha] + [f"optuna-hyperband-r{r}-rf{rf}" for r, rf in hb]
         trows = [r for seed, start in tune for r in _rows(workload, seed, start, grid, args.jobs, reuse=reuse)]
         trows += _ours_rows([(workload, seed, start, c["candidate"], reuse)
                              for c in candidates[workload].values() for seed, start in tune], args.jobs)
@@ -182,9 +191,10 @@ def run(args) -> dict:
         roles[workload] = {label(ours): "ours", **{p: "tuned here" for p in peers[:2]},
                            **{p: "step benchmark's pick" for p in peers[2:] if p in step_peers},
                            "optuna-sha": "simulate's default"}
-        roles[workload].setdefault(label(step_pick), "ours, step pick")
+        if step_pick:
+            roles[workload].setdefault(label(step_pick), "ours, step pick")
         test = [(seed, STARTS[seed % 2]) for seed in range(args.seeds)]
-        rows += _ours_rows([(workload, seed, start, c, reuse) for c in dict.fromkeys([ours, step_pick])
+        rows += _ours_rows([(workload, seed, start, c, reuse) for c in dict.fromkeys([ours, step_pick]) if c
                             for seed, start in test], args.jobs)
         rows += [r for seed, start in test for r in _rows(workload, seed, start, peers, args.jobs, reuse=reuse)]
     summary = {}
@@ -206,10 +216,11 @@ def run(args) -> dict:
                 "ours_cost_ratio": float(np.nanmean(list(base.values())) / np.nanmean(x["cost_usd"])),
                 "ours_minus_this_usd": float(diff.mean()), "ours_minus_this_se": float(diff.std(ddof=1) / np.sqrt(len(diff)))}
     tuning = {w: _means([r for r in tuning_rows if r["workload"] == w]) for w in workloads}
-    return {"config": {"reused_from": [str(p) for p in args.reuse], "seeds": args.seeds, "tune_seeds": args.tune_seeds, "tune_seed0": TUNE_SEED0,
+    return {"config": {"reused_from": [str(p.resolve().relative_to(ROOT)) if p.resolve().is_relative_to(ROOT) else str(p)
+                                       for p in args.reuse], "seeds": args.seeds, "tune_seeds": args.tune_seeds, "tune_seed0": TUNE_SEED0,
                        "starts": list(STARTS), "tune_starts": list(TUNE_STARTS), "market_mode": "legacy",
                        "target_top3": TARGET_TOP3, "sha_grid": SHA_GRID, "hyperband_grid": HB_GRID,
-                       "k_candidates": K_CANDIDATES, "sets": SETS, "jobs": args.jobs},
+                       "builtin_grids": BUILTIN_GRIDS, "k_candidates": K_CANDIDATES, "sets": SETS, "jobs": args.jobs},
             "candidates": candidates, "picks": picks, "tuning": tuning, "tuning_rows": tuning_rows, "rows": rows,
             "summary": summary, "target": {w: target(summary[w]) for w in workloads}}
 

@@ -13,7 +13,7 @@ Usage::
 
     .venv/bin/python benchmarks/builtin_curves.py [--workloads digits-mlp,logreg,linear-svm] [--configs 128] [--seed 0]
 
-Writes ``benchmarks/results/builtin_<workload>_curves.csv.gz`` (gzip, ``long-csv`` layout: ``config_id, step,
+Writes ``data/learning_curves/builtin/builtin_<workload>_curves.csv.gz`` (gzip, ``long-csv`` layout: ``config_id, step,
 value, max_steps`` + the configuration), read by ``earlycurve.evaluation.load_curves``.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-OUT = Path(__file__).resolve().parent / "results"
+OUT = Path(__file__).resolve().parents[1] / "data" / "learning_curves" / "builtin"  # _common.BUILTIN_CURVES
 
 
 def random_space(space: dict) -> dict:

@@ -82,7 +82,7 @@ def test_predictive_stops_trials_in_the_default_experiment(tmp_path):
 
 # -- stopper_curves: the top-k at θ ranked by a predictor learned from previous runs (docs/earlycurve.md §8.7) --
 
-DIGITS_CURVES = "benchmarks/results/builtin_digits-mlp_curves.csv.gz"  # 128 random-search digits-mlp runs
+DIGITS_CURVES = "data/learning_curves/builtin/builtin_digits-mlp_curves.csv.gz"  # 128 random-search digits-mlp runs
 
 
 def _curves_path():

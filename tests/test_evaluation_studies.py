@@ -13,6 +13,7 @@ from spottune.evaluation._studies import is_study
     ("opda-alexnet", True), ("digits-mlp", True), ("opda-alexnet:64", True), ("opda-convnext:2", True),
     ("opda-alexnet:1", False), ("opda-alexnet:x", False), ("opda-alexnet:", False), ("digits-mlp:64", False),
     ("nope", False), ("opda-alexnet:64:2", False), ("cakelab-resnet32", True), ("cakelab-resnet32:8", True),
+    ("builtin-digits-mlp", True), ("builtin-logreg:32", True), ("builtin-linear-svm", True), ("builtin-gbt", False),
 ])
 def test_is_study(name, ok):
     assert is_study(name) is ok
@@ -49,3 +50,19 @@ def test_the_cakelab_study_replays_recorded_points_on_16_progress_steps():
     assert four.max_steps == 16 and four.trial_ids == ["t00", "t01", "t02", "t03"]
     assert len(load_study("cakelab-resnet32", seed=0, max_steps=32).curves["t05"]) == 32
     assert load_study("cakelab-resnet32", seed=1).configs != study.configs
+
+
+def test_a_random_search_builtin_study_samples_the_recorded_curves_at_the_workloads_speed():
+    study = load_study("builtin-digits-mlp", seed=0)
+    assert study.max_steps == 50 and study.trial_ids == [f"t{i:02d}" for i in range(16)]
+    assert study.source == "builtin_digits-mlp_curves.csv.gz: 16 of 128 random-search curves, seed 0"
+    assert (study.metric, study.mode, study.checkpoint_size_mb) == ("val_cross_entropy", "min", 100.0)
+    # t00 is digits-mlp-001 (read from the file): progress step k of 50 is real step 6k of the workload's 300
+    assert study.configs["t00"] == {"config_id": "digits-mlp-001", "lr": 0.019858672199578317, "hidden": 32,
+                                    "batch_size": 8}
+    assert study.curves["t00"][0]["val_cross_entropy"] == 2.2555062770843506
+    assert study.curves["t00"][-1]["val_cross_entropy"] == 0.5888087153434753
+    # every trial runs at the workload's 60 s per real step: 6 real steps per progress step
+    assert set(study.reference_seconds_per_step.values()) == {360.0}
+    assert len(load_study("builtin-logreg:32", seed=3).trial_ids) == 32
+    assert load_study("builtin-digits-mlp", seed=1).configs != study.configs

@@ -198,7 +198,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                                 "SEER family with --deadline and --budget-usd) on identical spot-market replays; "
                                 "writes a tidy table.")
 @click.option("--workload", default="digits-mlp", show_default=True,
-              help="Built-in workload or recorded study (opda-alexnet, opda-convnext, cakelab-resnet32; with a size, "
+              help="Built-in workload or recorded study (opda-alexnet, opda-convnext, cakelab-resnet32, and the "
+                   "random-search built-ins builtin-digits-mlp, builtin-logreg, builtin-linear-svm; with a size, "
                    "opda-alexnet:64: that many configurations sampled, default 16).")
 @click.option("--policies", default="default", show_default=True,
               help="Comma-separated policy names, or 'default' / 'theta-sweep'.")

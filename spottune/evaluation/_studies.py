@@ -15,6 +15,12 @@ Two kinds of study, both with every curve known to ``max_steps`` (the ground tru
   cakelab_resnet32_cifar10_curves.csv.gz`` (ResNet-32 on CIFAR-10, 45 cluster settings). Metric
   ``loss = 1 − accuracy`` (min); 16 progress steps by default (its recorded points after step 0, every 4,000
   iterations), as the step benchmarks' grid.
+- **random-search built-in studies** (``builtin-digits-mlp``, ``builtin-logreg``, ``builtin-linear-svm``): 16
+  configurations sampled with the seed from the 128 random-search curves of ``data/learning_curves/builtin/
+  builtin_<workload>_curves.csv.gz`` (the workload's grid widened into a random search and really trained,
+  ``benchmarks/builtin_curves.py``; issue 13 item 1), on 50 progress steps as the step benchmarks' grid. Each
+  configuration runs at the workload's speed (its ``reference_seconds_per_step`` x ``max_steps`` / S_max per progress
+  step) and checkpoint size; the metric is the workload's (all three minimise).
 
 [I] Recorded configurations train for different numbers of epochs (20–100). Each is replayed on a
 common grid of ``max_steps`` (default 50) *progress steps*: step k is the point k/S_max through the
@@ -43,12 +49,15 @@ from spotmarket.data import data_dir
 from spotmarket.errors import DataNotFoundError
 from spottune.errors import ConfigError
 
-#: Recorded studies: name -> (file, checkpoint size in MB [I: fp32 weights + SGD momentum]).
-RECORDED: dict[str, tuple[str, float]] = {
+#: Recorded studies: name -> (file, checkpoint size in MB [I: fp32 weights + SGD momentum]; None: the workload's).
+RECORDED: dict[str, tuple[str, float | None]] = {
     "opda-alexnet": ("opda_alexnet_imagenet_tuning.jsonl.gz", 490.0),  # 61 M parameters x 4 B x 2
     "opda-convnext": ("opda_convnext-tiny_imagenet_tuning.jsonl.gz", 230.0),  # 28.6 M parameters x 4 B x 2
     "cakelab-resnet32": ("cakelab_resnet32_cifar10_curves.csv.gz", 3.7),  # 0.46 M parameters x 4 B x 2
 }
+#: Random-search built-in studies: name -> the built-in workload whose recorded curves it samples.
+RANDOM_SEARCH = {f"builtin-{w}": w for w in ("digits-mlp", "logreg", "linear-svm")}
+RECORDED.update({name: (f"builtin/builtin_{w}_curves.csv.gz", None) for name, w in RANDOM_SEARCH.items()})  # size: the workload's
 RECORDED_STEPS = 50
 #: S_max of a recorded study when not given: :data:`RECORDED_STEPS`, or the study's own recorded points.
 RECORDED_DEFAULT_STEPS = {"cakelab-resnet32": 16}
@@ -159,7 +168,8 @@ def load_study(name: str, seed: int = 0, *, max_steps: int | None = None, n_conf
         n_configs = int(size)
     if name in RECORDED:
         steps = max_steps or RECORDED_DEFAULT_STEPS.get(name, RECORDED_STEPS)
-        return (_cakelab if name.startswith("cakelab") else _recorded)(name, seed, steps, n_configs)
+        loader = _random_search if name in RANDOM_SEARCH else _cakelab if name.startswith("cakelab") else _recorded
+        return loader(name, seed, steps, n_configs)
     return _builtin(name, seed, max_steps, cache)
 
 
@@ -263,3 +273,28 @@ def _cakelab(name: str, seed: int, steps: int, n: int) -> Study:
     return Study(name=name, trial_ids=ids, configs=configs, curves=curves, metric="loss", mode="min", max_steps=steps,
                  reference_seconds_per_step=speed, checkpoint_size_mb=size_mb,
                  source=f"{path.name}: {n} of {len(complete)} complete curves, seed {seed}")
+
+
+def _random_search(name: str, seed: int, steps: int, n: int) -> Study:
+    import pandas as pd
+
+    from earlycurve.evaluation import load_curves
+    from spottune.workloads import get_workload
+
+    wl = get_workload(RANDOM_SEARCH[name])
+    path = learning_curves_dir() / RECORDED[name][0]
+    complete = sorted(load_curves(path, name).curves, key=lambda c: c.curve_id)
+    hyper = pd.read_csv(path).drop(columns=["step", "value", "max_steps"]).groupby("config_id").first().to_dict("index")
+    ids = [f"t{i:02d}" for i in range(n)]
+    frac = np.arange(1, steps + 1) / steps
+    curves, configs = {}, {}
+    for tid, j in zip(ids, _sample(name, len(complete), n, seed)):
+        c = complete[j]
+        values = np.interp(frac * c.max_steps, c.steps, c.values)  # the step benchmarks' grid (StudyPool)
+        curves[tid] = [{wl.metric: float(v)} for v in values]
+        configs[tid] = {"config_id": c.curve_id, **hyper[c.curve_id]}
+    speed = float(wl.reference_seconds_per_step) * wl.max_steps / steps
+    return Study(name=name, trial_ids=ids, configs=configs, curves=curves, metric=str(wl.metric), mode=wl.mode,
+                 max_steps=steps, reference_seconds_per_step={t: speed for t in ids},
+                 checkpoint_size_mb=float(wl.checkpoint_size_mb),
+                 source=f"{path.name}: {n} of {len(complete)} random-search curves, seed {seed}")
