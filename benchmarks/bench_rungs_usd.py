@@ -27,8 +27,13 @@ the default provisioning and predictor, 120 s boot), every policy alike, so the 
 top-3 ≥ 0.95. The studies are drawn from the whole recorded pool, half of which the split-0 tuning studies drew from:
 a mild overlap.
 
+With ``--provisioning restart`` every compared policy runs on spot-restart's provisioning instead of SpotTune's
+(``spottune simulate --provisioning restart``: cheapest market at each launch, max price = on-demand, no hop), the whole
+protocol (tuning and test) again: the stoppers compared without the provisioner's choices, which depend on when a
+trial will next stop (``benchmarks/results/rungs_usd_restart.json``).
+
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_rungs_usd.py [--seeds 20] [--tune-seeds 8] [--jobs 2]
-[--reuse FILE]`` (about 40 min on two cores for the three sets; ``--reuse`` takes the rows of an earlier run's JSON,
+[--reuse FILE] [--provisioning restart --out benchmarks/results/rungs_usd_restart.json]`` (about 40 min on two cores for the three sets; ``--reuse`` takes the rows of an earlier run's JSON,
 which a replay would reproduce); ``--markdown`` prints the tables from the JSON.
 """
 
@@ -70,7 +75,8 @@ METRICS = ("cost_usd", "jct_h", "top1", "pick_top3", "top3", "regret", "steps_ex
 
 
 def _rows(workload: str, seed: int, start: str, policies: list[str], jobs: int, rungs: str | None = None,
-          top_k: int = 3, label: str | None = None, reuse: dict | None = None) -> list[dict]:
+          top_k: int = 3, label: str | None = None, reuse: dict | None = None,
+          provisioning: str = "spottune") -> list[dict]:
     """One ``spottune simulate`` call (one study, one start, every policy): a row per policy, named by the policy or,
     for one policy of ours, by ``label``.
 
@@ -88,7 +94,7 @@ def _rows(workload: str, seed: int, start: str, policies: list[str], jobs: int, 
     top3 = load_study(workload, seed).ranking()[:3]
     with tempfile.TemporaryDirectory() as d:
         table = simulate_all(workload, ",".join(todo), 1, "legacy", Path(d), seed=seed, jobs=jobs, progress=False,
-                             start_times=start, rungs=rungs, top_k=top_k)
+                             start_times=start, rungs=rungs, top_k=top_k, provisioning=provisioning)
     for row in table.to_dict("records"):
         out.append({"workload": workload, "seed": seed, "start": start, "policy": label or row["policy"],
                     "error": row["error"] if isinstance(row["error"], str) else "",
@@ -132,8 +138,8 @@ def our_candidates(workload: str, k: int = K_CANDIDATES) -> dict[str, dict]:
 
 
 def _ours_row(task: tuple) -> list[dict]:
-    workload, seed, start, cand, reuse = task
-    return _rows(workload, seed, start, [cand[0]], 1, cand[1], cand[2], label(cand), reuse)
+    workload, seed, start, cand, reuse, provisioning = task
+    return _rows(workload, seed, start, [cand[0]], 1, cand[1], cand[2], label(cand), reuse, provisioning)
 
 
 def _ours_rows(tasks: list[tuple], jobs: int) -> list[dict]:
@@ -170,6 +176,8 @@ def run(args) -> dict:
     reuse = {}
     for path in args.reuse:
         old = json.loads(path.read_text())
+        if old["config"].get("provisioning", "spottune") != args.provisioning:
+            raise SystemExit(f"{path} was run with another provisioning than {args.provisioning}")
         for r in old["rows"] + old.get("tuning_rows", []):
             reuse[(r["workload"], r["seed"], r["start"], r["policy"])] = r
     tune = [(TUNE_SEED0 + i, TUNE_STARTS[i % 2]) for i in range(args.tune_seeds)]
@@ -178,8 +186,9 @@ def run(args) -> dict:
         candidates[workload] = our_candidates(workload)
         sha, hb = BUILTIN_GRIDS if workload.startswith("builtin-") else (SHA_GRID, HB_GRID)
         grid = [f"optuna-sha-r{r}-rf{rf}" for r, rf in sha] + [f"optuna-hyperband-r{r}-rf{rf}" for r, rf in hb]
-        trows = [r for seed, start in tune for r in _rows(workload, seed, start, grid, args.jobs, reuse=reuse)]
-        trows += _ours_rows([(workload, seed, start, c["candidate"], reuse)
+        trows = [r for seed, start in tune
+                 for r in _rows(workload, seed, start, grid, args.jobs, reuse=reuse, provisioning=args.provisioning)]
+        trows += _ours_rows([(workload, seed, start, c["candidate"], reuse, args.provisioning)
                              for c in candidates[workload].values() for seed, start in tune], args.jobs)
         tuning_rows += trows
         means = _means(trows)
@@ -194,9 +203,10 @@ def run(args) -> dict:
         if step_pick:
             roles[workload].setdefault(label(step_pick), "ours, step pick")
         test = [(seed, STARTS[seed % 2]) for seed in range(args.seeds)]
-        rows += _ours_rows([(workload, seed, start, c, reuse) for c in dict.fromkeys([ours, step_pick]) if c
-                            for seed, start in test], args.jobs)
-        rows += [r for seed, start in test for r in _rows(workload, seed, start, peers, args.jobs, reuse=reuse)]
+        rows += _ours_rows([(workload, seed, start, c, reuse, args.provisioning)
+                            for c in dict.fromkeys([ours, step_pick]) if c for seed, start in test], args.jobs)
+        rows += [r for seed, start in test
+                 for r in _rows(workload, seed, start, peers, args.jobs, reuse=reuse, provisioning=args.provisioning)]
     summary = {}
     for workload in workloads:
         by: dict[str, list[dict]] = {}
@@ -219,6 +229,7 @@ def run(args) -> dict:
     return {"config": {"reused_from": [str(p.resolve().relative_to(ROOT)) if p.resolve().is_relative_to(ROOT) else str(p)
                                        for p in args.reuse], "seeds": args.seeds, "tune_seeds": args.tune_seeds, "tune_seed0": TUNE_SEED0,
                        "starts": list(STARTS), "tune_starts": list(TUNE_STARTS), "market_mode": "legacy",
+                       "provisioning": args.provisioning,
                        "target_top3": TARGET_TOP3, "sha_grid": SHA_GRID, "hyperband_grid": HB_GRID,
                        "builtin_grids": BUILTIN_GRIDS, "k_candidates": K_CANDIDATES, "sets": SETS, "jobs": args.jobs},
             "candidates": candidates, "picks": picks, "tuning": tuning, "tuning_rows": tuning_rows, "rows": rows,
@@ -273,6 +284,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reuse", type=Path, action="append", default=[],
                     help="a JSON of an earlier run whose rows (same study, start and name) are taken instead of "
                          "replayed; repeatable")
+    ap.add_argument("--provisioning", choices=("spottune", "restart"), default="spottune",
+                    help="provisioning of every compared policy (spottune simulate --provisioning); restart isolates "
+                         "the stoppers from the provisioner's choices (write it to another --out)")
     ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")
     return run_or_print(ap.parse_args(argv), run, markdown)
 

@@ -53,14 +53,14 @@ def _study(n=4, steps=30, sps=300.0):
     return toy_study(n, steps, sps, checkpoint_size_mb=0.0)
 
 
-def _run(name, history=None, study=None, predictor=None, cov=0.0):
+def _run(name, history=None, study=None, predictor=None, cov=0.0, provisioning="spottune"):
     history = history or _history()
     study = study or _study()
     catalog = InstanceCatalog.load()
     pool = Pool()
     markets = pool.resolve(history, catalog)
     revocations = LegacyBidRevocation(history)
-    policy = get_policy(name)
+    policy = get_policy(name, provisioning=provisioning)
     if policy.uses_predictor and predictor is None:
         predictor = OraclePredictor(revocations) if policy.predictor == "hindsight" else ConstantRevocation(0.0)
     asm = assemble(policy, study=study, history=history, catalog=catalog, pool=pool, markets=markets,
@@ -245,3 +245,20 @@ def test_optuna_peers_at_given_settings():
     for bad in ("optuna-sha-r0-rf3", "optuna-sha-r3-rf1", "optuna-median-r3-rf3"):
         with pytest.raises(ConfigError):
             get_policy(bad)
+
+
+def test_restart_provisioning_gives_the_spottune_provisioned_policies_spot_restarts_provisioning():
+    # --provisioning restart: stoppers compared on a provisioning that does not depend on when a trial will stop
+    for name in ("spottune-0.5", "optuna-sha-r3-rf3"):
+        asm, record = _run(name, provisioning="restart")
+        assert isinstance(asm.chooser, CheapestMarketChooser) and not asm.orchestrator.config.hourly_hop
+        assert asm.chooser.max_price_rule.cap_at_on_demand
+        trials = asm.orchestrator.trials.values()
+        assert sum(tr.hops for tr in trials) == 0 and sum(tr.revocations for tr in trials) > 0  # the spike
+        assert {r.market.instance_type for r in record.ledger} == {"r3.large"}  # the cheaper market, every launch
+    assert get_policy("spottune-0.5", provisioning="restart").rungs == ()
+    assert get_policy("spottune-0.5", rungs="0.1:3", provisioning="restart").rungs == ((0.1, 3),)
+    for name in ("single-fastest", "spot-restart", "on-demand"):  # policies with their own provisioning keep it
+        assert get_policy(name, provisioning="restart") == get_policy(name)
+    with pytest.raises(ConfigError, match="provisioning is 'magic'"):
+        get_policy("spottune-0.7", provisioning="magic")

@@ -43,7 +43,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                  boot_s: float | None = None, stopper: str = DEFAULT_STOPPER, rungs: Any = None, top_k: int = 3,
                  deadline: Any = None,
                  budget_usd: float | None = None, deadline_rule: str = "slack",
-                 time_value_usd_per_hour: float = 0.0) -> Any:
+                 time_value_usd_per_hour: float = 0.0, provisioning: str = "spottune") -> Any:
     """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
 
     Parameters
@@ -96,6 +96,10 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     time_value_usd_per_hour : float, default 0
         Value of a trial's wall-clock hour in the ``refund`` objective of the SpotTune policies, USD per
         trial-hour (0 = dollars only; docs/design.md, issue 12, R7).
+    provisioning : {"spottune", "restart"}, default "spottune"
+        Provisioning of the SpotTune and Optuna policies: the SpotTune provisioner, or spot-restart's (cheapest market
+        at each launch, max price = on-demand, no hop), which compares stoppers on a provisioning that does not
+        depend on when a trial will stop (:func:`spottune.evaluation.get_policy`).
 
     Raises
     ------
@@ -126,7 +130,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     if not (math.isfinite(time_value_usd_per_hour) and time_value_usd_per_hour >= 0):
         raise ConfigError(f"--time-value-usd-per-hour is {time_value_usd_per_hour}, but must be a finite number of "
                           "USD per trial-hour >= 0")
-    pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""), objective, stopper, rungs)
+    pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""), objective, stopper, rungs, provisioning)
     from spottune.planning import DEADLINE_RULES, parse_duration
 
     deadline_s = None if deadline is None else parse_duration(deadline)
@@ -160,7 +164,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     tasks = [Task(workload=workload, policy=p.name, start_index=i, start_s=s, market_mode=m, seed=seed,
                   train_lo_s=lo, train_hi_s=hi, prices=prices, max_steps=max_steps, instance_types=types_, zones=zones_,
                   objective=objective, boot_s=boot, stopper=stopper, rungs=rungs, top_k=top_k, deadline_s=deadline_s, budget_usd=budget_usd,
-                  deadline_rule=deadline_rule, time_value_usd_per_hour=float(time_value_usd_per_hour))
+                  deadline_rule=deadline_rule, time_value_usd_per_hour=float(time_value_usd_per_hour),
+                  provisioning=provisioning)
              for m in modes for i, s in enumerate(starts_s) for p in pols]
     rows, walls = [None] * len(tasks), [0.0] * len(tasks)
     t0 = time.perf_counter()
@@ -185,7 +190,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     summarise(table).to_csv(output / "summary.csv", index=False)
     meta = {"argv": sys.argv, "workload": workload, "policies": [p.name for p in pols], "market_modes": modes,
             "starts": sorted(set(table["start"])), "seed": seed, "objective": objective, "boot_s": boot, "stopper": stopper, "rungs": rungs, "top_k": top_k,
-            "time_value_usd_per_hour": time_value_usd_per_hour,
+            "time_value_usd_per_hour": time_value_usd_per_hour, "provisioning": provisioning,
             "policy_objectives": {p.name: p.objective for p in pols if p.uses_predictor},
             "deadline_s": deadline_s, "budget_usd": budget_usd, "deadline_rule": deadline_rule,
             "jobs": jobs, "runs": len(tasks), "wall_s": wall, "run_wall_s": walls,
@@ -244,12 +249,16 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
               help="Budget of every run, USD: a hard cap for every policy; the SEER family plans for it.")
 @click.option("--deadline-rule", type=click.Choice(["slack", "uniform"]), default="slack", show_default=True,
               help="Deadline guard: slack = stable capacity as late as possible; uniform = Can't Be Late's rule.")
+@click.option("--provisioning", type=click.Choice(["spottune", "restart"]), default="spottune", show_default=True,
+              help="Provisioning of the SpotTune and Optuna policies: spottune = the SpotTune provisioner with hourly "
+                   "hops; restart = spot-restart's (cheapest market at each launch, max price = on-demand, no hop), to "
+                   "compare stoppers on a provisioning that does not depend on when a trial will stop.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def simulate(workload: str, policies: str, starts: int, start_times: str | None, market_mode: str, output: str,
              seed: int, theta_sweep: bool, jobs: int, max_steps: int | None, prices: str | None,
              instance_types: str | None, zones: str | None, objective: str, boot_s: float | None,
              stopper: str, rungs: str | None, top_k: int, deadline: str | None, budget_usd: float | None, deadline_rule: str,
-             time_value_usd_per_hour: float, progress: bool) -> None:
+             time_value_usd_per_hour: float, provisioning: str, progress: bool) -> None:
     from spottune.evaluation import summarise, to_markdown
     from spottune.evaluation._lower_bound import undefined_ratio_note
 
@@ -257,7 +266,7 @@ def simulate(workload: str, policies: str, starts: int, start_times: str | None,
                          jobs=jobs, start_times=start_times, max_steps=max_steps, prices=prices, progress=progress,
                          instance_types=instance_types, zones=zones, objective=objective, boot_s=boot_s,
                          stopper=stopper, rungs=rungs, top_k=top_k, deadline=deadline, budget_usd=budget_usd, deadline_rule=deadline_rule,
-                         time_value_usd_per_hour=time_value_usd_per_hour)
+                         time_value_usd_per_hour=time_value_usd_per_hour, provisioning=provisioning)
     s = summarise(table, ["cost_usd", "jct_h", "pcr_norm", "top3", "refunded_share", "cost_vs_lower_bound"])
     cols = ["market_mode", "policy", "cost_usd_mean", "jct_h_mean", "pcr_norm_mean", "top3_mean",
             "refunded_share_mean", "cost_vs_lower_bound_mean", "n"]

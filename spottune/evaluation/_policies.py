@@ -63,6 +63,10 @@ from spottune.evaluation._pruning import PRUNERS
 from spottune.planning._elastic import SCHEDULES
 
 CHOOSERS = ("spottune", "cheapest-market", "fixed-cheapest", "fixed-fastest", "bracket-type")
+#: Provisioning of the SpotTune-provisioned policies (``spottune-<θ>``, ``optuna-*``): ``spottune`` (the default: the
+#: SpotTune provisioner, hourly hop) or ``restart`` (spot-restart's: cheapest market at each launch, max price = on-demand,
+#: no hop), which compares the stoppers on a provisioning that does not depend on when a trial will stop.
+PROVISIONINGS = ("spottune", "restart")
 NEVER_REVOKED_FACTOR = 10.0  #: single-spot max price = this x the highest price of the whole history
 
 
@@ -199,8 +203,8 @@ _SPOTTUNE = re.compile(r"^spottune-(?P<theta>[01](?:\.\d+)?)(?:-(?P<pred>[a-z][a
 
 
 def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER,
-               rungs: Any = ()) -> Policy:
-    """The policy called ``name`` (see the module table).
+               rungs: Any = (), provisioning: str = "spottune") -> Policy:
+    """The policy called ``name`` (see the module table), provisioned as ``provisioning`` says.
 
     Parameters
     ----------
@@ -215,12 +219,26 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
     rungs : str or sequence of (float, int), default ()
         Synchronous barriers before θ of the ``spottune-<θ>...`` policies with stopper ``barrier`` and θ < 1
         (:attr:`Policy.rungs`); other policies ignore them.
+    provisioning : {"spottune", "restart"}, default "spottune"
+        ``restart`` gives the SpotTune-provisioned policies (``spottune-<θ>...``, ``optuna-...``) spot-restart's
+        provisioning instead (cheapest market at each launch, max price = on-demand, no hourly hop, no predictor;
+        :data:`PROVISIONINGS`); the other policies keep their own.
 
     Raises
     ------
     ConfigError
-        If the name or the objective is unknown, or the rungs do not fit the policy's θ.
+        If the name, the objective or the provisioning is unknown, or the rungs do not fit the policy's θ.
     """
+    if provisioning not in PROVISIONINGS:
+        raise ConfigError(f"provisioning is {provisioning!r}, but must be one of {', '.join(PROVISIONINGS)}")
+    policy = _named_policy(name, objective, stopper, rungs)
+    if provisioning == "restart" and policy.chooser == "spottune":
+        policy = replace(policy, chooser="cheapest-market", predictor="none", hourly_hop=False, max_price="on-demand",
+                         description=f"{policy.description}; spot-restart provisioning")
+    return policy
+
+
+def _named_policy(name: str, objective: str, stopper: str, rungs: Any) -> Policy:
     if objective not in OBJECTIVES:
         raise ConfigError(f"objective is {objective!r}, but must be one of {', '.join(OBJECTIVES)}")
     if name in FIXED:
@@ -259,11 +277,11 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
 
 
 def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER,
-                   rungs: Any = ()) -> list[Policy]:
+                   rungs: Any = (), provisioning: str = "spottune") -> list[Policy]:
     """Comma-separated policy names (``default`` = :data:`DEFAULT_POLICIES`), duplicates dropped.
 
     ``objective`` is the default objective of SpotTune policies without a suffix, ``stopper`` and ``rungs`` their
-    early stopping (:func:`get_policy`)."""
+    early stopping, ``provisioning`` that of the SpotTune-provisioned policies (:func:`get_policy`)."""
     names: list[str] = []
     for part in (p.strip() for p in text.split(",")):
         for n in (DEFAULT_POLICIES if part == "default" else THETA_SWEEP if part == "theta-sweep" else [part]):
@@ -271,7 +289,7 @@ def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_
                 names.append(n)
     if not names:
         raise ConfigError("--policies is empty")
-    return [get_policy(n, objective, stopper, rungs) for n in names]
+    return [get_policy(n, objective, stopper, rungs, provisioning) for n in names]
 
 
 def fixed_types(catalog: Any, markets: list) -> dict[str, str]:

@@ -63,6 +63,8 @@ class Task:
     deadline_rule : {"slack", "uniform"}
     time_value_usd_per_hour : float, default 0
         Value of a trial's wall-clock hour in the ``refund`` objective, USD per trial-hour.
+    provisioning : {"spottune", "restart"}, default "spottune"
+        Provisioning of the SpotTune-provisioned policies (:func:`spottune.evaluation.get_policy`).
     shuffle_trials : bool, default False
         Replay the study's trials in an order drawn per start (``numpy.random.default_rng([seed, start_index])``),
         the same for every policy at that start: a policy that samples the first trials of the study (E-Hyperband,
@@ -92,6 +94,7 @@ class Task:
     deadline_rule: str = "slack"
     shuffle_trials: bool = False
     time_value_usd_per_hour: float = 0.0
+    provisioning: str = "spottune"
 
 
 def default_starts(history: Any, markets: list, n: int, *, train_days: float = TRAIN_DAYS,
@@ -237,7 +240,7 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
     from spotmarket import Billing
 
     t0 = time.perf_counter()
-    policy = get_policy(task.policy, task.objective, task.stopper, task.rungs)
+    policy = get_policy(task.policy, task.objective, task.stopper, task.rungs, task.provisioning)
     env = environment(task.workload, task.seed, task.market_mode, task.prices, task.max_steps, task.instance_types,
                       task.zones)
     study = env["study"]
