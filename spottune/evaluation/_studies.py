@@ -1,6 +1,6 @@
 """The trials an evaluation replays: every configuration's full curve, computed (or read) once.
 
-Two kinds of study, both with every curve known to ``max_steps`` (the ground truth of top-k accuracy):
+Three kinds of study, all with every curve known to ``max_steps`` (the ground truth of top-k accuracy):
 
 - **built-in workloads** (``digits-mlp``, ``logreg``, ``linreg``, ``linear-svm``, ``gbt``): each
   configuration is really trained to ``max_steps`` once and its per-step metrics are cached on disk
