@@ -85,5 +85,6 @@ def test_cli_rejects_an_unknown_workload_in_one_line(tmp_path, monkeypatch, caps
     out, err = capsys.readouterr()
     assert out == ""
     assert err == ("error: --workload is 'nope', but must be one of digits-mlp, gbt, linear-svm, linreg, logreg, "
-                   "cakelab-resnet32, opda-alexnet, opda-convnext (a recorded study may name its size: opda-alexnet:64)\n")
+                   "builtin-digits-mlp, builtin-linear-svm, builtin-logreg, cakelab-resnet32, opda-alexnet, opda-convnext "
+                   "(a recorded study may name its size: opda-alexnet:64)\n")
     assert not out_dir.exists()
