@@ -32,9 +32,14 @@ With ``--provisioning restart`` every compared policy runs on spot-restart's pro
 protocol (tuning and test) again: the stoppers compared without the provisioner's choices, which depend on when a
 trial will next stop (``benchmarks/results/rungs_usd_restart.json``).
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_rungs_usd.py [--seeds 20] [--tune-seeds 8] [--jobs 2]
-[--reuse FILE] [--provisioning restart --out benchmarks/results/rungs_usd_restart.json]`` (about 40 min on two cores for the three sets; ``--reuse`` takes the rows of an earlier run's JSON,
-which a replay would reproduce); ``--markdown`` prints the tables from the JSON.
+The sets: the recorded studies (``opda-alexnet``, ``opda-convnext``, ``cakelab-resnet32``) and the built-in workloads'
+random-search studies (``builtin-digits-mlp``, ``builtin-logreg``, ``builtin-linear-svm``: 16 of the 128 curves of
+``data/learning_curves/builtin/`` per seed, at the workload's speed), whose peers get the wider ``BUILTIN_GRID``.
+
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_rungs_usd.py [--workloads W1,W2] [--seeds 20] [--tune-seeds 8]
+[--jobs 2] [--reuse FILE] [--provisioning restart --out benchmarks/results/rungs_usd_restart.json]`` (about 40 min on
+two cores for the recorded sets, 10-15 min per built-in set; ``--reuse`` takes the rows of an earlier run's JSON, which
+a replay would reproduce); ``--markdown`` prints the tables from the JSON.
 """
 
 from __future__ import annotations
@@ -56,9 +61,10 @@ TUNE_SEED0 = 100
 TARGET_TOP3 = 0.95
 SHA_GRID = tuple((r, rf) for r in (1, 2, 3, 4, 6, 8) for rf in (2, 3, 4))
 HB_GRID = tuple((r, rf) for r in (1, 2, 3) for rf in (2, 3, 4))
-#: The built-in sets' peer grids: the step benchmarks' picks there lie at min_resource 3-16 (past the first learning-rate
-#: decay), so min_resource covers the step benchmarks' whole resource grid (``bench_early_stopping._resources``) and 4.
-BUILTIN_GRIDS = (tuple((r, rf) for r in (1, 2, 3, 4, 5, 6, 8, 12, 16) for rf in (2, 3, 4)),) * 2
+#: The built-in sets' peer grid (SHA and Hyperband alike): the step benchmarks' picks there lie at min_resource 3-16 (past
+#: the first learning-rate decay), so min_resource covers the step benchmarks' resource grid
+#: (``bench_early_stopping._resources``) and 4.
+BUILTIN_GRID = tuple((r, rf) for r in (1, 2, 3, 4, 5, 6, 8, 12, 16) for rf in (2, 3, 4))
 K_CANDIDATES = 6
 #: workload -> (ours' step pick: policy, --rungs, --top-k, or None where §8.12's pick is predictive ASHA, which has no
 #: simulate policy at its settings; the peers' step-benchmark split-0 picks: SHA, Hyperband, ASHA)
@@ -184,7 +190,7 @@ def run(args) -> dict:
     tuning_rows, picks, candidates, rows, roles = [], {}, {}, [], {}
     for workload in workloads:
         candidates[workload] = our_candidates(workload)
-        sha, hb = BUILTIN_GRIDS if workload.startswith("builtin-") else (SHA_GRID, HB_GRID)
+        sha, hb = (BUILTIN_GRID, BUILTIN_GRID) if workload.startswith("builtin-") else (SHA_GRID, HB_GRID)
         grid = [f"optuna-sha-r{r}-rf{rf}" for r, rf in sha] + [f"optuna-hyperband-r{r}-rf{rf}" for r, rf in hb]
         trows = [r for seed, start in tune
                  for r in _rows(workload, seed, start, grid, args.jobs, reuse=reuse, provisioning=args.provisioning)]
@@ -231,7 +237,7 @@ def run(args) -> dict:
                        "starts": list(STARTS), "tune_starts": list(TUNE_STARTS), "market_mode": "legacy",
                        "provisioning": args.provisioning,
                        "target_top3": TARGET_TOP3, "sha_grid": SHA_GRID, "hyperband_grid": HB_GRID,
-                       "builtin_grids": BUILTIN_GRIDS, "k_candidates": K_CANDIDATES, "sets": SETS, "jobs": args.jobs},
+                       "builtin_grid": BUILTIN_GRID, "k_candidates": K_CANDIDATES, "sets": SETS, "jobs": args.jobs},
             "candidates": candidates, "picks": picks, "tuning": tuning, "tuning_rows": tuning_rows, "rows": rows,
             "summary": summary, "target": {w: target(summary[w]) for w in workloads}}
 

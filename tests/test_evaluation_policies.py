@@ -262,3 +262,10 @@ def test_restart_provisioning_gives_the_spottune_provisioned_policies_spot_resta
         assert get_policy(name, provisioning="restart") == get_policy(name)
     with pytest.raises(ConfigError, match="provisioning is 'magic'"):
         get_policy("spottune-0.7", provisioning="magic")
+
+
+def test_simulate_refuses_a_deadline_under_restart_provisioning(tmp_path):
+    from spottune.cli._simulate import simulate_all
+
+    with pytest.raises(ConfigError, match="--deadline needs --provisioning spottune, not 'restart'"):
+        simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, deadline="6h", provisioning="restart")

@@ -134,6 +134,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     from spottune.planning import DEADLINE_RULES, parse_duration
 
     deadline_s = None if deadline is None else parse_duration(deadline)
+    if deadline_s is not None and provisioning != "spottune":
+        raise ConfigError(f"--deadline needs --provisioning spottune, not {provisioning!r} (the deadline guard works "
+                          "through SpotTune's provisioner)")
     if budget_usd is not None and not budget_usd > 0:
         raise ConfigError(f"--budget-usd is {budget_usd:g}, but must be > 0")
     if deadline_rule not in DEADLINE_RULES:
