@@ -290,7 +290,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reuse", type=Path, action="append", default=[],
                     help="a JSON of an earlier run whose rows (same study, start and name) are taken instead of "
                          "replayed; repeatable")
-    ap.add_argument("--provisioning", choices=("spottune", "restart"), default="spottune",
+    from spottune.evaluation._policies import PROVISIONINGS
+
+    ap.add_argument("--provisioning", choices=PROVISIONINGS, default=PROVISIONINGS[0],
                     help="provisioning of every compared policy (spottune simulate --provisioning); restart isolates "
                          "the stoppers from the provisioner's choices (write it to another --out)")
     ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")

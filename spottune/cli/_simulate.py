@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from spottune.errors import ConfigError
+from spottune.evaluation._policies import PROVISIONINGS
 from spottune.experiment import DEFAULT_STOPPER, OBJECTIVES, STOPPERS
 
 
@@ -252,7 +253,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
               help="Budget of every run, USD: a hard cap for every policy; the SEER family plans for it.")
 @click.option("--deadline-rule", type=click.Choice(["slack", "uniform"]), default="slack", show_default=True,
               help="Deadline guard: slack = stable capacity as late as possible; uniform = Can't Be Late's rule.")
-@click.option("--provisioning", type=click.Choice(["spottune", "restart"]), default="spottune", show_default=True,
+@click.option("--provisioning", type=click.Choice(list(PROVISIONINGS)), default=PROVISIONINGS[0], show_default=True,
               help="Provisioning of the SpotTune and Optuna policies: spottune = the SpotTune provisioner with hourly "
                    "hops; restart = spot-restart's (cheapest market at each launch, max price = on-demand, no hop), to "
                    "compare stoppers on a provisioning that does not depend on when a trial will stop.")

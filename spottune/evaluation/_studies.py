@@ -57,7 +57,7 @@ RECORDED: dict[str, tuple[str, float | None]] = {
 }
 #: Random-search built-in studies: name -> the built-in workload whose recorded curves it samples.
 RANDOM_SEARCH = {f"builtin-{w}": w for w in ("digits-mlp", "logreg", "linear-svm")}
-RECORDED.update({name: (f"builtin/builtin_{w}_curves.csv.gz", None) for name, w in RANDOM_SEARCH.items()})  # size: the workload's
+RECORDED.update({name: (f"builtin/builtin_{w}_curves.csv.gz", None) for name, w in RANDOM_SEARCH.items()})
 RECORDED_STEPS = 50
 #: S_max of a recorded study when not given: :data:`RECORDED_STEPS`, or the study's own recorded points.
 RECORDED_DEFAULT_STEPS = {"cakelab-resnet32": 16}
