@@ -412,7 +412,7 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
 def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed: int,
                      max_price_rule: Any = None, *, objective: str = "refund", boot_s: float | None = None,
                      checkpoint_size_mb: float = 1.0, reference_seconds_per_step: float | None = None,
-                     time_value_usd_per_hour: float = 0.0) -> Any:
+                     time_value_usd_per_hour: float = 0.0, speed_model: str = "shared") -> Any:
     """SpotTune's market chooser over the pool's markets, with the objective ``objective``.
 
     Parameters
@@ -445,34 +445,41 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
     time_value_usd_per_hour : float, default 0
         ``refund`` only: value of a trial's wall-clock hour, USD per trial-hour
         (:attr:`provisioner.RefundStepCost.time_value_usd_per_hour`; docs/design.md, issue 12, R7).
+    speed_model : {"shared", "cores"}, default "shared"
+        ``refund`` only: T's model for the instance types a trial has not run on (``spottune.experiment.SPEED_MODELS``;
+        :class:`provisioner.SharedSpeedMatrix` pivoting at the 2-vCPU reference instance, or the spec's
+        :class:`provisioner.PerformanceMatrix`).
 
     Raises
     ------
     ConfigError
-        On an unknown objective.
+        On an unknown objective or speed model.
     ProvisionerConfigError
         On a negative or non-finite value of time.
     """
     from provisioner import Provisioner, RefundProvisioner, RefundStepCost
     from spottune.backends import SimSettings
     from spottune.backends._speed import DEFAULT_BOOT_S, transfer_seconds
-    from spottune.experiment import OBJECTIVES
+    from spottune.experiment import OBJECTIVES, SPEED_MODELS
 
     rng = np.random.default_rng(seed)
     if objective == "paper":
         return Provisioner(history, catalog, predictor, pool, rng, max_price_rule=max_price_rule)
     if objective != "refund":
         raise ConfigError(f"objective is {objective!r}, but must be one of {', '.join(OBJECTIVES)}")
+    if speed_model not in SPEED_MODELS:
+        raise ConfigError(f"speed_model is {speed_model!r}, but must be one of {', '.join(SPEED_MODELS)}")
     overhead = SimSettings().checkpoint_overhead_s
     types = {m.instance_type for m in pool.resolve(history, catalog)}
     ckpt = {t: transfer_seconds(checkpoint_size_mb, catalog[t].vcpus, overhead) for t in sorted(types)}
     cost = RefundStepCost(boot_s=DEFAULT_BOOT_S if boot_s is None else float(boot_s), checkpoint_s=ckpt,
                           time_value_usd_per_hour=time_value_usd_per_hour)
-    perf = None
-    if reference_seconds_per_step is not None:
-        from provisioner import PerformanceMatrix
+    from provisioner import PerformanceMatrix, SharedSpeedMatrix
+    from spottune.backends._speed import REFERENCE_VCPUS
 
-        perf = PerformanceMatrix.from_catalog(catalog, sorted(types), kappa_s=2.0 * float(reference_seconds_per_step))
+    kappa = {} if reference_seconds_per_step is None else {"kappa_s": REFERENCE_VCPUS * float(reference_seconds_per_step)}
+    perf = (SharedSpeedMatrix.from_catalog(catalog, sorted(types), reference_cores=REFERENCE_VCPUS, **kappa)
+            if speed_model == "shared" else PerformanceMatrix.from_catalog(catalog, sorted(types), **kappa))
     return RefundProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf,
                              p_cap=selection_p_cap(predictor))
 
@@ -717,7 +724,7 @@ def _algorithm_1(spec: ExperimentSpec, market: MarketSetup, start_s: float,
                          checkpoint_size_mb=spec.get_workload().checkpoint_size_mb,
                          reference_seconds_per_step=getattr(spec.get_workload().trainable,
                                                             "reference_seconds_per_step", None),
-                         time_value_usd_per_hour=spec.time_value_usd_per_hour),
+                         time_value_usd_per_hour=spec.time_value_usd_per_hour, speed_model=spec.speed_model),
         predictor=fmp,
         plateau_rule=plateau,
         stop_rule=stop_rule,

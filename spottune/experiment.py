@@ -47,7 +47,7 @@ from spottune.search_space import count_configs, generate_configs, has_domain, p
 from spottune.trainable import Trainable, trial_seed
 from spottune.workloads import Workload, get_workload
 
-__all__ = ["BACKENDS", "BILLING", "DEADLINE_MODES", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "RAY_KEYS", "DEFAULT_STOPPER", "STOPPERS", "ExperimentSpec",
+__all__ = ["BACKENDS", "BILLING", "DEADLINE_MODES", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "SPEED_MODELS", "RAY_KEYS", "DEFAULT_STOPPER", "STOPPERS", "ExperimentSpec",
            "TrialSpec"]
 
 BACKENDS = ("sim", "local", "aws", "ray")
@@ -56,6 +56,10 @@ PREDICTORS = ("auto", "revpred", "constant", "none", "calibrated", "online-hazar
 #: Provisioner objectives: ``refund`` (expected USD per useful step over the decision horizon, choosing
 #: the market and the max price; issue 12) and ``paper`` (SpotTune's Eq 2 with the D1 max price).
 OBJECTIVES = ("refund", "paper")
+#: How the refund objective's performance matrix predicts an instance type a trial has not run on (design R9):
+#: ``shared`` learns the speed ratios between types from all trials of the run (:class:`provisioner.SharedSpeedMatrix`),
+#: ``cores`` is the spec's per-trial ``κ / cores`` rule (:class:`provisioner.PerformanceMatrix`, SpotTune §1.4).
+SPEED_MODELS = ("shared", "cores")
 #: Early-stopping rules (issue 13): ``paper`` (EarlyCurve at θ, as published), ``rank`` (the rank-confidence rule
 #: at rungs before θ, then the last value's top-k at θ), ``predictive`` (predictive ASHA at rungs before θ, then
 #: the same) and ``barrier`` (no rungs, the last value's top-k at θ); :mod:`spottune._early_stop`.
@@ -205,6 +209,11 @@ class ExperimentSpec:
         faster market wins when a refund saves less per step than the time costs (as ``spottune run
         --time-value-usd-per-hour``; :class:`provisioner.RefundStepCost`; docs/design.md, issue 12, R7).
         0 = dollars only.
+    speed_model : {"shared", "cores"}, default "shared"
+        ``refund`` objective: how seconds per step on an instance type a trial has not run on are predicted:
+        ``shared`` learns the speed ratios between types jointly from every trial's measured segments (a log-linear
+        model, prior = the spec's rule; :class:`provisioner.SharedSpeedMatrix`, design R9), ``cores`` is the spec's
+        ``κ / cores`` rule per trial (SpotTune §1.4). The ``paper`` objective always uses ``cores``.
     stopper : {"paper", "rank", "predictive", "barrier"}, default "barrier"
         Early stopping: ``predictive`` is predictive ASHA (:class:`earlycurve.PredictiveStopping`, rungs at
         :data:`earlycurve.PREDICTIVE_DEFAULTS` fractions below θ, re-judged at every step, plus the
@@ -289,6 +298,7 @@ class ExperimentSpec:
     boot_s: float = DEFAULT_BOOT_S
     objective: str = "refund"
     time_value_usd_per_hour: float = 0.0
+    speed_model: str = "shared"
     stopper: str = DEFAULT_STOPPER
     stopper_curves: str | None = None
     rungs: tuple[tuple[float, int], ...] = ()
@@ -405,6 +415,7 @@ class ExperimentSpec:
         need(_is_real(self.boot_s) and self.boot_s >= 0, "boot_s", "a number of seconds >= 0")
         need(self.objective in OBJECTIVES, "objective", f"one of {', '.join(OBJECTIVES)}")
         need(_is_real(self.time_value_usd_per_hour) and self.time_value_usd_per_hour >= 0, "time_value_usd_per_hour", "a finite number of USD per trial-hour >= 0")
+        need(self.speed_model in SPEED_MODELS, "speed_model", f"one of {', '.join(SPEED_MODELS)}")
         need(self.stopper in STOPPERS, "stopper", f"one of {', '.join(STOPPERS)}")
         need(self.stopper_curves is None or (isinstance(self.stopper_curves, str) and bool(self.stopper_curves)),
              "stopper_curves", "a curve file path, or None")

@@ -91,7 +91,9 @@ def test_revocation_checkpoints_then_relaunches_and_keeps_refund():
     assert s.state() is TrialState.RUNNING
     tr = s.orch.trials["t0"]
     assert (tr.revocations, tr.failures, tr.lost_steps, tr.instance_id) == (1, 0, 0, i2)
-    assert s.chooser.segments == [("t0", "r3.large", 31.0, 3)]  # launched at 1 s, notice at 32 s
+    # launched at 1 s, step 3 reported at 31 s, notice at 32 s: speed is measured to the last finished step, not
+    # to the notice (the unfinished step's second would make the step time 31 / 3 s instead of 30 / 3)
+    assert s.chooser.segments == [("t0", "r3.large", 30.0, 3)]
 
 
 def test_preemption_before_checkpoint_rolls_back_and_counts_lost_steps_not_failures():

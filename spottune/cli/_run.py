@@ -27,7 +27,7 @@ from typing import Any
 
 import click
 
-from spottune.experiment import OBJECTIVES, PREDICTORS, STOPPERS, ExperimentSpec
+from spottune.experiment import OBJECTIVES, PREDICTORS, SPEED_MODELS, STOPPERS, ExperimentSpec
 
 #: Options of ``spottune run`` that only steer the command (everything else is an ExperimentSpec field).
 CLI_ONLY = ("config", "output", "progress", "dry_run", "ray_address")
@@ -137,6 +137,9 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
 @click.option("--time-value-usd-per-hour", type=float, default=None, show_default=_default("time_value_usd_per_hour"),
               help="refund objective: value of a trial's wall-clock hour, USD per trial-hour (minimises (USD + value x "
                    "hours) per useful step; 0 = dollars only).")
+@click.option("--speed-model", type=click.Choice(list(SPEED_MODELS)), default=None, show_default=_default("speed_model"),
+              help="refund objective: speed on instance types a trial has not run on; shared: speed ratios learned from "
+                   "all trials (design R9); cores: the spec's kappa / cores per trial.")
 @click.option("--stopper", type=click.Choice(list(STOPPERS)), default=None, show_default=_default("stopper"),
               help="predictive: predictive ASHA at rungs before θ (re-judged every step, optimistic bound), then the "
                    "last value's top-k at θ; rank: stop trials at rungs before θ when unlikely to end in the top-k, then the last value's "

@@ -20,7 +20,7 @@ import click
 
 from spottune.errors import ConfigError
 from spottune.evaluation._policies import PROVISIONINGS
-from spottune.experiment import DEFAULT_STOPPER, OBJECTIVES, STOPPERS
+from spottune.experiment import DEFAULT_STOPPER, OBJECTIVES, SPEED_MODELS, STOPPERS
 
 
 def _starts(history: Any, markets: list, n: int, explicit: str | None) -> list[float]:
@@ -44,7 +44,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                  boot_s: float | None = None, stopper: str = DEFAULT_STOPPER, rungs: Any = None, top_k: int = 3,
                  deadline: Any = None,
                  budget_usd: float | None = None, deadline_rule: str = "slack",
-                 time_value_usd_per_hour: float = 0.0, provisioning: str = "spottune") -> Any:
+                 time_value_usd_per_hour: float = 0.0, provisioning: str = "spottune",
+                 speed_model: str = "shared") -> Any:
     """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
 
     Parameters
@@ -101,6 +102,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         Provisioning of the SpotTune and Optuna policies: the SpotTune provisioner, or spot-restart's (cheapest market
         at each launch, max price = on-demand, no hop), which compares stoppers on a provisioning that does not
         depend on when a trial will stop (:func:`spottune.evaluation.get_policy`).
+    speed_model : {"shared", "cores"}, default "shared"
+        The refund objective's performance matrix (``spottune.experiment.SPEED_MODELS``, design R9).
 
     Raises
     ------
@@ -169,7 +172,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                   train_lo_s=lo, train_hi_s=hi, prices=prices, max_steps=max_steps, instance_types=types_, zones=zones_,
                   objective=objective, boot_s=boot, stopper=stopper, rungs=rungs, top_k=top_k, deadline_s=deadline_s, budget_usd=budget_usd,
                   deadline_rule=deadline_rule, time_value_usd_per_hour=float(time_value_usd_per_hour),
-                  provisioning=provisioning)
+                  provisioning=provisioning, speed_model=speed_model)
              for m in modes for i, s in enumerate(starts_s) for p in pols]
     rows, walls = [None] * len(tasks), [0.0] * len(tasks)
     t0 = time.perf_counter()
@@ -194,7 +197,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     summarise(table).to_csv(output / "summary.csv", index=False)
     meta = {"argv": sys.argv, "workload": workload, "policies": [p.name for p in pols], "market_modes": modes,
             "starts": sorted(set(table["start"])), "seed": seed, "objective": objective, "boot_s": boot, "stopper": stopper, "rungs": rungs, "top_k": top_k,
-            "time_value_usd_per_hour": time_value_usd_per_hour, "provisioning": provisioning,
+            "time_value_usd_per_hour": time_value_usd_per_hour, "provisioning": provisioning, "speed_model": speed_model,
             "policy_objectives": {p.name: p.objective for p in pols if p.uses_predictor},
             "deadline_s": deadline_s, "budget_usd": budget_usd, "deadline_rule": deadline_rule,
             "jobs": jobs, "runs": len(tasks), "wall_s": wall, "run_wall_s": walls,
@@ -257,12 +260,15 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
               help="Provisioning of the SpotTune and Optuna policies: spottune = the SpotTune provisioner with hourly "
                    "hops; restart = spot-restart's (cheapest market at each launch, max price = on-demand, no hop), to "
                    "compare stoppers on a provisioning that does not depend on when a trial will stop.")
+@click.option("--speed-model", type=click.Choice(list(SPEED_MODELS)), default=SPEED_MODELS[0], show_default=True,
+              help="Refund objective of the SpotTune policies: speed on instance types a trial has not run on; shared = "
+                   "speed ratios learned from all trials of the run (design R9), cores = the spec's kappa / cores.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def simulate(workload: str, policies: str, starts: int, start_times: str | None, market_mode: str, output: str,
              seed: int, theta_sweep: bool, jobs: int, max_steps: int | None, prices: str | None,
              instance_types: str | None, zones: str | None, objective: str, boot_s: float | None,
              stopper: str, rungs: str | None, top_k: int, deadline: str | None, budget_usd: float | None, deadline_rule: str,
-             time_value_usd_per_hour: float, provisioning: str, progress: bool) -> None:
+             time_value_usd_per_hour: float, provisioning: str, speed_model: str, progress: bool) -> None:
     from spottune.evaluation import summarise, to_markdown
     from spottune.evaluation._lower_bound import undefined_ratio_note
 
@@ -270,7 +276,8 @@ def simulate(workload: str, policies: str, starts: int, start_times: str | None,
                          jobs=jobs, start_times=start_times, max_steps=max_steps, prices=prices, progress=progress,
                          instance_types=instance_types, zones=zones, objective=objective, boot_s=boot_s,
                          stopper=stopper, rungs=rungs, top_k=top_k, deadline=deadline, budget_usd=budget_usd, deadline_rule=deadline_rule,
-                         time_value_usd_per_hour=time_value_usd_per_hour, provisioning=provisioning)
+                         time_value_usd_per_hour=time_value_usd_per_hour, provisioning=provisioning,
+                         speed_model=speed_model)
     s = summarise(table, ["cost_usd", "jct_h", "pcr_norm", "top3", "refunded_share", "cost_vs_lower_bound"])
     cols = ["market_mode", "policy", "cost_usd_mean", "jct_h_mean", "pcr_norm_mean", "top3_mean",
             "refunded_share_mean", "cost_vs_lower_bound_mean", "n"]

@@ -322,7 +322,8 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
              revocation_model: Any, billing: Any, predictor: Any, seed: int, top_k: int = 3,
              boot_s: float | None = None, start_s: float | None = None, deadline_s: float | None = None,
              budget_usd: float | None = None, deadline_rule: str = "slack",
-             window_s: float = 4 * 86400.0, time_value_usd_per_hour: float = 0.0) -> Assembly:
+             window_s: float = 4 * 86400.0, time_value_usd_per_hour: float = 0.0,
+             speed_model: str = "shared") -> Assembly:
     """Build the orchestrator (and market rules) of ``policy`` for one run.
 
     Parameters
@@ -361,6 +362,8 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     time_value_usd_per_hour : float, default 0
         SpotTune chooser with the ``refund`` objective: value of a trial's wall-clock hour, USD per
         trial-hour (:attr:`provisioner.RefundStepCost.time_value_usd_per_hour`).
+    speed_model : {"shared", "cores"}, default "shared"
+        SpotTune chooser with the ``refund`` objective: its performance matrix (design R9).
 
     Raises
     ------
@@ -396,6 +399,7 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
             raise ConfigError(f"policy {policy.name} needs a revocation predictor")
         chooser = make_provisioner(history, catalog, pool, predictor, seed, max_price_rule=rule,
                                    objective=policy.objective, boot_s=boot_s, time_value_usd_per_hour=time_value_usd_per_hour,
+                                   speed_model=speed_model,
                                    checkpoint_size_mb=float(getattr(study, "checkpoint_size_mb", 1.0)),
                                    reference_seconds_per_step=float(np.mean(list(study.reference_seconds_per_step.values()))))
     elif policy.chooser == "cheapest-market":

@@ -65,6 +65,8 @@ class Task:
         Value of a trial's wall-clock hour in the ``refund`` objective, USD per trial-hour.
     provisioning : {"spottune", "restart"}, default "spottune"
         Provisioning of the SpotTune-provisioned policies (:func:`spottune.evaluation.get_policy`).
+    speed_model : {"shared", "cores"}, default "shared"
+        The refund objective's performance matrix (``spottune.experiment.SPEED_MODELS``, design R9).
     shuffle_trials : bool, default False
         Replay the study's trials in an order drawn per start (``numpy.random.default_rng([seed, start_index])``),
         the same for every policy at that start: a policy that samples the first trials of the study (E-Hyperband,
@@ -95,6 +97,7 @@ class Task:
     shuffle_trials: bool = False
     time_value_usd_per_hour: float = 0.0
     provisioning: str = "spottune"
+    speed_model: str = "shared"
 
 
 def default_starts(history: Any, markets: list, n: int, *, train_days: float = TRAIN_DAYS,
@@ -252,7 +255,8 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
                        markets=env["markets"], revocation_model=env["revocations"], billing=Billing(task.billing),
                        predictor=predictor, seed=task.seed, top_k=task.top_k, boot_s=task.boot_s, start_s=task.start_s,
                        deadline_s=task.deadline_s, budget_usd=task.budget_usd, deadline_rule=task.deadline_rule,
-                       window_s=task.train_hi_s - task.train_lo_s, time_value_usd_per_hour=task.time_value_usd_per_hour)
+                       window_s=task.train_hi_s - task.train_lo_s, time_value_usd_per_hour=task.time_value_usd_per_hour,
+                       speed_model=task.speed_model)
         settings = SimSettings(boot_s=task.boot_s, seed=task.seed)
         backend = SimBackend(asm.orchestrator, env["history"], asm.revocation_model, asm.billing, study.sim_curves(),
                              env["market"].facts, task.start_s, settings)

@@ -24,6 +24,7 @@ class TrialRecord:
     train_end_s: float | None = None  #: when the current checkpoint began
     segment_start_step: int = 0
     step: int = 0  #: latest reported step on the current timeline
+    reported_s: float | None = None  #: engine seconds of the latest MetricReported (of ``step``)
     checkpoint_step: int = 0  #: last good checkpoint (0: none, fresh start)
     failures: int = 0
     revocations: int = 0

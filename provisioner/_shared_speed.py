@@ -1,0 +1,146 @@
+"""A performance matrix whose speed ratios between instance types are learned jointly by a study's trials.
+
+The spec's matrix (:class:`provisioner.PerformanceMatrix`, SpotTune §1.4) starts every trial at
+``T[h][i] = κ_h / cores_i`` and rescales a trial's unmeasured cells from its own measured ones by the same
+rule. Two things go wrong when speed does not grow linearly with vCPUs (issue 12; docs/evaluation.md, "What the
+provisioner buys"): the prior is optimistic about large types, and every trial has to find that out for itself.
+
+:class:`SharedSpeedMatrix` keeps the measured cells exactly as the spec's matrix does (first measurement, then an
+EMA) and predicts the unmeasured ones from a log-linear model shared by all rows ([I], design R9)::
+
+    log T[h][i] = a_h − β · log(cores_i / c_ref) + u_i + ε
+
+- ``a_h ~ N(log(κ_h / c_ref), σ_trial²)``: the trial's own level, its seconds per step on ``c_ref`` cores (the
+  reference instance a workload declares its speed on: 2 vCPUs in ``spottune.trainable``), where the prior is
+  trusted most; a change of β pivots around it;
+- ``β ~ N(1, σ_exponent²)``: how speed scales with cores, shared; the prior mean 1 is the spec's linear rule,
+  which stays optimistic until a large type is measured (so the argmin still tries it);
+- ``u_i ~ N(0, σ_type²)``: what the type's cores do not explain (per-core speed, memory bandwidth), shared;
+- ``ε ~ N(0, σ_noise²)``: a measured cell's noise (the paper's per-step COV < 0.1, spec §1.4).
+
+Each measured cell ``(h, i)`` is one observation ``log T[h][i]``. The MAP estimate of (β, u) integrates the a_h out
+(a trial's observations share its level: covariance σ_noise² I + σ_trial² 11ᵀ, inverted by Sherman–Morrison), so one
+solve of size 1 + n_types serves any number of trials; a_h is then its posterior mean given (β, u). One trial
+measured on d2.8xlarge thus moves every trial's belief about d2.8xlarge (through u) and about every other large type
+(through β). With no measurement at all the rows equal the spec's prior ``κ_h / cores_i``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from provisioner._performance import DEFAULT_ALPHA, PerformanceMatrix
+from provisioner.errors import ProvisionerConfigError
+
+#: Prior spreads (natural-log units) of :class:`SharedSpeedMatrix`: trial level, exponent, per-type residual, noise.
+DEFAULT_SIGMAS = {"sigma_trial": 0.3, "sigma_exponent": 0.5, "sigma_type": 0.3, "sigma_noise": 0.1}
+
+
+class SharedSpeedMatrix(PerformanceMatrix):
+    """T[h][i], seconds per step, with speed ratios between types pooled over all trials (module docstring).
+
+    Parameters
+    ----------
+    cores : mapping instance type -> float
+        Cores per instance type (vCPUs), > 0.
+    kappa_s, alpha
+        As :class:`PerformanceMatrix`: the default κ (seconds per step on one core) and the EMA factor of a
+        measured cell.
+    reference_cores : float, default 1
+        c_ref, > 0: the core count at which κ / c_ref is the declared seconds per step (module docstring).
+    sigma_trial, sigma_exponent, sigma_type, sigma_noise : float
+        Prior standard deviations, natural-log units, > 0 (defaults :data:`DEFAULT_SIGMAS`).
+
+    Raises
+    ------
+    ProvisionerConfigError
+        On an empty ``cores``, a core count, κ or σ that is not > 0, or α outside (0, 1].
+    """
+
+    def __init__(self, cores: Mapping[str, float], *, kappa_s: float = 1.0, alpha: float = DEFAULT_ALPHA,
+                 sigma_trial: float = DEFAULT_SIGMAS["sigma_trial"],
+                 sigma_exponent: float = DEFAULT_SIGMAS["sigma_exponent"],
+                 sigma_type: float = DEFAULT_SIGMAS["sigma_type"], sigma_noise: float = DEFAULT_SIGMAS["sigma_noise"],
+                 reference_cores: float = 1.0):
+        super().__init__(cores, kappa_s=kappa_s, alpha=alpha)
+        sigmas = {"reference_cores": reference_cores, "sigma_trial": sigma_trial, "sigma_exponent": sigma_exponent, "sigma_type": sigma_type,
+                  "sigma_noise": sigma_noise}
+        for name, s in sigmas.items():
+            if not (math.isfinite(float(s)) and float(s) > 0):
+                raise ProvisionerConfigError(f"{name} is {s}, but must be > 0")
+        self.reference_cores = float(sigmas.pop("reference_cores"))
+        self.sigmas = {k: float(v) for k, v in sigmas.items()}
+        self._x = np.log(self.cores / self.reference_cores)
+        self._log_ref = math.log(self.reference_cores)
+        self._fitted: tuple[float, np.ndarray, dict[Hashable, float]] | None = None
+
+    # -- the shared model ----------------------------------------------------------------------------------
+    def _fit(self) -> tuple[float, np.ndarray, dict[Hashable, float]]:
+        """(β, u, {trial: a_h − log(κ_h / c_ref)}) at the MAP; cached until the next measurement."""
+        if self._fitted is not None:
+            return self._fitted
+        s = self.sigmas
+        n = self.cores.size
+        lam = np.diag(np.r_[1.0 / s["sigma_exponent"] ** 2, np.full(n, 1.0 / s["sigma_type"] ** 2)])
+        eta = np.zeros(n + 1)
+        eta[0] = 1.0 / s["sigma_exponent"] ** 2  # prior mean β = 1
+        obs = []
+        for h, mask in self._measured.items():
+            idx = np.flatnonzero(mask)
+            if idx.size == 0:
+                continue
+            y = np.log(self._rows[h][idx]) - math.log(self._kappa.get(h, self.kappa_s)) + self._log_ref
+            z = np.zeros((idx.size, n + 1))
+            z[:, 0] = -self._x[idx]
+            z[np.arange(idx.size), 1 + idx] = 1.0
+            c = s["sigma_trial"] ** 2 / (s["sigma_noise"] ** 2 + idx.size * s["sigma_trial"] ** 2)
+            # Σ⁻¹ = (I − c 11ᵀ) / σ_noise²  (Sherman–Morrison)
+            zs = z.sum(axis=0)
+            lam += (z.T @ z - c * np.outer(zs, zs)) / s["sigma_noise"] ** 2
+            eta += (z.T @ y - c * zs * y.sum()) / s["sigma_noise"] ** 2
+            obs.append((h, y, z, c))
+        phi = np.linalg.solve(lam, eta)
+        levels = {h: c * float((y - z @ phi).sum()) for h, y, z, c in obs}
+        self._fitted = (float(phi[0]), phi[1:], levels)
+        return self._fitted
+
+    def _prior(self, trial_id: Hashable) -> np.ndarray:
+        beta, u, levels = self._fit()
+        a = math.log(self._kappa.get(trial_id, self.kappa_s)) - self._log_ref + levels.get(trial_id, 0.0)
+        return np.exp(a - beta * self._x + u)
+
+    def _predicted(self, trial_id: Hashable) -> np.ndarray:
+        row = self._prior(trial_id)
+        stored, mask = self._rows.get(trial_id), self._measured.get(trial_id)
+        if stored is not None:
+            row[mask] = stored[mask]
+        return row
+
+    # -- PerformanceMatrix's hooks -----------------------------------------------------------------------
+    def row(self, trial_id: Hashable) -> np.ndarray:
+        """T[h], seconds per step on each instance type: measured cells as measured, the others from the model."""
+        return self._predicted(trial_id)
+
+    def rows(self, trial_ids: Sequence[Hashable]) -> np.ndarray:
+        """T for several trials, shape (n_trials, n_types), seconds per step."""
+        out = np.empty((len(trial_ids), self.cores.size))
+        for k, h in enumerate(trial_ids):
+            out[k] = self._predicted(h)
+        return out
+
+    def _rescale(self, trial_id: Hashable) -> None:
+        self._fitted = None  # every row depends on the shared fit; the stored unmeasured cells are never read
+
+    def to_frame(self) -> pd.DataFrame:
+        """Rows of the trials seen so far, as :meth:`rows` gives them (index: trial id, columns: instance types)."""
+        ids = list(self._rows)
+        return pd.DataFrame(self.rows(ids), index=ids, columns=self.instance_types)
+
+    def shared_fit(self) -> tuple[float, dict[str, float]]:
+        """(β, {instance type: u_i}): the learned exponent of cores and each type's residual (log units)."""
+        beta, u, _ = self._fit()
+        return beta, dict(zip(self.instance_types, u.tolist()))

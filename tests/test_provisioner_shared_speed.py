@@ -1,0 +1,73 @@
+"""SharedSpeedMatrix: speed ratios between instance types learned jointly by a study's trials (design R9)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from provisioner import InstanceCatalog, PerformanceMatrix, ProvisionerConfigError, SharedSpeedMatrix
+from spottune.backends._speed import seconds_per_step
+
+CORES = {"a.large": 2, "b.xlarge": 4, "c.4xlarge": 16}
+SIG = {"sigma_trial": 0.3, "sigma_exponent": 0.5, "sigma_type": 0.3, "sigma_noise": 0.1}
+
+
+def test_without_measurements_rows_are_the_spec_prior():
+    T = SharedSpeedMatrix(CORES, kappa_s=8.0, reference_cores=2)
+    np.testing.assert_allclose(T.row("h"), PerformanceMatrix(CORES, kappa_s=8.0).row("h"), rtol=1e-12)
+    np.testing.assert_allclose(T.row("h"), [8 / 2, 8 / 4, 8 / 16], rtol=1e-12)  # columns in sorted order
+    assert T.shared_fit()[0] == pytest.approx(1.0)
+
+
+def test_one_measurement_matches_gaussian_conditioning_by_hand():
+    # One observation r = log(measured / prior) at type c splits over the four independent terms of the model in
+    # proportion to their prior variances: a' = σt² r / v, β = 1 − x σβ² r / v, u_c = σu² r / v, with
+    # v = σt² + x² σβ² + σu² + σe² and x = log(16 / 2).
+    T = SharedSpeedMatrix(CORES, kappa_s=8.0, reference_cores=2, **SIG)
+    assert T.update("h0", "c.4xlarge", seconds=200.0, steps=100) == 2.0  # the measured cell is kept exactly
+    r, x = math.log(2.0 / 0.5), math.log(8.0)
+    v = 0.3**2 + x * x * 0.5**2 + 0.3**2 + 0.1**2
+    a, beta, u_c = 0.09 * r / v, 1 - x * 0.25 * r / v, 0.09 * r / v
+    beta_fit, u = T.shared_fit()
+    assert beta_fit == pytest.approx(beta, rel=1e-12) and u["c.4xlarge"] == pytest.approx(u_c, rel=1e-12)
+    assert u["a.large"] == 0.0 and u["b.xlarge"] == 0.0
+    level = math.log(8.0 / 2)  # seconds per step at the 2-core reference
+    assert T.seconds_per_step("h0", "b.xlarge") == pytest.approx(math.exp(level + a - beta * math.log(2)), rel=1e-12)
+    assert T.seconds_per_step("h0", "c.4xlarge") == 2.0
+    # another trial never measured: its level is the prior, but β and u are shared
+    assert T.seconds_per_step("h1", "c.4xlarge") == pytest.approx(math.exp(level - beta * x + u_c), rel=1e-12)
+    assert T.seconds_per_step("h1", "c.4xlarge") > 0.5  # it learned that the large type is slower than believed
+    assert T.seconds_per_step("h1", "a.large") == pytest.approx(4.0)  # the pivot: the reference type stays put
+    assert not T.measured("h1", "c.4xlarge") and T.measured("h0", "c.4xlarge")
+    np.testing.assert_allclose(T.to_frame().loc["h0"].to_numpy(), T.row("h0"))
+
+
+def test_ema_of_a_measured_cell_is_the_spec_matrix_one():
+    T, P = SharedSpeedMatrix(CORES), PerformanceMatrix(CORES)
+    for M in (T, P):
+        M.update("h", "a.large", 200.0, 100)
+        M.update("h", "a.large", 300.0, 100)
+    assert T.seconds_per_step("h", "a.large") == P.seconds_per_step("h", "a.large") == 2.5
+
+
+def test_learns_the_simulators_sublinear_speed_from_other_trials():
+    # Trials h0..h5 each measured on one type, at the simulator's true speed (Amdahl f = 0.8 with ECU); a new trial
+    # h9 is then predicted within 25 % on every type, where the spec's linear prior is off by up to 6.9x.
+    catalog = InstanceCatalog.load()
+    types = ["m3.medium", "m3.large", "r3.large", "c3.xlarge", "g2.2xlarge", "c3.8xlarge", "d2.8xlarge"]
+    true = {t: seconds_per_step(60.0, catalog[t].vcpus, catalog[t].ecu) for t in types}
+    T = SharedSpeedMatrix.from_catalog(catalog, types, kappa_s=120.0, reference_cores=2)
+    spec = PerformanceMatrix.from_catalog(catalog, types, kappa_s=120.0)
+    for k, t in enumerate(["d2.8xlarge", "m3.medium", "g2.2xlarge", "c3.xlarge", "r3.large", "c3.8xlarge"]):
+        T.update(f"h{k}", t, true[t] * 50, 50)
+    err = np.abs(np.log(T.row("h9") / np.array([true[t] for t in T.instance_types])))
+    spec_err = np.abs(np.log(spec.row("h9") / np.array([true[t] for t in spec.instance_types])))
+    assert err.max() < math.log(1.25) and spec_err.max() > math.log(6.5)
+    assert 0.3 < T.shared_fit()[0] < 0.7  # sublinear
+
+
+@pytest.mark.parametrize("kw", [{"sigma_trial": 0.0}, {"sigma_noise": -1.0}, {"sigma_type": float("nan")},
+                                {"reference_cores": 0}])
+def test_bad_settings_are_refused(kw):
+    with pytest.raises(ProvisionerConfigError, match=next(iter(kw))):
+        SharedSpeedMatrix(CORES, **kw)
