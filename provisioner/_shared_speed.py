@@ -67,13 +67,13 @@ class SharedSpeedMatrix(PerformanceMatrix):
                  sigma_type: float = DEFAULT_SIGMAS["sigma_type"], sigma_noise: float = DEFAULT_SIGMAS["sigma_noise"],
                  reference_cores: float = 1.0):
         super().__init__(cores, kappa_s=kappa_s, alpha=alpha)
-        sigmas = {"reference_cores": reference_cores, "sigma_trial": sigma_trial, "sigma_exponent": sigma_exponent, "sigma_type": sigma_type,
-                  "sigma_noise": sigma_noise}
-        for name, s in sigmas.items():
-            if not (math.isfinite(float(s)) and float(s) > 0):
-                raise ProvisionerConfigError(f"{name} is {s}, but must be > 0")
-        self.reference_cores = float(sigmas.pop("reference_cores"))
-        self.sigmas = {k: float(v) for k, v in sigmas.items()}
+        self.sigmas = {"sigma_trial": sigma_trial, "sigma_exponent": sigma_exponent, "sigma_type": sigma_type,
+                       "sigma_noise": sigma_noise}
+        for name, v in {**self.sigmas, "reference_cores": reference_cores}.items():
+            if not (math.isfinite(float(v)) and float(v) > 0):
+                raise ProvisionerConfigError(f"{name} is {v}, but must be > 0")
+        self.sigmas = {k: float(v) for k, v in self.sigmas.items()}
+        self.reference_cores = float(reference_cores)
         self._x = np.log(self.cores / self.reference_cores)
         self._log_ref = math.log(self.reference_cores)
         self._fitted: tuple[float, np.ndarray, dict[Hashable, float]] | None = None
@@ -83,28 +83,30 @@ class SharedSpeedMatrix(PerformanceMatrix):
         """(β, u, {trial: a_h − log(κ_h / c_ref)}) at the MAP; cached until the next measurement."""
         if self._fitted is not None:
             return self._fitted
-        s = self.sigmas
-        n = self.cores.size
+        s, n = self.sigmas, self.cores.size
         lam = np.diag(np.r_[1.0 / s["sigma_exponent"] ** 2, np.full(n, 1.0 / s["sigma_type"] ** 2)])
         eta = np.zeros(n + 1)
         eta[0] = 1.0 / s["sigma_exponent"] ** 2  # prior mean β = 1
-        obs = []
-        for h, mask in self._measured.items():
-            idx = np.flatnonzero(mask)
-            if idx.size == 0:
-                continue
-            y = np.log(self._rows[h][idx]) - math.log(self._kappa.get(h, self.kappa_s)) + self._log_ref
-            z = np.zeros((idx.size, n + 1))
-            z[:, 0] = -self._x[idx]
-            z[np.arange(idx.size), 1 + idx] = 1.0
-            c = s["sigma_trial"] ** 2 / (s["sigma_noise"] ** 2 + idx.size * s["sigma_trial"] ** 2)
-            # Σ⁻¹ = (I − c 11ᵀ) / σ_noise²  (Sherman–Morrison)
-            zs = z.sum(axis=0)
-            lam += (z.T @ z - c * np.outer(zs, zs)) / s["sigma_noise"] ** 2
-            eta += (z.T @ y - c * zs * y.sum()) / s["sigma_noise"] ** 2
-            obs.append((h, y, z, c))
+        ids = [h for h, m in self._measured.items() if m.any()]
+        if not ids:
+            self._fitted = (1.0, np.zeros(n), {})
+            return self._fitted
+        mask = np.array([self._measured[h] for h in ids])  # (trials, types)
+        level0 = np.log([self._kappa.get(h, self.kappa_s) for h in ids]) - self._log_ref
+        trial, col = np.nonzero(mask)  # one observation per measured cell
+        y = np.log(np.array([self._rows[h] for h in ids])[trial, col]) - level0[trial]
+        z = np.zeros((y.size, n + 1))  # design of (β, u): log T − a_h = −β x_i + u_i
+        z[:, 0] = -self._x[col]
+        z[np.arange(y.size), 1 + col] = 1.0
+        zs, ys = np.zeros((len(ids), n + 1)), np.bincount(trial, weights=y, minlength=len(ids))
+        np.add.at(zs, trial, z)
+        # a trial's observations share its level: covariance σ_noise² I + σ_trial² 11ᵀ, whose inverse is
+        # (I − c 11ᵀ) / σ_noise² with c = σ_trial² / (σ_noise² + n_h σ_trial²) (Sherman–Morrison)
+        c = s["sigma_trial"] ** 2 / (s["sigma_noise"] ** 2 + mask.sum(axis=1) * s["sigma_trial"] ** 2)
+        lam += (z.T @ z - (zs * c[:, None]).T @ zs) / s["sigma_noise"] ** 2
+        eta += (z.T @ y - zs.T @ (c * ys)) / s["sigma_noise"] ** 2
         phi = np.linalg.solve(lam, eta)
-        levels = {h: c * float((y - z @ phi).sum()) for h, y, z, c in obs}
+        levels = dict(zip(ids, (c * (ys - zs @ phi)).tolist()))  # posterior mean of each a_h given (β, u)
         self._fitted = (float(phi[0]), phi[1:], levels)
         return self._fitted
 

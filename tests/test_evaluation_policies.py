@@ -78,6 +78,13 @@ def test_the_value_of_time_reaches_the_refund_objective():
     assert assemble(get_policy("spottune-0.7"), **kw).chooser.objective.time_value_usd_per_hour == 0.0
     asm = assemble(get_policy("spottune-0.7"), time_value_usd_per_hour=0.25, **kw)
     assert asm.chooser.objective.time_value_usd_per_hour == 0.25 and asm.chooser.objective.boot_s == 120.0
+    # the speed model (design R9) reaches the chooser too, and the workload's declared speed sets T's prior
+    from provisioner import PerformanceMatrix, SharedSpeedMatrix
+
+    assert type(assemble(get_policy("spottune-0.7"), **kw).chooser.performance) is SharedSpeedMatrix
+    cores = assemble(get_policy("spottune-0.7"), speed_model="cores", **kw).chooser.performance
+    ref = study.reference_seconds_per_step
+    assert type(cores) is PerformanceMatrix and cores.kappa_s == 2 * sum(ref.values()) / len(ref)
 
 
 @pytest.mark.parametrize("name", DEFAULT_POLICIES)

@@ -42,6 +42,32 @@ def test_one_measurement_matches_gaussian_conditioning_by_hand():
     np.testing.assert_allclose(T.to_frame().loc["h0"].to_numpy(), T.row("h0"))
 
 
+def test_integrating_out_the_trial_levels_equals_the_joint_map():
+    # The fit integrates each a_h out in closed form (Sherman–Morrison). The joint MAP over (a_h, β, u), a plain
+    # ridge regression, must give the same β, u and levels: two trials, one measured on two types.
+    T = SharedSpeedMatrix(CORES, kappa_s=8.0, reference_cores=2, **SIG)
+    T.update("h0", "a.large", 500.0, 100)
+    T.update("h0", "c.4xlarge", 300.0, 100)
+    T.update("h1", "b.xlarge", 250.0, 100)
+    x = np.log(np.array([2, 4, 16]) / 2)  # columns a.large, b.xlarge, c.4xlarge
+    cells = [(0, 0, 5.0), (0, 2, 3.0), (1, 1, 2.5)]  # (trial, column, seconds per step)
+    rows, ys = [], []
+    for h, j, t in cells:  # variables a0, a1, β, u0, u1, u2 (levels relative to log(κ / 2))
+        r = np.zeros(6)
+        r[h], r[2], r[3 + j] = 1.0, -x[j], 1.0
+        rows.append(r / 0.1), ys.append((math.log(t) - math.log(8.0 / 2)) / 0.1)
+    prior_sd, prior_mean = np.array([0.3, 0.3, 0.5, 0.3, 0.3, 0.3]), np.array([0, 0, 1.0, 0, 0, 0])
+    A = np.vstack([np.array(rows), np.diag(1 / prior_sd)])
+    b = np.r_[ys, prior_mean / prior_sd]
+    joint = np.linalg.lstsq(A, b, rcond=None)[0]
+    beta, u = T.shared_fit()
+    assert beta == pytest.approx(joint[2], rel=1e-10)
+    np.testing.assert_allclose([u["a.large"], u["b.xlarge"], u["c.4xlarge"]], joint[3:], rtol=1e-9, atol=1e-12)
+    # h1's prediction on c.4xlarge uses its own level a1
+    expected = math.exp(math.log(4.0) + joint[1] - joint[2] * x[2] + joint[5])
+    assert T.seconds_per_step("h1", "c.4xlarge") == pytest.approx(expected, rel=1e-10)
+
+
 def test_ema_of_a_measured_cell_is_the_spec_matrix_one():
     T, P = SharedSpeedMatrix(CORES), PerformanceMatrix(CORES)
     for M in (T, P):
