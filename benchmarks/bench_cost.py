@@ -108,7 +108,9 @@ def markdown(results):
              "Corrections of the optimizer's curse are measured on the same replays by `benchmarks/bench_curse.py` "
              "(docs/evaluation.md, \"Optimizer's curse\"). In these tables legacy mode's `spottune-0.7` prices "
              "min(p, 0.6) of its calibrated predictor (the default since design R6); the shrunk p and the "
-             "diversification cap are opt-in and off.",
+             "diversification cap are opt-in and off. The SpotTune policies with the refund objective learn "
+             "speed ratios between instance types across a run's trials (`--speed-model shared`, the default since "
+             "design R9; `spottune-0.7-revpred-paper` keeps the spec's rule).",
              ""]
     for key, r in results["runs"].items():
         lines += [f"## {key}", "", "| policy | cost USD | JCT h | refunded share | top-3 | revocations | "
