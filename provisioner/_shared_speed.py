@@ -77,6 +77,7 @@ class SharedSpeedMatrix(PerformanceMatrix):
         self._x = np.log(self.cores / self.reference_cores)
         self._log_ref = math.log(self.reference_cores)
         self._fitted: tuple[float, np.ndarray, dict[Hashable, float]] | None = None
+        self._measured_ids: dict[Hashable, None] = {}  # trials with a measured cell, in first-measured order
 
     # -- the shared model ----------------------------------------------------------------------------------
     def _fit(self) -> tuple[float, np.ndarray, dict[Hashable, float]]:
@@ -87,7 +88,7 @@ class SharedSpeedMatrix(PerformanceMatrix):
         lam = np.diag(np.r_[1.0 / s["sigma_exponent"] ** 2, np.full(n, 1.0 / s["sigma_type"] ** 2)])
         eta = np.zeros(n + 1)
         eta[0] = 1.0 / s["sigma_exponent"] ** 2  # prior mean β = 1
-        ids = [h for h, m in self._measured.items() if m.any()]
+        ids = list(self._measured_ids)
         if not ids:
             self._fitted = (1.0, np.zeros(n), {})
             return self._fitted
@@ -111,31 +112,28 @@ class SharedSpeedMatrix(PerformanceMatrix):
         return self._fitted
 
     def _prior(self, trial_id: Hashable) -> np.ndarray:
-        beta, u, levels = self._fit()
-        a = math.log(self._kappa.get(trial_id, self.kappa_s)) - self._log_ref + levels.get(trial_id, 0.0)
-        return np.exp(a - beta * self._x + u)
-
-    def _predicted(self, trial_id: Hashable) -> np.ndarray:
-        row = self._prior(trial_id)
-        stored, mask = self._rows.get(trial_id), self._measured.get(trial_id)
-        if stored is not None:
-            row[mask] = stored[mask]
-        return row
+        return self.rows([trial_id])[0]
 
     # -- PerformanceMatrix's hooks -----------------------------------------------------------------------
     def row(self, trial_id: Hashable) -> np.ndarray:
         """T[h], seconds per step on each instance type: measured cells as measured, the others from the model."""
-        return self._predicted(trial_id)
+        return self.rows([trial_id])[0]
 
     def rows(self, trial_ids: Sequence[Hashable]) -> np.ndarray:
         """T for several trials, shape (n_trials, n_types), seconds per step."""
-        out = np.empty((len(trial_ids), self.cores.size))
+        beta, u, levels = self._fit()
+        a = [math.log(self._kappa.get(h, self.kappa_s)) - self._log_ref + levels.get(h, 0.0) for h in trial_ids]
+        out = np.exp(np.array(a, dtype=float)[:, None] - beta * self._x + u)
         for k, h in enumerate(trial_ids):
-            out[k] = self._predicted(h)
+            if h in levels:  # measured cells as measured
+                mask = self._measured[h]
+                out[k, mask] = self._rows[h][mask]
         return out
 
     def _rescale(self, trial_id: Hashable) -> None:
         self._fitted = None  # every row depends on the shared fit; the stored unmeasured cells are never read
+        if self._measured[trial_id].any():
+            self._measured_ids[trial_id] = None
 
     def to_frame(self) -> pd.DataFrame:
         """Rows of the trials seen so far, as :meth:`rows` gives them (index: trial id, columns: instance types)."""
