@@ -273,8 +273,10 @@ def test_restart_provisioning_gives_the_spottune_provisioned_policies_spot_resta
         get_policy("spottune-0.7", provisioning="magic")
 
 
-def test_simulate_refuses_a_deadline_under_restart_provisioning(tmp_path):
+def test_simulate_refuses_a_deadline_under_restart_provisioning_and_an_unknown_speed_model(tmp_path):
     from spottune.cli._simulate import simulate_all
 
     with pytest.raises(ConfigError, match="--deadline needs --provisioning spottune, not 'restart'"):
         simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, deadline="6h", provisioning="restart")
+    with pytest.raises(ConfigError, match="--speed-model is 'linear', but must be one of shared, cores"):
+        simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, speed_model="linear")

@@ -134,6 +134,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     if not (math.isfinite(time_value_usd_per_hour) and time_value_usd_per_hour >= 0):
         raise ConfigError(f"--time-value-usd-per-hour is {time_value_usd_per_hour}, but must be a finite number of "
                           "USD per trial-hour >= 0")
+    if speed_model not in SPEED_MODELS:
+        raise ConfigError(f"--speed-model is {speed_model!r}, but must be one of {', '.join(SPEED_MODELS)}")
     pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""), objective, stopper, rungs, provisioning)
     from spottune.planning import DEADLINE_RULES, parse_duration
 
