@@ -122,6 +122,10 @@ def test_preemption_before_checkpoint_rolls_back_and_counts_lost_steps_not_failu
     acts = s(SegmentFailed, trial_id="t0", instance_id=i4, error="boom")
     assert s.state() is TrialState.FAILED
     assert isinstance(acts[0], Terminate) and acts[0].reason is TerminateReason.FAILURE
+    # each segment's speed is measured from its training start to its last reported step (steps every 10 s): the
+    # hop, the notice and the unannounced end each came 1 s after a step, which is not counted; the failed segment
+    # finished no step and is not recorded
+    assert s.chooser.segments == [("t0", "r3.large", 20.0, 2), ("t0", "r3.large", 30.0, 3), ("t0", "r3.large", 20.0, 2)]
 
 
 def test_hourly_hop_checkpoints_terminates_and_reprovisions():

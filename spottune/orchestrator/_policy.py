@@ -266,7 +266,7 @@ class Orchestrator:
         """Keep ``event``'s metric as the curve point of its step; returns the loss (smaller is better)."""
         value = float(event.metrics[self.config.metric])
         loss = value if self.config.mode == "min" else 1.0 - value
-        tr.step, tr.reported_s = event.step, event.time_s
+        tr.step, tr.reported_s, tr.reported_step = event.step, event.time_s, event.step
         if tr.steps and event.step <= tr.steps[-1]:  # replayed after a rollback: keep one point per step
             cut = int(np.searchsorted(tr.steps, event.step))
             del tr.steps[cut:], tr.losses[cut:]
@@ -304,8 +304,9 @@ class Orchestrator:
         # Speed is measured up to the segment's last reported step: a segment ends mid-step (a notice, a hop, a
         # revocation, a prune), and counting the unfinished step's seconds made T up to one step per segment too
         # slow (1.7x on one-step segments), which sent trials off the markets they were revoked on.
-        if tr.reported_s is not None and tr.reported_s >= tr.started_s and tr.segment_start_step < tr.step <= steps_done:
-            end_s, steps_done = tr.reported_s, tr.step
+        if tr.reported_s is not None and tr.reported_s >= tr.started_s \
+                and tr.segment_start_step < tr.reported_step <= steps_done:
+            end_s, steps_done = tr.reported_s, tr.reported_step
         steps = steps_done - tr.segment_start_step
         seconds = end_s - tr.started_s
         if steps > 0 and seconds > 0 and tr.market is not None:

@@ -24,7 +24,8 @@ class TrialRecord:
     train_end_s: float | None = None  #: when the current checkpoint began
     segment_start_step: int = 0
     step: int = 0  #: latest reported step on the current timeline
-    reported_s: float | None = None  #: engine seconds of the latest MetricReported (of ``step``)
+    reported_s: float | None = None  #: engine seconds of the latest MetricReported
+    reported_step: int = 0  #: its step
     checkpoint_step: int = 0  #: last good checkpoint (0: none, fresh start)
     failures: int = 0
     revocations: int = 0
