@@ -109,7 +109,7 @@ def markdown(results):
              "(docs/evaluation.md, \"Optimizer's curse\"). In these tables legacy mode's `spottune-0.7` prices "
              "min(p, 0.6) of its calibrated predictor (the default since design R6); the shrunk p and the "
              "diversification cap are opt-in and off. The SpotTune policies with the refund objective learn "
-             "speed ratios between instance types across a run's trials (`--speed-model shared`, the default since "
+             "speed ratios between instance types across a run's trials (`--speed-model pooled`, the default since "
              "design R9; `spottune-0.7-revpred-paper` keeps the spec's rule).",
              ""]
     for key, r in results["runs"].items():

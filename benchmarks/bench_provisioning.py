@@ -1,6 +1,6 @@
 """What SpotTune's provisioner buys, with the stopper held fixed: ``spottune-0.7`` and ``spottune-1.0`` under
 SpotTune's provisioning and under spot-restart's (``spottune simulate --provisioning spottune|restart``) ->
-``benchmarks/results/provisioning.json``; and what its speed model buys (``--speed-model shared|cores``).
+``benchmarks/results/provisioning.json``; and what its speed model buys (``--speed-model pooled|cores``).
 
 Issue 12 compares SpotTune with baselines that also differ in early stopping (single-spot and spot-restart train
 every trial to S_max), so a cost ratio there mixes the provisioner's effect with θ's. Here only the provisioning
@@ -11,7 +11,7 @@ launch, max price = on-demand, no hop, relaunch after a revocation). At θ = 1 t
 
 The arm ``cores`` (``spottune-0.7`` only) is SpotTune's provisioning with the spec's speed model (``--speed-model cores``:
 each trial's row is ``κ_h / cores_i`` until measured, and rescaled from its own measured cells only) instead of the
-default ``shared`` one (:class:`provisioner.SharedSpeedMatrix`: speed ratios between types learned from all trials;
+default ``pooled`` one (:class:`provisioner.PooledSpeedMatrix`: speed ratios between types learned from all trials;
 design R9).
 
 The arm ``speed-oracle`` (``spottune-0.7`` only) is a diagnosis, not a policy: SpotTune's provisioning with its

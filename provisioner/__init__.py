@@ -24,7 +24,7 @@ from provisioner._exclusions import DEFAULT_EXCLUSION_S, MarketExclusions
 from provisioner._max_price import FixedMaxPrice, MaxPriceRule, MaxPriceSource
 from provisioner._performance import DEFAULT_ALPHA, PerformanceMatrix
 from provisioner._pool import Pool
-from provisioner._shared_speed import SharedSpeedMatrix
+from provisioner._pooled_speed import PooledSpeedMatrix
 from provisioner._provisioner import Provisioner
 from provisioner._refund import (
     DELTA_LADDER_USD_PER_HOUR,
@@ -76,7 +76,7 @@ __all__ = [
     "PUBLIC_FACTS",
     "PaperStepCost",
     "PerformanceMatrix",
-    "SharedSpeedMatrix",
+    "PooledSpeedMatrix",
     "Pool",
     "Provisioner",
     "ProvisionerConfigError",

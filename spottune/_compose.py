@@ -412,7 +412,7 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
 def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed: int,
                      max_price_rule: Any = None, *, objective: str = "refund", boot_s: float | None = None,
                      checkpoint_size_mb: float = 1.0, reference_seconds_per_step: float | None = None,
-                     time_value_usd_per_hour: float = 0.0, speed_model: str = "shared") -> Any:
+                     time_value_usd_per_hour: float = 0.0, speed_model: str = "pooled") -> Any:
     """SpotTune's market chooser over the pool's markets, with the objective ``objective``.
 
     Parameters
@@ -445,9 +445,9 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
     time_value_usd_per_hour : float, default 0
         ``refund`` only: value of a trial's wall-clock hour, USD per trial-hour
         (:attr:`provisioner.RefundStepCost.time_value_usd_per_hour`; docs/design.md, issue 12, R7).
-    speed_model : {"shared", "cores"}, default "shared"
+    speed_model : {"pooled", "cores"}, default "pooled"
         ``refund`` only: T's model for the instance types a trial has not run on (``spottune.experiment.SPEED_MODELS``;
-        :class:`provisioner.SharedSpeedMatrix` pivoting at the 2-vCPU reference instance, or the spec's
+        :class:`provisioner.PooledSpeedMatrix` pivoting at the 2-vCPU reference instance, or the spec's
         :class:`provisioner.PerformanceMatrix`).
 
     Raises
@@ -474,12 +474,12 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
     ckpt = {t: transfer_seconds(checkpoint_size_mb, catalog[t].vcpus, overhead) for t in sorted(types)}
     cost = RefundStepCost(boot_s=DEFAULT_BOOT_S if boot_s is None else float(boot_s), checkpoint_s=ckpt,
                           time_value_usd_per_hour=time_value_usd_per_hour)
-    from provisioner import PerformanceMatrix, SharedSpeedMatrix
+    from provisioner import PerformanceMatrix, PooledSpeedMatrix
     from spottune.backends._speed import REFERENCE_VCPUS
 
     kappa = {} if reference_seconds_per_step is None else {"kappa_s": REFERENCE_VCPUS * float(reference_seconds_per_step)}
-    perf = (SharedSpeedMatrix.from_catalog(catalog, sorted(types), reference_cores=REFERENCE_VCPUS, **kappa)
-            if speed_model == "shared" else PerformanceMatrix.from_catalog(catalog, sorted(types), **kappa))
+    perf = (PooledSpeedMatrix.from_catalog(catalog, sorted(types), reference_cores=REFERENCE_VCPUS, **kappa)
+            if speed_model == "pooled" else PerformanceMatrix.from_catalog(catalog, sorted(types), **kappa))
     return RefundProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf,
                              p_cap=selection_p_cap(predictor))
 

@@ -57,9 +57,9 @@ PREDICTORS = ("auto", "revpred", "constant", "none", "calibrated", "online-hazar
 #: the market and the max price; issue 12) and ``paper`` (SpotTune's Eq 2 with the D1 max price).
 OBJECTIVES = ("refund", "paper")
 #: How the refund objective's performance matrix predicts an instance type a trial has not run on (design R9):
-#: ``shared`` learns the speed ratios between types from all trials of the run (:class:`provisioner.SharedSpeedMatrix`),
+#: ``pooled`` learns the speed ratios between types from all trials of the run (:class:`provisioner.PooledSpeedMatrix`),
 #: ``cores`` is the spec's per-trial ``κ / cores`` rule (:class:`provisioner.PerformanceMatrix`, SpotTune §1.4).
-SPEED_MODELS = ("shared", "cores")
+SPEED_MODELS = ("pooled", "cores")
 #: Early-stopping rules (issue 13): ``paper`` (EarlyCurve at θ, as published), ``rank`` (the rank-confidence rule
 #: at rungs before θ, then the last value's top-k at θ), ``predictive`` (predictive ASHA at rungs before θ, then
 #: the same) and ``barrier`` (no rungs, the last value's top-k at θ); :mod:`spottune._early_stop`.
@@ -209,10 +209,10 @@ class ExperimentSpec:
         faster market wins when a refund saves less per step than the time costs (as ``spottune run
         --time-value-usd-per-hour``; :class:`provisioner.RefundStepCost`; docs/design.md, issue 12, R7).
         0 = dollars only.
-    speed_model : {"shared", "cores"}, default "shared"
+    speed_model : {"pooled", "cores"}, default "pooled"
         ``refund`` objective: how seconds per step on an instance type a trial has not run on are predicted:
-        ``shared`` learns the speed ratios between types jointly from every trial's measured segments (a log-linear
-        model, prior = the spec's rule; :class:`provisioner.SharedSpeedMatrix`, design R9), ``cores`` is the spec's
+        ``pooled`` learns the speed ratios between types jointly from every trial's measured segments (a log-linear
+        model, prior = the spec's rule; :class:`provisioner.PooledSpeedMatrix`, design R9), ``cores`` is the spec's
         ``κ / cores`` rule per trial (SpotTune §1.4). The ``paper`` objective always uses ``cores``.
     stopper : {"paper", "rank", "predictive", "barrier"}, default "barrier"
         Early stopping: ``predictive`` is predictive ASHA (:class:`earlycurve.PredictiveStopping`, rungs at
@@ -298,7 +298,7 @@ class ExperimentSpec:
     boot_s: float = DEFAULT_BOOT_S
     objective: str = "refund"
     time_value_usd_per_hour: float = 0.0
-    speed_model: str = "shared"
+    speed_model: str = "pooled"
     stopper: str = DEFAULT_STOPPER
     stopper_curves: str | None = None
     rungs: tuple[tuple[float, int], ...] = ()

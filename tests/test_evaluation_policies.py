@@ -79,9 +79,9 @@ def test_the_value_of_time_reaches_the_refund_objective():
     asm = assemble(get_policy("spottune-0.7"), time_value_usd_per_hour=0.25, **kw)
     assert asm.chooser.objective.time_value_usd_per_hour == 0.25 and asm.chooser.objective.boot_s == 120.0
     # the speed model (design R9) reaches the chooser too, and the workload's declared speed sets T's prior
-    from provisioner import PerformanceMatrix, SharedSpeedMatrix
+    from provisioner import PerformanceMatrix, PooledSpeedMatrix
 
-    assert type(assemble(get_policy("spottune-0.7"), **kw).chooser.performance) is SharedSpeedMatrix
+    assert type(assemble(get_policy("spottune-0.7"), **kw).chooser.performance) is PooledSpeedMatrix
     cores = assemble(get_policy("spottune-0.7"), speed_model="cores", **kw).chooser.performance
     ref = study.reference_seconds_per_step
     assert type(cores) is PerformanceMatrix and cores.kappa_s == 2 * sum(ref.values()) / len(ref)
@@ -278,5 +278,5 @@ def test_simulate_refuses_a_deadline_under_restart_provisioning_and_an_unknown_s
 
     with pytest.raises(ConfigError, match="--deadline needs --provisioning spottune, not 'restart'"):
         simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, deadline="6h", provisioning="restart")
-    with pytest.raises(ConfigError, match="--speed-model is 'linear', but must be one of shared, cores"):
+    with pytest.raises(ConfigError, match="--speed-model is 'linear', but must be one of pooled, cores"):
         simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, speed_model="linear")

@@ -319,20 +319,20 @@ def test_spec_and_defaults():
 def test_speed_model_setting_picks_the_performance_matrix():
     # design R9: the refund objective learns speed ratios across trials by default; "cores" is the spec's matrix,
     # and the paper objective keeps it whatever the setting
-    from provisioner import PerformanceMatrix, SharedSpeedMatrix
+    from provisioner import PerformanceMatrix, PooledSpeedMatrix
     from spottune._compose import make_provisioner
     from spottune.errors import ConfigError
     from spottune.experiment import ExperimentSpec
 
     hist, cat, pred = history({R4A: 0.02, M4: 0.30}), InstanceCatalog.load(), ConstantRevocation(0.1)
-    shared = make_provisioner(hist, cat, Pool(), pred, 0, reference_seconds_per_step=30.0)
-    assert type(shared.performance) is SharedSpeedMatrix and shared.performance.reference_cores == 2
-    assert shared.performance.seconds_per_step("t", "r4.large") == pytest.approx(30.0)  # the declared reference speed
+    pooled = make_provisioner(hist, cat, Pool(), pred, 0, reference_seconds_per_step=30.0)
+    assert type(pooled.performance) is PooledSpeedMatrix and pooled.performance.reference_cores == 2
+    assert pooled.performance.seconds_per_step("t", "r4.large") == pytest.approx(30.0)  # the declared reference speed
     cores = make_provisioner(hist, cat, Pool(), pred, 0, reference_seconds_per_step=30.0, speed_model="cores")
     assert type(cores.performance) is PerformanceMatrix and cores.performance.seconds_per_step("t", "r4.large") == 30.0
     assert type(make_provisioner(hist, cat, Pool(), pred, 0, objective="paper").performance) is PerformanceMatrix
-    with pytest.raises(ConfigError, match="speed_model is 'linear', but must be one of shared, cores"):
+    with pytest.raises(ConfigError, match="speed_model is 'linear', but must be one of pooled, cores"):
         make_provisioner(hist, cat, Pool(), pred, 0, speed_model="linear")
-    assert ExperimentSpec().speed_model == "shared" and ExperimentSpec(speed_model="cores").speed_model == "cores"
-    with pytest.raises(ConfigError, match="speed_model is 'linear', but must be one of shared, cores"):
+    assert ExperimentSpec().speed_model == "pooled" and ExperimentSpec(speed_model="cores").speed_model == "cores"
+    with pytest.raises(ConfigError, match="speed_model is 'linear', but must be one of pooled, cores"):
         ExperimentSpec(speed_model="linear")

@@ -138,7 +138,7 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
               help="refund objective: value of a trial's wall-clock hour, USD per trial-hour (minimises (USD + value x "
                    "hours) per useful step; 0 = dollars only).")
 @click.option("--speed-model", type=click.Choice(list(SPEED_MODELS)), default=None, show_default=_default("speed_model"),
-              help="refund objective: speed on instance types a trial has not run on; shared: speed ratios learned from "
+              help="refund objective: speed on instance types a trial has not run on; pooled: speed ratios learned from "
                    "all trials (design R9); cores: the spec's kappa / cores per trial.")
 @click.option("--stopper", type=click.Choice(list(STOPPERS)), default=None, show_default=_default("stopper"),
               help="predictive: predictive ASHA at rungs before θ (re-judged every step, optimistic bound), then the "

@@ -45,7 +45,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                  deadline: Any = None,
                  budget_usd: float | None = None, deadline_rule: str = "slack",
                  time_value_usd_per_hour: float = 0.0, provisioning: str = "spottune",
-                 speed_model: str = "shared") -> Any:
+                 speed_model: str = "pooled") -> Any:
     """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
 
     Parameters
@@ -102,7 +102,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         Provisioning of the SpotTune and Optuna policies: the SpotTune provisioner, or spot-restart's (cheapest market
         at each launch, max price = on-demand, no hop), which compares stoppers on a provisioning that does not
         depend on when a trial will stop (:func:`spottune.evaluation.get_policy`).
-    speed_model : {"shared", "cores"}, default "shared"
+    speed_model : {"pooled", "cores"}, default "pooled"
         The refund objective's performance matrix (``spottune.experiment.SPEED_MODELS``, design R9).
 
     Raises
@@ -263,7 +263,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                    "hops; restart = spot-restart's (cheapest market at each launch, max price = on-demand, no hop), to "
                    "compare stoppers on a provisioning that does not depend on when a trial will stop.")
 @click.option("--speed-model", type=click.Choice(list(SPEED_MODELS)), default=SPEED_MODELS[0], show_default=True,
-              help="Refund objective of the SpotTune policies: speed on instance types a trial has not run on; shared = "
+              help="Refund objective of the SpotTune policies: speed on instance types a trial has not run on; pooled = "
                    "speed ratios learned from all trials of the run (design R9), cores = the spec's kappa / cores.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def simulate(workload: str, policies: str, starts: int, start_times: str | None, market_mode: str, output: str,

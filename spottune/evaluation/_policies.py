@@ -323,7 +323,7 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
              boot_s: float | None = None, start_s: float | None = None, deadline_s: float | None = None,
              budget_usd: float | None = None, deadline_rule: str = "slack",
              window_s: float = 4 * 86400.0, time_value_usd_per_hour: float = 0.0,
-             speed_model: str = "shared") -> Assembly:
+             speed_model: str = "pooled") -> Assembly:
     """Build the orchestrator (and market rules) of ``policy`` for one run.
 
     Parameters
@@ -362,7 +362,7 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     time_value_usd_per_hour : float, default 0
         SpotTune chooser with the ``refund`` objective: value of a trial's wall-clock hour, USD per
         trial-hour (:attr:`provisioner.RefundStepCost.time_value_usd_per_hour`).
-    speed_model : {"shared", "cores"}, default "shared"
+    speed_model : {"pooled", "cores"}, default "pooled"
         SpotTune chooser with the ``refund`` objective: its performance matrix (design R9).
 
     Raises

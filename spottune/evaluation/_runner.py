@@ -65,7 +65,7 @@ class Task:
         Value of a trial's wall-clock hour in the ``refund`` objective, USD per trial-hour.
     provisioning : {"spottune", "restart"}, default "spottune"
         Provisioning of the SpotTune-provisioned policies (:func:`spottune.evaluation.get_policy`).
-    speed_model : {"shared", "cores"}, default "shared"
+    speed_model : {"pooled", "cores"}, default "pooled"
         The refund objective's performance matrix (``spottune.experiment.SPEED_MODELS``, design R9).
     shuffle_trials : bool, default False
         Replay the study's trials in an order drawn per start (``numpy.random.default_rng([seed, start_index])``),
@@ -97,7 +97,7 @@ class Task:
     shuffle_trials: bool = False
     time_value_usd_per_hour: float = 0.0
     provisioning: str = "spottune"
-    speed_model: str = "shared"
+    speed_model: str = "pooled"
 
 
 def default_starts(history: Any, markets: list, n: int, *, train_days: float = TRAIN_DAYS,

@@ -5,7 +5,7 @@ The spec's matrix (:class:`provisioner.PerformanceMatrix`, SpotTune §1.4) start
 rule. Two things go wrong when speed does not grow linearly with vCPUs (issue 12; docs/evaluation.md, "What the
 provisioner buys"): the prior is optimistic about large types, and every trial has to find that out for itself.
 
-:class:`SharedSpeedMatrix` keeps the measured cells exactly as the spec's matrix does (first measurement, then an
+:class:`PooledSpeedMatrix` keeps the measured cells exactly as the spec's matrix does (first measurement, then an
 EMA) and predicts the unmeasured ones from a log-linear model shared by all rows ([I], design R9)::
 
     log T[h][i] = a_h − β · log(cores_i / c_ref) + u_i + ε
@@ -36,11 +36,11 @@ import pandas as pd
 from provisioner._performance import DEFAULT_ALPHA, PerformanceMatrix
 from provisioner.errors import ProvisionerConfigError
 
-#: Prior spreads (natural-log units) of :class:`SharedSpeedMatrix`: trial level, exponent, per-type residual, noise.
+#: Prior spreads (natural-log units) of :class:`PooledSpeedMatrix`: trial level, exponent, per-type residual, noise.
 DEFAULT_SIGMAS = {"sigma_trial": 0.3, "sigma_exponent": 0.5, "sigma_type": 0.3, "sigma_noise": 0.1}
 
 
-class SharedSpeedMatrix(PerformanceMatrix):
+class PooledSpeedMatrix(PerformanceMatrix):
     """T[h][i], seconds per step, with speed ratios between types pooled over all trials (module docstring).
 
     Parameters
@@ -79,7 +79,7 @@ class SharedSpeedMatrix(PerformanceMatrix):
         self._fitted: tuple[float, np.ndarray, dict[Hashable, float]] | None = None
         self._measured_ids: dict[Hashable, None] = {}  # trials with a measured cell, in first-measured order
 
-    # -- the shared model ----------------------------------------------------------------------------------
+    # -- the pooled model ----------------------------------------------------------------------------------
     def _fit(self) -> tuple[float, np.ndarray, dict[Hashable, float]]:
         """(β, u, {trial: a_h − log(κ_h / c_ref)}) at the MAP; cached until the next measurement."""
         if self._fitted is not None:
@@ -111,9 +111,6 @@ class SharedSpeedMatrix(PerformanceMatrix):
         self._fitted = (float(phi[0]), phi[1:], levels)
         return self._fitted
 
-    def _prior(self, trial_id: Hashable) -> np.ndarray:
-        return self.rows([trial_id])[0]
-
     # -- PerformanceMatrix's hooks -----------------------------------------------------------------------
     def row(self, trial_id: Hashable) -> np.ndarray:
         """T[h], seconds per step on each instance type: measured cells as measured, the others from the model."""
@@ -130,8 +127,10 @@ class SharedSpeedMatrix(PerformanceMatrix):
                 out[k, mask] = self._rows[h][mask]
         return out
 
+    _prior = row  # PerformanceMatrix.add_trial's first row of a trial: the model's prediction
+
     def _rescale(self, trial_id: Hashable) -> None:
-        self._fitted = None  # every row depends on the shared fit; the stored unmeasured cells are never read
+        self._fitted = None  # every row depends on the pooled fit; the stored unmeasured cells are never read
         if self._measured[trial_id].any():
             self._measured_ids[trial_id] = None
 
@@ -140,7 +139,7 @@ class SharedSpeedMatrix(PerformanceMatrix):
         ids = list(self._rows)
         return pd.DataFrame(self.rows(ids), index=ids, columns=self.instance_types)
 
-    def shared_fit(self) -> tuple[float, dict[str, float]]:
+    def pooled_fit(self) -> tuple[float, dict[str, float]]:
         """(β, {instance type: u_i}): the learned exponent of cores and each type's residual (log units)."""
         beta, u, _ = self._fit()
         return beta, dict(zip(self.instance_types, u.tolist()))
