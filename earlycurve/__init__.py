@@ -26,7 +26,8 @@ from earlycurve._mode import from_loss, to_loss
 from earlycurve._model import RECOMMENDED, EarlyCurve
 from earlycurve._protocol import FinalMetricPredictor, Prediction
 from earlycurve._online_stop import RUNG_FRACTIONS, Decision, RankConfidenceStopping, rungs_for
-from earlycurve._predictive_stop import PREDICTIVE_DEFAULTS, PredictiveStopping, predictive_options
+from earlycurve._predictive_stop import (PREDICTIVE_DEFAULTS, PREDICTIVE_KEYS, PredictiveStopping,
+                                         check_predictive_options, predictive_options)
 from earlycurve._residual import RESIDUAL_THETAS, ResidualCurvePredictor
 from earlycurve._rank_stop import RankConfidenceRule, prob_top_k
 from earlycurve._ranking import Ranking, rank_trials
@@ -49,6 +50,8 @@ __all__ = [
     "PredictiveStopping",
     "PREDICTIVE_DEFAULTS",
     "predictive_options",
+    "check_predictive_options",
+    "PREDICTIVE_KEYS",
     "ResidualCurvePredictor",
     "RESIDUAL_THETAS",
     "Decision",

@@ -38,10 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from earlycurve._online_stop import Decision
+from earlycurve._online_stop import Decision, rungs_for
 from earlycurve.errors import InvalidCurveError
 
-__all__ = ["PREDICTIVE_DEFAULTS", "PredictiveStopping", "predictive_options"]
+__all__ = ["PREDICTIVE_DEFAULTS", "PREDICTIVE_KEYS", "PredictiveStopping", "check_predictive_options",
+           "predictive_options"]
 
 #: Shipped settings: ONE setting for every family, chosen on the TUNING studies of six sets (opda ×2, cakelab,
 #: built-in ×3; ``docs/earlycurve.md`` §8, ``benchmarks/bench_predictive_stop.py``). No setting of the grid
@@ -53,10 +54,49 @@ PREDICTIVE_DEFAULTS: dict = {"fractions": (0.04, 0.2), "keep_first": 0.75, "keep
                              "bound_k": 0, "bound_quantile": 0.1, "guard": 1}
 
 
+#: The settings of predictive ASHA a caller may give (:func:`check_predictive_options`): ``fractions`` (the rungs, as
+#: fractions of ``max_steps``, :func:`earlycurve.rungs_for`) and :class:`PredictiveStopping`'s slope-score keywords.
+PREDICTIVE_KEYS = (*PREDICTIVE_DEFAULTS, "retro")
+
+
 def predictive_options(options: Mapping[str, object] | None = None) -> dict:
     """Keyword arguments of :class:`PredictiveStopping` (all but ``rungs``): :data:`PREDICTIVE_DEFAULTS` without
     ``fractions`` (rung fractions give the rungs, see :func:`earlycurve.rungs_for`), updated by ``options``."""
     return {k: v for k, v in PREDICTIVE_DEFAULTS.items() if k != "fractions"} | dict(options or {})
+
+
+def check_predictive_options(options: Mapping[str, object] | None) -> dict:
+    """``options`` (a subset of :data:`PREDICTIVE_KEYS`) checked, as a new dict with ``fractions`` a list of floats.
+
+    The keys not given keep :data:`PREDICTIVE_DEFAULTS`; None gives ``{}``.
+
+    Raises
+    ------
+    InvalidCurveError
+        ``options`` is not a mapping, has a key outside :data:`PREDICTIVE_KEYS`, or a value that
+        :func:`earlycurve.rungs_for` or :class:`PredictiveStopping` refuses (a fraction outside (0, 1), a share
+        outside (0, 1], ``slope < 0``, ...).
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise InvalidCurveError(f"predictive options are {options!r}, but must be a mapping of "
+                                f"{', '.join(PREDICTIVE_KEYS)}")
+    unknown = sorted(set(map(str, options)) - set(PREDICTIVE_KEYS))
+    if unknown:
+        raise InvalidCurveError(f"unknown predictive option {', '.join(unknown)}; the options are "
+                                f"{', '.join(PREDICTIVE_KEYS)}")
+    out = dict(options)
+    try:
+        if "fractions" in out:
+            out["fractions"] = [float(f) for f in out["fractions"]]  # type: ignore[union-attr]
+        rest = predictive_options({k: v for k, v in out.items() if k != "fractions"})
+        PredictiveStopping(rungs_for(10**6, out.get("fractions", PREDICTIVE_DEFAULTS["fractions"])), **rest)
+    except InvalidCurveError:
+        raise
+    except (TypeError, ValueError) as e:  # a value of the wrong type
+        raise InvalidCurveError(f"predictive options {dict(options)!r}: {e}") from None
+    return out
 
 
 class PredictiveStopping:

@@ -8,21 +8,25 @@ provisioner buys"): the prior is optimistic about large types, and every trial h
 :class:`PooledSpeedMatrix` keeps the measured cells exactly as the spec's matrix does (first measurement, then an
 EMA) and predicts the unmeasured ones from a log-linear model shared by all rows ([I], design R9)::
 
-    log T[h][i] = a_h − β · log(cores_i / c_ref) + u_i + ε
+    log T[h][i] = g + a_h − β · log(cores_i / c_ref) + u_i + ε
 
+- ``g ~ N(0, σ_scale²)``: how far every declared speed is off, shared (a live run whose declared seconds per step
+  is not what the workers take, or a recorded study whose trials get their mean). Its prior is wide, so a common
+  error of the declared κ lands here and leaves the ratios between types alone (design R9, "scale");
 - ``a_h ~ N(log(κ_h / c_ref), σ_trial²)``: the trial's own level, its seconds per step on ``c_ref`` cores (the
-  reference instance a workload declares its speed on: 2 vCPUs in ``spottune.trainable``), where the prior is
-  trusted most; a change of β pivots around it;
+  reference instance a workload declares its speed on: 2 vCPUs in ``spottune.trainable``); a change of β pivots
+  around it;
 - ``β ~ N(1, σ_exponent²)``: how speed scales with cores, shared; the prior mean 1 is the spec's linear rule,
   which stays optimistic until a large type is measured (so the argmin still tries it);
 - ``u_i ~ N(0, σ_type²)``: what the type's cores do not explain (per-core speed, memory bandwidth), shared;
 - ``ε ~ N(0, σ_noise²)``: a measured cell's noise (the paper's per-step COV < 0.1, spec §1.4).
 
-Each measured cell ``(h, i)`` is one observation ``log T[h][i]``. The MAP estimate of (β, u) integrates the a_h out
+Each measured cell ``(h, i)`` is one observation ``log T[h][i]``. The MAP estimate of (g, β, u) integrates the a_h out
 (a trial's observations share its level: covariance σ_noise² I + σ_trial² 11ᵀ, inverted by Sherman–Morrison), so one
-solve of size 1 + n_types serves any number of trials; a_h is then its posterior mean given (β, u). One trial
+solve of size 2 + n_types serves any number of trials; a_h is then its posterior mean given (g, β, u). One trial
 measured on d2.8xlarge thus moves every trial's belief about d2.8xlarge (through u) and about every other large type
-(through β). With no measurement at all the rows equal the spec's prior ``κ_h / cores_i``.
+(through β), and a trial nobody measured takes the learned scale g. With no measurement at all the rows equal the
+spec's prior ``κ_h / cores_i``.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from provisioner._performance import DEFAULT_ALPHA, PerformanceMatrix
 from provisioner.errors import ProvisionerConfigError
 
 #: Prior spreads (natural-log units) of :class:`PooledSpeedMatrix`: trial level, exponent, per-type residual, noise.
-DEFAULT_SIGMAS = {"sigma_trial": 0.3, "sigma_exponent": 0.5, "sigma_type": 0.3, "sigma_noise": 0.1}
+DEFAULT_SIGMAS = {"sigma_scale": 1.0, "sigma_trial": 0.3, "sigma_exponent": 0.5, "sigma_type": 0.3,
+                  "sigma_noise": 0.1}
 
 
 class PooledSpeedMatrix(PerformanceMatrix):
@@ -52,7 +57,7 @@ class PooledSpeedMatrix(PerformanceMatrix):
         measured cell.
     reference_cores : float, default 1
         c_ref, > 0: the core count at which κ / c_ref is the declared seconds per step (module docstring).
-    sigma_trial, sigma_exponent, sigma_type, sigma_noise : float
+    sigma_scale, sigma_trial, sigma_exponent, sigma_type, sigma_noise : float
         Prior standard deviations, natural-log units, > 0 (defaults :data:`DEFAULT_SIGMAS`).
 
     Raises
@@ -62,13 +67,13 @@ class PooledSpeedMatrix(PerformanceMatrix):
     """
 
     def __init__(self, cores: Mapping[str, float], *, kappa_s: float = 1.0, alpha: float = DEFAULT_ALPHA,
-                 sigma_trial: float = DEFAULT_SIGMAS["sigma_trial"],
+                 sigma_scale: float = DEFAULT_SIGMAS["sigma_scale"], sigma_trial: float = DEFAULT_SIGMAS["sigma_trial"],
                  sigma_exponent: float = DEFAULT_SIGMAS["sigma_exponent"],
                  sigma_type: float = DEFAULT_SIGMAS["sigma_type"], sigma_noise: float = DEFAULT_SIGMAS["sigma_noise"],
                  reference_cores: float = 1.0):
         super().__init__(cores, kappa_s=kappa_s, alpha=alpha)
-        self.sigmas = {"sigma_trial": sigma_trial, "sigma_exponent": sigma_exponent, "sigma_type": sigma_type,
-                       "sigma_noise": sigma_noise}
+        self.sigmas = {"sigma_scale": sigma_scale, "sigma_trial": sigma_trial, "sigma_exponent": sigma_exponent,
+                       "sigma_type": sigma_type, "sigma_noise": sigma_noise}
         for name, v in {**self.sigmas, "reference_cores": reference_cores}.items():
             if not (math.isfinite(float(v)) and float(v) > 0):
                 raise ProvisionerConfigError(f"{name} is {v}, but must be > 0")
@@ -76,30 +81,33 @@ class PooledSpeedMatrix(PerformanceMatrix):
         self.reference_cores = float(reference_cores)
         self._x = np.log(self.cores / self.reference_cores)
         self._log_ref = math.log(self.reference_cores)
-        self._fitted: tuple[float, np.ndarray, dict[Hashable, float]] | None = None
+        self._fitted: tuple[float, float, np.ndarray, dict[Hashable, float]] | None = None
         self._measured_ids: dict[Hashable, None] = {}  # trials with a measured cell, in first-measured order
 
     # -- the pooled model ----------------------------------------------------------------------------------
-    def _fit(self) -> tuple[float, np.ndarray, dict[Hashable, float]]:
-        """(β, u, {trial: a_h − log(κ_h / c_ref)}) at the MAP; cached until the next measurement."""
+    def _fit(self) -> tuple[float, float, np.ndarray, dict[Hashable, float]]:
+        """(g, β, u, {measured trial: g + a_h − log(κ_h / c_ref)}) at the MAP; cached until the next measurement."""
         if self._fitted is not None:
             return self._fitted
         s, n = self.sigmas, self.cores.size
-        lam = np.diag(np.r_[1.0 / s["sigma_exponent"] ** 2, np.full(n, 1.0 / s["sigma_type"] ** 2)])
-        eta = np.zeros(n + 1)
-        eta[0] = 1.0 / s["sigma_exponent"] ** 2  # prior mean β = 1
         ids = list(self._measured_ids)
         if not ids:
-            self._fitted = (1.0, np.zeros(n), {})
+            self._fitted = (0.0, 1.0, np.zeros(n), {})
             return self._fitted
+        # unknowns φ = (g, β, u_1..u_n); prior precision and precision-weighted mean (β = 1)
+        lam = np.diag(np.r_[1.0 / s["sigma_scale"] ** 2, 1.0 / s["sigma_exponent"] ** 2,
+                            np.full(n, 1.0 / s["sigma_type"] ** 2)])
+        eta = np.zeros(n + 2)
+        eta[1] = 1.0 / s["sigma_exponent"] ** 2
         mask = np.array([self._measured[h] for h in ids])  # (trials, types)
         level0 = np.log([self._kappa.get(h, self.kappa_s) for h in ids]) - self._log_ref
         trial, col = np.nonzero(mask)  # one observation per measured cell
         y = np.log(np.array([self._rows[h] for h in ids])[trial, col]) - level0[trial]
-        z = np.zeros((y.size, n + 1))  # design of (β, u): log T − a_h = −β x_i + u_i
-        z[:, 0] = -self._x[col]
-        z[np.arange(y.size), 1 + col] = 1.0
-        zs, ys = np.zeros((len(ids), n + 1)), np.bincount(trial, weights=y, minlength=len(ids))
+        z = np.zeros((y.size, n + 2))  # design of φ: log T − log(κ_h / c_ref) − a_h = g − β x_i + u_i
+        z[:, 0] = 1.0
+        z[:, 1] = -self._x[col]
+        z[np.arange(y.size), 2 + col] = 1.0
+        zs, ys = np.zeros((len(ids), n + 2)), np.bincount(trial, weights=y, minlength=len(ids))
         np.add.at(zs, trial, z)
         # a trial's observations share its level: covariance σ_noise² I + σ_trial² 11ᵀ, whose inverse is
         # (I − c 11ᵀ) / σ_noise² with c = σ_trial² / (σ_noise² + n_h σ_trial²) (Sherman–Morrison)
@@ -107,8 +115,9 @@ class PooledSpeedMatrix(PerformanceMatrix):
         lam += (z.T @ z - (zs * c[:, None]).T @ zs) / s["sigma_noise"] ** 2
         eta += (z.T @ y - zs.T @ (c * ys)) / s["sigma_noise"] ** 2
         phi = np.linalg.solve(lam, eta)
-        levels = dict(zip(ids, (c * (ys - zs @ phi)).tolist()))  # posterior mean of each a_h given (β, u)
-        self._fitted = (float(phi[0]), phi[1:], levels)
+        g = float(phi[0])
+        levels = dict(zip(ids, (g + c * (ys - zs @ phi)).tolist()))  # g + posterior mean of each a_h given φ
+        self._fitted = (g, float(phi[1]), phi[2:], levels)
         return self._fitted
 
     # -- PerformanceMatrix's hooks -----------------------------------------------------------------------
@@ -118,8 +127,8 @@ class PooledSpeedMatrix(PerformanceMatrix):
 
     def rows(self, trial_ids: Sequence[Hashable]) -> np.ndarray:
         """T for several trials, shape (n_trials, n_types), seconds per step."""
-        beta, u, levels = self._fit()
-        a = [math.log(self._kappa.get(h, self.kappa_s)) - self._log_ref + levels.get(h, 0.0) for h in trial_ids]
+        g, beta, u, levels = self._fit()
+        a = [math.log(self._kappa.get(h, self.kappa_s)) - self._log_ref + levels.get(h, g) for h in trial_ids]
         out = np.exp(np.array(a, dtype=float)[:, None] - beta * self._x + u)
         for k, h in enumerate(trial_ids):
             if h in levels:  # measured cells as measured
@@ -139,7 +148,9 @@ class PooledSpeedMatrix(PerformanceMatrix):
         ids = list(self._rows)
         return pd.DataFrame(self.rows(ids), index=ids, columns=self.instance_types)
 
-    def pooled_fit(self) -> tuple[float, dict[str, float]]:
-        """(β, {instance type: u_i}): the learned exponent of cores and each type's residual (log units)."""
-        beta, u, _ = self._fit()
-        return beta, dict(zip(self.instance_types, u.tolist()))
+    def pooled_fit(self) -> tuple[float, float, dict[str, float]]:
+        """(g, β, {instance type: u_i}): the learned common error of the declared speeds, the exponent of cores
+        and each type's residual (natural-log units; T = exp(g) · κ / c_ref on c_ref cores for a trial nobody
+        measured)."""
+        g, beta, u, _ = self._fit()
+        return g, beta, dict(zip(self.instance_types, u.tolist()))

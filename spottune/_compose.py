@@ -714,7 +714,7 @@ def _algorithm_1(spec: ExperimentSpec, market: MarketSetup, start_s: float,
                                      log_fn=log_fn, fallback=True)
     at_theta = learned_final_predictor(spec.stopper_curves, seed) if spec.stopper_curves else None
     fmp, plateau, stop_rule = early_stopping(spec.stopper, spec.max_steps, spec.theta_steps, spec.top_k, seed,
-                                             final_predictor=at_theta)
+                                             final_predictor=at_theta, predictive=spec.predictive_options)
     orch = Orchestrator(
         [t.trial_id for t in spec.trials()],
         OrchestratorConfig(max_steps=spec.max_steps, theta=spec.theta, top_k=spec.top_k, metric=spec.metric,

@@ -11,8 +11,9 @@ the rule's *cohort* mode (a trial is stopped when ``top_k`` trials not stopped w
 rung).
 
 ``stopper="predictive"`` (issue 13, ``docs/earlycurve.md`` §8): :class:`earlycurve.PredictiveStopping`
-with the shipped :data:`earlycurve.PREDICTIVE_DEFAULTS` (rungs at their fractions of ``max_steps`` that lie
-before the θ barrier, every passed rung re-judged at every step, the slope-corrected score and the
+with the shipped :data:`earlycurve.PREDICTIVE_DEFAULTS`, or the settings of the spec's ``predictive_options``
+(``--predictive-options``; a family's own settings, chosen on tuning studies as for ASHA) (rungs at their fractions
+of ``max_steps`` that lie before the θ barrier, every passed rung re-judged at every step, the slope-corrected score and the
 optimistic bound against the best finished trial), then at the barrier the top-k by the last value,
 as for ``rank``.
 
@@ -33,6 +34,7 @@ paper settings) at θ, and the plateau rule.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +106,7 @@ def learned_final_predictor(path: str, seed: int = 0) -> Any:
 
 
 def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, seed: int = 0,
-                   final_predictor: Any = None) -> tuple[Any, Any, Any]:
+                   final_predictor: Any = None, predictive: Mapping[str, Any] | None = None) -> tuple[Any, Any, Any]:
     """``(final-metric predictor, plateau rule, stop rule or None)`` of ``stopper`` (module docstring).
 
     Parameters
@@ -120,6 +122,10 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
     final_predictor : earlycurve.FinalMetricPredictor, optional
         ``rank`` and ``predictive``: ranks the top-k at θ instead of :class:`earlycurve.LastValue` (e.g.
         :func:`learned_final_predictor`); ignored by ``paper`` and when θ = 1.
+    predictive : mapping, optional
+        ``predictive``: settings that replace :data:`earlycurve.PREDICTIVE_DEFAULTS`' (keys
+        :data:`earlycurve.PREDICTIVE_KEYS`, checked by :func:`earlycurve.check_predictive_options`); ignored by
+        the other stoppers.
 
     Raises
     ------
@@ -139,10 +145,12 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
     if stopper == "barrier":  # Algorithm 1's θ barrier alone, ranked by the last value (docs/earlycurve.md §8.10)
         return at_theta, plateau, None
     if stopper == "predictive":
-        rungs = [r for r in rungs_for(max_steps, PREDICTIVE_DEFAULTS["fractions"]) if r < theta_steps]
+        options = dict(predictive or {})
+        rungs = [r for r in rungs_for(max_steps, options.pop("fractions", PREDICTIVE_DEFAULTS["fractions"]))
+                 if r < theta_steps]
         if not rungs:
             return at_theta, plateau, None
         return at_theta, plateau, RankStopRule(rungs, max_steps, top_k, seed,
-                                               rule=PredictiveStopping(rungs, **predictive_options()))
+                                               rule=PredictiveStopping(rungs, **predictive_options(options)))
     rungs = [r for r in rungs_for(max_steps, RUNG_FRACTIONS) if r < theta_steps]
     return at_theta, plateau, (RankStopRule(rungs, max_steps, top_k, seed) if rungs else None)

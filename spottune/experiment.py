@@ -130,6 +130,37 @@ def _is_int(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+def parse_predictive_options(value: Mapping[str, Any] | str | None, stopper: str) -> dict[str, Any] | None:
+    """Predictive ASHA's settings (``predictive_options``, ``--predictive-options``) from a mapping or JSON object
+    text, checked; None when not given.
+
+    Raises
+    ------
+    ConfigError
+        Text that is not a JSON object, settings that :func:`earlycurve.check_predictive_options` refuses, or settings
+        with a ``stopper`` other than ``predictive`` (one line).
+    """
+    import json
+
+    from earlycurve import InvalidCurveError, check_predictive_options
+
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as e:
+            raise ConfigError(f"predictive_options {value!r} is not JSON ({e}); give an object such as "
+                              '\'{"fractions": [0.1, 0.3], "keep": 0.25}\'') from None
+    try:
+        options = check_predictive_options(value)
+    except InvalidCurveError as e:
+        raise ConfigError(f"predictive_options: {e}") from None
+    if stopper != "predictive":
+        raise ConfigError(f"predictive_options are settings of stopper 'predictive', not {stopper!r}")
+    return options
+
+
 def _is_real(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
@@ -223,6 +254,14 @@ class ExperimentSpec:
         early stopping; choose θ and ``top_k`` on tuning studies, ``docs/earlycurve.md`` §8.10); ``paper`` is SpotTune's EarlyCurve at θ only (``docs/earlycurve.md`` §7).
         ``barrier`` is the default: at the same θ it costs what ``paper`` costs and ranks at least as well at
         θ 0.7 on every curve set measured (docs/design.md ES18, ``docs/earlycurve.md`` §8.11).
+    predictive_options : mapping or str, optional
+        ``stopper="predictive"`` only: the rule's settings instead of :data:`earlycurve.PREDICTIVE_DEFAULTS`, as a
+        mapping or JSON object text (``spottune run --predictive-options '{"fractions": [0.1, 0.3, 0.5], "keep":
+        0.25}'``), keys :data:`earlycurve.PREDICTIVE_KEYS` (``fractions``: rungs as fractions of ``max_steps``;
+        ``keep_first``, ``keep``: shares that continue at the first and later rungs; ``slope``, ``bound_k``,
+        ``bound_quantile``, ``guard``, ``retro``). The shipped defaults are one conservative setting for every family;
+        a family's own setting, chosen on tuning studies as for ASHA, is much cheaper (``docs/earlycurve.md`` §8.3,
+        §8.15). Default None: the shipped defaults.
     stopper_curves : str, optional
         A curve file of finished runs of the same workload (any layout ``spottune curves eval`` reads; values a
         loss). With ``stopper`` ``rank``, ``predictive`` or ``barrier``, the top-k at θ is ranked by
@@ -300,6 +339,7 @@ class ExperimentSpec:
     time_value_usd_per_hour: float = 0.0
     speed_model: str = "pooled"
     stopper: str = DEFAULT_STOPPER
+    predictive_options: Mapping[str, Any] | None = None
     stopper_curves: str | None = None
     rungs: tuple[tuple[float, int], ...] = ()
     step_time_cov: float = 0.05
@@ -417,6 +457,8 @@ class ExperimentSpec:
         need(_is_real(self.time_value_usd_per_hour) and self.time_value_usd_per_hour >= 0, "time_value_usd_per_hour", "a finite number of USD per trial-hour >= 0")
         need(self.speed_model in SPEED_MODELS, "speed_model", f"one of {', '.join(SPEED_MODELS)}")
         need(self.stopper in STOPPERS, "stopper", f"one of {', '.join(STOPPERS)}")
+        object.__setattr__(self, "predictive_options", parse_predictive_options(self.predictive_options,
+                                                                                  self.stopper))
         need(self.stopper_curves is None or (isinstance(self.stopper_curves, str) and bool(self.stopper_curves)),
              "stopper_curves", "a curve file path, or None")
         need(self.stopper_curves is None or self.stopper != "paper", "stopper_curves",

@@ -218,3 +218,65 @@ def test_simulate_runs_the_rungs_and_keeps_top_k(tmp_path):
     # 16 trials to step 3 (6 % of 50), 6 to θ's step 8, 2 to 50; nothing lost at this start
     assert row["steps_executed"] == 16 * 3 + 6 * (8 - 3) + 2 * (50 - 8) and row["stopped_early"] == 14
     assert not row["error"]
+
+
+# -- predictive_options: a family's own settings of predictive ASHA (docs/earlycurve.md §8.15) ---------------------
+
+OPTIONS = {"fractions": [0.1, 0.3], "keep_first": 0.5, "keep": 0.25, "slope": 0.0}
+
+
+def test_predictive_options_set_the_rule_and_the_others_keep_their_defaults():
+    from earlycurve import PREDICTIVE_DEFAULTS
+
+    _, _, rule = early_stopping("predictive", max_steps=60, theta_steps=42, top_k=3, predictive=OPTIONS)
+    assert rule.rule.rungs == (6, 18)  # 10 %, 30 % of 60, both before θ = 42
+    assert (rule.rule.keep_first, rule.rule.keep, rule.rule.slope) == (0.5, 0.25, 0.0)
+    assert (rule.rule.bound_k, rule.rule.guard) == (PREDICTIVE_DEFAULTS["bound_k"], PREDICTIVE_DEFAULTS["guard"])
+    assert early_stopping("predictive", 60, 42, 3, predictive={"fractions": [0.8]})[2] is None  # no rung before θ
+    assert early_stopping("barrier", 60, 42, 3, predictive=OPTIONS)[2] is None  # other stoppers ignore them
+
+
+def test_predictive_options_in_the_spec_the_policies_and_the_built_run(tmp_path):
+    import json
+
+    from spottune._compose import build
+
+    spec = ExperimentSpec(max_steps=60, predictor="constant", stopper="predictive",
+                          predictive_options=json.dumps(OPTIONS))  # --predictive-options gives JSON text
+    assert spec.predictive_options == OPTIONS and ExperimentSpec.from_dict(spec.to_dict()) == spec
+    assert ExperimentSpec(stopper="predictive").predictive_options is None
+    rule = build(spec, output=tmp_path / "built").orchestrator.stop_rule.rule
+    assert rule.rungs == (6, 18) and rule.keep == 0.25
+    assert get_policy("spottune-0.7", stopper="predictive", predictive_options=OPTIONS).predictive_options == OPTIONS
+    # a -paper name keeps the paper's stopper, and other stoppers have no predictive settings
+    assert get_policy("spottune-0.7-paper", stopper="predictive", predictive_options=OPTIONS).predictive_options is None
+    assert get_policy("spottune-0.7", stopper="barrier", predictive_options=OPTIONS).predictive_options is None
+
+
+@pytest.mark.parametrize("value, message", [
+    ('{"kep": 0.25}', "unknown predictive option kep; the options are fractions, keep_first, keep"),
+    ('{"keep": 2}', r"keep_first \(0.75\) and keep \(2\) must be in \(0, 1\]"),
+    ('{"fractions": [0.5, 1.5]}', r"rung fractions \[0.5, 1.5\] must be non-empty and in \(0, 1\)"),
+    ('{"slope": "steep"}', "predictive options {'slope': 'steep'}"),
+    ("keep=0.25", "is not JSON"),
+    ("[0.25]", "must be a mapping"),
+])
+def test_bad_predictive_options_are_config_errors(value, message):
+    with pytest.raises(ConfigError, match=message):
+        ExperimentSpec(stopper="predictive", predictive_options=value)
+
+
+def test_predictive_options_need_the_predictive_stopper_in_run_and_simulate(tmp_path):
+    import subprocess
+    import sys
+
+    with pytest.raises(ConfigError, match="predictive_options are settings of stopper 'predictive', not 'barrier'"):
+        ExperimentSpec(predictive_options=OPTIONS)
+    from spottune.cli._simulate import simulate_all
+
+    with pytest.raises(ConfigError, match="not 'rank'"):  # refused before anything is loaded
+        simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, stopper="rank", predictive_options=OPTIONS)
+    cmd = [sys.executable, "-c", "from spottune.cli import main; main()", "simulate", "--workload", "digits-mlp",
+           "--stopper", "predictive", "--predictive-options", '{"keep": 0}', "--output", str(tmp_path / "o")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "keep (0) must be in (0, 1]" in done.stderr

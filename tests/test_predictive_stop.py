@@ -177,3 +177,15 @@ def test_learned_score_bad_parameters():
         with pytest.raises(InvalidCurveError):
             PredictiveStopping((2,), **kw)
     assert PredictiveStopping((2,)).score == "slope"  # the default is unchanged
+
+
+def test_check_predictive_options_returns_a_checked_copy():
+    from earlycurve import PREDICTIVE_KEYS, check_predictive_options
+
+    given = {"fractions": (0.1, 0.3), "keep": 0.25, "retro": False}
+    assert check_predictive_options(given) == {"fractions": [0.1, 0.3], "keep": 0.25, "retro": False}
+    assert given["fractions"] == (0.1, 0.3) and check_predictive_options(None) == {}
+    assert PREDICTIVE_KEYS == ("fractions", "keep_first", "keep", "slope", "bound_k", "bound_quantile", "guard", "retro")
+    for bad in ({"guard": -1}, {"fractions": []}, {"score": "learned"}, "keep=0.25"):
+        with pytest.raises(InvalidCurveError):
+            check_predictive_options(bad)

@@ -145,6 +145,10 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
                    "last value's top-k at θ; rank: stop trials at rungs before θ when unlikely to end in the top-k, then the last value's "
                    "top-k at θ; barrier: no rungs, the last value's top-k at θ (choose θ 0.1-0.2 and --top-k on tuning "
                    "studies, docs/earlycurve.md §8.10); paper: EarlyCurve at θ only (the published SpotTune). Default barrier (design ES18).")
+@click.option("--predictive-options", default=None,
+              help="With --stopper predictive: the rule's settings as a JSON object instead of the shipped defaults, "
+                   "e.g. '{\"fractions\": [0.1, 0.3, 0.5], \"keep\": 0.25}' (keys fractions, keep_first, keep, slope, "
+                   "bound_k, bound_quantile, guard, retro; choose them on tuning studies, docs/earlycurve.md §8.15).")
 @click.option("--stopper-curves", type=click.Path(exists=True, dir_okay=False), default=None,
               help="With --stopper rank, predictive or barrier: a curve file of finished runs of this workload; the top-k at θ "
                    "is then ranked by a predictor learned from them (earlycurve.ResidualCurvePredictor) instead of the "

@@ -20,7 +20,7 @@ import click
 
 from spottune.errors import ConfigError
 from spottune.evaluation._policies import PROVISIONINGS
-from spottune.experiment import DEFAULT_STOPPER, OBJECTIVES, SPEED_MODELS, STOPPERS
+from spottune.experiment import DEFAULT_STOPPER, OBJECTIVES, SPEED_MODELS, STOPPERS, parse_predictive_options
 
 
 def _starts(history: Any, markets: list, n: int, explicit: str | None) -> list[float]:
@@ -45,7 +45,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                  deadline: Any = None,
                  budget_usd: float | None = None, deadline_rule: str = "slack",
                  time_value_usd_per_hour: float = 0.0, provisioning: str = "spottune",
-                 speed_model: str = "pooled") -> Any:
+                 speed_model: str = "pooled", predictive_options: Any = None) -> Any:
     """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
 
     Parameters
@@ -104,6 +104,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         depend on when a trial will stop (:func:`spottune.evaluation.get_policy`).
     speed_model : {"pooled", "cores"}, default "pooled"
         The refund objective's performance matrix (``spottune.experiment.SPEED_MODELS``, design R9).
+    predictive_options : mapping or str, optional
+        With stopper ``predictive``: the rule's settings instead of the shipped defaults, a mapping or JSON object
+        text (:func:`spottune.experiment.parse_predictive_options`); refused with another stopper.
 
     Raises
     ------
@@ -136,7 +139,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                           "USD per trial-hour >= 0")
     if speed_model not in SPEED_MODELS:
         raise ConfigError(f"--speed-model is {speed_model!r}, but must be one of {', '.join(SPEED_MODELS)}")
-    pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""), objective, stopper, rungs, provisioning)
+    options = parse_predictive_options(predictive_options, stopper)  # refused up front with another stopper
+    pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""), objective, stopper, rungs, provisioning,
+                          options)
     from spottune.planning import DEADLINE_RULES, parse_duration
 
     deadline_s = None if deadline is None else parse_duration(deadline)
@@ -174,7 +179,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                   train_lo_s=lo, train_hi_s=hi, prices=prices, max_steps=max_steps, instance_types=types_, zones=zones_,
                   objective=objective, boot_s=boot, stopper=stopper, rungs=rungs, top_k=top_k, deadline_s=deadline_s, budget_usd=budget_usd,
                   deadline_rule=deadline_rule, time_value_usd_per_hour=float(time_value_usd_per_hour),
-                  provisioning=provisioning, speed_model=speed_model)
+                  provisioning=provisioning, speed_model=speed_model, predictive_options=options)
              for m in modes for i, s in enumerate(starts_s) for p in pols]
     rows, walls = [None] * len(tasks), [0.0] * len(tasks)
     t0 = time.perf_counter()
@@ -198,7 +203,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     (output / "table.json").write_text(table.to_json(orient="records", indent=1) + "\n")
     summarise(table).to_csv(output / "summary.csv", index=False)
     meta = {"argv": sys.argv, "workload": workload, "policies": [p.name for p in pols], "market_modes": modes,
-            "starts": sorted(set(table["start"])), "seed": seed, "objective": objective, "boot_s": boot, "stopper": stopper, "rungs": rungs, "top_k": top_k,
+            "starts": sorted(set(table["start"])), "seed": seed, "objective": objective, "boot_s": boot, "stopper": stopper, "rungs": rungs, "predictive_options": options, "top_k": top_k,
             "time_value_usd_per_hour": time_value_usd_per_hour, "provisioning": provisioning, "speed_model": speed_model,
             "policy_objectives": {p.name: p.objective for p in pols if p.uses_predictor},
             "deadline_s": deadline_s, "budget_usd": budget_usd, "deadline_rule": deadline_rule,
@@ -249,6 +254,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
 @click.option("--rungs", default=None,
               help="With --stopper barrier: synchronous barriers before θ of the SpotTune policies, comma-separated "
                    "fraction:keep pairs (e.g. 0.06:6; as `spottune run --rungs`).")
+@click.option("--predictive-options", default=None,
+              help="With --stopper predictive: the rule's settings as a JSON object (as `spottune run "
+                   "--predictive-options`), e.g. '{\"fractions\": [0.1, 0.3, 0.5], \"keep\": 0.25}'.")
 @click.option("--top-k", "top_k", type=int, default=3, show_default=True,
               help="Models every run keeps (the top-k at θ of the SpotTune policies).")
 @click.option("--deadline", default=None,
@@ -270,7 +278,8 @@ def simulate(workload: str, policies: str, starts: int, start_times: str | None,
              seed: int, theta_sweep: bool, jobs: int, max_steps: int | None, prices: str | None,
              instance_types: str | None, zones: str | None, objective: str, boot_s: float | None,
              stopper: str, rungs: str | None, top_k: int, deadline: str | None, budget_usd: float | None, deadline_rule: str,
-             time_value_usd_per_hour: float, provisioning: str, speed_model: str, progress: bool) -> None:
+             time_value_usd_per_hour: float, provisioning: str, speed_model: str, predictive_options: str | None,
+             progress: bool) -> None:
     from spottune.evaluation import summarise, to_markdown
     from spottune.evaluation._lower_bound import undefined_ratio_note
 
@@ -279,7 +288,7 @@ def simulate(workload: str, policies: str, starts: int, start_times: str | None,
                          instance_types=instance_types, zones=zones, objective=objective, boot_s=boot_s,
                          stopper=stopper, rungs=rungs, top_k=top_k, deadline=deadline, budget_usd=budget_usd, deadline_rule=deadline_rule,
                          time_value_usd_per_hour=time_value_usd_per_hour, provisioning=provisioning,
-                         speed_model=speed_model)
+                         speed_model=speed_model, predictive_options=predictive_options)
     s = summarise(table, ["cost_usd", "jct_h", "pcr_norm", "top3", "refunded_share", "cost_vs_lower_bound"])
     cols = ["market_mode", "policy", "cost_usd_mean", "jct_h_mean", "pcr_norm_mean", "top3_mean",
             "refunded_share_mean", "cost_vs_lower_bound_mean", "n"]

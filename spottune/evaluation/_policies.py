@@ -49,6 +49,7 @@ e-grid                     SEER's E-Grid: T/2 exploring at p_min, T/2 exploiting
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -56,7 +57,7 @@ import numpy as np
 
 from spottune.errors import ConfigError
 from spottune.orchestrator._config import check_rungs
-from spottune.experiment import DEFAULT_STOPPER, OBJECTIVES, STOPPERS
+from spottune.experiment import DEFAULT_STOPPER, OBJECTIVES, STOPPERS, parse_predictive_options
 from spottune.evaluation._elastic import ELASTIC_DELTA_USD_PER_HOUR, LAUNCH_RETRY_S, RESTORE_CHECKPOINT_S
 from spottune.evaluation._predictors import KINDS
 from spottune.evaluation._pruning import PRUNERS
@@ -106,6 +107,9 @@ class Policy:
         Stopper ``barrier``: synchronous barriers before θ, ``(fraction, keep)`` (``spottune simulate --rungs``;
         :func:`spottune.orchestrator.check_rungs`; the fractions and the order of the keeps are checked here, the rest
         against the run's top-k and S_max by ``spottune simulate``).
+    predictive_options : mapping or None, default None
+        Stopper ``predictive``: the rule's settings instead of the shipped defaults (``spottune simulate
+        --predictive-options``; :func:`spottune.experiment.parse_predictive_options`).
     schedule : {"seer", "seer-lean", "e-hyperband", "e-grid"} or None
         An elastic schedule planned for the run's deadline and budget (chooser ``bracket-type``);
         ``early_curve`` then ranks each round by EarlyCurve's predicted final value instead of the
@@ -126,6 +130,7 @@ class Policy:
     objective: str = "refund"
     stopper: str = DEFAULT_STOPPER
     rungs: tuple[tuple[float, int], ...] = ()
+    predictive_options: Mapping[str, Any] | None = None
     schedule: str | None = None
 
     def __post_init__(self) -> None:
@@ -150,6 +155,9 @@ class Policy:
             raise ConfigError(f"policy {self.name}: pruner is {self.pruner!r}, but must be one of {PRUNERS}")
         if self.rungs and self.stopper != "barrier":
             raise ConfigError(f"policy {self.name}: rungs need stopper barrier, not {self.stopper!r}")
+        if self.predictive_options is not None:
+            object.__setattr__(self, "predictive_options",
+                               parse_predictive_options(self.predictive_options, self.stopper))
         try:  # S_max and top-k are the run's: simulate_all checks them; here fractions and the order of keeps
             object.__setattr__(self, "rungs", check_rungs(self.rungs, self.theta, 1, 10**9))
         except ConfigError as e:
@@ -203,7 +211,7 @@ _SPOTTUNE = re.compile(r"^spottune-(?P<theta>[01](?:\.\d+)?)(?:-(?P<pred>[a-z][a
 
 
 def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER,
-               rungs: Any = (), provisioning: str = "spottune") -> Policy:
+               rungs: Any = (), provisioning: str = "spottune", predictive_options: Any = None) -> Policy:
     """The policy called ``name`` (see the module table), provisioned as ``provisioning`` says.
 
     Parameters
@@ -223,6 +231,9 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
         ``restart`` gives the SpotTune-provisioned policies (``spottune-<θ>...``, ``optuna-...``) spot-restart's
         provisioning instead (cheapest market at each launch, max price = on-demand, no hourly hop, no predictor;
         :data:`PROVISIONINGS`); the other policies keep their own.
+    predictive_options : mapping or str, optional
+        Settings of the ``spottune-<θ>...`` policies with stopper ``predictive`` (:attr:`Policy.predictive_options`);
+        other policies ignore them.
 
     Raises
     ------
@@ -231,14 +242,14 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
     """
     if provisioning not in PROVISIONINGS:
         raise ConfigError(f"provisioning is {provisioning!r}, but must be one of {', '.join(PROVISIONINGS)}")
-    policy = _named_policy(name, objective, stopper, rungs)
+    policy = _named_policy(name, objective, stopper, rungs, predictive_options)
     if provisioning == "restart" and policy.chooser == "spottune":
         policy = replace(policy, chooser="cheapest-market", predictor="none", hourly_hop=False, max_price="on-demand",
                          description=f"{policy.description}; spot-restart provisioning")
     return policy
 
 
-def _named_policy(name: str, objective: str, stopper: str, rungs: Any) -> Policy:
+def _named_policy(name: str, objective: str, stopper: str, rungs: Any, predictive_options: Any = None) -> Policy:
     if objective not in OBJECTIVES:
         raise ConfigError(f"objective is {objective!r}, but must be one of {', '.join(OBJECTIVES)}")
     if name in FIXED:
@@ -269,19 +280,21 @@ def _named_policy(name: str, objective: str, stopper: str, rungs: Any) -> Policy
             raise ConfigError(f"policy {name!r}: objective {obj!r} must be one of {', '.join(OBJECTIVES)}")
         rungs = check_rungs(rungs, theta, 1, 10**9) if stopper == "barrier" and theta < 1 else ()
         at = "".join(f" {f:g}:{k}" for f, k in rungs)
+        options = parse_predictive_options(predictive_options, stopper) if stopper == "predictive" else None
         return Policy(name=name, description=f"SpotTune θ={theta:g}, predictor {pred}, objective {obj}, stopper {stopper}"
-                      + (f", rungs{at}" if rungs else ""), theta=theta, predictor=pred, objective=obj, stopper=stopper,
-                      rungs=rungs)
+                      + (f", rungs{at}" if rungs else "") + (f", settings {options}" if options else ""), theta=theta,
+                      predictor=pred, objective=obj, stopper=stopper, rungs=rungs, predictive_options=options)
     raise ConfigError(f"policy {name!r} is unknown; use spottune-<θ>[-{'|'.join(KINDS)}][-{'|'.join(OBJECTIVES)}], "
                       f"optuna-sha|hyperband-r<min_resource>-rf<reduction factor> or one of {', '.join(FIXED)}")
 
 
 def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER,
-                   rungs: Any = (), provisioning: str = "spottune") -> list[Policy]:
+                   rungs: Any = (), provisioning: str = "spottune", predictive_options: Any = None) -> list[Policy]:
     """Comma-separated policy names (``default`` = :data:`DEFAULT_POLICIES`), duplicates dropped.
 
     ``objective`` is the default objective of SpotTune policies without a suffix, ``stopper`` and ``rungs`` their
-    early stopping, ``provisioning`` that of the SpotTune-provisioned policies (:func:`get_policy`)."""
+    early stopping (with ``predictive_options``), ``provisioning`` that of the SpotTune-provisioned policies
+    (:func:`get_policy`)."""
     names: list[str] = []
     for part in (p.strip() for p in text.split(",")):
         for n in (DEFAULT_POLICIES if part == "default" else THETA_SWEEP if part == "theta-sweep" else [part]):
@@ -289,7 +302,7 @@ def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_
                 names.append(n)
     if not names:
         raise ConfigError("--policies is empty")
-    return [get_policy(n, objective, stopper, rungs, provisioning) for n in names]
+    return [get_policy(n, objective, stopper, rungs, provisioning, predictive_options) for n in names]
 
 
 def fixed_types(catalog: Any, markets: list) -> dict[str, str]:
@@ -420,7 +433,8 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     if policy.early_curve:
         from spottune._early_stop import early_stopping
 
-        fmp, plateau, rank_rule = early_stopping(policy.stopper, study.max_steps, config.theta_steps, top_k, seed)
+        fmp, plateau, rank_rule = early_stopping(policy.stopper, study.max_steps, config.theta_steps, top_k, seed,
+                                                 predictive=policy.predictive_options)
         stop_rule = stop_rule if rank_rule is None else rank_rule  # a policy with a pruner has no EarlyCurve
     else:
         fmp, plateau = curve_model(study.max_steps, False)

@@ -55,6 +55,8 @@ class Task:
         Models the run keeps (the top-k at θ of the SpotTune policies).
     rungs : str or tuple of (float, int), default ()
         Their synchronous barriers before θ with stopper ``barrier`` (:attr:`spottune.evaluation.Policy.rungs`).
+    predictive_options : mapping or None, default None
+        Their settings with stopper ``predictive`` (:attr:`spottune.evaluation.Policy.predictive_options`).
     deadline_s : float or None
         Seconds from the start: SpotTune policies run under :class:`spottune.planning.DeadlineGuard`
         (rule ``deadline_rule``), elastic policies (SEER family) plan for it; the row's ``deadline_met``.
@@ -90,6 +92,7 @@ class Task:
     boot_s: float = 120.0  # spottune.backends._speed.DEFAULT_BOOT_S (a test checks they agree)
     stopper: str = DEFAULT_STOPPER
     rungs: Any = ()
+    predictive_options: Any = None
     top_k: int = 3
     deadline_s: float | None = None
     budget_usd: float | None = None
@@ -243,7 +246,8 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
     from spotmarket import Billing
 
     t0 = time.perf_counter()
-    policy = get_policy(task.policy, task.objective, task.stopper, task.rungs, task.provisioning)
+    policy = get_policy(task.policy, task.objective, task.stopper, task.rungs, task.provisioning,
+                        task.predictive_options)
     env = environment(task.workload, task.seed, task.market_mode, task.prices, task.max_steps, task.instance_types,
                       task.zones)
     study = env["study"]
