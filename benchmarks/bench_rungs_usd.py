@@ -16,7 +16,10 @@ the default provisioning and predictor, 120 s boot), every policy alike, so the 
   - Ours: the ``K_CANDIDATES`` cheapest settings *in steps* of the barrier and two-rung grids (docs/earlycurve.md
     §8.10, §8.12; distinct rung steps, each at simulate's step ``ceil(θ·S_max)``) among those with mean top-3 ≥ 0.95
     on split 0's 80 step-benchmark tuning studies (``bench_barrier``'s ``_split0``), run as ``spottune-<θ>
-    [--rungs θ1:keep1] --top-k keep``.
+    [--rungs θ1:keep1] --top-k keep``; on the sets of ``PREDICTIVE_SETS`` also the ``K_CANDIDATES`` cheapest settings
+    in steps of predictive ASHA's grid with mean top-3 ≥ 0.95 on the same 80 studies (``bench_predictive_stop``'s
+    JSON, 4 workers), run as ``spottune-0.9 --stopper predictive --predictive-options {...} --top-k 3``: the rule's
+    rungs, then a last θ barrier at 90 % (the last value's top-3 recall there is 0.97-1.0 on these sets, §8.3).
 - **Test.** Seeds 0..n-1 from the two test starts (even seeds the first, odd the second): ours' USD pick, ours' step
   pick (§8.12's ``union_split0_two_rung``), the peers' USD picks, their step-benchmark split-0 picks
   (``bench_predictive_stop``'s JSON, chosen with 4 workers) and SHA at ``spottune simulate``'s own setting
@@ -66,8 +69,14 @@ HB_GRID = tuple((r, rf) for r in (1, 2, 3) for rf in (2, 3, 4))
 #: (``bench_early_stopping._resources``) and 4.
 BUILTIN_GRID = tuple((r, rf) for r in (1, 2, 3, 4, 5, 6, 8, 12, 16) for rf in (2, 3, 4))
 K_CANDIDATES = 6
-#: workload -> (ours' step pick: policy, --rungs, --top-k, or None where §8.12's pick is predictive ASHA, which has no
-#: simulate policy at its settings; the peers' step-benchmark split-0 picks: SHA, Hyperband, ASHA)
+#: Sets whose candidates of ours include predictive ASHA (``--stopper predictive --predictive-options``): those where
+#: §8.12's step pick is predictive ASHA, and (§8.13) the barrier family trains more steps than the peers
+PREDICTIVE_SETS = ("builtin-logreg", "builtin-linear-svm")
+#: θ and top-k of the predictive candidates: a last barrier late enough for the last value to rank (module docstring)
+PREDICTIVE_THETA, PREDICTIVE_TOP_K = 0.9, 3
+#: workload -> (ours' step pick: policy, --rungs, --top-k, or None where §8.12's pick is predictive ASHA (then the
+#: predictive candidate with the lowest step cost, which is §8.3's per-set setting); the peers' step-benchmark split-0
+#: picks: SHA, Hyperband, ASHA)
 SETS = {
     "opda-alexnet": (("spottune-0.15", "0.06:6", 2), ("optuna-sha-r6-rf3", "optuna-hyperband-r2-rf3", "optuna-sha-r3-rf4")),
     "opda-convnext": (("spottune-0.2", "0.1:6", 2), ("optuna-sha-r5-rf2", "optuna-hyperband-r3-rf3", "optuna-sha-r3-rf2")),
@@ -82,7 +91,7 @@ METRICS = ("cost_usd", "jct_h", "top1", "pick_top3", "top3", "regret", "steps_ex
 
 def _rows(workload: str, seed: int, start: str, policies: list[str], jobs: int, rungs: str | None = None,
           top_k: int = 3, label: str | None = None, reuse: dict | None = None,
-          provisioning: str = "spottune") -> list[dict]:
+          provisioning: str = "spottune", predictive_options: str | None = None) -> list[dict]:
     """One ``spottune simulate`` call (one study, one start, every policy): a row per policy, named by the policy or,
     for one policy of ours, by ``label``.
 
@@ -100,7 +109,9 @@ def _rows(workload: str, seed: int, start: str, policies: list[str], jobs: int, 
     top3 = load_study(workload, seed).ranking()[:3]
     with tempfile.TemporaryDirectory() as d:
         table = simulate_all(workload, ",".join(todo), 1, "legacy", Path(d), seed=seed, jobs=jobs, progress=False,
-                             start_times=start, rungs=rungs, top_k=top_k, provisioning=provisioning)
+                             start_times=start, rungs=rungs, top_k=top_k, provisioning=provisioning,
+                             **({"stopper": "predictive", "predictive_options": predictive_options}
+                                if predictive_options else {}))
     for row in table.to_dict("records"):
         out.append({"workload": workload, "seed": seed, "start": start, "policy": label or row["policy"],
                     "error": row["error"] if isinstance(row["error"], str) else "",
@@ -109,10 +120,31 @@ def _rows(workload: str, seed: int, start: str, policies: list[str], jobs: int, 
     return out
 
 
-def label(candidate: tuple[str, str | None, int]) -> str:
-    """Row name of a setting of ours: ``spottune-0.15 --rungs 0.06:6 --top-k 2``."""
-    policy, rungs, top_k = candidate
-    return f"{policy}{f' --rungs {rungs}' if rungs else ''} --top-k {top_k}"
+def label(candidate: tuple) -> str:
+    """Row name of a setting of ours, ``(policy, rungs, top_k[, predictive options as JSON])``:
+    ``spottune-0.15 --rungs 0.06:6 --top-k 2`` or ``spottune-0.9 --stopper predictive --predictive-options {...}
+    --top-k 3``."""
+    policy, rungs, top_k, *options = candidate
+    predictive = f" --stopper predictive --predictive-options {options[0]}" if options and options[0] else ""
+    return f"{policy}{f' --rungs {rungs}' if rungs else ''}{predictive} --top-k {top_k}"
+
+
+def predictive_candidates(workload: str, k: int = K_CANDIDATES) -> dict[str, dict]:
+    """Label -> candidate and step figures of the ``k`` cheapest settings in steps of predictive ASHA's grid with mean
+    top-3 >= TARGET_TOP3 on split 0's 80 tuning studies (``bench_predictive_stop``'s JSON), cheapest first."""
+    import json
+    import re
+
+    import bench_barrier as bb
+
+    tuning = json.loads(bb.PREDICTIVE.read_text())["datasets"][workload]["tuning"]
+    ok = sorted((v["cost"], name, v["top3"]) for name, v in tuning.items() if v["top3"] >= TARGET_TOP3 - 1e-12)
+    out = {}
+    for cost, name, top3 in ok[:k]:  # "fractions=[0.1, 0.3] keep_first=0.75 keep=0.25 slope=1.0 bound_k=0 guard=1"
+        options = {key: json.loads(v) for key, v in re.findall(r"(\w+)=(\[[^\]]*\]|\S+)", name)}
+        cand = (f"spottune-{PREDICTIVE_THETA:g}", None, PREDICTIVE_TOP_K, json.dumps(options, separators=(",", ":")))
+        out[label(cand)] = {"candidate": cand, "step_cost": cost, "step_top3": top3, "setting": name}
+    return out
 
 
 def our_candidates(workload: str, k: int = K_CANDIDATES) -> dict[str, dict]:
@@ -145,7 +177,8 @@ def our_candidates(workload: str, k: int = K_CANDIDATES) -> dict[str, dict]:
 
 def _ours_row(task: tuple) -> list[dict]:
     workload, seed, start, cand, reuse, provisioning = task
-    return _rows(workload, seed, start, [cand[0]], 1, cand[1], cand[2], label(cand), reuse, provisioning)
+    options = cand[3] if len(cand) > 3 else None
+    return _rows(workload, seed, start, [cand[0]], 1, cand[1], cand[2], label(cand), reuse, provisioning, options)
 
 
 def _ours_rows(tasks: list[tuple], jobs: int) -> list[dict]:
@@ -190,6 +223,8 @@ def run(args) -> dict:
     tuning_rows, picks, candidates, rows, roles = [], {}, {}, [], {}
     for workload in workloads:
         candidates[workload] = our_candidates(workload)
+        if workload in PREDICTIVE_SETS:
+            candidates[workload].update(predictive_candidates(workload))
         sha, hb = (BUILTIN_GRID, BUILTIN_GRID) if workload.startswith("builtin-") else (SHA_GRID, HB_GRID)
         grid = [f"optuna-sha-r{r}-rf{rf}" for r, rf in sha] + [f"optuna-hyperband-r{r}-rf{rf}" for r, rf in hb]
         trows = [r for seed, start in tune
@@ -202,6 +237,8 @@ def run(args) -> dict:
                            "hyperband": pick(means, "optuna-hyperband-r")}
         print(f"{workload}: tuning picks {picks[workload]}", file=sys.stderr, flush=True)
         (step_pick, step_peers), ours = SETS[workload], candidates[workload][picks[workload]["ours"]]["candidate"]
+        if step_pick is None and workload in PREDICTIVE_SETS:  # §8.3's per-set setting: the cheapest in steps
+            step_pick = next(iter(predictive_candidates(workload).values()))["candidate"]
         peers = list(dict.fromkeys([picks[workload]["sha"], picks[workload]["hyperband"], *step_peers, "optuna-sha"]))
         roles[workload] = {label(ours): "ours", **{p: "tuned here" for p in peers[:2]},
                            **{p: "step benchmark's pick" for p in peers[2:] if p in step_peers},
@@ -237,7 +274,9 @@ def run(args) -> dict:
                        "starts": list(STARTS), "tune_starts": list(TUNE_STARTS), "market_mode": "legacy",
                        "provisioning": args.provisioning,
                        "target_top3": TARGET_TOP3, "sha_grid": SHA_GRID, "hyperband_grid": HB_GRID,
-                       "builtin_grid": BUILTIN_GRID, "k_candidates": K_CANDIDATES, "sets": SETS, "jobs": args.jobs},
+                       "builtin_grid": BUILTIN_GRID, "k_candidates": K_CANDIDATES, "sets": SETS,
+                       "predictive_sets": PREDICTIVE_SETS, "predictive_theta": PREDICTIVE_THETA,
+                       "predictive_top_k": PREDICTIVE_TOP_K, "jobs": args.jobs},
             "candidates": candidates, "picks": picks, "tuning": tuning, "tuning_rows": tuning_rows, "rows": rows,
             "summary": summary, "target": {w: target(summary[w]) for w in workloads}}
 
