@@ -69,9 +69,9 @@ HB_GRID = tuple((r, rf) for r in (1, 2, 3) for rf in (2, 3, 4))
 #: (``bench_early_stopping._resources``) and 4.
 BUILTIN_GRID = tuple((r, rf) for r in (1, 2, 3, 4, 5, 6, 8, 12, 16) for rf in (2, 3, 4))
 K_CANDIDATES = 6
-#: Sets whose candidates of ours include predictive ASHA (``--stopper predictive --predictive-options``): those where
-#: §8.12's step pick is predictive ASHA, and (§8.13) the barrier family trains more steps than the peers
-PREDICTIVE_SETS = ("builtin-logreg", "builtin-linear-svm")
+#: Sets whose candidates of ours include predictive ASHA (``--stopper predictive --predictive-options``): the three that
+#: §8.13 missed with the barrier family alone (on logreg and linear-svm §8.12's step pick is predictive ASHA)
+PREDICTIVE_SETS = ("builtin-logreg", "builtin-linear-svm", "opda-convnext")
 #: θ and top-k of the predictive candidates: a last barrier late enough for the last value to rank (module docstring)
 PREDICTIVE_THETA, PREDICTIVE_TOP_K = 0.9, 3
 #: workload -> (ours' step pick: policy, --rungs, --top-k, or None where §8.12's pick is predictive ASHA (then the
