@@ -19,7 +19,7 @@ the default provisioning and predictor, 120 s boot), every policy alike, so the 
     [--rungs θ1:keep1] --top-k keep``; on the sets of ``PREDICTIVE_SETS`` also the ``K_CANDIDATES`` cheapest settings
     in steps of predictive ASHA's grid with mean top-3 ≥ 0.95 on the same 80 studies (``bench_predictive_stop``'s
     JSON, 4 workers), run as ``spottune-0.9 --stopper predictive --predictive-options {...} --top-k 3``: the rule's
-    rungs, then a last θ barrier at 90 % (the last value's top-3 recall there is 0.97-1.0 on these sets, §8.3).
+    rungs, then a last θ barrier at 90 % (the last value's top-3 recall there is 0.93-1.0 on these sets, §8.3).
 - **Test.** Seeds 0..n-1 from the two test starts (even seeds the first, odd the second): ours' USD pick, ours' step
   pick (§8.12's ``union_split0_two_rung``), the peers' USD picks, their step-benchmark split-0 picks
   (``bench_predictive_stop``'s JSON, chosen with 4 workers) and SHA at ``spottune simulate``'s own setting

@@ -27,7 +27,7 @@ from earlycurve._model import RECOMMENDED, EarlyCurve
 from earlycurve._protocol import FinalMetricPredictor, Prediction
 from earlycurve._online_stop import RUNG_FRACTIONS, Decision, RankConfidenceStopping, rungs_for
 from earlycurve._predictive_stop import (PREDICTIVE_DEFAULTS, PREDICTIVE_KEYS, PredictiveStopping,
-                                         check_predictive_options, predictive_options)
+                                         check_predictive_options, predictive_options, predictive_settings)
 from earlycurve._residual import RESIDUAL_THETAS, ResidualCurvePredictor
 from earlycurve._rank_stop import RankConfidenceRule, prob_top_k
 from earlycurve._ranking import Ranking, rank_trials
@@ -51,6 +51,7 @@ __all__ = [
     "PREDICTIVE_DEFAULTS",
     "predictive_options",
     "check_predictive_options",
+    "predictive_settings",
     "PREDICTIVE_KEYS",
     "ResidualCurvePredictor",
     "RESIDUAL_THETAS",

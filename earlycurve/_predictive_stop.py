@@ -42,7 +42,7 @@ from earlycurve._online_stop import Decision, rungs_for
 from earlycurve.errors import InvalidCurveError
 
 __all__ = ["PREDICTIVE_DEFAULTS", "PREDICTIVE_KEYS", "PredictiveStopping", "check_predictive_options",
-           "predictive_options"]
+           "predictive_options", "predictive_settings"]
 
 #: Shipped settings: ONE setting for every family, chosen on the TUNING studies of six sets (opda ×2, cakelab,
 #: built-in ×3; ``docs/earlycurve.md`` §8, ``benchmarks/bench_predictive_stop.py``). No setting of the grid
@@ -68,14 +68,16 @@ def predictive_options(options: Mapping[str, object] | None = None) -> dict:
 def check_predictive_options(options: Mapping[str, object] | None) -> dict:
     """``options`` (a subset of :data:`PREDICTIVE_KEYS`) checked, as a new dict with ``fractions`` a list of floats.
 
-    The keys not given keep :data:`PREDICTIVE_DEFAULTS`; None gives ``{}``.
+    The keys not given keep :data:`PREDICTIVE_DEFAULTS`; None gives ``{}``. Types are strict, so that nothing is
+    misread: ``fractions`` a list of numbers, ``keep_first``, ``keep``, ``slope``, ``bound_quantile`` numbers,
+    ``bound_k`` and ``guard`` integers, ``retro`` a bool.
 
     Raises
     ------
     InvalidCurveError
-        ``options`` is not a mapping, has a key outside :data:`PREDICTIVE_KEYS`, or a value that
-        :func:`earlycurve.rungs_for` or :class:`PredictiveStopping` refuses (a fraction outside (0, 1), a share
-        outside (0, 1], ``slope < 0``, ...).
+        ``options`` is not a mapping, has a key outside :data:`PREDICTIVE_KEYS`, a value of the wrong type, or a
+        value that :func:`earlycurve.rungs_for` or :class:`PredictiveStopping` refuses (a fraction outside (0, 1), a
+        share outside (0, 1], ``slope < 0``, ...).
     """
     if options is None:
         return {}
@@ -86,17 +88,41 @@ def check_predictive_options(options: Mapping[str, object] | None) -> dict:
     if unknown:
         raise InvalidCurveError(f"unknown predictive option {', '.join(unknown)}; the options are "
                                 f"{', '.join(PREDICTIVE_KEYS)}")
-    out = dict(options)
-    try:
-        if "fractions" in out:
-            out["fractions"] = [float(f) for f in out["fractions"]]  # type: ignore[union-attr]
-        rest = predictive_options({k: v for k, v in out.items() if k != "fractions"})
-        PredictiveStopping(rungs_for(10**6, out.get("fractions", PREDICTIVE_DEFAULTS["fractions"])), **rest)
-    except InvalidCurveError:
-        raise
-    except (TypeError, ValueError) as e:  # a value of the wrong type
-        raise InvalidCurveError(f"predictive options {dict(options)!r}: {e}") from None
+    number = lambda v: isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)  # noqa: E731
+    kinds = {"fractions": ("a list of numbers", lambda v: isinstance(v, (list, tuple)) and all(map(number, v))),
+             "bound_k": ("an integer", lambda v: number(v) and float(v).is_integer()),
+             "guard": ("an integer", lambda v: number(v) and float(v).is_integer()),
+             "retro": ("true or false", lambda v: isinstance(v, (bool, np.bool_)))}
+    out = {}
+    for key, value in options.items():
+        what, ok = kinds.get(key, ("a number", number))
+        if not ok(value):
+            raise InvalidCurveError(f"predictive option {key} is {value!r}, but must be {what}")
+        out[key] = ([float(f) for f in value] if key == "fractions" else int(value) if key in ("bound_k", "guard")
+                    else bool(value) if key == "retro" else float(value))
+    rest = predictive_options({k: v for k, v in out.items() if k != "fractions"})
+    PredictiveStopping(rungs_for(10**6, out.get("fractions", PREDICTIVE_DEFAULTS["fractions"])), **rest)
     return out
+
+
+def predictive_settings(options: Mapping[str, object] | None = None,
+                        rung_fractions: Sequence[float] | None = None) -> tuple[tuple[float, ...], dict]:
+    """``(rung fractions, keyword arguments of PredictiveStopping)`` from ``options`` (checked by
+    :func:`check_predictive_options`; its ``fractions`` or ``rung_fractions``, else the defaults').
+
+    Raises
+    ------
+    InvalidCurveError
+        As :func:`check_predictive_options`, or the fractions given twice (``rung_fractions`` and
+        ``options["fractions"]``).
+    """
+    kw = check_predictive_options(options)
+    given = kw.pop("fractions", None)
+    if given is not None and rung_fractions is not None:
+        raise InvalidCurveError("the rung fractions are given twice: as rung_fractions and as predictive options' "
+                                "fractions")
+    fractions = rung_fractions if rung_fractions is not None else given or PREDICTIVE_DEFAULTS["fractions"]
+    return tuple(float(f) for f in fractions), predictive_options(kw)
 
 
 class PredictiveStopping:

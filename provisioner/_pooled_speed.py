@@ -40,7 +40,8 @@ import pandas as pd
 from provisioner._performance import DEFAULT_ALPHA, PerformanceMatrix
 from provisioner.errors import ProvisionerConfigError
 
-#: Prior spreads (natural-log units) of :class:`PooledSpeedMatrix`: trial level, exponent, per-type residual, noise.
+#: Prior spreads (natural-log units) of :class:`PooledSpeedMatrix`: common scale of the declared speeds, trial level,
+#: exponent, per-type residual, noise.
 DEFAULT_SIGMAS = {"sigma_scale": 1.0, "sigma_trial": 0.3, "sigma_exponent": 0.5, "sigma_type": 0.3,
                   "sigma_noise": 0.1}
 

@@ -38,8 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from earlycurve import (PREDICTIVE_DEFAULTS, RUNG_FRACTIONS, PredictiveStopping, RankConfidenceStopping, predictive_options,
-                        rungs_for)
+from earlycurve import RUNG_FRACTIONS, PredictiveStopping, RankConfidenceStopping, predictive_settings, rungs_for
 from spottune.experiment import STOPPERS
 
 __all__ = ["STOPPERS", "RankStopRule", "early_stopping", "learned_final_predictor"]
@@ -124,8 +123,8 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
         :func:`learned_final_predictor`); ignored by ``paper`` and when θ = 1.
     predictive : mapping, optional
         ``predictive``: settings that replace :data:`earlycurve.PREDICTIVE_DEFAULTS`' (keys
-        :data:`earlycurve.PREDICTIVE_KEYS`, checked by :func:`earlycurve.check_predictive_options`); ignored by
-        the other stoppers.
+        :data:`earlycurve.PREDICTIVE_KEYS`), as the spec and the policies check them
+        (:func:`spottune.experiment.parse_predictive_options`); ignored by the other stoppers.
 
     Raises
     ------
@@ -145,12 +144,10 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
     if stopper == "barrier":  # Algorithm 1's θ barrier alone, ranked by the last value (docs/earlycurve.md §8.10)
         return at_theta, plateau, None
     if stopper == "predictive":
-        options = dict(predictive or {})
-        rungs = [r for r in rungs_for(max_steps, options.pop("fractions", PREDICTIVE_DEFAULTS["fractions"]))
-                 if r < theta_steps]
+        fractions, kw = predictive_settings(predictive)
+        rungs = [r for r in rungs_for(max_steps, fractions) if r < theta_steps]
         if not rungs:
             return at_theta, plateau, None
-        return at_theta, plateau, RankStopRule(rungs, max_steps, top_k, seed,
-                                               rule=PredictiveStopping(rungs, **predictive_options(options)))
+        return at_theta, plateau, RankStopRule(rungs, max_steps, top_k, seed, rule=PredictiveStopping(rungs, **kw))
     rungs = [r for r in rungs_for(max_steps, RUNG_FRACTIONS) if r < theta_steps]
     return at_theta, plateau, (RankStopRule(rungs, max_steps, top_k, seed) if rungs else None)

@@ -132,7 +132,8 @@ def _is_int(x: object) -> bool:
 
 def parse_predictive_options(value: Mapping[str, Any] | str | None, stopper: str) -> dict[str, Any] | None:
     """Predictive ASHA's settings (``predictive_options``, ``--predictive-options``) from a mapping or JSON object
-    text, checked; None when not given.
+    text, checked (:func:`earlycurve.check_predictive_options`); None when not given (None, ``""``, ``{}`` or JSON
+    ``null``). Where they may lie against θ is :func:`check_predictive_rungs`.
 
     Raises
     ------
@@ -144,11 +145,9 @@ def parse_predictive_options(value: Mapping[str, Any] | str | None, stopper: str
 
     from earlycurve import InvalidCurveError, check_predictive_options
 
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = json.loads(value) if value.strip() else None
         except ValueError as e:
             raise ConfigError(f"predictive_options {value!r} is not JSON ({e}); give an object such as "
                               '\'{"fractions": [0.1, 0.3], "keep": 0.25}\'') from None
@@ -156,9 +155,35 @@ def parse_predictive_options(value: Mapping[str, Any] | str | None, stopper: str
         options = check_predictive_options(value)
     except InvalidCurveError as e:
         raise ConfigError(f"predictive_options: {e}") from None
+    if not options:
+        return None
     if stopper != "predictive":
         raise ConfigError(f"predictive_options are settings of stopper 'predictive', not {stopper!r}")
     return options
+
+
+def check_predictive_rungs(options: Mapping[str, Any] | None, theta: float, max_steps: int | None = None) -> None:
+    """Refuse predictive settings that would be ignored: any at θ = 1 (every trial trains to the end), and a given
+    rung fraction at or after θ (a rung at or after the θ barrier stops nothing), or, when S_max is known, whose rung
+    step (:func:`earlycurve.rungs_for`) is not before θ's (:func:`spottune.orchestrator.steps_at`).
+
+    Raises
+    ------
+    ConfigError
+        One line, naming the fractions.
+    """
+    from earlycurve import rungs_for
+
+    if not options:
+        return
+    if theta >= 1:
+        raise ConfigError("predictive_options need theta < 1: at theta = 1 every trial trains to the end")
+    fractions = options.get("fractions", [])
+    late = [f for f in fractions if f >= theta or (max_steps is not None
+                                                  and rungs_for(max_steps, [f])[0] >= steps_at(theta, max_steps))]
+    if late:
+        raise ConfigError(f"predictive_options fractions {late} must lie before theta {theta:g} (a rung at or after "
+                          "the θ barrier would stop nothing)")
 
 
 def _is_real(x: object) -> bool:
@@ -339,7 +364,7 @@ class ExperimentSpec:
     time_value_usd_per_hour: float = 0.0
     speed_model: str = "pooled"
     stopper: str = DEFAULT_STOPPER
-    predictive_options: Mapping[str, Any] | None = None
+    predictive_options: Mapping[str, Any] | str | None = None
     stopper_curves: str | None = None
     rungs: tuple[tuple[float, int], ...] = ()
     step_time_cov: float = 0.05
@@ -457,8 +482,8 @@ class ExperimentSpec:
         need(_is_real(self.time_value_usd_per_hour) and self.time_value_usd_per_hour >= 0, "time_value_usd_per_hour", "a finite number of USD per trial-hour >= 0")
         need(self.speed_model in SPEED_MODELS, "speed_model", f"one of {', '.join(SPEED_MODELS)}")
         need(self.stopper in STOPPERS, "stopper", f"one of {', '.join(STOPPERS)}")
-        object.__setattr__(self, "predictive_options", parse_predictive_options(self.predictive_options,
-                                                                                  self.stopper))
+        object.__setattr__(self, "predictive_options", parse_predictive_options(self.predictive_options, self.stopper))
+        check_predictive_rungs(self.predictive_options, self.theta, self.max_steps)
         need(self.stopper_curves is None or (isinstance(self.stopper_curves, str) and bool(self.stopper_curves)),
              "stopper_curves", "a curve file path, or None")
         need(self.stopper_curves is None or self.stopper != "paper", "stopper_curves",

@@ -251,13 +251,19 @@ def test_predictive_options_in_the_spec_the_policies_and_the_built_run(tmp_path)
     # a -paper name keeps the paper's stopper, and other stoppers have no predictive settings
     assert get_policy("spottune-0.7-paper", stopper="predictive", predictive_options=OPTIONS).predictive_options is None
     assert get_policy("spottune-0.7", stopper="barrier", predictive_options=OPTIONS).predictive_options is None
+    assert get_policy("spottune-1.0", stopper="predictive", predictive_options=OPTIONS).predictive_options is None  # as rungs
+    with pytest.raises(ConfigError, match=r"policy spottune-0.25: predictive_options fractions \[0.3\] must lie before"):
+        get_policy("spottune-0.25", stopper="predictive", predictive_options=OPTIONS)
 
 
 @pytest.mark.parametrize("value, message", [
     ('{"kep": 0.25}', "unknown predictive option kep; the options are fractions, keep_first, keep"),
-    ('{"keep": 2}', r"keep_first \(0.75\) and keep \(2\) must be in \(0, 1\]"),
+    ('{"keep": 2}', r"keep_first \(0.75\) and keep \(2.0\) must be in \(0, 1\]"),
     ('{"fractions": [0.5, 1.5]}', r"rung fractions \[0.5, 1.5\] must be non-empty and in \(0, 1\)"),
-    ('{"slope": "steep"}', "predictive options {'slope': 'steep'}"),
+    ('{"slope": "steep"}', "predictive option slope is 'steep', but must be a number"),
+    ('{"retro": "false"}', "predictive option retro is 'false', but must be true or false"),
+    ('{"bound_k": 2.7}', "predictive option bound_k is 2.7, but must be an integer"),
+    ('{"fractions": [0.1, 0.75]}', r"fractions \[0.75\] must lie before theta 0.7"),
     ("keep=0.25", "is not JSON"),
     ("[0.25]", "must be a mapping"),
 ])
@@ -272,6 +278,13 @@ def test_predictive_options_need_the_predictive_stopper_in_run_and_simulate(tmp_
 
     with pytest.raises(ConfigError, match="predictive_options are settings of stopper 'predictive', not 'barrier'"):
         ExperimentSpec(predictive_options=OPTIONS)
+    with pytest.raises(ConfigError, match="need theta < 1"):
+        ExperimentSpec(stopper="predictive", theta=1.0, predictive_options=OPTIONS)
+    for empty in ("", "{}", "null", {}):  # not given
+        assert ExperimentSpec(predictive_options=empty).predictive_options is None
+    # a rung that rounds onto θ's step stops nothing: 0.68 of 10 steps is step 7, θ 0.7's barrier
+    with pytest.raises(ConfigError, match=r"fractions \[0.68\] must lie before theta 0.7"):
+        ExperimentSpec(stopper="predictive", max_steps=10, predictive_options={"fractions": [0.3, 0.68]})
     from spottune.cli._simulate import simulate_all
 
     with pytest.raises(ConfigError, match="not 'rank'"):  # refused before anything is loaded
@@ -279,4 +292,4 @@ def test_predictive_options_need_the_predictive_stopper_in_run_and_simulate(tmp_
     cmd = [sys.executable, "-c", "from spottune.cli import main; main()", "simulate", "--workload", "digits-mlp",
            "--stopper", "predictive", "--predictive-options", '{"keep": 0}', "--output", str(tmp_path / "o")]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "keep (0) must be in (0, 1]" in done.stderr
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "keep (0.0) must be in (0, 1]" in done.stderr

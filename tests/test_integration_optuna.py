@@ -84,5 +84,13 @@ def test_predictive_rule_settings_are_checked():
         EarlyCurvePruner(rule="asha")
     with pytest.raises(InvalidCurveError):
         EarlyCurvePruner(rule="predictive", predictive_options={"keep": 0.0})
+    with pytest.raises(InvalidCurveError, match="unknown predictive option kep"):
+        EarlyCurvePruner(rule="predictive", predictive_options={"kep": 0.5})
+    with pytest.raises(InvalidCurveError, match="given twice"):
+        EarlyCurvePruner(rule="predictive", rung_fractions=[0.1], predictive_options={"fractions": [0.2]})
+    # the spec's form (fractions inside the options) gives the same rungs as rung_fractions
+    pruner = EarlyCurvePruner(50, rule="predictive", predictive_options={"fractions": [0.1, 0.3], "keep": 0.25})
+    assert pruner._rungs == EarlyCurvePruner(50, rule="predictive", rung_fractions=[0.1, 0.3])._rungs == (5, 15)
+    assert pruner._kwargs["keep"] == 0.25
     with pytest.raises(InvalidCurveError):
         EarlyCurvePruner(rule="predictive", prior=[{1: 0.5}])

@@ -20,7 +20,8 @@ import click
 
 from spottune.errors import ConfigError
 from spottune.evaluation._policies import PROVISIONINGS
-from spottune.experiment import DEFAULT_STOPPER, OBJECTIVES, SPEED_MODELS, STOPPERS, parse_predictive_options
+from spottune.experiment import (DEFAULT_STOPPER, OBJECTIVES, SPEED_MODELS, STOPPERS, check_predictive_rungs,
+                                 parse_predictive_options)
 
 
 def _starts(history: Any, markets: list, n: int, explicit: str | None) -> list[float]:
@@ -166,6 +167,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     for p in pols:
         if p.rungs:
             check_rungs(p.rungs, p.theta, top_k, s_max)
+        check_predictive_rungs(p.predictive_options, p.theta, s_max)
         if p.pruner_settings and p.pruner_settings[0] >= s_max:
             raise ConfigError(f"policy {p.name}: min_resource {p.pruner_settings[0]} must be below the study's "
                               f"{s_max} steps (else nothing is pruned)")

@@ -57,7 +57,8 @@ import numpy as np
 
 from spottune.errors import ConfigError
 from spottune.orchestrator._config import check_rungs
-from spottune.experiment import DEFAULT_STOPPER, OBJECTIVES, STOPPERS, parse_predictive_options
+from spottune.experiment import (DEFAULT_STOPPER, OBJECTIVES, STOPPERS, check_predictive_rungs,
+                                 parse_predictive_options)
 from spottune.evaluation._elastic import ELASTIC_DELTA_USD_PER_HOUR, LAUNCH_RETRY_S, RESTORE_CHECKPOINT_S
 from spottune.evaluation._predictors import KINDS
 from spottune.evaluation._pruning import PRUNERS
@@ -155,9 +156,12 @@ class Policy:
             raise ConfigError(f"policy {self.name}: pruner is {self.pruner!r}, but must be one of {PRUNERS}")
         if self.rungs and self.stopper != "barrier":
             raise ConfigError(f"policy {self.name}: rungs need stopper barrier, not {self.stopper!r}")
-        if self.predictive_options is not None:
+        try:  # S_max is the run's: simulate_all checks the rung steps against it
             object.__setattr__(self, "predictive_options",
                                parse_predictive_options(self.predictive_options, self.stopper))
+            check_predictive_rungs(self.predictive_options, self.theta)
+        except ConfigError as e:
+            raise ConfigError(f"policy {self.name}: {e}") from None
         try:  # S_max and top-k are the run's: simulate_all checks them; here fractions and the order of keeps
             object.__setattr__(self, "rungs", check_rungs(self.rungs, self.theta, 1, 10**9))
         except ConfigError as e:
@@ -232,8 +236,8 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
         provisioning instead (cheapest market at each launch, max price = on-demand, no hourly hop, no predictor;
         :data:`PROVISIONINGS`); the other policies keep their own.
     predictive_options : mapping or str, optional
-        Settings of the ``spottune-<θ>...`` policies with stopper ``predictive`` (:attr:`Policy.predictive_options`);
-        other policies ignore them.
+        Settings of the ``spottune-<θ>...`` policies with stopper ``predictive`` and θ < 1
+        (:attr:`Policy.predictive_options`); other policies ignore them, as θ = 1 ignores ``rungs``.
 
     Raises
     ------
@@ -280,7 +284,7 @@ def _named_policy(name: str, objective: str, stopper: str, rungs: Any, predictiv
             raise ConfigError(f"policy {name!r}: objective {obj!r} must be one of {', '.join(OBJECTIVES)}")
         rungs = check_rungs(rungs, theta, 1, 10**9) if stopper == "barrier" and theta < 1 else ()
         at = "".join(f" {f:g}:{k}" for f, k in rungs)
-        options = parse_predictive_options(predictive_options, stopper) if stopper == "predictive" else None
+        options = parse_predictive_options(predictive_options, stopper) if stopper == "predictive" and theta < 1 else None
         return Policy(name=name, description=f"SpotTune θ={theta:g}, predictor {pred}, objective {obj}, stopper {stopper}"
                       + (f", rungs{at}" if rungs else "") + (f", settings {options}" if options else ""), theta=theta,
                       predictor=pred, objective=obj, stopper=stopper, rungs=rungs, predictive_options=options)

@@ -28,14 +28,13 @@ from optuna.pruners import BasePruner
 from optuna.trial import TrialState
 
 from earlycurve import (
-    PREDICTIVE_DEFAULTS,
     RUNG_FRACTIONS,
     InvalidCurveError,
     PredictiveStopping,
     RankConfidenceStopping,
+    predictive_settings,
     rungs_for,
 )
-from earlycurve import predictive_options as earlycurve_predictive_options  # the keyword below shadows the name
 
 __all__ = ["EarlyCurvePruner"]
 
@@ -58,8 +57,10 @@ class EarlyCurvePruner(BasePruner):
     epsilon, k, sigma_scale, min_completed, cohort_keep, seed
         Of :class:`earlycurve.RankConfidenceStopping` (``rule="rank"``).
     predictive_options : mapping, optional
-        ``keep_first``, ``keep``, ``slope``, ``bound_k``, ``bound_quantile``, ``guard``, ``retro`` of
-        :class:`earlycurve.PredictiveStopping` (default :data:`earlycurve.PREDICTIVE_DEFAULTS`).
+        Settings of predictive ASHA, keys :data:`earlycurve.PREDICTIVE_KEYS` (``fractions`` instead of
+        ``rung_fractions``; ``keep_first``, ``keep``, ``slope``, ``bound_k``, ``bound_quantile``, ``guard``,
+        ``retro`` of :class:`earlycurve.PredictiveStopping`), as ``spottune run --predictive-options``; default
+        :data:`earlycurve.PREDICTIVE_DEFAULTS`. Checked by :func:`earlycurve.check_predictive_options`.
     prior : sequence of mapping of step -> value, optional
         Complete curves of earlier runs of the same model, in the study's own values and steps (a
         maximized value is negated like the study's); they calibrate the rule from the first rung on.
@@ -83,12 +84,11 @@ class EarlyCurvePruner(BasePruner):
         if rule == "predictive" and prior:
             raise InvalidCurveError("prior curves are used by rule='rank' only")
         self._kind = rule
-        default = PREDICTIVE_DEFAULTS["fractions"] if rule == "predictive" else RUNG_FRACTIONS
-        self._fractions = tuple(rung_fractions if rung_fractions is not None else default)
         self._prior = [dict(c) for c in prior or ()]
         if rule == "predictive":
-            self._kwargs = earlycurve_predictive_options(predictive_options)
+            self._fractions, self._kwargs = predictive_settings(predictive_options, rung_fractions)
         else:
+            self._fractions = tuple(rung_fractions if rung_fractions is not None else RUNG_FRACTIONS)
             self._kwargs = dict(epsilon=epsilon, k=k, sigma_scale=sigma_scale, min_completed=min_completed,
                                 cohort_keep=cohort_keep, seed=seed)
         self._rungs: tuple[int, ...] | None = None

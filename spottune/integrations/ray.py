@@ -27,14 +27,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from earlycurve import (
-    PREDICTIVE_DEFAULTS,
     RUNG_FRACTIONS,
     InvalidCurveError,
     PredictiveStopping,
     RankConfidenceStopping,
+    predictive_settings,
     rungs_for,
 )
-from earlycurve import predictive_options as earlycurve_predictive_options  # the keyword below shadows the name
 
 __all__ = ["EarlyCurveScheduler"]
 
@@ -78,7 +77,10 @@ def _scheduler_class() -> Any:
         epsilon, k, sigma_scale, min_completed, cohort_keep, seed
             Of :class:`earlycurve.RankConfidenceStopping` (``rule="rank"``).
         predictive_options : mapping, optional
-            Parameters of :class:`earlycurve.PredictiveStopping` (default :data:`earlycurve.PREDICTIVE_DEFAULTS`).
+            Settings of predictive ASHA, keys :data:`earlycurve.PREDICTIVE_KEYS` (``fractions`` instead of
+            ``rung_fractions``; the others of :class:`earlycurve.PredictiveStopping`), as ``spottune run
+            --predictive-options``; default :data:`earlycurve.PREDICTIVE_DEFAULTS`. Checked by
+            :func:`earlycurve.check_predictive_options`.
         prior : sequence of mapping of ``time_attr`` -> metric, optional
             Complete curves of earlier runs of the same model, in the metric's own direction (negated
             with ``mode="max"`` like the results); they calibrate the rule from the first rung on.
@@ -115,8 +117,7 @@ def _scheduler_class() -> Any:
             self._time_attr, self._metric, self._mode, self._max_t = time_attr, metric, mode, int(max_t)
             self._prior = [dict(c) for c in prior or ()]
             if rule == "predictive":
-                fr = rung_fractions if rung_fractions is not None else PREDICTIVE_DEFAULTS["fractions"]
-                kw = earlycurve_predictive_options(predictive_options)
+                fr, kw = predictive_settings(predictive_options, rung_fractions)
                 self._make = lambda sign: PredictiveStopping(  # noqa: E731
                     rungs if rungs is not None else rungs_for(self._max_t, fr), **kw)
             else:
