@@ -222,9 +222,8 @@ def run(args) -> dict:
     tune = [(TUNE_SEED0 + i, TUNE_STARTS[i % 2]) for i in range(args.tune_seeds)]
     tuning_rows, picks, candidates, rows, roles = [], {}, {}, [], {}
     for workload in workloads:
-        candidates[workload] = our_candidates(workload)
-        if workload in PREDICTIVE_SETS:
-            candidates[workload].update(predictive_candidates(workload))
+        predictive = predictive_candidates(workload) if workload in PREDICTIVE_SETS else {}
+        candidates[workload] = {**our_candidates(workload), **predictive}
         sha, hb = (BUILTIN_GRID, BUILTIN_GRID) if workload.startswith("builtin-") else (SHA_GRID, HB_GRID)
         grid = [f"optuna-sha-r{r}-rf{rf}" for r, rf in sha] + [f"optuna-hyperband-r{r}-rf{rf}" for r, rf in hb]
         trows = [r for seed, start in tune
@@ -237,8 +236,8 @@ def run(args) -> dict:
                            "hyperband": pick(means, "optuna-hyperband-r")}
         print(f"{workload}: tuning picks {picks[workload]}", file=sys.stderr, flush=True)
         (step_pick, step_peers), ours = SETS[workload], candidates[workload][picks[workload]["ours"]]["candidate"]
-        if step_pick is None and workload in PREDICTIVE_SETS:  # §8.3's per-set setting: the cheapest in steps
-            step_pick = next(iter(predictive_candidates(workload).values()))["candidate"]
+        if step_pick is None and predictive:  # §8.3's per-set setting: the cheapest in steps
+            step_pick = next(iter(predictive.values()))["candidate"]
         peers = list(dict.fromkeys([picks[workload]["sha"], picks[workload]["hyperband"], *step_peers, "optuna-sha"]))
         roles[workload] = {label(ours): "ours", **{p: "tuned here" for p in peers[:2]},
                            **{p: "step benchmark's pick" for p in peers[2:] if p in step_peers},

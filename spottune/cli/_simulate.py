@@ -167,7 +167,10 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     for p in pols:
         if p.rungs:
             check_rungs(p.rungs, p.theta, top_k, s_max)
-        check_predictive_rungs(p.predictive_options, p.theta, s_max)
+        try:
+            check_predictive_rungs(p.predictive_options, p.theta, s_max)
+        except ConfigError as e:
+            raise ConfigError(f"policy {p.name}: {e}") from None
         if p.pruner_settings and p.pruner_settings[0] >= s_max:
             raise ConfigError(f"policy {p.name}: min_resource {p.pruner_settings[0]} must be below the study's "
                               f"{s_max} steps (else nothing is pruned)")
