@@ -9,7 +9,9 @@ worker processes). :class:`ReplayDriver` holds the common part of the contract o
   logged and carried out (:meth:`ReplayDriver._deliver`, :meth:`ReplayDriver._apply`); the driver
   never decides;
 - **launch**: the injected revocation model says whether a ``Launch`` is fulfilled and when the notice
-  and the termination come (:meth:`ReplayDriver._new_instance`); a refusal is a ``LaunchFailed``;
+  and the termination come (:meth:`ReplayDriver._new_instance`); a refusal is a ``LaunchFailed``, and a
+  capacity refusal also leaves its market out of the choice for a while, as the aws backend does with
+  EC2's (:attr:`ReplayDriver.exclusions`, decision AWS3);
   the notice, the termination and the hourly tick are then put on the driver's clock
   (:meth:`ReplayDriver._schedule_timers`);
 - **billing**: when an instance is gone it is billed once (``spotmarket.Billing``), and the steps it
@@ -121,6 +123,19 @@ class Instance:
 InstanceT = TypeVar("InstanceT", bound=Instance)
 
 
+def _chooser_exclusions(orchestrator: Any) -> Any:
+    """The orchestrator's chooser's market exclusions, created there if it has none; None for a chooser
+    without the attribute (one that cannot skip a market)."""
+    chooser = getattr(orchestrator, "chooser", None)
+    if chooser is None or not hasattr(chooser, "exclusions"):
+        return None
+    if chooser.exclusions is None:
+        from provisioner import MarketExclusions
+
+        chooser.exclusions = MarketExclusions()
+    return chooser.exclusions
+
+
 class ReplayDriver(Driver):
     """Base of the drivers that replay a spot market around the orchestrator (see the module doc).
 
@@ -138,6 +153,15 @@ class ReplayDriver(Driver):
         Experiment start, engine seconds since the epoch (UTC).
     progress : callable (now_s, orchestrator, usd) -> None, optional
         Called after every delivered event (for a progress bar).
+
+    Notes
+    -----
+    With a revocation model (a replayed market), a launch it refuses for capacity (modern mode's outages,
+    ``REFUSED_CAPACITY``) is recorded in :attr:`exclusions`: the chooser's own
+    :class:`provisioner.MarketExclusions`, given to it here if it has none (30 minutes,
+    ``provisioner.DEFAULT_EXCLUSION_S``). The chooser then skips that market like one without a price, so
+    every trial relaunches elsewhere instead of asking the market that refused, as SkyPilot fails over to
+    another zone. A refusal for price excludes nothing (the chooser sees the price).
     """
 
     #: Backend name for ``meta["backend"]`` and error messages.
@@ -168,6 +192,8 @@ class ReplayDriver(Driver):
         self._instances: dict[str, Any] = {}
         self._checkpoint_step: dict[str, int] = {t: 0 for t in orchestrator.trials}
         self._log_s = float(start_s)  # time of the event being (or last) delivered
+        #: ``provisioner.MarketExclusions`` that capacity refusals go to (None: not recorded; see Notes)
+        self.exclusions = None if revocation_model is None else _chooser_exclusions(orchestrator)
 
     # -- the orchestrator side ------------------------------------------------------------------------
     def _start(self) -> None:
@@ -286,6 +312,8 @@ class ReplayDriver(Driver):
                                  time_s=float(t), notice_s=float(rev.notice_s),
                                  termination_s=float(rev.termination_s), cause=str(rev.cause))
         if not rev.fulfilled:
+            if rev.cause == Cause.REFUSED_CAPACITY and self.exclusions is not None:
+                self.exclusions.exclude(action.market, t, str(rev.cause))
             self._post(ev.LaunchFailed(time_s=t, trial_id=action.trial_id, error=str(rev.cause)))
             return None
         vcpus, ecu = self.instance_facts(action.market.instance_type)

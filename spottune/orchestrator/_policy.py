@@ -32,6 +32,7 @@ import numpy as np
 
 from earlycurve.errors import EarlyCurveError
 from provisioner.errors import NoMarketAvailable
+from spotmarket.prices import Market
 from spottune.errors import ConfigError, UnexpectedEvent
 from spottune.orchestrator._actions import (
     Action,
@@ -218,7 +219,10 @@ class Orchestrator:
                     del tr.steps[cut:], tr.losses[cut:]
                 tr.segment_start_step = tr.step = tr.checkpoint_step
             case LaunchFailed():
-                out.append(ScheduleWakeUp(trial_id=tr.trial_id, at_s=t + self.config.launch_retry_s))
+                if self._now_excluded(tr.launch_market, t):  # the chooser skips it now: fail over at once
+                    self._launch(tr, t, out)
+                else:
+                    out.append(ScheduleWakeUp(trial_id=tr.trial_id, at_s=t + self.config.launch_retry_s))
             case WakeUp():
                 if tr.state in (TrialState.PENDING, TrialState.PREEMPTED, TrialState.HOPPING) or (
                     tr.state is TrialState.PAUSED_AT_THETA and tr.continued
@@ -379,6 +383,7 @@ class Orchestrator:
         except NoMarketAvailable:
             out.append(ScheduleWakeUp(trial_id=tr.trial_id, at_s=t + self.config.launch_retry_s))
             return
+        tr.launch_market = choice.market
         launch = Launch(
             trial_id=tr.trial_id,
             market=choice.market,
@@ -388,6 +393,14 @@ class Orchestrator:
             explanation=_explain(getattr(choice, "explanation", None)),
         )
         self._act(tr, launch, None, out)
+
+    def _now_excluded(self, market: Market | None, t: float) -> bool:
+        """Whether the chooser's market exclusions leave ``market`` out at ``t`` (a capacity refusal the driver
+        just recorded, decision AWS3): the next choice is then another market, so a refused trial relaunches at
+        once instead of after ``launch_retry_s``, as SkyPilot fails over to the next zone. Each such refusal
+        excludes one more market, so the retries end (at worst in ``NoMarketAvailable`` and the back-off)."""
+        exclusions = getattr(self.chooser, "exclusions", None)
+        return market is not None and exclusions is not None and market in exclusions.active(t)
 
     # -- barrier and the end ------------------------------------------------------------------------
     def _progress(self, t: float, out: list[Action]) -> None:

@@ -20,6 +20,7 @@ class TrialRecord:
     target_steps: int = 0
     instance_id: str | None = None
     market: Market | None = None
+    launch_market: Market | None = None  #: market of the trial's latest Launch (in flight, refused or fulfilled)
     started_s: float = 0.0  #: training start of the current segment (TrialLaunched.time_s)
     train_end_s: float | None = None  #: when the current checkpoint began
     segment_start_step: int = 0

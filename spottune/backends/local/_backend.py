@@ -61,6 +61,7 @@ from spottune.backends._replay import Instance, ReplayDriver
 from spottune.backends.local._messages import CheckpointCommand, Failed, Metric, Notice, Ready, Report, Saved
 from spottune.backends.local._pool import Worker, WorkerPool, kill_leftover_workers, segment_argv
 from spottune.errors import BackendError
+from spotmarket import Cause
 from spottune.backends.local.imds import ImdsEmulator
 from spottune.journal import decode_event
 from spottune.orchestrator import Checkpoint, EndReason, Launch, Orchestrator, Terminate
@@ -397,7 +398,9 @@ class LocalBackend(ReplayDriver):
         self._replayed_launches = launches  # trial id -> its last journaled Launch
 
     def _replay_refused(self, rec: dict[str, Any], action: Any) -> None:
-        """A refused launch met by the replay (the aws backend's market exclusions); nothing here."""
+        """A capacity refusal excluded its market (outside ``handle``): the replay excludes it again."""
+        if rec.get("cause") == Cause.REFUSED_CAPACITY and self.exclusions is not None:
+            self.exclusions.exclude(action.market, float(rec["time_s"]), rec["cause"])
 
     def _replay_record(self, rec: dict[str, Any]) -> None:
         """Another ``intent``/``outcome`` record met by the replay (the aws backend's signals); nothing here."""

@@ -1,0 +1,102 @@
+"""A replayed capacity refusal leaves its market out of the choice, as the aws backend does with EC2's (AWS3).
+
+Real parts: the modern market model (:class:`spotmarket.ModernHazardRevocation`, its seeded outages), the
+simulator and the cheapest-market chooser; the price trace is the synthetic two-market one of
+``tests/test_sim_backend.py`` (A at 0.02 USD/h, B at 0.05).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from provisioner import DEFAULT_EXCLUSION_S, CheapestMarketChooser, InstanceCatalog, Pool
+from spotmarket import Billing, LegacyBidRevocation, ModernHazardRevocation
+from spottune.backends import SimBackend, SimSettings, TrainableCurves
+from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState
+from tests.test_sim_backend import A, B, FACTS, T0, Fixed, Quadratic, history
+
+
+def outage_start(model: ModernHazardRevocation, market, lo_s: float, hi_s: float) -> float:
+    """The first time in [lo_s, hi_s) at which ``market`` refuses launches for capacity (60 s grid)."""
+    for t in np.arange(lo_s, hi_s, 60.0):
+        if not model.has_capacity(market, float(t)):
+            return float(t)
+    raise AssertionError("no outage in the window: pick another seed")
+
+
+def run(revocation, start_s, chooser=None, max_steps=20):
+    hist = history(hours=24 * 40)
+    chooser = chooser or CheapestMarketChooser(hist, InstanceCatalog.load(), Pool(), np.random.default_rng(0))
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=max_steps, theta=1.0, top_k=1, hourly_hop=False,
+                                                   launch_retry_s=60.0), chooser)
+    curves = TrainableCurves({"t0": lambda: Quadratic({"lr": 0.05}, seed=0)})
+    model = revocation(hist)
+    sim = SimBackend(orch, hist, model, Billing(), curves, FACTS.__getitem__, start_s, SimSettings(seed=0))
+    return orch, sim, sim.run()
+
+
+def launches(rec):
+    """(time offset s, market, outcome) of every launch: the event after each Launch action."""
+    out = []
+    for i, r in enumerate(rec.log):
+        if r["type"] == "Launch":
+            nxt = next(e for e in rec.log[i + 1:] if e["type"] in ("TrialLaunched", "LaunchFailed"))
+            out.append((r["market"], nxt.get("error", "launched")))
+    return out
+
+
+def test_a_capacity_refusal_sends_the_next_launch_to_another_market_for_30_minutes():
+    modern = lambda hist: ModernHazardRevocation(None, seed=3, history=hist)  # noqa: E731
+    start = outage_start(modern(None), A, T0, T0 + 30 * 86400)
+    orch, sim, rec = run(modern, start)
+    got = launches(rec)
+    # A (the cheapest) refuses; the trial fails over at once to B, which A's exclusion leaves as the cheapest
+    assert got[0] == (str(A), "refused-capacity")
+    assert got[1] == (str(B), "launched")
+    assert sim.exclusions is orch.chooser.exclusions and sim.exclusions.duration_s == DEFAULT_EXCLUSION_S
+    second = next(r for r in rec.log if r["type"] == "Launch" and r["market"] == str(B))
+    assert second["t"] == start  # at the refusal itself: no back-off
+    assert [(str(s["market"]), s["reason"]) for s in second["explanation"]["skipped"]] == [
+        (str(A), f"excluded after refused-capacity until {start + DEFAULT_EXCLUSION_S:.0f} s")]
+    assert orch.trials["t0"].state is TrialState.FINISHED
+
+
+def test_without_exclusions_the_chooser_asks_the_refusing_market_again():
+    """The counterfactual of the test above (what the replay did before): a chooser that cannot skip a
+    market (``Fixed`` has no ``exclusions``) retries A after each ``launch_retry_s`` (60 s) until the outage ends."""
+    modern = lambda hist: ModernHazardRevocation(None, seed=3, history=hist)  # noqa: E731
+    start = outage_start(modern(None), A, T0, T0 + 30 * 86400)
+    orch, sim, rec = run(modern, start, chooser=Fixed(A))
+    got = launches(rec)
+    assert sim.exclusions is None
+    assert got[0] == got[1] == (str(A), "refused-capacity")
+    wakes = [r["at_s"] - r["t"] for r in rec.log if r["type"] == "ScheduleWakeUp"]
+    assert len(wakes) >= 2 and set(wakes) == {60.0}
+    assert {m for m, _ in got} == {str(A)}
+
+
+def test_a_price_refusal_or_revocation_excludes_nothing():
+    """Legacy mode refuses only for price (the chooser sees the price itself) and revokes by price."""
+    orch, sim, rec = run(LegacyBidRevocation, T0)
+    assert sim.exclusions is orch.chooser.exclusions
+    assert sim.exclusions.active(math.inf) == {} and sim.exclusions._until == {}
+
+
+def test_the_local_backends_resume_excludes_a_journaled_capacity_refusal_again():
+    """A refusal fed the chooser outside ``handle``, so a resumed run must replay it (as the aws backend's
+    resume does, AWS14). The journal record is the one ``ReplayDriver._new_instance`` writes; the driver
+    object is a stand-in that only holds the exclusions (the replay step needs nothing else)."""
+    from types import SimpleNamespace
+
+    from provisioner import MarketExclusions
+    from spottune.backends.local._backend import LocalBackend
+    from spottune.orchestrator import Launch
+
+    host = SimpleNamespace(exclusions=MarketExclusions())
+    action = Launch(trial_id="t0", market=A, max_price_usd_per_hour=0.1, resume_step=0, target_steps=20)
+    LocalBackend._replay_refused(host, {"fulfilled": False, "time_s": T0, "cause": "refused-price"}, action)
+    assert host.exclusions.active(T0) == {}
+    LocalBackend._replay_refused(host, {"fulfilled": False, "time_s": T0, "cause": "refused-capacity"}, action)
+    assert host.exclusions.active(T0 + 1799.0) == {A: f"excluded after refused-capacity until {T0 + 1800:.0f} s"}
