@@ -665,6 +665,10 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
         desc = "none (the plan's bracket types, max price current + 0.01 USD/h)"
     else:
         orch, desc = _algorithm_1(spec, market, start_s, log_fn)
+    if spec.backend in ("sim", "local") and hasattr(orch.chooser, "exclusions"):
+        from provisioner import MarketExclusions
+
+        orch.chooser.exclusions = MarketExclusions()  # a replayed capacity refusal leaves its market out (E12)
     parts = (orch, market.history, market.revocation_model, Billing(spec.billing))
     curves = None
     if spec.backend == "sim":

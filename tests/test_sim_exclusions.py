@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from provisioner import DEFAULT_EXCLUSION_S, CheapestMarketChooser, InstanceCatalog, Pool
+from provisioner import DEFAULT_EXCLUSION_S, CheapestMarketChooser, InstanceCatalog, MarketExclusions, Pool
 from spotmarket import Billing, LegacyBidRevocation, ModernHazardRevocation
 from spottune.backends import SimBackend, SimSettings, TrainableCurves
 from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState
@@ -26,9 +26,11 @@ def outage_start(model: ModernHazardRevocation, market, lo_s: float, hi_s: float
     raise AssertionError("no outage in the window: pick another seed")
 
 
-def run(revocation, start_s, chooser=None, max_steps=20):
+def run(revocation, start_s, chooser=None, max_steps=20, failover=True):
     hist = history(hours=24 * 40)
     chooser = chooser or CheapestMarketChooser(hist, InstanceCatalog.load(), Pool(), np.random.default_rng(0))
+    if failover:  # as the composition root does for sim and local runs (design E12)
+        chooser.exclusions = MarketExclusions()
     orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=max_steps, theta=1.0, top_k=1, hourly_hop=False,
                                                    launch_retry_s=60.0), chooser)
     curves = TrainableCurves({"t0": lambda: Quadratic({"lr": 0.05}, seed=0)})
@@ -64,11 +66,12 @@ def test_a_capacity_refusal_sends_the_next_launch_to_another_market_for_30_minut
 
 
 def test_without_exclusions_the_chooser_asks_the_refusing_market_again():
-    """The counterfactual of the test above (what the replay did before): a chooser that cannot skip a
-    market (``Fixed`` has no ``exclusions``) retries A after each ``launch_retry_s`` (60 s) until the outage ends."""
+    """The counterfactual of the test above (what the replay did before, and the single-spot and spot-restart
+    baselines still do): a chooser without exclusions retries A after each ``launch_retry_s`` (60 s) until
+    the outage ends."""
     modern = lambda hist: ModernHazardRevocation(None, seed=3, history=hist)  # noqa: E731
     start = outage_start(modern(None), A, T0, T0 + 30 * 86400)
-    orch, sim, rec = run(modern, start, chooser=Fixed(A))
+    orch, sim, rec = run(modern, start, failover=False)
     got = launches(rec)
     assert sim.exclusions is None
     assert got[0] == got[1] == (str(A), "refused-capacity")
@@ -100,3 +103,25 @@ def test_the_local_backends_resume_excludes_a_journaled_capacity_refusal_again()
     assert host.exclusions.active(T0) == {}
     LocalBackend._replay_refused(host, {"fulfilled": False, "time_s": T0, "cause": "refused-capacity"}, action)
     assert host.exclusions.active(T0 + 1799.0) == {A: f"excluded after refused-capacity until {T0 + 1800:.0f} s"}
+
+
+def test_a_chooser_that_ignores_its_exclusions_gets_one_immediate_retry_then_the_back_off():
+    """``Fixed`` exposes exclusions but always answers A: the orchestrator's immediate failover must not loop."""
+    modern = lambda hist: ModernHazardRevocation(None, seed=3, history=hist)  # noqa: E731
+    start = outage_start(modern(None), A, T0, T0 + 30 * 86400)
+    orch, sim, rec = run(modern, start, chooser=Fixed(A))
+    at_start = [r for r in rec.log if r.get("t") == start and r["type"] in ("Launch", "LaunchFailed", "ScheduleWakeUp")]
+    assert [r["type"] for r in at_start] == ["Launch", "LaunchFailed", "Launch", "LaunchFailed", "ScheduleWakeUp"]
+    assert at_start[-1]["at_s"] == start + 60.0
+
+
+def test_the_deadline_guard_hands_its_exclusions_to_the_chooser_that_skips_them():
+    from spottune.planning import DeadlineGuard
+
+    inner = CheapestMarketChooser(history(), InstanceCatalog.load(), Pool(), np.random.default_rng(0))
+    guard = DeadlineGuard(inner, start_s=T0, deadline_s=T0 + 86400, max_steps=20, markets=[A, B],
+                          on_demand_usd_per_hour=lambda m: 0.1, seconds_per_step=lambda t: 60.0, overhead_s=120.0)
+    guard.exclusions = MarketExclusions()
+    assert inner.exclusions is guard.exclusions and "exclusions" not in vars(guard)
+    guard.exclusions.exclude(A, T0, "refused-capacity")
+    assert guard.choose("t0", T0 + 1.0).market == B

@@ -123,19 +123,6 @@ class Instance:
 InstanceT = TypeVar("InstanceT", bound=Instance)
 
 
-def _chooser_exclusions(orchestrator: Any) -> Any:
-    """The orchestrator's chooser's market exclusions, created there if it has none; None for a chooser
-    without the attribute (one that cannot skip a market)."""
-    chooser = getattr(orchestrator, "chooser", None)
-    if chooser is None or not hasattr(chooser, "exclusions"):
-        return None
-    if chooser.exclusions is None:
-        from provisioner import MarketExclusions
-
-        chooser.exclusions = MarketExclusions()
-    return chooser.exclusions
-
-
 class ReplayDriver(Driver):
     """Base of the drivers that replay a spot market around the orchestrator (see the module doc).
 
@@ -157,11 +144,11 @@ class ReplayDriver(Driver):
     Notes
     -----
     With a revocation model (a replayed market), a launch it refuses for capacity (modern mode's outages,
-    ``REFUSED_CAPACITY``) is recorded in :attr:`exclusions`: the chooser's own
-    :class:`provisioner.MarketExclusions`, given to it here if it has none (30 minutes,
-    ``provisioner.DEFAULT_EXCLUSION_S``). The chooser then skips that market like one without a price, so
-    every trial relaunches elsewhere instead of asking the market that refused, as SkyPilot fails over to
-    another zone. A refusal for price excludes nothing (the chooser sees the price).
+    ``REFUSED_CAPACITY``) is recorded in :attr:`exclusions`, the chooser's own
+    :class:`provisioner.MarketExclusions` if it was given one (the composition root does, design E12). The
+    chooser then skips that market like one without a price, so every trial relaunches elsewhere instead of
+    asking the market that refused, as SkyPilot fails over to another zone. A refusal for price excludes
+    nothing (the chooser sees the price).
     """
 
     #: Backend name for ``meta["backend"]`` and error messages.
@@ -193,7 +180,8 @@ class ReplayDriver(Driver):
         self._checkpoint_step: dict[str, int] = {t: 0 for t in orchestrator.trials}
         self._log_s = float(start_s)  # time of the event being (or last) delivered
         #: ``provisioner.MarketExclusions`` that capacity refusals go to (None: not recorded; see Notes)
-        self.exclusions = None if revocation_model is None else _chooser_exclusions(orchestrator)
+        self.exclusions = None if revocation_model is None else getattr(getattr(orchestrator, "chooser", None),
+                                                                        "exclusions", None)
 
     # -- the orchestrator side ------------------------------------------------------------------------
     def _start(self) -> None:

@@ -25,7 +25,11 @@ on-demand                  the single-cheapest recipe on on-demand capacity: nev
                            second at the catalog's on-demand price, no refund.
 spot-restart               cheapest market at each launch, max price = on-demand price (the default of
                            today's managed spot jobs), relaunch from the last checkpoint after a
-                           revocation, no hourly hop, no early stopping.
+                           revocation, no hourly hop, no early stopping; after a capacity refusal it
+                           asks again after the back-off (as the single-spot baselines do).
+spot-restart-failover      spot-restart that fails over like SkyPilot: a market that refused a launch for
+                           capacity is left out for 30 min and the trial relaunches at once in the next
+                           cheapest (design E12; every SpotTune policy fails over so).
 optuna-median / -sha /     SpotTune's provisioning (RevPred, hop) at θ = 1 without EarlyCurve; stop
 optuna-hyperband           decisions by Optuna's MedianPruner / SuccessiveHalvingPruner / HyperbandPruner
                            (:mod:`spottune.evaluation._pruning`).
@@ -115,6 +119,11 @@ class Policy:
         An elastic schedule planned for the run's deadline and budget (chooser ``bracket-type``);
         ``early_curve`` then ranks each round by EarlyCurve's predicted final value instead of the
         current value.
+    failover : bool, default True
+        After a launch the market refuses for capacity (modern mode's outages), leave that market out of the
+        choice for 30 minutes and relaunch at once elsewhere (:class:`provisioner.MarketExclusions`, design
+        E12); False: ask again after the back-off (the single-spot baselines and ``spot-restart``, whose
+        next choice elsewhere can cost far more; ``spot-restart-failover`` is SkyPilot's failover).
     """
 
     name: str
@@ -133,6 +142,7 @@ class Policy:
     rungs: tuple[tuple[float, int], ...] = ()
     predictive_options: Mapping[str, Any] | None = None
     schedule: str | None = None
+    failover: bool = True
 
     def __post_init__(self) -> None:
         if self.chooser not in CHOOSERS:
@@ -173,7 +183,10 @@ class Policy:
         return self.chooser == "spottune"
 
 
-_SINGLE = dict(predictor="none", theta=1.0, hourly_hop=False, early_curve=False, max_price="never-revoked")
+_SINGLE = dict(predictor="none", theta=1.0, hourly_hop=False, early_curve=False, max_price="never-revoked",
+               failover=False)
+_RESTART = dict(chooser="cheapest-market", predictor="none", theta=1.0, hourly_hop=False, early_curve=False,
+                max_price="on-demand")
 FIXED: dict[str, Policy] = {p.name: p for p in [
     Policy(name="single-cheapest", description="Single-Spot Cheapest: cheapest type, never revoked, no hop, θ=1",
            chooser="fixed-cheapest", **_SINGLE),
@@ -182,8 +195,9 @@ FIXED: dict[str, Policy] = {p.name: p for p in [
     Policy(name="on-demand", description="cheapest type on on-demand capacity, no hop, θ=1",
            chooser="fixed-cheapest", capacity="on-demand", **_SINGLE),
     Policy(name="spot-restart", description="cheapest market, max price = on-demand, restart from checkpoint "
-           "after a revocation, no hop, no early stopping", chooser="cheapest-market", predictor="none", theta=1.0,
-           hourly_hop=False, early_curve=False, max_price="on-demand"),
+           "after a revocation, no hop, no early stopping", failover=False, **_RESTART),
+    Policy(name="spot-restart-failover", description="spot-restart that leaves a market refusing for capacity "
+           "out for 30 min and relaunches at once in the next cheapest (SkyPilot's failover)", **_RESTART),
     *[Policy(name=f"optuna-{k}", description=f"SpotTune provisioning, θ=1, Optuna {k} pruner",
              theta=1.0, early_curve=False, pruner=k) for k in PRUNERS],
 ]}
@@ -249,7 +263,7 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
     policy = _named_policy(name, objective, stopper, rungs, predictive_options)
     if provisioning == "restart" and policy.chooser == "spottune":
         policy = replace(policy, chooser="cheapest-market", predictor="none", hourly_hop=False, max_price="on-demand",
-                         description=f"{policy.description}; spot-restart provisioning")
+                         failover=False, description=f"{policy.description}; spot-restart provisioning")
     return policy
 
 
@@ -387,7 +401,7 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     ConfigError
         An elastic policy without a deadline and a budget, or whose schedule does not fit them.
     """
-    from provisioner import CheapestMarketChooser, FixedMaxPrice, FixedTypeChooser, MaxPriceRule
+    from provisioner import CheapestMarketChooser, FixedMaxPrice, FixedTypeChooser, MarketExclusions, MaxPriceRule
     from spottune._compose import curve_model, make_provisioner
     from spottune.evaluation._oracle import NeverRevoked, OnDemandBilling
     from spottune.evaluation._pruning import OptunaStopRule, make_pruner
@@ -425,6 +439,8 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
         itype = fixed_types(catalog, markets)[policy.chooser.removeprefix("fixed-")]
         chooser = FixedTypeChooser(itype, history, catalog, pool, rng, max_price_rule=rule)
         note = itype
+    if policy.failover:  # the driver records capacity refusals here; the chooser skips those markets (E12)
+        chooser.exclusions = MarketExclusions()
     if policy.capacity == "on-demand":
         revocation_model, billing = NeverRevoked(), OnDemandBilling(catalog)
     config = OrchestratorConfig(max_steps=study.max_steps, theta=policy.theta, top_k=top_k, metric=study.metric,

@@ -32,7 +32,6 @@ import numpy as np
 
 from earlycurve.errors import EarlyCurveError
 from provisioner.errors import NoMarketAvailable
-from spotmarket.prices import Market
 from spottune.errors import ConfigError, UnexpectedEvent
 from spottune.orchestrator._actions import (
     Action,
@@ -219,7 +218,7 @@ class Orchestrator:
                     del tr.steps[cut:], tr.losses[cut:]
                 tr.segment_start_step = tr.step = tr.checkpoint_step
             case LaunchFailed():
-                if self._now_excluded(tr.launch_market, t):  # the chooser skips it now: fail over at once
+                if self._fail_over(tr, t):
                     self._launch(tr, t, out)
                 else:
                     out.append(ScheduleWakeUp(trial_id=tr.trial_id, at_s=t + self.config.launch_retry_s))
@@ -394,11 +393,20 @@ class Orchestrator:
         )
         self._act(tr, launch, None, out)
 
-    def _now_excluded(self, market: Market | None, t: float) -> bool:
-        """Whether the chooser's market exclusions leave ``market`` out at ``t`` (a capacity refusal the driver
-        just recorded, decision AWS3): the next choice is then another market, so a refused trial relaunches at
-        once instead of after ``launch_retry_s``, as SkyPilot fails over to the next zone. Each such refusal
-        excludes one more market, so the retries end (at worst in ``NoMarketAvailable`` and the back-off)."""
+    def _fail_over(self, tr: TrialRecord, t: float) -> bool:
+        """Whether a refused trial relaunches at once rather than after ``launch_retry_s`` (design E12).
+
+        Yes when the chooser's market exclusions now leave the refused market out (a capacity refusal the
+        driver recorded, AWS3): the next choice is another market, as SkyPilot fails over to the next zone.
+        No when that market already refused the trial at this same time (a chooser that chose it again
+        despite the exclusion), so immediate retries end after at most one per market.
+        """
+        market = tr.launch_market
+        if tr.refused_s != t:
+            tr.refused_s, tr.refused_markets = t, set()
+        elif market in tr.refused_markets:
+            return False
+        tr.refused_markets.add(market)
         exclusions = getattr(self.chooser, "exclusions", None)
         return market is not None and exclusions is not None and market in exclusions.active(t)
 

@@ -97,6 +97,15 @@ class DeadlineGuard:
     def __getattr__(self, name: str) -> Any:  # plans_horizon, record_segment, predictor, ...
         return getattr(self.inner, name)
 
+    @property
+    def exclusions(self) -> Any:
+        """The inner chooser's market exclusions (set on the inner chooser, which is the one that skips them)."""
+        return self.inner.exclusions
+
+    @exclusions.setter
+    def exclusions(self, value: Any) -> None:
+        self.inner.exclusions = value
+
     def at_risk(self, now_s: float, resume_step: int) -> bool:
         """Whether a trial at ``resume_step`` steps must take the stable option at ``now_s`` (the module's rule)."""
         left_steps = max(0, self.max_steps - int(resume_step))
