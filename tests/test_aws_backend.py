@@ -191,9 +191,11 @@ def test_a_capacity_refusal_is_a_launch_failure_and_excludes_the_market(aws):
     assert [c["answer"] for c in hosts.run_calls if c["launch"] == first["launch"]] == ["InsufficientInstanceCapacity"]
     failed = events(record, "LaunchFailed")[0]
     assert failed["trial_id"] == first["trial"] and failed["error"].startswith("InsufficientInstanceCapacity: ")
-    # A is cheaper, but excluded for 30 minutes: the retry goes to B
+    # A is cheaper, but excluded for 30 minutes: the retry goes to B at once, with no back-off (design E12)
     retry = launch_after(record, first["trial"], failed["t"])
-    assert retry["market"] == str(B) and retry["resume_step"] == 0
+    assert retry["market"] == str(B) and retry["resume_step"] == 0 and retry["t"] == failed["t"]
+    assert not [r for r in record.log if r["type"] == "ScheduleWakeUp" and r.get("trial_id") == first["trial"]
+                and r["t"] == failed["t"]]
 
 
 @pytest.mark.slow

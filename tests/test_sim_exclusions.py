@@ -14,7 +14,7 @@ import numpy as np
 from provisioner import DEFAULT_EXCLUSION_S, CheapestMarketChooser, InstanceCatalog, MarketExclusions, Pool
 from spotmarket import Billing, LegacyBidRevocation, ModernHazardRevocation
 from spottune.backends import SimBackend, SimSettings, TrainableCurves
-from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState
+from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState, WakeUp
 from tests.test_sim_backend import A, B, FACTS, T0, Fixed, Quadratic, history
 
 
@@ -26,8 +26,8 @@ def outage_start(model: ModernHazardRevocation, market, lo_s: float, hi_s: float
     raise AssertionError("no outage in the window: pick another seed")
 
 
-def run(revocation, start_s, chooser=None, max_steps=20, failover=True):
-    hist = history(hours=24 * 40)
+def run(revocation, start_s, chooser=None, max_steps=20, failover=True, spike_at_s=None):
+    hist = history(spike_at_s, hours=24 * 40)
     chooser = chooser or CheapestMarketChooser(hist, InstanceCatalog.load(), Pool(), np.random.default_rng(0))
     if failover:  # as the composition root does for sim and local runs (design E12)
         chooser.exclusions = MarketExclusions()
@@ -49,7 +49,7 @@ def launches(rec):
     return out
 
 
-def test_a_capacity_refusal_sends_the_next_launch_to_another_market_for_30_minutes():
+def test_a_capacity_refusal_sends_the_next_launch_to_another_market_at_once():
     modern = lambda hist: ModernHazardRevocation(None, seed=3, history=hist)  # noqa: E731
     start = outage_start(modern(None), A, T0, T0 + 30 * 86400)
     orch, sim, rec = run(modern, start)
@@ -80,11 +80,16 @@ def test_without_exclusions_the_chooser_asks_the_refusing_market_again():
     assert {m for m, _ in got} == {str(A)}
 
 
-def test_a_price_refusal_or_revocation_excludes_nothing():
-    """Legacy mode refuses only for price (the chooser sees the price itself) and revokes by price."""
-    orch, sim, rec = run(LegacyBidRevocation, T0)
-    assert sim.exclusions is orch.chooser.exclusions
-    assert sim.exclusions.active(math.inf) == {} and sim.exclusions._until == {}
+def test_a_price_revocation_or_refusal_excludes_nothing():
+    """Legacy mode revokes and refuses only for price (the chooser sees the price itself). A spikes to 1.0 USD/h
+    from T0 + 1800 s for 600 s; ``Fixed`` always asks A at 0.1: revoked at the spike, refused until it ends."""
+    orch, sim, rec = run(LegacyBidRevocation, T0, chooser=Fixed(A), spike_at_s=1800.0, max_steps=60)
+    errors = [r["error"] for r in rec.log if r["type"] == "LaunchFailed"]
+    assert orch.trials["t0"].revocations == 1 and errors and set(errors) == {"refused-price"}
+    assert sim.exclusions is orch.chooser.exclusions and sim.exclusions.active(T0) == {}
+    wakes = [r["at_s"] - r["t"] for r in rec.log if r["type"] == "ScheduleWakeUp"]
+    assert len(wakes) == len(errors) and set(wakes) == {60.0}  # each refusal backs off: nothing to fail over to
+    assert orch.trials["t0"].state is TrialState.FINISHED
 
 
 def test_the_local_backends_resume_excludes_a_journaled_capacity_refusal_again():
@@ -105,14 +110,28 @@ def test_the_local_backends_resume_excludes_a_journaled_capacity_refusal_again()
     assert host.exclusions.active(T0 + 1799.0) == {A: f"excluded after refused-capacity until {T0 + 1800:.0f} s"}
 
 
-def test_a_chooser_that_ignores_its_exclusions_gets_one_immediate_retry_then_the_back_off():
-    """``Fixed`` exposes exclusions but always answers A: the orchestrator's immediate failover must not loop."""
+def test_a_chooser_that_answers_an_excluded_market_gets_the_back_off_not_a_retry_loop():
+    """``Fixed`` exposes exclusions but always answers A. In the simulator the retry would come at the same
+    instant; on a real clock (local, aws) every refusal has a new time. Either way the orchestrator backs off."""
     modern = lambda hist: ModernHazardRevocation(None, seed=3, history=hist)  # noqa: E731
     start = outage_start(modern(None), A, T0, T0 + 30 * 86400)
     orch, sim, rec = run(modern, start, chooser=Fixed(A))
     at_start = [r for r in rec.log if r.get("t") == start and r["type"] in ("Launch", "LaunchFailed", "ScheduleWakeUp")]
-    assert [r["type"] for r in at_start] == ["Launch", "LaunchFailed", "Launch", "LaunchFailed", "ScheduleWakeUp"]
+    assert [r["type"] for r in at_start] == ["Launch", "LaunchFailed", "ScheduleWakeUp"]
     assert at_start[-1]["at_s"] == start + 60.0
+
+    from spottune.orchestrator import ExperimentStarted, LaunchFailed, ScheduleWakeUp
+
+    chooser = Fixed(A)
+    chooser.exclusions = MarketExclusions()
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=5, theta=1.0, top_k=1, launch_retry_s=60.0), chooser)
+    orch.handle(ExperimentStarted(time_s=T0))
+    for i in range(3):  # refusals milliseconds apart, as a real clock gives them
+        t = T0 + 0.005 * (i + 1) + 60.0 * i
+        chooser.exclusions.exclude(A, t, "InsufficientInstanceCapacity")
+        actions = orch.handle(LaunchFailed(time_s=t, trial_id="t0", error="InsufficientInstanceCapacity"))
+        assert actions == [ScheduleWakeUp(trial_id="t0", at_s=t + 60.0)]
+        orch.handle(WakeUp(time_s=t + 60.0, trial_id="t0"))
 
 
 def test_the_deadline_guard_hands_its_exclusions_to_the_chooser_that_skips_them():
@@ -125,3 +144,16 @@ def test_the_deadline_guard_hands_its_exclusions_to_the_chooser_that_skips_them(
     assert inner.exclusions is guard.exclusions and "exclusions" not in vars(guard)
     guard.exclusions.exclude(A, T0, "refused-capacity")
     assert guard.choose("t0", T0 + 1.0).market == B
+
+
+def test_which_policies_fail_over():
+    """SpotTune's policies and spot-restart-failover fail over; the single-spot baselines and spot-restart (also
+    as another policy's ``provisioning="restart"``) ask their choice again after the back-off (design E12)."""
+    from spottune.evaluation._policies import get_policy
+
+    assert {n: get_policy(n).failover for n in ("spottune-0.7", "spottune-0.7-revpred-paper", "optuna-sha",
+                                                "spot-restart-failover", "spot-restart", "single-cheapest",
+                                                "single-fastest", "on-demand")} == {
+        "spottune-0.7": True, "spottune-0.7-revpred-paper": True, "optuna-sha": True, "spot-restart-failover": True,
+        "spot-restart": False, "single-cheapest": False, "single-fastest": False, "on-demand": False}
+    assert get_policy("spottune-0.7", provisioning="restart").failover is False

@@ -57,7 +57,8 @@ class OrchestratorConfig:
     max_failures : int, default=2
         Retries of a failing trainable before FAILED (Ray's ``max_failures``).
     launch_retry_s : float, default=60.0
-        Back-off after ``LaunchFailed`` or when no market is available, seconds.
+        Back-off after ``LaunchFailed`` or when no market is available, seconds. A launch refused for capacity
+        in a market the chooser now excludes is retried at once elsewhere instead (design E12).
     hourly_hop : bool, default=True
         Answer ``HourElapsed`` with a HOP checkpoint and re-provisioning (Algorithm 1). False keeps a
         trial on its instance until it finishes or is revoked (the single-instance and spot-with-restart

@@ -25,8 +25,8 @@ Decisions ([I], spec §1.6 and §1.14):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import assert_never
+from collections.abc import Container, Sequence
+from typing import Any, assert_never
 
 import numpy as np
 
@@ -218,8 +218,9 @@ class Orchestrator:
                     del tr.steps[cut:], tr.losses[cut:]
                 tr.segment_start_step = tr.step = tr.checkpoint_step
             case LaunchFailed():
-                if self._fail_over(tr, t):
-                    self._launch(tr, t, out)
+                excluded = self._excluded(t)
+                if tr.launch_market in excluded:  # refused for capacity: fail over at once (E12)
+                    self._launch(tr, t, out, avoid=excluded)
                 else:
                     out.append(ScheduleWakeUp(trial_id=tr.trial_id, at_s=t + self.config.launch_retry_s))
             case WakeUp():
@@ -372,7 +373,10 @@ class Orchestrator:
             case _:
                 assert_never(reason)
 
-    def _launch(self, tr: TrialRecord, t: float, out: list[Action]) -> None:
+    def _launch(self, tr: TrialRecord, t: float, out: list[Action], avoid: Container[Any] = ()) -> None:
+        """Launch ``tr`` where the chooser says, or back off ``launch_retry_s`` when no market is available or the
+        choice is one of ``avoid`` (the markets excluded after capacity refusals, on a failover: a chooser that
+        answers one of them again would otherwise be asked again at once, forever)."""
         try:
             if getattr(self.chooser, "plans_horizon", False):  # the refund-aware objective prices the horizon
                 choice = self.chooser.choose(tr.trial_id, t, steps_left=tr.target_steps - tr.checkpoint_step,
@@ -380,6 +384,8 @@ class Orchestrator:
             else:
                 choice = self.chooser.choose(tr.trial_id, t)
         except NoMarketAvailable:
+            choice = None
+        if choice is None or choice.market in avoid:
             out.append(ScheduleWakeUp(trial_id=tr.trial_id, at_s=t + self.config.launch_retry_s))
             return
         tr.launch_market = choice.market
@@ -393,22 +399,14 @@ class Orchestrator:
         )
         self._act(tr, launch, None, out)
 
-    def _fail_over(self, tr: TrialRecord, t: float) -> bool:
-        """Whether a refused trial relaunches at once rather than after ``launch_retry_s`` (design E12).
-
-        Yes when the chooser's market exclusions now leave the refused market out (a capacity refusal the
-        driver recorded, AWS3): the next choice is another market, as SkyPilot fails over to the next zone.
-        No when that market already refused the trial at this same time (a chooser that chose it again
-        despite the exclusion), so immediate retries end after at most one per market.
-        """
-        market = tr.launch_market
-        if tr.refused_s != t:
-            tr.refused_s, tr.refused_markets = t, set()
-        elif market in tr.refused_markets:
-            return False
-        tr.refused_markets.add(market)
+    def _excluded(self, t: float) -> dict:
+        """The markets the chooser's exclusions leave out at ``t`` (capacity refusals the driver recorded, design
+        AWS3, E12); empty for a chooser without exclusions. A refused trial whose market is among them fails over
+        at once, as SkyPilot does to the next zone: its next choice is another market. Each immediate retry needs
+        a market that is not excluded, and a capacity refusal excludes it, so the retries end (at worst in the
+        back-off)."""
         exclusions = getattr(self.chooser, "exclusions", None)
-        return market is not None and exclusions is not None and market in exclusions.active(t)
+        return {} if exclusions is None else exclusions.active(t)
 
     # -- barrier and the end ------------------------------------------------------------------------
     def _progress(self, t: float, out: list[Action]) -> None:

@@ -21,8 +21,6 @@ class TrialRecord:
     instance_id: str | None = None
     market: Market | None = None
     launch_market: Market | None = None  #: market of the trial's latest Launch (in flight, refused or fulfilled)
-    refused_s: float | None = None  #: time of the trial's latest refused launch
-    refused_markets: set[Market] = field(default_factory=set)  #: markets that refused it at ``refused_s``
     started_s: float = 0.0  #: training start of the current segment (TrialLaunched.time_s)
     train_end_s: float | None = None  #: when the current checkpoint began
     segment_start_step: int = 0
