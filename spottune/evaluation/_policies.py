@@ -221,7 +221,7 @@ FIXED.update(ELASTIC)
 #: The policies of the headline comparison, in display order.
 DEFAULT_POLICIES = ("spottune-0.7", "spottune-1.0", "spottune-0.7-revpred-paper", "spottune-0.7-constant",
                     "spottune-0.7-hindsight", "single-cheapest", "single-fastest", "on-demand", "spot-restart",
-                    "optuna-median", "optuna-sha", "optuna-hyperband")
+                    "spot-restart-failover", "optuna-median", "optuna-sha", "optuna-hyperband")
 THETA_SWEEP = tuple(f"spottune-{t / 10:.1f}" for t in range(1, 11))
 
 _OPTUNA = re.compile(r"^optuna-(?P<kind>sha|hyperband)-r(?P<r>\d+)-rf(?P<rf>\d+)$")
