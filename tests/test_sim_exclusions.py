@@ -7,8 +7,6 @@ simulator and the cheapest-market chooser; the price trace is the synthetic two-
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from provisioner import DEFAULT_EXCLUSION_S, CheapestMarketChooser, InstanceCatalog, MarketExclusions, Pool
@@ -16,6 +14,11 @@ from spotmarket import Billing, LegacyBidRevocation, ModernHazardRevocation
 from spottune.backends import SimBackend, SimSettings, TrainableCurves
 from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState, WakeUp
 from tests.test_sim_backend import A, B, FACTS, T0, Fixed, Quadratic, history
+
+
+def modern(hist):
+    """The modern market (seed 3: market A has an outage in the first 30 days of the trace)."""
+    return ModernHazardRevocation(None, seed=3, history=hist)
 
 
 def outage_start(model: ModernHazardRevocation, market, lo_s: float, hi_s: float) -> float:
@@ -40,7 +43,7 @@ def run(revocation, start_s, chooser=None, max_steps=20, failover=True, spike_at
 
 
 def launches(rec):
-    """(time offset s, market, outcome) of every launch: the event after each Launch action."""
+    """(market, outcome) of every launch: the event after each Launch action."""
     out = []
     for i, r in enumerate(rec.log):
         if r["type"] == "Launch":
@@ -50,7 +53,6 @@ def launches(rec):
 
 
 def test_a_capacity_refusal_sends_the_next_launch_to_another_market_at_once():
-    modern = lambda hist: ModernHazardRevocation(None, seed=3, history=hist)  # noqa: E731
     start = outage_start(modern(None), A, T0, T0 + 30 * 86400)
     orch, sim, rec = run(modern, start)
     got = launches(rec)
@@ -69,7 +71,6 @@ def test_without_exclusions_the_chooser_asks_the_refusing_market_again():
     """The counterfactual of the test above (what the replay did before, and the single-spot and spot-restart
     baselines still do): a chooser without exclusions retries A after each ``launch_retry_s`` (60 s) until
     the outage ends."""
-    modern = lambda hist: ModernHazardRevocation(None, seed=3, history=hist)  # noqa: E731
     start = outage_start(modern(None), A, T0, T0 + 30 * 86400)
     orch, sim, rec = run(modern, start, failover=False)
     got = launches(rec)
@@ -113,7 +114,6 @@ def test_the_local_backends_resume_excludes_a_journaled_capacity_refusal_again()
 def test_a_chooser_that_answers_an_excluded_market_gets_the_back_off_not_a_retry_loop():
     """``Fixed`` exposes exclusions but always answers A. In the simulator the retry would come at the same
     instant; on a real clock (local, aws) every refusal has a new time. Either way the orchestrator backs off."""
-    modern = lambda hist: ModernHazardRevocation(None, seed=3, history=hist)  # noqa: E731
     start = outage_start(modern(None), A, T0, T0 + 30 * 86400)
     orch, sim, rec = run(modern, start, chooser=Fixed(A))
     at_start = [r for r in rec.log if r.get("t") == start and r["type"] in ("Launch", "LaunchFailed", "ScheduleWakeUp")]
