@@ -166,7 +166,7 @@ def time_value_markdown(path=None):
                     f"{v['paired_jct_diff_h']:+.2f} ± {v['paired_jct_diff_se'] or 0:.2f}")
             lines.append(f"| {name} | {v['time_value_usd_per_hour']:g} | {v['cost_usd']:.3f} | {v['jct_h']:.2f} | "
                          f"{v['cost_ratio']:.2f}x {v['reference']} | {v['jct_ratio']:.2f}x "
-                         f"{v.get('jct_reference', v['reference'])} | {v['top3_min']:.0f} | "
+                         f"{v['jct_reference']} | {v['top3_min']:.0f} | "
                          f"{diff or ' | '} |")
     return lines + [""]
 

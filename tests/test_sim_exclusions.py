@@ -93,22 +93,43 @@ def test_a_price_revocation_or_refusal_excludes_nothing():
     assert orch.trials["t0"].state is TrialState.FINISHED
 
 
-def test_the_local_backends_resume_excludes_a_journaled_capacity_refusal_again():
+def test_the_local_backends_resume_excludes_a_journaled_capacity_refusal_again(tmp_path):
     """A refusal fed the chooser outside ``handle``, so a resumed run must replay it (as the aws backend's
-    resume does, AWS14). The journal record is the one ``ReplayDriver._new_instance`` writes; the driver
-    object is a stand-in that only holds the exclusions (the replay step needs nothing else)."""
-    from types import SimpleNamespace
-
-    from provisioner import MarketExclusions
-    from spottune.backends.local._backend import LocalBackend
+    resume does, AWS14). The refusal's record comes from a real journal of the simulator's run; the backend is
+    a real ``LocalBackend`` built as for a resume (no worker is started before ``run``)."""
+    from spottune.backends import LocalBackend, LocalSettings
+    from spottune.journal import Journal, read_journal
     from spottune.orchestrator import Launch
+    from tests.test_worker_process import WORKLOAD
 
-    host = SimpleNamespace(exclusions=MarketExclusions())
+    start = outage_start(modern(None), A, T0, T0 + 30 * 86400)
+    hist = history(hours=24 * 40)
+
+    def orchestrator():
+        chooser = CheapestMarketChooser(hist, InstanceCatalog.load(), Pool(), np.random.default_rng(0))
+        chooser.exclusions = MarketExclusions()
+        return Orchestrator(["t0"], OrchestratorConfig(max_steps=20, theta=1.0, top_k=1, hourly_hop=False), chooser)
+
+    sim = SimBackend(orchestrator(), hist, modern(hist), Billing(),
+                     TrainableCurves({"t0": lambda: Quadratic({"lr": 0.05}, seed=0)}), FACTS.__getitem__, start,
+                     SimSettings(seed=0))
+    sim.journal = Journal(tmp_path / "run.jsonl")
+    sim.run()
+    sim.journal.close()
+    refused = [r for r in read_journal(tmp_path / "run.jsonl") if r["k"] == "outcome" and r["op"] == "launch"
+               and not r["fulfilled"]]
+    assert [(r["cause"], r["time_s"]) for r in refused][:1] == [("refused-capacity", start)]
+
+    orch = orchestrator()
+    local = LocalBackend(orch, hist, modern(hist), Billing(), WORKLOAD, {"t0": ({"lr": 0.05}, 0)}, FACTS.__getitem__,
+                         start, LocalSettings(store_url=(tmp_path / "store").as_uri()))
+    assert local.exclusions is orch.chooser.exclusions
     action = Launch(trial_id="t0", market=A, max_price_usd_per_hour=0.1, resume_step=0, target_steps=20)
-    LocalBackend._replay_refused(host, {"fulfilled": False, "time_s": T0, "cause": "refused-price"}, action)
-    assert host.exclusions.active(T0) == {}
-    LocalBackend._replay_refused(host, {"fulfilled": False, "time_s": T0, "cause": "refused-capacity"}, action)
-    assert host.exclusions.active(T0 + 1799.0) == {A: f"excluded after refused-capacity until {T0 + 1800:.0f} s"}
+    local._replay_refused({**refused[0], "cause": "refused-price"}, action)  # a price refusal excludes nothing
+    assert local.exclusions.active(start) == {}
+    local._replay_refused(refused[0], action)
+    assert local.exclusions.active(start + 1799.0) == {
+        A: f"excluded after refused-capacity until {start + DEFAULT_EXCLUSION_S:.0f} s"}
 
 
 def test_a_chooser_that_answers_an_excluded_market_gets_the_back_off_not_a_retry_loop():

@@ -185,8 +185,9 @@ class Policy:
 
 _SINGLE = dict(predictor="none", theta=1.0, hourly_hop=False, early_curve=False, max_price="never-revoked",
                failover=False)
-_RESTART = dict(chooser="cheapest-market", predictor="none", theta=1.0, hourly_hop=False, early_curve=False,
-                max_price="on-demand")
+#: spot-restart's provisioning: the cheapest market at each launch, max price = on-demand, no hop, no predictor
+_RESTART_PROVISIONING = dict(chooser="cheapest-market", predictor="none", hourly_hop=False, max_price="on-demand")
+_RESTART = dict(theta=1.0, early_curve=False, **_RESTART_PROVISIONING)
 FIXED: dict[str, Policy] = {p.name: p for p in [
     Policy(name="single-cheapest", description="Single-Spot Cheapest: cheapest type, never revoked, no hop, θ=1",
            chooser="fixed-cheapest", **_SINGLE),
@@ -262,8 +263,8 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
         raise ConfigError(f"provisioning is {provisioning!r}, but must be one of {', '.join(PROVISIONINGS)}")
     policy = _named_policy(name, objective, stopper, rungs, predictive_options)
     if provisioning == "restart" and policy.chooser == "spottune":
-        policy = replace(policy, chooser="cheapest-market", predictor="none", hourly_hop=False, max_price="on-demand",
-                         failover=False, description=f"{policy.description}; spot-restart provisioning")
+        policy = replace(policy, **_RESTART_PROVISIONING, failover=False,
+                         description=f"{policy.description}; spot-restart provisioning")
     return policy
 
 
