@@ -21,7 +21,8 @@ run: $(STAMP)
 	$(BIN)/spottune run
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 -m 'not solo'
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m solo
 
 clean:
 	rm -rf $(VENV)

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -197,6 +199,56 @@ class CalibratedRevocation:
             return
         self.calibrator_ = (a, c)
 
+    # -- persistence ----------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the fitted state (model, calibrator, base rate, periods) to ``path``, skops format, atomically.
+
+        The settings and the price data are not written: :meth:`load` restores the state into a predictor
+        built with the same ones. Used by the on-disk cache (``spottune._compose.calibrated_predictor``).
+
+        Raises
+        ------
+        RevPredError
+            If the predictor is not fitted.
+        """
+        import skops.io as sio
+
+        if not hasattr(self, "model_"):
+            raise RevPredError("the calibrated predictor is not fitted; call fit() or train() first")
+        calibrator = list(self.calibrator_) if isinstance(self.calibrator_, tuple) else self.calibrator_
+        state = {"model": self.model_, "calibrator": calibrator, "base_rate": self.base_rate_,
+                 "periods": {k: list(v) if isinstance(v, tuple) else v for k, v in self.periods_.items()}}
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        sio.dump(state, tmp)
+        os.replace(tmp, path)  # a reader sees the old file or the whole new one, never a partial one
+
+    def load(self, path: str | os.PathLike) -> "CalibratedRevocation":
+        """Restore a state written by :meth:`save` into this predictor (built with the same settings); returns it.
+
+        Only scikit-learn's own types are accepted (skops' defaults and :data:`_TRUSTED`), so a file that
+        holds anything else is refused, not executed.
+
+        Raises
+        ------
+        RevPredError
+            If the file cannot be read or holds anything but a saved state.
+        """
+        import skops.io as sio
+
+        try:
+            state = sio.load(path, trusted=list(_TRUSTED))
+            model, calibrator = state["model"], state["calibrator"]
+            periods = {k: tuple(v) if isinstance(v, list) else v for k, v in state["periods"].items()}
+            base_rate = float(state["base_rate"])
+        except Exception as exc:  # OSError, skops' UntrustedTypesFoundException, KeyError, zip errors ...
+            raise RevPredError(f"cannot load a calibrated predictor from {path}: {type(exc).__name__}: {exc}") from exc
+        self.model_, self.base_rate_, self.periods_ = model, base_rate, periods
+        self.calibrator_ = tuple(calibrator) if isinstance(calibrator, list) else calibrator
+        self.forget()
+        return self
+
     # -- prediction -----------------------------------------------------------------------------------
     def raw_proba(self, markets: Sequence[Market], times_s: ArrayLike, max_prices_usd_per_hour: ArrayLike) -> np.ndarray:
         """The boosted model's p before calibration and edge rules, shape (n,)."""
@@ -317,6 +369,10 @@ class CalibratedRevocation:
                 f"{self.periods_['n_train']} queries)")
 
 
+#: Types a saved state may hold beyond skops' defaults: the boosted model's trees and its input check (a
+#: ``functools.partial`` of scikit-learn's ``check_array``; skops audits the wrapped function on its own).
+_TRUSTED = ("sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor", "functools.partial",
+            "sklearn.utils.validation.check_array")
 _SERIAL_ROWS = 20_000  # queries up to this many are predicted on one thread
 
 

@@ -252,7 +252,9 @@ def calibrated_predictor(market: MarketSetup, lo_s: float, hi_s: float, seed: in
     The first 75 % of the window trains the model, the last 25 % calibrates it (isotonic); queries
     every 10 minutes with the provisioner's max-price ladder (``provisioner.DELTA_LADDER_USD_PER_HOUR``
     when it defines one, else :data:`revpred.ladder.DELTA_LADDER_USD_PER_HOUR`) and the catalog's
-    on-demand prices. A few seconds for the default 4 days and 15 markets, so it is not cached. It answers
+    on-demand prices. Training takes 10-20 s for the default 28 days and 15 markets, so the fitted model is cached
+    on disk (``$SPOTTUNE_CACHE/calibrated``, keyed like the LSTMs' model sets: the markets' price data, the
+    window, these settings, the predictor's code and scikit-learn's version); a cache hit gives the same p. It answers
     on the same 10-minute grid (``query_grid_s``), so one provisioning period costs one model call.
     ``feature_set`` names the model's columns (:data:`revpred.ladder_features.FEATURE_SETS`; ``"base"``, the
     default, is the 14 columns of docs/revpred.md).
@@ -262,9 +264,13 @@ def calibrated_predictor(market: MarketSetup, lo_s: float, hi_s: float, seed: in
     revpred.RevPredError
         If the window holds one class of labels only (train on more days), or on an unknown feature set.
     """
+    import sklearn
+
     import provisioner
+    from revpred import RevPredError
     from revpred.calibrated import CalibratedRevocation
     from revpred.ladder import DELTA_LADDER_USD_PER_HOUR
+    from spottune.cache import CALIBRATED_MODULES, model_set_dir
 
     on_demand = {}
     for m in market.markets:
@@ -273,9 +279,22 @@ def calibrated_predictor(market: MarketSetup, lo_s: float, hi_s: float, seed: in
         except Exception:  # no on-demand price for this region: the query is left out  # noqa: BLE001
             pass
     ladder = getattr(provisioner, "DELTA_LADDER_USD_PER_HOUR", DELTA_LADDER_USD_PER_HOUR)
-    return CalibratedRevocation.train(market.history, market.markets, lo_s, hi_s, ladder=ladder,
-                                      on_demand=on_demand or None, stride_min=10, query_grid_s=600.0, seed=seed,
-                                      feature_set=feature_set)
+    settings = {"ladder": list(ladder), "on_demand": {str(m): p for m, p in on_demand.items()} or None,
+                "stride_min": 10, "query_grid_s": 600.0, "seed": seed, "feature_set": feature_set,
+                "calibration_share": 0.25, "sklearn": sklearn.__version__}
+    path = model_set_dir("calibrated", market.history, market.markets, lo_s, hi_s, settings,
+                         modules=CALIBRATED_MODULES) / "state.skops"
+    pred = CalibratedRevocation(market.history, market.markets, ladder=ladder, on_demand=on_demand or None,
+                                stride_min=10, query_grid_s=600.0, seed=seed, feature_set=feature_set)
+    if path.exists():
+        try:
+            return pred.load(path)
+        except RevPredError as exc:  # a stale or damaged cache entry is retrained and replaced
+            log.warning("%s; retraining", exc)
+    cut = hi_s - settings["calibration_share"] * (hi_s - lo_s)
+    pred.fit(lo_s, cut, cut, hi_s)
+    pred.save(path)
+    return pred
 
 
 def empirical_rate_predictor(market: MarketSetup, lo_s: float, hi_s: float, stride_min: int = 10) -> Any:

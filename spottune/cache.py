@@ -1,4 +1,5 @@
-"""The on-disk cache of trained revocation models and recorded curves (``$SPOTTUNE_CACHE``).
+"""The on-disk cache of trained revocation models (RevPred, Tributary, the calibrated predictor) and recorded curves
+(``$SPOTTUNE_CACHE``).
 
 Everything cached is deterministic for its key, so a cache hit gives the same result as recomputing.
 """
@@ -17,6 +18,8 @@ from typing import Any
 LIGHT_REVPRED = {"stride_min": 10, "epochs": 4, "hidden_size": 32, "validation_days": 0.5, "n_threads": 1}
 
 _REVPRED_MODULES = ("features.py", "labels.py", "calibration.py", "model.py", "baselines.py", "training.py", "store.py")
+#: The calibrated predictor's code (``revpred.calibrated`` and what makes its queries, labels and features)
+CALIBRATED_MODULES = ("calibrated.py", "ladder.py", "ladder_features.py", "labels.py", "queries.py")
 
 
 def cache_dir() -> Path:
@@ -24,23 +27,25 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SPOTTUNE_CACHE") or Path.home() / ".cache" / "spottune")
 
 
-def revpred_code_digest() -> str:
-    """sha256 of RevPred's model code: part of every model cache key, so a code change retrains."""
+def revpred_code_digest(modules: Sequence[str] = _REVPRED_MODULES) -> str:
+    """sha256 of RevPred's model code (``modules``, files of the ``revpred`` package): part of every model
+    cache key, so a code change retrains."""
     import revpred
 
     digest = hashlib.sha256()
-    for name in _REVPRED_MODULES:
+    for name in modules:
         digest.update((Path(revpred.__file__).parent / name).read_bytes())
     return digest.hexdigest()
 
 
 def model_set_dir(kind: str, history: Any, markets: Sequence[Any], lo_s: float, hi_s: float, config: Any,
-                  extra: Any = None) -> Path:
+                  extra: Any = None, modules: Sequence[str] = _REVPRED_MODULES) -> Path:
     """Cache folder of revocation models trained on ``[lo_s, hi_s]`` (seconds since the epoch, UTC).
 
     The key covers the price data of ``markets`` (first/last record and count), the window, the
-    training config, RevPred's code and ``extra``.
+    training config (an object with ``to_dict()``, or a dict), RevPred's code (``modules``) and ``extra``.
     """
     data = {str(m): [float(history[m].times_s[0]), float(history[m].times_s[-1]), len(history[m])] for m in markets}
-    payload = json.dumps([data, lo_s, hi_s, config.to_dict(), revpred_code_digest(), extra], sort_keys=True, default=str)
+    settings = config.to_dict() if hasattr(config, "to_dict") else config
+    payload = json.dumps([data, lo_s, hi_s, settings, revpred_code_digest(modules), extra], sort_keys=True, default=str)
     return cache_dir() / kind / hashlib.sha256(payload.encode()).hexdigest()[:16]

@@ -29,6 +29,30 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 
 # =====================================================================================================
+# pytest-xdist (`make test` runs two workers, then the `solo` tests alone): each test module runs whole on
+# one worker (its module fixtures once), and the modules whose outcome rides on a scaled real clock (real
+# worker processes, moto's EC2) run one after another on the same worker, never two at once. (xdist's own
+# `--dist loadgroup` does not group under pytest 9: it renames node ids, which pytest 9 no longer allows,
+# so the scheduler is chosen here.)
+# =====================================================================================================
+
+PACED_MODULES = frozenset({
+    "test_aws_backend", "test_aws_resume", "test_backend_contract", "test_checkpoint_faults", "test_crash_resume_local",
+    "test_local_backend", "test_local_storm", "test_run_cli", "test_security"})
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class PacedTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "paced" if Path(module).stem in PACED_MODULES else module
+
+    return PacedTogether(config, log)
+
+
+# =====================================================================================================
 # Cache isolation: trained models and recorded curves go to a per-session folder, never to the user's
 # ~/.cache/spottune (subprocesses inherit the variable).
 # =====================================================================================================

@@ -14,6 +14,7 @@ from tests._digits_sgd import EPOCHS, accuracy_curve
 
 ROOT = Path(__file__).resolve().parents[1]
 ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.solo  # `make test` runs it after the parallel tests, alone (pyproject.toml: markers)
 from ray import tune  # noqa: E402
 
 from spottune.integrations.ray import EarlyCurveScheduler  # noqa: E402

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import pytest
 
 pytest.importorskip("ray")
+pytestmark = pytest.mark.solo  # `make test` runs it after the parallel tests, alone (pyproject.toml: markers)
 
 from spotmarket import Billing, LegacyBidRevocation  # noqa: E402
 from spottune.backends import SimBackend, SimSettings, TrainableCurves  # noqa: E402

@@ -107,3 +107,55 @@ def test_on_the_query_grid_the_model_answers_the_same_offset_above_the_price_at_
     assert gridded.predict_proba([m], grid + 300.0, float(history[m].price_at(grid + 300.0)) + delta)[0] == expected
     with pytest.raises(RevPredError, match="query_grid_s"):
         CalibratedRevocation(history, MARKETS, query_grid_s=0.0)
+
+
+# -- the on-disk cache of spottune's calibrated predictor -------------------------------------------------
+
+
+def test_a_saved_state_answers_exactly_as_the_trained_model(fitted, tmp_path):
+    history, model = fitted
+    model.save(tmp_path / "m.skops")
+    again = CalibratedRevocation(history, MARKETS, on_demand={MARKETS[0]: 0.175, MARKETS[1]: 0.21}, stride_min=30,
+                                 max_iter=30, feature_set=model.features.feature_set).load(tmp_path / "m.skops")
+    q = ladder_queries(history, MARKETS, TEST_LO, TEST_HI, stride_min=60, ladder=model.ladder, on_demand=model.on_demand)
+    args = (list(q["market"]), q["t"].to_numpy(), q["b"].to_numpy())
+    assert np.array_equal(again.predict_proba(*args), model.predict_proba(*args))
+    assert again.describe() == model.describe()
+
+
+def test_a_state_holding_a_foreign_type_is_refused_not_loaded(tmp_path):
+    import skops.io as sio
+
+    # a class of ours: skops trusts no such type, so it is refused before anything of it is built
+    sio.dump({"model": Market("us-east-1a", "r3.large"), "calibrator": None, "base_rate": 0.1, "periods": {}}, tmp_path / "m.skops")
+    with pytest.raises(RevPredError, match="cannot load a calibrated predictor .*Untrusted"):
+        CalibratedRevocation(load_history(None), MARKETS).load(tmp_path / "m.skops")
+
+
+def test_spottune_trains_the_calibrated_predictor_once_per_window_and_retrains_a_damaged_entry(monkeypatch, tmp_path,
+                                                                                               caplog):
+    from spottune._compose import build_market, calibrated_predictor
+
+    monkeypatch.setenv("SPOTTUNE_CACHE", str(tmp_path))
+    market = build_market(None, market_mode="legacy", seed=0, instance_types=["r3.large"],
+                          availability_zones=["us-east-1a", "us-east-1b"])
+    lo, hi = LO, LO + 86400.0
+    fits = []
+    real_fit = CalibratedRevocation.fit
+    monkeypatch.setattr(CalibratedRevocation, "fit", lambda self, *a: (fits.append(a), real_fit(self, *a))[1])
+    first = calibrated_predictor(market, lo, hi, 0)
+    second = calibrated_predictor(market, lo, hi, 0)
+    assert len(fits) == 1  # the second call read the cache
+    (entry,) = (tmp_path / "calibrated").rglob("state.skops")
+    t, b = np.full(4, hi + 3600.0), np.array([0.0, 0.05, 0.2, 1.0])
+    ms = [market.markets[0]] * 4
+    b = b + market.history[ms[0]].price_at(t[0])
+    assert np.array_equal(second.predict_proba(ms, t, b), first.predict_proba(ms, t, b))
+    calibrated_predictor(market, lo, hi, 1)  # another seed is another entry
+    assert len(fits) == 2
+    entry.write_bytes(b"not a zip file")
+    with caplog.at_level("WARNING"):
+        third = calibrated_predictor(market, lo, hi, 0)
+    assert len(fits) == 3 and "retraining" in caplog.text
+    assert np.array_equal(third.predict_proba(ms, t, b), first.predict_proba(ms, t, b))
+    assert calibrated_predictor(market, lo, hi, 0) is not None and len(fits) == 3  # the entry was rewritten
