@@ -279,20 +279,18 @@ def calibrated_predictor(market: MarketSetup, lo_s: float, hi_s: float, seed: in
         except Exception:  # no on-demand price for this region: the query is left out  # noqa: BLE001
             pass
     ladder = getattr(provisioner, "DELTA_LADDER_USD_PER_HOUR", DELTA_LADDER_USD_PER_HOUR)
-    settings = {"ladder": list(ladder), "on_demand": {str(m): p for m, p in on_demand.items()} or None,
-                "stride_min": 10, "query_grid_s": 600.0, "seed": seed, "feature_set": feature_set,
-                "calibration_share": 0.25, "sklearn": sklearn.__version__}
-    path = model_set_dir("calibrated", market.history, market.markets, lo_s, hi_s, settings,
+    kwargs = dict(ladder=ladder, on_demand=on_demand or None, stride_min=10, query_grid_s=600.0, seed=seed,
+                  feature_set=feature_set)
+    key = {**kwargs, "ladder": list(ladder), "on_demand": {str(m): p for m, p in on_demand.items()},
+           "sklearn": sklearn.__version__}
+    path = model_set_dir("calibrated", market.history, market.markets, lo_s, hi_s, key,
                          modules=CALIBRATED_MODULES) / "state.skops"
-    pred = CalibratedRevocation(market.history, market.markets, ladder=ladder, on_demand=on_demand or None,
-                                stride_min=10, query_grid_s=600.0, seed=seed, feature_set=feature_set)
     if path.exists():
         try:
-            return pred.load(path)
+            return CalibratedRevocation(market.history, market.markets, **kwargs).load(path)
         except RevPredError as exc:  # a stale or damaged cache entry is retrained and replaced
             log.warning("%s; retraining", exc)
-    cut = hi_s - settings["calibration_share"] * (hi_s - lo_s)
-    pred.fit(lo_s, cut, cut, hi_s)
+    pred = CalibratedRevocation.train(market.history, market.markets, lo_s, hi_s, **kwargs)
     pred.save(path)
     return pred
 
