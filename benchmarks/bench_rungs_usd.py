@@ -39,10 +39,11 @@ The sets: the recorded studies (``opda-alexnet``, ``opda-convnext``, ``cakelab-r
 random-search studies (``builtin-digits-mlp``, ``builtin-logreg``, ``builtin-linear-svm``: 16 of the 128 curves of
 ``data/learning_curves/builtin/`` per seed, at the workload's speed), whose peers get the wider ``BUILTIN_GRID``.
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_rungs_usd.py [--workloads W1,W2] [--seeds 20] [--tune-seeds 8]
-[--jobs 2] [--reuse FILE] [--provisioning restart --out benchmarks/results/rungs_usd_restart.json]`` (about 40 min on
-two cores for the recorded sets, 10-15 min per built-in set; ``--reuse`` takes the rows of an earlier run's JSON, which
-a replay would reproduce); ``--markdown`` prints the tables from the JSON.
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_rungs_usd.py [--workloads W1,W2] [--seeds 20] [--tune-seeds 24]
+[--jobs 2] [--reuse FILE] [--provisioning restart --out benchmarks/results/rungs_usd_restart.json]`` (with 8 tuning
+studies about 40 min on two cores for the recorded sets, 10-15 min per built-in set; with 24 and the 8-study rows
+reused, 5-40 min per set; ``--reuse`` takes the rows of an earlier run's JSON, which a replay would reproduce);
+``--markdown`` prints the tables from the JSON.
 """
 
 from __future__ import annotations
@@ -321,7 +322,8 @@ def markdown(r: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20, help="test studies per set (seeds 0..n-1)")
-    ap.add_argument("--tune-seeds", type=int, default=8, help="tuning studies per set")
+    ap.add_argument("--tune-seeds", type=int, default=24,
+                    help="tuning studies per set (24 since docs/earlycurve.md §8.16; §8.13-§8.15 used 8)")
     ap.add_argument("--workloads", default=",".join(SETS))
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=OUT)
