@@ -126,7 +126,7 @@ def test_an_instance_held_past_its_hours_is_stopped_by_the_budget_with_real_proc
     rec = backend.run()
     assert "at 3.00 h would exceed --budget-usd 0.15" in rec.meta["budget_exhausted"]
     (row,) = rec.ledger
-    # the worker ends a few wall milliseconds after the check (each one 1800 engine seconds' worth): allow 60 s
+    # the worker ends a few wall milliseconds after the check (a wall millisecond is 1.8 engine seconds): allow 60 s
     assert row.end_s == pytest.approx(T0 + 3 * 3600, abs=60.0)
     assert row.charged_usd == pytest.approx(0.02 * (row.end_s - row.start_s) / 3600, rel=1e-9)
     assert row.charged_usd == pytest.approx(0.06, abs=0.02 * 60 / 3600)
