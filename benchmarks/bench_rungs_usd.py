@@ -27,7 +27,8 @@ the default provisioning and predictor, 120 s boot), every policy alike, so the 
 
 ``top-3`` is the step benchmarks' (the returned trial is among the true top 3), computed from the row's
 ``chosen_best``. ``target`` holds issue 13's test: each pick of ours against the cheapest peer row with mean test
-top-3 ≥ 0.95. The studies are drawn from the whole recorded pool, half of which the split-0 tuning studies drew from:
+top-3 ≥ 0.95, including every peer setting that a ``--reuse`` run tested on all the same test studies (a setting
+picked with fewer tuning studies keeps its place in the bar). The studies are drawn from the whole recorded pool, half of which the split-0 tuning studies drew from:
 a mild overlap.
 
 With ``--provisioning restart`` every compared policy runs on spot-restart's provisioning instead of SpotTune's
@@ -250,6 +251,15 @@ def run(args) -> dict:
                             for c in dict.fromkeys([ours, step_pick]) if c for seed, start in test], args.jobs)
         rows += [r for seed, start in test
                  for r in _rows(workload, seed, start, peers, args.jobs, reuse=reuse, provisioning=args.provisioning)]
+        # a peer setting an earlier run (--reuse) tested on all of these studies keeps its place in the bar
+        earlier: dict[str, list[dict]] = {}
+        for (w, seed, start, name), r in reuse.items():
+            if w == workload and (seed, start) in test and not name.startswith("spottune-") and name not in peers:
+                earlier.setdefault(name, []).append(r)
+        for name, rs in sorted(earlier.items()):
+            if len(rs) == len(test):
+                rows += rs
+                roles[workload][name] = "an earlier run's test row"
     summary = {}
     for workload in workloads:
         by: dict[str, list[dict]] = {}
