@@ -28,8 +28,8 @@ the default provisioning and predictor, 120 s boot), every policy alike, so the 
 ``top-3`` is the step benchmarks' (the returned trial is among the true top 3), computed from the row's
 ``chosen_best``. ``target`` holds issue 13's test: each pick of ours against the cheapest peer row with mean test
 top-3 ≥ 0.95, including every peer setting that a ``--reuse`` run tested on all the same test studies (a setting
-picked with fewer tuning studies keeps its place in the bar). The studies are drawn from the whole recorded pool, half of which the split-0 tuning studies drew from:
-a mild overlap.
+picked with fewer tuning studies keeps its place in the bar). The studies are drawn from the whole recorded pool, half
+of which the split-0 tuning studies drew from: a mild overlap.
 
 With ``--provisioning restart`` every compared policy runs on spot-restart's provisioning instead of SpotTune's
 (``spottune simulate --provisioning restart``: cheapest market at each launch, max price = on-demand, no hop), the whole

@@ -221,8 +221,11 @@ class CalibratedRevocation:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        sio.dump(state, tmp)
-        os.replace(tmp, path)  # a reader sees the old file or the whole new one, never a partial one
+        try:
+            sio.dump(state, tmp)
+            os.replace(tmp, path)  # a reader sees the old file or the whole new one, never a partial one
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def load(self, path: str | os.PathLike) -> "CalibratedRevocation":
         """Restore a state written by :meth:`save` into this predictor (built with the same settings); returns it.

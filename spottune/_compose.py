@@ -252,7 +252,8 @@ def calibrated_predictor(market: MarketSetup, lo_s: float, hi_s: float, seed: in
     The first 75 % of the window trains the model, the last 25 % calibrates it (isotonic); queries
     every 10 minutes with the provisioner's max-price ladder (``provisioner.DELTA_LADDER_USD_PER_HOUR``
     when it defines one, else :data:`revpred.ladder.DELTA_LADDER_USD_PER_HOUR`) and the catalog's
-    on-demand prices. Training takes 10-20 s for the default 28 days and 15 markets, so the fitted model is cached
+    on-demand prices. Training takes about 6 s for the default 28 days and 15 markets (more on a busy machine; 1.8 s
+    to load, ``benchmarks/bench_predictor_cache.py``), so the fitted model is cached
     on disk (``$SPOTTUNE_CACHE/calibrated``, keyed like the LSTMs' model sets: the markets' price data, the
     window, these settings, the predictor's code and scikit-learn's version); a cache hit gives the same p. It answers
     on the same 10-minute grid (``query_grid_s``), so one provisioning period costs one model call.

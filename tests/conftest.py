@@ -39,6 +39,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 PACED_MODULES = frozenset({
     "test_aws_backend", "test_aws_resume", "test_backend_contract", "test_checkpoint_faults", "test_crash_resume_local",
     "test_local_backend", "test_local_storm", "test_run_cli", "test_security"})
+if missing := sorted(m for m in PACED_MODULES if not (Path(__file__).parent / f"{m}.py").exists()):
+    raise RuntimeError(f"tests/conftest.py: PACED_MODULES names no such module: {', '.join(missing)}")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
