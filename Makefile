@@ -21,8 +21,10 @@ run: $(STAMP)
 	$(BIN)/spottune run
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 -m 'not solo'
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m solo
+	@# both phases run; the target fails if either did (the solo tests still report after a parallel failure)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 -m 'not solo'; a=$$?; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m solo; b=$$?; \
+	test $$a -eq 0 -a $$b -eq 0
 
 clean:
 	rm -rf $(VENV)

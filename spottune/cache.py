@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 #: RevPred settings of the main job and the evaluation: lighter than ``revpred train`` (spec §1.7,
 #: D6: stride 1-5 min, LSTM 3x64) to meet the 8-minute ``make run`` budget on 2 cores.
 LIGHT_REVPRED = {"stride_min": 10, "epochs": 4, "hidden_size": 32, "validation_days": 0.5, "n_threads": 1}
@@ -38,14 +40,24 @@ def revpred_code_digest(modules: Sequence[str] = _REVPRED_MODULES) -> str:
     return digest.hexdigest()
 
 
+def _series_digest(series: Any) -> str:
+    """SHA-256 of a price series' records (times and prices, float64) and its end, hex."""
+    digest = hashlib.sha256()
+    for arr in (series.times_s, series.prices):
+        digest.update(np.ascontiguousarray(arr, dtype=np.float64).tobytes())
+    digest.update(repr(float(series.end_s)).encode())
+    return digest.hexdigest()
+
+
 def model_set_dir(kind: str, history: Any, markets: Sequence[Any], lo_s: float, hi_s: float, config: Any,
                   extra: Any = None, modules: Sequence[str] = _REVPRED_MODULES) -> Path:
     """Cache folder of revocation models trained on ``[lo_s, hi_s]`` (seconds since the epoch, UTC).
 
-    The key covers the price data of ``markets`` (first/last record and count), the window, the
-    training config (an object with ``to_dict()``, or a dict), RevPred's code (``modules``) and ``extra``.
+    The key covers the price data of ``markets`` (a SHA-256 of every record's time and price, and the
+    series' end), the window, the training config (an object with ``to_dict()``, or a dict), RevPred's code
+    (``modules``) and ``extra``: an edited record anywhere in a series gives a new folder.
     """
-    data = {str(m): [float(history[m].times_s[0]), float(history[m].times_s[-1]), len(history[m])] for m in markets}
+    data = {str(m): _series_digest(history[m]) for m in markets}
     settings = config.to_dict() if hasattr(config, "to_dict") else config
     payload = json.dumps([data, lo_s, hi_s, settings, revpred_code_digest(modules), extra], sort_keys=True, default=str)
     return cache_dir() / kind / hashlib.sha256(payload.encode()).hexdigest()[:16]

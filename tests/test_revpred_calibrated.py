@@ -159,3 +159,23 @@ def test_spottune_trains_the_calibrated_predictor_once_per_window_and_retrains_a
     assert len(fits) == 3 and "retraining" in caplog.text
     assert np.array_equal(third.predict_proba(ms, t, b), first.predict_proba(ms, t, b))
     assert calibrated_predictor(market, lo, hi, 0) is not None and len(fits) == 3  # the entry was rewritten
+
+
+def test_the_cache_key_changes_when_any_record_of_a_series_changes(monkeypatch, tmp_path):
+    from spotmarket.prices import PriceSeries
+    from spottune.cache import model_set_dir
+
+    monkeypatch.setenv("SPOTTUNE_CACHE", str(tmp_path))
+    m = MARKETS[0]
+    times, prices = np.arange(5) * 600.0, np.array([0.03, 0.031, 0.05, 0.031, 0.03])
+
+    def key(p, t=times, end=3000.0):
+        return model_set_dir("calibrated", {m: PriceSeries(m, t, p, end)}, [m], 0.0, 3000.0, {"a": 1})
+
+    base = key(prices)
+    assert key(prices.copy()) == base  # the same records: the same entry
+    edited = prices.copy()
+    edited[2] = 0.04  # a middle record: same first and last record, same count
+    assert key(edited) != base
+    assert key(prices, times + np.array([0, 0, 60.0, 0, 0])) != base  # a moved record
+    assert key(prices, end=3600.0) != base  # a longer recorded history
