@@ -177,6 +177,17 @@ def our_candidates(workload: str, k: int = K_CANDIDATES) -> dict[str, dict]:
     return {label(v["candidate"]): v for v in best}
 
 
+def extra_candidates(text: str) -> dict[str, dict]:
+    """Label -> candidate of settings of ours given by hand (``--extra-candidates``: ``policy rungs top_k`` items
+    separated by ``;``, rungs ``-`` for none), tuned and picked by the same rule as the others."""
+    out = {}
+    for item in filter(None, (x.strip() for x in text.split(";"))):
+        policy, rungs, top_k = item.split()
+        cand = (policy, None if rungs == "-" else rungs, int(top_k))
+        out[label(cand)] = {"candidate": cand, "step_cost": None, "step_top3": None, "added": "--extra-candidates"}
+    return out
+
+
 def _ours_row(task: tuple) -> list[dict]:
     workload, seed, start, cand, reuse, provisioning = task
     options = cand[3] if len(cand) > 3 else None
@@ -225,7 +236,7 @@ def run(args) -> dict:
     tuning_rows, picks, candidates, rows, roles = [], {}, {}, [], {}
     for workload in workloads:
         predictive = predictive_candidates(workload) if workload in PREDICTIVE_SETS else {}
-        candidates[workload] = {**our_candidates(workload), **predictive}
+        candidates[workload] = {**our_candidates(workload), **predictive, **extra_candidates(args.extra_candidates)}
         sha, hb = (BUILTIN_GRID, BUILTIN_GRID) if workload.startswith("builtin-") else (SHA_GRID, HB_GRID)
         grid = [f"optuna-sha-r{r}-rf{rf}" for r, rf in sha] + [f"optuna-hyperband-r{r}-rf{rf}" for r, rf in hb]
         trows = [r for seed, start in tune
@@ -286,7 +297,8 @@ def run(args) -> dict:
                        "target_top3": TARGET_TOP3, "sha_grid": SHA_GRID, "hyperband_grid": HB_GRID,
                        "builtin_grid": BUILTIN_GRID, "k_candidates": K_CANDIDATES, "sets": SETS,
                        "predictive_sets": PREDICTIVE_SETS, "predictive_theta": PREDICTIVE_THETA,
-                       "predictive_top_k": PREDICTIVE_TOP_K, "jobs": args.jobs},
+                       "predictive_top_k": PREDICTIVE_TOP_K, "jobs": args.jobs,
+                       "extra_candidates": args.extra_candidates},
             "candidates": candidates, "picks": picks, "tuning": tuning, "tuning_rows": tuning_rows, "rows": rows,
             "summary": summary, "target": {w: target(summary[w]) for w in workloads}}
 
@@ -345,6 +357,10 @@ def main(argv=None) -> int:
     ap.add_argument("--provisioning", choices=PROVISIONINGS, default=PROVISIONINGS[0],
                     help="provisioning of every compared policy (spottune simulate --provisioning); restart isolates "
                          "the stoppers from the provisioner's choices (write it to another --out)")
+    ap.add_argument("--extra-candidates", default="",
+                    help="settings of ours added to the candidates by hand, tuned and picked by the same rule: "
+                         "'policy rungs top_k' items separated by ';' (rungs '-' for none), e.g. "
+                         "'spottune-0.2 0.04:6 2'")
     ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")
     return run_or_print(ap.parse_args(argv), run, markdown)
 
