@@ -60,3 +60,21 @@ def run_or_print(args: Any, run: Callable[[Any], dict], markdown: Callable[[dict
     args.out.write_text(json.dumps(r, indent=1, default=float) + "\n")
     print(markdown(r))
     return 0
+
+
+def bootstrap_interval(values: Any, stat: Callable[[Any], Any], n: int = 10_000, level: float = 0.95,
+                       seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``stat`` over paired units (studies, starts).
+
+    ``values`` has shape (m, k): one row per unit, one column per policy, so a resample keeps each unit's policies
+    together. ``stat`` maps the resampled column means, shape (n, k), to shape (n,) (e.g. a ratio of two columns).
+    Draws from ``numpy.random.default_rng(seed)``; (nan, nan) with fewer than 2 units.
+    """
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    if v.ndim != 2 or len(v) < 2:
+        return float("nan"), float("nan")
+    means = v[np.random.default_rng(seed).integers(0, len(v), size=(n, len(v)))].mean(axis=1)
+    lo, hi = np.percentile(stat(means), [50 * (1 - level), 50 * (1 + level)])
+    return float(lo), float(hi)

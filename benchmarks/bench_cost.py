@@ -66,21 +66,17 @@ def _ratio(a, b):
     return a / b if b and math.isfinite(a) and math.isfinite(b) else math.nan
 
 
-def interval(df, column, ref=None, n=10_000, level=0.95):
-    """Bootstrap interval of ours' mean ``column`` (or, with ``ref``, of the ratio of ours' mean to ``ref``'s), the
-    starts resampled with replacement, paired by start (the same resampled starts for both policies): (low, high),
-    percentiles of ``n`` resamples from ``numpy.random.default_rng(0)``; (nan, nan) with fewer than 2 starts."""
+def interval(df, column, ref=None):
+    """95 % bootstrap interval of ours' mean ``column`` (or, with ``ref``, of the ratio of ours' mean to ``ref``'s), the
+    starts resampled with replacement and paired (the same resampled starts for both policies; ``_common``'s
+    :func:`bootstrap_interval`): (low, high), (nan, nan) with fewer than 2 starts."""
+    from _common import bootstrap_interval
+
     by = df.pivot_table(index="start_index", columns="policy", values=column, aggfunc="first").astype(float)
     cols = [OURS] if ref is None else [OURS, ref]
     if not set(cols) <= set(by.columns):
         return math.nan, math.nan
-    v = by[cols].dropna().to_numpy()
-    if len(v) < 2:
-        return math.nan, math.nan
-    means = v[np.random.default_rng(0).integers(0, len(v), size=(n, len(v)))].mean(axis=1)  # (n, len(cols))
-    stat = means[:, 0] if ref is None else means[:, 0] / means[:, 1]
-    lo, hi = np.percentile(stat, [50 * (1 - level), 50 * (1 + level)])
-    return float(lo), float(hi)
+    return bootstrap_interval(by[cols].dropna().to_numpy(), lambda m: m[:, 0] if ref is None else m[:, 0] / m[:, 1])
 
 
 def targets(df, mode):
