@@ -24,7 +24,7 @@ test: $(STAMP)
 	@# both phases run; the target fails if either did (the solo tests still report after a parallel failure)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 -m 'not solo'; a=$$?; \
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m solo; b=$$?; \
-	test $$a -eq 0 -a $$b -eq 0
+	[ $$a -eq 0 ] && [ $$b -eq 0 ]
 
 clean:
 	rm -rf $(VENV)

@@ -68,11 +68,14 @@ def bootstrap_interval(values: Any, stat: Callable[[Any], Any], n: int = 10_000,
 
     ``values`` has shape (m, k): one row per unit, one column per policy, so a resample keeps each unit's policies
     together. ``stat`` maps the resampled column means, shape (n, k), to shape (n,) (e.g. a ratio of two columns).
-    Draws from ``numpy.random.default_rng(seed)``; (nan, nan) with fewer than 2 units.
+    Units with a NaN in any column are left out. Draws from ``numpy.random.default_rng(seed)``; (nan, nan) with
+    fewer than 2 units.
     """
     import numpy as np
 
     v = np.asarray(values, dtype=float)
+    if v.ndim == 2:
+        v = v[~np.isnan(v).any(axis=1)]
     if v.ndim != 2 or len(v) < 2:
         return float("nan"), float("nan")
     means = v[np.random.default_rng(seed).integers(0, len(v), size=(n, len(v)))].mean(axis=1)

@@ -76,7 +76,7 @@ def interval(df, column, ref=None):
     cols = [OURS] if ref is None else [OURS, ref]
     if not set(cols) <= set(by.columns):
         return math.nan, math.nan
-    return bootstrap_interval(by[cols].dropna().to_numpy(), lambda m: m[:, 0] if ref is None else m[:, 0] / m[:, 1])
+    return bootstrap_interval(by[cols].to_numpy(), lambda m: m[:, 0] if ref is None else m[:, 0] / m[:, 1])
 
 
 def targets(df, mode):

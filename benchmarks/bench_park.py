@@ -16,8 +16,9 @@ replays), for every run we ended (reason ``theta``, ``end``, ``prune``) before 3
   pays A plus the idle time to launch + 3600 s at the market's prices;
 - **oracle**: park exactly the runs that become free (an upper bound on what parking can save);
 - **rule**: park when the calibrated predictor's p at the stop (its one-hour revocation probability at the run's max
-  price, spread over the remaining time at a constant hazard, as the refund objective does) makes parking cheaper in
-  expectation: q > idle / (A + idle);
+  price, with the ceiling min(p, 0.6) that ``spottune-0.7`` prices, design R6), spread at a constant hazard over the
+  time left for a crossing that still ends the run in its first hour (3600 s − run time − the 120 s notice lead), makes
+  parking cheaper in expectation: q > idle / (A + idle);
 - **always**: park every such run.
 
 Second-order effects are left out (a parked instance holds no trial, so nothing else changes in the replay).
@@ -47,7 +48,7 @@ def _stopped_runs(task: tuple[str, str, int]) -> tuple[float, list[dict]]:
     """(the run's cost, one dict per run it ended itself before 3600 s) for one start."""
     import spottune.evaluation._runner as R
     from spotmarket import NOTICE_LEAD_S, Billing
-    from spottune._compose import make_predictor
+    from spottune._compose import CALIBRATED_P_CAP, make_predictor
     from spottune.evaluation import default_starts, tuning_starts
     from spottune.results import _ledger_frame
 
@@ -60,13 +61,16 @@ def _stopped_runs(task: tuple[str, str, int]) -> tuple[float, list[dict]]:
         captured["ledger"] = _ledger_frame(record)
         return measure(t, policy, study, orch, record)
 
-    R.measure = keep_ledger
     env = R.environment(workload, 0, "legacy", None, None)
     evaluation = default_starts(env["history"], env["markets"], 10)
     start = (evaluation if which == "evaluation" else tuning_starts(evaluation))[i]
     lo = min(evaluation) - R.TRAIN_DAYS * R.DAY_S
-    row, _ = R.run_task(R.Task(workload=workload, policy=POLICY, start_index=i, start_s=start, market_mode="legacy",
-                               seed=0, train_lo_s=lo, train_hi_s=min(evaluation)))
+    R.measure = keep_ledger
+    try:
+        row, _ = R.run_task(R.Task(workload=workload, policy=POLICY, start_index=i, start_s=start, market_mode="legacy",
+                                   seed=0, train_lo_s=lo, train_hi_s=min(evaluation)))
+    finally:
+        R.measure = measure
     predictor = make_predictor("calibrated", env["market"], start - R.TRAIN_DAYS * R.DAY_S, start, 0)[0]
     billing, out = Billing("second"), []
     for r in captured["ledger"].itertuples():
@@ -77,8 +81,8 @@ def _stopped_runs(task: tuple[str, str, int]) -> tuple[float, list[dict]]:
         hour_end = r.start_s + 3600.0
         free = float(series.next_above(r.end_s, r.max_price_usd_per_hour)) + NOTICE_LEAD_S < hour_end
         idle = float(billing.charge(series, r.end_s, hour_end, "user").charged_usd)
-        p = float(predictor.predict_proba([r.market], r.end_s, r.max_price_usd_per_hour)[0])
-        q = 1.0 - (1.0 - min(p, 0.999)) ** ((3600.0 - ran) / 3600.0)
+        p = min(float(predictor.predict_proba([r.market], r.end_s, r.max_price_usd_per_hour)[0]), CALIBRATED_P_CAP)
+        q = 1.0 - (1.0 - p) ** (max(3600.0 - ran - NOTICE_LEAD_S, 0.0) / 3600.0)
         out.append({"paid": float(r.charged_usd), "parked": 0.0 if free else float(r.charged_usd) + idle,
                     "free": free, "rule_parks": q * (r.charged_usd + idle) > idle})
     return float(row["cost_usd"]), out
