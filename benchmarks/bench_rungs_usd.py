@@ -347,7 +347,8 @@ def markdown(r: dict) -> str:
             lines.append(f"- {role} ({t['policy']}): {t['cost_usd']:.3f} USD at top-3 {t['top3']:.2f}; cheapest peer at "
                          f"top-3 ≥ {TARGET_TOP3}: {t['peer']} {t['peer_cost_usd']:.3f} USD; ratio {t['ratio']:.2f}"
                          + (f" (95 % interval {t['ratio_ci95'][0]:.2f}-{t['ratio_ci95'][1]:.2f}, studies resampled)"
-                            if t.get("ratio_ci95") and t["ratio_ci95"][0] == t["ratio_ci95"][0] else "") + "; "
+                            if all(isinstance(c, float) and np.isfinite(c) for c in t.get("ratio_ci95") or [None])
+                            else "") + "; "
                          f"target met: {'yes' if t['met'] else 'no'}")
         lines.append("")
     return "\n".join(lines)
