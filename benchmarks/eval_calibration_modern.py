@@ -1,0 +1,137 @@
+"""Calibration of ``online-hazard`` on the provisioner's own queries in modern mode (issue 12, item 4)
+-> ``benchmarks/results/calibration_modern.json`` and the table printed for docs/revpred.md ("Modern mode").
+
+Modern mode (spec §2, ``spotmarket.ModernHazardRevocation``, the default calibration from the 2023 interruption traces,
+seed 0) ends a run at the earliest of its own capacity lifetime, the market's next capacity event and, with a max
+price, the price crossing of the 2015 trace. The queries are ``eval_calibration.py``'s: all 15 markets, a decision
+time every ``--stride`` minutes, ``b = price + delta`` for each delta of the ladder and ``b = on-demand``. Each query
+is one fresh instance (its own id, so its own lifetime draw) launched at t; a launch the model refuses (capacity
+outage, price) is left out, as in the legacy labels; ``y = 1`` iff its interruption notice falls in (t, t + 1 h].
+
+Periods (disjoint, in time order): ``baselines`` 2015-06-20 .. 07-15 (the rates of ``constant`` and ``empirical``),
+``test`` 2015-07-15 .. 08-31 (every score). Predictors:
+
+- ``online-hazard (prior)``: what a run starts with (``spottune._compose.make_predictor("online-hazard")``: the
+  gamma prior from the traces combined with the calibrated price predictor trained on the 28 days before the test
+  start);
+- ``online-hazard (updated)``: the same, fed in time order with the outcome of every earlier query at the on-demand
+  rung whose hour has ended (exposure and capacity interruptions, as the replay driver feeds a run's ended
+  instances): more observations than one run makes, so an upper bound on what the online update can do;
+- ``calibrated (price only)``: the price predictor alone (legacy mode's predictor, blind to capacity);
+- ``constant`` / ``empirical``: the baseline period's share revoked per market / per market and rung.
+
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/eval_calibration_modern.py`` (a few minutes on one core).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from revpred.calibration_report import constant_baseline, empirical_baseline, score  # noqa: E402
+from revpred.ladder import ON_DEMAND, ladder_queries  # noqa: E402
+from spotmarket.prices import to_seconds  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PERIODS = {"baselines": ("2015-06-20", "2015-07-15"), "test": ("2015-07-15", "2015-08-31")}
+TARGET_ECE = 0.03
+HOUR_S, DAY_S = 3600.0, 86400.0
+
+
+def modern_labels(model, queries) -> dict[str, np.ndarray]:
+    """Per query row under ``model`` (one fresh instance per row, id ``q<row>``): ``fulfilled``, ``y`` (notice within
+    the hour), ``capacity`` (that notice is for capacity, not price) and ``notice_s`` (inf: none; nan: refused)."""
+    n = len(queries)
+    out = {"fulfilled": np.zeros(n, bool), "y": np.zeros(n, int), "capacity": np.zeros(n, bool),
+           "notice_s": np.full(n, np.nan)}
+    for i, (m, t, b) in enumerate(zip(queries["market"], queries["t"].to_numpy(), queries["b"].to_numpy())):
+        r = model.revocation(m, float(t), instance_id=f"q{i}", max_price_usd_per_hour=float(b))
+        if r.fulfilled:
+            within = r.notice_s <= t + HOUR_S
+            out["fulfilled"][i], out["y"][i], out["notice_s"][i] = True, int(within), r.notice_s
+            out["capacity"][i] = within and str(r.cause) != "price"
+    return out
+
+
+def updated_p(online, frame) -> np.ndarray:
+    """``online``'s p of every row of ``frame`` (time order), after observing each earlier on-demand-rung row whose
+    hour has ended by the row's decision time."""
+    obs = frame[frame["rung"] == ON_DEMAND].sort_values("t")
+    obs_t, k = obs["t"].to_numpy(), 0
+    out = np.empty(len(frame))
+    for t, idx in frame.groupby("t").indices.items():
+        while k < len(obs) and obs_t[k] + HOUR_S <= t:
+            row = obs.iloc[k]
+            end = row["notice_s"] if row["y"] else row["t"] + HOUR_S
+            online.observe(row["market"], float(row["t"]), float(end), bool(row["capacity"]))
+            k += 1
+        sub = frame.iloc[idx]
+        out[idx] = online.predict_proba(list(sub["market"]), float(t), sub["b"].to_numpy())
+    return out
+
+
+def main(argv=None) -> int:
+    from spottune._compose import build_market, make_predictor
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stride", type=int, default=60, help="minutes between decision times")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the modern model's draws")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "calibration_modern.json"))
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    S = {k: (to_seconds(a), to_seconds(b)) for k, (a, b) in PERIODS.items()}
+    setup = build_market(None, market_mode="modern", seed=args.seed)
+    markets, model = list(setup.markets), setup.revocation_model
+    od = {m: setup.catalog[m.instance_type].on_demand(m.region) for m in markets}
+    t0 = time.perf_counter()
+    frames = {}
+    for name, (lo, hi) in S.items():
+        q = ladder_queries(setup.history, markets, lo, hi, stride_min=args.stride, on_demand=od)
+        lab = modern_labels(model, q)
+        ok = lab.pop("fulfilled")
+        frames[name] = q.assign(**lab)[ok].reset_index(drop=True)
+    test = frames["test"]
+    label_s = time.perf_counter() - t0
+
+    lo, hi = S["test"][0] - 28 * DAY_S, S["test"][0]
+    online = make_predictor("online-hazard", setup, lo, hi, args.seed)[0]
+    price_only = make_predictor("calibrated", setup, lo, hi, args.seed)[0]
+    ms, t, b = list(test["market"]), test["t"].to_numpy(), test["b"].to_numpy()
+    preds = {"online-hazard (prior)": online.fresh().predict_proba(ms, t, b),
+             "online-hazard (updated)": updated_p(online.fresh(), test),
+             "calibrated (price only)": price_only.predict_proba(ms, t, b),
+             "constant": constant_baseline(frames["baselines"], test),
+             "empirical": empirical_baseline(frames["baselines"], test)}
+    y = test["y"].to_numpy()
+    scores = {name: score(y, p, name) for name, p in preds.items()}
+    baselines = ("constant", "empirical")
+    out = {"periods": PERIODS, "stride_min": args.stride, "seed": args.seed, "n_test": int(len(test)),
+           "share_revoked": float(y.mean()), "share_capacity": float(test["capacity"].mean()),
+           "label_s": round(label_s, 1), "scores": scores,
+           "targets": {name: {"ece": s["ece"], "ece_met": bool(s["ece"] <= TARGET_ECE),
+                              "brier_below_every_baseline": bool(all(s["brier"] < scores[b_]["brier"] for b_ in baselines))}
+                       for name, s in scores.items() if name not in baselines}}
+    Path(args.out).write_text(json.dumps(out, indent=1, default=float) + "\n")
+    print(f"test queries {len(test)}, revoked {y.mean():.3f} (capacity {test['capacity'].mean():.3f})")
+    print("| predictor | mean p | Brier | log loss | ECE (equal-width) | ECE (equal-count) | ROC AUC |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, s in scores.items():
+        print(f"| {name} | {s['mean_p']:.3f} | {s['brier']:.4f} | {s['log_loss']:.3f} | {s['ece']:.4f} | "
+              f"{s['ece_quantile']:.4f} | {s['roc_auc']:.3f} |" if not math.isnan(s["roc_auc"]) else
+              f"| {name} | {s['mean_p']:.3f} | {s['brier']:.4f} | {s['log_loss']:.3f} | {s['ece']:.4f} | "
+              f"{s['ece_quantile']:.4f} | undefined |")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
