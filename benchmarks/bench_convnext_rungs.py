@@ -42,8 +42,9 @@ def recorded_seconds(curve_ids) -> np.ndarray:
 
     with gzip.open(learning_curves_dir() / RECORDED[SET][0], "rt") as fh:
         recs = [json.loads(line) for line in fh if line.strip()]
-    total = {f"{SET}#{r.get('iteration', i + 1)}": r["learning_curve"][-1].get("time")
-             for i, r in enumerate(recs) if r.get("learning_curve")}
+    if not all("iteration" in r for r in recs):  # load_opda falls back to the line number, which this does not
+        raise SystemExit(f"{RECORDED[SET][0]}: a record without 'iteration'")
+    total = {f"{SET}#{r['iteration']}": r["learning_curve"][-1].get("time") for r in recs if r.get("learning_curve")}
     return np.array([float(total[c]) for c in curve_ids])
 
 

@@ -16,9 +16,11 @@ replays), for every run we ended (reason ``theta``, ``end``, ``prune``) before 3
   pays A plus the idle time to launch + 3600 s at the market's prices;
 - **oracle**: park exactly the runs that become free (an upper bound on what parking can save);
 - **rule**: park when the calibrated predictor's p at the stop (its one-hour revocation probability at the run's max
-  price, with the ceiling min(p, 0.6) that ``spottune-0.7`` prices, design R6), spread at a constant hazard over the
-  time left for a crossing that still ends the run in its first hour (3600 s − run time − the 120 s notice lead), makes
-  parking cheaper in expectation: q > idle / (A + idle);
+  price), spread at a constant hazard over the time left for a crossing that still ends the run in its first hour
+  (3600 s − run time − the 120 s notice lead), makes parking cheaper in expectation: q > idle / (A + idle). Twice:
+  with the predictor's own p (``rule``), and with the ceiling min(p, 0.6) that ``spottune-0.7``'s argmin prices
+  (``rule_capped``, design R6; with flat prices idle / (A + idle) is about the share of the hour left, and q from
+  p ≤ 0.6 stays below it, so this rule keeps almost none by construction);
 - **always**: park every such run.
 
 Second-order effects are left out (a parked instance holds no trial, so nothing else changes in the replay).
@@ -81,23 +83,26 @@ def _stopped_runs(task: tuple[str, str, int]) -> tuple[float, list[dict]]:
         hour_end = r.start_s + 3600.0
         free = float(series.next_above(r.end_s, r.max_price_usd_per_hour)) + NOTICE_LEAD_S < hour_end
         idle = float(billing.charge(series, r.end_s, hour_end, "user").charged_usd)
-        p = min(float(predictor.predict_proba([r.market], r.end_s, r.max_price_usd_per_hour)[0]), CALIBRATED_P_CAP)
-        q = 1.0 - (1.0 - p) ** (max(3600.0 - ran - NOTICE_LEAD_S, 0.0) / 3600.0)
+        p = min(float(predictor.predict_proba([r.market], r.end_s, r.max_price_usd_per_hour)[0]), 0.999)
+        left = max(3600.0 - ran - NOTICE_LEAD_S, 0.0) / 3600.0
+        q, q_capped = 1.0 - (1.0 - p) ** left, 1.0 - (1.0 - min(p, CALIBRATED_P_CAP)) ** left
         out.append({"paid": float(r.charged_usd), "parked": 0.0 if free else float(r.charged_usd) + idle,
-                    "free": free, "rule_parks": q * (r.charged_usd + idle) > idle})
+                    "free": free, "rule": q * (r.charged_usd + idle) > idle,
+                    "rule_capped": q_capped * (r.charged_usd + idle) > idle})
     return float(row["cost_usd"]), out
 
 
 def summarise(costs: list[float], runs: list[dict]) -> dict:
     paid = np.array([r["paid"] for r in runs])
     parked = np.array([r["parked"] for r in runs])
-    rule = np.array([r["rule_parks"] for r in runs])
+    rules = {k: np.array([r[k] for r in runs]) for k in ("rule", "rule_capped")}
     total = float(sum(costs))
     saving = {"oracle": float((paid - np.minimum(parked, paid)).sum()),
-              "rule": float((paid - np.where(rule, parked, paid)).sum()), "always": float((paid - parked).sum())}
+              **{k: float((paid - np.where(v, parked, paid)).sum()) for k, v in rules.items()},
+              "always": float((paid - parked).sum())}
     return {"starts": len(costs), "total_cost_usd": total, "user_stopped_runs": len(runs),
             "user_stopped_paid_usd": float(paid.sum()), "share_free_if_parked": float(np.mean([r["free"] for r in runs])),
-            "share_parked_by_rule": float(rule.mean()), "saving_usd": saving,
+            "share_parked": {k: float(v.mean()) for k, v in rules.items()}, "saving_usd": saving,
             "saving_share_of_cost": {k: v / total for k, v in saving.items()}}
 
 
