@@ -49,9 +49,9 @@ USER_STOPS = ("theta", "end", "prune")
 def _stopped_runs(task: tuple[str, str, int]) -> tuple[float, list[dict]]:
     """(the run's cost, one dict per run it ended itself before 3600 s) for one start."""
     import spottune.evaluation._runner as R
+    from provisioner import P_CAP
     from spotmarket import NOTICE_LEAD_S, Billing
     from spottune._compose import CALIBRATED_P_CAP, make_predictor
-    from spottune.evaluation import default_starts, tuning_starts
     from spottune.results import _ledger_frame
 
     workload, which, i = task
@@ -64,10 +64,10 @@ def _stopped_runs(task: tuple[str, str, int]) -> tuple[float, list[dict]]:
         return measure(t, policy, study, orch, record)
 
     env = R.environment(workload, 0, "legacy", None, None)
-    evaluation = default_starts(env["history"], env["markets"], 10)
-    start = (evaluation if which == "evaluation" else tuning_starts(evaluation))[i]
+    evaluation, starts = _starts(env, which)
+    start = starts[i]
     lo = min(evaluation) - R.TRAIN_DAYS * R.DAY_S
-    R.measure = keep_ledger
+    R.measure = keep_ledger  # run_task returns the table row only; the ledger is taken where the row is made
     try:
         row, _ = R.run_task(R.Task(workload=workload, policy=POLICY, start_index=i, start_s=start, market_mode="legacy",
                                    seed=0, train_lo_s=lo, train_hi_s=min(evaluation)))
@@ -83,7 +83,7 @@ def _stopped_runs(task: tuple[str, str, int]) -> tuple[float, list[dict]]:
         hour_end = r.start_s + 3600.0
         free = float(series.next_above(r.end_s, r.max_price_usd_per_hour)) + NOTICE_LEAD_S < hour_end
         idle = float(billing.charge(series, r.end_s, hour_end, "user").charged_usd)
-        p = min(float(predictor.predict_proba([r.market], r.end_s, r.max_price_usd_per_hour)[0]), 0.999)
+        p = min(float(predictor.predict_proba([r.market], r.end_s, r.max_price_usd_per_hour)[0]), P_CAP)
         left = max(3600.0 - ran - NOTICE_LEAD_S, 0.0) / 3600.0
         q, q_capped = 1.0 - (1.0 - p) ** left, 1.0 - (1.0 - min(p, CALIBRATED_P_CAP)) ** left
         out.append({"paid": float(r.charged_usd), "parked": 0.0 if free else float(r.charged_usd) + idle,
@@ -92,7 +92,17 @@ def _stopped_runs(task: tuple[str, str, int]) -> tuple[float, list[dict]]:
     return float(row["cost_usd"]), out
 
 
+def _starts(env: dict, which: str) -> tuple[list[float], list[float]]:
+    """(bench_cost's 10 evaluation starts, the starts of ``which``: those or the tuning starts between them), seconds."""
+    from spottune.evaluation import default_starts, tuning_starts
+
+    evaluation = default_starts(env["history"], env["markets"], 10)
+    return evaluation, evaluation if which == "evaluation" else tuning_starts(evaluation)
+
+
 def summarise(costs: list[float], runs: list[dict]) -> dict:
+    """One workload's figures from its runs' costs (USD) and its mid-hour user-stopped runs: USD saved by each rule
+    (oracle, ``rule``, ``rule_capped``, always), also as a share of the total cost."""
     paid = np.array([r["paid"] for r in runs])
     parked = np.array([r["parked"] for r in runs])
     rules = {k: np.array([r[k] for r in runs]) for k in ("rule", "rule_capped")}
@@ -112,10 +122,12 @@ def main() -> None:
     ap.add_argument("--starts", choices=["tuning", "evaluation"], default="tuning")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
-    n = 10 if args.starts == "evaluation" else 18
+    from spottune.evaluation._runner import environment
+
     result = {"machine": platform.machine(), "python": platform.python_version(), "policy": POLICY,
               "start_set": args.starts, "workloads": {}}
     for workload in args.workloads.split(","):
+        n = len(_starts(environment(workload, 0, "legacy", None, None), args.starts)[1])
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             res = list(pool.map(_stopped_runs, [(workload, args.starts, i) for i in range(n)]))
         result["workloads"][workload] = summarise([c for c, _ in res], [r for _, rs in res for r in rs])

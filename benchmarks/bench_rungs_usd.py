@@ -183,7 +183,10 @@ def extra_candidates(text: str) -> dict[str, dict]:
     separated by ``;``, rungs ``-`` for none), tuned and picked by the same rule as the others."""
     out = {}
     for item in filter(None, (x.strip() for x in text.split(";"))):
-        policy, rungs, top_k = item.split()
+        parts = item.split()
+        if len(parts) != 3 or not parts[0].startswith("spottune-") or not parts[2].isdigit():
+            raise ValueError(f"--extra-candidates item {item!r} is not 'spottune-<θ> <rungs or -> <top_k>'")
+        policy, rungs, top_k = parts
         cand = (policy, None if rungs == "-" else rungs, int(top_k))
         out[label(cand)] = {"candidate": cand, "step_cost": None, "step_top3": None, "added": "--extra-candidates"}
     return out
@@ -375,7 +378,12 @@ def main(argv=None) -> int:
                          "'policy rungs top_k' items separated by ';' (rungs '-' for none), e.g. "
                          "'spottune-0.2 0.04:6 2'")
     ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")
-    return run_or_print(ap.parse_args(argv), run, markdown)
+    args = ap.parse_args(argv)
+    try:
+        extra_candidates(args.extra_candidates)
+    except ValueError as exc:
+        ap.error(str(exc))  # one line, exit code 2
+    return run_or_print(args, run, markdown)
 
 
 if __name__ == "__main__":

@@ -49,14 +49,16 @@ HOUR_S, DAY_S = 3600.0, 86400.0
 
 
 def modern_labels(model, queries) -> dict[str, np.ndarray]:
-    """Per query row under ``model`` (one fresh instance per row, id ``q<row>``): ``fulfilled``, ``y`` (notice within
+    """Per query row under ``model`` (one fresh instance per row, id ``q<index>``, so a row keeps its draw in a subset
+    of the frame): ``fulfilled``, ``y`` (notice within
     the hour), ``capacity`` (the provider ends it for capacity, not price) and ``termination_s`` (inf: never; nan:
     refused)."""
     n = len(queries)
     out = {"fulfilled": np.zeros(n, bool), "y": np.zeros(n, int), "capacity": np.zeros(n, bool),
            "termination_s": np.full(n, np.nan)}
-    for i, (m, t, b) in enumerate(zip(queries["market"], queries["t"].to_numpy(), queries["b"].to_numpy())):
-        r = model.revocation(m, float(t), instance_id=f"q{i}", max_price_usd_per_hour=float(b))
+    for i, (idx, m, t, b) in enumerate(zip(queries.index, queries["market"], queries["t"].to_numpy(),
+                                           queries["b"].to_numpy())):
+        r = model.revocation(m, float(t), instance_id=f"q{idx}", max_price_usd_per_hour=float(b))
         if r.fulfilled:
             within = r.notice_s <= t + HOUR_S
             out["fulfilled"][i], out["y"][i], out["termination_s"][i] = True, int(within), r.termination_s
@@ -95,14 +97,14 @@ def main(argv=None) -> int:
     markets, model = list(setup.markets), setup.revocation_model
     od = {m: setup.catalog[m.instance_type].on_demand(m.region) for m in markets}
     t0 = time.perf_counter()
-    frames, n_refused = {}, 0
+    queries, frames = {}, {}
     for name, (lo, hi) in S.items():
-        q = ladder_queries(setup.history, markets, lo, hi, stride_min=args.stride, on_demand=od)
+        queries[name] = q = ladder_queries(setup.history, markets, lo, hi, stride_min=args.stride, on_demand=od)
         lab = modern_labels(model, q)
         ok = lab.pop("fulfilled")
-        frames[name] = q.assign(**lab)[ok].reset_index(drop=True)
-        n_refused = int((~ok).sum())  # of the last period, the test
+        frames[name] = q.assign(**lab)[ok]
     test = frames["test"]
+    n_refused = len(queries["test"]) - len(test)
     label_s = time.perf_counter() - t0
 
     lo, hi = S["test"][0] - 28 * DAY_S, S["test"][0]
@@ -121,8 +123,7 @@ def main(argv=None) -> int:
     # traces' first-hour share the model is calibrated to
     from spotmarket import ModernHazardRevocation
 
-    od_rung = ladder_queries(setup.history, markets, *S["test"], stride_min=args.stride, on_demand=od)
-    od_rung = od_rung[od_rung["rung"] == ON_DEMAND].reset_index(drop=True)
+    od_rung = queries["test"][queries["test"]["rung"] == ON_DEMAND]  # same indices, so the same draws
     no_outages = ModernHazardRevocation(model.calibration, args.seed, history=setup.history, outages=False)
     level = {"on_demand_rung_fulfilled": test.loc[test["rung"] == ON_DEMAND, "y"].mean(),
              "on_demand_rung_without_outages": modern_labels(no_outages, od_rung)["y"].mean(),
@@ -140,10 +141,9 @@ def main(argv=None) -> int:
     print("| predictor | mean p | Brier | log loss | ECE (equal-width) | ECE (equal-count) | ROC AUC |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for name, s in scores.items():
+        auc = "undefined" if math.isnan(s["roc_auc"]) else f"{s['roc_auc']:.3f}"
         print(f"| {name} | {s['mean_p']:.3f} | {s['brier']:.4f} | {s['log_loss']:.3f} | {s['ece']:.4f} | "
-              f"{s['ece_quantile']:.4f} | {s['roc_auc']:.3f} |" if not math.isnan(s["roc_auc"]) else
-              f"| {name} | {s['mean_p']:.3f} | {s['brier']:.4f} | {s['log_loss']:.3f} | {s['ece']:.4f} | "
-              f"{s['ece_quantile']:.4f} | undefined |")
+              f"{s['ece_quantile']:.4f} | {auc} |")
     print("level:", {k: round(float(v), 3) for k, v in level.items()})
     print(f"wrote {args.out}")
     return 0
