@@ -8,6 +8,10 @@ ranking at each rung, ``earlycurve.evaluation._stoppers.rung_steps``) two questi
 - would ranking ours' candidates by **compute time** instead of steps have found them? A trial trained s of n grid
   steps costs s/n of its recorded training time (opda: the curve's last ``time``), and a study's time cost is the time
   its trials trained over the time of training them all; the step cost is the same with every trial's time equal.
+- could rungs in compute time (every trial judged after the same seconds, so a slow trial after fewer steps) be
+  cheaper at the same accuracy? Only if the slow trials are not the good ones: ``time_vs_final`` gives the Spearman
+  correlation of a trial's recorded time with its final loss over the pool, and the share of tuning studies whose
+  best trial is among the slower half of its study.
 
 Run: ``.venv/bin/python benchmarks/bench_convnext_rungs.py`` (about 10 s).
 """
@@ -75,12 +79,19 @@ def main() -> None:
     ok = [v for v in grid.values() if v["top3"] >= TARGET_TOP3 - 1e-12]
     by_steps = sorted(ok, key=lambda v: v["step_cost"])[:K]
     by_time = sorted(ok, key=lambda v: v["time_cost"])[:K]
+    from scipy.stats import spearmanr
+
+    final = pool.grid[:, -1]
+    slow_best = [seconds[st.ids][np.argmin(final[st.ids])] >= np.median(seconds[st.ids]) for st in tuning]
     out = {"set": SET, "tuning_studies": len(tuning), "n_steps": n,
+           "time_vs_final": {"spearman": float(spearmanr(seconds, final).statistic), "n_curves": int(final.size),
+                             "best_in_slower_half": float(np.mean(slow_best))},
            "added_settings": {name: figures(r) for name, r in ADDED.items()},
            "cheapest_by_steps": by_steps, "cheapest_by_time": by_time,
            "same_candidates": sorted(map(str, (v["rungs"] for v in by_steps))) == sorted(map(str, (v["rungs"] for v in by_time)))}
     OUT.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out["added_settings"], indent=1), "\nsame candidates by time as by steps:", out["same_candidates"])
+    print("recorded time against final loss:", out["time_vs_final"])
     print(f"wrote {OUT}")
 
 

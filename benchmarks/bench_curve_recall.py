@@ -11,24 +11,29 @@ its ``recall``: a study scores 1 when its truly best final is among the 3 lowest
 - **leave-one-family-out** (LOFO): trained on the tuning halves of the *other families* only (opda, cakelab,
   built-in; a new workload).
 
-Three settings of the predictor (``VARIANTS``): the first design without a guard (``residual-0se``), the class
-default with the one-standard-error guard (``residual``) and a fixed margin. Per cell, the paired count of test
-studies won and lost against the last value. The same is repeated on 4 more pool splits (``--other-seeds``,
-new halves and test studies) to show how much of a cell is the split. Also reported on the test half's curves
-(split 0): the median relative error ``|ŷ − y| / y`` of the final loss, for the last value, SLAQ
-(``earlycurve.SLAQ``) and both protocols; the shipped slope score's recall (``bench_predictive_stop``'s rule)
+Four settings of the predictor (``VARIANTS``): the first design without a guard (``residual-0se``), the
+one-standard-error guard (``residual-1se``, the class default until 2026-11-27), the class default (``residual``,
+n_se 1.5) and a fixed margin. Per cell, the paired count of test studies won and lost against the last value. The
+same is repeated on 4 more pool splits (``--other-seeds``, new halves and test studies) to show how much of a cell
+is the split. The default n_se was chosen on these five splits (0–4) as the smallest of {1, 1.5, 2, 3} that meets
+the target in-set in all five (``choice`` in the JSON: only the n_se up to the first that passes need running),
+and is then reported on 20 further splits (``--held-out-seeds`` 5–24) not used for that choice. Also reported on
+the test half's curves (split 0): the median relative error ``|ŷ − y| / y`` of the final loss, for the last value,
+SLAQ (``earlycurve.SLAQ``) and both protocols; the shipped slope score's recall (``bench_predictive_stop``'s rule)
 for reference. Deterministic. Writes ``benchmarks/results/curve_recall.json``::
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_curve_recall.py              # about 2 min 10 s on one core
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_curve_recall.py --jobs 2     # about 6 min on two cores
     .venv/bin/python benchmarks/bench_curve_recall.py --markdown                     # the tables of docs/earlycurve.md §8.7
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -45,9 +50,11 @@ BUILTIN_FILES = ("builtin_digits-mlp_curves.csv.gz", "builtin_logreg_curves.csv.
 THETAS = (0.3, 0.5, 0.7, 0.9)
 PROTOCOLS = ("in_set", "lofo")
 #: Predictor settings measured (``ResidualCurvePredictor`` keyword arguments). ``residual-0se`` is the design fixed
-#: before any test result was seen; the one-standard-error guard (``residual``, the class default since) and the
-#: fixed margin were added after its split-0 test results were seen (docs/earlycurve.md §8.7 says so).
-VARIANTS = {"residual-0se": {"n_se": 0.0}, "residual": {}, "residual-margin0.05": {"n_se": 0.0, "margin": 0.05}}
+#: before any test result was seen; the one-standard-error guard (``residual-1se``) and the fixed margin were added
+#: after its split-0 test results were seen; the default n_se 1.5 (``residual``) after splits 0-4 were seen, and it
+#: is the one reported on the held-out splits 5-24 (docs/earlycurve.md §8.7 says so).
+VARIANTS = {"residual-0se": {"n_se": 0.0}, "residual-1se": {"n_se": 1.0}, "residual": {},
+            "residual-margin0.05": {"n_se": 0.0, "margin": 0.05}}
 PRIMARY = "residual"
 
 
@@ -128,6 +135,22 @@ def evaluate(pools: dict[str, StudyPool], seed: int, variants: dict[str, dict], 
     return out
 
 
+def _summary(pools: dict[str, StudyPool], seed: int, n_test: int) -> dict:
+    """One more pool split's recall and wins/losses per data set (no errors), for the over-splits tables."""
+    res = evaluate(pools, seed, VARIANTS, n_test, errors=False)
+    return {ds: {"meets_target": row["meets_target"],
+                 "theta": {t: {k: c[k] for k in ("recall_top3", "wins_losses")} for t, c in row["theta"].items()}}
+            for ds, row in res.items()}
+
+
+def _n_se(variant: str) -> float | None:
+    """The n_se of a variant that differs from the class default in n_se only, else None."""
+    kw = VARIANTS[variant]
+    if set(kw) - {"n_se"}:
+        return None
+    return kw.get("n_se", inspect.signature(ResidualCurvePredictor).parameters["n_se"].default)
+
+
 def run(args) -> dict:
     warnings.filterwarnings("ignore")
     sets = find_datasets(args.data, digits=[BUILTIN_CURVES / f for f in BUILTIN_FILES if (BUILTIN_CURVES / f).exists()])
@@ -139,20 +162,62 @@ def run(args) -> dict:
         pools[ds] = StudyPool.from_curves(sets[ds], SETS[ds][1])
     t0 = time.time()
     out = {"config": {"test": args.test, "seed": args.seed, "thetas": THETAS, "variants": VARIANTS, "primary": PRIMARY,
-                      "other_split_seeds": args.other_seeds, "families": {ds: SETS[ds][0] for ds in pools}},
+                      "other_split_seeds": args.other_seeds, "held_out_split_seeds": args.held_out_seeds,
+                      "families": {ds: SETS[ds][0] for ds in pools}},
            "datasets": evaluate(pools, args.seed, VARIANTS, args.test)}
     out["meets_target"] = {m: all(r["meets_target"][m] for r in out["datasets"].values())
                            for m in next(iter(out["datasets"].values()))["meets_target"]}
     print(f"split seed {args.seed}: {time.time() - t0:.0f} s", flush=True)
-    out["other_splits"] = {}
-    for sd in args.other_seeds:
-        res = evaluate(pools, sd, VARIANTS, args.test, errors=False)
-        out["other_splits"][str(sd)] = {ds: {"meets_target": row["meets_target"],
-                                             "theta": {t: {k: c[k] for k in ("recall_top3", "wins_losses")} for t, c in row["theta"].items()}}
-                                        for ds, row in res.items()}
-        print(f"split seed {sd}: {time.time() - t0:.0f} s", flush=True)
+    seeds = [*args.other_seeds, *args.held_out_seeds]
+    with ProcessPoolExecutor(args.jobs) as ex:
+        summaries = dict(zip(map(str, seeds), ex.map(_summary, [pools] * len(seeds), seeds, [args.test] * len(seeds))))
+    out["other_splits"] = {str(sd): summaries[str(sd)] for sd in args.other_seeds}
+    out["held_out_splits"] = {str(sd): summaries[str(sd)] for sd in args.held_out_seeds}
+    # the choice of the default n_se: the smallest whose in-set model meets the target on every set in every split
+    # of --seed and --other-seeds
+    chosen = {str(args.seed): out["datasets"]} | out["other_splits"]
+    passes = {v: sum(all(split[ds]["meets_target"][f"{v}|in_set"] for ds in split) for split in chosen.values())
+              for v in VARIANTS if _n_se(v) is not None}
+    ok = sorted(_n_se(v) for v, n in passes.items() if n == len(chosen))
+    out["choice"] = {"splits": list(chosen), "splits_met_in_set": passes, "n_se": ok[0] if ok else None}
     out["seconds"] = time.time() - t0
     return out
+
+
+def _over_splits(r: dict, split: dict, ths: list[str], note: str) -> list[str]:
+    """Per variant: mean recall gain over the last value per set and θ over the pool splits of ``split``."""
+    if len(split) < 2:
+        return []
+    seeds, lines = list(split), []
+    for p in r["config"]["variants"]:
+        ins, lofo = f"{p}|in_set", f"{p}|lofo"
+        lines += [f"**`{p}` over {len(seeds)} pool splits (seeds {_seed_list(seeds)}; {note}; each: its own tuning/test halves "
+                  "and 40 test studies): mean recall − last value's, in-set / LOFO; [splits where it loses; total studies won − "
+                  "lost], in-set**", "",
+                  "| data set | " + " | ".join(f"θ {t}" for t in ths) + " | every cell ≥ last value: splits (in-set / LOFO) |",
+                  "| --- |" + " --- |" * len(ths) + " --- |"]
+        for ds in r["datasets"]:
+            cells = []
+            for t in ths:
+                c = [split[sd][ds]["theta"][t] for sd in seeds]
+                d_in = [x["recall_top3"][ins] - x["recall_top3"]["last_value"] for x in c]
+                d_lo = [x["recall_top3"][lofo] - x["recall_top3"]["last_value"] for x in c]
+                w = sum(x["wins_losses"][ins][0] for x in c)
+                lo = sum(x["wins_losses"][ins][1] for x in c)
+                cells.append(f"{np.mean(d_in):+.3f} / {np.mean(d_lo):+.3f} [{sum(d < -1e-12 for d in d_in)}; {w}−{lo}]")
+            met = [sum(split[sd][ds]["meets_target"][m] for sd in seeds) for m in (ins, lofo)]
+            lines.append(f"| {ds} | " + " | ".join(cells) + f" | {met[0]} / {met[1]} of {len(seeds)} |")
+        every = [sum(all(split[sd][ds]["meets_target"][m] for ds in r["datasets"]) for sd in seeds) for m in (ins, lofo)]
+        lines += ["", f"Target met on every set: in {every[0]} of {len(seeds)} splits in-set, {every[1]} of {len(seeds)} LOFO.", ""]
+    return lines
+
+
+def _seed_list(seeds: list[str]) -> str:
+    """'0, 1, 2' or, for a run of consecutive seeds longer than 3, '5–24'."""
+    n = [int(x) for x in seeds]
+    if len(n) > 3 and n == list(range(n[0], n[0] + len(n))):
+        return f"{n[0]}–{n[-1]}"
+    return ", ".join(seeds)
 
 
 def markdown(r: dict) -> str:
@@ -172,27 +237,14 @@ def markdown(r: dict) -> str:
                 cells.append(f"{c['last_value']:.3f} / {c[ins]:.3f} / {c[lofo]:.3f} [{w[ins][0]}−{w[ins][1]}; {w[lofo][0]}−{w[lofo][1]}]")
             lines.append(f"| {row['family']} | {ds} | " + " | ".join(cells) + f" | {yes(row['meets_target'][ins])} / {yes(row['meets_target'][lofo])} |")
         lines += ["", f"Target met on every set: in-set {yes(r['meets_target'][ins])}, leave-one-family-out {yes(r['meets_target'][lofo])}.", ""]
-    for p in (r["config"]["variants"] if r.get("other_splits") else ()):
-        ins, lofo = f"{p}|in_set", f"{p}|lofo"
-        seeds = [str(r["config"]["seed"]), *r["other_splits"]]
-        split = {str(r["config"]["seed"]): r["datasets"]} | r["other_splits"]
-        lines += [f"**`{p}` over {len(seeds)} pool splits (seeds {', '.join(seeds)}; each: its own tuning/test halves and 40 test "
-                  "studies): mean recall − last value's, in-set / LOFO; [splits where it loses; total studies won − lost], in-set**", "",
-                  "| data set | " + " | ".join(f"θ {t}" for t in ths) + " | every cell ≥ last value: splits (in-set / LOFO) |",
-                  "| --- |" + " --- |" * len(ths) + " --- |"]
-        for ds in r["datasets"]:
-            cells = []
-            for t in ths:
-                c = [split[sd][ds]["theta"][t] for sd in seeds]
-                d_in = [x["recall_top3"][ins] - x["recall_top3"]["last_value"] for x in c]
-                d_lo = [x["recall_top3"][lofo] - x["recall_top3"]["last_value"] for x in c]
-                w = sum(x["wins_losses"][ins][0] for x in c)
-                lo = sum(x["wins_losses"][ins][1] for x in c)
-                cells.append(f"{np.mean(d_in):+.3f} / {np.mean(d_lo):+.3f} [{sum(d < -1e-12 for d in d_in)}; {w}−{lo}]")
-            met = [sum(split[sd][ds]["meets_target"][m] for sd in seeds) for m in (ins, lofo)]
-            lines.append(f"| {ds} | " + " | ".join(cells) + f" | {met[0]} / {met[1]} of {len(seeds)} |")
-        every = [sum(all(split[sd][ds]["meets_target"][m] for ds in r["datasets"]) for sd in seeds) for m in (ins, lofo)]
-        lines += ["", f"Target met on every set: in {every[0]} of {len(seeds)} splits in-set, {every[1]} of {len(seeds)} LOFO.", ""]
+    lines += _over_splits(r, {str(r["config"]["seed"]): r["datasets"]} | r.get("other_splits", {}), ths,
+                          "the default n_se was chosen on these")
+    lines += _over_splits(r, r.get("held_out_splits", {}), ths, "held out: not used for the choice of n_se")
+    if "choice" in r:
+        c = r["choice"]
+        lines += [f"Choice of n_se (splits {', '.join(c['splits'])}): in-set meets the target on every set in "
+                  + ", ".join(f"{n} of {len(c['splits'])} (`{v}`)" for v, n in c["splits_met_in_set"].items())
+                  + f"; the smallest n_se that meets it in all: **{c['n_se']}**.", ""]
     p = r["config"]["primary"]
     ins, lofo = f"{p}|in_set", f"{p}|lofo"
     lines += ["**Slope score (`bench_predictive_stop`'s, for reference): top-3 recall at θ**", "",
@@ -219,7 +271,10 @@ def main(argv=None) -> int:
     ap.add_argument("--test", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0, help="the pool split and test studies of the main tables (bench_predictive_stop's)")
     ap.add_argument("--other-seeds", type=lambda v: [int(x) for x in v.split(",") if x], default=[1, 2, 3, 4],
-                    help="more pool splits for the robustness table")
+                    help="more pool splits for the robustness table (the choice of the default n_se)")
+    ap.add_argument("--held-out-seeds", type=lambda v: [int(x) for x in v.split(",") if x], default=list(range(5, 25)),
+                    help="pool splits not used for the choice of n_se")
+    ap.add_argument("--jobs", type=int, default=1, help="processes for the extra splits")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")
     return run_or_print(ap.parse_args(argv), run, markdown)

@@ -256,13 +256,14 @@ def learned_grid() -> dict[str, dict]:
 
 
 def fit_learned(pool: StudyPool, seed: int) -> ResidualCurvePredictor:
-    """``ResidualCurvePredictor`` (constructor defaults but its θs) fitted on the pool's TUNING half only, with a
-    model at every rung fraction of ``FRACTIONS`` on this grid (and ``RESIDUAL_THETAS``)."""
+    """``ResidualCurvePredictor`` (constructor defaults but its θs and ``n_se=1``, the default when §8.8 was measured)
+    fitted on the pool's TUNING half only, with a model at every rung fraction of ``FRACTIONS`` on this grid (and
+    ``RESIDUAL_THETAS``)."""
     n = pool.n_steps
     rung_thetas = {r / n for fr in FRACTIONS for r in rungs_for(n, fr)}
     rows = split_pool(pool, seed)["tuning"]
     steps = np.arange(1, n + 1)
-    model = ResidualCurvePredictor(thetas=sorted(rung_thetas | set(RESIDUAL_THETAS)), random_state=seed)
+    model = ResidualCurvePredictor(thetas=sorted(rung_thetas | set(RESIDUAL_THETAS)), n_se=1.0, random_state=seed)
     return model.fit([(steps, pool.grid[i], n) for i in rows])
 
 

@@ -25,7 +25,8 @@ gives out-of-fold predictions, scored by the quantity the orchestrator needs: th
 ``n_studies`` pseudo-studies of ``study_size`` curves drawn (seeded) within each group of the pool (a study
 never mixes workloads), i.e. the share of studies whose truly best final is among the ``k`` lowest
 predictions. A finite alpha is eligible only if (1) its mean recall beats ``inf``'s by more than
-``margin + n_se · SE`` (SE: the standard error of that gain; ``n_se = 1`` is the one-standard-error rule) and
+``margin + n_se · SE`` (SE: the standard error of that gain; ``n_se = 1`` is the one-standard-error rule, the
+default is 1.5) and
 (2) it loses recall on no group; the eligible alpha with the highest recall is chosen (ties: more shrinkage),
 else ``inf``. The model therefore falls back to the last value at every θ where the pool does not show it
 can do better. The intercept is the median training residual left by the coefficients (it moves every
@@ -80,9 +81,12 @@ class ResidualCurvePredictor(FinalMetricPredictor):
     top_k : int, default=3
     margin : float, default=0.0
         A finite alpha is chosen only if its recall beats ``inf``'s by more than ``margin + n_se · SE``, ≥ 0.
-    n_se : float, default=1.0
+    n_se : float, default=1.5
         The same in standard errors of the gain (1: the one-standard-error rule of Hastie et al., *Elements of
-        Statistical Learning* §7.10, applied to the gain over the last value), ≥ 0. SE is the sd of the
+        Statistical Learning* §7.10, applied to the gain over the last value), ≥ 0. The default 1.5 is the
+        smallest of {1, 1.5, 2, 3} under which the in-set model kept the last value's recall at every θ on every
+        recorded set in all five pool splits 0–4 of ``benchmarks/bench_curve_recall.py``; it then did so in 20 of 20
+        further splits (5–24) not used for the choice (docs/earlycurve.md §8.7). SE is the sd of the
         paired per-study differences over ``sqrt(n_eff)``, ``n_eff`` = the number of disjoint studies the
         pool holds (Σ over groups of curves ÷ ``study_size``), as pseudo-studies overlap.
     level_interval : float, default=0.9
@@ -123,7 +127,7 @@ class ResidualCurvePredictor(FinalMetricPredictor):
     def __init__(self, *, fractions: Sequence[float] = (0.125, 0.25, 0.5, 0.75), thetas: Sequence[float] = RESIDUAL_THETAS,
                  alphas: Sequence[float] = _ALPHAS, level: bool = False, transform: str = "log", fit_intercept: bool = True,
                  clip: float = 0.01, n_folds: int = 5, n_studies: int = 200, study_size: int = 16, top_k: int = 3,
-                 margin: float = 0.0, n_se: float = 1.0, level_interval: float = 0.9, random_state: int = 0) -> None:
+                 margin: float = 0.0, n_se: float = 1.5, level_interval: float = 0.9, random_state: int = 0) -> None:
         self.fractions = tuple(float(f) for f in fractions)
         self.thetas = tuple(float(t) for t in thetas)
         self.alphas = tuple(sorted({float(a) for a in alphas} | {math.inf}))

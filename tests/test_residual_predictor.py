@@ -79,14 +79,18 @@ def test_learned_residual_ranks_crossing_curves_better_than_the_last_value():
 
 
 def test_one_standard_error_guard():
-    # n_se=1 (default): a finite alpha needs a recall gain over the last value > 1 SE of that gain
-    m = ResidualCurvePredictor(alphas=(1e-8,), clip=0.0, n_studies=50, top_k=1).fit(_pool(n=64))
+    # n_se=1: a finite alpha needs a recall gain over the last value > 1 SE of that gain
+    m = ResidualCurvePredictor(alphas=(1e-8,), clip=0.0, n_studies=50, top_k=1, n_se=1.0).fit(_pool(n=64))
     # θ 0.7: the model hits all 50 pseudo-studies, the last value 49 -> paired differences one 1 and 49 zeros,
     # sd (ddof 1) sqrt(0.02); 64 curves hold 4 disjoint studies of 16 -> SE = sqrt(0.02) / 2 > gain 0.02
     assert m.cv_recall_[0.7] == {1e-8: 1.0, math.inf: 0.98}
     assert m.cv_gain_se_[0.7][1e-8] == pytest.approx(math.sqrt(0.02) / 2, rel=1e-12)
     assert m.alpha_[0.7] == math.inf
     assert [t for t, a in m.alpha_.items() if a != math.inf] == [0.1, 0.2, 0.3]  # gains 0.62, 0.46, 0.24 > SE
+    # the default n_se=1.5 also drops θ 0.3, whose gain is 1.11 SE (0.24 / 0.2157); θ 0.1 and 0.2 are 2.53 and 1.83 SE
+    d = ResidualCurvePredictor(alphas=(1e-8,), clip=0.0, n_studies=50, top_k=1).fit(_pool(n=64))
+    assert d.n_se == 1.5 and d.cv_gain_se_[0.3] == m.cv_gain_se_[0.3]
+    assert [t for t, a in d.alpha_.items() if a != math.inf] == [0.1, 0.2]
 
 
 def test_deterministic_for_a_seed():
