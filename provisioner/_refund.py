@@ -10,9 +10,10 @@ The model, for one (trial, market, max price b) candidate launched now:
 * **Horizon** ``H = min(3600 s, boot + restore + steps_left · T + checkpoint)``: the trial's next
   planned stop (its θ pause or its finish) or the hourly hop, whichever comes first
   (:func:`decision_horizon_s`).
-* **Revocation time** τ (the notice) with a constant hazard λ fitted to the predictor's one-hour
-  probability p: ``P(τ ≤ t) = 1 − (1 − p)^(t/3600)``, so ``q(H) = 1 − (1 − p)^(H/3600)``
-  (:func:`revocation_within`).
+* **Revocation time** τ (the notice), fitted to the predictor's one-hour probability p: a Weibull
+  hazard of shape k (``hazard_shape``), ``P(τ ≤ t) = 1 − (1 − p)^((t/3600)^k)``, so
+  ``q(H) = 1 − (1 − p)^((H/3600)^k)`` (:func:`revocation_within`). k = 1 is a constant hazard (the
+  default); k < 1 puts the revocations of the hour early, as the legacy trace does (docs/provisioner.md).
 * **Paid USD** ``E[USD] = (1 − q(H)) · P̄ · H / 3600``: revoked before H, the run is free; otherwise we
   end it ourselves at H and pay the whole run at the mean price P̄ (:func:`expected_paid_usd`).
 * **Useful steps**, whole steps only (the step in progress at our end or at a notice is lost):
@@ -28,7 +29,7 @@ The model, for one (trial, market, max price b) candidate launched now:
 
 Approximations, documented in ``docs/provisioner.md``: the provider's termination follows the notice by
 the notice lead (120 s), so a notice in the last 120 s of the first hour is in fact paid; it is counted
-as free here. The constant hazard spreads p evenly over the hour.
+as free here. The hazard's shape is one number for every market and max price.
 
 All functions are vectorised (NumPy broadcasting) and return a float for scalar input.
 """
@@ -85,10 +86,10 @@ def ladder_max_prices(current_usd_per_hour: ArrayLike, on_demand_usd_per_hour: A
     return np.concatenate([cur[:, None] + np.asarray(deltas_usd_per_hour, dtype=float)[None, :], od[:, None]], axis=1)
 
 
-def revocation_within(p_revocation: ArrayLike, horizon_s: ArrayLike) -> np.ndarray | float:
-    """q(H): P(revoked within ``horizon_s``) from the one-hour p under a constant hazard.
+def revocation_within(p_revocation: ArrayLike, horizon_s: ArrayLike, hazard_shape: float = 1.0) -> np.ndarray | float:
+    """q(H): P(revoked within ``horizon_s``) from the one-hour p under a Weibull hazard of shape k.
 
-    ``q(H) = 1 − (1 − p)^(H / 3600)``.
+    ``q(H) = 1 − (1 − p)^((H / 3600)^k)``; k = 1 is a constant hazard.
 
     Parameters
     ----------
@@ -96,6 +97,8 @@ def revocation_within(p_revocation: ArrayLike, horizon_s: ArrayLike) -> np.ndarr
         P(revoked within 3600 s), in [0, 1].
     horizon_s : float or ndarray
         Horizon H, seconds (>= 0).
+    hazard_shape : float, default 1
+        k > 0; k < 1 front-loads the hour's revocations (a decreasing hazard).
 
     Returns
     -------
@@ -110,8 +113,8 @@ def revocation_within(p_revocation: ArrayLike, horizon_s: ArrayLike) -> np.ndarr
     p = np.asarray(p_revocation, dtype=float)
     _check_p(p)
     h = np.asarray(horizon_s, dtype=float)
-    with np.errstate(divide="ignore"):
-        return _out(-np.expm1(h / HOUR_S * np.log1p(-p)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _out(np.where(h > 0, -np.expm1((h / HOUR_S) ** hazard_shape * np.log1p(-p)), 0.0))
 
 
 def decision_horizon_s(steps_left: ArrayLike, seconds_per_step: ArrayLike, *, boot_s: float = 0.0,
@@ -136,7 +139,7 @@ def decision_horizon_s(steps_left: ArrayLike, seconds_per_step: ArrayLike, *, bo
 
 
 def expected_paid_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: ArrayLike,
-                      horizon_s: ArrayLike) -> np.ndarray | float:
+                      horizon_s: ArrayLike, hazard_shape: float = 1.0) -> np.ndarray | float:
     """Expected USD paid for a run until the horizon: ``(1 − q(H)) · P̄ · H / 3600``.
 
     A provider revocation before H (≤ 3600 s) is refunded; otherwise we end the run ourselves at H
@@ -150,6 +153,8 @@ def expected_paid_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: ArrayLik
         P̄, the time-weighted mean spot price over the last hour, USD per instance-hour.
     horizon_s : float or ndarray
         H, seconds, in [0, 3600].
+    hazard_shape : float, default 1
+        k of :func:`revocation_within`.
 
     Examples
     --------
@@ -157,8 +162,36 @@ def expected_paid_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: ArrayLik
     (0.05, 0.035355)
     """
     h = np.asarray(horizon_s, dtype=float)
-    q = np.asarray(revocation_within(p_revocation, h))
+    q = np.asarray(revocation_within(p_revocation, h, hazard_shape))
     return _out((1.0 - q) * np.asarray(mean_price_usd_per_hour, dtype=float) * h / HOUR_S)
+
+
+def _survival_integral(cum1: np.ndarray, x0: np.ndarray, x1: np.ndarray, k: float) -> np.ndarray:
+    """``∫_{x0}^{x1} S(x) dx``, ``S(x) = exp(−cum1 · (x / 3600)^k)``, seconds (0 where x1 <= x0 or cum1 = inf).
+
+    With ``u = cum1 (x/3600)^k``: ``3600 Γ(1/k) [P(1/k, u1) − P(1/k, u0)] / (k cum1^(1/k))`` (P the regularised
+    lower incomplete gamma); ``x1 − x0`` where cum1 = 0.
+    """
+    from scipy import special  # lazy, as in spotmarket: keeps `import provisioner` light
+
+    x0 = np.maximum(x0, 0.0)
+    x1 = np.maximum(x1, x0)
+    a = 1.0 / k
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        u0, u1 = cum1 * (x0 / HOUR_S) ** k, cum1 * (x1 / HOUR_S) ** k
+        val = HOUR_S * special.gamma(a) * (special.gammainc(a, u1) - special.gammainc(a, u0)) / (k * cum1 ** a)
+    return np.where(cum1 == 0, x1 - x0, np.where(np.isfinite(cum1) & (cum1 > 0), np.nan_to_num(val), 0.0))
+
+
+def _revoked_steps_weibull(cum1: np.ndarray, a: np.ndarray, t: np.ndarray, h: np.ndarray, k: float) -> np.ndarray:
+    """``Σ_{j=1}^{K} [S(a + jT) − S(H)]`` for the Weibull survival of :func:`_survival_integral`, with the sum
+    taken as the midpoint integral ``∫_{a+T/2}^{a+(K+1/2)T} S(x) dx / T`` (exact for a linear S; the hour holds
+    hundreds of steps for the workloads here). 0 where K < 1 or cum1 is 0 or inf."""
+    K = np.floor(np.maximum(h - a, 0.0) / t + 1e-9)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s_h = np.exp(-cum1 * (h / HOUR_S) ** k)
+        val = _survival_integral(cum1, a + t / 2, a + (K + 0.5) * t, k) / t - K * s_h
+    return np.where((K >= 1) & (cum1 > 0) & np.isfinite(cum1), np.maximum(val, 0.0), 0.0)
 
 
 def _revoked_steps(lam: np.ndarray, a: np.ndarray, t: np.ndarray, h: np.ndarray) -> np.ndarray:
@@ -176,7 +209,7 @@ def _revoked_steps(lam: np.ndarray, a: np.ndarray, t: np.ndarray, h: np.ndarray)
 
 def expected_useful_steps(p_revocation: ArrayLike, seconds_per_step: ArrayLike, horizon_s: ArrayLike, *,
                           boot_s: float = 0.0, restore_s: ArrayLike = 0.0, checkpoint_s: ArrayLike = 0.0,
-                          notice_s: float = NOTICE_S) -> np.ndarray | float:
+                          notice_s: float = NOTICE_S, hazard_shape: float = 1.0) -> np.ndarray | float:
     """Expected whole steps kept (saved in a checkpoint) from a run launched now, over the horizon H.
 
     The step in progress at our own end or at a notice is lost. Not revoked before H (probability
@@ -185,7 +218,9 @@ def expected_useful_steps(p_revocation: ArrayLike, seconds_per_step: ArrayLike, 
     ``floor((τ − boot − restore) / T)`` steps if a checkpoint fits in the notice window
     (``checkpoint_s ≤ notice_s``), else the segment is lost. τ follows the constant hazard
     ``λ = −ln(1 − p) / 3600`` per second, S(t) = e^{−λt}, so the revoked part is
-    ``Σ_{k=1}^{K} [S(boot + restore + kT) − S(H)]`` with ``K = floor((H − boot − restore) / T)``.
+    ``Σ_{k=1}^{K} [S(boot + restore + kT) − S(H)]`` with ``K = floor((H − boot − restore) / T)``. With a
+    ``hazard_shape`` k ≠ 1, S is the Weibull survival of :func:`revocation_within` and the sum its midpoint
+    integral.
 
     Parameters
     ----------
@@ -201,6 +236,8 @@ def expected_useful_steps(p_revocation: ArrayLike, seconds_per_step: ArrayLike, 
         Seconds to read / write the checkpoint (restore 0 for a fresh trial).
     notice_s : float
         Seconds from the notice to the termination (120).
+    hazard_shape : float, default 1
+        k of :func:`revocation_within`.
 
     Returns
     -------
@@ -214,21 +251,26 @@ def expected_useful_steps(p_revocation: ArrayLike, seconds_per_step: ArrayLike, 
     restore = np.asarray(restore_s, dtype=float)
     ckpt = np.asarray(checkpoint_s, dtype=float)
     with np.errstate(divide="ignore"):
-        lam = -np.log1p(-p) / HOUR_S
-    survive = 1.0 - np.asarray(revocation_within(p, h))
+        cum1 = -np.log1p(-p)  # the hour's cumulative hazard
+    survive = 1.0 - np.asarray(revocation_within(p, h, hazard_shape))
     kept = survive * np.floor(np.maximum(h - boot_s - restore - ckpt, 0.0) / t + 1e-9)
-    revoked = np.where(ckpt <= notice_s, _revoked_steps(lam, boot_s + restore, t, h), 0.0)
+    if hazard_shape == 1.0:
+        part = _revoked_steps(cum1 / HOUR_S, boot_s + restore, t, h)
+    else:
+        part = _revoked_steps_weibull(cum1, boot_s + restore, t, h, hazard_shape)
+    revoked = np.where(ckpt <= notice_s, part, 0.0)
     return _out(kept + revoked)
 
 
-def expected_segment_s(p_revocation: ArrayLike, horizon_s: ArrayLike, notice_s: float = NOTICE_S
-                       ) -> np.ndarray | float:
+def expected_segment_s(p_revocation: ArrayLike, horizon_s: ArrayLike, notice_s: float = NOTICE_S,
+                       hazard_shape: float = 1.0) -> np.ndarray | float:
     """E[W]: expected wall-clock seconds a run launched now occupies its trial, ``W = min(τ + notice, H)``.
 
     The run ends at our own stop H, or at the termination that follows a revocation notice τ by
     ``notice_s``, whichever comes first; boot, restore, the checkpoint and the lost step are inside it.
     Under the constant hazard ``λ = −ln(1 − p) / 3600`` per second:
-    ``E[W] = min(n, H) + (1 − e^{−λ · max(H − n, 0)}) / λ`` (``= H`` when p = 0), n = ``notice_s``.
+    ``E[W] = min(n, H) + (1 − e^{−λ · max(H − n, 0)}) / λ`` (``= H`` when p = 0), n = ``notice_s``; with a
+    ``hazard_shape`` k ≠ 1, ``min(n, H) + ∫_0^{max(H − n, 0)} S(x) dx`` for the Weibull S of :func:`revocation_within`.
 
     Parameters
     ----------
@@ -238,6 +280,8 @@ def expected_segment_s(p_revocation: ArrayLike, horizon_s: ArrayLike, notice_s: 
         H, seconds (>= 0).
     notice_s : float
         Seconds from the notice to the termination (120).
+    hazard_shape : float, default 1
+        k of :func:`revocation_within`.
 
     Returns
     -------
@@ -255,18 +299,22 @@ def expected_segment_s(p_revocation: ArrayLike, horizon_s: ArrayLike, notice_s: 
     rest = np.maximum(h - notice_s, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         lam = -np.log1p(-p) / HOUR_S
-        mean_rest = np.where(lam > 0, -np.expm1(-lam * rest) / np.where(lam > 0, lam, 1.0), rest)
+        if hazard_shape == 1.0:
+            mean_rest = np.where(lam > 0, -np.expm1(-lam * rest) / np.where(lam > 0, lam, 1.0), rest)
+        else:
+            mean_rest = _survival_integral(lam * HOUR_S, np.zeros_like(rest), rest, hazard_shape)
     return _out(np.minimum(notice_s, h) + mean_rest)
 
 
 def refund_step_cost_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: ArrayLike, seconds_per_step: ArrayLike,
                          horizon_s: ArrayLike, *, boot_s: float = 0.0, restore_s: ArrayLike = 0.0,
                          checkpoint_s: ArrayLike = 0.0, notice_s: float = NOTICE_S,
-                         time_value_usd_per_hour: float = 0.0) -> np.ndarray | float:
+                         time_value_usd_per_hour: float = 0.0, hazard_shape: float = 1.0) -> np.ndarray | float:
     """Expected USD per useful step over the horizon: ``(E[USD] + v · E[W] / 3600) / E[steps]`` (+inf if no step is expected).
 
     See :func:`expected_paid_usd`, :func:`expected_useful_steps` and :func:`expected_segment_s` (same
-    parameters, same units); ``v`` = ``time_value_usd_per_hour``, the value of an hour of the trial's
+    parameters, same units; ``hazard_shape`` is k of :func:`revocation_within`); ``v`` = ``time_value_usd_per_hour``,
+    the value of an hour of the trial's
     wall-clock, USD per trial-hour (0: dollars only, ``E[USD] / E[steps]``; docs/design.md, issue 12, R7).
     With p = 0, H = 3600 s, v = 0 and no overheads it equals Eq 2, ``P̄ · T / 3600``.
 
@@ -277,11 +325,12 @@ def refund_step_cost_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: Array
     >>> f"{refund_step_cost_usd(0.0, 0.036, 2.0, 3600.0, time_value_usd_per_hour=0.036):.6g}"  # twice: time = price
     '4e-05'
     """
-    usd = np.asarray(expected_paid_usd(p_revocation, mean_price_usd_per_hour, horizon_s))
+    k = hazard_shape
+    usd = np.asarray(expected_paid_usd(p_revocation, mean_price_usd_per_hour, horizon_s, k))
     if time_value_usd_per_hour:
-        usd = usd + time_value_usd_per_hour * np.asarray(expected_segment_s(p_revocation, horizon_s, notice_s)) / HOUR_S
-    steps = np.asarray(expected_useful_steps(p_revocation, seconds_per_step, horizon_s, boot_s=boot_s,
-                                             restore_s=restore_s, checkpoint_s=checkpoint_s, notice_s=notice_s))
+        usd = usd + time_value_usd_per_hour * np.asarray(expected_segment_s(p_revocation, horizon_s, notice_s, k)) / HOUR_S
+    steps = np.asarray(expected_useful_steps(p_revocation, seconds_per_step, horizon_s, boot_s=boot_s, restore_s=restore_s,
+                                             checkpoint_s=checkpoint_s, notice_s=notice_s, hazard_shape=k))
     with np.errstate(divide="ignore", invalid="ignore"):
         return _out(np.where(steps > 0, usd / np.where(steps > 0, steps, 1.0), np.inf))
 
@@ -305,6 +354,9 @@ class RefundStepCost:
         Value of time v, USD per trial-hour of wall-clock: the objective adds ``v · E[W] / 3600`` to the
         expected USD of a segment (:func:`refund_step_cost_usd`), so a faster market wins when the refund
         saving per step is smaller than the time it costs. 0 = dollars only (docs/design.md, issue 12, R7).
+    hazard_shape : float, default 1
+        Weibull shape k of the revocation time within the hour (:func:`revocation_within`), > 0 and finite;
+        1 = a constant hazard.
 
     Raises
     ------
@@ -317,6 +369,7 @@ class RefundStepCost:
     notice_s: float = NOTICE_S
     deltas_usd_per_hour: tuple[float, ...] = DELTA_LADDER_USD_PER_HOUR
     time_value_usd_per_hour: float = 0.0
+    hazard_shape: float = 1.0
     name: str = field(default="refund")
 
     def __post_init__(self) -> None:
@@ -329,6 +382,9 @@ class RefundStepCost:
         if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
             raise ProvisionerConfigError(f"time_value_usd_per_hour is {v!r}, but must be a finite number of USD "
                                          "per trial-hour >= 0")
+        k = self.hazard_shape
+        if isinstance(k, bool) or not (isinstance(k, (int, float)) and math.isfinite(k) and k > 0):
+            raise ProvisionerConfigError(f"hazard_shape is {k!r}, but must be a finite Weibull shape > 0")
         d = tuple(self.deltas_usd_per_hour)
         if not d or not all(math.isfinite(x) and x > 0 for x in d):
             raise ProvisionerConfigError(f"deltas_usd_per_hour is {d!r}, but must be positive USD/hour values")

@@ -152,14 +152,15 @@ class RefundProvisioner(BaseChooser):
         H = np.asarray(decision_horizon_s(left, T, boot_s=obj.boot_s, restore_s=restore,
                                           checkpoint_s=self._ckpt[None, :]), dtype=float)  # (k, n)
         mean0 = np.where(available, mean, 0.0)
-        usd = np.asarray(expected_paid_usd(p_obj[None], mean0[None, :, None], H[:, :, None]))  # (k, n, L)
+        shape = obj.hazard_shape
+        usd = np.asarray(expected_paid_usd(p_obj[None], mean0[None, :, None], H[:, :, None], shape))  # (k, n, L)
         steps = np.asarray(expected_useful_steps(
             p_obj[None], T[:, :, None], H[:, :, None], boot_s=obj.boot_s, restore_s=restore[:, :, None],
-            checkpoint_s=self._ckpt[None, :, None], notice_s=obj.notice_s))
+            checkpoint_s=self._ckpt[None, :, None], notice_s=obj.notice_s, hazard_shape=shape))
         priced = usd  # USD, plus the value of the trial's wall-clock when one is set (R7)
         if obj.time_value_usd_per_hour:
             priced = usd + obj.time_value_usd_per_hour * np.asarray(
-                expected_segment_s(p_obj[None], H[:, :, None], obj.notice_s)) / HOUR_S
+                expected_segment_s(p_obj[None], H[:, :, None], obj.notice_s, shape)) / HOUR_S
         with np.errstate(divide="ignore", invalid="ignore"):
             cost = np.where(steps > 0, priced / np.where(steps > 0, steps, 1.0), np.inf)
         bad = ~np.broadcast_to(ok[None], cost.shape)

@@ -154,6 +154,41 @@ def test_a_value_of_time_adds_the_segment_hours_to_the_usd():
             RefundStepCost(time_value_usd_per_hour=bad)
 
 
+def test_a_weibull_hazard_shape_front_loads_the_hours_revocations():
+    # q(H) = 1 - (1 - p)^((H/3600)^k): k = 0.5, p = 0.75, a quarter hour -> 1 - 0.25^0.5 = 0.5 (k = 1 gives 1 - 0.25^0.25)
+    assert revocation_within(0.75, 900.0, 0.5) == pytest.approx(0.5)
+    assert revocation_within(0.75, 3600.0, 0.5) == pytest.approx(0.75)  # the hour's p whatever the shape
+    assert revocation_within(0.75, 0.0, 0.5) == 0.0
+    assert expected_paid_usd(0.75, 0.10, 900.0, 0.5) == pytest.approx(0.5 * 0.10 / 4)
+    # p = 0.5: the steps kept against the sum itself, Σ_j S(a + jT) with S(x) = 0.5^((x/3600)^0.5), a = 150 s, T = 2 s
+    S = lambda x: 0.5 ** ((x / 3600) ** 0.5)  # noqa: E731
+    K = int((3600 - 150) // 2)
+    brute = sum(S(150 + 2 * j) - S(3600) for j in range(1, K + 1)) + S(3600) * K
+    assert expected_useful_steps(0.5, 2.0, 3600.0, boot_s=150.0, hazard_shape=0.5) == pytest.approx(brute, rel=1e-6)
+    assert brute < expected_useful_steps(0.5, 2.0, 3600.0, boot_s=150.0)  # earlier notices keep fewer steps
+    # E[W] = 120 + integral of S over [0, H - 120]
+    direct = 120.0 + quad(S, 0, 3480.0)[0]
+    assert expected_segment_s(0.5, 3600.0, 120.0, 0.5) == pytest.approx(direct, rel=1e-9)
+    assert expected_segment_s(0.0, 1234.0, 120.0, 0.5) == 1234.0 and expected_segment_s(1.0, 3600.0, 120.0, 0.5) == 120.0
+    # the objective threads it through
+    kw = dict(boot_s=150.0, checkpoint_s=0.0)
+    assert refund_step_cost_usd(0.5, 0.10, 2.0, 3600.0, hazard_shape=0.5, **kw) == pytest.approx(
+        expected_paid_usd(0.5, 0.10, 3600.0, 0.5) / brute, rel=1e-6)
+    for bad in (0.0, -1.0, math.nan, math.inf, True):
+        with pytest.raises(ProvisionerConfigError, match="hazard_shape"):
+            RefundStepCost(hazard_shape=bad)
+
+
+def test_the_chooser_prices_with_the_objectives_hazard_shape():
+    pred = TablePredictor(lambda m, b: 0.9 if m == R4A and b <= 0.02 + 0.001 + 1e-12 else 0.0)
+    obj = RefundStepCost(boot_s=120.0, checkpoint_s=2.0, hazard_shape=0.6)
+    c = chooser({R4A: 0.02, R4B: 0.05}, pred, objective=obj).choose("t", NOW, steps_left=None, resume_step=5)
+    kw = dict(boot_s=120.0, restore_s=2.0, checkpoint_s=2.0, hazard_shape=0.6)
+    assert c.market == R4A and c.expected_step_cost_usd == pytest.approx(refund_step_cost_usd(0.9, 0.02, 0.5, 3600.0, **kw))
+    assert c.expected_step_cost_usd > refund_step_cost_usd(0.9, 0.02, 0.5, 3600.0, boot_s=120.0, restore_s=2.0,
+                                                           checkpoint_s=2.0)
+
+
 # -- the chooser -----------------------------------------------------------------------------------------
 def test_a_value_of_time_moves_a_trial_from_a_slow_refunded_market_to_a_fast_one():
     # r4.large@1a: 0.02 USD/h, T = 1 / 2 = 0.5 s/step, revoked with p = 0.75 per hour at every rung.
