@@ -22,7 +22,7 @@ the test half's curves (split 0): the median relative error ``|ŷ − y| / y`` o
 SLAQ (``earlycurve.SLAQ``) and both protocols; the shipped slope score's recall (``bench_predictive_stop``'s rule)
 for reference. Deterministic. Writes ``benchmarks/results/curve_recall.json``::
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_curve_recall.py --jobs 2     # about 6 min on two cores
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_curve_recall.py --jobs 2     # 7-9 min on two cores
     .venv/bin/python benchmarks/bench_curve_recall.py --markdown                     # the tables of docs/earlycurve.md §8.7
 """
 
@@ -56,6 +56,9 @@ PROTOCOLS = ("in_set", "lofo")
 VARIANTS = {"residual-0se": {"n_se": 0.0}, "residual-1se": {"n_se": 1.0}, "residual": {},
             "residual-margin0.05": {"n_se": 0.0, "margin": 0.05}}
 PRIMARY = "residual"
+#: The n_se the default was chosen from: the smallest that meets the target in-set in every split of ``--seed`` and
+#: ``--other-seeds``. Only the grid's values up to the first that passes need a variant (here 1 and 1.5).
+N_SE_GRID = (1.0, 1.5, 2.0, 3.0)
 
 
 def cut(theta: float, n: int) -> int:
@@ -169,15 +172,19 @@ def run(args) -> dict:
                            for m in next(iter(out["datasets"].values()))["meets_target"]}
     print(f"split seed {args.seed}: {time.time() - t0:.0f} s", flush=True)
     seeds = [*args.other_seeds, *args.held_out_seeds]
-    with ProcessPoolExecutor(args.jobs) as ex:
-        summaries = dict(zip(map(str, seeds), ex.map(_summary, [pools] * len(seeds), seeds, [args.test] * len(seeds))))
+    jobs = [[pools] * len(seeds), seeds, [args.test] * len(seeds)]
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as ex:
+            summaries = dict(zip(map(str, seeds), ex.map(_summary, *jobs)))
+    else:
+        summaries = dict(zip(map(str, seeds), map(_summary, *jobs)))
     out["other_splits"] = {str(sd): summaries[str(sd)] for sd in args.other_seeds}
     out["held_out_splits"] = {str(sd): summaries[str(sd)] for sd in args.held_out_seeds}
     # the choice of the default n_se: the smallest whose in-set model meets the target on every set in every split
     # of --seed and --other-seeds
     chosen = {str(args.seed): out["datasets"]} | out["other_splits"]
     passes = {v: sum(all(split[ds]["meets_target"][f"{v}|in_set"] for ds in split) for split in chosen.values())
-              for v in VARIANTS if _n_se(v) is not None}
+              for v in VARIANTS if _n_se(v) in N_SE_GRID}
     ok = sorted(_n_se(v) for v, n in passes.items() if n == len(chosen))
     out["choice"] = {"splits": list(chosen), "splits_met_in_set": passes, "n_se": ok[0] if ok else None}
     out["seconds"] = time.time() - t0

@@ -7,8 +7,9 @@ rung of the max-price ladder ``b = price + δ``), when the first price record ab
 within the hour:
 
 - the quantiles of that time, in minutes, against the median the constant hazard implies for the same p;
-- k fitted by maximum likelihood to those times (each δ's p held at its observed rate), on the window before
-  the first evaluation start only (``--fit-start`` .. ``--fit-end``), so the value is not chosen on any start.
+- k fitted by maximum likelihood to those times (each δ's p held at its observed rate, the markets pooled), on
+  the window before the first evaluation start only (``--fit-start`` .. ``--fit-end``; no price after it is read),
+  so the value is not chosen on any start. The on-demand rung is not measured.
 
 Run: ``.venv/bin/python benchmarks/bench_revocation_timing.py`` (about 2 s). docs/provisioner.md and
 docs/evaluation.md ("Optimizer's curse") use its figures.
@@ -32,10 +33,11 @@ QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 
 def revoked_times(history, t0: float, t1: float, delta: float, stride_s: float) -> tuple[np.ndarray, int]:
     """Hours from each query to the first record above ``price + delta``, for the queries revoked within the
-    hour, and the number of queries (every market, decision times ``t0, t0 + stride, ...`` before ``t1``)."""
+    hour, and the number of queries (every market, decision times ``t0, t0 + stride, ...`` whose hour ends by
+    ``t1``, so no price after ``t1`` is read)."""
     taus, n = [], 0
     for s in history:
-        ts = np.arange(max(t0, s.start_s), min(t1, s.end_s - 3600.0), stride_s)
+        ts = np.arange(max(t0, s.start_s), min(t1, s.end_s) - 3600.0, stride_s)
         if ts.size == 0:
             continue
         first = np.asarray(s.next_above(ts, np.asarray(s.price_at(ts)) + delta)) - ts

@@ -32,6 +32,11 @@ else ``inf``. The model therefore falls back to the last value at every θ where
 can do better. The intercept is the median training residual left by the coefficients (it moves every
 prediction alike and does not change a ranking).
 
+Ranking curves cut at different fractions (e.g. raw curves recorded at uneven steps, cut "at or before θ"): each
+is answered by its own θ model, and the models' different intercepts (the median drop still to come) can reorder
+them even where no coefficient is used. The orchestrator ranks its trials at one θ step, and
+:func:`earlycurve.evaluation.evaluate_learned` puts curves on a common grid first, for that reason.
+
 Every random draw comes from ``numpy.random.default_rng([random_state, ...])``: same data and seed, same model.
 No I/O.
 """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from earlycurve import SLAQ, EarlyCurve, EarlyCurveError, InvalidCurveError, LastValue
 from earlycurve.evaluation import (
     error_rows,
+    evaluate_learned,
     evaluate_set,
     find_datasets,
     load_cakelab,
@@ -160,7 +162,29 @@ def test_cli_small_eval_writes_json(tmp_path, monkeypatch, capsys):
     result = report["datasets"]["cakelab-resnet32"]
     assert result["counts"]["evaluated"] == 12
     assert {r["predictor"] for r in result["errors"]} >= {"earlycurve", "slaq", "last_value", "best_value"}
-    assert "earlycurve-rec" in capsys.readouterr().out
+    out_text = capsys.readouterr().out
+    assert "earlycurve-rec" in out_text
+    # 12 curves: a half of 6 cannot hold a study of 16, so the learned predictor is skipped, and said so
+    assert result["learned"] is None and "learned: skipped (12 curves; each half needs 16)" in out_text
+
+
+def test_learned_predictor_against_the_last_value_on_held_out_curves(capsys, monkeypatch):
+    # logreg (built-in, 128 real curves): the last value ranks badly at θ 0.3, the residual model learned on the
+    # other half does not (docs/earlycurve.md §8.7); at θ 0.7 the guard keeps the last value's ranking
+    (logreg,) = find_datasets(DATA / "builtin" / "builtin_logreg_curves.csv.gz").values()
+    res = evaluate_learned(logreg, thetas=(0.3, 0.7), n_studies=100)
+    assert res["learned"]["grid_steps"] == 50 and res["learned"]["train_curves"] + res["learned"]["test_curves"] == 128
+    assert math.isfinite(res["learned"]["alpha"]["0.3"]) and res["learned"]["alpha"]["0.7"] == math.inf
+    recall = {(r["predictor"], r["theta"]): r["topk_recall"] for r in res["selection"]}
+    assert recall["last_value", 0.3] < 0.1 and recall["learned", 0.3] > 0.9
+    assert recall["learned", 0.7] == recall["last_value", 0.7]
+    assert evaluate_learned(logreg, study_size=65) is None  # a half of 64 cannot hold a study of 65
+    # the CLI prints the held-out table and the chosen alphas
+    path = DATA / "builtin" / "builtin_logreg_curves.csv.gz"
+    assert _run_cli(["curves", "eval", str(path), "--theta", "0.3", "--no-sweep", "--no-stoppers", "--studies", "20"],
+                    monkeypatch) == 0
+    text = capsys.readouterr().out
+    assert "(held-out half)" in text and "learned: ridge alpha per theta (0.1:" in text
 
 
 def test_registered_in_spottune_cli_if_wired():

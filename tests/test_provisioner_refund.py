@@ -170,23 +170,34 @@ def test_a_weibull_hazard_shape_front_loads_the_hours_revocations():
     direct = 120.0 + quad(S, 0, 3480.0)[0]
     assert expected_segment_s(0.5, 3600.0, 120.0, 0.5) == pytest.approx(direct, rel=1e-9)
     assert expected_segment_s(0.0, 1234.0, 120.0, 0.5) == 1234.0 and expected_segment_s(1.0, 3600.0, 120.0, 0.5) == 120.0
-    # the objective threads it through
+    # coarse steps (K = 5) are summed exactly; a shape next to 1 agrees with the constant hazard's closed form
+    coarse = sum(S(150 + 600 * j) for j in range(1, 6))
+    assert expected_useful_steps(0.5, 600.0, 3600.0, boot_s=150.0, hazard_shape=0.5) == pytest.approx(coarse, rel=1e-12)
+    for t in (600.0, 60.0, 2.0):
+        assert expected_useful_steps(0.9, t, 3600.0, boot_s=150.0, hazard_shape=1 + 1e-9) == pytest.approx(
+            expected_useful_steps(0.9, t, 3600.0, boot_s=150.0), rel=1e-6)
+    # the objective threads it through, the value of time included
     kw = dict(boot_s=150.0, checkpoint_s=0.0)
     assert refund_step_cost_usd(0.5, 0.10, 2.0, 3600.0, hazard_shape=0.5, **kw) == pytest.approx(
         expected_paid_usd(0.5, 0.10, 3600.0, 0.5) / brute, rel=1e-6)
-    for bad in (0.0, -1.0, math.nan, math.inf, True):
+    assert refund_step_cost_usd(0.5, 0.10, 2.0, 3600.0, hazard_shape=0.5, time_value_usd_per_hour=0.4, **kw) == pytest.approx(
+        (expected_paid_usd(0.5, 0.10, 3600.0, 0.5) + 0.4 * direct / 3600) / brute, rel=1e-6)
+    for bad in (0.0, 0.01, -1.0, 25.0, math.nan, math.inf, True):
         with pytest.raises(ProvisionerConfigError, match="hazard_shape"):
             RefundStepCost(hazard_shape=bad)
+        with pytest.raises(ProvisionerConfigError, match="hazard_shape"):
+            revocation_within(0.5, 60.0, bad)
 
 
 def test_the_chooser_prices_with_the_objectives_hazard_shape():
     pred = TablePredictor(lambda m, b: 0.9 if m == R4A and b <= 0.02 + 0.001 + 1e-12 else 0.0)
-    obj = RefundStepCost(boot_s=120.0, checkpoint_s=2.0, hazard_shape=0.6)
-    c = chooser({R4A: 0.02, R4B: 0.05}, pred, objective=obj).choose("t", NOW, steps_left=None, resume_step=5)
-    kw = dict(boot_s=120.0, restore_s=2.0, checkpoint_s=2.0, hazard_shape=0.6)
-    assert c.market == R4A and c.expected_step_cost_usd == pytest.approx(refund_step_cost_usd(0.9, 0.02, 0.5, 3600.0, **kw))
-    assert c.expected_step_cost_usd > refund_step_cost_usd(0.9, 0.02, 0.5, 3600.0, boot_s=120.0, restore_s=2.0,
-                                                           checkpoint_s=2.0)
+    kw = dict(boot_s=120.0, restore_s=2.0, checkpoint_s=2.0)
+    for v in (0.0, 0.05):
+        obj = RefundStepCost(boot_s=120.0, checkpoint_s=2.0, hazard_shape=0.6, time_value_usd_per_hour=v)
+        c = chooser({R4A: 0.02, R4B: 0.05}, pred, objective=obj).choose("t", NOW, steps_left=None, resume_step=5)
+        assert c.market == R4A and c.expected_step_cost_usd == pytest.approx(
+            refund_step_cost_usd(0.9, 0.02, 0.5, 3600.0, hazard_shape=0.6, time_value_usd_per_hour=v, **kw))
+        assert c.expected_step_cost_usd > refund_step_cost_usd(0.9, 0.02, 0.5, 3600.0, time_value_usd_per_hour=v, **kw)
 
 
 # -- the chooser -----------------------------------------------------------------------------------------

@@ -13,6 +13,10 @@ and reused). Then:
   end), plus ``overlap_recall`` / ``overlap_kept`` when trials whose interval reaches the k-th
   trial's are kept too.
 
+:func:`evaluate_learned` does the same for a predictor learned from previous runs
+(:class:`earlycurve.ResidualCurvePredictor`): fitted on a seeded half of the set, evaluated on the other half
+against the last value (docs/earlycurve.md §8.7, "in-set").
+
 All randomness comes from ``numpy.random.default_rng(seed)``.
 """
 
@@ -26,9 +30,11 @@ import numpy as np
 from earlycurve._baselines import SLAQ, BestValue, LastValue
 from earlycurve._model import EarlyCurve
 from earlycurve._protocol import FinalMetricPredictor
+from earlycurve._residual import ResidualCurvePredictor
 from earlycurve._stages import NOISY_STAGE_RULE
 from earlycurve.errors import InvalidCurveError
 from earlycurve.evaluation._datasets import CurveSet, RecordedCurve
+from earlycurve.evaluation._stopping import StudyPool, grid_steps
 
 __all__ = [
     "THETAS",
@@ -38,6 +44,7 @@ __all__ = [
     "error_rows",
     "selection_rows",
     "evaluate_set",
+    "evaluate_learned",
     "subsample",
 ]
 
@@ -255,3 +262,60 @@ def evaluate_set(
         "errors": error_rows(curves, tables),
         "selection": selection_rows(curves, tables, n_studies=n_studies, study_size=study_size, top_k=top_k, seed=seed),
     }
+
+
+def evaluate_learned(
+    curve_set: CurveSet,
+    *,
+    thetas: Sequence[float] = THETAS,
+    n_studies: int = 200,
+    study_size: int = 16,
+    top_k: int = 3,
+    seed: int = 0,
+    max_curves: int | None = None,
+) -> dict | None:
+    """A predictor learned from previous runs against the last value, on curves it was not fitted on.
+
+    The set's curves are put on the early stoppers' progress grid (:func:`grid_steps` points,
+    :meth:`StudyPool.from_curves`), so every curve of a study is cut at the same step, as the orchestrator ranks
+    trials at one θ step (on raw curves recorded at uneven steps the curves of one study would be cut at different
+    fractions and answered by different θ models). The curves are split in two seeded halves
+    (``default_rng([seed, 1])``). The first half plays the previous runs: :class:`earlycurve.ResidualCurvePredictor`
+    (constructor defaults, ``top_k`` and ``study_size`` of the evaluation, pseudo-studies within each curve's
+    ``group``) is fitted on it. The second half is evaluated as :func:`evaluate_set` does, for ``last_value`` and
+    ``learned``: issue 13's target is ``learned``'s ``topk_recall`` >= ``last_value``'s at every θ
+    (docs/earlycurve.md §8.7, "in-set"). ``max_curves`` subsamples the set first, as in :func:`evaluate_set`.
+
+    Returns
+    -------
+    result : dict or None
+        :func:`evaluate_set`'s result for the held-out half (``name`` gets the suffix ``" (held-out half)"``) plus
+        ``learned``: ``grid_steps``, ``train_curves``, ``test_curves`` and the chosen ridge ``alpha`` per θ of the
+        model (``inf``: the last value's ranking). None when a half would hold fewer than ``study_size`` curves.
+
+    Raises
+    ------
+    InvalidCurveError
+        The fit's (e.g. a θ with fewer than 5 usable training curves) or :func:`evaluate_set`'s.
+    """
+    curves = subsample(curve_set, max_curves, seed)
+    half = len(curves) // 2
+    if half < study_size:
+        return None
+    n = grid_steps(CurveSet(name=curve_set.name, curves=curves))
+    pool = StudyPool.from_curves(curves, n)
+    steps = np.arange(1, n + 1, dtype=float)
+    gridded = [RecordedCurve(curve_id=c.curve_id, group=c.group, steps=steps, values=row, max_steps=float(n))
+               for c, row in zip(curves, pool.grid)]
+    order = np.random.default_rng([seed, 1]).permutation(len(curves))
+    train = [gridded[i] for i in np.sort(order[:half])]
+    test = tuple(gridded[i] for i in np.sort(order[half:]))
+    model = ResidualCurvePredictor(top_k=top_k, study_size=study_size, random_state=seed).fit(
+        [(c.steps, c.values, c.max_steps) for c in train], [c.group for c in train])
+    held_out = CurveSet(name=f"{curve_set.name} (held-out half)", curves=test,
+                        counts={"grid_steps": n, "train": len(train), "test": len(test)})
+    result = evaluate_set(held_out, {"last_value": LastValue(), "learned": model}, thetas=thetas,
+                          n_studies=n_studies, study_size=study_size, top_k=top_k, seed=seed)
+    result["learned"] = {"grid_steps": n, "train_curves": len(train), "test_curves": len(test),
+                         "alpha": {f"{t:g}": a for t, a in model.alpha_.items()}}
+    return result

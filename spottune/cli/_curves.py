@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from earlycurve.evaluation import THETAS, default_predictors, evaluate_set, find_datasets
+from earlycurve.evaluation import THETAS, default_predictors, evaluate_learned, evaluate_set, find_datasets
 from earlycurve.evaluation._barrier import BARRIER_KEEPS, TWO_RUNG_GRID, choose_barrier
 from earlycurve.evaluation._compare import compare_stoppers
 
@@ -113,6 +113,11 @@ def curves() -> None:
     help="Also replay the early stoppers (predictive, rank, paper, last-value, asha, sha, hyperband, median, full).",
 )
 @click.option(
+    "--learned/--no-learned", default=True, show_default=True,
+    help="Also fit ResidualCurvePredictor on a seeded half of each data set and compare it with the last value on "
+         "the other half (skipped when a half holds fewer than --study-size curves).",
+)
+@click.option(
     "--stopper-studies", type=int, default=40, show_default=True, callback=_check_positive,
     help="Seeded studies per data set for the stoppers.",
 )
@@ -132,6 +137,7 @@ def eval_command(
     max_curves: int | None,
     sweep: bool,
     stoppers: bool,
+    learned: bool,
     stopper_studies: int,
     workers: int,
 ) -> None:
@@ -144,7 +150,10 @@ def eval_command(
     (curve_id,step,accuracy); the digits CSV (config_id,step,max_steps,val_loss). Values are losses
     (1 - top-1 or 1 - accuracy; digits: validation cross-entropy); errors are relative to the true final loss.
 
-    With --stoppers (default) each data set is also replayed as tuning studies under every early
+    With --learned (default) a final-metric predictor learned from previous runs (ResidualCurvePredictor,
+    docs/earlycurve.md §8.7) is fitted on a seeded half of each data set and compared with the last value on
+    the other half; the chosen ridge alpha per theta says where it uses coefficients (inf: it ranks as the last
+    value). With --stoppers (default) each data set is also replayed as tuning studies under every early
     stopper at fixed settings: top-1 / top-3 accuracy of the trial picked, regret (its final loss minus
     the best) and cost (steps trained / training every trial), mean and sd over studies.
     """
@@ -181,6 +190,16 @@ def eval_command(
         )
         report["datasets"][name] = result
         click.echo(format_table(result, theta))
+        if learned:
+            held_out = evaluate_learned(curve_set, thetas=thetas, n_studies=studies, study_size=study_size,
+                                        top_k=top_k, seed=seed, max_curves=max_curves)
+            result["learned"] = held_out
+            if held_out is None:
+                click.echo(f"  learned: skipped ({result['counts']['evaluated']} curves; each half needs {study_size})")
+            else:
+                click.echo(format_table(held_out, theta))
+                alphas = ", ".join(f"{t}: {a:g}" for t, a in held_out["learned"]["alpha"].items())
+                click.echo(f"  learned: ridge alpha per theta ({alphas})")
         if stoppers:
             cmp = compare_stoppers(curve_set, theta=theta, top_k=top_k, n_studies=stopper_studies,
                                    study_size=study_size, workers=workers, seed=seed)
