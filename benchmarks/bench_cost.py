@@ -17,7 +17,8 @@ ratios of the means over the same starts, all from this one run. The lower bound
 (``spottune.evaluation._lower_bound``) is per run; where it is 0 USD the ratio is undefined (NaN).
 
 Run: ``.venv/bin/python benchmarks/bench_cost.py [--starts 10] [--jobs 2] [--workloads a,b] [--modes m]
-[--policies p,q] [--tuning]`` (``--policies``: only those of the list; the docs table is then partial).
+[--policies p,q] [--tuning]`` (``--policies``, ``--workloads``, ``--modes``: only those; docs/cost.md is then left
+alone, and a run of every default again rewrites it from the stored tables without replaying them).
 Each (workload, mode) keeps its ``spottune simulate`` table in ``benchmarks/results/cost_runs/``; a rerun
 only runs the policies missing there (delete the folder to measure afresh).
 
@@ -228,8 +229,9 @@ def main() -> None:
         starts = tuning_starts(default_starts(env["history"], env["markets"], args.starts))
         start_times = ",".join(to_timestamp(s).isoformat() for s in starts)
         out, runs, doc = OUT.with_name("cost_tuning.json"), RUNS.with_name("cost_tuning_runs"), None
-    if set(policies) != set(POLICIES):
-        doc = None  # a partial run never rewrites docs/cost.md
+    if set(policies) != set(POLICIES) or set(args.workloads.split(",")) != set(WORKLOADS) \
+            or set(args.modes.split(",")) != set(MODES):
+        doc = None  # a partial run never rewrites docs/cost.md (it would drop the other tables)
     results = {"machine": platform.machine(), "python": platform.python_version(),
                "starts": args.starts if start_times is None else len(start_times.split(",")),
                "start_set": "tuning" if args.tuning else "evaluation",

@@ -154,6 +154,11 @@ def run_one(args: tuple, with_launches: bool = False) -> dict:
         predictor = predictor.fresh() if hasattr(predictor, "fresh") else predictor
     else:
         predictor = _predictor(env, policy.predictor, task)
+    if "given_capacity" in setting:  # online-hazard's prior for a fulfilled launch (modern mode)
+        from revpred.online_hazard import OnlineHazard
+
+        predictor = OnlineHazard.from_calibration(env["revocations"].calibration, predictor.price_predictor,
+                                                  given_capacity=bool(setting["given_capacity"]))
     asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],
                    markets=env["markets"], revocation_model=env["revocations"], billing=Billing("second"),
                    predictor=predictor, seed=seed, boot_s=DEFAULT_BOOT_S, start_s=start_s,

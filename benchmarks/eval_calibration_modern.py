@@ -9,12 +9,16 @@ is one fresh instance (its own id, so its own lifetime draw) launched at t; a la
 outage, price) is left out, as in the legacy labels (in modern mode that is 43 % of the queries, refused for
 capacity); ``y = 1`` iff its interruption notice falls in [t, t + 1 h] (the legacy labels' crossing is the notice too).
 
-Periods (disjoint, in time order): ``baselines`` 2015-06-20 .. 07-15 (the rates of ``constant`` and ``empirical``),
-``test`` 2015-07-15 .. 08-31 (every score). Predictors:
+Periods (disjoint, in time order): ``baselines`` 2015-06-20 .. 07-15 (the rates of ``constant`` and ``empirical``,
+and ``earlier``: both priors scored there, with the price predictor of the 28 days before it, the period the choice
+between them was checked on), ``test`` 2015-07-15 .. 08-31 (every other score). Predictors:
 
 - ``online-hazard (prior)``: what a run starts with (``spottune._compose.make_predictor("online-hazard")``: the
   gamma prior from the traces combined with the calibrated price predictor trained on the 28 days before the test
-  start);
+  start), its prior's first-hour q for a fulfilled launch (``spotmarket.fulfilled_p_le_1h``, the default since
+  2026-11-27);
+- ``online-hazard (prior, launch-time q)``: the same with the traces' q for a launch at a time independent of the
+  market's events (``p_le_1h_target``, the default before);
 - ``online-hazard (updated)``: the same, fed in time order with the outcome of every earlier query at the on-demand
   rung whose hour has ended, as the replay driver feeds a run's ended instances (``observe`` with the termination time,
   revoked iff the provider ended it for capacity): far more observations than one run makes;
@@ -107,11 +111,24 @@ def main(argv=None) -> int:
     n_refused = len(queries["test"]) - len(test)
     label_s = time.perf_counter() - t0
 
-    lo, hi = S["test"][0] - 28 * DAY_S, S["test"][0]
-    online = make_predictor("online-hazard", setup, lo, hi, args.seed)[0]
-    price_only = make_predictor("calibrated", setup, lo, hi, args.seed)[0]
-    ms, t, b = list(test["market"]), test["t"].to_numpy(), test["b"].to_numpy()
-    preds = {"online-hazard (prior)": online.fresh().predict_proba(ms, t, b),
+    from revpred.online_hazard import OnlineHazard
+
+    def priors(lo_s: float) -> dict:
+        """Both priors, with the price predictor of the 28 days before ``lo_s``."""
+        online = make_predictor("online-hazard", setup, lo_s - 28 * DAY_S, lo_s, args.seed)[0]
+        launch = OnlineHazard.from_calibration(model.calibration, online.price_predictor, given_capacity=False)
+        return {"online-hazard (prior)": online, "online-hazard (prior, launch-time q)": launch}
+
+    def queried(frame):
+        return list(frame["market"]), frame["t"].to_numpy(), frame["b"].to_numpy()
+
+    early = frames["baselines"]
+    earlier = {name: score(early["y"].to_numpy(), pred.fresh().predict_proba(*queried(early)), name)
+               for name, pred in priors(S["baselines"][0]).items()}
+    test_priors = priors(S["test"][0])
+    online, price_only = test_priors["online-hazard (prior)"], test_priors["online-hazard (prior)"].price_predictor
+    ms, t, b = queried(test)
+    preds = {**{name: pred.fresh().predict_proba(ms, t, b) for name, pred in test_priors.items()},
              "online-hazard (updated)": updated_p(online.fresh(), test),
              "calibrated (price only)": price_only.predict_proba(ms, t, b),
              "constant": constant_baseline(frames["baselines"], test),
@@ -132,7 +149,8 @@ def main(argv=None) -> int:
     out = {"periods": PERIODS, "stride_min": args.stride, "seed": args.seed, "n_test": int(len(test)),
            "n_refused": n_refused, "share_revoked": float(y.mean()),
            "share_capacity_within_hour": float((test["capacity"] & (test["y"] == 1)).mean()),
-           "label_s": round(label_s, 1), "scores": scores, "level": {k: float(v) for k, v in level.items()},
+           "label_s": round(label_s, 1), "scores": scores, "earlier_period_scores": earlier,
+           "level": {k: float(v) for k, v in level.items()},
            "targets": {name: {"ece": s["ece"], "ece_met": bool(s["ece"] <= TARGET_ECE),
                               "brier_below_every_baseline": bool(all(s["brier"] < scores[b_]["brier"] for b_ in baselines))}
                        for name, s in scores.items() if name not in baselines}}
@@ -145,6 +163,9 @@ def main(argv=None) -> int:
         print(f"| {name} | {s['mean_p']:.3f} | {s['brier']:.4f} | {s['log_loss']:.3f} | {s['ece']:.4f} | "
               f"{s['ece_quantile']:.4f} | {auc} |")
     print("level:", {k: round(float(v), 3) for k, v in level.items()})
+    print("earlier period (baselines, 2015-06-20 .. 07-15):",
+          {name: {k: round(v[k], 4) for k in ("mean_p", "brier", "ece")} for name, v in earlier.items()},
+          f"revoked {early['y'].mean():.3f}")
     print(f"wrote {args.out}")
     return 0
 

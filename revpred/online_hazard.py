@@ -77,22 +77,28 @@ class OnlineHazard:
         self.events: dict[Market, int] = {}
 
     @classmethod
-    def from_calibration(cls, calibration: object | None = None, price_predictor: object | None = None,
-                         **kwargs) -> "OnlineHazard":
+    def from_calibration(cls, calibration: object | None = None, price_predictor: object | None = None, *,
+                         given_capacity: bool = False, **kwargs) -> "OnlineHazard":
         """Prior from a :class:`spotmarket.HazardCalibration` (None: its ``default()``, the SkyPilot traces).
 
         The prior mean rate is chosen so that the prior predictive P(interrupted within the horizon)
-        equals the traces' first-hour probability ``q = lifetime(market).p_le_1h_target``:
-        ``alpha0 = -log(1 - q) / log(1 + horizon / beta0)``.
+        equals ``q``: ``alpha0 = -log(1 - q) / log(1 + horizon / beta0)``. ``q`` is the traces' first-hour
+        probability ``lifetime(market).p_le_1h_target`` (a launch at a time independent of the market's
+        events), or with ``given_capacity`` the same model's probability for a launch that was fulfilled,
+        :func:`spotmarket.fulfilled_p_le_1h` (launches are refused in outages and just before events, so a
+        fulfilled one is safer; docs/revpred.md, modern mode).
         """
-        from spotmarket import HazardCalibration
+        from spotmarket import HazardCalibration, fulfilled_p_le_1h
 
         cal = HazardCalibration.default() if calibration is None else calibration
         hours = float(kwargs.get("prior_hours", 3.0))
         horizon = float(kwargs.get("horizon_s", HORIZON_S))
+        first_hour: dict[Market, float] = {}
 
         def prior(m: Market) -> float:
-            q = min(cal.lifetime(m).p_le_1h_target, 0.999)
+            if m not in first_hour:
+                first_hour[m] = fulfilled_p_le_1h(cal, m) if given_capacity else cal.lifetime(m).p_le_1h_target
+            q = min(first_hour[m], 0.999)
             return -math.log1p(-q) / math.log1p(horizon / (3600.0 * hours)) / hours
 
         return cls(prior, price_predictor, **kwargs)

@@ -25,13 +25,14 @@ from spotmarket._ledger import (
     write_ledger_csv,
 )
 from spotmarket._legacy import LegacyBidRevocation
-from spotmarket._modern import BLOCK_S, ModernHazardRevocation
+from spotmarket._modern import BLOCK_S, ModernHazardRevocation, fulfilled_p_le_1h
 from spotmarket._replay import MEAN_PRICE_WINDOW_S, MarketReplay, RunOutcome, RunRequest
 from spotmarket._revocation import NOTICE_LEAD_S, Cause, Revocation, RevocationBatch, RevocationModel
 from spotmarket._seeding import keyed_rng, stable_hash
 from spotmarket._units import HOUR_S
 
 __all__ = [
+    "fulfilled_p_le_1h",
     "BLOCK_S",
     "Billing",
     "Cause",

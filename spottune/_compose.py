@@ -409,9 +409,9 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
         from revpred.online_hazard import OnlineHazard
 
         cal = getattr(market.revocation_model, "calibration", None)  # the modern model's; None: the default
-        return (OnlineHazard.from_calibration(cal, pred),
+        return (OnlineHazard.from_calibration(cal, pred, given_capacity=True),
                 f"online-hazard: gamma-Poisson interruption rate per market (prior from the interruption "
-                f"traces, updated by the run) combined with {pred.describe()}")
+                f"traces for a fulfilled launch, updated by the run) combined with {pred.describe()}")
     note = ""
     if kind in ("revpred", "tributary"):
         kinds = tuple(learned_kinds) if kind in learned_kinds else (kind,)

@@ -110,3 +110,27 @@ def test_bad_inputs():
         calibrate_from_traces("/nonexistent")
     with pytest.raises(MarketError, match="events"):
         fit_weibull(np.array([1.0, 2.0]), np.array([True, True]))
+
+
+def test_fulfilled_first_hour_share_matches_the_modern_models_launches():
+    # Launch 6,000 instances at random times of one market under the modern model: the share of the fulfilled
+    # ones that end within their first hour is what fulfilled_p_le_1h computes from the calibration alone,
+    # and below the share for a launch at a random time (the traces' q), since launches are refused in outages
+    import numpy as np
+
+    from spotmarket import HazardCalibration, ModernHazardRevocation, fulfilled_p_le_1h
+    from spotmarket.prices import Market
+
+    cal, m = HazardCalibration.default(), Market("us-east-1a", "r3.large")
+    model = ModernHazardRevocation(cal, seed=7)
+    times = np.random.default_rng(0).uniform(1.4e9, 1.4e9 + 2 * 365 * 86400, size=6000)
+    runs = [model.revocation(m, float(t), instance_id=f"i{i}") for i, t in enumerate(times)]
+    ended = np.array([r.termination_s - t <= 3600 for r, t in zip(runs, times) if r.fulfilled])
+    assert 0.45 < ended.size / times.size < 0.7  # outages refuse a large share
+    share, q = float(ended.mean()), cal.lifetime(m).p_le_1h_target
+    assert abs(share - fulfilled_p_le_1h(cal, m)) < 0.03  # 3.5 standard errors of the share
+    assert share < q - 0.025
+    # with no correlated events there is nothing to condition on
+    solo = HazardCalibration(lifetimes=cal.lifetimes, correlated_share=0.0, outage_log_mean=cal.outage_log_mean,
+                             outage_log_sd=cal.outage_log_sd)
+    assert fulfilled_p_le_1h(solo, m) == solo.lifetime(m).p_le_1h_target

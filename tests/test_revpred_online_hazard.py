@@ -43,6 +43,17 @@ def test_prior_from_the_interruption_traces():
     assert OnlineHazard.from_calibration(None, prior_hours=10.0).capacity_proba(M) == pytest.approx(0.661215, abs=1e-12)
 
 
+def test_prior_for_a_fulfilled_launch_is_the_models_conditional_share():
+    from spotmarket import HazardCalibration, fulfilled_p_le_1h
+
+    cal = HazardCalibration.default()
+    q_f = fulfilled_p_le_1h(cal, M)
+    assert 0.55 < q_f < 0.661215 - 0.03  # a fulfilled launch is safer than one at a random time
+    model = OnlineHazard.from_calibration(None, given_capacity=True)
+    assert model.capacity_proba(M) == pytest.approx(q_f, abs=1e-12)  # the prior predictive, exactly
+    assert fulfilled_p_le_1h(cal, M) == q_f and fulfilled_p_le_1h(cal, M, seed=1) == pytest.approx(q_f, abs=0.02)
+
+
 def test_bad_observation_and_prior_are_refused():
     with pytest.raises(RevPredError, match="finite interval"):
         OnlineHazard(1.0).observe(M, 10.0, 5.0, False)
@@ -101,4 +112,8 @@ def test_composition_root_builds_both_kinds_trained_before_the_start():
     price = float(market.history[m].price_at(start))
     p_cal, p_on = cal.predict_proba([m], start, price + 0.001)[0], online.predict_proba([m], start, price + 0.001)[0]
     assert p_on == pytest.approx(1 - (1 - p_cal) * (1 - online.capacity_proba(m)))
+    # the composition root's prior is for a fulfilled launch
+    from spotmarket import fulfilled_p_le_1h
+
+    assert online.capacity_proba(m) == pytest.approx(fulfilled_p_le_1h(market.revocation_model.calibration, m), abs=1e-12)
     assert get_policy("spottune-0.7-online-hazard").predictor == "online-hazard"
