@@ -18,7 +18,8 @@ ratios of the means over the same starts, all from this one run. The lower bound
 
 Run: ``.venv/bin/python benchmarks/bench_cost.py [--starts 10] [--jobs 2] [--workloads a,b] [--modes m]
 [--policies p,q] [--tuning]`` (``--policies``, ``--workloads``, ``--modes``: only those; docs/cost.md is then left
-alone, and a run of every default again rewrites it from the stored tables without replaying them).
+alone and the JSON keeps its other entries; a run of every default rewrites both from the stored tables without
+replaying them).
 Each (workload, mode) keeps its ``spottune simulate`` table in ``benchmarks/results/cost_runs/``; a rerun
 only runs the policies missing there (delete the folder to measure afresh).
 
@@ -236,6 +237,8 @@ def main() -> None:
                "starts": args.starts if start_times is None else len(start_times.split(",")),
                "start_set": "tuning" if args.tuning else "evaluation",
                "policies": policies, "runs": {}}
+    if doc is None and out.exists():  # a partial run updates its own (workload, mode) entries and keeps the others
+        results["runs"] = json.loads(out.read_text()).get("runs", {})
     for workload in args.workloads.split(","):
         for mode in args.modes.split(","):
             folder = runs / f"{workload}-{mode}"

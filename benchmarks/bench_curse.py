@@ -8,8 +8,12 @@ the uncorrected run of the same start. The uncorrected reference ``{}`` also swi
 legacy mode's default today. ``p_prior: "empirical"`` is the market's own empirical rate over the
 28 days before the start (:func:`spottune._compose.empirical_rate_predictor`). ``feature_set`` (not a
 correction) trains the calibrated predictor on another set of columns (:data:`revpred.ladder_features.FEATURE_SETS`,
-docs/revpred.md "Sharper features"); ``--reference '{"p_cap": 0.6}'`` pairs every setting with today's default
-instead of ``{}``, and ``--tag`` keeps such a comparison in its own rows file and summary key.
+docs/revpred.md "Sharper features"); ``given_capacity`` picks modern mode's online-hazard prior (design P8);
+``--reference '{"p_cap": 0.6}'`` pairs every setting with today's default instead of ``{}``, and ``--tag`` keeps
+such a comparison in its own rows file and summary key. A rows file keeps its rows across code changes: the
+modern-mode ``{}`` rows written before 2026-11-27 (``tuning-digits-mlp-modern*.csv``,
+``evaluation-digits-mlp-modern.csv``) ran with the launch-time prior, so pair new modern settings with
+``{"given_capacity": false}`` or ``true`` explicitly, or delete those files.
 
 Settings are chosen on the **tuning** starts (:func:`spottune.evaluation.tuning_starts`, between the
 evaluation starts, never overlapping an evaluation replay) and then reported on the evaluation starts
@@ -154,7 +158,7 @@ def run_one(args: tuple, with_launches: bool = False) -> dict:
         predictor = predictor.fresh() if hasattr(predictor, "fresh") else predictor
     else:
         predictor = _predictor(env, policy.predictor, task)
-    if "given_capacity" in setting:  # online-hazard's prior for a fulfilled launch (modern mode)
+    if "given_capacity" in setting:  # online-hazard's prior: a fulfilled launch's share or any launch's (design P8)
         from revpred.online_hazard import OnlineHazard
 
         predictor = OnlineHazard.from_calibration(env["revocations"].calibration, predictor.price_predictor,

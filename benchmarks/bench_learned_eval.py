@@ -11,7 +11,6 @@ Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_learned_eval.py`` (ab
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -38,10 +37,10 @@ def main() -> int:
         ok = all(v["learned"] >= v["last_value"] - 1e-12 for v in row.values())
         out[name] = {"grid_steps": res["learned"]["grid_steps"], "train_curves": res["learned"]["train_curves"],
                      "test_curves": res["learned"]["test_curves"], "theta": row, "meets_target": ok}
-        cells = [f"{v['last_value']:.3f} / {v['learned']:.3f}" + ("" if math.isinf(v["alpha"]) else f" (α {v['alpha']:g})")
+        cells = [f"{v['last_value']:.3f} / {v['learned']:.3f}" + ("" if v["alpha"] is None else f" (α {v['alpha']:g})")
                  for v in row.values()]
         lines.append(f"| {name} | {res['learned']['grid_steps']} | " + " | ".join(cells) + f" | {'yes' if ok else '**no**'} |")
-    OUT.write_text(json.dumps(out, indent=1, default=float) + "\n")
+    OUT.write_text(json.dumps(out, indent=1) + "\n")
     print("\n".join(lines))
     print(f"wrote {OUT}")
     return 0

@@ -111,13 +111,10 @@ def main(argv=None) -> int:
     n_refused = len(queries["test"]) - len(test)
     label_s = time.perf_counter() - t0
 
-    from revpred.online_hazard import OnlineHazard
-
     def priors(lo_s: float) -> dict:
-        """Both priors, with the price predictor of the 28 days before ``lo_s``."""
-        online = make_predictor("online-hazard", setup, lo_s - 28 * DAY_S, lo_s, args.seed)[0]
-        launch = OnlineHazard.from_calibration(model.calibration, online.price_predictor, given_capacity=False)
-        return {"online-hazard (prior)": online, "online-hazard (prior, launch-time q)": launch}
+        """Both priors, with the price predictor of the 28 days before ``lo_s`` (trained once, cached on disk)."""
+        return {name: make_predictor("online-hazard", setup, lo_s - 28 * DAY_S, lo_s, args.seed, given_capacity=g)[0]
+                for name, g in (("online-hazard (prior)", None), ("online-hazard (prior, launch-time q)", False))}
 
     def queried(frame):
         return list(frame["market"]), frame["t"].to_numpy(), frame["b"].to_numpy()

@@ -9,10 +9,11 @@ independent:
 - ``p_price`` comes from a price-crossing predictor (e.g. :class:`revpred.calibrated.CalibratedRevocation`;
   a constant 0 when there is none);
 - the interruption rate of each market has a **gamma prior** (Gamma(alpha0, beta0), rate per second)
-  whose mean is the first-hour hazard of the market's lifetime in the interruption traces
-  (:meth:`spotmarket.HazardCalibration.lifetime`, ``p_le_1h_target``; set so that the prior predictive
-  P(interrupted within the hour) equals the traces' value) and whose weight is ``prior_hours`` of
-  pseudo-exposure;
+  set so that the prior predictive P(interrupted within the hour) equals a first-hour share from the
+  interruption-trace calibration, and whose weight is ``prior_hours`` of pseudo-exposure. The share is the
+  traces' ``p_le_1h_target`` (:meth:`spotmarket.HazardCalibration.lifetime`: a launch at a time independent of the
+  market's events) or, with ``given_capacity`` (modern mode's default, design P8), the modern model's share for a
+  launch that was fulfilled (:func:`spotmarket.fulfilled_p_le_1h`);
 - :meth:`observe` adds each ended instance run of the experiment (conjugate gamma-Poisson update):
   the exposure is the run's **first hour** only (``min(end - launch, 1 h)`` seconds) and an event is a
   capacity interruption within that hour. [I] The traces' hazard decreases with age (Weibull shape

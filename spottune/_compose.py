@@ -350,7 +350,8 @@ def _learned(kind: str, history: Any, markets: list, lo_s: float, hi_s: float, s
 
 def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, seed: int, *,
                    learned_kinds: Sequence[str] = ("revpred",), log_fn: Callable[[str], None] | None = None,
-                   fallback: bool = False, feature_set: str = "base") -> tuple[Any, str]:
+                   fallback: bool = False, feature_set: str = "base",
+                   given_capacity: bool | None = None) -> tuple[Any, str]:
     """The revocation predictor of Eq 1 (a :class:`revpred.protocol.RevocationPredictor`) and a one-line note.
 
     Parameters
@@ -379,6 +380,11 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
     feature_set : str, default "base"
         Columns of the ``calibrated`` model (also inside ``online-hazard``), passed to
         :func:`calibrated_predictor`; ignored by the other kinds.
+    given_capacity : bool, optional
+        ``online-hazard``'s prior: the first-hour share of a fulfilled launch (True) or of a launch at any time
+        (False; :meth:`revpred.online_hazard.OnlineHazard.from_calibration`). None (default): True when
+        ``market.revocation_model`` refuses launches in outages of correlated events (modern mode's default model,
+        design P8), else False.
 
     Raises
     ------
@@ -408,10 +414,14 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
             return pred, f"{pred.describe()}, before the start"
         from revpred.online_hazard import OnlineHazard
 
-        cal = getattr(market.revocation_model, "calibration", None)  # the modern model's; None: the default
-        return (OnlineHazard.from_calibration(cal, pred, given_capacity=True),
+        model = market.revocation_model
+        cal = getattr(model, "calibration", None)  # the modern model's; None: the default
+        if given_capacity is None:
+            given_capacity = bool(getattr(model, "outages", False) and getattr(model, "correlated", False))
+        launch = "a fulfilled launch" if given_capacity else "a launch at any time"
+        return (OnlineHazard.from_calibration(cal, pred, given_capacity=given_capacity),
                 f"online-hazard: gamma-Poisson interruption rate per market (prior from the interruption "
-                f"traces for a fulfilled launch, updated by the run) combined with {pred.describe()}")
+                f"traces for {launch}, updated by the run) combined with {pred.describe()}")
     note = ""
     if kind in ("revpred", "tributary"):
         kinds = tuple(learned_kinds) if kind in learned_kinds else (kind,)

@@ -22,6 +22,7 @@ All randomness comes from ``numpy.random.default_rng(seed)``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -281,8 +282,8 @@ def evaluate_learned(
     trials at one θ step (on raw curves recorded at uneven steps the curves of one study would be cut at different
     fractions and answered by different θ models). The curves are split in two seeded halves
     (``default_rng([seed, 1])``). The first half plays the previous runs: :class:`earlycurve.ResidualCurvePredictor`
-    (constructor defaults, ``top_k`` and ``study_size`` of the evaluation, pseudo-studies within each curve's
-    ``group``) is fitted on it. The second half is evaluated as :func:`evaluate_set` does, for ``last_value`` and
+    (constructor defaults, ``top_k`` and ``study_size`` of the evaluation, the whole set one group of pseudo-studies,
+    as in §8.7) is fitted on it. The second half is evaluated as :func:`evaluate_set` does, for ``last_value`` and
     ``learned``: issue 13's target is ``learned``'s ``topk_recall`` >= ``last_value``'s at every θ
     (docs/earlycurve.md §8.7, "in-set"). ``max_curves`` subsamples the set first, as in :func:`evaluate_set`.
 
@@ -290,17 +291,20 @@ def evaluate_learned(
     -------
     result : dict or None
         :func:`evaluate_set`'s result for the held-out half (``name`` gets the suffix ``" (held-out half)"``) plus
-        ``learned``: ``grid_steps``, ``train_curves``, ``test_curves`` and the chosen ridge ``alpha`` per θ of the
-        model (``inf``: the last value's ranking). None when a half would hold fewer than ``study_size`` curves.
+        ``learned``: ``grid_steps``, ``train_curves`` / ``test_curves`` (counts), ``train_ids`` / ``test_ids`` (the
+        curve ids of each half) and the chosen ridge ``alpha`` per θ of the model (None: no coefficient, the last
+        value's ranking; JSON-safe). None when a half would hold fewer than ``max(study_size, 5)`` curves (5: the
+        model's cross-validation folds).
 
     Raises
     ------
     InvalidCurveError
-        The fit's (e.g. a θ with fewer than 5 usable training curves) or :func:`evaluate_set`'s.
+        The fit's (e.g. fewer than 5 usable training curves at a θ, as when losses are <= 0 under the log
+        transform) or :func:`evaluate_set`'s.
     """
     curves = subsample(curve_set, max_curves, seed)
     half = len(curves) // 2
-    if half < study_size:
+    if half < max(study_size, 5):
         return None
     n = grid_steps(CurveSet(name=curve_set.name, curves=curves))
     pool = StudyPool.from_curves(curves, n)
@@ -311,11 +315,12 @@ def evaluate_learned(
     train = [gridded[i] for i in np.sort(order[:half])]
     test = tuple(gridded[i] for i in np.sort(order[half:]))
     model = ResidualCurvePredictor(top_k=top_k, study_size=study_size, random_state=seed).fit(
-        [(c.steps, c.values, c.max_steps) for c in train], [c.group for c in train])
+        [(c.steps, c.values, c.max_steps) for c in train])
     held_out = CurveSet(name=f"{curve_set.name} (held-out half)", curves=test,
                         counts={"grid_steps": n, "train": len(train), "test": len(test)})
     result = evaluate_set(held_out, {"last_value": LastValue(), "learned": model}, thetas=thetas,
                           n_studies=n_studies, study_size=study_size, top_k=top_k, seed=seed)
     result["learned"] = {"grid_steps": n, "train_curves": len(train), "test_curves": len(test),
-                         "alpha": {f"{t:g}": a for t, a in model.alpha_.items()}}
+                         "train_ids": [c.curve_id for c in train], "test_ids": [c.curve_id for c in test],
+                         "alpha": {f"{t:g}": a if math.isfinite(a) else None for t, a in model.alpha_.items()}}
     return result

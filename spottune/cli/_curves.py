@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from earlycurve.errors import InvalidCurveError
 from earlycurve.evaluation import THETAS, default_predictors, evaluate_learned, evaluate_set, find_datasets
 from earlycurve.evaluation._barrier import BARRIER_KEEPS, TWO_RUNG_GRID, choose_barrier
 from earlycurve.evaluation._compare import compare_stoppers
@@ -152,8 +153,8 @@ def eval_command(
 
     With --learned (default) a final-metric predictor learned from previous runs (ResidualCurvePredictor,
     docs/earlycurve.md §8.7) is fitted on a seeded half of each data set and compared with the last value on
-    the other half; the chosen ridge alpha per theta says where it uses coefficients (inf: it ranks as the last
-    value). With --stoppers (default) each data set is also replayed as tuning studies under every early
+    the other half; the chosen ridge alpha per theta says where it uses coefficients (inf, null in the JSON: it
+    ranks as the last value). With --stoppers (default) each data set is also replayed as tuning studies under every early
     stopper at fixed settings: top-1 / top-3 accuracy of the trial picked, regret (its final loss minus
     the best) and cost (steps trained / training every trial), mean and sd over studies.
     """
@@ -191,14 +192,19 @@ def eval_command(
         report["datasets"][name] = result
         click.echo(format_table(result, theta))
         if learned:
-            held_out = evaluate_learned(curve_set, thetas=thetas, n_studies=studies, study_size=study_size,
-                                        top_k=top_k, seed=seed, max_curves=max_curves)
+            try:
+                held_out = evaluate_learned(curve_set, thetas=thetas, n_studies=studies, study_size=study_size,
+                                            top_k=top_k, seed=seed, max_curves=max_curves)
+            except InvalidCurveError as e:  # e.g. losses <= 0: the other tables still stand
+                held_out = {"skipped": str(e)}
+                click.echo(f"  learned: skipped ({e})")
             result["learned"] = held_out
             if held_out is None:
-                click.echo(f"  learned: skipped ({result['counts']['evaluated']} curves; each half needs {study_size})")
-            else:
+                click.echo(f"  learned: skipped ({result['counts']['evaluated']} curves; each half needs "
+                           f"{max(study_size, 5)})")
+            elif "skipped" not in held_out:
                 click.echo(format_table(held_out, theta))
-                alphas = ", ".join(f"{t}: {a:g}" for t, a in held_out["learned"]["alpha"].items())
+                alphas = ", ".join(f"{t}: {'inf' if a is None else f'{a:g}'}" for t, a in held_out["learned"]["alpha"].items())
                 click.echo(f"  learned: ridge alpha per theta ({alphas})")
         if stoppers:
             cmp = compare_stoppers(curve_set, theta=theta, top_k=top_k, n_studies=stopper_studies,
