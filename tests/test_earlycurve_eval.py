@@ -191,8 +191,8 @@ def test_learned_predictor_against_the_last_value_on_held_out_curves(capsys, mon
     assert evaluate_learned(logreg, study_size=65) is None  # a half of 64 cannot hold a study of 65
     # the CLI prints the held-out table and the chosen alphas
     path = DATA / "builtin" / "builtin_logreg_curves.csv.gz"
-    assert _run_cli(["curves", "eval", str(path), "--theta", "0.3", "--no-sweep", "--no-stoppers", "--studies", "20"],
-                    monkeypatch) == 0
+    assert _run_cli(["curves", "eval", str(path), "--theta", "0.3", "--no-sweep", "--no-stoppers", "--studies", "20",
+                     "--max-curves", "40"], monkeypatch) == 0
     text = capsys.readouterr().out
     assert "(held-out half)" in text and "learned: ridge alpha per theta (0.1:" in text
 
