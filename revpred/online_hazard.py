@@ -86,8 +86,8 @@ class OnlineHazard:
         equals ``q``: ``alpha0 = -log(1 - q) / log(1 + horizon / beta0)``. ``q`` is the traces' first-hour
         probability ``lifetime(market).p_le_1h_target`` (a launch at a time independent of the market's
         events), or with ``given_capacity`` the same model's probability for a launch that was fulfilled,
-        :func:`spotmarket.fulfilled_p_le_1h` (launches are refused in outages and just before events, so a
-        fulfilled one is safer; docs/revpred.md, modern mode).
+        :func:`spotmarket.fulfilled_p_le_1h` (launches are refused in the outages after events and just before
+        events, so a fulfilled one is safer; docs/revpred.md, modern mode).
         """
         from spotmarket import HazardCalibration, fulfilled_p_le_1h
 

@@ -116,7 +116,7 @@ def curves() -> None:
 @click.option(
     "--learned/--no-learned", default=True, show_default=True,
     help="Also fit ResidualCurvePredictor on a seeded half of each data set and compare it with the last value on "
-         "the other half (skipped when a half holds fewer than --study-size curves).",
+         "the other half (skipped, with the reason, when a half is too small or the model cannot be fitted).",
 )
 @click.option(
     "--stopper-studies", type=int, default=40, show_default=True, callback=_check_positive,
