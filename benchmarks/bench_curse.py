@@ -161,6 +161,9 @@ def run_one(args: tuple, with_launches: bool = False) -> dict:
     if "given_capacity" in setting:  # online-hazard's prior: a fulfilled launch's share or any launch's (design P8)
         from revpred.online_hazard import OnlineHazard
 
+        if not isinstance(predictor, OnlineHazard):
+            raise SystemExit(f"given_capacity needs the online-hazard predictor (modern mode), not {type(predictor).__name__}")
+
         predictor = OnlineHazard.from_calibration(env["revocations"].calibration, predictor.price_predictor,
                                                   given_capacity=bool(setting["given_capacity"]))
     asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],

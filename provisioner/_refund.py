@@ -211,8 +211,8 @@ def _survival_integral(cum1: np.ndarray, x0: np.ndarray, x1: np.ndarray, k: floa
 def _revoked_steps_weibull(cum1: np.ndarray, a: np.ndarray, t: np.ndarray, h: np.ndarray, k: float) -> np.ndarray:
     """``Σ_{j=1}^{K} [S(a + jT) − S(H)]``, ``K = floor((H − a) / T)``, for the Weibull survival of
     :func:`_survival_integral`: summed exactly where K <= ``_EXACT_STEPS``, else as the midpoint integral
-    ``∫_{a+T/2}^{a+(K+1/2)T} S(x) dx / T`` (S is convex for k <= 1, so that overstates the sum, by under 0.1 % of
-    the kept steps at 256 steps an hour). 0 where K < 1 or cum1 is 0 or inf."""
+    ``∫_{a+T/2}^{a+(K+1/2)T} S(x) dx / T`` (S is convex for k <= 1, so that overstates the sum; by under 0.1 % of
+    the kept steps just above 256 steps an hour, tested). 0 where K < 1 or cum1 is 0 or inf."""
     cum1, a, t, h = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (cum1, a, t, h)))
     K = np.floor(np.maximum(h - a, 0.0) / t + 1e-9)
     j = np.arange(1, _EXACT_STEPS + 1, dtype=float)
@@ -275,6 +275,11 @@ def expected_useful_steps(p_revocation: ArrayLike, seconds_per_step: ArrayLike, 
     -------
     float or ndarray
         Expected useful steps.
+
+    Raises
+    ------
+    ProvisionerConfigError
+        On a p outside [0, 1] or a ``hazard_shape`` outside :data:`HAZARD_SHAPE_RANGE`.
     """
     p = np.asarray(p_revocation, dtype=float)
     _check_p(p)
@@ -319,6 +324,11 @@ def expected_segment_s(p_revocation: ArrayLike, horizon_s: ArrayLike, notice_s: 
     float or ndarray
         E[W], seconds, in [min(n, H), H].
 
+    Raises
+    ------
+    ProvisionerConfigError
+        On a p outside [0, 1] or a ``hazard_shape`` outside :data:`HAZARD_SHAPE_RANGE`.
+
     Examples
     --------
     >>> expected_segment_s(0.0, 3600.0), round(expected_segment_s(0.75, 3720.0, 120.0), 3)  # 120 + 3600 · 0.75 / ln 4
@@ -347,9 +357,13 @@ def refund_step_cost_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: Array
 
     See :func:`expected_paid_usd`, :func:`expected_useful_steps` and :func:`expected_segment_s` (same
     parameters, same units; ``hazard_shape`` is k of :func:`revocation_within`); ``v`` = ``time_value_usd_per_hour``,
-    the value of an hour of the trial's
-    wall-clock, USD per trial-hour (0: dollars only, ``E[USD] / E[steps]``; docs/design.md, issue 12, R7).
-    With p = 0, H = 3600 s, v = 0 and no overheads it equals Eq 2, ``P̄ · T / 3600``.
+    the value of an hour of the trial's wall-clock, USD per trial-hour (0: dollars only, ``E[USD] / E[steps]``;
+    docs/design.md, issue 12, R7). With p = 0, H = 3600 s, v = 0 and no overheads it equals Eq 2, ``P̄ · T / 3600``.
+
+    Raises
+    ------
+    ProvisionerConfigError
+        On a p outside [0, 1] or a ``hazard_shape`` outside :data:`HAZARD_SHAPE_RANGE`.
 
     Examples
     --------

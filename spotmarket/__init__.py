@@ -32,7 +32,6 @@ from spotmarket._seeding import keyed_rng, stable_hash
 from spotmarket._units import HOUR_S
 
 __all__ = [
-    "fulfilled_p_le_1h",
     "BLOCK_S",
     "Billing",
     "Cause",
@@ -58,6 +57,7 @@ __all__ = [
     "calibrate_from_traces",
     "co_interruption_share",
     "fit_weibull",
+    "fulfilled_p_le_1h",
     "kaplan_meier_cdf",
     "keyed_rng",
     "ledger_frame",

@@ -257,7 +257,21 @@ def fulfilled_p_le_1h(calibration: HazardCalibration, market: Market, *, notice_
     outages, the model's rule that a loss inside an outage starts none) and as many launch times drawn uniformly
     over it, both terms on the same draws. The draws are keyed by the parameters (shape, event scale, outage
     lognormal, notice lead) and ``seed``, not by the market, so markets with the same parameters get the same value
-    (cached; about 50 ms per distinct set). Across seeds the value moves by about 0.002.
+    (cached per parameter set). A test compares it with 6,000 launches under :class:`ModernHazardRevocation`.
+
+    Parameters
+    ----------
+    calibration : HazardCalibration
+        The model's calibration (lifetimes, correlated share, outages).
+    market : Market
+        Looked up as :meth:`HazardCalibration.lifetime`, :meth:`~HazardCalibration.split` and
+        :meth:`~HazardCalibration.outage` do.
+    notice_lead_s : float, default NOTICE_LEAD_S
+        Seconds before an event in which launches are refused (the model's notice lead, 120 s).
+    seed : int, default 0
+        Seed of the Monte Carlo draws (not the replay's).
+    n_events : int, default 100000
+        Events in the simulated stream, and launch times drawn over it.
 
     Returns
     -------

@@ -173,6 +173,11 @@ def test_a_weibull_hazard_shape_front_loads_the_hours_revocations():
     # coarse steps (K = 5) are summed exactly; a shape next to 1 agrees with the constant hazard's closed form
     coarse = sum(S(150 + 600 * j) for j in range(1, 6))
     assert expected_useful_steps(0.5, 600.0, 3600.0, boot_s=150.0, hazard_shape=0.5) == pytest.approx(coarse, rel=1e-12)
+    # just above 256 steps an hour (K = 265) the midpoint integral is within 0.1 % of the sum (docstring's claim)
+    for p, k in ((0.999, 0.588), (0.6, 0.3)):
+        c = -math.log1p(-p)
+        exact = sum(math.exp(-c * ((150 + 13.0 * j) / 3600) ** k) for j in range(1, 266))
+        assert expected_useful_steps(p, 13.0, 3600.0, boot_s=150.0, hazard_shape=k) == pytest.approx(exact, rel=1e-3)
     for t in (600.0, 60.0, 2.0):
         assert expected_useful_steps(0.9, t, 3600.0, boot_s=150.0, hazard_shape=1 + 1e-9) == pytest.approx(
             expected_useful_steps(0.9, t, 3600.0, boot_s=150.0), rel=1e-6)

@@ -285,7 +285,15 @@ def evaluate_learned(
     (constructor defaults, ``top_k`` and ``study_size`` of the evaluation, the whole set one group of pseudo-studies,
     as in §8.7) is fitted on it. The second half is evaluated as :func:`evaluate_set` does, for ``last_value`` and
     ``learned``: issue 13's target is ``learned``'s ``topk_recall`` >= ``last_value``'s at every θ
-    (docs/earlycurve.md §8.7, "in-set"). ``max_curves`` subsamples the set first, as in :func:`evaluate_set`.
+    (docs/earlycurve.md §8.7, "in-set").
+
+    Parameters
+    ----------
+    curve_set : CurveSet
+        Complete recorded curves (losses).
+    thetas, n_studies, study_size, top_k, seed, max_curves
+        As in :func:`evaluate_set` (θ: observed fractions of ``max_steps``; ``max_curves`` subsamples the set
+        first). ``top_k`` and ``study_size`` are also the model's cross-validation target.
 
     Returns
     -------
