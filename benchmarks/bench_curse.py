@@ -59,19 +59,18 @@ def _key(setting: dict) -> str:
 def _configure(chooser, setting: dict, env: dict, start_s: float) -> None:
     """Set the correction attributes of a built RefundProvisioner (validated like its constructor).
 
-    ``time_value_usd_per_hour`` (``benchmarks/bench_time_value.py``) replaces the objective's value of time and
-    ``hazard_shape`` its Weibull shape of the revocation time (``provisioner.RefundStepCost``, validated by it).
+    ``time_value_usd_per_hour`` and ``job_time_value_usd_per_hour`` (``benchmarks/bench_time_value.py``) replace the
+    objective's values of time and ``hazard_shape`` its Weibull shape of the revocation time
+    (``provisioner.RefundStepCost``, validated by it).
     """
     import dataclasses
 
     from provisioner._curse import LaunchLedger, check_correction
     from provisioner._refund_provisioner import P_CAP
 
-    if "time_value_usd_per_hour" in setting:
-        chooser.objective = dataclasses.replace(chooser.objective,
-                                                time_value_usd_per_hour=float(setting["time_value_usd_per_hour"]))
-    if "hazard_shape" in setting:
-        chooser.objective = dataclasses.replace(chooser.objective, hazard_shape=float(setting["hazard_shape"]))
+    for name in ("time_value_usd_per_hour", "job_time_value_usd_per_hour", "hazard_shape"):
+        if name in setting:
+            chooser.objective = dataclasses.replace(chooser.objective, **{name: float(setting[name])})
 
     prior = setting.get("p_prior")
     if prior == "empirical":

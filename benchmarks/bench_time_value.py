@@ -15,10 +15,17 @@ cost ÷ the reference's ≤ 0.8 and top-3 = 1 on every start; if none meets both
 start) with the smallest ``max(JCT ratio / 0.5, cost ratio / 0.8)``. Since design E12 (failover) the rows are
 measured afresh (the earlier ones are in git history).
 
+``--per job`` sets the job's value of time V instead (``RefundStepCost.job_time_value_usd_per_hour``, design R11:
+each trial pays V / n, n the trials still heading to its next stop), on :data:`GRID_JOB`. Its rule, fixed in
+docs/evaluation.md before any run on an evaluation start (:func:`choose_job`): on the 18 tuning starts of digits-mlp,
+the smallest V that meets both legacy targets (cost ≤ 0.5x and JCT ≤ 0.5x single-cheapest) with top-3 = 1 on every
+start, and in modern mode keeps the targets that v = 0 meets there (cost ≤ 0.8x both spot-restarts, JCT ≤ 0.5x
+``spot-restart``) with top-3 = 1 on every start; if no V does, 0 (off).
+
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_time_value.py --starts tuning|evaluation
-[--values JSON] [--workload w] [--mode legacy|modern] [--jobs 2]``; rows go to
-``benchmarks/results/time_value_runs/<set>-<workload>-<mode>.csv`` (a rerun only runs the missing (v, start)
-pairs).
+[--per trial|job] [--values JSON] [--workload w] [--mode legacy|modern] [--jobs 2]``; rows go to
+``benchmarks/results/time_value_runs/<set>-<workload>-<mode>.csv`` (a rerun only runs the missing (setting, start)
+pairs); the summary to the JSON's ``<set>-<workload>-<mode>`` (``-job`` appended with ``--per job``).
 """
 
 from __future__ import annotations
@@ -37,19 +44,24 @@ OUT = ROOT / "benchmarks" / "results" / "time_value.json"
 RUNS = ROOT / "benchmarks" / "results" / "time_value_runs"
 #: Values of time tried on the tuning starts, USD per trial-hour (0 = today's dollars-only objective).
 GRID = [0.0, 0.003, 0.005, 0.01, 0.03, 0.1, 0.3, 1.0]
+#: Values of the job's time tried on the tuning starts, USD per job-hour (design R11).
+GRID_JOB = [0.0, 0.01, 0.03, 0.1, 0.3, 1.0]
+#: The objective's field each ``--per`` sets.
+FIELD = {"trial": "time_value_usd_per_hour", "job": "job_time_value_usd_per_hour"}
 #: Issue 12's reference policies and targets per market mode: (policies, cost ratio ≤, JCT ratio ≤). In modern
 #: mode both spot-restarts (without and with failover, design E12) are references and a ratio is the larger of
 #: the two (the target must hold against each).
 TARGETS = {"modern": (bench_cost.RESTARTS, 0.8, 0.5), "legacy": (("single-cheapest",), 0.5, 0.5)}
 
 
-def setting(v: float, mode: str) -> dict:
-    """bench_curse's setting of a value of time on top of the mode's default provisioner (v = 0: the default):
-    in legacy mode the calibrated predictor's ceiling on p (design R6), which bench_curse's ``{}`` switches off."""
+def setting(v: float, mode: str, per: str = "trial") -> dict:
+    """bench_curse's setting of a value of time (per trial-hour, or per job-hour with ``per="job"``) on top of the
+    mode's default provisioner (v = 0: the default): in legacy mode the calibrated predictor's ceiling on p (design
+    R6), which bench_curse's ``{}`` switches off."""
     from spottune._compose import CALIBRATED_P_CAP
 
     base = {"p_cap": CALIBRATED_P_CAP} if mode == "legacy" else {}
-    return base if v == 0 else {**base, "time_value_usd_per_hour": float(v)}
+    return base if v == 0 else {**base, FIELD[per]: float(v)}
 
 
 def reference(start_set: str, workload: str, mode: str) -> dict:
@@ -69,7 +81,7 @@ def reference(start_set: str, workload: str, mode: str) -> dict:
     return out
 
 
-def summarise(df, refs: dict, mode: str) -> dict:
+def summarise(df, refs: dict, mode: str, per: str = "trial") -> dict:
     """Per v: means, ratios to the references on the same starts (the larger of each, and which reference it is),
     and the paired cost / JCT change to v = 0."""
     _, cost_t, jct_t = TARGETS[mode]
@@ -90,7 +102,7 @@ def summarise(df, refs: dict, mode: str) -> dict:
         dc = (g.loc[paired, "cost_usd"] - base.loc[paired, "cost_usd"]).astype(float)
         dj = (g.loc[paired, "jct_h"] - base.loc[paired, "jct_h"]).astype(float)
         se = lambda d: float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else None  # noqa: E731
-        v = json.loads(key).get("time_value_usd_per_hour", 0.0)
+        v = json.loads(key).get(FIELD[per], 0.0)
         out[str(v)] = {
             "time_value_usd_per_hour": v, "starts": int(len(common)), "cost_usd": cost, "jct_h": jct,
             "refunded_share": float(g.loc[common, "refunded_share"].mean()),
@@ -117,6 +129,19 @@ def choose(summary: dict, mode: str = "modern") -> float:
                                   s["time_value_usd_per_hour"]))["time_value_usd_per_hour"]
 
 
+def choose_job(legacy: dict, modern: dict) -> float:
+    """R11's rule (module docstring) on the tuning summaries of digits-mlp legacy and modern (``--per job``)."""
+    ok = []
+    for key, s in sorted(legacy.items(), key=lambda kv: kv[1]["time_value_usd_per_hour"]):
+        m = modern.get(key)
+        if s["time_value_usd_per_hour"] == 0 or m is None:
+            continue
+        if (s["cost_met"] and s["jct_met"] and s["top3_min"] >= 1.0 and m["top3_min"] >= 1.0 and m["cost_met"]
+                and m["ratios"]["spot-restart"]["jct"] <= TARGETS["modern"][2]):
+            ok.append(s["time_value_usd_per_hour"])
+    return ok[0] if ok else 0.0
+
+
 def main() -> None:
     import pandas as pd
 
@@ -129,8 +154,11 @@ def main() -> None:
     ap.add_argument("--workload", default="digits-mlp")
     ap.add_argument("--mode", choices=["legacy", "modern"], default="modern")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--per", choices=sorted(FIELD), default="trial",
+                    help="value of a trial's hour (R7) or of the job's, shared by the trials heading to a stop (R11)")
     args = ap.parse_args()
-    values = sorted({0.0, *map(float, json.loads(args.values) if args.values else GRID)})
+    grid = GRID_JOB if args.per == "job" else GRID
+    values = sorted({0.0, *map(float, json.loads(args.values) if args.values else grid)})
     ref = reference(args.starts, args.workload, args.mode)
     env = environment(args.workload, 0, args.mode, None, None)
     ev = default_starts(env["history"], env["markets"], 10)
@@ -139,8 +167,8 @@ def main() -> None:
     path = RUNS / f"{name}.csv"
     done = pd.read_csv(path) if path.exists() else None
     have = set() if done is None else set(zip(done["setting"], done["start_s"]))
-    tasks = [(setting(v, args.mode), i, t, args.workload, args.mode, 0) for v in values for i, t in enumerate(starts)
-             if (bench_curse._key(setting(v, args.mode)), t) not in have]
+    tasks = [(setting(v, args.mode, args.per), i, t, args.workload, args.mode, 0) for v in values
+             for i, t in enumerate(starts) if (bench_curse._key(setting(v, args.mode, args.per)), t) not in have]
     if tasks:
         RUNS.mkdir(parents=True, exist_ok=True)
         with ProcessPoolExecutor(args.jobs) as pool:
@@ -148,21 +176,28 @@ def main() -> None:
                 new = pd.DataFrame([row])
                 done = new if done is None else pd.concat([done, new], ignore_index=True)
                 done.to_csv(path, index=False)
-    keys = {bench_curse._key(setting(v, args.mode)) for v in values}
+    keys = {bench_curse._key(setting(v, args.mode, args.per)) for v in values}
     df = done[done["setting"].isin(keys) & done["start_s"].isin(starts)]
-    summary = summarise(df, ref, args.mode)
+    summary = summarise(df, ref, args.mode, args.per)
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
-    results[name] = {"policy": bench_curse.POLICY, "starts": [float(s) for s in starts], "values": summary}
-    if args.starts == "tuning" and args.workload == "digits-mlp" and args.mode == "modern":
-        results[name]["chosen_time_value_usd_per_hour"] = choose(summary, args.mode)
+    entry = name + ("-job" if args.per == "job" else "")
+    results[entry] = {"policy": bench_curse.POLICY, "per": args.per, "starts": [float(s) for s in starts],
+                      "values": summary}
+    if args.starts == "tuning" and args.workload == "digits-mlp" and args.mode == "modern" and args.per == "trial":
+        results[entry]["chosen_time_value_usd_per_hour"] = choose(summary, args.mode)
+    pair = ("tuning-digits-mlp-legacy-job", "tuning-digits-mlp-modern-job")
+    if args.per == "job" and all(k in results for k in pair):
+        results["chosen_job_time_value_usd_per_hour"] = choose_job(*(results[k]["values"] for k in pair))
     OUT.write_text(json.dumps(results, indent=1) + "\n")
     for s in summary.values():
         print(f"v {s['time_value_usd_per_hour']:<5g} cost {s['cost_usd']:.3f} ({s['cost_ratio']:.2f}x {s['reference']})"
               f"  JCT {s['jct_h']:.2f} h ({s['jct_ratio']:.2f}x {s['jct_reference']})  refunded {s['refunded_share']:.2f}"
               f"  top3min {s['top3_min']:.0f}  paired cost {s['paired_cost_diff_usd']:+.3f}"
               f"  JCT {s['paired_jct_diff_h']:+.2f} h")
-    if "chosen_time_value_usd_per_hour" in results[name]:
-        print(f"chosen: {results[name]['chosen_time_value_usd_per_hour']:g} USD per trial-hour")
+    if "chosen_time_value_usd_per_hour" in results[entry]:
+        print(f"chosen: {results[entry]['chosen_time_value_usd_per_hour']:g} USD per trial-hour")
+    if args.per == "job" and "chosen_job_time_value_usd_per_hour" in results:
+        print(f"chosen (R11): {results['chosen_job_time_value_usd_per_hour']:g} USD per job-hour")
     print(f"wrote {OUT}")
 
 

@@ -43,8 +43,8 @@ class MarketChooser(Protocol):
         """The market for one trial at ``now_s`` (seconds since the epoch, UTC).
 
         A chooser whose ``plans_horizon`` attribute is True also takes the keyword arguments
-        ``steps_left`` (steps until the trial's next planned stop) and ``resume_step`` (0 = fresh start),
-        and the orchestrator passes them (:class:`~provisioner.RefundProvisioner`).
+        ``steps_left`` (steps until the trial's next planned stop), ``resume_step`` (0 = fresh start) and
+        ``heading`` (trials still on their way to that stop), and the orchestrator passes them (:class:`~provisioner.RefundProvisioner`).
         """
         ...
 
@@ -161,7 +161,7 @@ class BaseChooser(abc.ABC):
 
     # -- the contract ---------------------------------------------------------------------------------
     def choose(self, trial_id: Hashable, now_s: float, *, steps_left: float | None = None,
-               resume_step: int | None = None) -> Choice:
+               resume_step: int | None = None, heading: int | None = None) -> Choice:
         """The market for one trial at ``now_s``; same as ``choose_many([trial_id], now_s)[0]``.
 
         Parameters
@@ -175,6 +175,9 @@ class BaseChooser(abc.ABC):
             choosers with :attr:`plans_horizon` use it.
         resume_step : int, optional
             Step the trial resumes from (0 = a fresh start, no restore); None = unknown.
+        heading : int, optional
+            Trials (this one included) still on their way to the trial's next stop; None = unknown. Only
+            choosers with :attr:`plans_horizon` use it (the job's value of time, design R11).
 
         Returns
         -------
@@ -187,7 +190,8 @@ class BaseChooser(abc.ABC):
         """
         return self.choose_many([trial_id], now_s,
                                 None if steps_left is None else [steps_left],
-                                None if resume_step is None else [resume_step])[0]
+                                None if resume_step is None else [resume_step],
+                                None if heading is None else [heading])[0]
 
     def record_segment(self, trial_id: Hashable, instance_type: str, seconds: float, steps: int) -> float:
         """Update T[h][i] from a finished segment (see :meth:`PerformanceMatrix.update`).
@@ -300,7 +304,7 @@ class BaseChooser(abc.ABC):
         available : ndarray of bool, shape (n,)
         T : ndarray of shape (k, n)
             Seconds per step.
-        plan : (steps_left, resume_step), ndarrays of shape (k,)
+        plan : (steps_left, resume_step, heading), ndarrays of shape (k,)
             NaN where unknown (unused here).
 
         Returns
@@ -324,7 +328,8 @@ class BaseChooser(abc.ABC):
 
     def choose_many(self, trial_ids: Sequence[Hashable], now_s: float,
                     steps_left: Sequence[float] | None = None,
-                    resume_steps: Sequence[int] | None = None) -> list[Choice]:
+                    resume_steps: Sequence[int] | None = None,
+                    heading: Sequence[int] | None = None) -> list[Choice]:
         """Choices for several trials at one decision time: one vectorised round, one predictor call.
 
         Parameters
@@ -337,6 +342,8 @@ class BaseChooser(abc.ABC):
             :attr:`plans_horizon`.
         resume_steps : sequence of int, length k, optional
             Step each trial resumes from (0 = fresh, no restore; None: unknown).
+        heading : sequence of int, length k, optional
+            Per trial, the trials (itself included) still on their way to its next stop (None: unknown).
 
         Returns
         -------
@@ -365,7 +372,7 @@ class BaseChooser(abc.ABC):
                 + "; ".join(f"{s.market}: {s.reason}" for s in skipped[:3])
             )
         T = self.performance.rows(trial_ids)[:, self._type_col]
-        plan = _plan(k, steps_left, resume_steps)
+        plan = _plan(k, steps_left, resume_steps, heading)
         b, launchable, p, cost, hour_cost, extra = self._evaluate(now_s, current, mean, available, T, plan)
         keys = self._order_keys(step_cost=cost, seconds_per_step=T,
                                 current=np.broadcast_to(current, (k, n)), mean=np.broadcast_to(mean, (k, n)), **extra)
@@ -431,10 +438,11 @@ class BaseChooser(abc.ABC):
 _CANDIDATE_EXTRA = ("expected_usd", "expected_useful_steps", "horizon_s", "p_objective")
 
 
-def _plan(k: int, steps_left: Sequence[float] | None, resume_steps: Sequence[int] | None) -> tuple[np.ndarray, np.ndarray]:
-    """(steps_left, resume_step) as float arrays of shape (k,), NaN where unknown."""
+def _plan(k: int, steps_left: Sequence[float] | None, resume_steps: Sequence[int] | None,
+          heading: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(steps_left, resume_step, heading) as float arrays of shape (k,), NaN where unknown."""
     out = []
-    for name, values in (("steps_left", steps_left), ("resume_steps", resume_steps)):
+    for name, values in (("steps_left", steps_left), ("resume_steps", resume_steps), ("heading", heading)):
         if values is None:
             out.append(np.full(k, np.nan))
             continue
@@ -442,4 +450,4 @@ def _plan(k: int, steps_left: Sequence[float] | None, resume_steps: Sequence[int
         if arr.shape != (k,) or np.any(arr[~np.isnan(arr)] < 0):
             raise ProvisionerConfigError(f"{name} is {list(values)!r}, but must hold {k} numbers >= 0 (or None)")
         out.append(arr)
-    return out[0], out[1]
+    return out[0], out[1], out[2]

@@ -401,6 +401,12 @@ class RefundStepCost:
         Value of time v, USD per trial-hour of wall-clock: the objective adds ``v · E[W] / 3600`` to the
         expected USD of a segment (:func:`refund_step_cost_usd`), so a faster market wins when the refund
         saving per step is smaller than the time it costs. 0 = dollars only (docs/design.md, issue 12, R7).
+    job_time_value_usd_per_hour : float, default 0
+        Value of time V, USD per hour of the *job's* wall-clock (design R11). The job moves on (past a barrier, or
+        to its end) when the last of the trials heading there arrives, so a trial that shares its next stop with
+        n − 1 others still on their way is charged V / n per trial-hour, on top of ``time_value_usd_per_hour``
+        (:meth:`trial_time_value`): the 3 trials left after the θ barrier get V / 3 each, the last straggler
+        before it V, and each of 16 fresh trials V / 16.
     hazard_shape : float, default 1
         Weibull shape k of the revocation time within the hour (:func:`revocation_within`), in
         :data:`HAZARD_SHAPE_RANGE`; 1 = a constant hazard.
@@ -416,6 +422,7 @@ class RefundStepCost:
     notice_s: float = NOTICE_S
     deltas_usd_per_hour: tuple[float, ...] = DELTA_LADDER_USD_PER_HOUR
     time_value_usd_per_hour: float = 0.0
+    job_time_value_usd_per_hour: float = 0.0
     hazard_shape: float = 1.0
     name: str = field(default="refund")
 
@@ -425,14 +432,39 @@ class RefundStepCost:
                          *[("checkpoint_s", c) for c in values]]:
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ProvisionerConfigError(f"{label} is {v!r}, but must be a finite number of seconds >= 0")
-        v = self.time_value_usd_per_hour
-        if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-            raise ProvisionerConfigError(f"time_value_usd_per_hour is {v!r}, but must be a finite number of USD "
-                                         "per trial-hour >= 0")
+        for label, v, per in [("time_value_usd_per_hour", self.time_value_usd_per_hour, "trial"),
+                              ("job_time_value_usd_per_hour", self.job_time_value_usd_per_hour, "job")]:
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ProvisionerConfigError(f"{label} is {v!r}, but must be a finite number of USD per {per}-hour >= 0")
         _check_shape(self.hazard_shape)
         d = tuple(self.deltas_usd_per_hour)
         if not d or not all(math.isfinite(x) and x > 0 for x in d):
             raise ProvisionerConfigError(f"deltas_usd_per_hour is {d!r}, but must be positive USD/hour values")
+
+    def trial_time_value(self, heading: ArrayLike = 1.0) -> np.ndarray | float:
+        """Value of time of a trial, USD per trial-hour: ``v + V / n``.
+
+        Parameters
+        ----------
+        heading : float or array
+            n, the trials (this one included) still on their way to this trial's next stop (a barrier or the
+            end); NaN (unknown) counts as 1, so an unknown trial is charged the whole of V.
+
+        Raises
+        ------
+        ProvisionerConfigError
+            On an n below 1.
+
+        Examples
+        --------
+        >>> f"{RefundStepCost(time_value_usd_per_hour=0.01, job_time_value_usd_per_hour=0.3).trial_time_value(3):.6g}"
+        '0.11'
+        """
+        n = np.asarray(heading, dtype=float)
+        n = np.where(np.isnan(n), 1.0, n)
+        if np.any(n < 1):
+            raise ProvisionerConfigError(f"heading is {heading!r}, but must count at least the trial itself (>= 1)")
+        return _out(self.time_value_usd_per_hour + self.job_time_value_usd_per_hour / n)
 
     def checkpoint_seconds(self, instance_type: str) -> float:
         """Seconds to write (or read) one checkpoint on ``instance_type``.

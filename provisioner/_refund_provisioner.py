@@ -51,7 +51,8 @@ class RefundProvisioner(BaseChooser):
         Kept for the chooser contract; the ladder draws nothing.
     objective : RefundStepCost, optional
         Overheads (boot, checkpoint per type, notice), the ladder and the value of time
-        (``time_value_usd_per_hour``: the objective becomes (USD + v · wall-clock hours) per useful step);
+        (``time_value_usd_per_hour`` v and ``job_time_value_usd_per_hour`` V: the objective becomes
+        (USD + (v + V / n) · wall-clock hours) per useful step, n the trials still heading to the trial's next stop);
         default ``RefundStepCost()`` (no overheads, dollars only).
     performance : PerformanceMatrix, optional
         T (seconds per step); default from the catalog's vCPUs.
@@ -146,7 +147,7 @@ class RefundProvisioner(BaseChooser):
             prior = self._ladder_p(now_s, ok, b_all, prior)  # the prior predictor's p of the same candidates
         p_used = shrink_p(p_all, ok, self.p_shrink, prior)  # the predictor's p when p_shrink = 0
         p_obj = np.minimum(np.where(ok, p_used, 0.0), self.p_cap)
-        steps_left, resume = plan
+        steps_left, resume, heading = plan
         restore = np.where(resume[:, None] == 0, 0.0, self._ckpt[None, :])  # (k, n); NaN (unknown) restores
         left = np.where(np.isnan(steps_left), np.inf, steps_left)[:, None]
         H = np.asarray(decision_horizon_s(left, T, boot_s=obj.boot_s, restore_s=restore,
@@ -157,10 +158,10 @@ class RefundProvisioner(BaseChooser):
         steps = np.asarray(expected_useful_steps(
             p_obj[None], T[:, :, None], H[:, :, None], boot_s=obj.boot_s, restore_s=restore[:, :, None],
             checkpoint_s=self._ckpt[None, :, None], notice_s=obj.notice_s, hazard_shape=shape))
-        priced = usd  # USD, plus the value of the trial's wall-clock when one is set (R7)
-        if obj.time_value_usd_per_hour:
-            priced = usd + obj.time_value_usd_per_hour * np.asarray(
-                expected_segment_s(p_obj[None], H[:, :, None], obj.notice_s, shape)) / HOUR_S
+        priced = usd  # USD, plus the value of the trial's wall-clock when one is set (R7, R11)
+        if obj.time_value_usd_per_hour or obj.job_time_value_usd_per_hour:
+            v = np.asarray(obj.trial_time_value(heading), dtype=float).reshape(k, 1, 1)  # USD per trial-hour
+            priced = usd + v * np.asarray(expected_segment_s(p_obj[None], H[:, :, None], obj.notice_s, shape)) / HOUR_S
         with np.errstate(divide="ignore", invalid="ignore"):
             cost = np.where(steps > 0, priced / np.where(steps > 0, steps, 1.0), np.inf)
         bad = ~np.broadcast_to(ok[None], cost.shape)

@@ -226,6 +226,20 @@ def test_a_value_of_time_moves_a_trial_from_a_slow_refunded_market_to_a_fast_one
     assert slow(0.0) == pytest.approx(1.28373e-6, rel=1e-5) and fast(0.0) == pytest.approx(5.2083e-6, rel=1e-4)
     # the break-even value of time: (0.30 / 57600 - 0.005 / steps) / (hours / steps - 1 / 57600) = 0.030683 USD/h
     assert (0.30 / 57600 - 0.005 / steps_slow) / (hours_slow / steps_slow - 1 / 57600) == pytest.approx(0.030683, abs=1e-6)
+    # the job's value of time V is shared by the trials still heading to the same stop (R11): V = 0.4 USD per
+    # job-hour is 0.4 / 16 = 0.025 USD per trial-hour (below the break-even: slow) for one of 16 fresh trials,
+    # 0.4 / 2 = 0.2 for one of two stragglers, and the whole 0.4 for a trial alone or of unknown company (fast)
+    job = chooser(hist, pred, objective=RefundStepCost(job_time_value_usd_per_hour=0.4))
+    got = job.choose_many(["a", "b", "c"], NOW, heading=[16, 2, None])
+    assert [c.market for c in got] == [R4A, M4, M4]
+    assert [c.expected_step_cost_usd for c in got] == pytest.approx([slow(0.025), fast(0.2), fast(0.4)], rel=1e-9)
+    both = chooser(hist, pred, objective=RefundStepCost(time_value_usd_per_hour=0.01, job_time_value_usd_per_hour=0.32))
+    assert both.choose("a", NOW, heading=16).expected_step_cost_usd == pytest.approx(slow(0.03), rel=1e-9)  # v + V / n
+    with pytest.raises(ProvisionerConfigError, match="heading is"):
+        job.choose("a", NOW, heading=0)
+    for bad in (-0.1, math.nan, math.inf, True):
+        with pytest.raises(ProvisionerConfigError, match="job_time_value_usd_per_hour"):
+            RefundStepCost(job_time_value_usd_per_hour=bad)
 
 
 def test_a_zero_value_of_time_is_todays_chooser():
@@ -340,8 +354,8 @@ def test_orchestrator_passes_the_plan_to_a_horizon_planning_chooser():
             return 0.5
 
     rec = Recorder()
-    Orchestrator(["t0"], OrchestratorConfig(max_steps=10, theta=0.5), rec).handle(ExperimentStarted(time_s=NOW))
-    assert rec.calls == [{"steps_left": 5, "resume_step": 0}]
+    Orchestrator(["t0", "t1", "t2"], OrchestratorConfig(max_steps=10, theta=0.5), rec).handle(ExperimentStarted(time_s=NOW))
+    assert rec.calls == [{"steps_left": 5, "resume_step": 0, "heading": 3}] * 3  # all three head to the θ barrier
 
 
 def test_spec_and_defaults():

@@ -380,7 +380,7 @@ class Orchestrator:
         try:
             if getattr(self.chooser, "plans_horizon", False):  # the refund-aware objective prices the horizon
                 choice = self.chooser.choose(tr.trial_id, t, steps_left=tr.target_steps - tr.checkpoint_step,
-                                             resume_step=tr.checkpoint_step)
+                                             resume_step=tr.checkpoint_step, heading=self._heading(tr))
             else:
                 choice = self.chooser.choose(tr.trial_id, t)
         except NoMarketAvailable:
@@ -398,6 +398,14 @@ class Orchestrator:
             explanation=_explain(getattr(choice, "explanation", None)),
         )
         self._act(tr, launch, None, out)
+
+    def _heading(self, tr: TrialRecord) -> int:
+        """Trials, ``tr`` included, still on their way to ``tr``'s next stop (the same ``target_steps``): the job
+        moves on when the last of them arrives, so each one's share of the job's value of time is 1 / this (design
+        R11). A trial paused at the stop and not yet continued has arrived."""
+        return sum(1 for o in self.trials.values()
+                   if o.target_steps == tr.target_steps and not o.state.is_terminal()
+                   and not (o.state is TrialState.PAUSED_AT_THETA and not o.continued)) or 1
 
     def _excluded(self, t: float) -> dict:
         """The markets the chooser's exclusions leave out at ``t`` (capacity refusals the driver recorded, design
@@ -450,11 +458,12 @@ class Orchestrator:
         if at_theta:
             self.selection_done, self.selected = True, kept
         target = self.config.max_steps if at_theta else barriers[self.barrier][0]
-        for tr in self.trials.values():
-            if tr.state is not TrialState.PAUSED_AT_THETA:
-                continue
+        paused = [tr for tr in self.trials.values() if tr.state is TrialState.PAUSED_AT_THETA]
+        for tr in paused:  # every kept trial heads to the next stop before the first launches (_heading)
             if tr.trial_id in kept:
                 tr.continued, tr.target_steps = True, target
+        for tr in paused:
+            if tr.trial_id in kept:
                 self._launch(tr, t, out)
             else:
                 self._act(tr, Stop(trial_id=tr.trial_id, reason=StopReason.NOT_TOP_K), StopReason.NOT_TOP_K, out)

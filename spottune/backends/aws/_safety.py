@@ -50,7 +50,7 @@ def plan(chooser: Any, trial_ids: Sequence[str], now_s: float, steps_left: float
     ``steps_left`` steps to their first stop), without launching anything."""
     ids = list(trial_ids)
     if getattr(chooser, "plans_horizon", False) and steps_left is not None:
-        choices = chooser.choose_many(ids, now_s, [float(steps_left)] * len(ids), [0] * len(ids))
+        choices = chooser.choose_many(ids, now_s, [float(steps_left)] * len(ids), [0] * len(ids), [len(ids)] * len(ids))
     else:
         choices = chooser.choose_many(ids, now_s)
     return Plan(tuple((str(t), str(c.market), float(c.max_price_usd_per_hour)) for t, c in zip(trial_ids, choices)))
