@@ -13,7 +13,9 @@ docs/revpred.md "Sharper features"); ``given_capacity`` picks modern mode's onli
 such a comparison in its own rows file and summary key. A rows file keeps its rows across code changes: the
 modern-mode ``{}`` rows written before 2026-11-27 (``tuning-digits-mlp-modern*.csv``,
 ``evaluation-digits-mlp-modern.csv``) ran with the launch-time prior, so pair new modern settings with
-``{"given_capacity": false}`` or ``true`` explicitly, or delete those files.
+``{"given_capacity": false}`` or ``true`` explicitly, or delete those files. Every setting runs without the job's
+value of time (design R11, the default since 2026-11-27; all rows before it ran without one), unless it sets
+``job_time_value_usd_per_hour`` itself (``{"job_time_value_usd_per_hour": 0.01}`` on top is today's default).
 
 Settings are chosen on the **tuning** starts (:func:`spottune.evaluation.tuning_starts`, between the
 evaluation starts, never overlapping an evaluation replay) and then reported on the evaluation starts
@@ -168,7 +170,7 @@ def run_one(args: tuple, with_launches: bool = False) -> dict:
     asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],
                    markets=env["markets"], revocation_model=env["revocations"], billing=Billing("second"),
                    predictor=predictor, seed=seed, boot_s=DEFAULT_BOOT_S, start_s=start_s,
-                   window_s=task.train_hi_s - task.train_lo_s)
+                   window_s=task.train_hi_s - task.train_lo_s, job_time_value_usd_per_hour=0.0)
     _configure(asm.chooser, setting, env, start_s)
     settings = SimSettings(boot_s=DEFAULT_BOOT_S, seed=seed)
     record = SimBackend(asm.orchestrator, env["history"], asm.revocation_model, asm.billing, study.sim_curves(),

@@ -81,7 +81,7 @@ def reference(start_set: str, workload: str, mode: str) -> dict:
     return out
 
 
-def summarise(df, refs: dict, mode: str, per: str = "trial") -> dict:
+def summarise(df, refs: dict, mode: str, kind: str = "trial") -> dict:
     """Per v: means, ratios to the references on the same starts (the larger of each, and which reference it is),
     and the paired cost / JCT change to v = 0."""
     _, cost_t, jct_t = TARGETS[mode]
@@ -102,7 +102,7 @@ def summarise(df, refs: dict, mode: str, per: str = "trial") -> dict:
         dc = (g.loc[paired, "cost_usd"] - base.loc[paired, "cost_usd"]).astype(float)
         dj = (g.loc[paired, "jct_h"] - base.loc[paired, "jct_h"]).astype(float)
         se = lambda d: float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else None  # noqa: E731
-        v = json.loads(key).get(FIELD[per], 0.0)
+        v = json.loads(key).get(FIELD[kind], 0.0)
         out[str(v)] = {
             "time_value_usd_per_hour": v, "starts": int(len(common)), "cost_usd": cost, "jct_h": jct,
             "refunded_share": float(g.loc[common, "refunded_share"].mean()),
@@ -196,7 +196,7 @@ def main() -> None:
               f"  JCT {s['paired_jct_diff_h']:+.2f} h")
     if "chosen_time_value_usd_per_hour" in results[entry]:
         print(f"chosen: {results[entry]['chosen_time_value_usd_per_hour']:g} USD per trial-hour")
-    if args.per == "job" and "chosen_job_time_value_usd_per_hour" in results:
+    if args.per == "job" and args.starts == "tuning" and "chosen_job_time_value_usd_per_hour" in results:
         print(f"chosen (R11): {results['chosen_job_time_value_usd_per_hour']:g} USD per job-hour")
     print(f"wrote {OUT}")
 

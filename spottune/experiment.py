@@ -60,6 +60,9 @@ OBJECTIVES = ("refund", "paper")
 #: ``pooled`` learns the speed ratios between types from all trials of the run (:class:`provisioner.PooledSpeedMatrix`),
 #: ``cores`` is the spec's per-trial ``κ / cores`` rule (:class:`provisioner.PerformanceMatrix`, SpotTune §1.4).
 SPEED_MODELS = ("pooled", "cores")
+#: The refund objective's default value of the job's time, USD per job-hour (design R11, chosen by its rule on the
+#: tuning starts: ``benchmarks/bench_time_value.py --per job``).
+DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR = 0.01
 #: Early-stopping rules (issue 13): ``paper`` (EarlyCurve at θ, as published), ``rank`` (the rank-confidence rule
 #: at rungs before θ, then the last value's top-k at θ), ``predictive`` (predictive ASHA at rungs before θ, then
 #: the same) and ``barrier`` (no rungs, the last value's top-k at θ); :mod:`spottune._early_stop`.
@@ -265,6 +268,12 @@ class ExperimentSpec:
         faster market wins when a refund saves less per step than the time costs (as ``spottune run
         --time-value-usd-per-hour``; :class:`provisioner.RefundStepCost`; docs/design.md, issue 12, R7).
         0 = dollars only.
+    job_time_value_usd_per_hour : float, default :data:`DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR` (0.01)
+        ``refund`` objective: the value of an hour of the job's wall-clock, USD per job-hour, shared by the trials
+        still heading to the same stop (the θ barrier, a rung or the end): each pays V / n per hour, so the few
+        trials left after the barrier and the last stragglers before it buy speed, the many fresh trials hardly
+        (as ``spottune run --job-time-value-usd-per-hour``; :class:`provisioner.RefundStepCost`; docs/design.md,
+        issue 12, R11). 0 = off.
     speed_model : {"pooled", "cores"}, default "pooled"
         ``refund`` objective: how seconds per step on an instance type a trial has not run on are predicted:
         ``pooled`` learns the speed ratios between types jointly from every trial's measured segments (a log-linear
@@ -362,6 +371,7 @@ class ExperimentSpec:
     boot_s: float = DEFAULT_BOOT_S
     objective: str = "refund"
     time_value_usd_per_hour: float = 0.0
+    job_time_value_usd_per_hour: float = DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR
     speed_model: str = "pooled"
     stopper: str = DEFAULT_STOPPER
     predictive_options: Mapping[str, Any] | str | None = None
@@ -399,7 +409,8 @@ class ExperimentSpec:
         set_("storage_options", dict(self.storage_options))
         if isinstance(self.theta, int) and not isinstance(self.theta, bool):
             set_("theta", float(self.theta))
-        for name in ("time_scale", "train_days", "boot_s", "step_time_cov", "time_value_usd_per_hour"):
+        for name in ("time_scale", "train_days", "boot_s", "step_time_cov", "time_value_usd_per_hour",
+                     "job_time_value_usd_per_hour"):
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 set_(name, float(value))
@@ -480,6 +491,8 @@ class ExperimentSpec:
         need(_is_real(self.boot_s) and self.boot_s >= 0, "boot_s", "a number of seconds >= 0")
         need(self.objective in OBJECTIVES, "objective", f"one of {', '.join(OBJECTIVES)}")
         need(_is_real(self.time_value_usd_per_hour) and self.time_value_usd_per_hour >= 0, "time_value_usd_per_hour", "a finite number of USD per trial-hour >= 0")
+        need(_is_real(self.job_time_value_usd_per_hour) and self.job_time_value_usd_per_hour >= 0,
+             "job_time_value_usd_per_hour", "a finite number of USD per job-hour >= 0")
         need(self.speed_model in SPEED_MODELS, "speed_model", f"one of {', '.join(SPEED_MODELS)}")
         need(self.stopper in STOPPERS, "stopper", f"one of {', '.join(STOPPERS)}")
         object.__setattr__(self, "predictive_options", parse_predictive_options(self.predictive_options, self.stopper))

@@ -78,6 +78,12 @@ def test_the_value_of_time_reaches_the_refund_objective():
     assert assemble(get_policy("spottune-0.7"), **kw).chooser.objective.time_value_usd_per_hour == 0.0
     asm = assemble(get_policy("spottune-0.7"), time_value_usd_per_hour=0.25, **kw)
     assert asm.chooser.objective.time_value_usd_per_hour == 0.25 and asm.chooser.objective.boot_s == 120.0
+    # the job's value of time (R11): the composition root's default unless given
+    from spottune.experiment import DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR
+
+    assert asm.chooser.objective.job_time_value_usd_per_hour == DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR == 0.01
+    asm = assemble(get_policy("spottune-0.7"), job_time_value_usd_per_hour=0.0, **kw)
+    assert asm.chooser.objective.job_time_value_usd_per_hour == 0.0
     # the speed model (design R9) reaches the chooser too, and the workload's declared speed sets T's prior
     from provisioner import PerformanceMatrix, PooledSpeedMatrix
 

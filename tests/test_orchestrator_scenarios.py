@@ -445,3 +445,36 @@ def test_rungs_parse_from_text_or_pairs():
     assert OrchestratorConfig(max_steps=100, rungs=[[0.1, 5]]).rungs == ((0.1, 5),)
     assert OrchestratorConfig(max_steps=100, rungs=[]).barriers == ((70, 3),)
     assert OrchestratorConfig(max_steps=100, theta=1.0).barriers == ()
+
+
+class HeadingRecorder(FakeChooser):
+    """A horizon-planning chooser that records each launch's (trial, heading): the trials still on their way to
+    the trial's next stop (design R11)."""
+
+    plans_horizon = True
+
+    def __init__(self):
+        super().__init__()
+        self.headings = []
+
+    def choose(self, trial_id, now_s, *, steps_left=None, resume_step=None, heading=None):
+        self.headings.append((trial_id, heading))
+        return super().choose(trial_id, now_s)
+
+
+def test_the_trials_heading_to_a_stop_share_the_jobs_time():
+    chooser = HeadingRecorder()
+    s = Script(trials=("t0", "t1", "t2", "t3"), chooser=chooser, max_steps=10, theta=0.5, top_k=2)
+    s.curve = {"t0": lambda k: 4.0, "t1": lambda k: 1.0, "t2": lambda k: 3.0, "t3": lambda k: 2.0}
+    s.start()
+    assert chooser.headings == [(t, 4) for t in s.curve]  # four fresh trials head to the θ barrier
+    inst = {t: s.launched(t) for t in s.curve}
+    for t in ("t0", "t1", "t2"):
+        _pause(s, t, inst[t], 5)
+    s.steps("t3", inst["t3"], 3, f=s.curve["t3"])
+    s(RevocationNotice, trial_id="t3", instance_id=inst["t3"], deadline_s=s.t + 121)
+    s(CheckpointSaved, trial_id="t3", instance_id=inst["t3"], reason=CheckpointReason.REVOCATION, step=3)
+    assert chooser.headings[-1] == ("t3", 1)  # the straggler alone holds the barrier: it pays the whole of V
+    acts = _pause(s, "t3", s.launched("t3"), 5)
+    assert {a.trial_id for a in acts if isinstance(a, Launch)} == {"t1", "t3"}
+    assert chooser.headings[-2:] == [("t1", 2), ("t3", 2)]  # the kept two head on to the end together

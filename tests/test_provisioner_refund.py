@@ -372,6 +372,9 @@ def test_spec_and_defaults():
     with pytest.raises(ConfigError, match="objective is 'eq2', but must be one of refund, paper"):
         ExperimentSpec(objective="eq2")
     assert ExperimentSpec().time_value_usd_per_hour == 0.0 == RefundStepCost().time_value_usd_per_hour
+    assert ExperimentSpec().job_time_value_usd_per_hour == 0.01 and RefundStepCost().job_time_value_usd_per_hour == 0.0
+    with pytest.raises(ConfigError, match="job_time_value_usd_per_hour is -1.0, but must be a finite number"):
+        ExperimentSpec(job_time_value_usd_per_hour=-1)
     with pytest.raises(ConfigError, match="time_value_usd_per_hour is -1.0, but must be a finite number"):
         ExperimentSpec(time_value_usd_per_hour=-1)
     from spottune._compose import make_provisioner

@@ -137,6 +137,10 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
 @click.option("--time-value-usd-per-hour", type=float, default=None, show_default=_default("time_value_usd_per_hour"),
               help="refund objective: value of a trial's wall-clock hour, USD per trial-hour (minimises (USD + value x "
                    "hours) per useful step; 0 = dollars only).")
+@click.option("--job-time-value-usd-per-hour", type=float, default=None,
+              show_default=_default("job_time_value_usd_per_hour"),
+              help="refund objective: value of the job's wall-clock hour, USD per job-hour, shared by the trials still "
+                   "heading to the same stop (each pays value / their number per hour; design R11; 0 = off).")
 @click.option("--speed-model", type=click.Choice(list(SPEED_MODELS)), default=None, show_default=_default("speed_model"),
               help="refund objective: speed on instance types a trial has not run on; pooled: speed ratios learned from "
                    "all trials (design R9); cores: the spec's kappa / cores per trial.")

@@ -20,7 +20,7 @@ import click
 
 from spottune.errors import ConfigError
 from spottune.evaluation._policies import PROVISIONINGS
-from spottune.experiment import (DEFAULT_STOPPER, OBJECTIVES, SPEED_MODELS, STOPPERS, check_predictive_rungs,
+from spottune.experiment import (DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR, DEFAULT_STOPPER, OBJECTIVES, SPEED_MODELS, STOPPERS, check_predictive_rungs,
                                  parse_predictive_options)
 
 
@@ -46,7 +46,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                  deadline: Any = None,
                  budget_usd: float | None = None, deadline_rule: str = "slack",
                  time_value_usd_per_hour: float = 0.0, provisioning: str = "spottune",
-                 speed_model: str = "pooled", predictive_options: Any = None) -> Any:
+                 speed_model: str = "pooled", predictive_options: Any = None,
+                 job_time_value_usd_per_hour: float | None = None) -> Any:
     """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
 
     Parameters
@@ -99,6 +100,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     time_value_usd_per_hour : float, default 0
         Value of a trial's wall-clock hour in the ``refund`` objective of the SpotTune policies, USD per
         trial-hour (0 = dollars only; docs/design.md, issue 12, R7).
+    job_time_value_usd_per_hour : float, optional
+        Value of the job's wall-clock hour in the same objective, USD per job-hour, shared by the trials heading to
+        the same stop (R11; default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`, 0 = off).
     provisioning : {"spottune", "restart"}, default "spottune"
         Provisioning of the SpotTune and Optuna policies: the SpotTune provisioner, or spot-restart's (cheapest market
         at each launch, max price = on-demand, no hop), which compares stoppers on a provisioning that does not
@@ -138,6 +142,11 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     if not (math.isfinite(time_value_usd_per_hour) and time_value_usd_per_hour >= 0):
         raise ConfigError(f"--time-value-usd-per-hour is {time_value_usd_per_hour}, but must be a finite number of "
                           "USD per trial-hour >= 0")
+    if job_time_value_usd_per_hour is None:
+        job_time_value_usd_per_hour = DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR
+    if not (math.isfinite(job_time_value_usd_per_hour) and job_time_value_usd_per_hour >= 0):
+        raise ConfigError(f"--job-time-value-usd-per-hour is {job_time_value_usd_per_hour}, but must be a finite "
+                          "number of USD per job-hour >= 0")
     if speed_model not in SPEED_MODELS:
         raise ConfigError(f"--speed-model is {speed_model!r}, but must be one of {', '.join(SPEED_MODELS)}")
     options = parse_predictive_options(predictive_options, stopper)  # refused up front with another stopper
@@ -184,6 +193,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                   train_lo_s=lo, train_hi_s=hi, prices=prices, max_steps=max_steps, instance_types=types_, zones=zones_,
                   objective=objective, boot_s=boot, stopper=stopper, rungs=rungs, top_k=top_k, deadline_s=deadline_s, budget_usd=budget_usd,
                   deadline_rule=deadline_rule, time_value_usd_per_hour=float(time_value_usd_per_hour),
+                  job_time_value_usd_per_hour=float(job_time_value_usd_per_hour),
                   provisioning=provisioning, speed_model=speed_model, predictive_options=options)
              for m in modes for i, s in enumerate(starts_s) for p in pols]
     rows, walls = [None] * len(tasks), [0.0] * len(tasks)
@@ -209,7 +219,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     summarise(table).to_csv(output / "summary.csv", index=False)
     meta = {"argv": sys.argv, "workload": workload, "policies": [p.name for p in pols], "market_modes": modes,
             "starts": sorted(set(table["start"])), "seed": seed, "objective": objective, "boot_s": boot, "stopper": stopper, "rungs": rungs, "predictive_options": options, "top_k": top_k,
-            "time_value_usd_per_hour": time_value_usd_per_hour, "provisioning": provisioning, "speed_model": speed_model,
+            "time_value_usd_per_hour": time_value_usd_per_hour,
+            "job_time_value_usd_per_hour": job_time_value_usd_per_hour, "provisioning": provisioning,
+            "speed_model": speed_model,
             "policy_objectives": {p.name: p.objective for p in pols if p.uses_predictor},
             "deadline_s": deadline_s, "budget_usd": budget_usd, "deadline_rule": deadline_rule,
             "jobs": jobs, "runs": len(tasks), "wall_s": wall, "run_wall_s": walls,
@@ -250,6 +262,10 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
               help="Value of a trial's wall-clock hour in the refund objective, USD per trial-hour: it minimises "
                    "(USD + value x hours) per useful step, so faster markets win when a refund saves less than the "
                    "time costs (0 = dollars only).")
+@click.option("--job-time-value-usd-per-hour", type=float, default=DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR,
+              show_default=True,
+              help="Value of the job's wall-clock hour in the refund objective, USD per job-hour, shared by the trials "
+                   "still heading to the same stop: each pays value / their number per hour (design R11; 0 = off).")
 @click.option("--stopper", type=click.Choice(list(STOPPERS)), default=DEFAULT_STOPPER, show_default=True,
               help="Early stopping of the SpotTune policies: predictive = predictive ASHA at rungs before θ "
                    "(re-judged every step, optimistic bound), then the last value's top-k at θ; rank = stop at "
@@ -283,8 +299,8 @@ def simulate(workload: str, policies: str, starts: int, start_times: str | None,
              seed: int, theta_sweep: bool, jobs: int, max_steps: int | None, prices: str | None,
              instance_types: str | None, zones: str | None, objective: str, boot_s: float | None,
              stopper: str, rungs: str | None, top_k: int, deadline: str | None, budget_usd: float | None, deadline_rule: str,
-             time_value_usd_per_hour: float, provisioning: str, speed_model: str, predictive_options: str | None,
-             progress: bool) -> None:
+             time_value_usd_per_hour: float, job_time_value_usd_per_hour: float, provisioning: str, speed_model: str,
+             predictive_options: str | None, progress: bool) -> None:
     from spottune.evaluation import summarise, to_markdown
     from spottune.evaluation._lower_bound import undefined_ratio_note
 
@@ -293,7 +309,8 @@ def simulate(workload: str, policies: str, starts: int, start_times: str | None,
                          instance_types=instance_types, zones=zones, objective=objective, boot_s=boot_s,
                          stopper=stopper, rungs=rungs, top_k=top_k, deadline=deadline, budget_usd=budget_usd, deadline_rule=deadline_rule,
                          time_value_usd_per_hour=time_value_usd_per_hour, provisioning=provisioning,
-                         speed_model=speed_model, predictive_options=predictive_options)
+                         speed_model=speed_model, predictive_options=predictive_options,
+                         job_time_value_usd_per_hour=job_time_value_usd_per_hour)
     s = summarise(table, ["cost_usd", "jct_h", "pcr_norm", "top3", "refunded_share", "cost_vs_lower_bound"])
     cols = ["market_mode", "policy", "cost_usd_mean", "jct_h_mean", "pcr_norm_mean", "top3_mean",
             "refunded_share_mean", "cost_vs_lower_bound_mean", "n"]

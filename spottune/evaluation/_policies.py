@@ -355,7 +355,7 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
              boot_s: float | None = None, start_s: float | None = None, deadline_s: float | None = None,
              budget_usd: float | None = None, deadline_rule: str = "slack",
              window_s: float = 4 * 86400.0, time_value_usd_per_hour: float = 0.0,
-             speed_model: str = "pooled") -> Assembly:
+             job_time_value_usd_per_hour: float | None = None, speed_model: str = "pooled") -> Assembly:
     """Build the orchestrator (and market rules) of ``policy`` for one run.
 
     Parameters
@@ -394,6 +394,9 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     time_value_usd_per_hour : float, default 0
         SpotTune chooser with the ``refund`` objective: value of a trial's wall-clock hour, USD per
         trial-hour (:attr:`provisioner.RefundStepCost.time_value_usd_per_hour`).
+    job_time_value_usd_per_hour : float, optional
+        The same chooser: value of the job's wall-clock hour, USD per job-hour, shared by the trials heading to
+        the same stop (R11); default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`.
     speed_model : {"pooled", "cores"}, default "pooled"
         SpotTune chooser with the ``refund`` objective: its performance matrix (design R9).
 
@@ -431,7 +434,7 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
             raise ConfigError(f"policy {policy.name} needs a revocation predictor")
         chooser = make_provisioner(history, catalog, pool, predictor, seed, max_price_rule=rule,
                                    objective=policy.objective, boot_s=boot_s, time_value_usd_per_hour=time_value_usd_per_hour,
-                                   speed_model=speed_model,
+                                   job_time_value_usd_per_hour=job_time_value_usd_per_hour, speed_model=speed_model,
                                    checkpoint_size_mb=float(getattr(study, "checkpoint_size_mb", 1.0)),
                                    reference_seconds_per_step=float(np.mean(list(study.reference_seconds_per_step.values()))))
     elif policy.chooser == "cheapest-market":

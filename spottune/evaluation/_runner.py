@@ -65,6 +65,9 @@ class Task:
     deadline_rule : {"slack", "uniform"}
     time_value_usd_per_hour : float, default 0
         Value of a trial's wall-clock hour in the ``refund`` objective, USD per trial-hour.
+    job_time_value_usd_per_hour : float, optional
+        Value of the job's wall-clock hour in the ``refund`` objective, USD per job-hour, shared by the trials
+        heading to the same stop (R11); None = :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`.
     provisioning : {"spottune", "restart"}, default "spottune"
         Provisioning of the SpotTune-provisioned policies (:func:`spottune.evaluation.get_policy`).
     speed_model : {"pooled", "cores"}, default "pooled"
@@ -99,6 +102,7 @@ class Task:
     deadline_rule: str = "slack"
     shuffle_trials: bool = False
     time_value_usd_per_hour: float = 0.0
+    job_time_value_usd_per_hour: float | None = None
     provisioning: str = "spottune"
     speed_model: str = "pooled"
 
@@ -260,6 +264,7 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
                        predictor=predictor, seed=task.seed, top_k=task.top_k, boot_s=task.boot_s, start_s=task.start_s,
                        deadline_s=task.deadline_s, budget_usd=task.budget_usd, deadline_rule=task.deadline_rule,
                        window_s=task.train_hi_s - task.train_lo_s, time_value_usd_per_hour=task.time_value_usd_per_hour,
+                       job_time_value_usd_per_hour=task.job_time_value_usd_per_hour,
                        speed_model=task.speed_model)
         settings = SimSettings(boot_s=task.boot_s, seed=task.seed)
         backend = SimBackend(asm.orchestrator, env["history"], asm.revocation_model, asm.billing, study.sim_curves(),
