@@ -161,36 +161,50 @@ def markdown(results):
 
 
 def time_value_markdown(path=None):
-    """docs/cost.md's "Value of time" section from ``benchmarks/results/time_value.json`` (bench_time_value.py)."""
+    """docs/cost.md's "Value of time" section from ``benchmarks/results/time_value.json`` (bench_time_value.py):
+    the trial's value of time v (opt-in, R7) and the job's V (default since R11), one table each."""
     path = OUT.with_name("time_value.json") if path is None else path
     if not path.exists():
         return []
     data = json.loads(path.read_text())
     chosen = data.get("tuning-digits-mlp-modern", {}).get("chosen_time_value_usd_per_hour")
+    chosen_job = data.get("chosen_job_time_value_usd_per_hour")
     if chosen is None:
         return []
-    lines = ["## Value of time (opt-in, `time_value_usd_per_hour`)", "",
-             f"Written from `benchmarks/results/time_value.json` (`benchmarks/bench_time_value.py`; off by default): "
-             f"v = {chosen:g} USD per trial-hour, chosen on the 18 tuning starts of digits-mlp modern (rows `tuning-...`) "
-             "by the rule in docs/evaluation.md (\"Value of time\"), then run once on the 10 evaluation starts of the "
-             "tables above (rows `evaluation-...`; their v = 0 rows are the tables' spottune-0.7; 0.01 was also run "
-             "there, for information). ref = the larger ratio of spot-restart's and spot-restart-failover's (modern; "
-             "the binding one is named) or single-cheapest (legacy) on the same replays. Targets: modern cost <= 0.8x "
-             "and JCT <= 0.5x; legacy both <= 0.5x single-cheapest. Paired differences to v = 0: mean ± s.e. over starts.",
-             "",
-             "| starts, workload, mode | v USD/trial-h | cost USD | JCT h | cost ÷ ref | JCT ÷ ref | top-3 min | "
-             "paired cost diff USD | paired JCT diff h |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for name, r in data.items():
-        shown = list(r["values"].values())
-        for v in sorted(shown, key=lambda v: v["time_value_usd_per_hour"]):
-            diff = ("" if v["time_value_usd_per_hour"] == 0 else
-                    f"{v['paired_cost_diff_usd']:+.3f} ± {v['paired_cost_diff_se'] or 0:.3f} | "
-                    f"{v['paired_jct_diff_h']:+.2f} ± {v['paired_jct_diff_se'] or 0:.2f}")
-            lines.append(f"| {name} | {v['time_value_usd_per_hour']:g} | {v['cost_usd']:.3f} | {v['jct_h']:.2f} | "
-                         f"{v['cost_ratio']:.2f}x {v['reference']} | {v['jct_ratio']:.2f}x "
-                         f"{v['jct_reference']} | {v['top3_min']:.0f} | "
-                         f"{diff or ' | '} |")
-    return lines + [""]
+    lines = ["## Value of time (`time_value_usd_per_hour`, opt-in; `job_time_value_usd_per_hour`, the default)", "",
+             f"Written from `benchmarks/results/time_value.json` (`benchmarks/bench_time_value.py`). The trial's value "
+             f"of time v (opt-in, design R7): v = {chosen:g} USD per trial-hour, chosen on the 18 tuning starts of "
+             "digits-mlp modern (rows `tuning-...`) by the rule in docs/evaluation.md (\"Value of time\"), then run once "
+             "on the 10 evaluation starts of the tables above (rows `evaluation-...`; 0.01 was also run there, for "
+             "information)."]
+    if chosen_job is not None:
+        lines[-1] += (f" The job's value of time V (`--per job`, rows `...-job`, design R11): V = {chosen_job:g} USD per "
+                      "job-hour, shared by the trials still heading to the same stop, chosen by R11's rule on the 18 "
+                      "tuning starts of digits-mlp legacy and modern; it is the default since, so the tables above are "
+                      "run with it. Its evaluation rows ran 0.03 and 0.1 as well, for information.")
+    lines[-1] += (" The rows at 0 ran without either. ref = the larger ratio of spot-restart's and "
+                  "spot-restart-failover's (modern; the binding one is named) or single-cheapest (legacy) on the same "
+                  "replays. Targets: modern cost <= 0.8x and JCT <= 0.5x; legacy both <= 0.5x single-cheapest. Paired "
+                  "differences to 0: mean ± s.e. over starts.")
+    lines.append("")
+    for per, unit in (("trial", "v USD/trial-h"), ("job", "V USD/job-h")):
+        entries = [(name, r) for name, r in data.items()
+                   if isinstance(r, dict) and "values" in r and r.get("per", "trial") == per]
+        if not entries:
+            continue
+        lines += [f"| starts, workload, mode | {unit} | cost USD | JCT h | cost ÷ ref | JCT ÷ ref | top-3 min | "
+                  "paired cost diff USD | paired JCT diff h |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for name, r in entries:
+            for v in sorted(r["values"].values(), key=lambda v: v["time_value_usd_per_hour"]):
+                diff = ("" if v["time_value_usd_per_hour"] == 0 else
+                        f"{v['paired_cost_diff_usd']:+.3f} ± {v['paired_cost_diff_se'] or 0:.3f} | "
+                        f"{v['paired_jct_diff_h']:+.2f} ± {v['paired_jct_diff_se'] or 0:.2f}")
+                lines.append(f"| {name} | {v['time_value_usd_per_hour']:g} | {v['cost_usd']:.3f} | {v['jct_h']:.2f} | "
+                             f"{v['cost_ratio']:.2f}x {v['reference']} | {v['jct_ratio']:.2f}x "
+                             f"{v['jct_reference']} | {v['top3_min']:.0f} | "
+                             f"{diff or ' | '} |")
+        lines.append("")
+    return lines
 
 
 def _finite(x):
