@@ -43,7 +43,9 @@ random-search studies (``builtin-digits-mlp``, ``builtin-logreg``, ``builtin-lin
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_rungs_usd.py [--workloads W1,W2] [--seeds 20] [--tune-seeds 24]
 [--jobs 2] [--reuse FILE] [--provisioning restart --out benchmarks/results/rungs_usd_restart.json]`` (with 8 tuning
 studies about 40 min on two cores for the recorded sets, 10-15 min per built-in set; with 24 and the 8-study rows
-reused, 5-40 min per set; ``--reuse`` takes the rows of an earlier run's JSON, which a replay would reproduce);
+reused, 5-40 min per set; ``--reuse`` takes the rows of an earlier run's JSON, which a replay would reproduce: not
+across a change of the provisioner's defaults, e.g. every JSON written before 2026-11-27's design R11 ran without the
+job's value of time, so do not mix its rows with new ones);
 ``--markdown`` prints the tables from the JSON. ``--extra-candidates`` adds settings of ours by hand (docs/earlycurve.md
 §8.17: a first rung at 2 steps on ConvNeXt, added after §8.16's miss), tuned and picked by the same rule as the rest.
 """

@@ -176,8 +176,9 @@ class BaseChooser(abc.ABC):
         resume_step : int, optional
             Step the trial resumes from (0 = a fresh start, no restore); None = unknown.
         heading : int, optional
-            Trials (this one included) still on their way to the trial's next stop; None = unknown. Only
-            choosers with :attr:`plans_horizon` use it (the job's value of time, design R11).
+            Trials (this one included) still on their way to the trial's next stop, >= 1; None = unknown, which
+            charges the trial the whole of the job's value of time, as if it were the last straggler. Only
+            choosers with :attr:`plans_horizon` use it (design R11).
 
         Returns
         -------
@@ -442,12 +443,12 @@ def _plan(k: int, steps_left: Sequence[float] | None, resume_steps: Sequence[int
           heading: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(steps_left, resume_step, heading) as float arrays of shape (k,), NaN where unknown."""
     out = []
-    for name, values in (("steps_left", steps_left), ("resume_steps", resume_steps), ("heading", heading)):
+    for name, values, low in (("steps_left", steps_left, 0), ("resume_steps", resume_steps, 0), ("heading", heading, 1)):
         if values is None:
             out.append(np.full(k, np.nan))
             continue
         arr = np.array([np.nan if v is None else float(v) for v in values], dtype=float)
-        if arr.shape != (k,) or np.any(arr[~np.isnan(arr)] < 0):
-            raise ProvisionerConfigError(f"{name} is {list(values)!r}, but must hold {k} numbers >= 0 (or None)")
+        if arr.shape != (k,) or np.any(arr[~np.isnan(arr)] < low):
+            raise ProvisionerConfigError(f"{name} is {list(values)!r}, but must hold {k} numbers >= {low} (or None)")
         out.append(arr)
     return out[0], out[1], out[2]

@@ -450,6 +450,11 @@ class RefundStepCost:
             n, the trials (this one included) still on their way to this trial's next stop (a barrier or the
             end); NaN (unknown) counts as 1, so an unknown trial is charged the whole of V.
 
+        Returns
+        -------
+        float or ndarray (shape of ``heading``)
+            USD per trial-hour.
+
         Raises
         ------
         ProvisionerConfigError
@@ -463,7 +468,8 @@ class RefundStepCost:
         n = np.asarray(heading, dtype=float)
         n = np.where(np.isnan(n), 1.0, n)
         if np.any(n < 1):
-            raise ProvisionerConfigError(f"heading is {heading!r}, but must count at least the trial itself (>= 1)")
+            raise ProvisionerConfigError(f"heading is {np.asarray(heading).tolist()!r}, but must count at least the "
+                                         "trial itself (>= 1)")
         return _out(self.time_value_usd_per_hour + self.job_time_value_usd_per_hour / n)
 
     def checkpoint_seconds(self, instance_type: str) -> float:

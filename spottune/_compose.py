@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from spottune.errors import ConfigError
-from spottune.experiment import MARKET_MODES, ExperimentSpec
+from spottune.experiment import DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR, MARKET_MODES, ExperimentSpec
 
 __all__ = [
     "PREDICTOR_KINDS", "Experiment", "MarketSetup", "build", "build_market", "calibrated_predictor", "check_start",
@@ -440,7 +440,8 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
 def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed: int,
                      max_price_rule: Any = None, *, objective: str = "refund", boot_s: float | None = None,
                      checkpoint_size_mb: float = 1.0, reference_seconds_per_step: float | None = None,
-                     time_value_usd_per_hour: float = 0.0, job_time_value_usd_per_hour: float | None = None,
+                     time_value_usd_per_hour: float = 0.0,
+                     job_time_value_usd_per_hour: float = DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR,
                      speed_model: str = "pooled") -> Any:
     """SpotTune's market chooser over the pool's markets, with the objective ``objective``.
 
@@ -474,10 +475,9 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
     time_value_usd_per_hour : float, default 0
         ``refund`` only: value of a trial's wall-clock hour, USD per trial-hour
         (:attr:`provisioner.RefundStepCost.time_value_usd_per_hour`; docs/design.md, issue 12, R7).
-    job_time_value_usd_per_hour : float, optional
+    job_time_value_usd_per_hour : float, default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`
         ``refund`` only: value of the job's wall-clock hour, USD per job-hour, shared by the trials heading to the
-        same stop (:attr:`provisioner.RefundStepCost.job_time_value_usd_per_hour`; R11); default
-        :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`.
+        same stop (:attr:`provisioner.RefundStepCost.job_time_value_usd_per_hour`; R11).
     speed_model : {"pooled", "cores"}, default "pooled"
         ``refund`` only: T's model for the instance types a trial has not run on (``spottune.experiment.SPEED_MODELS``;
         :class:`provisioner.PooledSpeedMatrix` pivoting at the 2-vCPU reference instance, or the spec's
@@ -493,7 +493,7 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
     from provisioner import Provisioner, RefundProvisioner, RefundStepCost
     from spottune.backends import SimSettings
     from spottune.backends._speed import DEFAULT_BOOT_S, transfer_seconds
-    from spottune.experiment import DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR, OBJECTIVES, SPEED_MODELS
+    from spottune.experiment import OBJECTIVES, SPEED_MODELS
 
     rng = np.random.default_rng(seed)
     if objective == "paper":
@@ -507,8 +507,7 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
     ckpt = {t: transfer_seconds(checkpoint_size_mb, catalog[t].vcpus, overhead) for t in sorted(types)}
     cost = RefundStepCost(boot_s=DEFAULT_BOOT_S if boot_s is None else float(boot_s), checkpoint_s=ckpt,
                           time_value_usd_per_hour=time_value_usd_per_hour,
-                          job_time_value_usd_per_hour=(DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR if job_time_value_usd_per_hour
-                                                       is None else job_time_value_usd_per_hour))
+                          job_time_value_usd_per_hour=job_time_value_usd_per_hour)
     from provisioner import PerformanceMatrix, PooledSpeedMatrix
     from spottune.backends._speed import REFERENCE_VCPUS
 

@@ -348,6 +348,8 @@ def open_run(folder: str | os.PathLike[str], spec: Any = None) -> tuple[Any, Jou
     stored = dict(records[0]["spec"])
     # credentials were redacted when the spec was written: they come from the environment again
     stored["storage_options"] = {k: v for k, v in dict(stored.get("storage_options") or {}).items() if v != "***"}
+    # a run journaled before the job's value of time existed (design R11) ran without it: resume it the same way
+    stored.setdefault("job_time_value_usd_per_hour", 0.0)
     spec = ExperimentSpec.from_dict(stored)
     trials = _trials(spec)
     if trials != records[0].get("trials"):

@@ -247,3 +247,21 @@ def test_kill_9_of_spottune_run_then_spottune_resume(reference, tmp_path):
     assert list(trials["metric"]) == list(ref_trials["metric"]) and list(trials["state"]) == list(ref_trials["state"])
     summary = json.loads((out / "summary.json").read_text())
     assert [t["trial_id"] for t in summary["top_k"]] == list(ref_result["orchestrator"].top_k)
+
+
+def test_a_journal_from_before_the_jobs_value_of_time_resumes_without_it(tmp_path):
+    # a run journaled before design R11 has no job_time_value_usd_per_hour in its spec line: it ran with V = 0, and
+    # its resume must too (the default 0.01 would choose other markets and the replay would not match)
+    spec, journal, _ = open_run(tmp_path, ExperimentSpec(**SPEC, job_time_value_usd_per_hour=0.0))
+    journal.fault = _crash_at(60)
+    with pytest.raises(Crash):
+        run(spec, output=tmp_path, journal=journal)
+    journal.close()
+    path = tmp_path / JOURNAL_FILE
+    lines = path.read_text().splitlines(keepends=True)
+    first = json.loads(lines[0])
+    del first["spec"]["job_time_value_usd_per_hour"]
+    path.write_text(json.dumps(first) + "\n" + "".join(lines[1:]))
+    resumed = _resume(tmp_path)
+    assert resumed["spec"].job_time_value_usd_per_hour == 0.0
+    assert resumed["orchestrator"].done

@@ -478,3 +478,32 @@ def test_the_trials_heading_to_a_stop_share_the_jobs_time():
     acts = _pause(s, "t3", s.launched("t3"), 5)
     assert {a.trial_id for a in acts if isinstance(a, Launch)} == {"t1", "t3"}
     assert chooser.headings[-2:] == [("t1", 2), ("t3", 2)]  # the kept two head on to the end together
+
+
+def test_heading_leaves_out_ended_trials_and_follows_rungs_and_the_end():
+    # θ = 1 (no barrier): every live trial heads to the end; a failed trial and a finished one no longer count
+    chooser = HeadingRecorder()
+    s = Script(trials=("a", "b", "c"), chooser=chooser, max_steps=4, theta=1.0, top_k=1, max_failures=0)
+    s.start()
+    inst = {t: s.launched(t) for t in ("a", "b", "c")}
+    s(SegmentFailed, trial_id="a", instance_id=inst["a"], error="ValueError")
+    assert s.state("a") is TrialState.FAILED
+    s.steps("b", inst["b"], 4)
+    s(CheckpointSaved, trial_id="b", instance_id=inst["b"], reason=CheckpointReason.END, step=4)
+    s.steps("c", inst["c"], 2)
+    s(RevocationNotice, trial_id="c", instance_id=inst["c"], deadline_s=s.t + 121)
+    s(CheckpointSaved, trial_id="c", instance_id=inst["c"], reason=CheckpointReason.REVOCATION, step=2)
+    assert chooser.headings == [("a", 3), ("b", 3), ("c", 3), ("c", 1)]  # c is the last one still on its way
+    # a rung at step 2 keeps 3 of 4, θ at step 5 keeps 1: the kept trials head on together to each next stop
+    chooser = HeadingRecorder()
+    s = Script(trials=("t0", "t1", "t2", "t3"), chooser=chooser, max_steps=10, theta=0.5, top_k=1, rungs="0.2:3")
+    s.curve = {"t0": lambda k: 0.1, "t1": lambda k: 0.5, "t2": lambda k: 0.6, "t3": lambda k: 2.0}
+    s.start()
+    inst = {t: s.launched(t) for t in s.curve}
+    for t in s.curve:
+        _pause(s, t, inst[t], 2)
+    assert chooser.headings[4:] == [("t0", 3), ("t1", 3), ("t2", 3)]  # t3 stopped at the rung
+    inst = {t: s.launched(t) for t in ("t0", "t1", "t2")}
+    for t in ("t0", "t1", "t2"):
+        _pause(s, t, inst[t], 5)
+    assert chooser.headings[7:] == [("t0", 1)]  # θ keeps one: it alone heads to the end

@@ -375,6 +375,8 @@ def test_spec_and_defaults():
     assert ExperimentSpec().job_time_value_usd_per_hour == 0.01 and RefundStepCost().job_time_value_usd_per_hour == 0.0
     with pytest.raises(ConfigError, match="job_time_value_usd_per_hour is -1.0, but must be a finite number"):
         ExperimentSpec(job_time_value_usd_per_hour=-1)
+    with pytest.raises(ProvisionerConfigError, match=r"heading is \[0.5\], but must count at least the trial itself"):
+        RefundStepCost(job_time_value_usd_per_hour=1.0).trial_time_value([0.5])
     with pytest.raises(ConfigError, match="time_value_usd_per_hour is -1.0, but must be a finite number"):
         ExperimentSpec(time_value_usd_per_hour=-1)
     from spottune._compose import make_provisioner
@@ -382,6 +384,16 @@ def test_spec_and_defaults():
     built = make_provisioner(history({R4A: 0.02}), InstanceCatalog.load(), Pool(), ConstantRevocation(0.0), 0,
                              time_value_usd_per_hour=0.5)
     assert built.objective.time_value_usd_per_hour == 0.5
+
+
+def test_the_specs_value_of_the_jobs_time_reaches_the_chooser():
+    from spottune._compose import build
+    from spottune.experiment import ExperimentSpec
+
+    small = dict(predictor="constant", max_steps=20, instance_types=["m3.medium", "r3.large"])
+    for given, want in (({}, 0.01), ({"job_time_value_usd_per_hour": 0.05}, 0.05)):
+        chooser = build(ExperimentSpec(**small, **given)).orchestrator.chooser
+        assert chooser.objective.job_time_value_usd_per_hour == want
 
 
 def test_speed_model_setting_picks_the_performance_matrix():

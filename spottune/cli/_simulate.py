@@ -47,7 +47,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                  budget_usd: float | None = None, deadline_rule: str = "slack",
                  time_value_usd_per_hour: float = 0.0, provisioning: str = "spottune",
                  speed_model: str = "pooled", predictive_options: Any = None,
-                 job_time_value_usd_per_hour: float | None = None) -> Any:
+                 job_time_value_usd_per_hour: float = DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR) -> Any:
     """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
 
     Parameters
@@ -100,9 +100,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     time_value_usd_per_hour : float, default 0
         Value of a trial's wall-clock hour in the ``refund`` objective of the SpotTune policies, USD per
         trial-hour (0 = dollars only; docs/design.md, issue 12, R7).
-    job_time_value_usd_per_hour : float, optional
+    job_time_value_usd_per_hour : float, default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`
         Value of the job's wall-clock hour in the same objective, USD per job-hour, shared by the trials heading to
-        the same stop (R11; default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`, 0 = off).
+        the same stop (R11; 0 = off).
     provisioning : {"spottune", "restart"}, default "spottune"
         Provisioning of the SpotTune and Optuna policies: the SpotTune provisioner, or spot-restart's (cheapest market
         at each launch, max price = on-demand, no hop), which compares stoppers on a provisioning that does not
@@ -142,8 +142,6 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     if not (math.isfinite(time_value_usd_per_hour) and time_value_usd_per_hour >= 0):
         raise ConfigError(f"--time-value-usd-per-hour is {time_value_usd_per_hour}, but must be a finite number of "
                           "USD per trial-hour >= 0")
-    if job_time_value_usd_per_hour is None:
-        job_time_value_usd_per_hour = DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR
     if not (math.isfinite(job_time_value_usd_per_hour) and job_time_value_usd_per_hour >= 0):
         raise ConfigError(f"--job-time-value-usd-per-hour is {job_time_value_usd_per_hour}, but must be a finite "
                           "number of USD per job-hour >= 0")

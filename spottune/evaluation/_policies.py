@@ -61,7 +61,7 @@ import numpy as np
 
 from spottune.errors import ConfigError
 from spottune.orchestrator._config import check_rungs
-from spottune.experiment import (DEFAULT_STOPPER, OBJECTIVES, STOPPERS, check_predictive_rungs,
+from spottune.experiment import (DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR, DEFAULT_STOPPER, OBJECTIVES, STOPPERS, check_predictive_rungs,
                                  parse_predictive_options)
 from spottune.evaluation._elastic import ELASTIC_DELTA_USD_PER_HOUR, LAUNCH_RETRY_S, RESTORE_CHECKPOINT_S
 from spottune.evaluation._predictors import KINDS
@@ -355,7 +355,8 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
              boot_s: float | None = None, start_s: float | None = None, deadline_s: float | None = None,
              budget_usd: float | None = None, deadline_rule: str = "slack",
              window_s: float = 4 * 86400.0, time_value_usd_per_hour: float = 0.0,
-             job_time_value_usd_per_hour: float | None = None, speed_model: str = "pooled") -> Assembly:
+             job_time_value_usd_per_hour: float = DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR,
+             speed_model: str = "pooled") -> Assembly:
     """Build the orchestrator (and market rules) of ``policy`` for one run.
 
     Parameters
@@ -394,9 +395,9 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     time_value_usd_per_hour : float, default 0
         SpotTune chooser with the ``refund`` objective: value of a trial's wall-clock hour, USD per
         trial-hour (:attr:`provisioner.RefundStepCost.time_value_usd_per_hour`).
-    job_time_value_usd_per_hour : float, optional
+    job_time_value_usd_per_hour : float, default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`
         The same chooser: value of the job's wall-clock hour, USD per job-hour, shared by the trials heading to
-        the same stop (R11); default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`.
+        the same stop (R11).
     speed_model : {"pooled", "cores"}, default "pooled"
         SpotTune chooser with the ``refund`` objective: its performance matrix (design R9).
 

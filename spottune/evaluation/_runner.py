@@ -18,7 +18,7 @@ import numpy as np
 
 from spotmarket.errors import SpotMarketError
 from spottune.errors import SpottuneError
-from spottune.experiment import DEFAULT_STOPPER
+from spottune.experiment import DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR, DEFAULT_STOPPER
 
 DAY_S = 86400.0
 TRAIN_DAYS = 4.0
@@ -65,9 +65,9 @@ class Task:
     deadline_rule : {"slack", "uniform"}
     time_value_usd_per_hour : float, default 0
         Value of a trial's wall-clock hour in the ``refund`` objective, USD per trial-hour.
-    job_time_value_usd_per_hour : float, optional
+    job_time_value_usd_per_hour : float, default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`
         Value of the job's wall-clock hour in the ``refund`` objective, USD per job-hour, shared by the trials
-        heading to the same stop (R11); None = :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`.
+        heading to the same stop (R11).
     provisioning : {"spottune", "restart"}, default "spottune"
         Provisioning of the SpotTune-provisioned policies (:func:`spottune.evaluation.get_policy`).
     speed_model : {"pooled", "cores"}, default "pooled"
@@ -102,7 +102,7 @@ class Task:
     deadline_rule: str = "slack"
     shuffle_trials: bool = False
     time_value_usd_per_hour: float = 0.0
-    job_time_value_usd_per_hour: float | None = None
+    job_time_value_usd_per_hour: float = DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR
     provisioning: str = "spottune"
     speed_model: str = "pooled"
 

@@ -47,7 +47,7 @@ class Plan:
 
 def plan(chooser: Any, trial_ids: Sequence[str], now_s: float, steps_left: float | None = None) -> Plan:
     """The first choice of every trial at ``now_s`` (the orchestrator's first round: fresh starts with
-    ``steps_left`` steps to their first stop), without launching anything."""
+    ``steps_left`` steps to their first stop, all of them heading there), without launching anything."""
     ids = list(trial_ids)
     if getattr(chooser, "plans_horizon", False) and steps_left is not None:
         choices = chooser.choose_many(ids, now_s, [float(steps_left)] * len(ids), [0] * len(ids), [len(ids)] * len(ids))
