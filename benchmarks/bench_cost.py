@@ -23,6 +23,12 @@ replaying them).
 Each (workload, mode) keeps its ``spottune simulate`` table in ``benchmarks/results/cost_runs/``; a rerun
 only runs the policies missing there (delete the folder to measure afresh).
 
+``--supplementary`` runs it on 27 more test starts (:func:`spottune.evaluation.supplementary_starts`: a sixth, a half
+and five sixths of the way between consecutive evaluation starts, fixed on 2026-11-27 before any run on them) and
+writes ``benchmarks/results/cost_supplementary.json`` and ``benchmarks/results/cost_supplementary_runs/``, with every
+target also on the 37 test starts pooled (the 10 evaluation starts and these 27); docs/cost.md shows the pooled
+targets (:func:`supplementary_markdown`). No setting is chosen on them: they narrow the intervals of the verdicts.
+
 ``--tuning`` runs the same comparison on the **tuning** starts instead
 (:func:`spottune.evaluation.tuning_starts`: a third and two thirds of the way between consecutive
 evaluation starts, 2 (n − 1) of them, disjoint from every evaluation replay) and writes
@@ -159,7 +165,54 @@ def markdown(results):
             ci = "-" if lo is None or not math.isfinite(lo) else f"{fmt(lo)} - {fmt(hi)}"
             lines.append(f"| {name} | {fmt(t['value'])} | {ci} | {t['target']} | {met} |")
         lines.append("")
-    return "\n".join(lines + time_value_markdown())
+    return "\n".join(lines + supplementary_markdown() + time_value_markdown())
+
+
+SUPPLEMENTARY = OUT.with_name("cost_supplementary.json")
+#: Added to a supplementary start's index when its rows are pooled with the evaluation starts' (unique start keys).
+SUPPLEMENTARY_INDEX = 100
+
+
+def pooled(evaluation, supplementary):
+    """The evaluation and supplementary tables of one (workload, mode) as one table of distinct starts."""
+    import pandas as pd
+
+    sup = supplementary.copy()
+    sup["start_index"] = sup["start_index"].astype(int) + SUPPLEMENTARY_INDEX
+    return pd.concat([evaluation, sup], ignore_index=True)
+
+
+def supplementary_markdown(path=None):
+    """docs/cost.md's section on the 37 test starts pooled, from ``cost_supplementary.json`` (``--supplementary``)."""
+    path = SUPPLEMENTARY if path is None else path
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    lines = ["## The targets on 37 test starts (10 evaluation + 27 supplementary)", "",
+             f"Written from `benchmarks/results/cost_supplementary.json` (`bench_cost.py --supplementary`): the same "
+             f"policies on {data['starts']} more starts (a sixth, a half and five sixths of the way between consecutive "
+             "evaluation starts; fixed before any run on them, no setting chosen there), pooled with the 10 above. "
+             "Each cell: value on the 37 starts, its 95 % interval (starts resampled, paired), and in brackets the value "
+             "on the 27 supplementary starts alone. A verdict is settled when the interval lies on one side of the "
+             "target.", "",
+             "| workload, mode | target | 37 starts | 95 % interval | (27 supplementary) | met on 37 | settled |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+
+    def fmt(v):
+        return "undefined" if v is None or not math.isfinite(v) else ("0" if abs(v) < 1e-9 else f"{v:.3g}")
+
+    for key, r in data["runs"].items():
+        for name, t in r.get("pooled_targets", {}).items():
+            if t.get("ci95", [None])[0] is None:
+                continue
+            lo, hi = t["ci95"]
+            bound = float(t["target"].split()[1])
+            settled = "yes" if (lo - bound) * (hi - bound) > 0 else "no"
+            met = {True: "yes", False: "**no**", None: "undefined"}[t["met"]]
+            alone = r["targets"].get(name, {}).get("value")
+            lines.append(f"| {key} | {name} {t['target']} | {fmt(t['value'])} | {fmt(lo)} - {fmt(hi)} | ({fmt(alone)}) | "
+                         f"{met} | {settled} |")
+    return lines + [""]
 
 
 def time_value_markdown(path=None):
@@ -230,28 +283,33 @@ def main() -> None:
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--policies", default=",".join(POLICIES),
                     help="comma-separated subset of the policies to run and summarise (default: all)")
-    ap.add_argument("--tuning", action="store_true",
-                    help="run on the tuning starts between the evaluation starts (choose settings there)")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--tuning", action="store_true",
+                       help="run on the tuning starts between the evaluation starts (choose settings there)")
+    which.add_argument("--supplementary", action="store_true",
+                       help="run on 27 more test starts and pool them with the evaluation starts' tables")
     args = ap.parse_args()
     policies = args.policies.split(",")
     if not set(policies) <= set(POLICIES):
         ap.error(f"--policies must be among {','.join(POLICIES)}")
     out, runs, doc, start_times = OUT, RUNS, DOC, None
-    if args.tuning:
-        from spottune.evaluation import default_starts, tuning_starts
+    if args.tuning or args.supplementary:
+        from spottune.evaluation import default_starts, supplementary_starts, tuning_starts
         from spottune.evaluation._runner import environment
         from spotmarket.prices import to_timestamp
 
         env = environment(WORKLOADS[0], 0, "legacy", None, None)
-        starts = tuning_starts(default_starts(env["history"], env["markets"], args.starts))
+        between = tuning_starts if args.tuning else supplementary_starts
+        starts = between(default_starts(env["history"], env["markets"], args.starts))
         start_times = ",".join(to_timestamp(s).isoformat() for s in starts)
-        out, runs, doc = OUT.with_name("cost_tuning.json"), RUNS.with_name("cost_tuning_runs"), None
+        kind = "tuning" if args.tuning else "supplementary"
+        out, runs, doc = OUT.with_name(f"cost_{kind}.json"), RUNS.with_name(f"cost_{kind}_runs"), None
     if set(policies) != set(POLICIES) or set(args.workloads.split(",")) != set(WORKLOADS) \
             or set(args.modes.split(",")) != set(MODES):
         doc = None  # a partial run never rewrites docs/cost.md (it would drop the other tables)
     results = {"machine": platform.machine(), "python": platform.python_version(),
                "starts": args.starts if start_times is None else len(start_times.split(",")),
-               "start_set": "tuning" if args.tuning else "evaluation",
+               "start_set": "tuning" if args.tuning else "supplementary" if args.supplementary else "evaluation",
                "policies": policies, "runs": {}}
     if doc is None and out.exists():  # a partial run updates its own (workload, mode) entries and keeps the others
         results["runs"] = json.loads(out.read_text()).get("runs", {})
@@ -276,6 +334,12 @@ def main() -> None:
                 "wall_s": round(time.perf_counter() - t0, 1), "policies": summary(df), "targets": targets(df, mode),
                 "zero_bound_runs": int((df["lower_bound_usd"].astype(float) == 0).sum()),
                 "bounded_runs": int(df["lower_bound_usd"].notna().sum())}
+            evaluation = RUNS / f"{workload}-{mode}" / "table.csv"
+            if args.supplementary and evaluation.exists():
+                ev = pd.read_csv(evaluation)
+                both = pooled(ev[ev["policy"].isin(wanted)], df)
+                results["runs"][f"{workload}, {mode}"]["pooled_targets"] = targets(both, mode)
+                results["runs"][f"{workload}, {mode}"]["pooled_starts"] = int(both["start_index"].nunique())
             print(workload, mode, json.dumps(_finite(results["runs"][f"{workload}, {mode}"]["targets"])), flush=True)
             out.write_text(json.dumps(_finite(results), indent=1) + "\n")
             if doc is not None:

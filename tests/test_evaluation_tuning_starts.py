@@ -3,7 +3,7 @@
 import pytest
 
 from spottune.errors import SpottuneError
-from spottune.evaluation import tuning_starts
+from spottune.evaluation import supplementary_starts, tuning_starts
 
 H = 3600.0
 
@@ -23,3 +23,17 @@ def test_disjoint_from_the_evaluation_starts_of_the_benchmark():
 def test_needs_two_evaluation_starts():
     with pytest.raises(SpottuneError):
         tuning_starts([0.0])
+
+
+def test_supplementary_starts_sixths_and_half_rounded_up():
+    # 0 h and 12 h: 2 h, 6 h, 10 h exactly; 12 h and 21 h: 13.5 h -> 14 h, 16.5 h -> 17 h, 19.5 h -> 20 h
+    assert supplementary_starts([0.0, 21 * H, 12 * H]) == [2 * H, 6 * H, 10 * H, 14 * H, 17 * H, 20 * H]
+
+
+def test_supplementary_starts_disjoint_from_evaluation_and_tuning_starts():
+    ev = [1428217200.0 + i * 15.75 * 86400 for i in range(10)]
+    sup = supplementary_starts(ev)
+    assert len(sup) == 27
+    assert min(abs(s - o) for s in sup for o in ev + tuning_starts(ev)) >= 2.58 * 86400
+    with pytest.raises(SpottuneError, match="supplementary starts lie between evaluation starts"):
+        supplementary_starts([0.0])

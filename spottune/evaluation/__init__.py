@@ -26,13 +26,13 @@ from spottune.evaluation._policies import (
     parse_policies,
 )
 from spottune.evaluation._pruning import PRUNERS, OptunaStopRule, make_pruner
-from spottune.evaluation._runner import Task, default_starts, run_task, tuning_starts
+from spottune.evaluation._runner import Task, default_starts, run_task, supplementary_starts, tuning_starts
 from spottune.evaluation._studies import Study, list_studies, load_study
 from spottune.evaluation._table import COLUMNS, make_table, normalise_pcr, ratio_table, summarise, to_markdown
 
 __all__ = [
     "Assembly", "BracketOrchestrator", "COLUMNS", "DEFAULT_POLICIES", "ELASTIC", "FIXED", "HindsightPredictor", "LowerBoundSettings", "NeverRevoked", "OnDemandBilling", "OptunaStopRule",
-    "OraclePredictor", "PRUNERS", "Policy", "Study", "THETA_SWEEP", "Task", "assemble", "default_starts", "tuning_starts",
+    "OraclePredictor", "PRUNERS", "Policy", "Study", "THETA_SWEEP", "Task", "assemble", "default_starts", "supplementary_starts", "tuning_starts",
     "fixed_types", "get_policy", "list_studies", "load_study", "lower_bound_usd", "make_pruner", "make_table", "normalise_pcr",
     "parse_policies", "ratio_table", "run_task", "summarise", "to_markdown", "trial_lower_bounds",
     "TypeChooser",
