@@ -198,20 +198,19 @@ def supplementary_markdown(path=None):
              "| workload, mode | target | 37 starts | 95 % interval | (27 supplementary) | met on 37 | settled |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
 
-    def fmt(v):
-        return "undefined" if v is None or not math.isfinite(v) else ("0" if abs(v) < 1e-9 else f"{v:.3g}")
+    def fmt(v):  # 4 figures: a ratio of 1.252 against a target of 1.25 must not print as 1.25
+        return "undefined" if v is None or not math.isfinite(v) else ("0" if abs(v) < 1e-9 else f"{v:.4g}")
 
     for key, r in data["runs"].items():
         for name, t in r.get("pooled_targets", {}).items():
-            if t.get("ci95", [None])[0] is None:
-                continue
             lo, hi = t["ci95"]
             bound = float(t["target"].split()[1])
-            settled = "yes" if (lo - bound) * (hi - bound) > 0 else "no"
+            ci, settled = ("-", "-") if lo is None else (f"{fmt(lo)} - {fmt(hi)}",
+                                                         "yes" if (lo - bound) * (hi - bound) > 0 else "no")
             met = {True: "yes", False: "**no**", None: "undefined"}[t["met"]]
             alone = r["targets"].get(name, {}).get("value")
-            lines.append(f"| {key} | {name} {t['target']} | {fmt(t['value'])} | {fmt(lo)} - {fmt(hi)} | ({fmt(alone)}) | "
-                         f"{met} | {settled} |")
+            lines.append(f"| {key} | {name} {t['target']} | {fmt(t['value'])} | {ci} | ({fmt(alone)}) | {met} | "
+                         f"{settled} |")
     return lines + [""]
 
 

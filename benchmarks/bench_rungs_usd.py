@@ -237,7 +237,8 @@ def run(args) -> dict:
         if old["config"].get("provisioning", "spottune") != args.provisioning:
             raise SystemExit(f"{path} was run with another provisioning than {args.provisioning}")
         for r in old["rows"] + old.get("tuning_rows", []):
-            reuse[(r["workload"], r["seed"], r["start"], r["policy"])] = r
+            if not (args.retest and r["seed"] < TUNE_SEED0):  # --retest: the tuning rows only
+                reuse[(r["workload"], r["seed"], r["start"], r["policy"])] = r
     tune = [(TUNE_SEED0 + i, TUNE_STARTS[i % 2]) for i in range(args.tune_seeds)]
     tuning_rows, picks, candidates, rows, roles = [], {}, {}, [], {}
     for workload in workloads:
@@ -304,7 +305,8 @@ def run(args) -> dict:
                        "builtin_grid": BUILTIN_GRID, "k_candidates": K_CANDIDATES, "sets": SETS,
                        "predictive_sets": PREDICTIVE_SETS, "predictive_theta": PREDICTIVE_THETA,
                        "predictive_top_k": PREDICTIVE_TOP_K, "jobs": args.jobs,
-                       "extra_candidates": args.extra_candidates},
+                       "extra_candidates": args.extra_candidates,
+                       "retest": args.retest},
             "candidates": candidates, "picks": picks, "tuning": tuning, "tuning_rows": tuning_rows, "rows": rows,
             "summary": summary,
             "target": {w: target(summary[w], [r for r in rows if r["workload"] == w]) for w in workloads}}
@@ -370,6 +372,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reuse", type=Path, action="append", default=[],
                     help="a JSON of an earlier run whose rows (same study, start and name) are taken instead of "
                          "replayed; repeatable")
+    ap.add_argument("--retest", action="store_true",
+                    help="take only the tuning rows of --reuse: the picks stay the earlier run's, every test study is "
+                         "replayed with today's code (e.g. the picks made before design R11, tested with it)")
     from spottune.evaluation._policies import PROVISIONINGS
 
     ap.add_argument("--provisioning", choices=PROVISIONINGS, default=PROVISIONINGS[0],
