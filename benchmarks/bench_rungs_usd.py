@@ -46,6 +46,8 @@ studies about 40 min on two cores for the recorded sets, 10-15 min per built-in 
 reused, 5-40 min per set; ``--reuse`` takes the rows of an earlier run's JSON, which a replay would reproduce: not
 across a change of the provisioner's defaults, e.g. every JSON written before 2026-11-27's design R11 ran without the
 job's value of time, so do not mix its rows with new ones);
+``--retest FILE`` takes only the tuning rows of an earlier run (its picks stay) and replays every test study, the
+peers it tested included, with today's code (docs/earlycurve.md §8.18: the picks made before R11, tested with it);
 ``--markdown`` prints the tables from the JSON. ``--extra-candidates`` adds settings of ours by hand (docs/earlycurve.md
 §8.17: a first rung at 2 steps on ConvNeXt, added after §8.16's miss), tuned and picked by the same rule as the rest.
 """
@@ -231,14 +233,16 @@ def run(args) -> dict:
     import json
 
     workloads = args.workloads.split(",")
-    reuse = {}
-    for path in args.reuse:
+    reuse, retested = {}, {}  # retested: per set, the peers an earlier run (--retest) tested, replayed here
+    for path, tuning_only in [(p, False) for p in args.reuse] + [(p, True) for p in args.retest]:
         old = json.loads(path.read_text())
         if old["config"].get("provisioning", "spottune") != args.provisioning:
             raise SystemExit(f"{path} was run with another provisioning than {args.provisioning}")
         for r in old["rows"] + old.get("tuning_rows", []):
-            if not (args.retest and r["seed"] < TUNE_SEED0):  # --retest: the tuning rows only
+            if not (tuning_only and r["seed"] < TUNE_SEED0):
                 reuse[(r["workload"], r["seed"], r["start"], r["policy"])] = r
+            elif not r["policy"].startswith("spottune-"):
+                retested.setdefault(r["workload"], {}).setdefault(r["policy"], set()).add((r["seed"], r["start"]))
     tune = [(TUNE_SEED0 + i, TUNE_STARTS[i % 2]) for i in range(args.tune_seeds)]
     tuning_rows, picks, candidates, rows, roles = [], {}, {}, [], {}
     for workload in workloads:
@@ -258,13 +262,16 @@ def run(args) -> dict:
         (step_pick, step_peers), ours = SETS[workload], candidates[workload][picks[workload]["ours"]]["candidate"]
         if step_pick is None and predictive:  # §8.3's per-set setting: the cheapest in steps
             step_pick = next(iter(predictive.values()))["candidate"]
-        peers = list(dict.fromkeys([picks[workload]["sha"], picks[workload]["hyperband"], *step_peers, "optuna-sha"]))
-        roles[workload] = {label(ours): "ours", **{p: "tuned here" for p in peers[:2]},
+        test = [(seed, STARTS[seed % 2]) for seed in range(args.seeds)]
+        again = [name for name, done in sorted(retested.get(workload, {}).items()) if set(test) <= done]
+        peers = list(dict.fromkeys([picks[workload]["sha"], picks[workload]["hyperband"], *step_peers, "optuna-sha",
+                                    *again]))
+        roles[workload] = {**{p: "an earlier run's test row, replayed" for p in again}, label(ours): "ours",
+                           **{p: "tuned here" for p in peers[:2]},
                            **{p: "step benchmark's pick" for p in peers[2:] if p in step_peers},
                            "optuna-sha": "simulate's default"}
         if step_pick:
             roles[workload].setdefault(label(step_pick), "ours, step pick")
-        test = [(seed, STARTS[seed % 2]) for seed in range(args.seeds)]
         rows += _ours_rows([(workload, seed, start, c, reuse, args.provisioning)
                             for c in dict.fromkeys([ours, step_pick]) if c for seed, start in test], args.jobs)
         rows += [r for seed, start in test
@@ -306,7 +313,7 @@ def run(args) -> dict:
                        "predictive_sets": PREDICTIVE_SETS, "predictive_theta": PREDICTIVE_THETA,
                        "predictive_top_k": PREDICTIVE_TOP_K, "jobs": args.jobs,
                        "extra_candidates": args.extra_candidates,
-                       "retest": args.retest},
+                       "retested_from": [str(p) for p in args.retest]},
             "candidates": candidates, "picks": picks, "tuning": tuning, "tuning_rows": tuning_rows, "rows": rows,
             "summary": summary,
             "target": {w: target(summary[w], [r for r in rows if r["workload"] == w]) for w in workloads}}
@@ -372,9 +379,10 @@ def main(argv=None) -> int:
     ap.add_argument("--reuse", type=Path, action="append", default=[],
                     help="a JSON of an earlier run whose rows (same study, start and name) are taken instead of "
                          "replayed; repeatable")
-    ap.add_argument("--retest", action="store_true",
-                    help="take only the tuning rows of --reuse: the picks stay the earlier run's, every test study is "
-                         "replayed with today's code (e.g. the picks made before design R11, tested with it)")
+    ap.add_argument("--retest", type=Path, action="append", default=[],
+                    help="a JSON of an earlier run whose tuning rows are taken (so the picks stay its picks) and whose "
+                         "test studies are replayed with today's code, its tested peers included (e.g. the picks made "
+                         "before design R11, tested with it); repeatable")
     from spottune.evaluation._policies import PROVISIONINGS
 
     ap.add_argument("--provisioning", choices=PROVISIONINGS, default=PROVISIONINGS[0],
