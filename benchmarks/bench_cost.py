@@ -23,8 +23,8 @@ replaying them).
 Each (workload, mode) keeps its ``spottune simulate`` table in ``benchmarks/results/cost_runs/``; a rerun
 only runs the policies missing there (delete the folder to measure afresh).
 
-``--supplementary`` runs it on 27 more test starts (:func:`spottune.evaluation.supplementary_starts`: a sixth, a half
-and five sixths of the way between consecutive evaluation starts, fixed on 2026-11-27 before any run on them) and
+``--supplementary`` runs it on 3 (n − 1) more test starts, 27 for the default 10 (:func:`spottune.evaluation.supplementary_starts`: a
+sixth, a half and five sixths of the way between consecutive evaluation starts, fixed on 2026-11-27 before any run on them) and
 writes ``benchmarks/results/cost_supplementary.json`` and ``benchmarks/results/cost_supplementary_runs/``, with every
 target also on the 37 test starts pooled (the 10 evaluation starts and these 27); docs/cost.md shows the pooled
 targets (:func:`supplementary_markdown`). No setting is chosen on them: they narrow the intervals of the verdicts.
@@ -124,11 +124,15 @@ def summary(df):
     return rows
 
 
+def _fmt(v, digits=3):
+    """A table cell: ``digits`` significant figures, "0" for zero, "undefined" for None, NaN or inf."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "undefined"
+    return "0" if abs(v) < 1e-9 else f"{v:.{digits}g}"
+
+
 def markdown(results):
-    def fmt(v):
-        if v is None or (isinstance(v, float) and not math.isfinite(v)):
-            return "undefined"
-        return "0" if abs(v) < 1e-9 else f"{v:.3g}"
+    fmt = _fmt
 
     lines = ["# Cost against the baselines and the lower bound (issue 12)", "",
              "Written by `benchmarks/bench_cost.py` (figures in `benchmarks/results/cost.json`); "
@@ -183,23 +187,27 @@ def pooled(evaluation, supplementary):
 
 
 def supplementary_markdown(path=None):
-    """docs/cost.md's section on the 37 test starts pooled, from ``cost_supplementary.json`` (``--supplementary``)."""
+    """docs/cost.md's section on the evaluation and supplementary test starts pooled, from ``cost_supplementary.json`` (``--supplementary``)."""
     path = SUPPLEMENTARY if path is None else path
     if not path.exists():
         return []
     data = json.loads(path.read_text())
-    lines = ["## The targets on 37 test starts (10 evaluation + 27 supplementary)", "",
+    sup = data["starts"]
+    pooled_n = max((r.get("pooled_starts", 0) for r in data["runs"].values()), default=0)
+    ev = pooled_n - sup
+    lines = [f"## The targets on {pooled_n} test starts ({ev} evaluation + {sup} supplementary)", "",
              f"Written from `benchmarks/results/cost_supplementary.json` (`bench_cost.py --supplementary`): the same "
-             f"policies on {data['starts']} more starts (a sixth, a half and five sixths of the way between consecutive "
-             "evaluation starts; fixed before any run on them, no setting chosen there), pooled with the 10 above. "
-             "Each cell: value on the 37 starts, its 95 % interval (starts resampled, paired), and in brackets the value "
-             "on the 27 supplementary starts alone. A verdict is settled when the interval lies on one side of the "
-             "target.", "",
-             "| workload, mode | target | 37 starts | 95 % interval | (27 supplementary) | met on 37 | settled |",
+             f"policies on {sup} more starts (a sixth, a half and five sixths of the way between consecutive "
+             f"evaluation starts; fixed before any run on them, no setting chosen there), pooled with the {ev} above. "
+             f"Each cell: value on the {pooled_n} starts, its 95 % interval (starts resampled, paired), and in brackets "
+             f"the value on the {sup} supplementary starts alone. A verdict is settled when the interval lies on one "
+             "side of the target.", "",
+             f"| workload, mode | target | {pooled_n} starts | 95 % interval | ({sup} supplementary) | met on {pooled_n} "
+             "| settled |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
 
     def fmt(v):  # 4 figures: a ratio of 1.252 against a target of 1.25 must not print as 1.25
-        return "undefined" if v is None or not math.isfinite(v) else ("0" if abs(v) < 1e-9 else f"{v:.4g}")
+        return _fmt(v, 4)
 
     for key, r in data["runs"].items():
         for name, t in r.get("pooled_targets", {}).items():
@@ -286,7 +294,8 @@ def main() -> None:
     which.add_argument("--tuning", action="store_true",
                        help="run on the tuning starts between the evaluation starts (choose settings there)")
     which.add_argument("--supplementary", action="store_true",
-                       help="run on 27 more test starts and pool them with the evaluation starts' tables")
+                       help="run on 3 (n - 1) more test starts between the evaluation starts (27 for the default 10) and "
+                            "pool them with the evaluation starts' tables")
     args = ap.parse_args()
     policies = args.policies.split(",")
     if not set(policies) <= set(POLICIES):
