@@ -172,10 +172,6 @@ def run_one(args: tuple, with_launches: bool = False) -> dict:
                    predictor=predictor, seed=seed, boot_s=DEFAULT_BOOT_S, start_s=start_s,
                    window_s=task.train_hi_s - task.train_lo_s, job_time_value_usd_per_hour=0.0)
     _configure(asm.chooser, setting, env, start_s)
-    if "hold" in setting:  # hold an instance past the hour boundary when cheaper than the hop (design R12)
-        import dataclasses
-
-        asm.orchestrator.config = dataclasses.replace(asm.orchestrator.config, hold=bool(setting["hold"]))
     settings = SimSettings(boot_s=DEFAULT_BOOT_S, seed=seed)
     record = SimBackend(asm.orchestrator, env["history"], asm.revocation_model, asm.billing, study.sim_curves(),
                         env["market"].facts, start_s, settings).run()

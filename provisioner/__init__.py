@@ -39,7 +39,7 @@ from provisioner._refund import (
     revocation_within,
 )
 from provisioner._curse import LaunchLedger, shrink_p
-from provisioner._refund_provisioner import P_CAP, HoldQuote, RefundProvisioner
+from provisioner._refund_provisioner import P_CAP, RefundProvisioner
 from provisioner.errors import (
     CatalogError,
     NoMarketAvailable,
@@ -63,7 +63,6 @@ __all__ = [
     "FixedMaxPrice",
     "FixedTypeChooser",
     "HOUR_S",
-    "HoldQuote",
     "InstanceCatalog",
     "MarketExclusions",
     "InstanceFacts",

@@ -9,8 +9,6 @@ predictor call per round (every available market × every rung; p does not depen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from spotmarket.prices import PriceHistory
@@ -18,7 +16,6 @@ from revpred.protocol import RevocationPredictor
 
 from provisioner._base import BaseChooser
 from provisioner._catalog import InstanceCatalog
-from provisioner._choice import Choice
 from provisioner._cost import HOUR_S, expected_hour_cost_usd
 from provisioner._curse import LaunchLedger, check_correction, shrink_p
 from provisioner._performance import PerformanceMatrix
@@ -36,28 +33,6 @@ from provisioner.errors import ProvisionerConfigError, ProvisionerError
 #: [I] p is capped below 1 in the objective: under a constant hazard p = 1 means "revoked at launch"
 #: (no step, no cost), whereas a predictor's p = 1 means "revoked at some time within the hour".
 P_CAP = 0.999
-
-
-@dataclass(frozen=True, slots=True)
-class HoldQuote:
-    """:meth:`RefundProvisioner.hold_or_hop`'s answer: USD per useful step of holding and of hopping.
-
-    Attributes
-    ----------
-    hold_usd_per_step, hop_usd_per_step : float
-        The objective of each (USD, plus the value of time, per expected useful step); +inf when no step is expected.
-    hop : Choice
-        Where the hop would launch now.
-    """
-
-    hold_usd_per_step: float
-    hop_usd_per_step: float
-    hop: Choice
-
-    @property
-    def hold(self) -> bool:
-        """Whether holding is strictly cheaper."""
-        return self.hold_usd_per_step < self.hop_usd_per_step
 
 
 class RefundProvisioner(BaseChooser):
@@ -241,79 +216,6 @@ class RefundProvisioner(BaseChooser):
             capped[i] = ~bad[i].all(axis=-1) & closed.all(axis=-1)
             out[i] = closed
         return out, capped
-
-    def hold_or_hop(self, trial_id, now_s: float, market, max_price_usd_per_hour: float, *, steps_left: float,
-                    resume_step: int, heading: int | None = None) -> HoldQuote:
-        """Price keeping a trial's running instance for up to another hour against the hourly hop (design R12).
-
-        At the hour boundary the instance has run 3600 s, so a revocation no longer refunds it (spec §1.9): held, it
-        pays every second until our own end or the provider's termination, at the market's P̄, but pays no boot,
-        restore or hop checkpoint. The hop pays the checkpoint on the old instance (its seconds at the old market's
-        P̄ and wall-clock) and launches the best fresh candidate, which pays boot and restore and may be refunded.
-        Both sides are priced with the objective of :meth:`choose` (USD, plus the value of time, per useful step)
-        over the horizon ``min(3600 s, the trial's next stop)``; p for the held instance is the predictor's at its
-        own max price (the question is the same: a price above it within the hour; capped like every p).
-
-        Parameters
-        ----------
-        trial_id : hashable
-        now_s : float
-            The hour boundary, seconds since the epoch (UTC).
-        market : Market
-            The running instance's market (one of the pool's).
-        max_price_usd_per_hour : float
-            Its max price, USD per instance-hour.
-        steps_left : float
-            Steps until the trial's next planned stop (> 0).
-        resume_step : int
-            The step a hop would checkpoint and resume from.
-        heading : int, optional
-            Trials still on their way to that stop (the value of time's share, design R11).
-
-        Returns
-        -------
-        HoldQuote
-            Both prices, USD per useful step (+inf when no step is expected), and the hop's choice.
-
-        Raises
-        ------
-        NoMarketAvailable
-            If the hop could launch nowhere (then hold, if holding makes progress).
-        ProvisionerError
-            If ``market`` is not in the pool.
-        """
-        try:
-            j = self.markets.index(market)
-        except ValueError:
-            raise ProvisionerError(f"market {market} is not in the pool") from None
-        ledger, self.ledger = self.ledger, None  # a quote is not a launch: the cap counts launches only
-        try:
-            hop = self.choose(trial_id, now_s, steps_left=steps_left, resume_step=resume_step, heading=heading)
-        finally:
-            self.ledger = ledger
-        obj: RefundStepCost = self.objective
-        current, mean, _ = self.market_state(now_s)
-        b = float(max_price_usd_per_hour)
-        known = not np.isnan(current[j])
-        v = float(obj.trial_time_value(np.nan if heading is None else heading))
-        old_ckpt = float(self._ckpt[j])
-        top = hop.explanation.candidates[0]
-        hop_steps = top.expected_useful_steps
-        hop_usd = ((top.step_cost_usd * hop_steps + ((mean[j] if known else 0.0) + v) * old_ckpt / HOUR_S) / hop_steps
-                   if hop_steps else np.inf)
-        if not known or b < current[j]:  # unknown price, or its revocation is on the way
-            return HoldQuote(hold_usd_per_step=np.inf, hop_usd_per_step=float(hop_usd), hop=hop)
-        p = float(np.asarray(self.predictor.predict_proba([market], now_s, np.array([b])), dtype=float)[0])
-        self.predictor_calls += 1
-        p = min(p, self.p_cap)
-        T = float(self.performance.rows([trial_id])[0, self._type_col[j]])
-        H = float(decision_horizon_s(steps_left, T, checkpoint_s=old_ckpt))
-        shape = obj.hazard_shape
-        wall = float(expected_segment_s(p, H, obj.notice_s, shape))  # held past its first hour: pays to its end
-        steps = float(expected_useful_steps(p, T, H, checkpoint_s=old_ckpt, notice_s=obj.notice_s,
-                                            hazard_shape=shape))
-        hold_usd = (mean[j] + v) * wall / HOUR_S / steps if steps > 0 else np.inf
-        return HoldQuote(hold_usd_per_step=float(hold_usd), hop_usd_per_step=float(hop_usd), hop=hop)
 
     def _order_keys(self, *, step_cost, seconds_per_step, current, mean, **extra):
         return [step_cost, extra["expected_usd"], extra["max_price"]]

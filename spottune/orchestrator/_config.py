@@ -63,11 +63,6 @@ class OrchestratorConfig:
         Answer ``HourElapsed`` with a HOP checkpoint and re-provisioning (Algorithm 1). False keeps a
         trial on its instance until it finishes or is revoked (the single-instance and spot-with-restart
         baselines of the evaluation, spec §1.9).
-    hold : bool, default=False
-        With ``hourly_hop``: at each hour boundary ask the chooser (one with ``hold_or_hop``, e.g.
-        :meth:`provisioner.RefundProvisioner.hold_or_hop`) whether keeping the instance for up to another hour is
-        cheaper per useful step than the hop, and keep it when it is; the next decision is an hour later
-        (design R12). False: Algorithm 1's hop at every hour boundary.
     rungs : sequence of (float, int), default ()
         Synchronous barriers before θ (issue 13, ``docs/earlycurve.md`` §8.12): ``(fraction, keep)`` pairs; every
         trial trains to ``ceil(fraction·S_max)`` steps and waits there (checkpointed) until every trial has reached
@@ -84,7 +79,6 @@ class OrchestratorConfig:
     max_failures: int = 2
     launch_retry_s: float = 60.0
     hourly_hop: bool = True
-    hold: bool = False
     rungs: tuple[tuple[float, int], ...] = ()
 
     def __post_init__(self) -> None:

@@ -11,8 +11,7 @@ Decisions ([I], spec §1.6 and §1.14):
   revoked instance is left for the provider to terminate so its first hour stays refundable);
 - after one hour on an instance: checkpoint (HOP), terminate, re-provision; if a notice arrived
   meanwhile, the instance is not terminated by us (refund); no hop when no step finished on the instance
-  yet (a slow start would otherwise relaunch every hour without progress); with ``config.hold`` the instance
-  is kept for another hour when the chooser prices that below the hop (design R12);
+  yet (a slow start would otherwise relaunch every hour without progress);
 - phase 1 target ``ceil(θ·max_steps)``; barrier once every trial is paused or terminal (D12); rank by
   the predictor's final value in loss scale (``mode="max"`` metrics become ``1 − value``, spec §1.2);
   plateaued trials rank by their last observed value and are never continued; the top-k continue to
@@ -70,9 +69,6 @@ from spottune.orchestrator._config import (
 )
 from spottune.orchestrator._record import TrialRecord
 from spottune.orchestrator._state import Marker, TrialState, next_state
-
-#: Seconds a held instance runs before its next hop-or-hold decision: the next hour boundary (design R12).
-HOLD_S = 3600.0
 
 
 def _explain(explanation: object) -> object:
@@ -232,8 +228,6 @@ class Orchestrator:
                     tr.state is TrialState.PAUSED_AT_THETA and tr.continued
                 ):
                     self._launch(tr, t, out)
-                elif tr.state is TrialState.RUNNING and tr.hold_until_s is not None and t >= tr.hold_until_s:
-                    self._hour_boundary(tr, t, out)  # the held instance's next hour boundary
             case MetricReported():
                 if old_state is TrialState.RUNNING:
                     self._on_metric(tr, event, out)
@@ -245,8 +239,10 @@ class Orchestrator:
                 if old_state is TrialState.RUNNING:
                     self._checkpoint(tr, t, CheckpointReason.REVOCATION, out)
             case HourElapsed():
-                if old_state is TrialState.RUNNING and self.config.hourly_hop:
-                    self._hour_boundary(tr, t, out)
+                # a hop before any step on this instance would only pay another boot and restore: when
+                # start-up outlasts the hour it relaunched forever without progress, so keep the instance
+                if old_state is TrialState.RUNNING and self.config.hourly_hop and tr.step > tr.segment_start_step:
+                    self._checkpoint(tr, t, CheckpointReason.HOP, out)
             case CheckpointSaved():
                 self._on_saved(tr, event, out)
             case SegmentEnded():
@@ -321,7 +317,7 @@ class Orchestrator:
             self.chooser.record_segment(tr.trial_id, tr.market.instance_type, seconds, steps)
 
     def _detach(self, tr: TrialRecord) -> str:
-        instance, tr.instance_id, tr.hold_until_s = tr.instance_id, None, None
+        instance, tr.instance_id = tr.instance_id, None
         return instance
 
     def _rollback(self, tr: TrialRecord, steps_done: int, t: float) -> None:
@@ -377,33 +373,6 @@ class Orchestrator:
             case _:
                 assert_never(reason)
 
-    def _hour_boundary(self, tr: TrialRecord, t: float, out: list[Action]) -> None:
-        """Hop (checkpoint, terminate, re-provision), or with ``config.hold`` keep the instance when the chooser prices
-        holding it for up to another hour below the hop (design R12); a held instance is asked again an hour later
-        through a ``WakeUp``. A hop before any step on this instance would only pay another boot and restore: when
-        start-up outlasts the hour it relaunched forever without progress, so the instance is kept then."""
-        tr.hold_until_s = None
-        if tr.step <= tr.segment_start_step:
-            return
-        if self.config.hold and self._cheaper_to_hold(tr, t):
-            tr.holds += 1
-            tr.hold_until_s = t + HOLD_S
-            out.append(ScheduleWakeUp(trial_id=tr.trial_id, at_s=tr.hold_until_s))
-            return
-        self._checkpoint(tr, t, CheckpointReason.HOP, out)
-
-    def _cheaper_to_hold(self, tr: TrialRecord, t: float) -> bool:
-        """Whether the chooser prices keeping ``tr``'s instance below hopping; False for a chooser that cannot price
-        it. No market to hop to counts as cheaper to hold."""
-        quote = getattr(self.chooser, "hold_or_hop", None)
-        if quote is None or tr.market is None or tr.launch_max_price is None:
-            return False
-        try:
-            return quote(tr.trial_id, t, tr.market, tr.launch_max_price, steps_left=tr.target_steps - tr.step,
-                         resume_step=tr.step, heading=self._heading(tr)).hold
-        except NoMarketAvailable:
-            return True
-
     def _launch(self, tr: TrialRecord, t: float, out: list[Action], avoid: Container[Any] = ()) -> None:
         """Launch ``tr`` where the chooser says, or back off ``launch_retry_s`` when no market is available or the
         choice is one of ``avoid`` (the markets excluded after capacity refusals, on a failover: a chooser that
@@ -419,7 +388,7 @@ class Orchestrator:
         if choice is None or choice.market in avoid:
             out.append(ScheduleWakeUp(trial_id=tr.trial_id, at_s=t + self.config.launch_retry_s))
             return
-        tr.launch_market, tr.launch_max_price = choice.market, float(choice.max_price_usd_per_hour)
+        tr.launch_market = choice.market
         launch = Launch(
             trial_id=tr.trial_id,
             market=choice.market,

@@ -21,7 +21,6 @@ class TrialRecord:
     instance_id: str | None = None
     market: Market | None = None
     launch_market: Market | None = None  #: market of the trial's latest Launch (in flight, refused or fulfilled)
-    launch_max_price: float | None = None  #: that Launch's max price, USD per instance-hour
     started_s: float = 0.0  #: training start of the current segment (TrialLaunched.time_s)
     train_end_s: float | None = None  #: when the current checkpoint began
     segment_start_step: int = 0
@@ -32,8 +31,6 @@ class TrialRecord:
     failures: int = 0
     revocations: int = 0
     hops: int = 0
-    holds: int = 0  #: hour boundaries at which the trial kept its instance instead of hopping (design R12)
-    hold_until_s: float | None = None  #: when the held instance's next hop-or-hold decision is due
     lost_steps: int = 0
     plateaued: bool = False
     pruned_at: int | None = None  #: step at which an external stop rule stopped the trial

@@ -115,7 +115,6 @@ TRANSITIONS: dict[TrialState, dict[object, TrialState]] = {
     },
     S.RUNNING: {
         MetricReported: S.RUNNING,
-        WakeUp: S.RUNNING,  # a held instance's next hour boundary (design R12)
         RevocationNotice: S.RUNNING,  # the policy answers with Checkpoint(revocation)
         HourElapsed: S.RUNNING,  # the policy answers with Checkpoint(hop)
         **{(Checkpoint, r): S.CHECKPOINTING for r in CheckpointReason},
@@ -160,10 +159,6 @@ TRANSITIONS: dict[TrialState, dict[object, TrialState]] = {
         (Terminate, TerminateReason.FAILURE): S.FAILED,
     },
 }
-# A held instance's timer (design R12) is due in RUNNING; one that outlived its hold (the instance was revoked,
-# hopped or ended first) may fire in any state and changes nothing there.
-for _state, _row in TRANSITIONS.items():
-    _row.setdefault(WakeUp, _state)
 # Benign races: an event about an instance the trial has already left changes nothing, in every state.
 for _row in TRANSITIONS.values():
     for _event_type in INSTANCE_EVENTS:
