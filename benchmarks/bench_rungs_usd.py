@@ -398,6 +398,9 @@ def main(argv=None) -> int:
         extra_candidates(args.extra_candidates)
     except ValueError as exc:
         ap.error(str(exc))  # one line, exit code 2
+    for path in [*args.reuse, *args.retest]:
+        if not path.is_file():
+            ap.error(f"{path}: no such file (--reuse and --retest take an earlier run's JSON)")
     return run_or_print(args, run, markdown)
 
 
