@@ -186,6 +186,21 @@ def pooled(evaluation, supplementary):
     return pd.concat([evaluation, sup], ignore_index=True)
 
 
+#: A stretch longer than this without a record in any market is a collection gap of the trace, seconds
+#: (``PriceHistory.collection_gaps``; data/spot_prices/README.md, "Quirks").
+GAP_MIN_S = 7200.0
+
+
+def in_gap(starts, gaps):
+    """Boolean mask: which ISO start times (a pandas Series) fall strictly inside one of ``gaps`` ((a, b) seconds): a
+    replay from there begins on prices the collector did not record, read as flat."""
+    import pandas as pd
+
+    t = (pd.to_datetime(starts, utc=True) - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
+    return pd.Series(np.any([(t > a) & (t < b) for a, b in gaps], axis=0) if gaps else np.zeros(len(t), bool),
+                     index=starts.index)
+
+
 def supplementary_markdown(path=None):
     """docs/cost.md's section on the evaluation and supplementary test starts pooled, from ``cost_supplementary.json`` (``--supplementary``)."""
     path = SUPPLEMENTARY if path is None else path
@@ -201,10 +216,16 @@ def supplementary_markdown(path=None):
              f"evaluation starts; fixed before any run on them, no setting chosen there), pooled with the {ev} above. "
              f"Each cell: value on the {pooled_n} starts, its 95 % interval (starts resampled, paired), and in brackets "
              f"the value on the {sup} supplementary starts alone. A verdict is settled when the interval lies on one "
-             "side of the target.", "",
-             f"| workload, mode | target | {pooled_n} starts | 95 % interval | ({sup} supplementary) | met on {pooled_n} "
-             "| settled |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "side of the target.", ""]
+    gap_starts = sorted({s for r in data["runs"].values() for s in r.get("gap_starts", [])})
+    if gap_starts:
+        lines[-2] += (f" The last column leaves out the start(s) inside a collection gap of the trace ({', '.join(gap_starts)}: "
+                      "it lies in a stretch of more than 2 h with no record in any market, `PriceHistory.collection_gaps`; "
+                      "data/spot_prices/README.md), where the replay reads the missing prices as flat, so no price "
+                      "crossing can revoke or refund anything there.")
+    lines += [f"| workload, mode | target | {pooled_n} starts | 95 % interval | ({sup} supplementary) | met on {pooled_n} "
+              "| settled | without gap starts |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
 
     def fmt(v):  # 4 figures: a ratio of 1.252 against a target of 1.25 must not print as 1.25
         return _fmt(v, 4)
@@ -217,8 +238,11 @@ def supplementary_markdown(path=None):
                                                          "yes" if (lo - bound) * (hi - bound) > 0 else "no")
             met = {True: "yes", False: "**no**", None: "undefined"}[t["met"]]
             alone = r["targets"].get(name, {}).get("value")
+            out = r.get("pooled_targets_outside_gaps", {}).get(name)
+            outside = "-" if out is None else "undefined" if out["met"] is None else \
+                f"{fmt(out['value'])} ({'met' if out['met'] else 'missed'})"
             lines.append(f"| {key} | {name} {t['target']} | {fmt(t['value'])} | {ci} | ({fmt(alone)}) | {met} | "
-                         f"{settled} |")
+                         f"{settled} | {outside} |")
     return lines + [""]
 
 
@@ -307,6 +331,7 @@ def main() -> None:
         from spotmarket.prices import to_timestamp
 
         env = environment(WORKLOADS[0], 0, "legacy", None, None)
+        gaps = env["history"].collection_gaps(GAP_MIN_S, env["markets"])
         between = tuning_starts if args.tuning else supplementary_starts
         starts = between(default_starts(env["history"], env["markets"], args.starts))
         start_times = ",".join(to_timestamp(s).isoformat() for s in starts)
@@ -338,16 +363,22 @@ def main() -> None:
                 done = new if done is None else pd.concat([done, new], ignore_index=True)
                 done.to_csv(table, index=False)
             df = done[done["policy"].isin(wanted)]
+            wall = round(time.perf_counter() - t0, 1) if missing else \
+                results["runs"].get(f"{workload}, {mode}", {}).get("wall_s", 0.0)  # nothing replayed: keep the run's
             results["runs"][f"{workload}, {mode}"] = {
-                "wall_s": round(time.perf_counter() - t0, 1), "policies": summary(df), "targets": targets(df, mode),
+                "wall_s": wall, "policies": summary(df), "targets": targets(df, mode),
                 "zero_bound_runs": int((df["lower_bound_usd"].astype(float) == 0).sum()),
                 "bounded_runs": int(df["lower_bound_usd"].notna().sum())}
             evaluation = RUNS / f"{workload}-{mode}" / "table.csv"
             if args.supplementary and evaluation.exists():
                 ev = pd.read_csv(evaluation)
                 both = pooled(ev[ev["policy"].isin(wanted)], df)
-                results["runs"][f"{workload}, {mode}"]["pooled_targets"] = targets(both, mode)
-                results["runs"][f"{workload}, {mode}"]["pooled_starts"] = int(both["start_index"].nunique())
+                entry = results["runs"][f"{workload}, {mode}"]
+                entry["pooled_targets"] = targets(both, mode)
+                entry["pooled_starts"] = int(both["start_index"].nunique())
+                gap = in_gap(both["start"], gaps)
+                entry["gap_starts"] = sorted(set(both.loc[gap, "start"]))
+                entry["pooled_targets_outside_gaps"] = targets(both[~gap], mode)
             print(workload, mode, json.dumps(_finite(results["runs"][f"{workload}, {mode}"]["targets"])), flush=True)
             out.write_text(json.dumps(_finite(results), indent=1) + "\n")
             if doc is not None:

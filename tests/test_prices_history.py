@@ -175,3 +175,36 @@ def test_to_seconds_rejects_bad_times_with_price_data_error(bad):
 
 def test_to_seconds_reads_a_naive_time_as_utc():
     assert to_seconds("2017-04-26T00:00") == T0
+
+
+def _two_markets(times_a, times_b) -> PriceHistory:
+    rows = [(t, "us-east-1a") for t in times_a] + [(t, "us-east-1b") for t in times_b]
+    return PriceHistory(pd.DataFrame({
+        "timestamp": pd.to_datetime([T0 + t for t, _ in rows], unit="s", utc=True),
+        "availability_zone": [z for _, z in rows], "instance_type": "m3.medium",
+        "product_description": "Linux/UNIX", "price": 0.01 + 0.001 * np.arange(len(rows))}))
+
+
+def test_collection_gaps_are_silences_of_every_market() -> None:
+    # a: records at 0, 600, 9000; b: 300, 4000, 9300. Merged: 0, 300, 600, 4000, 9000, 9300.
+    hist = _two_markets([0, 600, 9000], [300, 4000, 9300])
+    assert hist.collection_gaps(3000.0) == [(T0 + 600, T0 + 4000), (T0 + 4000, T0 + 9000)]
+    assert hist.collection_gaps(4000.0) == [(T0 + 4000, T0 + 9000)]  # 3400 s is not longer than 4000 s
+    assert hist.collection_gaps(5000.0) == []  # exactly 5000 s is not longer than 5000 s
+    # one market alone is silent longer than both together
+    assert hist.collection_gaps(3000.0, markets=[Market("us-east-1a", "m3.medium")]) == [(T0 + 600, T0 + 9000)]
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, np.nan, np.inf])
+def test_collection_gaps_reject_a_bad_length(bad: float) -> None:
+    with pytest.raises(PriceDataError, match="min_s"):
+        _two_markets([0], [1]).collection_gaps(bad)
+
+
+def test_the_2015_trace_has_two_long_collection_gaps() -> None:
+    from spotmarket.prices import load_history
+
+    gaps = load_history("us-east-1_2015.csv.gz").collection_gaps(10 * 3600.0)
+    assert [(to_timestamp(a).isoformat(), to_timestamp(b).isoformat()) for a, b in gaps] == [
+        ("2015-04-10T03:45:34+00:00", "2015-04-10T16:52:55+00:00"),
+        ("2015-06-09T15:44:23+00:00", "2015-06-12T00:09:14+00:00")]

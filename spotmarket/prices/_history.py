@@ -433,6 +433,52 @@ class PriceHistory:
         return pd.DataFrame(rows, columns=["market", "first_utc", "last_utc", "records", "changes",
                                            "min_usd_per_hour", "median_usd_per_hour", "max_usd_per_hour"])
 
+    def collection_gaps(self, min_s: float = 7200.0, markets: Iterable[Market | str] | None = None
+                        ) -> list[tuple[float, float]]:
+        """Stretches longer than ``min_s`` in which none of ``markets`` has a record: the collector was down.
+
+        On an event trace of many markets some market changes price every few minutes (the 2015 us-east-1 trace:
+        a median of about 8 minutes within one series), so hours without a record in *any* market are missing data,
+        not a calm market. A replay reads them as flat prices (the step function), so no price crossing, hence no
+        revocation and no refund, can happen inside them (``data/spot_prices/README.md``, "Quirks").
+
+        Parameters
+        ----------
+        min_s : float, default 7200
+            Shortest silence reported, seconds (> 0).
+        markets : iterable of Market or str, optional
+            Default: every market of the history.
+
+        Returns
+        -------
+        list of (float, float)
+            ``(last record before, first record after)`` of each silence, seconds since the epoch (UTC), in time
+            order; the time after the last record (up to :attr:`end_s`) is not a gap.
+
+        Raises
+        ------
+        PriceDataError
+            On ``min_s`` <= 0 or an unknown market.
+
+        Examples
+        --------
+        >>> table = pd.DataFrame({"timestamp": pd.to_datetime([0, 600, 9000, 9600], unit="s", utc=True),
+        ...                       "availability_zone": ["us-east-1a", "us-east-1b", "us-east-1a", "us-east-1b"],
+        ...                       "instance_type": "m3.medium", "product_description": "Linux/UNIX",
+        ...                       "price": [0.01, 0.02, 0.011, 0.021]})
+        >>> PriceHistory(table).collection_gaps(3600.0)
+        [(600.0, 9000.0)]
+
+        On the shipped 2015 us-east-1 trace the gaps over 10 h are 2015-04-10 03:45:34 .. 16:52:55 (13.1 h) and
+        2015-06-09 15:44:23 .. 06-12 00:09:14 (56.4 h).
+        """
+        if not (np.isfinite(min_s) and min_s > 0):
+            raise PriceDataError(f"min_s is {min_s!r}, but must be > 0 seconds")
+        chosen = [self[m] for m in (self.markets if markets is None else markets)]
+        t = np.unique(np.concatenate([s.times_s for s in chosen])) if chosen else np.empty(0)
+        wide = np.flatnonzero(np.diff(t) > min_s)
+        return [(float(t[j]), float(t[j + 1])) for j in wide]
+
     def select(self, *, instance_types: Iterable[str] | None = None, availability_zones: Iterable[str] | None = None,
                product_description: str | None = None) -> list[Market]:
         """Markets matching every given filter (None = no filter), sorted."""
