@@ -186,11 +186,6 @@ def pooled(evaluation, supplementary):
     return pd.concat([evaluation, sup], ignore_index=True)
 
 
-#: A stretch longer than this without a record in any market is a collection gap of the trace, seconds
-#: (``PriceHistory.collection_gaps``; data/spot_prices/README.md, "Quirks").
-GAP_MIN_S = 7200.0
-
-
 def in_gap(starts, gaps):
     """Boolean mask: which ISO start times (a pandas Series) fall strictly inside one of ``gaps`` ((a, b) seconds): a
     replay from there begins on prices the collector did not record, read as flat."""
@@ -331,7 +326,7 @@ def main() -> None:
         from spotmarket.prices import to_timestamp
 
         env = environment(WORKLOADS[0], 0, "legacy", None, None)
-        gaps = env["history"].collection_gaps(GAP_MIN_S, env["markets"])
+        gaps = env["gaps"]
         between = tuning_starts if args.tuning else supplementary_starts
         starts = between(default_starts(env["history"], env["markets"], args.starts))
         start_times = ",".join(to_timestamp(s).isoformat() for s in starts)

@@ -301,6 +301,7 @@ def simulate(workload: str, policies: str, starts: int, start_times: str | None,
              predictive_options: str | None, progress: bool) -> None:
     from spottune.evaluation import summarise, to_markdown
     from spottune.evaluation._lower_bound import undefined_ratio_note
+    from spottune.evaluation._runner import gap_note
 
     table = simulate_all(workload, policies, starts, market_mode, Path(output), seed=seed, theta_sweep=theta_sweep,
                          jobs=jobs, start_times=start_times, max_steps=max_steps, prices=prices, progress=progress,
@@ -313,9 +314,9 @@ def simulate(workload: str, policies: str, starts: int, start_times: str | None,
     cols = ["market_mode", "policy", "cost_usd_mean", "jct_h_mean", "pcr_norm_mean", "top3_mean",
             "refunded_share_mean", "cost_vs_lower_bound_mean", "n"]
     click.echo(to_markdown(s[cols]))
-    note = undefined_ratio_note(table)
-    if note:
-        click.echo(note, err=True)
+    for note in (undefined_ratio_note(table), gap_note(table)):
+        if note:
+            click.echo(note, err=True)
     failed = int((table["error"].fillna("") != "").sum())
     if failed:
         click.echo(f"{failed} run(s) failed; see the error column", err=True)

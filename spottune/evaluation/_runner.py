@@ -165,6 +165,11 @@ def _between(evaluation_starts: list[float], fractions: tuple[float, ...], kind:
     return [float(math.ceil((a + f * (b - a)) / 3600.0) * 3600.0) for a, b in zip(ev[:-1], ev[1:]) for f in fractions]
 
 
+#: A stretch longer than this, seconds, with no record in any market of the pool is a collection gap of the price data
+#: (:meth:`spotmarket.prices.PriceHistory.collection_gaps`): the replay reads the missing prices as flat there.
+COLLECTION_GAP_S = 7200.0
+
+
 @functools.lru_cache(maxsize=4)
 def environment(workload: str, seed: int, market_mode: str, prices: str | None, max_steps: int | None,
                 instance_types: tuple[str, ...] | None = None, zones: tuple[str, ...] | None = None) -> dict:
@@ -172,7 +177,8 @@ def environment(workload: str, seed: int, market_mode: str, prices: str | None, 
     the pool of ``instance_types`` x ``zones``; None: every one of the prices), the study and a predictor cache.
 
     Keys: ``market`` (MarketSetup), and its ``history``, ``catalog``, ``pool``, ``markets``,
-    ``revocations`` (the market mode's revocation model); ``study``; ``predictors`` (filled on use).
+    ``revocations`` (the market mode's revocation model); ``study``; ``predictors`` (filled on use); ``gaps``, the
+    collection gaps of the pool's prices (:data:`COLLECTION_GAP_S`).
     """
     from spottune._compose import build_market
     from spottune.evaluation._studies import load_study
@@ -181,7 +187,25 @@ def environment(workload: str, seed: int, market_mode: str, prices: str | None, 
                           availability_zones=zones)
     study = load_study(workload, seed, max_steps=max_steps)
     return {"market": market, "history": market.history, "catalog": market.catalog, "pool": market.pool,
-            "markets": market.markets, "revocations": market.revocation_model, "study": study, "predictors": {}}
+            "markets": market.markets, "revocations": market.revocation_model, "study": study, "predictors": {},
+            "gaps": market.history.collection_gaps(COLLECTION_GAP_S, market.markets)}
+
+
+
+def gap_hours(gaps: list[tuple[float, float]], start_s: float, end_s: float) -> float:
+    """Hours of ``[start_s, end_s]`` inside the collection gaps ``gaps`` ((a, b) seconds since the epoch, disjoint)."""
+    return sum(max(0.0, min(b, end_s) - max(a, start_s)) for a, b in gaps) / 3600.0
+
+
+def gap_note(table: Any) -> str | None:
+    """One line on the runs that spent time in a collection gap of the price data (their ``note`` says how long), or
+    None."""
+    n = int(table["note"].fillna("").astype(str).str.contains("collection gap").sum())
+    if not n:
+        return None
+    return (f"warning: {n} of {len(table)} runs spent time in a collection gap of the price data (no record in any "
+            "market for over 2 h), where the replay reads the prices as flat, so nothing is revoked there; see the "
+            "note column")
 
 
 #: Predictor kinds trained per start on the history before it (the LSTMs are trained once, before the first).
@@ -295,7 +319,9 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
         backend.budget_usd = task.budget_usd
         record = backend.run()
         row = measure(task, policy, study, asm.orchestrator, record)
-        row["note"] = asm.note
+        hours = gap_hours(env["gaps"], task.start_s, record.end_s if record.end_s is not None else task.start_s)
+        gap = f"{hours:.1f} h of the run in a collection gap of the prices (read as flat)" if hours > 0 else ""
+        row["note"] = "; ".join(n for n in (asm.note, gap) if n)
         row.update(bound_columns(row, market=env["market"], study=study, orchestrator=asm.orchestrator, record=record,
                                  start_s=task.start_s, sim_settings=settings))
     except (SpottuneError, SpotMarketError) as exc:  # e.g. the price history ends before the run finishes

@@ -1,0 +1,47 @@
+"""Runs that spend time in a collection gap of the price data say so (note column, one warning line)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from spotmarket.prices import to_seconds
+from spottune.evaluation._runner import gap_hours, gap_note
+
+GAP = (to_seconds("2015-06-09T15:44:23Z"), to_seconds("2015-06-12T00:09:14Z"))  # the 2015 trace's 56.4 h gap
+
+
+def test_gap_hours_is_the_overlap_with_every_gap():
+    gaps = [(0.0, 3600.0), (10_800.0, 18_000.0)]
+    assert gap_hours(gaps, 1800.0, 14_400.0) == pytest.approx(0.5 + 1.0)
+    assert gap_hours(gaps, 3600.0, 10_800.0) == 0.0  # touches both, inside neither
+    assert gap_hours([], 0.0, 1e9) == 0.0
+
+
+def test_gap_note_counts_the_runs_whose_note_names_a_gap():
+    table = pd.DataFrame({"note": ["", None, "c3.xlarge; 9.1 h of the run in a collection gap of the prices (read as "
+                                   "flat)", "9.1 h of the run in a collection gap of the prices (read as flat)"]})
+    assert gap_note(table).startswith("warning: 2 of 4 runs spent time in a collection gap of the price data")
+    assert gap_note(pd.DataFrame({"note": ["", "c3.xlarge"]})) is None
+
+
+def test_a_run_inside_the_2015_gap_is_noted_and_one_outside_is_not():
+    from spottune.evaluation import Task, default_starts, run_task
+    from spottune.evaluation._runner import environment
+
+    types = ("r3.large", "c3.xlarge")
+    env = environment("opda-alexnet", 0, "legacy", None, 4, types, None)
+    assert len([(a, b) for a, b in env["gaps"] if a <= GAP[0] and b >= GAP[1]]) == 1  # this pool's first records
+    # after the gap may come a little later than the whole trace's
+    inside = to_seconds("2015-06-09T22:00Z")
+    outside = default_starts(env["history"], env["markets"], 2)[0]
+    notes = {}
+    for s in (inside, outside):
+        row, _ = run_task(Task(workload="opda-alexnet", policy="single-cheapest", start_index=0, start_s=s,
+                               market_mode="legacy", seed=0, train_lo_s=s - 4 * 86400, train_hi_s=s, max_steps=4,
+                               instance_types=types))
+        assert not row["error"], row["error"]
+        notes[s] = row["note"]
+    hours = float(notes[inside].split(" h of the run in a collection gap")[0].split("; ")[-1])
+    assert hours > 0
+    assert "collection gap" not in notes[outside]
