@@ -19,8 +19,8 @@ def test_gap_hours_is_the_overlap_with_every_gap():
 
 
 def test_gap_note_counts_the_runs_whose_note_names_a_gap():
-    table = pd.DataFrame({"note": ["", None, "c3.xlarge; 9.1 h of the run in a collection gap of the prices (read as "
-                                   "flat)", "9.1 h of the run in a collection gap of the prices (read as flat)"]})
+    table = pd.DataFrame({"note": ["", None, "c3.xlarge; 9.10 h of the run in a collection gap of the prices (read as "
+                                   "flat)", "9.10 h of the run in a collection gap of the prices (read as flat)"]})
     assert gap_note(table).startswith("warning: 2 of 4 runs spent time in a collection gap of the price data")
     assert gap_note(pd.DataFrame({"note": ["", "c3.xlarge"]})) is None
 

@@ -191,7 +191,6 @@ def environment(workload: str, seed: int, market_mode: str, prices: str | None, 
             "gaps": market.history.collection_gaps(COLLECTION_GAP_S, market.markets)}
 
 
-
 def gap_hours(gaps: list[tuple[float, float]], start_s: float, end_s: float) -> float:
     """Hours of ``[start_s, end_s]`` inside the collection gaps ``gaps`` ((a, b) seconds since the epoch, disjoint)."""
     return sum(max(0.0, min(b, end_s) - max(a, start_s)) for a, b in gaps) / 3600.0
@@ -204,8 +203,8 @@ def gap_note(table: Any) -> str | None:
     if not n:
         return None
     return (f"warning: {n} of {len(table)} runs spent time in a collection gap of the price data (no record in any "
-            "market for over 2 h), where the replay reads the prices as flat, so nothing is revoked there; see the "
-            "note column")
+            f"market for over {COLLECTION_GAP_S / 3600:g} h), where the replay reads the prices as flat, so no price "
+            "crossing revokes or refunds anything there; see the note column")
 
 
 #: Predictor kinds trained per start on the history before it (the LSTMs are trained once, before the first).
@@ -320,7 +319,7 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
         record = backend.run()
         row = measure(task, policy, study, asm.orchestrator, record)
         hours = gap_hours(env["gaps"], task.start_s, record.end_s if record.end_s is not None else task.start_s)
-        gap = f"{hours:.1f} h of the run in a collection gap of the prices (read as flat)" if hours > 0 else ""
+        gap = f"{hours:.2f} h of the run in a collection gap of the prices (read as flat)" if hours > 0 else ""
         row["note"] = "; ".join(n for n in (asm.note, gap) if n)
         row.update(bound_columns(row, market=env["market"], study=study, orchestrator=asm.orchestrator, record=record,
                                  start_s=task.start_s, sim_settings=settings))
