@@ -163,6 +163,17 @@ def build_market(prices: str | None, *, market_mode: str, seed: int, instance_ty
                        revocation_model=revocation_model(market_mode, history, seed))
 
 
+def gap_warnings(market: MarketSetup, start_s: float) -> list[str]:
+    """A warning line when ``start_s`` lies in a collection gap of the replayed prices (no record in any pool market for
+    more than :data:`spotmarket.prices.COLLECTION_GAP_S`): the replay reads them as flat, so no price crossing can revoke
+    or refund anything there (data/spot_prices/README.md, "Quirks")."""
+    from spotmarket.prices import to_timestamp
+
+    return [f"warning: the start lies in a {(b - a) / 3600:.1f} h collection gap of the price data ({to_timestamp(a)} .. "
+            f"{to_timestamp(b)}: no record in any market); the replay reads the prices there as flat"
+            for a, b in market.history.collection_gaps(markets=market.markets) if a < start_s < b]
+
+
 def check_start(market: MarketSetup, start_s: float, train_days: float) -> None:
     """The start must leave ``train_days`` of price history of every pool market before it, inside the history.
 
@@ -692,6 +703,9 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
                           history=history, markets=pool)
     start_s = float(to_seconds(spec.start)) if live is None else live[1]
     check_start(market, start_s, spec.train_days)
+    if live is None and log_fn is not None:
+        for note in gap_warnings(market, start_s):
+            log_fn(note)
     plan = plan_spec(spec, market, start_s)  # deadline and budget: an infeasible request is refused before training
     trials = spec.trials()
     if spec.executes_plan:  # issue 17, DB14: SEER's printed plan, executed (no revocation predictor needed)

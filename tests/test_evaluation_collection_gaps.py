@@ -1,4 +1,5 @@
-"""Runs that spend time in a collection gap of the price data say so (note column, one warning line)."""
+"""Collection gaps of the price data: runs that spend time in one say so (simulate's note column and warning line,
+spottune run's warning when its start lies in one)."""
 
 from __future__ import annotations
 
@@ -45,3 +46,13 @@ def test_a_run_inside_the_2015_gap_is_noted_and_one_outside_is_not():
     hours = float(notes[inside].split(" h of the run in a collection gap")[0].split("; ")[-1])
     assert hours > 0
     assert "collection gap" not in notes[outside]
+
+
+def test_spottune_run_warns_when_its_start_lies_in_a_gap():
+    from spottune._compose import build_market, gap_warnings
+
+    market = build_market(None, market_mode="legacy", seed=0)
+    assert gap_warnings(market, to_seconds("2015-06-09T22:00Z")) == [
+        "warning: the start lies in a 56.4 h collection gap of the price data (2015-06-09 15:44:23+00:00 .. "
+        "2015-06-12 00:09:14+00:00: no record in any market); the replay reads the prices there as flat"]
+    assert gap_warnings(market, to_seconds("2015-05-05T00:00Z")) == []  # the default start

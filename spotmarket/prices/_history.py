@@ -291,6 +291,11 @@ def _minute_index(grid_s: np.ndarray) -> pd.DatetimeIndex:
     return pd.DatetimeIndex(ns, name="timestamp").tz_localize("UTC")
 
 
+#: Default shortest collection gap, seconds: no record in any market for this long is missing data
+#: (:meth:`PriceHistory.collection_gaps`).
+COLLECTION_GAP_S = 7200.0
+
+
 class PriceHistory:
     """All markets of a canonical price table, each as a :class:`PriceSeries`.
 
@@ -433,7 +438,7 @@ class PriceHistory:
         return pd.DataFrame(rows, columns=["market", "first_utc", "last_utc", "records", "changes",
                                            "min_usd_per_hour", "median_usd_per_hour", "max_usd_per_hour"])
 
-    def collection_gaps(self, min_s: float = 7200.0, markets: Iterable[Market | str] | None = None
+    def collection_gaps(self, min_s: float = COLLECTION_GAP_S, markets: Iterable[Market | str] | None = None
                         ) -> list[tuple[float, float]]:
         """Stretches longer than ``min_s`` in which none of ``markets`` has a record: the collector was down.
 
@@ -444,7 +449,7 @@ class PriceHistory:
 
         Parameters
         ----------
-        min_s : float, default 7200
+        min_s : float, default :data:`COLLECTION_GAP_S` (7200)
             Shortest silence reported, seconds (> 0).
         markets : iterable of Market or str, optional
             Default: every market of the history.

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from spotmarket.errors import SpotMarketError
+from spotmarket.prices import COLLECTION_GAP_S
 from spottune.errors import SpottuneError
 from spottune.experiment import DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR, DEFAULT_STOPPER
 
@@ -165,11 +166,6 @@ def _between(evaluation_starts: list[float], fractions: tuple[float, ...], kind:
     return [float(math.ceil((a + f * (b - a)) / 3600.0) * 3600.0) for a, b in zip(ev[:-1], ev[1:]) for f in fractions]
 
 
-#: A stretch longer than this, seconds, with no record in any market of the pool is a collection gap of the price data
-#: (:meth:`spotmarket.prices.PriceHistory.collection_gaps`): the replay reads the missing prices as flat there.
-COLLECTION_GAP_S = 7200.0
-
-
 @functools.lru_cache(maxsize=4)
 def environment(workload: str, seed: int, market_mode: str, prices: str | None, max_steps: int | None,
                 instance_types: tuple[str, ...] | None = None, zones: tuple[str, ...] | None = None) -> dict:
@@ -178,7 +174,7 @@ def environment(workload: str, seed: int, market_mode: str, prices: str | None, 
 
     Keys: ``market`` (MarketSetup), and its ``history``, ``catalog``, ``pool``, ``markets``,
     ``revocations`` (the market mode's revocation model); ``study``; ``predictors`` (filled on use); ``gaps``, the
-    collection gaps of the pool's prices (:data:`COLLECTION_GAP_S`).
+    collection gaps of the pool's prices (:data:`spotmarket.prices.COLLECTION_GAP_S`).
     """
     from spottune._compose import build_market
     from spottune.evaluation._studies import load_study
