@@ -265,7 +265,11 @@ def test_prices_info_reports_gaps_over_a_day(tmp_path, monkeypatch, capsys):
     assert code == 0, err
     assert ("gaps:        1 of 1 markets have no record for more than a day (1 gaps); longest: "
             "us-east-1a/r3.large/Linux/UNIX, 3.0 days (2015-05-01 12:00 .. 2015-05-04 12:00 UTC)") in out
+    # silences of every market over 2 h: 12 h, 72 h and 6 h (one market here, so its own gaps)
+    assert ("silences:    3 stretches of more than 2 h with no record in any market; longest 72.0 h "
+            "(2015-05-01 12:00 .. 2015-05-04 12:00 UTC)") in out
     code, out, err = _main("spottune", ["prices", "info", "--json", str(path)], monkeypatch, capsys)
+    assert json.loads(out)["collection_gaps_utc"][0] == ["2015-05-01T00:00:00+00:00", "2015-05-01T12:00:00+00:00"]
     m = json.loads(out)["markets"][0]
     assert m["gaps_over_1_day"] == 1 and m["longest_gap_days"] == 3.0
     assert m["longest_gap_utc"] == ["2015-05-01T12:00:00+00:00", "2015-05-04T12:00:00+00:00"]

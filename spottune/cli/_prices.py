@@ -39,24 +39,14 @@ def prices() -> None:
     pass
 
 
-def _gaps(times_s, min_gap_s: float = GAP_S) -> list[tuple[float, float]]:
-    """(start, end) of every stretch longer than ``min_gap_s`` between consecutive records."""
-    import numpy as np
-
-    t = np.asarray(times_s, dtype=float)
-    d = np.diff(t)
-    idx = np.flatnonzero(d > min_gap_s)
-    return [(float(t[i]), float(t[i + 1])) for i in idx]
-
-
 def _info_dict(history: PriceHistory) -> dict:
-    from spotmarket.prices import to_timestamp
+    from spotmarket.prices import COLLECTION_GAP_S, to_timestamp
 
     report = load_report(history.table)
     per_market = history.describe()
     markets = []
     for row, s in zip(per_market.itertuples(index=False), history):
-        gaps = _gaps(s.times_s)
+        gaps = history.collection_gaps(GAP_S, [s.market])
         longest = max(gaps, key=lambda g: g[1] - g[0]) if gaps else None
         markets.append({
             "market": row.market,
@@ -93,6 +83,9 @@ def _info_dict(history: PriceHistory) -> dict:
         "product_descriptions": sorted({m.product_description for m in history.markets}),
         "first_utc": ts.min().isoformat(),
         "last_utc": ts.max().isoformat(),
+        "collection_gap_min_hours": COLLECTION_GAP_S / 3600.0,
+        "collection_gaps_utc": [[to_timestamp(a).isoformat(), to_timestamp(b).isoformat()]
+                                for a, b in history.collection_gaps(COLLECTION_GAP_S)],
         "markets": markets,
     }
 
@@ -128,6 +121,15 @@ def _print_info(info: dict, all_markets: bool) -> None:
              f"{worst['longest_gap_days']:.1f} days ({lo} .. {hi} UTC); the price in force is carried over")
     else:
         echo("gaps:        none longer than a day")
+    silences = [(pd.Timestamp(a), pd.Timestamp(b)) for a, b in info["collection_gaps_utc"]]
+    hours = f"{info['collection_gap_min_hours']:g} h"
+    if silences:
+        lo, hi = max(silences, key=lambda g: g[1] - g[0])
+        echo(f"silences:    {len(silences):,} stretches of more than {hours} with no record in any market; longest "
+             f"{(hi - lo).total_seconds() / 3600:.1f} h ({lo:%Y-%m-%d %H:%M} .. {hi:%Y-%m-%d %H:%M} UTC): missing data "
+             "that a replay reads as flat prices (PriceHistory.collection_gaps)")
+    else:
+        echo(f"silences:    none longer than {hours} with no record in any market")
     shown = info["markets"] if all_markets else info["markets"][:_SHOWN_MARKETS]
     frame = pd.DataFrame([{
         "market": m["market"],
@@ -148,7 +150,8 @@ def _print_info(info: dict, all_markets: bool) -> None:
 
 
 @prices.command("info", help="Summarise a price file: records, markets, time range, price changes and levels, "
-                             "and gaps of more than a day without a record. "
+                             "gaps of more than a day without a record in a market, and silences of more than 2 h "
+                             "without a record in any market (missing data a replay reads as flat prices). "
                              "PATH may be a bare file name, looked up as data/spot_prices/README.md describes.")
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
