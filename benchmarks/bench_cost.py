@@ -49,6 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
+from spotmarket.prices import COLLECTION_GAP_S, GAP_MEDIAN_RATIO
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "cost.json"
 DOC = ROOT / "docs" / "cost.md"
@@ -214,10 +216,11 @@ def supplementary_markdown(path=None):
              "side of the target.", ""]
     gap_starts = sorted({s for r in data["runs"].values() for s in r.get("gap_starts", [])})
     if gap_starts:
-        lines[-2] += (f" The last column leaves out the start(s) inside a collection gap of the trace ({', '.join(gap_starts)}: "
-                      "it lies in a stretch of more than 2 h with no record in any market, `PriceHistory.collection_gaps`; "
-                      "data/spot_prices/README.md), where the replay reads the missing prices as flat, so no price "
-                      "crossing can revoke or refund anything there.")
+        lines[-2] += (" The last column leaves out the starts inside a collection gap of the trace, a stretch with no "
+                      f"record in any market for more than {COLLECTION_GAP_S / 3600:g} h and {GAP_MEDIAN_RATIO:g} median "
+                      "intervals between records (`PriceHistory.collection_gaps`; data/spot_prices/README.md): "
+                      f"{', '.join(gap_starts)}. The replay reads the missing prices as flat, so no price crossing can "
+                      "revoke or refund anything there.")
     lines += [f"| workload, mode | target | {pooled_n} starts | 95 % interval | ({sup} supplementary) | met on {pooled_n} "
               "| settled | without gap starts |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -339,8 +342,9 @@ def main() -> None:
                "starts": args.starts if start_times is None else len(start_times.split(",")),
                "start_set": "tuning" if args.tuning else "supplementary" if args.supplementary else "evaluation",
                "policies": policies, "runs": {}}
-    if doc is None and out.exists():  # a partial run updates its own (workload, mode) entries and keeps the others
-        results["runs"] = json.loads(out.read_text()).get("runs", {})
+    previous = json.loads(out.read_text()).get("runs", {}) if out.exists() else {}
+    if doc is None:  # a partial run updates its own (workload, mode) entries and keeps the others
+        results["runs"] = dict(previous)
     for workload in args.workloads.split(","):
         for mode in args.modes.split(","):
             folder = runs / f"{workload}-{mode}"
@@ -359,7 +363,7 @@ def main() -> None:
                 done.to_csv(table, index=False)
             df = done[done["policy"].isin(wanted)]
             wall = round(time.perf_counter() - t0, 1) if missing else \
-                results["runs"].get(f"{workload}, {mode}", {}).get("wall_s", 0.0)  # nothing replayed: keep the run's
+                previous.get(f"{workload}, {mode}", {}).get("wall_s")  # nothing replayed: the replaying run's, or null
             results["runs"][f"{workload}, {mode}"] = {
                 "wall_s": wall, "policies": summary(df), "targets": targets(df, mode),
                 "zero_bound_runs": int((df["lower_bound_usd"].astype(float) == 0).sum()),

@@ -163,15 +163,24 @@ def build_market(prices: str | None, *, market_mode: str, seed: int, instance_ty
                        revocation_model=revocation_model(market_mode, history, seed))
 
 
+#: ``spottune run`` warns about the collection gaps of the replayed prices within this long after its start, seconds.
+GAP_WARNING_S = 86400.0
+
+
 def gap_warnings(market: MarketSetup, start_s: float) -> list[str]:
-    """A warning line when ``start_s`` lies in a collection gap of the replayed prices (no record in any pool market for
-    more than :data:`spotmarket.prices.COLLECTION_GAP_S`): the replay reads them as flat, so no price crossing can revoke
-    or refund anything there (data/spot_prices/README.md, "Quirks")."""
+    """One warning line per collection gap of the replayed price data (no record in any of its markets for far longer
+    than usual, :meth:`spotmarket.prices.PriceHistory.collection_gaps`) within :data:`GAP_WARNING_S` after
+    ``start_s``: the replay reads the prices there as flat, so no price crossing can revoke or refund anything
+    (data/spot_prices/README.md, "Quirks")."""
     from spotmarket.prices import to_timestamp
 
-    return [f"warning: the start lies in a {(b - a) / 3600:.1f} h collection gap of the price data ({to_timestamp(a)} .. "
-            f"{to_timestamp(b)}: no record in any market); the replay reads the prices there as flat"
-            for a, b in market.history.collection_gaps(markets=market.markets) if a < start_s < b]
+    def utc(t: float) -> str:
+        return f"{to_timestamp(t):%Y-%m-%d %H:%M} UTC"
+
+    return [f"warning: {'the start lies in' if a < start_s else 'the first day of the run meets'} a {(b - a) / 3600:.1f} h "
+            f"collection gap of the price data ({utc(a)} .. {utc(b)}: no record in any of its markets); the replay "
+            "reads the prices there as flat"
+            for a, b in market.history.collection_gaps() if a < start_s + GAP_WARNING_S and b > start_s]
 
 
 def check_start(market: MarketSetup, start_s: float, train_days: float) -> None:
@@ -669,7 +678,8 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
         None) in ``<output>/checkpoints/`` and its worker logs in ``<output>/workers/``; without
         ``output`` a new temporary folder is used (and left for inspection).
     log_fn : callable (str) -> None, optional
-        Told before RevPred is trained (minutes, once per data and window; cached afterwards).
+        Told before RevPred is trained (minutes, once per data and window; cached afterwards), and given the warnings
+        of :func:`gap_warnings` when the replayed prices have a collection gap near the start.
     live_start_s : float, optional
         aws with live prices: the start of the run being resumed (its journaled ``ExperimentStarted``), so
         the provisioner sees the prices it saw then; default: now.

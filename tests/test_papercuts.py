@@ -265,14 +265,35 @@ def test_prices_info_reports_gaps_over_a_day(tmp_path, monkeypatch, capsys):
     assert code == 0, err
     assert ("gaps:        1 of 1 markets have no record for more than a day (1 gaps); longest: "
             "us-east-1a/r3.large/Linux/UNIX, 3.0 days (2015-05-01 12:00 .. 2015-05-04 12:00 UTC)") in out
-    # silences of every market over 2 h: 12 h, 72 h and 6 h (one market here, so its own gaps)
-    assert ("silences:    3 stretches of more than 2 h with no record in any market; longest 72.0 h "
-            "(2015-05-01 12:00 .. 2015-05-04 12:00 UTC)") in out
     code, out, err = _main("spottune", ["prices", "info", "--json", str(path)], monkeypatch, capsys)
-    assert json.loads(out)["collection_gaps_utc"][0] == ["2015-05-01T00:00:00+00:00", "2015-05-01T12:00:00+00:00"]
     m = json.loads(out)["markets"][0]
     assert m["gaps_over_1_day"] == 1 and m["longest_gap_days"] == 3.0
     assert m["longest_gap_utc"] == ["2015-05-01T12:00:00+00:00", "2015-05-04T12:00:00+00:00"]
+
+
+def test_prices_info_reports_collection_gaps(tmp_path, monkeypatch, capsys):
+    header = "timestamp,region,availability_zone,instance_type,product_description,price\n"
+
+    def write(name, rows):
+        path = tmp_path / name
+        path.write_text(header + "".join(f"{pd.Timestamp('2015-05-01', tz='UTC') + pd.Timedelta(seconds=t):%Y-%m-%dT%H:%M:%SZ},"
+                                         f"us-east-1,us-east-1{z},r3.large,Linux/UNIX,{0.02 + 0.001 * (i % 2)}\n"
+                                         for i, (t, z) in enumerate(rows)))
+        return str(path)
+
+    # two markets, a record each every 60 s (merged every 30 s) for 10 h; both silent for 3 h; then 1 h more
+    times = [*range(0, 36_000, 60), *range(46_800, 50_400, 60)]
+    both = write("both.csv", [(t, "a") for t in times] + [(t + 30, "b") for t in times])
+    code, out, err = _main("spottune", ["prices", "info", both], monkeypatch, capsys)
+    assert code == 0, err
+    assert ("silences:    1 collection gaps (no record in any market for far longer than usual, "
+            "PriceHistory.collection_gaps); longest 3.0 h (2015-05-01 09:59 .. 2015-05-01 13:00 UTC)") in out
+    code, out, err = _main("spottune", ["prices", "info", "--json", both], monkeypatch, capsys)
+    assert json.loads(out)["collection_gaps_utc"] == [["2015-05-01T09:59:30+00:00", "2015-05-01T13:00:00+00:00"]]
+    # the same silence in one market only, while the other records on: no collection gap
+    one = write("one.csv", [(t, "a") for t in times] + [(t + 30, "b") for t in range(0, 50_400, 60)])
+    code, out, err = _main("spottune", ["prices", "info", one], monkeypatch, capsys)
+    assert "silences:    no collection gap" in out
 
 
 # -- results during the run (issue 11 item 5) ----------------------------------------------------------------

@@ -186,25 +186,74 @@ def _two_markets(times_a, times_b) -> PriceHistory:
 
 
 def test_collection_gaps_are_silences_of_every_market() -> None:
-    # a: records at 0, 600, 9000; b: 300, 4000, 9300. Merged: 0, 300, 600, 4000, 9000, 9300.
+    # a: records at 0, 600, 9000; b: 300, 4000, 9300. Merged: 0, 300, 600, 4000, 9000, 9300 (the threshold alone)
     hist = _two_markets([0, 600, 9000], [300, 4000, 9300])
-    assert hist.collection_gaps(3000.0) == [(T0 + 600, T0 + 4000), (T0 + 4000, T0 + 9000)]
-    assert hist.collection_gaps(4000.0) == [(T0 + 4000, T0 + 9000)]  # 3400 s is not longer than 4000 s
-    assert hist.collection_gaps(5000.0) == []  # exactly 5000 s is not longer than 5000 s
+    assert hist.collection_gaps(3000.0, median_ratio=0) == [(T0 + 600, T0 + 4000), (T0 + 4000, T0 + 9000)]
+    assert hist.collection_gaps(4000.0, median_ratio=0) == [(T0 + 4000, T0 + 9000)]  # 3400 s is not longer than 4000 s
+    assert hist.collection_gaps(5000.0, median_ratio=0) == []  # exactly 5000 s is not longer than 5000 s
     # one market alone is silent longer than both together
-    assert hist.collection_gaps(3000.0, markets=[Market("us-east-1a", "m3.medium")]) == [(T0 + 600, T0 + 9000)]
+    assert hist.collection_gaps(3000.0, [Market("us-east-1a", "m3.medium")], median_ratio=0) == [(T0 + 600, T0 + 9000)]
 
 
-@pytest.mark.parametrize("bad", [0.0, -1.0, np.nan, np.inf])
-def test_collection_gaps_reject_a_bad_length(bad: float) -> None:
+def test_collection_gaps_must_also_be_long_against_the_median_interval() -> None:
+    # both markets record every 60 s (merged: every 30 s) for 10 h, then both are silent for 3 h, then go on for 1 h
+    a = [*range(0, 36_000, 60), *range(46_800, 50_400, 60)]
+    b = [t + 30 for t in a]
+    hist = _two_markets(a, b)
+    silence = (T0 + 35_970, T0 + 46_800)
+    assert hist.collection_gaps() == [silence]  # 3.0 h > max(2 h, 300 x 30 s = 2.5 h)
+    assert hist.collection_gaps(median_ratio=400) == []  # 400 x 30 s = 3.3 h
+    assert hist.collection_gaps(3600.0, median_ratio=0) == [silence]
+    # market a alone: a median of 60 s, so the bar is 300 x 60 s = 5 h and its 3 h silence is ordinary
+    assert hist.collection_gaps(markets="us-east-1a/m3.medium") == []
+
+
+def test_collection_gaps_count_from_when_every_market_has_a_price() -> None:
+    # b starts at 5000: a's silence 600 .. 9000 began before b had a price; from 5000 on, 5000 .. 9000 is silent
+    hist = _two_markets([0, 600, 9000], [5000, 9300])
+    assert hist.collection_gaps(3000.0, median_ratio=0) == [(T0 + 5000, T0 + 9000)]
+    assert hist.collection_gaps(3000.0, "us-east-1a/m3.medium", median_ratio=0) == [(T0 + 600, T0 + 9000)]  # by name
+    assert hist.collection_gaps(3000.0, Market("us-east-1b", "m3.medium"), median_ratio=0) == [(T0 + 5000, T0 + 9300)]
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, np.nan, np.inf, None, "soon"])
+def test_collection_gaps_reject_a_bad_length(bad) -> None:
     with pytest.raises(PriceDataError, match="min_s"):
         _two_markets([0], [1]).collection_gaps(bad)
+
+
+@pytest.mark.parametrize("bad", [-1.0, np.nan])
+def test_collection_gaps_reject_a_negative_ratio(bad: float) -> None:
+    with pytest.raises(PriceDataError, match="median_ratio"):
+        _two_markets([0], [1]).collection_gaps(median_ratio=bad)
+
+
+def test_collection_gaps_reject_no_markets_and_unknown_ones() -> None:
+    hist = _two_markets([0], [1])
+    with pytest.raises(PriceDataError, match="no markets"):
+        hist.collection_gaps(3600.0, markets=[])
+    with pytest.raises(PriceDataError, match="not in the price data"):
+        hist.collection_gaps(3600.0, markets=["us-east-1c/m3.medium"])
+
+
+def test_collection_gaps_example_runs() -> None:
+    import doctest
+
+    import spotmarket.prices._history as module
+
+    (test,) = [t for t in doctest.DocTestFinder().find(module.PriceHistory.collection_gaps, globs=vars(module))
+               if t.examples]
+    runner = doctest.DocTestRunner()
+    runner.run(test)
+    assert runner.summarize(verbose=False) == (0, len(test.examples))  # (failed, attempted)
 
 
 def test_the_2015_trace_has_two_long_collection_gaps() -> None:
     from spotmarket.prices import load_history
 
-    gaps = load_history("us-east-1_2015.csv.gz").collection_gaps(10 * 3600.0)
+    hist = load_history("us-east-1_2015.csv.gz")
+    assert hist.collection_gaps() == hist.collection_gaps(10 * 3600.0)  # the default bar: max(2 h, 300 x 67 s)
+    gaps = hist.collection_gaps(10 * 3600.0)
     assert [(to_timestamp(a).isoformat(), to_timestamp(b).isoformat()) for a, b in gaps] == [
         ("2015-04-10T03:45:34+00:00", "2015-04-10T16:52:55+00:00"),
         ("2015-06-09T15:44:23+00:00", "2015-06-12T00:09:14+00:00")]

@@ -294,6 +294,9 @@ def _minute_index(grid_s: np.ndarray) -> pd.DatetimeIndex:
 #: Default shortest collection gap, seconds: no record in any market for this long is missing data
 #: (:meth:`PriceHistory.collection_gaps`).
 COLLECTION_GAP_S = 7200.0
+#: A collection gap is also at least this many times the median interval between consecutive records of the markets, so
+#: a file of few (or quiet) markets, whose silences of hours are ordinary calm, is not read as missing data.
+GAP_MEDIAN_RATIO = 300.0
 
 
 class PriceHistory:
@@ -438,32 +441,44 @@ class PriceHistory:
         return pd.DataFrame(rows, columns=["market", "first_utc", "last_utc", "records", "changes",
                                            "min_usd_per_hour", "median_usd_per_hour", "max_usd_per_hour"])
 
-    def collection_gaps(self, min_s: float = COLLECTION_GAP_S, markets: Iterable[Market | str] | None = None
-                        ) -> list[tuple[float, float]]:
-        """Stretches longer than ``min_s`` in which none of ``markets`` has a record: the collector was down.
+    def collection_gaps(self, min_s: float = COLLECTION_GAP_S, markets: Iterable[Market | str] | None = None, *,
+                        median_ratio: float = GAP_MEDIAN_RATIO) -> list[tuple[float, float]]:
+        """Stretches in which none of ``markets`` has a record for far longer than usual: the collector was down.
 
         On an event trace of many markets some market changes price every few minutes (the 2015 us-east-1 trace:
-        a median of about 8 minutes within one series), so hours without a record in *any* market are missing data,
-        not a calm market. A replay reads them as flat prices (the step function), so no price crossing, hence no
-        revocation and no refund, can happen inside them (``data/spot_prices/README.md``, "Quirks").
+        a median of 67 s between consecutive records of its 15 markets), so hours without a record in *any* market
+        are missing data, not a calm market. A replay reads them as flat prices (the step function), so no price
+        crossing, hence no revocation and no refund, can happen inside them (``data/spot_prices/README.md``,
+        "Quirks"). A stretch counts when it is longer than ``min_s`` and longer than ``median_ratio`` times the
+        median interval between consecutive records of the chosen markets: one quiet market alone is silent for hours
+        as a matter of course (r3.large in us-east-1a: a median of 472 s, and 152 silences of over 2 h in 2015), so
+        the bar rises with the typical interval (there, 39.3 h; only the 56 h gap passes it). With all 15 markets the
+        bar is 5.6 h, and the 13.1 h and 56.4 h gaps pass it.
+
+        Only the time in which every chosen market has a known price counts: from the latest first record of the
+        chosen markets to their last record (before it, a market's price is unknown and a replay skips it; after the
+        last record, up to :attr:`end_s`, nothing is missing that a later record would show).
 
         Parameters
         ----------
         min_s : float, default :data:`COLLECTION_GAP_S` (7200)
             Shortest silence reported, seconds (> 0).
-        markets : iterable of Market or str, optional
-            Default: every market of the history.
+        markets : Market, str or iterable of them, optional
+            Default: every market of the history (the right choice for "was the collector down": the more markets, the
+            shorter the ordinary silence).
+        median_ratio : float, default :data:`GAP_MEDIAN_RATIO` (300)
+            The silence must also exceed this many median intervals (>= 0; 0: ``min_s`` alone).
 
         Returns
         -------
         list of (float, float)
             ``(last record before, first record after)`` of each silence, seconds since the epoch (UTC), in time
-            order; the time after the last record (up to :attr:`end_s`) is not a gap.
+            order.
 
         Raises
         ------
         PriceDataError
-            On ``min_s`` <= 0 or an unknown market.
+            On a ``min_s`` that is not a number > 0, a negative ``median_ratio``, no markets, or an unknown market.
 
         Examples
         --------
@@ -471,17 +486,31 @@ class PriceHistory:
         ...                       "availability_zone": ["us-east-1a", "us-east-1b", "us-east-1a", "us-east-1b"],
         ...                       "instance_type": "m3.medium", "product_description": "Linux/UNIX",
         ...                       "price": [0.01, 0.02, 0.011, 0.021]})
-        >>> PriceHistory(table).collection_gaps(3600.0)
+        >>> PriceHistory(table).collection_gaps(3600.0, median_ratio=0.0)  # four records: the threshold alone
         [(600.0, 9000.0)]
 
         On the shipped 2015 us-east-1 trace the gaps over 10 h are 2015-04-10 03:45:34 .. 16:52:55 (13.1 h) and
         2015-06-09 15:44:23 .. 06-12 00:09:14 (56.4 h).
         """
-        if not (np.isfinite(min_s) and min_s > 0):
-            raise PriceDataError(f"min_s is {min_s!r}, but must be > 0 seconds")
+        try:
+            ok = np.isfinite(float(min_s)) and float(min_s) > 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise PriceDataError(f"min_s is {min_s!r}, but must be a number of seconds > 0")
+        if not median_ratio >= 0:
+            raise PriceDataError(f"median_ratio is {median_ratio!r}, but must be >= 0")
+        if isinstance(markets, (str, Market)):
+            markets = [markets]
         chosen = [self[m] for m in (self.markets if markets is None else markets)]
-        t = np.unique(np.concatenate([s.times_s for s in chosen])) if chosen else np.empty(0)
-        wide = np.flatnonzero(np.diff(t) > min_s)
+        if not chosen:
+            raise PriceDataError("collection gaps of no markets")
+        t = np.unique(np.concatenate([s.times_s for s in chosen]))
+        t = t[t >= max(s.start_s for s in chosen)]
+        d = np.diff(t)
+        if d.size == 0:
+            return []
+        wide = np.flatnonzero(d > max(float(min_s), median_ratio * float(np.median(d))))
         return [(float(t[j]), float(t[j + 1])) for j in wide]
 
     def select(self, *, instance_types: Iterable[str] | None = None, availability_zones: Iterable[str] | None = None,

@@ -13,9 +13,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import click
+import numpy as np
 import pandas as pd
 
 from spotmarket.prices import (
+    COLLECTION_GAP_S,
+    GAP_MEDIAN_RATIO,
     PriceHistory,
     load_report,
     locate_prices,
@@ -28,7 +31,7 @@ from spotmarket.prices import (
 MAX_FETCH_DAYS = 90
 DEFAULT_FETCH_PRODUCT = "Linux/UNIX"
 _SHOWN_MARKETS = 40
-#: ``prices info`` reports stretches without any record longer than this (seconds).
+#: ``prices info`` reports, per market, stretches without a record of that market longer than this (seconds).
 GAP_S = 86400.0
 #: AWS region names: us-east-1, eu-west-1, ap-southeast-2, us-gov-west-1, cn-north-1, ...
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
@@ -40,13 +43,14 @@ def prices() -> None:
 
 
 def _info_dict(history: PriceHistory) -> dict:
-    from spotmarket.prices import COLLECTION_GAP_S, to_timestamp
+    from spotmarket.prices import to_timestamp
 
     report = load_report(history.table)
     per_market = history.describe()
     markets = []
     for row, s in zip(per_market.itertuples(index=False), history):
-        gaps = history.collection_gaps(GAP_S, [s.market])
+        idx = np.flatnonzero(np.diff(s.times_s) > GAP_S)
+        gaps = [(float(s.times_s[i]), float(s.times_s[i + 1])) for i in idx]
         longest = max(gaps, key=lambda g: g[1] - g[0]) if gaps else None
         markets.append({
             "market": row.market,
@@ -83,9 +87,8 @@ def _info_dict(history: PriceHistory) -> dict:
         "product_descriptions": sorted({m.product_description for m in history.markets}),
         "first_utc": ts.min().isoformat(),
         "last_utc": ts.max().isoformat(),
-        "collection_gap_min_hours": COLLECTION_GAP_S / 3600.0,
         "collection_gaps_utc": [[to_timestamp(a).isoformat(), to_timestamp(b).isoformat()]
-                                for a, b in history.collection_gaps(COLLECTION_GAP_S)],
+                                for a, b in history.collection_gaps()],
         "markets": markets,
     }
 
@@ -122,14 +125,13 @@ def _print_info(info: dict, all_markets: bool) -> None:
     else:
         echo("gaps:        none longer than a day")
     silences = [(pd.Timestamp(a), pd.Timestamp(b)) for a, b in info["collection_gaps_utc"]]
-    hours = f"{info['collection_gap_min_hours']:g} h"
     if silences:
         lo, hi = max(silences, key=lambda g: g[1] - g[0])
-        echo(f"silences:    {len(silences):,} stretches of more than {hours} with no record in any market; longest "
-             f"{(hi - lo).total_seconds() / 3600:.1f} h ({lo:%Y-%m-%d %H:%M} .. {hi:%Y-%m-%d %H:%M} UTC): missing data "
-             "that a replay reads as flat prices (PriceHistory.collection_gaps)")
+        echo(f"silences:    {len(silences):,} collection gaps (no record in any market for far longer than usual, "
+             f"PriceHistory.collection_gaps); longest {(hi - lo).total_seconds() / 3600:.1f} h ({lo:%Y-%m-%d %H:%M} .. "
+             f"{hi:%Y-%m-%d %H:%M} UTC): missing data that a replay reads as flat prices")
     else:
-        echo(f"silences:    none longer than {hours} with no record in any market")
+        echo("silences:    no collection gap (no record in any market for far longer than usual)")
     shown = info["markets"] if all_markets else info["markets"][:_SHOWN_MARKETS]
     frame = pd.DataFrame([{
         "market": m["market"],
@@ -150,8 +152,9 @@ def _print_info(info: dict, all_markets: bool) -> None:
 
 
 @prices.command("info", help="Summarise a price file: records, markets, time range, price changes and levels, "
-                             "gaps of more than a day without a record in a market, and silences of more than 2 h "
-                             "without a record in any market (missing data a replay reads as flat prices). "
+                             "gaps of more than a day without a record in a market, and collection gaps: no record "
+                             f"in any market for more than {COLLECTION_GAP_S / 3600:g} h and {GAP_MEDIAN_RATIO:g} "
+                             "median intervals (missing data a replay reads as flat prices). "
                              "PATH may be a bare file name, looked up as data/spot_prices/README.md describes.")
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")

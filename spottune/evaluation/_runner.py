@@ -174,7 +174,8 @@ def environment(workload: str, seed: int, market_mode: str, prices: str | None, 
 
     Keys: ``market`` (MarketSetup), and its ``history``, ``catalog``, ``pool``, ``markets``,
     ``revocations`` (the market mode's revocation model); ``study``; ``predictors`` (filled on use); ``gaps``, the
-    collection gaps of the pool's prices (:data:`spotmarket.prices.COLLECTION_GAP_S`).
+    collection gaps of the price data, over all its markets, not only the pool's
+    (:meth:`spotmarket.prices.PriceHistory.collection_gaps`).
     """
     from spottune._compose import build_market
     from spottune.evaluation._studies import load_study
@@ -184,7 +185,7 @@ def environment(workload: str, seed: int, market_mode: str, prices: str | None, 
     study = load_study(workload, seed, max_steps=max_steps)
     return {"market": market, "history": market.history, "catalog": market.catalog, "pool": market.pool,
             "markets": market.markets, "revocations": market.revocation_model, "study": study, "predictors": {},
-            "gaps": market.history.collection_gaps(COLLECTION_GAP_S, market.markets)}
+            "gaps": market.history.collection_gaps(COLLECTION_GAP_S)}  # every market of the data: was the collector down?
 
 
 def gap_hours(gaps: list[tuple[float, float]], start_s: float, end_s: float) -> float:
@@ -199,8 +200,8 @@ def gap_note(table: Any) -> str | None:
     if not n:
         return None
     return (f"warning: {n} of {len(table)} runs spent time in a collection gap of the price data (no record in any "
-            f"market for over {COLLECTION_GAP_S / 3600:g} h), where the replay reads the prices as flat, so no price "
-            "crossing revokes or refunds anything there; see the note column")
+            f"market of the price data for far longer than usual, at least {COLLECTION_GAP_S / 3600:g} h), where the replay "
+            "reads the prices as flat, so no price crossing revokes or refunds anything there; see the note column")
 
 
 #: Predictor kinds trained per start on the history before it (the LSTMs are trained once, before the first).
