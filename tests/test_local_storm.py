@@ -24,7 +24,7 @@ def storm(scale_s: float) -> HazardCalibration:
 # A worker takes about half a wall second to start; at 4,800x that is 40 simulated minutes, so the
 # lifetimes scale with the time scale (else no instance would live long enough to train a step).
 def run_storm(tmp_path, time_scale, scale_s, configs, ids, max_steps, seed):
-    hist = history(hours=72)
+    hist = history(hours=144)  # room for a loaded machine: at 4,800x, 72 h of prices ran out (a worker start took longer)
     orch = Orchestrator(ids, OrchestratorConfig(max_steps=max_steps, theta=1.0, top_k=1, metric="loss",
                                                 max_failures=0), Fixed())
     revocations = ModernHazardRevocation(storm(scale_s), seed, history=hist, outages=False, correlated=False)
