@@ -134,8 +134,6 @@ def _fmt(v, digits=3):
 
 
 def markdown(results):
-    fmt = _fmt
-
     lines = ["# Cost against the baselines and the lower bound (issue 12)", "",
              "Written by `benchmarks/bench_cost.py` (figures in `benchmarks/results/cost.json`); "
              f"{results['starts']} starts spread over the 2015 us-east-1 trace, every policy on the same "
@@ -160,16 +158,16 @@ def markdown(results):
         lines += [f"## {key}", "", "| policy | cost USD | JCT h | refunded share | top-3 | revocations | "
                   "lower bound USD | runs below the bound |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for p, s in r["policies"].items():
-            lines.append(f"| {p} | {fmt(s['cost_usd'])} ± {fmt(s['cost_usd_sd'])} | {fmt(s['jct_h'])} | "
-                         f"{fmt(s['refunded_share'])} | {fmt(s['top3'])} | {fmt(s['revocations'])} | "
-                         f"{fmt(s['lower_bound_usd'])} | {s['below_bound_runs']} |")
+            lines.append(f"| {p} | {_fmt(s['cost_usd'])} ± {_fmt(s['cost_usd_sd'])} | {_fmt(s['jct_h'])} | "
+                         f"{_fmt(s['refunded_share'])} | {_fmt(s['top3'])} | {_fmt(s['revocations'])} | "
+                         f"{_fmt(s['lower_bound_usd'])} | {s['below_bound_runs']} |")
         lines += ["", "| target | value | 95 % interval (starts resampled) | target | met |",
                   "| --- | --- | --- | --- | --- |"]
         for name, t in r["targets"].items():
             met = {True: "yes", False: "**no**", None: "undefined"}[t["met"]]
             lo, hi = t.get("ci95", [None, None])
-            ci = "-" if lo is None or not math.isfinite(lo) else f"{fmt(lo)} - {fmt(hi)}"
-            lines.append(f"| {name} | {fmt(t['value'])} | {ci} | {t['target']} | {met} |")
+            ci = "-" if lo is None or not math.isfinite(lo) else f"{_fmt(lo)} - {_fmt(hi)}"
+            lines.append(f"| {name} | {_fmt(t['value'])} | {ci} | {t['target']} | {met} |")
         lines.append("")
     return "\n".join(lines + supplementary_markdown() + time_value_markdown())
 

@@ -222,8 +222,8 @@ def test_collection_gaps_reject_a_bad_length(bad) -> None:
         _two_markets([0], [1]).collection_gaps(bad)
 
 
-@pytest.mark.parametrize("bad", [-1.0, np.nan])
-def test_collection_gaps_reject_a_negative_ratio(bad: float) -> None:
+@pytest.mark.parametrize("bad", [-1.0, np.nan, None, "many"])
+def test_collection_gaps_reject_a_negative_ratio(bad) -> None:
     with pytest.raises(PriceDataError, match="median_ratio"):
         _two_markets([0], [1]).collection_gaps(median_ratio=bad)
 

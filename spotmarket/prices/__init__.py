@@ -8,7 +8,15 @@ Read a file with :func:`read_prices` (any supported layout, see ``LAYOUTS``), fi
 :func:`locate_prices`, or do both and index it with :func:`load_history`.
 """
 
-from spotmarket.prices._history import CANONICAL_COLUMNS, COLLECTION_GAP_S, GAP_MEDIAN_RATIO, PriceHistory, PriceSeries, to_seconds, to_timestamp
+from spotmarket.prices._history import (
+    CANONICAL_COLUMNS,
+    COLLECTION_GAP_S,
+    GAP_MEDIAN_RATIO,
+    PriceHistory,
+    PriceSeries,
+    to_seconds,
+    to_timestamp,
+)
 from spotmarket.prices._layouts import LAYOUTS
 from spotmarket.prices._locate import DATA_ENV, DEFAULT_PRICE_FILE, load_history, locate_prices, price_dirs, project_root
 from spotmarket.prices._market import DEFAULT_PRODUCT, Market

@@ -291,6 +291,14 @@ def _minute_index(grid_s: np.ndarray) -> pd.DatetimeIndex:
     return pd.DatetimeIndex(ns, name="timestamp").tz_localize("UTC")
 
 
+def _number(x: object) -> float:
+    """``x`` as a float, NaN when it is not a number (so every comparison with it is False)."""
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
 #: Default shortest collection gap, seconds: no record in any market for this long is missing data
 #: (:meth:`PriceHistory.collection_gaps`).
 COLLECTION_GAP_S = 7200.0
@@ -492,14 +500,11 @@ class PriceHistory:
         On the shipped 2015 us-east-1 trace the gaps over 10 h are 2015-04-10 03:45:34 .. 16:52:55 (13.1 h) and
         2015-06-09 15:44:23 .. 06-12 00:09:14 (56.4 h).
         """
-        try:
-            ok = np.isfinite(float(min_s)) and float(min_s) > 0
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise PriceDataError(f"min_s is {min_s!r}, but must be a number of seconds > 0")
-        if not median_ratio >= 0:
-            raise PriceDataError(f"median_ratio is {median_ratio!r}, but must be >= 0")
+        if not (np.isfinite(_number(min_s)) and _number(min_s) > 0):
+            raise PriceDataError(f"min_s is {min_s!r}, but must be a finite number of seconds > 0")
+        if not _number(median_ratio) >= 0:
+            raise PriceDataError(f"median_ratio is {median_ratio!r}, but must be a number >= 0")
+        min_s, median_ratio = float(min_s), float(median_ratio)
         if isinstance(markets, (str, Market)):
             markets = [markets]
         chosen = [self[m] for m in (self.markets if markets is None else markets)]
@@ -510,7 +515,7 @@ class PriceHistory:
         d = np.diff(t)
         if d.size == 0:
             return []
-        wide = np.flatnonzero(d > max(float(min_s), median_ratio * float(np.median(d))))
+        wide = np.flatnonzero(d > max(min_s, median_ratio * float(np.median(d))))
         return [(float(t[j]), float(t[j + 1])) for j in wide]
 
     def select(self, *, instance_types: Iterable[str] | None = None, availability_zones: Iterable[str] | None = None,

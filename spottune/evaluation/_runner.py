@@ -189,7 +189,9 @@ def environment(workload: str, seed: int, market_mode: str, prices: str | None, 
 
 
 def gap_hours(gaps: list[tuple[float, float]], start_s: float, end_s: float) -> float:
-    """Hours of ``[start_s, end_s]`` inside the collection gaps ``gaps`` ((a, b) seconds since the epoch, disjoint)."""
+    """Hours of ``[start_s, end_s]`` (seconds since the epoch, UTC) inside the collection gaps ``gaps``: disjoint
+    ``(a, b)`` pairs in seconds, as :meth:`spotmarket.prices.PriceHistory.collection_gaps` returns them. Returns hours
+    (>= 0; 0 for an empty interval)."""
     return sum(max(0.0, min(b, end_s) - max(a, start_s)) for a, b in gaps) / 3600.0
 
 
@@ -199,9 +201,9 @@ def gap_note(table: Any) -> str | None:
     n = int(table["note"].fillna("").astype(str).str.contains("collection gap").sum())
     if not n:
         return None
-    return (f"warning: {n} of {len(table)} runs spent time in a collection gap of the price data (no record in any "
-            f"market of the price data for far longer than usual, at least {COLLECTION_GAP_S / 3600:g} h), where the replay "
-            "reads the prices as flat, so no price crossing revokes or refunds anything there; see the note column")
+    return (f"warning: {n} of {len(table)} runs spent time in a collection gap of the price data (no record in any of "
+            f"its markets for far longer than usual, at least {COLLECTION_GAP_S / 3600:g} h), where the replay reads the "
+            "prices as flat, so no price crossing revokes or refunds anything there; see the note column")
 
 
 #: Predictor kinds trained per start on the history before it (the LSTMs are trained once, before the first).
