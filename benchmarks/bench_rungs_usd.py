@@ -49,7 +49,8 @@ job's value of time, so do not mix its rows with new ones);
 ``--retest FILE`` takes only the tuning rows of an earlier run (its picks stay) and replays every test study, the
 peers it tested included, with today's code (docs/earlycurve.md §8.18: the picks made before R11, tested with it);
 ``--markdown`` prints the tables from the JSON. ``--extra-candidates`` adds settings of ours by hand (docs/earlycurve.md
-§8.17: a first rung at 2 steps on ConvNeXt, added after §8.16's miss), tuned and picked by the same rule as the rest.
+§8.17: a first rung at 2 steps on ConvNeXt, added after §8.16's miss), tuned and picked by the same rule as the rest;
+``--hparams FILE`` adds ``bench_hparams.py``'s candidates of stopper ``hparams`` (§8.19) the same way.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ METRICS = ("cost_usd", "jct_h", "top1", "pick_top3", "top3", "regret", "steps_ex
 
 def _rows(workload: str, seed: int, start: str, policies: list[str], jobs: int, rungs: str | None = None,
           top_k: int = 3, label: str | None = None, reuse: dict | None = None,
-          provisioning: str = "spottune", predictive_options: str | None = None) -> list[dict]:
+          provisioning: str = "spottune", predictive_options: str | None = None, stopper: str | None = None) -> list[dict]:
     """One ``spottune simulate`` call (one study, one start, every policy): a row per policy, named by the policy or,
     for one policy of ours, by ``label``.
 
@@ -118,7 +119,7 @@ def _rows(workload: str, seed: int, start: str, policies: list[str], jobs: int, 
         table = simulate_all(workload, ",".join(todo), 1, "legacy", Path(d), seed=seed, jobs=jobs, progress=False,
                              start_times=start, rungs=rungs, top_k=top_k, provisioning=provisioning,
                              **({"stopper": "predictive", "predictive_options": predictive_options}
-                                if predictive_options else {}))
+                                if predictive_options else {"stopper": stopper} if stopper else {}))
     for row in table.to_dict("records"):
         out.append({"workload": workload, "seed": seed, "start": start, "policy": label or row["policy"],
                     "error": row["error"] if isinstance(row["error"], str) else "",
@@ -128,12 +129,13 @@ def _rows(workload: str, seed: int, start: str, policies: list[str], jobs: int, 
 
 
 def label(candidate: tuple) -> str:
-    """Row name of a setting of ours, ``(policy, rungs, top_k[, predictive options as JSON])``:
-    ``spottune-0.15 --rungs 0.06:6 --top-k 2`` or ``spottune-0.9 --stopper predictive --predictive-options {...}
-    --top-k 3``."""
-    policy, rungs, top_k, *options = candidate
-    predictive = f" --stopper predictive --predictive-options {options[0]}" if options and options[0] else ""
-    return f"{policy}{f' --rungs {rungs}' if rungs else ''}{predictive} --top-k {top_k}"
+    """Row name of a setting of ours, ``(policy, rungs, top_k[, predictive options as JSON[, stopper]])``:
+    ``spottune-0.15 --rungs 0.06:6 --top-k 2``, ``spottune-0.9 --stopper predictive --predictive-options {...}
+    --top-k 3`` or ``spottune-0.2 --rungs 0.04:4 --stopper hparams --top-k 2``."""
+    policy, rungs, top_k, *more = candidate
+    predictive = f" --stopper predictive --predictive-options {more[0]}" if more and more[0] else ""
+    other = f" --stopper {more[1]}" if len(more) > 1 and more[1] else ""
+    return f"{policy}{f' --rungs {rungs}' if rungs else ''}{predictive}{other} --top-k {top_k}"
 
 
 def predictive_candidates(workload: str, k: int = K_CANDIDATES) -> dict[str, dict]:
@@ -196,10 +198,27 @@ def extra_candidates(text: str) -> dict[str, dict]:
     return out
 
 
+def hparams_candidates(path: Path | None, workload: str) -> dict[str, dict]:
+    """Label -> candidate of stopper ``hparams`` (docs/earlycurve.md §8.19): ``bench_hparams.py``'s ``K`` cheapest
+    settings in steps with mean top-3 >= TARGET_TOP3 on split 0's tuning studies under that ranking (``--hparams``)."""
+    import json
+
+    if path is None:
+        return {}
+    d = json.loads(path.read_text())["datasets"].get(workload)
+    out = {}
+    for policy, rungs, top_k in (d or {}).get("candidates", []):
+        cand = (policy, rungs, top_k, None, "hparams")
+        out[label(cand)] = {"candidate": cand, "added": f"--hparams {path.name}"}
+    return out
+
+
 def _ours_row(task: tuple) -> list[dict]:
     workload, seed, start, cand, reuse, provisioning = task
     options = cand[3] if len(cand) > 3 else None
-    return _rows(workload, seed, start, [cand[0]], 1, cand[1], cand[2], label(cand), reuse, provisioning, options)
+    stopper = cand[4] if len(cand) > 4 else None
+    return _rows(workload, seed, start, [cand[0]], 1, cand[1], cand[2], label(cand), reuse, provisioning, options,
+                 stopper)
 
 
 def _ours_rows(tasks: list[tuple], jobs: int) -> list[dict]:
@@ -247,7 +266,8 @@ def run(args) -> dict:
     tuning_rows, picks, candidates, rows, roles = [], {}, {}, [], {}
     for workload in workloads:
         predictive = predictive_candidates(workload) if workload in PREDICTIVE_SETS else {}
-        candidates[workload] = {**our_candidates(workload), **predictive, **extra_candidates(args.extra_candidates)}
+        candidates[workload] = {**our_candidates(workload), **predictive, **extra_candidates(args.extra_candidates),
+                                **hparams_candidates(args.hparams, workload)}
         sha, hb = (BUILTIN_GRID, BUILTIN_GRID) if workload.startswith("builtin-") else (SHA_GRID, HB_GRID)
         grid = [f"optuna-sha-r{r}-rf{rf}" for r, rf in sha] + [f"optuna-hyperband-r{r}-rf{rf}" for r, rf in hb]
         trows = [r for seed, start in tune
@@ -313,6 +333,7 @@ def run(args) -> dict:
                        "predictive_sets": PREDICTIVE_SETS, "predictive_theta": PREDICTIVE_THETA,
                        "predictive_top_k": PREDICTIVE_TOP_K, "jobs": args.jobs,
                        "extra_candidates": args.extra_candidates,
+                       "hparams": None if args.hparams is None else str(args.hparams),
                        "retested_from": [str(p) for p in args.retest]},
             "candidates": candidates, "picks": picks, "tuning": tuning, "tuning_rows": tuning_rows, "rows": rows,
             "summary": summary,
@@ -392,8 +413,13 @@ def main(argv=None) -> int:
                     help="settings of ours added to the candidates by hand, tuned and picked by the same rule: "
                          "'policy rungs top_k' items separated by ';' (rungs '-' for none), e.g. "
                          "'spottune-0.2 0.04:6 2'")
+    ap.add_argument("--hparams", type=Path, default=None,
+                    help="bench_hparams.py's JSON: its candidates of stopper hparams join ours, tuned and picked by "
+                         "the same rule (docs/earlycurve.md §8.19)")
     ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")
     args = ap.parse_args(argv)
+    if args.hparams is not None and not args.hparams.is_file():
+        ap.error(f"--hparams {args.hparams}: no such file")
     try:
         extra_candidates(args.extra_candidates)
     except ValueError as exc:

@@ -13,6 +13,8 @@ Public surface (one concept per private module):
   :class:`RankConfidenceStopping` — that rule on a live study, calibrated on its finished trials (``_online_stop``);
   :class:`PredictiveStopping` — predictive ASHA: re-judged rungs, slope-corrected ranks, optimistic bound (``_predictive_stop``);
 - :class:`ResidualCurvePredictor` — last value + a residual learned from previously recorded curves (``_residual``);
+  :class:`HyperparameterCurvePredictor` — the final loss from the hyperparameters and the partial curve, learned
+  from previous runs of the search space (``_hyper``);
 - :func:`rank_trials`, :class:`Ranking` (``_ranking``); :func:`to_loss`, :func:`from_loss` (``_mode``).
 
 Everything here computes and does no I/O. The data loaders and the evaluation live in
@@ -28,6 +30,7 @@ from earlycurve._protocol import FinalMetricPredictor, Prediction
 from earlycurve._online_stop import RUNG_FRACTIONS, Decision, RankConfidenceStopping, rungs_for
 from earlycurve._predictive_stop import (PREDICTIVE_DEFAULTS, PREDICTIVE_KEYS, PredictiveStopping,
                                          check_predictive_options, predictive_options, predictive_settings)
+from earlycurve._hyper import HYPER_THETAS, ConfigEncoder, HyperparameterCurvePredictor
 from earlycurve._residual import RESIDUAL_THETAS, ResidualCurvePredictor
 from earlycurve._rank_stop import RankConfidenceRule, prob_top_k
 from earlycurve._ranking import Ranking, rank_trials
@@ -55,6 +58,9 @@ __all__ = [
     "PREDICTIVE_KEYS",
     "ResidualCurvePredictor",
     "RESIDUAL_THETAS",
+    "HyperparameterCurvePredictor",
+    "HYPER_THETAS",
+    "ConfigEncoder",
     "Decision",
     "RUNG_FRACTIONS",
     "rungs_for",

@@ -24,6 +24,12 @@ issue 13's cost target on opda-alexnet and cakelab. It is the default (design ES
 ``paper`` costs, and at θ 0.7 the trial it returns is among the true top-3 at least as often as with EarlyCurve on
 every curve set measured (``docs/earlycurve.md`` §8.11).
 
+``stopper="hparams"`` (issue 13, ``docs/earlycurve.md`` §8.19): ``barrier`` (with its rungs) with every barrier ranked
+by :class:`earlycurve.HyperparameterCurvePredictor`, the final loss predicted from the trial's hyperparameters and its
+curve so far, learned from previous runs of the same search space (:func:`hparams_predictor`; in ``spottune run`` the
+``stopper_curves`` file, which must record each run's hyperparameters). Where the previous runs do not show that it
+ranks better than the last value (cross-validated), a barrier falls back to the last value.
+
 ``stopper_curves`` (spec field, ``--stopper-curves``; ``rank``, ``predictive`` and ``barrier``): the top-k at the
 barrier is ranked by :class:`earlycurve.ResidualCurvePredictor` fitted on a file of finished curves of the same
 workload (:func:`learned_final_predictor`) instead of by the last value (``docs/earlycurve.md`` §8.7).
@@ -34,14 +40,14 @@ paper settings) at θ, and the plateau rule.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from earlycurve import RUNG_FRACTIONS, PredictiveStopping, RankConfidenceStopping, predictive_settings, rungs_for
 from spottune.experiment import STOPPERS
 
-__all__ = ["STOPPERS", "RankStopRule", "early_stopping", "learned_final_predictor"]
+__all__ = ["STOPPERS", "RankStopRule", "early_stopping", "hparams_predictor", "learned_final_predictor"]
 
 
 class RankStopRule:
@@ -77,8 +83,11 @@ class RankStopRule:
         return self.rule.report(trial_id, step, loss)
 
 
-def learned_final_predictor(path: str, seed: int = 0) -> Any:
-    """:class:`earlycurve.ResidualCurvePredictor` fitted on the finished curves of a curve file (``stopper_curves``).
+def learned_final_predictor(path: str, seed: int = 0, stopper: str = "barrier",
+                            barriers: Sequence[float] = ()) -> Any:
+    """The predictor fitted on the finished curves of a curve file (``stopper_curves``):
+    :class:`earlycurve.ResidualCurvePredictor`, or with ``stopper="hparams"`` :func:`hparams_predictor` on the curves
+    and the hyperparameters the file records.
 
     Parameters
     ----------
@@ -87,11 +96,15 @@ def learned_final_predictor(path: str, seed: int = 0) -> Any:
         last recorded step is its ``S_max``.
     seed : int, default=0
         ``random_state`` of the cross-validation (deterministic for a seed).
+    stopper : str, default "barrier"
+    barriers : sequence of float, default ()
+        ``hparams``: the barriers' fractions of ``S_max`` (rungs and θ), where its models are fitted.
 
     Raises
     ------
     ConfigError
-        The file is missing or unreadable, or holds too few usable curves (fewer than 5 with a positive loss).
+        The file is missing or unreadable, holds too few usable curves (fewer than 5 with a positive loss), or
+        (``hparams``) records no hyperparameters.
     """
     from earlycurve import EarlyCurveError, ResidualCurvePredictor
     from earlycurve.evaluation import load_curves
@@ -99,9 +112,41 @@ def learned_final_predictor(path: str, seed: int = 0) -> Any:
 
     try:
         curves = load_curves(Path(path)).curves
+        if stopper == "hparams":
+            return hparams_predictor([(c.steps, c.values, float(c.steps[-1]), c.config) for c in curves], barriers, seed)
         return ResidualCurvePredictor(random_state=seed).fit([(c.steps, c.values, float(c.steps[-1])) for c in curves])
     except (OSError, ValueError, EarlyCurveError) as e:
         raise ConfigError(f"stopper_curves {path!r}: {e}") from None
+
+
+def hparams_predictor(previous: Sequence[tuple[Any, Any, float, Mapping[str, Any]]], barriers: Sequence[float],
+                      seed: int = 0) -> Any:
+    """:class:`earlycurve.HyperparameterCurvePredictor` fitted on previous runs, with one model per barrier.
+
+    Parameters
+    ----------
+    previous : sequence of (steps, loss, max_steps, hyperparameters)
+        Finished previous runs of the same search space (e.g. :attr:`spottune.evaluation.Study.extra`
+        ``previous_runs``).
+    barriers : sequence of float
+        The barriers' fractions of ``S_max`` (the rungs' and θ), each in (0, 1).
+    seed : int, default=0
+
+    Raises
+    ------
+    ConfigError
+        No run records a hyperparameter, a barrier fraction outside (0, 1), or too few usable runs.
+    """
+    from earlycurve import EarlyCurveError, HyperparameterCurvePredictor
+    from spottune.errors import ConfigError
+
+    if not any(p[3] for p in previous):
+        raise ConfigError("stopper 'hparams' needs previous runs that record their hyperparameters (none do)")
+    try:
+        model = HyperparameterCurvePredictor(thetas=sorted(set(barriers)), random_state=seed)
+        return model.fit([p[:3] for p in previous], [p[3] for p in previous])
+    except EarlyCurveError as e:
+        raise ConfigError(f"stopper 'hparams': {e}") from None
 
 
 def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, seed: int = 0,
@@ -110,7 +155,7 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
 
     Parameters
     ----------
-    stopper : {"paper", "rank", "predictive", "barrier"}
+    stopper : {"paper", "rank", "predictive", "barrier", "hparams"}
     max_steps : int
         ``S_max``, steps.
     theta_steps : int
@@ -119,8 +164,10 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
     top_k : int
     seed : int, default=0
     final_predictor : earlycurve.FinalMetricPredictor, optional
-        ``rank`` and ``predictive``: ranks the top-k at θ instead of :class:`earlycurve.LastValue` (e.g.
-        :func:`learned_final_predictor`); ignored by ``paper`` and when θ = 1.
+        ``rank``, ``predictive`` and ``barrier``: ranks the top-k at θ instead of :class:`earlycurve.LastValue` (e.g.
+        :func:`learned_final_predictor`); ``hparams``: required, a fitted
+        :class:`earlycurve.HyperparameterCurvePredictor` (:func:`hparams_predictor`), which the caller also gives the
+        orchestrator as its ``rung_predictor``; ignored by ``paper`` and when θ = 1.
     predictive : mapping, optional
         ``predictive``: settings that replace :data:`earlycurve.PREDICTIVE_DEFAULTS`' (keys
         :data:`earlycurve.PREDICTIVE_KEYS`), as the spec and the policies check them
@@ -129,19 +176,22 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
     Raises
     ------
     ValueError
-        On an unknown ``stopper`` (the spec and the CLI check it first, with a ConfigError).
+        On an unknown ``stopper`` (the spec and the CLI check it first, with a ConfigError), or ``hparams``
+        without a ``final_predictor``.
     """
     from earlycurve import EarlyCurve, LastValue, is_plateau
 
     plateau = lambda steps, values, smax: is_plateau(steps, values, smax)  # noqa: E731
     if stopper == "paper":
         return EarlyCurve(max_steps), plateau, None
-    if stopper not in ("rank", "predictive", "barrier"):
+    if stopper not in ("rank", "predictive", "barrier", "hparams"):
         raise ValueError(f"stopper is {stopper!r}, but must be one of {', '.join(STOPPERS)}")
+    if stopper == "hparams" and final_predictor is None:
+        raise ValueError("stopper 'hparams' needs its fitted predictor (hparams_predictor)")
     if theta_steps >= max_steps or max_steps < 2:  # θ = 1: no early stopping at all, as in the paper
         return LastValue(), plateau, None
     at_theta = LastValue() if final_predictor is None else final_predictor
-    if stopper == "barrier":  # Algorithm 1's θ barrier alone, ranked by the last value (docs/earlycurve.md §8.10)
+    if stopper in ("barrier", "hparams"):  # Algorithm 1's θ barrier (and rungs), by the last value or the model
         return at_theta, plateau, None
     if stopper == "predictive":
         fractions, kw = predictive_settings(predictive)

@@ -47,7 +47,7 @@ from spottune.search_space import count_configs, generate_configs, has_domain, p
 from spottune.trainable import Trainable, trial_seed
 from spottune.workloads import Workload, get_workload
 
-__all__ = ["BACKENDS", "BILLING", "DEADLINE_MODES", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "SPEED_MODELS", "RAY_KEYS", "DEFAULT_STOPPER", "STOPPERS", "ExperimentSpec",
+__all__ = ["BACKENDS", "BILLING", "DEADLINE_MODES", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "SPEED_MODELS", "RAY_KEYS", "DEFAULT_STOPPER", "STOPPERS", "BARRIER_STOPPERS", "ExperimentSpec",
            "TrialSpec"]
 
 BACKENDS = ("sim", "local", "aws", "ray")
@@ -65,8 +65,12 @@ SPEED_MODELS = ("pooled", "cores")
 DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR = 0.01
 #: Early-stopping rules (issue 13): ``paper`` (EarlyCurve at θ, as published), ``rank`` (the rank-confidence rule
 #: at rungs before θ, then the last value's top-k at θ), ``predictive`` (predictive ASHA at rungs before θ, then
-#: the same) and ``barrier`` (no rungs, the last value's top-k at θ); :mod:`spottune._early_stop`.
-STOPPERS = ("paper", "rank", "predictive", "barrier")
+#: the same), ``barrier`` (no rungs, the last value's top-k at θ) and ``hparams`` (``barrier`` with every barrier ranked
+#: by the final loss predicted from the trial's hyperparameters and curve, learned from previous runs of the search
+#: space, :class:`earlycurve.HyperparameterCurvePredictor`); :mod:`spottune._early_stop`.
+STOPPERS = ("paper", "rank", "predictive", "barrier", "hparams")
+#: Stoppers whose barriers are synchronous and may have rungs before θ.
+BARRIER_STOPPERS = ("barrier", "hparams")
 #: The default stopper (design ES18): the θ barrier ranked by the last value; ``paper`` is the faithful one.
 DEFAULT_STOPPER = "barrier"
 BILLING = ("second", "hour")
@@ -279,8 +283,10 @@ class ExperimentSpec:
         ``pooled`` learns the speed ratios between types jointly from every trial's measured segments (a log-linear
         model, prior = the spec's rule; :class:`provisioner.PooledSpeedMatrix`, design R9), ``cores`` is the spec's
         ``κ / cores`` rule per trial (SpotTune §1.4). The ``paper`` objective always uses ``cores``.
-    stopper : {"paper", "rank", "predictive", "barrier"}, default "barrier"
-        Early stopping: ``predictive`` is predictive ASHA (:class:`earlycurve.PredictiveStopping`, rungs at
+    stopper : {"paper", "rank", "predictive", "barrier", "hparams"}, default "barrier"
+        Early stopping: ``hparams`` is ``barrier`` (with its rungs) ranked at every barrier by
+        :class:`earlycurve.HyperparameterCurvePredictor` fitted on ``stopper_curves``, which must then hold the
+        previous runs' hyperparameters (``docs/earlycurve.md`` §8.19); ``predictive`` is predictive ASHA (:class:`earlycurve.PredictiveStopping`, rungs at
         :data:`earlycurve.PREDICTIVE_DEFAULTS` fractions below θ, re-judged at every step, plus the
         optimistic bound) and the last value's top-k at θ (``docs/earlycurve.md`` §8); ``rank`` stops a trial at rungs (10, 20, 40 % of ``max_steps`` below θ) when it is
         unlikely to end in the top-k (:class:`earlycurve.RankConfidenceStopping`) and keeps the last
@@ -301,9 +307,12 @@ class ExperimentSpec:
         loss). With ``stopper`` ``rank``, ``predictive`` or ``barrier``, the top-k at θ is ranked by
         :class:`earlycurve.ResidualCurvePredictor` fitted on these curves (the last value plus a residual learned
         from them, falling back to the last value where cross-validation shows no gain;
-        ``docs/earlycurve.md`` §8.7) instead of by the last value. Default None: the last value.
+        ``docs/earlycurve.md`` §8.7) instead of by the last value. With ``stopper="hparams"`` (required there) the
+        file must carry each run's hyperparameters (opda JSON lines, or extra columns of a long CSV), and every
+        barrier is ranked by :class:`earlycurve.HyperparameterCurvePredictor` fitted on them. Default None: the last
+        value.
     rungs : sequence of (float, int) or str, default ()
-        ``stopper="barrier"`` only: synchronous barriers before θ, ``(fraction of max_steps, trials kept)`` pairs
+        ``stopper="barrier"`` or ``"hparams"`` only: synchronous barriers before θ, ``(fraction of max_steps, trials kept)`` pairs
         (``"0.06:6"`` or ``[[0.06, 6]]``; ``spottune run --rungs``): every trial trains to the first rung and waits
         there (checkpointed) for the others, the ``keep`` with the lowest last observed value continue to the next
         barrier, and θ, where ``top_k`` continue, is the last (:func:`spottune.orchestrator.check_rungs` says what
@@ -501,10 +510,13 @@ class ExperimentSpec:
              "stopper_curves", "a curve file path, or None")
         need(self.stopper_curves is None or self.stopper != "paper", "stopper_curves",
              f"None with stopper {self.stopper!r} (the learned ranking at θ is for stopper rank, predictive or barrier)")
+        need(self.stopper_curves is not None or self.stopper != "hparams", "stopper_curves",
+             "a curve file of previous runs with their hyperparameters with stopper 'hparams' (its ranking is learned "
+             "from them)")
         object.__setattr__(self, "rungs", check_rungs(self.rungs, self.theta, self.top_k, self.max_steps))
-        need(not self.rungs or self.stopper == "barrier", "rungs",
-             f"empty with stopper {self.stopper!r} (rungs are barriers of stopper 'barrier'; 'rank' and 'predictive' "
-             "have their own)")
+        need(not self.rungs or self.stopper in BARRIER_STOPPERS, "rungs",
+             f"empty with stopper {self.stopper!r} (rungs are barriers of stoppers 'barrier' and 'hparams'; 'rank' and "
+             "'predictive' have their own)")
         need(_is_real(self.step_time_cov) and 0 <= self.step_time_cov < 1, "step_time_cov", "0 <= step_time_cov < 1")
         need(self.billing in BILLING, "billing", f"one of {', '.join(BILLING)}")
         need(self.deadline_mode in DEADLINE_MODES, "deadline_mode", f"one of {', '.join(DEADLINE_MODES)}")

@@ -51,6 +51,9 @@ __all__ = [
     "DATASET_FILES",
 ]
 
+#: Keys of an opda record that are not hyperparameters.
+_OPDA_NOT_HYPERPARAMETERS = frozenset({"iteration", "nan_train_loss", "learning_curve"})
+
 DATASET_FILES = {
     "opda-alexnet": "opda_alexnet_imagenet_tuning.jsonl.gz",
     "opda-convnext": "opda_convnext-tiny_imagenet_tuning.jsonl.gz",
@@ -76,6 +79,10 @@ class RecordedCurve:
     max_steps : float
         ``S_max``; the final value is ``values[-1]`` at ``steps[-1] == max_steps`` (opda, digits) or
         the last recorded step (cakelab).
+    config : dict
+        The run's hyperparameters where the file records them (opda: every key but ``iteration``,
+        ``nan_train_loss`` and ``learning_curve``; a long CSV: its columns beyond ``config_id, step, value,
+        max_steps``, the configuration's first row); empty otherwise.
     """
 
     curve_id: str
@@ -83,6 +90,7 @@ class RecordedCurve:
     steps: np.ndarray
     values: np.ndarray
     max_steps: float
+    config: dict = field(default_factory=dict)
 
     @property
     def final(self) -> float:
@@ -192,6 +200,7 @@ def load_opda(path: Path, name: str = "opda") -> CurveSet:
                 steps=epochs + 1.0,
                 values=1.0 - top1,
                 max_steps=float(n_epochs),
+                config={k: v for k, v in rec.items() if k not in _OPDA_NOT_HYPERPARAMETERS},
             )
         )
     counts["used"] = len(curves)
@@ -281,7 +290,8 @@ def load_digits_csv(path: Path, name: str = "digits-mlp") -> CurveSet:
 
 def load_long_csv(path: Path, name: str = "curves") -> CurveSet:
     """Load a long curve CSV: one row per (configuration, step), columns ``config_id, step, value`` and
-    optionally ``max_steps`` (other columns are ignored).
+    optionally ``max_steps``; any other column is a hyperparameter of the configuration (its first row's value,
+    :attr:`RecordedCurve.config`).
 
     ``value`` is a loss (lower is better). ``max_steps`` is the configuration's ``S_max`` (its first
     row's value); without the column it is the largest step in the file. Skipped: diverged curves (a
@@ -301,6 +311,7 @@ def load_long_csv(path: Path, name: str = "curves") -> CurveSet:
     """
     table = _read_csv(path, ("config_id", "step", "value"), numeric=("step", "value", "max_steps"))
     file_max = float(table["step"].max())
+    hyper = [c for c in table.columns if c not in ("config_id", "step", "value", "max_steps")]
     curves, counts = [], {"total": 0, "diverged": 0, "incomplete": 0}
     for cid, rows in table.groupby("config_id", sort=False):
         counts["total"] += 1
@@ -314,7 +325,8 @@ def load_long_csv(path: Path, name: str = "curves") -> CurveSet:
         if not (np.isfinite(max_steps) and max_steps > 0) or steps[-1] < max_steps:
             counts["incomplete"] += 1
             continue
-        curves.append(RecordedCurve(curve_id=str(cid), group=name, steps=steps, values=values, max_steps=max_steps))
+        curves.append(RecordedCurve(curve_id=str(cid), group=name, steps=steps, values=values, max_steps=max_steps,
+                                    config={k: _scalar(rows[k].iloc[0]) for k in hyper if rows[k].iloc[0].strip()}))
     counts["used"] = len(curves)
     return CurveSet(name=name, curves=tuple(curves), counts=counts)
 
@@ -360,6 +372,14 @@ def _read_text(path: Path) -> str:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise InvalidCurveError(f"{path}: line {line} is not UTF-8 text") from None
+
+
+def _scalar(text: str) -> float | str:
+    """A CSV field as a number where it reads as one, else the stripped text (a categorical hyperparameter)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text.strip()
 
 
 def _read_csv(path: Path, required: Sequence[str], numeric: Sequence[str] = ()) -> pd.DataFrame:

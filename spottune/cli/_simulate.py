@@ -80,11 +80,13 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     boot_s : float, optional
         Launch-to-training latency of every launch, every policy, seconds (default
         :data:`spottune.backends._speed.DEFAULT_BOOT_S`; 0 = the paper's faithful mode).
-    stopper : {"paper", "rank", "predictive", "barrier"}
+    stopper : {"paper", "rank", "predictive", "barrier", "hparams"}
         Early stopping of the SpotTune policies: the θ barrier with the last value (default), EarlyCurve at θ,
-        the rank-confidence rule or predictive ASHA (both with the last value's top-k at θ).
+        the rank-confidence rule or predictive ASHA (both with the last value's top-k at θ), or ``hparams``: the θ
+        barrier and its rungs ranked by the final loss predicted from each trial's hyperparameters and curve, learned
+        from the study's previous runs (the recorded curves it did not sample; docs/earlycurve.md §8.19).
     rungs : str or sequence of (float, int), optional
-        With stopper ``barrier``: synchronous barriers before θ of the SpotTune policies (``"0.06:6"``;
+        With stopper ``barrier`` or ``hparams``: synchronous barriers before θ of the SpotTune policies (``"0.06:6"``;
         :func:`spottune.orchestrator.check_rungs`).
     top_k : int, default 3
         Models every run keeps: the top-k at θ of the SpotTune policies (``top3`` is whether the best of them is
@@ -268,10 +270,12 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
               help="Early stopping of the SpotTune policies: predictive = predictive ASHA at rungs before θ "
                    "(re-judged every step, optimistic bound), then the last value's top-k at θ; rank = stop at "
                    "rungs before θ when unlikely to end in the top-k, then the last value's top-k at θ; barrier = "
-                   "no rungs, the last value's top-k at θ (the default, design ES18); paper = EarlyCurve at θ (as published; "
+                   "no rungs, the last value's top-k at θ (the default, design ES18); hparams = barrier ranked at every "
+                   "barrier by the final loss learned from the study's previous runs (their hyperparameters and "
+                   "curves; opda and built-in random-search studies); paper = EarlyCurve at θ (as published; "
                    "always the stopper of the spottune-<θ>-...-paper policies, the paper's design).")
 @click.option("--rungs", default=None,
-              help="With --stopper barrier: synchronous barriers before θ of the SpotTune policies, comma-separated "
+              help="With --stopper barrier or hparams: synchronous barriers before θ of the SpotTune policies, comma-separated "
                    "fraction:keep pairs (e.g. 0.06:6; as `spottune run --rungs`).")
 @click.option("--predictive-options", default=None,
               help="With --stopper predictive: the rule's settings as a JSON object (as `spottune run "

@@ -61,7 +61,7 @@ import numpy as np
 
 from spottune.errors import ConfigError
 from spottune.orchestrator._config import check_rungs
-from spottune.experiment import (DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR, DEFAULT_STOPPER, OBJECTIVES, STOPPERS, check_predictive_rungs,
+from spottune.experiment import (BARRIER_STOPPERS, DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR, DEFAULT_STOPPER, OBJECTIVES, STOPPERS, check_predictive_rungs,
                                  parse_predictive_options)
 from spottune.evaluation._elastic import ELASTIC_DELTA_USD_PER_HOUR, LAUNCH_RETRY_S, RESTORE_CHECKPOINT_S
 from spottune.evaluation._predictors import KINDS
@@ -105,11 +105,11 @@ class Policy:
     objective : {"refund", "paper"}
         SpotTune chooser only: the provisioner's objective (``refund`` ignores ``max_price``: it chooses
         the max price from the ladder).
-    stopper : {"paper", "rank", "predictive", "barrier"}
+    stopper : {"paper", "rank", "predictive", "barrier", "hparams"}
         With ``early_curve``: predictive ASHA or the rank-confidence rule at rungs before θ and the last value at θ, or
         EarlyCurve at θ (:func:`spottune._early_stop.early_stopping`).
     rungs : tuple of (float, int), default ()
-        Stopper ``barrier``: synchronous barriers before θ, ``(fraction, keep)`` (``spottune simulate --rungs``;
+        Stopper ``barrier`` or ``hparams``: synchronous barriers before θ, ``(fraction, keep)`` (``spottune simulate --rungs``;
         :func:`spottune.orchestrator.check_rungs`; the fractions and the order of the keeps are checked here, the rest
         against the run's top-k and S_max by ``spottune simulate``).
     predictive_options : mapping or None, default None
@@ -164,8 +164,8 @@ class Policy:
                               f"{SCHEDULES}")
         if self.pruner is not None and self.pruner not in PRUNERS:
             raise ConfigError(f"policy {self.name}: pruner is {self.pruner!r}, but must be one of {PRUNERS}")
-        if self.rungs and self.stopper != "barrier":
-            raise ConfigError(f"policy {self.name}: rungs need stopper barrier, not {self.stopper!r}")
+        if self.rungs and self.stopper not in BARRIER_STOPPERS:
+            raise ConfigError(f"policy {self.name}: rungs need stopper barrier or hparams, not {self.stopper!r}")
         try:  # S_max is the run's: simulate_all checks the rung steps against it
             object.__setattr__(self, "predictive_options",
                                parse_predictive_options(self.predictive_options, self.stopper))
@@ -239,12 +239,13 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
     objective : {"refund", "paper"}
         Objective of SpotTune-provisioned policies whose name has no objective suffix (and of the Optuna
         policies, which use SpotTune's provisioning).
-    stopper : {"paper", "rank", "predictive", "barrier"}
+    stopper : {"paper", "rank", "predictive", "barrier", "hparams"}
         Early stopping of the ``spottune-<θ>...`` policies (``predictive``: predictive ASHA; ``rank``: the rank-confidence rule;
-        ``barrier``: the last value's top-k at θ, no rungs; ``paper``: EarlyCurve at θ, as published). A name
+        ``barrier``: the last value's top-k at θ, no rungs; ``hparams``: ``barrier`` ranked by the final loss
+        learned from the study's previous runs, docs/earlycurve.md §8.19; ``paper``: EarlyCurve at θ, as published). A name
         with the ``-paper`` suffix is the paper's design throughout: its stopper is ``paper`` whatever this says.
     rungs : str or sequence of (float, int), default ()
-        Synchronous barriers before θ of the ``spottune-<θ>...`` policies with stopper ``barrier`` and θ < 1
+        Synchronous barriers before θ of the ``spottune-<θ>...`` policies with stopper ``barrier`` or ``hparams`` and θ < 1
         (:attr:`Policy.rungs`); other policies ignore them.
     provisioning : {"spottune", "restart"}, default "spottune"
         ``restart`` gives the SpotTune-provisioned policies (``spottune-<θ>...``, ``optuna-...``) spot-restart's
@@ -297,7 +298,7 @@ def _named_policy(name: str, objective: str, stopper: str, rungs: Any, predictiv
             raise ConfigError(f"policy {name!r}: predictor {pred!r} must be one of {', '.join(KINDS)}")
         if obj not in OBJECTIVES:
             raise ConfigError(f"policy {name!r}: objective {obj!r} must be one of {', '.join(OBJECTIVES)}")
-        rungs = check_rungs(rungs, theta, 1, 10**9) if stopper == "barrier" and theta < 1 else ()
+        rungs = check_rungs(rungs, theta, 1, 10**9) if stopper in BARRIER_STOPPERS and theta < 1 else ()
         at = "".join(f" {f:g}:{k}" for f, k in rungs)
         options = parse_predictive_options(predictive_options, stopper) if stopper == "predictive" and theta < 1 else None
         return Policy(name=name, description=f"SpotTune θ={theta:g}, predictor {pred}, objective {obj}, stopper {stopper}"
@@ -451,24 +452,40 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     config = OrchestratorConfig(max_steps=study.max_steps, theta=policy.theta, top_k=top_k, metric=study.metric,
                                 mode=study.mode, hourly_hop=policy.hourly_hop, launch_retry_s=LAUNCH_RETRY_S,
                                 rungs=policy.rungs)
-    stop_rule = None
+    stop_rule, ranking = None, {}
     if policy.pruner is not None:
         stop_rule = OptunaStopRule(make_pruner(policy.pruner, study.max_steps, *(policy.pruner_settings or ())),
                                    study.trial_ids, study.max_steps)
     if policy.early_curve:
         from spottune._early_stop import early_stopping
 
+        learned = None
+        if policy.stopper == "hparams" and config.barriers:  # docs/earlycurve.md §8.19
+            learned = _hparams(study, [s / study.max_steps for s, _ in config.barriers], seed)
+            ranking = {"rung_predictor": learned, "configs": study.configs}
         fmp, plateau, rank_rule = early_stopping(policy.stopper, study.max_steps, config.theta_steps, top_k, seed,
-                                                 predictive=policy.predictive_options)
+                                                 final_predictor=learned, predictive=policy.predictive_options)
         stop_rule = stop_rule if rank_rule is None else rank_rule  # a policy with a pruner has no EarlyCurve
     else:
         fmp, plateau = curve_model(study.max_steps, False)
     if deadline_s is not None and policy.chooser == "spottune":
         chooser = _guard(chooser, study=study, catalog=catalog, markets=markets, start_s=start_s,
                          deadline_s=deadline_s, boot_s=boot_s, rule=deadline_rule, budget_usd=budget_usd, top_k=top_k)
-    orch = Orchestrator(study.trial_ids, config, chooser, predictor=fmp, plateau_rule=plateau, stop_rule=stop_rule)
+    orch = Orchestrator(study.trial_ids, config, chooser, predictor=fmp, plateau_rule=plateau, stop_rule=stop_rule,
+                        **ranking)
     return Assembly(orchestrator=orch, revocation_model=revocation_model, billing=billing, chooser=chooser,
                     stop_rule=stop_rule, note=note)
+
+
+def _hparams(study: Any, barriers: list[float], seed: int) -> Any:
+    """Stopper ``hparams``' predictor, fitted on the study's previous runs (:attr:`Study.extra` ``previous_runs``)."""
+    from spottune._early_stop import hparams_predictor
+
+    previous = study.extra.get("previous_runs")
+    if not previous:
+        raise ConfigError(f"stopper 'hparams' learns from previous runs of the search space, and study {study.name!r} "
+                          "has none (the recorded opda and built-in random-search studies have them)")
+    return hparams_predictor(previous, barriers, seed)
 
 
 def _guard(chooser: Any, *, study: Any, catalog: Any, markets: list, start_s: float | None, deadline_s: float,

@@ -50,7 +50,7 @@ class Task:
         Objective of SpotTune policies whose name has no objective suffix.
     boot_s : float
         Launch-to-training latency of every launch, seconds (D11; 0 = the paper's faithful mode).
-    stopper : {"paper", "rank", "predictive", "barrier"}
+    stopper : {"paper", "rank", "predictive", "barrier", "hparams"}
         Early stopping of the SpotTune policies (:func:`spottune.evaluation.get_policy`).
     top_k : int, default 3
         Models the run keeps (the top-k at θ of the SpotTune policies).

@@ -82,6 +82,10 @@ class Study:
         Seconds per step on the reference instance (2 vCPUs, 6.5 ECU), per trial.
     checkpoint_size_mb : float
         MB (10**6 bytes).
+    extra : dict
+        ``previous_runs`` (recorded opda and built-in random-search studies): the pool's complete curves this study
+        did not sample, as ``(steps, loss, max_steps, hyperparameters)`` on its progress grid; stopper ``hparams``
+        learns its ranking from them (leave-study-out: a study never learns from its own trials).
     """
 
     name: str
@@ -225,23 +229,35 @@ def _recorded(name: str, seed: int, steps: int, n: int) -> Study:
     complete = sorted((r for r in rows if r["learning_curve"] and not r["nan_train_loss"]
                        and len(r["learning_curve"]) == r["epochs"]), key=lambda r: r["iteration"])
     ids = [f"t{i:02d}" for i in range(n)]
-    curves, configs, speed = {}, {}, {}
-    for tid, j in zip(ids, _sample(name, len(complete), n, seed)):
-        r = complete[j]
+
+    def on_grid(r: dict, key: str) -> np.ndarray:
         lc = r["learning_curve"]
-        epochs = len(lc)
-        top1 = np.array([p["top_1"] for p in lc], dtype=float)
-        top5 = np.array([p["top_5"] for p in lc], dtype=float)
-        pos = np.arange(1, steps + 1) * epochs / steps - 1.0  # fractional 0-based epoch of progress step k
-        x = np.arange(epochs, dtype=float)
-        t1, t5 = np.interp(pos, x, top1), np.interp(pos, x, top5)
+        pos = np.arange(1, steps + 1) * len(lc) / steps - 1.0  # fractional 0-based epoch of progress step k
+        return np.interp(pos, np.arange(len(lc), dtype=float), np.array([p[key] for p in lc], dtype=float))
+
+    hyper = ("epochs", "batch_size", "lr", "lr_peak_epoch", "momentum", "weight_decay", "label_smoothing")
+    curves, configs, speed = {}, {}, {}
+    sample = _sample(name, len(complete), n, seed)
+    taken = set(sample)
+    for tid, j in zip(ids, sample):
+        r = complete[j]
+        t1, t5 = on_grid(r, "top_1"), on_grid(r, "top_5")
         curves[tid] = [{"loss": float(1.0 - a), "top_1": float(a), "top_5": float(b)} for a, b in zip(t1, t5)]
-        configs[tid] = {k: r[k] for k in ("iteration", "epochs", "batch_size", "lr", "lr_peak_epoch", "momentum",
-                                           "weight_decay", "label_smoothing")}
-        speed[tid] = float(lc[-1]["time"]) / steps
+        configs[tid] = {k: r[k] for k in ("iteration", *hyper)}
+        speed[tid] = float(r["learning_curve"][-1]["time"]) / steps
+    previous = [(1.0 - on_grid(r, "top_1"), {k: r[k] for k in hyper})
+                for j, r in enumerate(complete) if j not in taken]
     return Study(name=name, trial_ids=ids, configs=configs, curves=curves, metric="loss", mode="min", max_steps=steps,
                  reference_seconds_per_step=speed, checkpoint_size_mb=size_mb,
-                 source=f"{path.name}: {n} of {len(complete)} complete curves, seed {seed}")
+                 source=f"{path.name}: {n} of {len(complete)} complete curves, seed {seed}",
+                 extra={"previous_runs": _previous_runs(previous, steps)})
+
+
+def _previous_runs(curves: list[tuple[np.ndarray, dict]], steps: int) -> list[tuple[np.ndarray, np.ndarray, int, dict]]:
+    """``(steps, loss, max_steps, hyperparameters)`` per previous run: the recorded curves a study did not sample, on
+    its progress grid 1 .. ``steps`` (:attr:`Study.extra` ``previous_runs``, for stopper ``hparams``)."""
+    grid = np.arange(1, steps + 1, dtype=float)
+    return [(grid, np.asarray(values, dtype=float), steps, config) for values, config in curves]
 
 
 def _sample(name: str, n_complete: int, n: int, seed: int) -> list[int]:
@@ -276,25 +292,26 @@ def _cakelab(name: str, seed: int, steps: int, n: int) -> Study:
 
 
 def _random_search(name: str, seed: int, steps: int, n: int) -> Study:
-    import pandas as pd
-
     from earlycurve.evaluation import load_curves
     from spottune.workloads import get_workload
 
     wl = get_workload(RANDOM_SEARCH[name])
     path = learning_curves_dir() / RECORDED[name][0]
     complete = sorted(load_curves(path, name).curves, key=lambda c: c.curve_id)
-    hyper = pd.read_csv(path).drop(columns=["step", "value", "max_steps"]).groupby("config_id").first().to_dict("index")
     ids = [f"t{i:02d}" for i in range(n)]
     frac = np.arange(1, steps + 1) / steps
+    on_grid = lambda c: np.interp(frac * c.max_steps, c.steps, c.values)  # noqa: E731 (the step benchmarks' grid)
     curves, configs = {}, {}
-    for tid, j in zip(ids, _sample(name, len(complete), n, seed)):
+    sample = _sample(name, len(complete), n, seed)
+    taken = set(sample)
+    for tid, j in zip(ids, sample):
         c = complete[j]
-        values = np.interp(frac * c.max_steps, c.steps, c.values)  # the step benchmarks' grid (StudyPool)
-        curves[tid] = [{wl.metric: float(v)} for v in values]
-        configs[tid] = {"config_id": c.curve_id, **hyper[c.curve_id]}
+        curves[tid] = [{wl.metric: float(v)} for v in on_grid(c)]
+        configs[tid] = {"config_id": c.curve_id, **c.config}
     speed = float(wl.reference_seconds_per_step) * wl.max_steps / steps
+    previous = [(on_grid(c), c.config) for j, c in enumerate(complete) if j not in taken]
     return Study(name=name, trial_ids=ids, configs=configs, curves=curves, metric=str(wl.metric), mode=wl.mode,
                  max_steps=steps, reference_seconds_per_step={t: speed for t in ids},
                  checkpoint_size_mb=float(wl.checkpoint_size_mb),
-                 source=f"{path.name}: {n} of {len(complete)} random-search curves, seed {seed}")
+                 source=f"{path.name}: {n} of {len(complete)} random-search curves, seed {seed}",
+                 extra={"previous_runs": _previous_runs(previous, steps)})

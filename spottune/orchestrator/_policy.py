@@ -17,7 +17,8 @@ Decisions ([I], spec §1.6 and §1.14):
   plateaued trials rank by their last observed value and are never continued; the top-k continue to
   ``max_steps``; the rest are stopped; with θ = 1 the ranking uses the actual final values;
 - with ``config.rungs`` (issue 13), the same barrier first at each rung's step, ranked by the last observed
-  value, keeping the rung's ``keep`` trials; θ is the last barrier;
+  value (or by ``rung_predictor``'s predicted final value), keeping the rung's ``keep`` trials; θ is the last
+  barrier;
 - a failing trainable is retried up to ``max_failures`` times (Ray's meaning), then FAILED; other
   trials go on. Preemptions never touch that budget.
 """
@@ -25,7 +26,7 @@ Decisions ([I], spec §1.6 and §1.14):
 from __future__ import annotations
 
 import math
-from collections.abc import Container, Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import Any, assert_never
 
 import numpy as np
@@ -96,6 +97,11 @@ class Orchestrator:
     stop_rule : StopRule, optional
         External early stopping (e.g. an Optuna pruner, ``spottune.evaluation``): asked after every
         reported step; True stops the running trial at once (STOPPED_EARLY). Default: none.
+    rung_predictor : FinalMetricPredictor, optional
+        Ranks the trials at the rungs before θ (``config.rungs``) by its predicted final loss; default: the last
+        observed value (e.g. :class:`earlycurve.HyperparameterCurvePredictor`, docs/earlycurve.md §8.19).
+    configs : mapping of str to mapping, optional
+        Each trial's hyperparameters, given to a predictor whose ``uses_config`` is true as ``config=``.
 
     Examples
     --------
@@ -112,6 +118,8 @@ class Orchestrator:
         predictor: FinalMetricPredictor | None = None,
         plateau_rule: PlateauRule | None = None,
         stop_rule: StopRule | None = None,
+        rung_predictor: FinalMetricPredictor | None = None,
+        configs: Mapping[str, Mapping[str, Any]] | None = None,
     ):
         if len(set(trial_ids)) != len(trial_ids) or not trial_ids:
             raise ConfigError(f"trial ids must be unique and non-empty, got {list(trial_ids)!r}")
@@ -120,6 +128,8 @@ class Orchestrator:
         self.predictor = predictor if predictor is not None else LastValue()
         self.plateau_rule = plateau_rule
         self.stop_rule = stop_rule
+        self.rung_predictor = rung_predictor
+        self.configs = dict(configs or {})
         first = config.barriers[0][0] if config.barriers else config.max_steps
         self.trials: dict[str, TrialRecord] = {t: TrialRecord(trial_id=t, target_steps=first) for t in trial_ids}
         self.started_s: float | None = None
@@ -426,21 +436,26 @@ class Orchestrator:
         if all(tr.state.is_terminal() for tr in self.trials.values()) and not self.done:
             self._finish(t, out)
 
-    def _ranking_loss(self, tr: TrialRecord, predict: bool = True) -> float:
-        """A trial's loss for a barrier's ranking: the predictor's final value of a paused trial (``predict``,
-        θ's barrier), else the last observed value."""
-        if predict and tr.state is TrialState.PAUSED_AT_THETA:
-            steps = np.asarray(tr.steps, dtype=float)
-            losses = np.asarray(tr.losses, dtype=float)
-            try:
-                tr.prediction = self.predictor.predict_final(steps, losses, self.config.max_steps)
-                tr.predicted_loss = float(tr.prediction.value)
-            except (EarlyCurveError, ValueError, FloatingPointError):
-                tr.prediction, tr.predicted_loss = None, float(losses[-1])  # fall back: last observed
-            if not np.isfinite(tr.predicted_loss):
-                tr.predicted_loss = float(losses[-1])
-            return tr.predicted_loss
-        return float(tr.losses[-1])
+    def _ranking_loss(self, tr: TrialRecord, at_theta: bool = True) -> float:
+        """A trial's loss for a barrier's ranking: a paused trial's predicted final value, by the predictor at θ's
+        barrier (``at_theta``) and by ``rung_predictor`` at a rung before it; else (or without a rung predictor)
+        the last observed value. A predictor that fails or answers a non-finite value gives the last value."""
+        predictor = self.predictor if at_theta else self.rung_predictor
+        if predictor is None or tr.state is not TrialState.PAUSED_AT_THETA:
+            return float(tr.losses[-1])
+        steps = np.asarray(tr.steps, dtype=float)
+        losses = np.asarray(tr.losses, dtype=float)
+        kw = {"config": self.configs.get(tr.trial_id)} if getattr(predictor, "uses_config", False) else {}
+        try:
+            prediction = predictor.predict_final(steps, losses, self.config.max_steps, **kw)
+            loss = float(prediction.value)
+        except (EarlyCurveError, ValueError, FloatingPointError):
+            prediction, loss = None, float(losses[-1])  # fall back: last observed
+        if not np.isfinite(loss):
+            loss = float(losses[-1])
+        if at_theta:
+            tr.prediction, tr.predicted_loss = prediction, loss
+        return loss
 
     def _select(self, t: float, out: list[Action]) -> None:
         """Algorithm 1, lines 48–52: rank paused and plateau-finished trials, continue the top-k; at a rung
@@ -450,7 +465,7 @@ class Orchestrator:
         self.barrier += 1
         at_theta = self.barrier == len(barriers)
         ranked = sorted(
-            ((self._ranking_loss(tr, predict=at_theta), tr.trial_id) for tr in self.trials.values()
+            ((self._ranking_loss(tr, at_theta), tr.trial_id) for tr in self.trials.values()
              if tr.losses and tr.state in (TrialState.PAUSED_AT_THETA, TrialState.FINISHED)),
             key=_rank_key,
         )
