@@ -30,6 +30,7 @@ from spottune.orchestrator import (
     TrialState,
     WakeUp,
 )
+from earlycurve import FinalMetricPredictor, Prediction
 from tests._fakes import A, FakeChooser
 
 
@@ -40,7 +41,8 @@ class Script:
         self.chooser = chooser or FakeChooser()
         cfg.setdefault("max_steps", 10)
         predictor = cfg.pop("predictor", None)
-        self.orch = Orchestrator(list(trials), OrchestratorConfig(**cfg), self.chooser, predictor=predictor)
+        ranking = {k: cfg.pop(k) for k in ("rung_predictor", "configs") if k in cfg}
+        self.orch = Orchestrator(list(trials), OrchestratorConfig(**cfg), self.chooser, predictor=predictor, **ranking)
         self.t = 0.0
         self.n = 0
         self.log = []
@@ -405,6 +407,33 @@ def test_rungs_are_barriers_before_theta_ranked_by_the_last_value():
     acts = s(CheckpointSaved, trial_id="t0", instance_id=iid, reason=CheckpointReason.END, step=10)
     assert isinstance(acts[-1], ExperimentFinished) and acts[-1].top_k == ("t0",)
     assert {t: tr.step for t, tr in s.orch.trials.items()} == {"t0": 10, "t1": 5, "t2": 5, "t3": 2}
+
+
+class _ShiftByConfig(FinalMetricPredictor):
+    """Predicts ``last loss − config["head_start"]``: a hyperparameter-aware predictor in its simplest form."""
+
+    uses_config = True
+
+    def predict_final(self, steps, values, max_steps, config=None):
+        y = float(values[-1]) - (config or {}).get("head_start", 0.0)
+        return Prediction(value=y, low=y, high=y, n_stages=0, method="shift")
+
+
+def test_a_rung_predictor_ranks_the_rungs_with_each_trials_config():
+    # by the last value t1 (0.5) and t2 (0.6) would be kept at the rung; the rung predictor gives t0 1.0 - 0.9 = 0.1,
+    # t1 0.5 and t2 0.6 - 0.05 = 0.55
+    configs = {"t0": {"head_start": 0.9}, "t1": {}, "t2": {"head_start": 0.05}}
+    s = Script(trials=("t0", "t1", "t2"), max_steps=10, theta=0.5, top_k=1, rungs="0.2:2",
+               rung_predictor=_ShiftByConfig(), configs=configs)
+    s.curve = {"t0": lambda k: 1.0, "t1": lambda k: 0.5, "t2": lambda k: 0.6}
+    s.start()
+    inst = {t: s.launched(t) for t in s.curve}
+    _pause(s, "t0", inst["t0"], 2)
+    _pause(s, "t1", inst["t1"], 2)
+    acts = _pause(s, "t2", inst["t2"], 2)
+    assert [(type(a), a.trial_id) for a in acts if not isinstance(a, Terminate)] == [
+        (Launch, "t0"), (Launch, "t1"), (Stop, "t2")]
+    assert s.orch.trials["t0"].prediction is None  # a rung's prediction is not the θ barrier's
 
 
 def test_a_kept_trial_waiting_to_relaunch_holds_the_next_barrier():
