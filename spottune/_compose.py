@@ -774,13 +774,19 @@ def _algorithm_1(spec: ExperimentSpec, market: MarketSetup, start_s: float,
     seed = spec.seed
     predictor, desc = make_predictor(spec.predictor, market, start_s - spec.train_days * DAY_S, start_s, seed,
                                      log_fn=log_fn, fallback=True)
-    at_theta = learned_final_predictor(spec.stopper_curves, seed) if spec.stopper_curves else None
+    config = OrchestratorConfig(max_steps=spec.max_steps, theta=spec.theta, top_k=spec.top_k, metric=spec.metric,
+                                mode=spec.mode, max_failures=spec.max_failures, rungs=spec.rungs)
+    at_theta = (learned_final_predictor(spec.stopper_curves, seed, spec.stopper,
+                                        [s / spec.max_steps for s, _ in config.barriers])
+                if spec.stopper_curves else None)
     fmp, plateau, stop_rule = early_stopping(spec.stopper, spec.max_steps, spec.theta_steps, spec.top_k, seed,
                                              final_predictor=at_theta, predictive=spec.predictive_options)
+    trials = spec.trials()
+    ranking = ({"rung_predictor": at_theta, "configs": {t.trial_id: t.config for t in trials}}
+               if spec.stopper == "hparams" else {})
     orch = Orchestrator(
-        [t.trial_id for t in spec.trials()],
-        OrchestratorConfig(max_steps=spec.max_steps, theta=spec.theta, top_k=spec.top_k, metric=spec.metric,
-                           mode=spec.mode, max_failures=spec.max_failures, rungs=spec.rungs),
+        [t.trial_id for t in trials],
+        config,
         make_provisioner(market.history, market.catalog, market.pool, predictor, seed, objective=spec.objective,
                          boot_s=spec.boot_s if spec.backend in ("sim", "aws", "ray") else 0.0,
                          checkpoint_size_mb=spec.get_workload().checkpoint_size_mb,
@@ -791,6 +797,7 @@ def _algorithm_1(spec: ExperimentSpec, market: MarketSetup, start_s: float,
         predictor=fmp,
         plateau_rule=plateau,
         stop_rule=stop_rule,
+        **ranking,
     )
     if spec.deadline is not None:  # issue 17: stable capacity when the deadline is at risk
         orch.chooser = deadline_guard(spec, market, start_s, orch.chooser)
@@ -957,6 +964,8 @@ def run(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | None
         exp.backend.journal = journal
         journal.sync_intents = spec.backend != "sim"  # real side effects: fsync before each one
         exp.orchestrator.predictor = JournaledPredictor(exp.orchestrator.predictor, journal)  # replays skip the fits
+        if exp.orchestrator.rung_predictor is not None:  # stopper hparams ranks its rungs too
+            exp.orchestrator.rung_predictor = JournaledPredictor(exp.orchestrator.rung_predictor, journal)
     if resume is not None:
         exp.backend.resume(resume)
     return exp.run()

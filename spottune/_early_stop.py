@@ -129,7 +129,7 @@ def hparams_predictor(previous: Sequence[tuple[Any, Any, float, Mapping[str, Any
         Finished previous runs of the same search space (e.g. :attr:`spottune.evaluation.Study.extra`
         ``previous_runs``).
     barriers : sequence of float
-        The barriers' fractions of ``S_max`` (the rungs' and θ), each in (0, 1).
+        The barriers' fractions of ``S_max`` (the rungs' and θ), each in (0, 1); none (θ = 1) gives None.
     seed : int, default=0
 
     Raises
@@ -140,6 +140,8 @@ def hparams_predictor(previous: Sequence[tuple[Any, Any, float, Mapping[str, Any
     from earlycurve import EarlyCurveError, HyperparameterCurvePredictor
     from spottune.errors import ConfigError
 
+    if not barriers:  # θ = 1: no barrier to rank
+        return None
     if not any(p[3] for p in previous):
         raise ConfigError("stopper 'hparams' needs previous runs that record their hyperparameters (none do)")
     try:
@@ -186,10 +188,10 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
         return EarlyCurve(max_steps), plateau, None
     if stopper not in ("rank", "predictive", "barrier", "hparams"):
         raise ValueError(f"stopper is {stopper!r}, but must be one of {', '.join(STOPPERS)}")
-    if stopper == "hparams" and final_predictor is None:
-        raise ValueError("stopper 'hparams' needs its fitted predictor (hparams_predictor)")
     if theta_steps >= max_steps or max_steps < 2:  # θ = 1: no early stopping at all, as in the paper
         return LastValue(), plateau, None
+    if stopper == "hparams" and final_predictor is None:
+        raise ValueError("stopper 'hparams' needs its fitted predictor (hparams_predictor)")
     at_theta = LastValue() if final_predictor is None else final_predictor
     if stopper in ("barrier", "hparams"):  # Algorithm 1's θ barrier (and rungs), by the last value or the model
         return at_theta, plateau, None

@@ -387,8 +387,10 @@ class JournaledPredictor:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def predict_final(self, steps: Any, values: Any, max_steps: int) -> Any:
+    def predict_final(self, steps: Any, values: Any, max_steps: int, **kw: Any) -> Any:
+        """The inner predictor's answer (``kw``: e.g. a hyperparameter-aware predictor's ``config``, part of the key)."""
         import hashlib
+        import json
 
         import numpy as np
         from earlycurve import Prediction
@@ -398,6 +400,8 @@ class JournaledPredictor:
         digest.update(b"|")
         digest.update(np.ascontiguousarray(values, dtype=float).tobytes())
         digest.update(f"|{int(max_steps)}".encode())
+        if kw:
+            digest.update(b"|" + json.dumps(kw, sort_keys=True, default=str).encode())
         key = digest.hexdigest()[:32]
         rec = self.journal.peek()
         if rec is not None and rec.get("k") == "memo" and rec.get("key") == key:
@@ -409,7 +413,7 @@ class JournaledPredictor:
         from earlycurve.errors import EarlyCurveError
 
         try:
-            prediction = self.inner.predict_final(steps, values, max_steps)
+            prediction = self.inner.predict_final(steps, values, max_steps, **kw)
         except (EarlyCurveError, ValueError, FloatingPointError) as exc:  # what the orchestrator catches
             self.journal.append("memo", key=key, error=f"{type(exc).__name__}: {exc}")
             raise

@@ -243,6 +243,12 @@ CASES = [
     ("simulate-unknown-type", "spottune",
      lambda t: ["simulate", "--no-progress", "--starts", "1", "--instance-types", "zz.large",
                 "--output", str(t / "o")], "zz.large"),
+    # -- stopper hparams (docs/earlycurve.md §8.19) ------------------------------------------------------------
+    ("run-hparams-without-previous-runs", "spottune", lambda t: ["run", "--stopper", "hparams", "--output", str(t / "o")],
+     "previous runs with their hyperparameters"),
+    ("simulate-hparams-without-previous-runs", "spottune",
+     lambda t: ["simulate", "--workload", "cakelab-resnet32", "--policies", "spottune-0.2", "--stopper", "hparams",
+                "--output", str(t / "o")], "has none"),
 ]
 
 REVPRED_CASES = [

@@ -148,7 +148,9 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
               help="predictive: predictive ASHA at rungs before θ (re-judged every step, optimistic bound), then the "
                    "last value's top-k at θ; rank: stop trials at rungs before θ when unlikely to end in the top-k, then the last value's "
                    "top-k at θ; barrier: no rungs, the last value's top-k at θ (choose θ 0.1-0.2 and --top-k on tuning "
-                   "studies, docs/earlycurve.md §8.10); paper: EarlyCurve at θ only (the published SpotTune). Default barrier (design ES18).")
+                   "studies, docs/earlycurve.md §8.10); hparams: barrier (and --rungs) ranked at every barrier by the final loss "
+                   "predicted from each trial's hyperparameters and curve, learned from --stopper-curves (docs/earlycurve.md "
+                   "§8.19); paper: EarlyCurve at θ only (the published SpotTune). Default barrier (design ES18).")
 @click.option("--predictive-options", default=None,
               help="With --stopper predictive: the rule's settings as a JSON object instead of the shipped defaults, "
                    "e.g. '{\"fractions\": [0.1, 0.3, 0.5], \"keep\": 0.25}' (keys fractions, keep_first, keep, slope, "
@@ -156,9 +158,10 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
 @click.option("--stopper-curves", type=click.Path(exists=True, dir_okay=False), default=None,
               help="With --stopper rank, predictive or barrier: a curve file of finished runs of this workload; the top-k at θ "
                    "is then ranked by a predictor learned from them (earlycurve.ResidualCurvePredictor) instead of the "
-                   "last value.")
+                   "last value. Required with --stopper hparams, and then it must record each run's hyperparameters "
+                   "(opda JSON lines, or columns beside config_id, step, value, max_steps of a long CSV).")
 @click.option("--rungs", default=None,
-              help="With --stopper barrier: synchronous barriers before θ, comma-separated fraction:keep pairs (e.g. "
+              help="With --stopper barrier or hparams: synchronous barriers before θ, comma-separated fraction:keep pairs (e.g. "
                    "0.06:6): every trial trains to 6 % of S_max and waits, the 6 lowest last values go on to θ, where "
                    "--top-k continue. Choose them with `spottune curves choose --two-rung` (docs/earlycurve.md §8.12).")
 @click.option("--boot-s", type=float, default=None, show_default=_default("boot_s"),

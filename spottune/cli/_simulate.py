@@ -173,6 +173,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     if not 1 <= top_k <= n_trials:
         raise ConfigError(f"--top-k is {top_k}, but must be between 1 and the study's {n_trials} trials")
     s_max = env["study"].max_steps
+    if any(p.stopper == "hparams" and p.theta < 1 for p in pols) and not env["study"].extra.get("previous_runs"):
+        raise ConfigError(f"--stopper hparams learns from previous runs of the search space, and {workload!r} has none "
+                          "(the opda and builtin-* random-search studies have them)")
     for p in pols:
         if p.rungs:
             check_rungs(p.rungs, p.theta, top_k, s_max)

@@ -287,12 +287,37 @@ def trial_order(trial_ids: list[str], seed: int, start_index: int) -> list[str]:
     return [trial_ids[i] for i in order]
 
 
+def replay(task: Task, policy: Any, env: dict, study: Any) -> tuple[Any, Any, Any]:
+    """Assemble ``policy`` for ``task`` on ``env``'s market and ``study`` and replay it on the sim backend: ``(assembly,
+    the backend's record, its SimSettings)``; the orchestrator is ``assembly.orchestrator``.
+
+    Raises
+    ------
+    SpottuneError, SpotMarketError
+        As the assembly or the replay raise them (e.g. the price history ends before the run finishes).
+    """
+    from spottune.backends import SimBackend, SimSettings
+    from spottune.evaluation._policies import assemble
+    from spotmarket import Billing
+
+    predictor = _predictor(env, policy.predictor, task) if policy.uses_predictor else None
+    asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],
+                   markets=env["markets"], revocation_model=env["revocations"], billing=Billing(task.billing),
+                   predictor=predictor, seed=task.seed, top_k=task.top_k, boot_s=task.boot_s, start_s=task.start_s,
+                   deadline_s=task.deadline_s, budget_usd=task.budget_usd, deadline_rule=task.deadline_rule,
+                   window_s=task.train_hi_s - task.train_lo_s, time_value_usd_per_hour=task.time_value_usd_per_hour,
+                   job_time_value_usd_per_hour=task.job_time_value_usd_per_hour, speed_model=task.speed_model)
+    settings = SimSettings(boot_s=task.boot_s, seed=task.seed)
+    backend = SimBackend(asm.orchestrator, env["history"], asm.revocation_model, asm.billing, study.sim_curves(),
+                         env["market"].facts, task.start_s, settings)
+    backend.budget_usd = task.budget_usd
+    return asm, backend.run(), settings
+
+
 def run_task(task: Task) -> tuple[dict[str, Any], float]:
     """Simulate one run; returns (table row, wall seconds). A project error becomes the row's ``error``."""
-    from spottune.backends import SimBackend, SimSettings
     from spottune.evaluation._lower_bound import bound_columns
-    from spottune.evaluation._policies import assemble, get_policy
-    from spotmarket import Billing
+    from spottune.evaluation._policies import get_policy
 
     t0 = time.perf_counter()
     policy = get_policy(task.policy, task.objective, task.stopper, task.rungs, task.provisioning,
@@ -303,19 +328,7 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
     if task.shuffle_trials:
         study = dataclasses.replace(study, trial_ids=trial_order(study.trial_ids, task.seed, task.start_index))
     try:
-        predictor = _predictor(env, policy.predictor, task) if policy.uses_predictor else None
-        asm = assemble(policy, study=study, history=env["history"], catalog=env["catalog"], pool=env["pool"],
-                       markets=env["markets"], revocation_model=env["revocations"], billing=Billing(task.billing),
-                       predictor=predictor, seed=task.seed, top_k=task.top_k, boot_s=task.boot_s, start_s=task.start_s,
-                       deadline_s=task.deadline_s, budget_usd=task.budget_usd, deadline_rule=task.deadline_rule,
-                       window_s=task.train_hi_s - task.train_lo_s, time_value_usd_per_hour=task.time_value_usd_per_hour,
-                       job_time_value_usd_per_hour=task.job_time_value_usd_per_hour,
-                       speed_model=task.speed_model)
-        settings = SimSettings(boot_s=task.boot_s, seed=task.seed)
-        backend = SimBackend(asm.orchestrator, env["history"], asm.revocation_model, asm.billing, study.sim_curves(),
-                             env["market"].facts, task.start_s, settings)
-        backend.budget_usd = task.budget_usd
-        record = backend.run()
+        asm, record, settings = replay(task, policy, env, study)
         row = measure(task, policy, study, asm.orchestrator, record)
         hours = gap_hours(env["gaps"], task.start_s, record.end_s if record.end_s is not None else task.start_s)
         gap = f"{hours:.2f} h of the run in a collection gap of the prices (read as flat)" if hours > 0 else ""
