@@ -13,6 +13,8 @@ learned from previous runs) against the same settings ranked by the last value, 
   mean top-3 (the returned trial among the true top 3) and cost (steps ÷ training every trial) on tuning and test.
 - **Candidates** for ``bench_rungs_usd.py --hparams``: the ``K`` cheapest settings in steps with mean tuning top-3 ≥ 0.95
   under the ``hparams`` ranking, as ``spottune-<θ> --rungs … --top-k …`` rows.
+- **Fewer previous runs** (``previous_runs_sensitivity``): the ``hparams`` pick's test top-3 with models fitted on 16,
+  32 or 64 curves drawn from the tuning half (5 draws each), or the whole half; the cost is the pick's either way.
 - **Recall** (issue 13's second target): top-3 recall at θ ∈ {0.3, 0.5, 0.7, 0.9} on the test studies (the truly best
   trial among the 3 lowest scores), the model against the last value; and the guard's choice per θ.
 
@@ -42,6 +44,9 @@ TARGET_TOP3 = 0.95
 K = 6
 N_FOLDS = 5
 RECALL_THETAS = (0.3, 0.5, 0.7, 0.9)
+#: previous runs given to the model in the sensitivity check, and draws per size
+SENSITIVITY_SIZES = (16, 32, 64, 1000)
+SENSITIVITY_DRAWS = 5
 
 
 def settings(n: int) -> dict[tuple, tuple]:
@@ -71,6 +76,31 @@ def scores(pool, configs: list[dict], rows: np.ndarray, fit_rows: np.ndarray, st
         out[s] = np.full(pool.grid.shape[0], np.nan)
         out[s][rows] = [model.predict_final(grid[:s], pool.grid[r, :s], n, config=configs[r]).value for r in rows]
     return out, model
+
+
+def previous_runs_sensitivity(pool, configs, halves, test, rungs, seed: int) -> dict:
+    """The ``hparams`` pick on the test studies with fewer previous runs: models fitted on ``N`` curves drawn from the
+    tuning half (``SENSITIVITY_DRAWS`` seeded draws per N): mean test top-3 and cost, and the share of the pick's
+    barriers where the guard let the model rank."""
+    from earlycurve.evaluation._barrier import rungs_metrics
+
+    if rungs is None:
+        return {}
+    rungs = [tuple(r) for r in rungs]
+    out = {}
+    for n_prev in SENSITIVITY_SIZES:
+        top3, used = [], []
+        for d in range(SENSITIVITY_DRAWS):
+            fit = np.random.default_rng([seed, n_prev, d]).choice(halves["tuning"], size=min(n_prev, len(halves["tuning"])),
+                                                                  replace=False)
+            sc, model = scores(pool, configs, halves["test"], fit, [s for s, _ in rungs], seed)
+            top3.append(np.mean([rungs_metrics(st, rungs, [sc[s][st.ids] for s, _ in rungs])["top3"] for st in test]))
+            used.append(np.mean([model.use_model_[model.theta_model(s / pool.n_steps)] for s, _ in rungs]))
+            if n_prev >= len(halves["tuning"]):
+                break  # every draw is the whole half
+        out[str(n_prev)] = {"test_top3_mean": float(np.mean(top3)), "test_top3_min": float(np.min(top3)),
+                            "share_of_barriers_ranked_by_the_model": float(np.mean(used)), "draws": len(top3)}
+    return out
 
 
 def one_set(ds: str) -> dict:
@@ -118,8 +148,10 @@ def one_set(ds: str) -> dict:
         hit = lambda sc: float(np.mean([st.ids[np.argmin(pool.grid[st.ids, -1])] in st.ids[np.argsort(sc[st.ids], kind="stable")[:3]]
                                         for st in test]))  # noqa: E731
         recall[str(t)] = {"last_value": hit(pool.grid[:, s - 1]), "hparams": hit(on_test[s])}
+    pick = best("hparams")
+    sensitivity = previous_runs_sensitivity(pool, configs, halves, test, pick["rungs"] if pick else None, seed)
     n = pool.n_steps
-    return {"n_steps": n, "n_tuning_curves": int(len(halves["tuning"])), "n_test_curves": int(len(halves["test"])),
+    return {"n_steps": n, "previous_runs_sensitivity": sensitivity, "n_tuning_curves": int(len(halves["tuning"])), "n_test_curves": int(len(halves["test"])),
             "guard": {f"{s / n:g}": {"uses_model": model.use_model_[model.theta_model(s / n)],
                                      "cv_recall_last_value": model.cv_recall_[model.theta_model(s / n)][0],
                                      "cv_recall_hparams": model.cv_recall_[model.theta_model(s / n)][1],
@@ -149,6 +181,14 @@ def markdown(r: dict) -> str:
             name = f"{c[0]}{f' --rungs {c[1]}' if c[1] else ''} --top-k {c[2]}"
             lines.append(f"| {ds} | {key} | `{name}` | {p[key]['tuning']['top3']:.3f} | {p[key]['tuning']['cost']:.3f} | "
                          f"{p[key]['test']['top3']:.3f} | {p[key]['test']['cost']:.3f} |")
+    lines += ["", "| set | pick of hparams | " + " | ".join(f"top-3 with {k} previous runs (model's share of barriers)"
+                                                        for k in ("16", "32", "64", "all")) + " |",
+              "| --- | --- |" + " --- |" * 4]
+    for ds, d in r["datasets"].items():
+        sens = d.get("previous_runs_sensitivity") or {}
+        if sens:
+            cells = [f"{v['test_top3_mean']:.3f} ({v['share_of_barriers_ranked_by_the_model']:.2f})" for v in sens.values()]
+            lines.append(f"| {ds} | {d['pick_hparams']['rungs']} | " + " | ".join(cells) + " |")
     lines += ["", "| set | θ | top-3 recall, last value | top-3 recall, hparams | model used at θ |", "| --- | --- | --- | --- | --- |"]
     for ds, d in r["datasets"].items():
         for t, v in d["recall"].items():

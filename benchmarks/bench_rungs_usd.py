@@ -20,7 +20,7 @@ the default provisioning and predictor, 120 s boot), every policy alike, so the 
     in steps of predictive ASHA's grid with mean top-3 ≥ 0.95 on the same 80 studies (``bench_predictive_stop``'s
     JSON, 4 workers), run as ``spottune-0.9 --stopper predictive --predictive-options {...} --top-k 3``: the rule's
     rungs, then a last θ barrier at 90 % (the last value's top-3 recall there is 0.93-1.0 on these sets, §8.3).
-- **Test.** Seeds 0..n-1 from the two test starts (even seeds the first, odd the second): ours' USD pick, ours' step
+- **Test.** Seeds 0..n-1 (``--test-seed0 s``: s..s+n-1) from the two test starts (even seeds the first, odd the second): ours' USD pick, ours' step
   pick (§8.12's ``union_split0_two_rung``), the peers' USD picks, their step-benchmark split-0 picks
   (``bench_predictive_stop``'s JSON, chosen with 4 workers) and SHA at ``spottune simulate``'s own setting
   (``optuna-sha``: S_max // 27, rf 3).
@@ -282,7 +282,7 @@ def run(args) -> dict:
         (step_pick, step_peers), ours = SETS[workload], candidates[workload][picks[workload]["ours"]]["candidate"]
         if step_pick is None and predictive:  # §8.3's per-set setting: the cheapest in steps
             step_pick = next(iter(predictive.values()))["candidate"]
-        test = [(seed, STARTS[seed % 2]) for seed in range(args.seeds)]
+        test = [(seed, STARTS[seed % 2]) for seed in range(args.test_seed0, args.test_seed0 + args.seeds)]
         again = [name for name, done in sorted(retested.get(workload, {}).items()) if set(test) <= done]
         peers = list(dict.fromkeys([picks[workload]["sha"], picks[workload]["hyperband"], *step_peers, "optuna-sha",
                                     *again]))
@@ -325,7 +325,7 @@ def run(args) -> dict:
                 "ours_minus_this_usd": float(diff.mean()), "ours_minus_this_se": float(diff.std(ddof=1) / np.sqrt(len(diff)))}
     tuning = {w: _means([r for r in tuning_rows if r["workload"] == w]) for w in workloads}
     return {"config": {"reused_from": [str(p.resolve().relative_to(ROOT)) if p.resolve().is_relative_to(ROOT) else str(p)
-                                       for p in args.reuse], "seeds": args.seeds, "tune_seeds": args.tune_seeds, "tune_seed0": TUNE_SEED0,
+                                       for p in args.reuse], "seeds": args.seeds, "test_seed0": args.test_seed0, "tune_seeds": args.tune_seeds, "tune_seed0": TUNE_SEED0,
                        "starts": list(STARTS), "tune_starts": list(TUNE_STARTS), "market_mode": "legacy",
                        "provisioning": args.provisioning,
                        "target_top3": TARGET_TOP3, "sha_grid": SHA_GRID, "hyperband_grid": HB_GRID,
@@ -392,6 +392,9 @@ def markdown(r: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20, help="test studies per set (seeds 0..n-1)")
+    ap.add_argument("--test-seed0", type=int, default=0,
+                    help="first test seed: 20 gives studies no earlier run tested (docs/earlycurve.md §8.19's fresh check; "
+                         "must stay below the tuning seeds' 100)")
     ap.add_argument("--tune-seeds", type=int, default=24,
                     help="tuning studies per set (24 since docs/earlycurve.md §8.16; §8.13-§8.15 used 8)")
     ap.add_argument("--workloads", default=",".join(SETS))
@@ -418,6 +421,8 @@ def main(argv=None) -> int:
                          "the same rule (docs/earlycurve.md §8.19)")
     ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")
     args = ap.parse_args(argv)
+    if not 0 <= args.test_seed0 <= TUNE_SEED0 - args.seeds:
+        ap.error(f"--test-seed0 {args.test_seed0}: the test seeds must lie in 0..{TUNE_SEED0 - 1}, below the tuning seeds")
     if args.hparams is not None and not args.hparams.is_file():
         ap.error(f"--hparams {args.hparams}: no such file")
     try:

@@ -23,8 +23,10 @@ not show it ranks better.
 It needs previous runs of **the same search space** (the same model, data and hyperparameters), finished, with their
 configurations: the same premise as choosing any early-stopping setting on tuning studies, made explicit.
 
-Every random draw comes from ``numpy.random.default_rng([random_state, ...])`` or a seeded scikit-learn estimator:
-same data and seed, same model. No I/O.
+Every random draw comes from ``numpy.random.default_rng([random_state, θ·10⁶, ...])`` or a seeded scikit-learn
+estimator: same data and seed, same model, and a θ's guard decides the same whichever other θ are fitted with it (a
+first version keyed the draws by the θ's index, and on ConvNeXt's borderline θ the guard's choice then changed with
+the list). No I/O.
 """
 
 from __future__ import annotations
@@ -233,7 +235,8 @@ class HyperparameterCurvePredictor(FinalMetricPredictor):
         self.encoder_ = ConfigEncoder(self.ignore).fit([p[3] for p in prepared])
         H = self.encoder_.transform([p[3] for p in prepared])
         self.use_model_, self.cv_recall_, self.cv_gain_se_, self._models = {}, {}, {}, {}
-        for ti, theta in enumerate(self.thetas):
+        for theta in self.thetas:
+            key = round(theta * 1_000_000)  # the draws of a θ do not depend on which other θ are fitted
             rows, level, final, gid = [], [], [], []
             for i, (steps, values, max_steps, _, g) in enumerate(prepared):
                 cut = _nearest_cut(steps, theta * max_steps)
@@ -248,12 +251,12 @@ class HyperparameterCurvePredictor(FinalMetricPredictor):
                 raise InvalidCurveError(f"θ {theta}: {n} usable training curves, fewer than n_folds = {self.n_folds}")
             X, z_s, z_end = np.array(rows), np.array(level), np.array(final)
             y = z_end - z_s
-            folds = np.random.default_rng([self.random_state, ti, 0]).permutation(n) % self.n_folds
+            folds = np.random.default_rng([self.random_state, key, 0]).permutation(n) % self.n_folds
             oof = np.zeros(n)
             for k in range(self.n_folds):
                 oof[folds == k] = self._trees().fit(X[folds != k], y[folds != k]).predict(X[folds == k])
             studies = _pseudo_studies(np.array(gid, dtype=object), self.study_size, self.n_studies,
-                                      np.random.default_rng([self.random_state, ti, 1]))
+                                      np.random.default_rng([self.random_state, key, 1]))
             best = [s[np.argmin(z_end[s])] for _, s in studies]
             hit_last, hit_model = _hits(z_s, studies, best, self.top_k), _hits(z_s + oof, studies, best, self.top_k)
             n_eff = max(1.0, sum(c / min(self.study_size, c) for c in _group_sizes(gid).values() if c >= 2))

@@ -40,7 +40,7 @@ def test_the_model_learns_what_the_hyperparameter_decides_and_ranks_far_better_t
     model = HyperparameterCurvePredictor(thetas=(0.1, 0.9), n_studies=100).fit(pool, configs)
     assert model.use_model_ == {0.1: True, 0.9: False}  # at 90 % the last value already ranks as well
     last, trees = model.cv_recall_[0.1]
-    assert (last, trees) == (0.7, 1.0)  # cross-validated top-3 recall at 10 % of the run
+    assert (last, trees) == (0.71, 1.0)  # cross-validated top-3 recall at 10 % of the run
     test, test_configs = _hidden_rate_pool(n=32, seed=1)
     pred = np.array([model.predict_final(s[:2], v[:2], 20, config=c).value for (s, v, _), c in zip(test, test_configs)])
     final = np.array([v[-1] for _, v, _ in test])
