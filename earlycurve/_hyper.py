@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from earlycurve._protocol import FinalMetricPredictor, Prediction, check_curve
-from earlycurve._residual import _group_sizes, _hits, _nearest_cut, _pseudo_studies
+from earlycurve._residual import _gain_se, _hits, _nearest_cut, _pseudo_studies
 from earlycurve.errors import InvalidCurveError, NotFittedError
 
 __all__ = ["ConfigEncoder", "HyperparameterCurvePredictor", "HYPER_THETAS"]
@@ -259,9 +259,8 @@ class HyperparameterCurvePredictor(FinalMetricPredictor):
                                       np.random.default_rng([self.random_state, key, 1]))
             best = [s[np.argmin(z_end[s])] for _, s in studies]
             hit_last, hit_model = _hits(z_s, studies, best, self.top_k), _hits(z_s + oof, studies, best, self.top_k)
-            n_eff = max(1.0, sum(c / min(self.study_size, c) for c in _group_sizes(gid).values() if c >= 2))
             gain = hit_model - hit_last
-            se = float(np.std(gain, ddof=1) / math.sqrt(n_eff)) if gain.size > 1 else 0.0
+            se = _gain_se(gain, gid, self.study_size)
             gs = np.array([g for g, _ in studies], dtype=object)
             no_group_loses = all(gain[gs == g].mean() >= -1e-12 for g in dict.fromkeys(gs.tolist()))
             self.cv_recall_[theta] = (float(hit_last.mean()), float(hit_model.mean()))

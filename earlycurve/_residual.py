@@ -261,11 +261,7 @@ class ResidualCurvePredictor(FinalMetricPredictor):
             per_group = {a: {g: float(np.mean(h[gs == g])) for g in dict.fromkeys(gs.tolist())} for a, h in hit.items()}
             score = {a: float(np.mean(list(v.values()))) if v else float("nan") for a, v in per_group.items()}
             self.cv_recall_[theta] = score
-            # standard error of a gain over the last value: paired study differences, with as many independent
-            # studies as the pool holds disjoint ones (pseudo-studies overlap)
-            n_eff = max(1.0, sum(c / min(self.study_size, c) for c in _group_sizes(gid).values() if c >= 2))
-            se = {a: float(np.std(hit[a] - hit[math.inf], ddof=1) / math.sqrt(n_eff)) if hit[a].size > 1 else 0.0
-                  for a in self.alphas}
+            se = {a: _gain_se(hit[a] - hit[math.inf], gid, self.study_size) for a in self.alphas}
             self.cv_gain_se_[theta] = se
             ok = [a for a in self.alphas if math.isfinite(a) and self.n_features
                   and score[a] > score[math.inf] + self.margin + self.n_se * se[a]
@@ -364,6 +360,13 @@ def _pseudo_studies(gid: np.ndarray, size: int, n: int, rng: np.random.Generator
 def _hits(score: np.ndarray, studies: list[tuple[object, np.ndarray]], best: list[int], k: int) -> np.ndarray:
     """Per study, 1.0 when its best row is among the ``k`` lowest scores (stable order); shape (n_studies,)."""
     return np.array([float(b in s[np.argsort(score[s], kind="stable")[:k]]) for (_, s), b in zip(studies, best)])
+
+
+def _gain_se(gain: np.ndarray, gid: list, study_size: int) -> float:
+    """Standard error of a mean recall gain over the last value from paired per-study differences ``gain``, with as
+    many independent studies as the pool holds disjoint ones (pseudo-studies overlap); 0 for a single study."""
+    n_eff = max(1.0, sum(c / min(study_size, c) for c in _group_sizes(gid).values() if c >= 2))
+    return float(np.std(gain, ddof=1) / math.sqrt(n_eff)) if gain.size > 1 else 0.0
 
 
 def _group_sizes(gid: list) -> dict:
