@@ -21,8 +21,12 @@ learned from previous runs) against the same settings ranked by the last value, 
 The sets are those whose curve files record hyperparameters: opda AlexNet and ConvNeXt, and the built-in random-search
 workloads (cakelab's curves are cluster settings of one configuration, so ``hparams`` does not apply there).
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_hparams.py [--sets a,b]`` (about 2 minutes per set on two
-cores); ``--markdown`` prints the tables from the JSON.
+- **Inside simulate** (``--simulate-guard opda-convnext:0.06,0.2``): for ``bench_rungs_usd``'s 24 tuning, 20 test
+  and 20 fresh test studies, the number of previous runs ``spottune simulate`` gives each (the pool's curves it did
+  not sample) and at which of the USD pick's barriers the guard lets the model rank.
+
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_hparams.py [--sets a,b] [--simulate-guard W:F1,F2]`` (about
+2 minutes per set on two cores, 2 more for the simulate guard); ``--markdown`` prints the tables from the JSON.
 """
 
 from __future__ import annotations
@@ -136,19 +140,18 @@ def one_set(ds: str) -> dict:
                       "last_value": {"tuning": figures(tuning, None, rungs), "test": figures(test, None, rungs)},
                       "hparams": {"tuning": figures(tuning, oof, rungs), "test": figures(test, on_test, rungs)}})
 
-    def best(key: str) -> dict | None:
-        ok = [r for r in table if r[key]["tuning"]["top3"] >= TARGET_TOP3 - 1e-12]
-        return min(ok, key=lambda r: r[key]["tuning"]["cost"]) if ok else None
+    def ranked(key: str) -> list[dict]:  # settings with tuning top-3 >= the target, cheapest in steps first
+        return sorted((r for r in table if r[key]["tuning"]["top3"] >= TARGET_TOP3 - 1e-12),
+                      key=lambda r: r[key]["tuning"]["cost"])
 
-    ok = sorted((r for r in table if r["hparams"]["tuning"]["top3"] >= TARGET_TOP3 - 1e-12),
-                key=lambda r: r["hparams"]["tuning"]["cost"])
+    by_model, by_last = ranked("hparams"), ranked("last_value")
     recall = {}
     for t in RECALL_THETAS:
         s = bb.barrier_step(t, pool.n_steps)
         hit = lambda sc: float(np.mean([st.ids[np.argmin(pool.grid[st.ids, -1])] in st.ids[np.argsort(sc[st.ids], kind="stable")[:3]]
                                         for st in test]))  # noqa: E731
         recall[str(t)] = {"last_value": hit(pool.grid[:, s - 1]), "hparams": hit(on_test[s])}
-    pick = best("hparams")
+    pick = by_model[0] if by_model else None
     sensitivity = previous_runs_sensitivity(pool, configs, halves, test, pick["rungs"] if pick else None, seed)
     n = pool.n_steps
     return {"n_steps": n, "previous_runs_sensitivity": sensitivity, "n_tuning_curves": int(len(halves["tuning"])), "n_test_curves": int(len(halves["test"])),
@@ -156,8 +159,25 @@ def one_set(ds: str) -> dict:
                                      "cv_recall_last_value": model.cv_recall_[model.theta_model(s / n)][0],
                                      "cv_recall_hparams": model.cv_recall_[model.theta_model(s / n)][1],
                                      "cv_gain_se": model.cv_gain_se_[model.theta_model(s / n)]} for s in steps},
-            "settings": table, "pick_last_value": best("last_value"), "pick_hparams": best("hparams"),
-            "candidates": [r["candidate"] for r in ok[:K]], "recall": recall}
+            "settings": table, "pick_last_value": by_last[0] if by_last else None, "pick_hparams": pick,
+            "candidates": [r["candidate"] for r in by_model[:K]], "recall": recall}
+
+
+def simulate_guard(workload: str, fractions: list[float], seeds: list[int]) -> dict:
+    """Inside ``spottune simulate`` (``Study.extra["previous_runs"]``: the pool's curves a study did not sample): per
+    study seed, how many previous runs it has and at which barrier fractions the guard lets the model rank."""
+    from spottune._early_stop import hparams_predictor
+    from spottune.evaluation._studies import load_study
+
+    out = {}
+    for seed in seeds:
+        study = load_study(workload, seed)
+        previous = study.extra["previous_runs"]
+        model = hparams_predictor(previous, fractions, seed, {k for c in study.configs.values() for k in c})
+        out[str(seed)] = {"previous_runs": len(previous), "uses_model": {f"{t:g}": model.use_model_[t] for t in model.thetas}}
+    used = {f"{t:g}": sum(v["uses_model"][f"{t:g}"] for v in out.values()) for t in fractions}
+    return {"workload": workload, "fractions": fractions, "studies": len(seeds), "studies_where_the_model_ranks": used,
+            "per_study": out}
 
 
 def run(args) -> dict:
@@ -165,8 +185,13 @@ def run(args) -> dict:
     for ds in args.sets.split(","):
         print(f"{ds} ...", file=sys.stderr, flush=True)
         out[ds] = one_set(ds)
-    return {"config": {"split": 0, "target_top3": TARGET_TOP3, "k_candidates": K, "n_folds": N_FOLDS,
-                       "recall_thetas": RECALL_THETAS}, "datasets": out}
+    result = {"config": {"split": 0, "target_top3": TARGET_TOP3, "k_candidates": K, "n_folds": N_FOLDS,
+                         "recall_thetas": RECALL_THETAS}, "datasets": out}
+    if args.simulate_guard:
+        workload, fractions = args.simulate_guard.split(":")
+        seeds = [*range(100, 124), *range(0, 40)]  # bench_rungs_usd's tuning studies, its test and its fresh ones
+        result["simulate_guard"] = simulate_guard(workload, [float(f) for f in fractions.split(",")], seeds)
+    return result
 
 
 def markdown(r: dict) -> str:
@@ -201,6 +226,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--simulate-guard", default="",
+                    help="WORKLOAD:F1,F2: also record, for bench_rungs_usd's 64 studies of WORKLOAD, where the guard lets "
+                         "the model rank at those barrier fractions with the previous runs simulate gives it")
     ap.add_argument("--markdown", action="store_true")
     return run_or_print(ap.parse_args(argv), run, markdown)
 

@@ -16,8 +16,11 @@ curve is answered by the model of the nearest θ, and the prediction is ``exp(z(
 
 The guard is :class:`earlycurve.ResidualCurvePredictor`'s: per θ, out-of-fold predictions over ``n_folds`` seeded
 folds are scored by the top-k recall of ``n_studies`` pseudo-studies of ``study_size`` previous runs, and the trees
-are used only if their recall beats the last value's by more than ``n_se`` standard errors of the gain; otherwise
-that θ ranks by the last value (``method="last_value"``). So the model is never trusted where the previous runs do
+are used only if their recall beats the last value's by more than ``n_se`` standard errors of the gain, and only with
+at least two studies' worth of runs (``2·study_size``: with fewer, every pseudo-study holds the same runs and the
+standard error says nothing); otherwise that θ ranks by the last value (``method="last_value"``). The folds and
+pseudo-studies are drawn over the runs in a canonical order (by their values and configurations), so the model does
+not depend on the order the runs are given in. So the model is never trusted where the previous runs do
 not show it ranks better.
 
 It needs previous runs of **the same search space** (the same model, data and hyperparameters), finished, with their
@@ -31,6 +34,7 @@ the list). No I/O.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -53,8 +57,9 @@ class ConfigEncoder:
     A key whose values are all numbers (bools count as 0/1) is a numeric column, on a log scale when every value
     is positive and they span more than a factor of 10 (log-uniform learning rates, weight decays, batch sizes);
     any other key is categorical (codes of its sorted distinct values as strings). Keys constant over the training
-    configurations and the ``ignore`` keys are left out; a missing key, an unseen category or a non-number in a
-    numeric column is NaN.
+    configurations and the ``ignore`` keys are left out; a missing key, None, a non-finite number, an unseen category
+    or a non-number in a numeric column is NaN (None and non-finite values are also left out when a column's kind is
+    inferred).
 
     Parameters
     ----------
@@ -83,10 +88,10 @@ class ConfigEncoder:
         keys = sorted({k for c in configs for k in c} - self.ignore)
         self.columns_, self._codes = [], {}
         for key in keys:
-            vals = [c[key] for c in configs if key in c]
+            vals = [c[key] for c in configs if not _missing(c.get(key))]
             if len({repr(v) for v in vals}) < 2:
                 continue
-            if all(isinstance(v, (int, float)) and math.isfinite(v) for v in vals):
+            if all(isinstance(v, (int, float)) for v in vals):
                 x = np.asarray(vals, dtype=float)
                 self.columns_.append((key, "log" if x.min() > 0 and x.max() > 10 * x.min() else "linear"))
             else:
@@ -102,11 +107,18 @@ class ConfigEncoder:
         for i, c in enumerate(configs):
             for j, (key, kind) in enumerate(self.columns_):
                 v = c.get(key)
+                if _missing(v):
+                    continue
                 if kind == "category":
-                    out[i, j] = self._codes[key].get(str(v), np.nan) if v is not None else np.nan
-                elif isinstance(v, (int, float)) and math.isfinite(v) and (kind == "linear" or v > 0):
+                    out[i, j] = self._codes[key].get(str(v), np.nan)
+                elif isinstance(v, (int, float)) and (kind == "linear" or v > 0):
                     out[i, j] = math.log10(v) if kind == "log" else float(v)
         return out
+
+
+def _missing(value: Any) -> bool:
+    """None or a non-finite number: a hyperparameter without a usable value."""
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
 
 
 class HyperparameterCurvePredictor(FinalMetricPredictor):
@@ -232,6 +244,9 @@ class HyperparameterCurvePredictor(FinalMetricPredictor):
                 raise InvalidCurveError(f"a training curve ends at step {steps[-1]:g}, before its max_steps {max_steps:g}")
             if np.all(values > 0):
                 prepared.append((steps, values, float(max_steps), cfg, g))
+        # the folds and pseudo-studies are drawn over the runs in a canonical order, so the model does not depend on
+        # the order the previous runs are given in
+        prepared.sort(key=lambda p: (p[1].tobytes(), p[0].tobytes(), json.dumps(p[3], sort_keys=True, default=str)))
         self.encoder_ = ConfigEncoder(self.ignore).fit([p[3] for p in prepared])
         H = self.encoder_.transform([p[3] for p in prepared])
         self.use_model_, self.cv_recall_, self.cv_gain_se_, self._models = {}, {}, {}, {}
@@ -265,7 +280,8 @@ class HyperparameterCurvePredictor(FinalMetricPredictor):
             no_group_loses = all(gain[gs == g].mean() >= -1e-12 for g in dict.fromkeys(gs.tolist()))
             self.cv_recall_[theta] = (float(hit_last.mean()), float(hit_model.mean()))
             self.cv_gain_se_[theta] = se
-            self.use_model_[theta] = bool(gain.size and gain.mean() > self.n_se * se and no_group_loses)
+            enough = n >= 2 * self.study_size  # fewer runs than two studies: the pseudo-studies all overlap, SE says nothing
+            self.use_model_[theta] = bool(enough and gain.size and gain.mean() > self.n_se * se and no_group_loses)
             if self.use_model_[theta]:
                 self._models[theta] = self._trees().fit(X, y)
         return self

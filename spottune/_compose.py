@@ -776,12 +776,12 @@ def _algorithm_1(spec: ExperimentSpec, market: MarketSetup, start_s: float,
                                      log_fn=log_fn, fallback=True)
     config = OrchestratorConfig(max_steps=spec.max_steps, theta=spec.theta, top_k=spec.top_k, metric=spec.metric,
                                 mode=spec.mode, max_failures=spec.max_failures, rungs=spec.rungs)
-    at_theta = (learned_final_predictor(spec.stopper_curves, seed, spec.stopper,
-                                        [s / spec.max_steps for s, _ in config.barriers])
+    trials = spec.trials()
+    at_theta = (learned_final_predictor(spec.stopper_curves, seed, spec.stopper, config.barrier_fractions,
+                                        spec.max_steps, {k for t in trials for k in t.config})
                 if spec.stopper_curves else None)
     fmp, plateau, stop_rule = early_stopping(spec.stopper, spec.max_steps, spec.theta_steps, spec.top_k, seed,
                                              final_predictor=at_theta, predictive=spec.predictive_options)
-    trials = spec.trials()
     ranking = ({"rung_predictor": at_theta, "configs": {t.trial_id: t.config for t in trials}}
                if spec.stopper == "hparams" else {})
     orch = Orchestrator(

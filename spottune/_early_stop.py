@@ -40,7 +40,7 @@ paper settings) at θ, and the plateau rule.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +83,8 @@ class RankStopRule:
         return self.rule.report(trial_id, step, loss)
 
 
-def learned_final_predictor(path: str, seed: int = 0, stopper: str = "barrier",
-                            barriers: Sequence[float] = ()) -> Any:
+def learned_final_predictor(path: str, seed: int = 0, stopper: str = "barrier", barriers: Sequence[float] = (),
+                            max_steps: int | None = None, keys: Collection[str] | None = None) -> Any:
     """The predictor fitted on the finished curves of a curve file (``stopper_curves``):
     :class:`earlycurve.ResidualCurvePredictor`, or with ``stopper="hparams"`` :func:`hparams_predictor` on the curves
     and the hyperparameters the file records.
@@ -99,12 +99,17 @@ def learned_final_predictor(path: str, seed: int = 0, stopper: str = "barrier",
     stopper : str, default "barrier"
     barriers : sequence of float, default ()
         ``hparams``: the barriers' fractions of ``S_max`` (rungs and θ), where its models are fitted.
+    max_steps : int, optional
+        ``hparams``: the run's S_max; every curve of the file must end there (the model learns at fractions of S_max,
+        which mean the same only for runs of the same length and schedule).
+    keys : collection of str, optional
+        ``hparams``: the live trials' hyperparameters (:func:`hparams_predictor`).
 
     Raises
     ------
     ConfigError
         The file is missing or unreadable, holds too few usable curves (fewer than 5 with a positive loss), or
-        (``hparams``) records no hyperparameters.
+        (``hparams``) records none of the trials' hyperparameters or runs of another S_max.
     """
     from earlycurve import EarlyCurveError, ResidualCurvePredictor
     from earlycurve.evaluation import load_curves
@@ -113,40 +118,51 @@ def learned_final_predictor(path: str, seed: int = 0, stopper: str = "barrier",
     try:
         curves = load_curves(Path(path)).curves
         if stopper == "hparams":
-            return hparams_predictor([(c.steps, c.values, float(c.steps[-1]), c.config) for c in curves], barriers, seed)
+            other = sorted({float(c.steps[-1]) for c in curves} - {float(max_steps)}) if max_steps else []
+            if other:
+                raise ConfigError(f"stopper 'hparams' learns at fractions of S_max, and the file's runs end at step(s) "
+                                  f"{', '.join(f'{x:g}' for x in other[:3])}, not at max_steps {max_steps}")
+            return hparams_predictor([(c.steps, c.values, float(c.steps[-1]), c.config) for c in curves], barriers, seed,
+                                     keys)
         return ResidualCurvePredictor(random_state=seed).fit([(c.steps, c.values, float(c.steps[-1])) for c in curves])
-    except (OSError, ValueError, EarlyCurveError) as e:
+    except (OSError, ValueError, EarlyCurveError) as e:  # ConfigError is a ValueError: the path is added
         raise ConfigError(f"stopper_curves {path!r}: {e}") from None
 
 
 def hparams_predictor(previous: Sequence[tuple[Any, Any, float, Mapping[str, Any]]], barriers: Sequence[float],
-                      seed: int = 0) -> Any:
+                      seed: int = 0, keys: Collection[str] | None = None) -> Any:
     """:class:`earlycurve.HyperparameterCurvePredictor` fitted on previous runs, with one model per barrier.
 
     Parameters
     ----------
     previous : sequence of (steps, loss, max_steps, hyperparameters)
         Finished previous runs of the same search space (e.g. :attr:`spottune.evaluation.Study.extra`
-        ``previous_runs``).
+        ``previous_runs``), values in loss scale.
     barriers : sequence of float
-        The barriers' fractions of ``S_max`` (the rungs' and θ), each in (0, 1); none (θ = 1) gives None.
+        The barriers' fractions of ``S_max`` (the rungs' and θ); those at or past S_max rank nothing and are dropped,
+        and with none left (θ = 1) the answer is None.
     seed : int, default=0
+    keys : collection of str, optional
+        The hyperparameters the live trials have (their configs' keys): the model learns from these only, so a
+        column of the previous runs that the trials lack (e.g. a recorded result) is never a feature.
 
     Raises
     ------
     ConfigError
-        No run records a hyperparameter, a barrier fraction outside (0, 1), or too few usable runs.
+        No run records one of ``keys`` (or any hyperparameter), or too few usable runs.
     """
     from earlycurve import EarlyCurveError, HyperparameterCurvePredictor
     from spottune.errors import ConfigError
 
-    if not barriers:  # θ = 1: no barrier to rank
+    thetas = sorted({float(b) for b in barriers if 0 < b < 1})
+    if not thetas:  # θ = 1: no barrier to rank
         return None
-    if not any(p[3] for p in previous):
-        raise ConfigError("stopper 'hparams' needs previous runs that record their hyperparameters (none do)")
+    configs = [dict(p[3]) if keys is None else {k: v for k, v in p[3].items() if k in keys} for p in previous]
+    if not any(configs):
+        raise ConfigError("stopper 'hparams' needs previous runs that record their hyperparameters"
+                          + ("" if keys is None else f" ({', '.join(sorted(keys))})") + " (none do)")
     try:
-        model = HyperparameterCurvePredictor(thetas=sorted(set(barriers)), random_state=seed)
-        return model.fit([p[:3] for p in previous], [p[3] for p in previous])
+        return HyperparameterCurvePredictor(thetas=thetas, random_state=seed).fit([p[:3] for p in previous], configs)
     except EarlyCurveError as e:
         raise ConfigError(f"stopper 'hparams': {e}") from None
 

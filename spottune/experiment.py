@@ -509,7 +509,7 @@ class ExperimentSpec:
         need(self.stopper_curves is None or (isinstance(self.stopper_curves, str) and bool(self.stopper_curves)),
              "stopper_curves", "a curve file path, or None")
         need(self.stopper_curves is None or self.stopper != "paper", "stopper_curves",
-             f"None with stopper {self.stopper!r} (the learned ranking at θ is for stopper rank, predictive or barrier)")
+             f"None with stopper {self.stopper!r} (the learned ranking is for stopper rank, predictive, barrier or hparams)")
         need(self.stopper_curves is not None or self.stopper != "hparams", "stopper_curves",
              "a curve file of previous runs with their hyperparameters with stopper 'hparams' (its ranking is learned "
              "from them)")

@@ -40,7 +40,7 @@ def test_the_model_learns_what_the_hyperparameter_decides_and_ranks_far_better_t
     model = HyperparameterCurvePredictor(thetas=(0.1, 0.9), n_studies=100).fit(pool, configs)
     assert model.use_model_ == {0.1: True, 0.9: False}  # at 90 % the last value already ranks as well
     last, trees = model.cv_recall_[0.1]
-    assert (last, trees) == (0.71, 1.0)  # cross-validated top-3 recall at 10 % of the run
+    assert last == 0.75 and trees >= 0.95  # cross-validated top-3 recall at 10 % of the run
     test, test_configs = _hidden_rate_pool(n=32, seed=1)
     pred = np.array([model.predict_final(s[:2], v[:2], 20, config=c).value for (s, v, _), c in zip(test, test_configs)])
     final = np.array([v[-1] for _, v, _ in test])
@@ -72,6 +72,34 @@ def test_without_a_config_a_finished_curve_or_a_nonpositive_loss_the_answer_is_t
                               (s[:2], np.array([0.5, 0.0]), {"config": configs[0]})]:
         p = model.predict_final(steps, values, 20, **kw)
         assert p.method == "last_value" and p.value == float(values[-1])
+
+
+def test_the_model_does_not_depend_on_the_order_of_the_runs_nor_on_the_other_thetas():
+    pool, configs = _hidden_rate_pool(n=64)
+    order = np.random.default_rng(9).permutation(64)
+    a = HyperparameterCurvePredictor(thetas=(0.1, 0.5), n_studies=50).fit(pool, configs)
+    b = HyperparameterCurvePredictor(thetas=(0.1,), n_studies=50).fit([pool[i] for i in order],
+                                                                      [configs[i] for i in order])
+    assert a.cv_recall_[0.1] == b.cv_recall_[0.1] and a.cv_gain_se_[0.1] == b.cv_gain_se_[0.1]
+    s, v, _ = pool[7]
+    assert a.predict_final(s[:2], v[:2], 20, config=configs[7]) == b.predict_final(s[:2], v[:2], 20, config=configs[7])
+
+
+def test_fewer_runs_than_two_studies_keep_the_last_value():
+    # 20 runs: every pseudo-study of 16 overlaps every other, so a gain has no standard error to be judged by; even at
+    # n_se 0 the model is refused, and with studies of 8 (two fit in 20 runs) the same gain lets it rank
+    pool, configs = _hidden_rate_pool(n=20)
+    kw = dict(thetas=(0.1,), n_studies=50, n_se=0.0, min_samples_leaf=3)
+    model = HyperparameterCurvePredictor(study_size=16, **kw).fit(pool, configs)
+    assert model.cv_recall_[0.1][1] > model.cv_recall_[0.1][0] and model.use_model_ == {0.1: False}
+    assert HyperparameterCurvePredictor(study_size=8, **kw).fit(pool, configs).use_model_ == {0.1: True}
+
+
+def test_missing_and_non_finite_values_do_not_make_a_numeric_column_categorical():
+    enc = ConfigEncoder().fit([{"lr": 0.1}, {"lr": None}, {"lr": float("nan")}, {"lr": 0.001}])
+    assert enc.columns_ == [("lr", "log")]
+    assert enc.transform([{"lr": 0.01}, {"lr": None}])[:, 0].tolist()[0] == -2.0
+    assert np.isnan(enc.transform([{"lr": None}])[0, 0])
 
 
 def test_same_data_and_seed_same_model():

@@ -52,6 +52,36 @@ def test_previous_runs_without_hyperparameters_are_refused_and_theta_one_needs_n
                                 [0.5])
 
 
+def test_only_the_trials_hyperparameters_are_learned_from_and_barriers_at_s_max_rank_nothing(tmp_path):
+    grid = np.arange(1.0, 11.0)
+    rng = np.random.default_rng(0)
+    runs = [(grid, np.exp(-a * grid / 10), 10, {"a": float(a), "final_loss": float(np.exp(-a))})
+            for a in rng.uniform(0.5, 3.0, 40)]
+    model = hparams_predictor(runs, [0.2, 1.0], 0, keys={"a", "seed"})  # a recorded result is not a feature
+    assert model.thetas == (0.2,) and model.encoder_.columns_ == [("a", "linear")]
+    assert hparams_predictor(runs, [1.0], 0) is None  # θ's barrier at S_max: nothing to rank (as θ = 1)
+    with pytest.raises(ConfigError, match=r"record their hyperparameters \(lr\)"):
+        hparams_predictor(runs, [0.2], 0, keys={"lr"})
+    path = tmp_path / "runs.csv"
+    path.write_text("config_id,step,value,max_steps,a\n" + "".join(
+        f"c{i},{s},{v},{n},{cfg['a']}\n" for i, (g, vals, n, cfg) in enumerate(runs) for s, v in zip(g, vals)))
+    assert learned_final_predictor(str(path), 0, "hparams", [0.2], 10, {"a"}).thetas == (0.2,)
+    with pytest.raises(ConfigError, match="not at max_steps 50"):
+        learned_final_predictor(str(path), 0, "hparams", [0.2], 50, {"a"})
+
+
+def test_spottune_run_gives_the_model_and_the_trials_configs_to_the_orchestrator(tmp_path):
+    from spottune._compose import build
+
+    path = learning_curves_dir() / "builtin" / "builtin_logreg_curves.csv.gz"
+    spec = ExperimentSpec(workload="logreg", stopper="hparams", stopper_curves=str(path), theta=0.2, top_k=2,
+                          rungs="0.1:6", predictor="constant")
+    exp = build(spec, output=tmp_path / "out")
+    orch = exp.orchestrator
+    assert orch.rung_predictor is orch.predictor and orch.predictor.thetas == (0.1, 0.2)
+    assert orch.configs == {t.trial_id: t.config for t in spec.trials()} and set(orch.configs["t00"]) == {"lr", "l2"}
+
+
 def test_the_spec_needs_previous_runs_and_takes_rungs():
     with pytest.raises(ConfigError, match="stopper_curves"):
         ExperimentSpec(stopper="hparams")

@@ -53,7 +53,7 @@ e-grid                     SEER's E-Grid: T/2 exploring at p_min, T/2 exploiting
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -461,7 +461,7 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
 
         learned = None
         if policy.stopper == "hparams" and config.barriers:  # docs/earlycurve.md §8.19
-            learned = _hparams(study, [s / study.max_steps for s, _ in config.barriers], seed)
+            learned = _hparams(study, config.barrier_fractions, seed)
             ranking = {"rung_predictor": learned, "configs": study.configs}
         fmp, plateau, rank_rule = early_stopping(policy.stopper, study.max_steps, config.theta_steps, top_k, seed,
                                                  final_predictor=learned, predictive=policy.predictive_options)
@@ -477,15 +477,13 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
                     stop_rule=stop_rule, note=note)
 
 
-def _hparams(study: Any, barriers: list[float], seed: int) -> Any:
-    """Stopper ``hparams``' predictor, fitted on the study's previous runs (:attr:`Study.extra` ``previous_runs``)."""
+def _hparams(study: Any, barriers: Sequence[float], seed: int) -> Any:
+    """Stopper ``hparams``' predictor, fitted on the study's previous runs (:attr:`Study.extra` ``previous_runs``;
+    ``spottune simulate`` refuses a study without them before any run)."""
     from spottune._early_stop import hparams_predictor
 
-    previous = study.extra.get("previous_runs")
-    if not previous:
-        raise ConfigError(f"stopper 'hparams' learns from previous runs of the search space, and study {study.name!r} "
-                          "has none (the recorded opda and built-in random-search studies have them)")
-    return hparams_predictor(previous, barriers, seed)
+    keys = {k for c in study.configs.values() for k in c}
+    return hparams_predictor(study.extra.get("previous_runs") or [], barriers, seed, keys)
 
 
 def _guard(chooser: Any, *, study: Any, catalog: Any, markets: list, start_s: float | None, deadline_s: float,

@@ -104,6 +104,11 @@ class OrchestratorConfig:
         return tuple((steps_at(f, self.max_steps), k) for f, k in self.rungs) + ((self.theta_steps, self.top_k),)
 
     @property
+    def barrier_fractions(self) -> tuple[float, ...]:
+        """Each barrier's step as a fraction of ``max_steps``, in order (where a learned ranking is fitted)."""
+        return tuple(s / self.max_steps for s, _ in self.barriers)
+
+    @property
     def theta_steps(self) -> int:
         """Phase-1 target ``ceil(θ·S_max)`` (Algorithm 1, line 7), steps.
 
