@@ -141,9 +141,10 @@ class HyperparameterCurvePredictor(FinalMetricPredictor):
     n_se : float, default=1.0
         The trees are used at a θ only if their recall gain over the last value exceeds ``n_se`` standard errors
         (:class:`earlycurve.ResidualCurvePredictor`'s rule; 1 is the one-standard-error rule of Hastie et al.,
-        *Elements of Statistical Learning* §7.10), ≥ 0. ResidualCurvePredictor's 1.5 rejected every θ on the 144
-        ConvNeXt tuning curves of split 0, where the trees' gain was 0.31 at θ 0.02-0.06 (1.5-1.7 SE: few disjoint
-        studies make the SE large); chosen there, on tuning curves only (docs/earlycurve.md §8.19).
+        *Elements of Statistical Learning* §7.10), ≥ 0. ResidualCurvePredictor's 1.5 would reject every θ on the 144
+        ConvNeXt tuning curves of split 0, where the trees' gain is 0.22-0.29 at θ 0.04-0.16 (1.3-1.75 SE: few
+        disjoint studies make the SE large); chosen there, on tuning curves only (docs/earlycurve.md §8.19,
+        ``benchmarks/results/early_stopping_hparams.json`` ``guard``).
     random_state : int, default=0
 
     Attributes (after :meth:`fit`)
