@@ -34,7 +34,6 @@ the list). No I/O.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -247,7 +246,7 @@ class HyperparameterCurvePredictor(FinalMetricPredictor):
                 prepared.append((steps, values, float(max_steps), cfg, g))
         # the folds and pseudo-studies are drawn over the runs in a canonical order, so the model does not depend on
         # the order the previous runs are given in
-        prepared.sort(key=lambda p: (p[1].tobytes(), p[0].tobytes(), json.dumps(p[3], sort_keys=True, default=str)))
+        prepared.sort(key=lambda p: (p[1].tobytes(), p[0].tobytes(), repr(sorted(p[3].items(), key=lambda kv: str(kv[0])))))
         self.encoder_ = ConfigEncoder(self.ignore).fit([p[3] for p in prepared])
         H = self.encoder_.transform([p[3] for p in prepared])
         self.use_model_, self.cv_recall_, self.cv_gain_se_, self._models = {}, {}, {}, {}
