@@ -204,6 +204,14 @@ class HyperparameterCurvePredictor(FinalMetricPredictor):
         z = np.log(values)
         return [float(z[-1]), float(z[-1] - np.interp(0.5 * steps[-1], steps, z))]
 
+    @staticmethod
+    def _one_thread() -> Any:
+        """The trees' OpenMP pool limited to one thread: the fits are small, and beside other busy processes (a test
+        worker, a simulate job) OpenMP's spinning threads made them up to 100 times slower."""
+        from threadpoolctl import threadpool_limits
+
+        return threadpool_limits(limits=1, user_api="openmp")
+
     def _trees(self) -> Any:
         from sklearn.ensemble import HistGradientBoostingRegressor
 
@@ -233,6 +241,11 @@ class HyperparameterCurvePredictor(FinalMetricPredictor):
         InvalidCurveError
             See the class docstring.
         """
+        with self._one_thread():
+            return self._fit(curves, configs, groups)
+
+    def _fit(self, curves: Sequence[tuple[np.ndarray, np.ndarray, int]], configs: Sequence[Mapping[str, Any]],
+             groups: Sequence[object] | None) -> HyperparameterCurvePredictor:
         if len(configs) != len(curves) or (groups is not None and len(groups) != len(curves)):
             raise InvalidCurveError(f"{len(curves)} curves, {len(configs)} configurations and "
                                     f"{'no' if groups is None else len(groups)} groups: the counts must match")
@@ -315,5 +328,7 @@ class HyperparameterCurvePredictor(FinalMetricPredictor):
         if config is None or not self.use_model_[t] or steps[-1] >= max_steps or not np.all(values > 0):
             return Prediction(value=y, low=y, high=y, n_stages=0, method="last_value")
         x = np.array([self._curve_features(steps, values) + self.encoder_.transform([config])[0].tolist()])
-        value = math.exp(min(math.log(y) + float(self._models[t].predict(x)[0]), 700.0))
+        with self._one_thread():
+            residual = float(self._models[t].predict(x)[0])
+        value = math.exp(min(math.log(y) + residual, 700.0))
         return Prediction(value=value, low=value, high=value, n_stages=0, method="hyperparameters")
