@@ -207,7 +207,8 @@ class HyperparameterCurvePredictor(FinalMetricPredictor):
     @staticmethod
     def _one_thread() -> Any:
         """The trees' OpenMP pool limited to one thread: the fits are small, and beside other busy processes (a test
-        worker, a simulate job) OpenMP's spinning threads made them up to 100 times slower."""
+        worker, a simulate job) OpenMP's spinning threads slowed them badly (seen in the test suite's durations; not
+        a benchmarked figure). The answers do not change."""
         from threadpoolctl import threadpool_limits
 
         return threadpool_limits(limits=1, user_api="openmp")
