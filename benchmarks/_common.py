@@ -1,4 +1,5 @@
-"""What the benchmarks share: paths to the bundled traces, a wall-clock timer, the 2015 price history.
+"""What the benchmarks share: paths to the bundled traces, a wall-clock timer, the 2015 price history, and the
+writer of results JSONs (:func:`write_json`, which records each file's :func:`provenance`).
 
 Benchmarks are scripts (``python benchmarks/bench_x.py``), so this module sits beside them and each
 script puts the project root on ``sys.path`` before importing the project.
@@ -47,6 +48,56 @@ def load_2015() -> tuple[Any, str]:
     return PriceHistory(read_prices(TRACE)), "spotmarket.prices.read_prices"
 
 
+#: The distributions whose versions every results JSON records (``provenance()["packages"]``).
+PROVENANCE_PACKAGES = ("spottune", "torch", "numpy", "pandas", "scipy", "scikit-learn", "optuna", "boto3", "click")
+
+
+def _git(*args: str) -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def provenance(argv: list[str] | None = None) -> dict:
+    """How a results JSON was made: the command line (``argv``, default ``sys.argv`` with the interpreter first), the
+    git commit of the tree, whether the tree had uncommitted changes (``dirty``), the versions of
+    ``PROVENANCE_PACKAGES`` and of Python, and the UTC date and time. ``commit`` and ``dirty`` are None outside a git
+    checkout; a package that is not installed has version None."""
+    import datetime
+    import platform
+    from importlib import metadata
+
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "argv": [Path(sys.executable).name, *(sys.argv if argv is None else argv)],
+        "commit": _git("rev-parse", "HEAD"),
+        "dirty": None if status is None else bool(status),
+        "packages": {"python": platform.python_version(), **{n: version(n) for n in PROVENANCE_PACKAGES}},
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def write_json(path: Path | str, data: dict, *, argv: list[str] | None = None, **dumps: Any) -> None:
+    """Write a benchmark's results ``data`` to ``path`` as JSON with a ``provenance`` block (:func:`provenance`), which
+    replaces one ``data`` may hold. ``dumps`` go to ``json.dumps`` (default ``indent=1``); ends with a newline."""
+    import json
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out = {**{k: v for k, v in data.items() if k != "provenance"}, "provenance": provenance(argv)}
+    path.write_text(json.dumps(out, **{"indent": 1, **dumps}) + "\n")
+
+
 def run_or_print(args: Any, run: Callable[[Any], dict], markdown: Callable[[dict], str]) -> int:
     """The tail of a JSON benchmark's ``main``: with ``args.markdown`` print the tables of the stored
     ``args.out``; otherwise ``run(args)``, write its JSON to ``args.out`` and print its tables. Returns 0."""
@@ -56,8 +107,7 @@ def run_or_print(args: Any, run: Callable[[Any], dict], markdown: Callable[[dict
         print(markdown(json.loads(args.out.read_text())))
         return 0
     r = run(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(r, indent=1, default=float) + "\n")
+    write_json(args.out, r, default=float)
     print(markdown(r))
     return 0
 

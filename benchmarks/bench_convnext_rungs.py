@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT  # noqa: E402
+from _common import ROOT, write_json  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "convnext_rungs.json"
 SET = "opda-convnext"
@@ -89,7 +89,7 @@ def main() -> None:
            "added_settings": {name: figures(r) for name, r in ADDED.items()},
            "cheapest_by_steps": by_steps, "cheapest_by_time": by_time,
            "same_candidates": sorted(map(str, (v["rungs"] for v in by_steps))) == sorted(map(str, (v["rungs"] for v in by_time)))}
-    OUT.write_text(json.dumps(out, indent=1) + "\n")
+    write_json(OUT, out, indent=1)
     print(json.dumps(out["added_settings"], indent=1), "\nsame candidates by time as by steps:", out["same_candidates"])
     print("recorded time against final loss:", out["time_vs_final"])
     print(f"wrote {OUT}")

@@ -80,7 +80,7 @@ def interval(df, column, ref=None):
     """95 % bootstrap interval of ours' mean ``column`` (or, with ``ref``, of the ratio of ours' mean to ``ref``'s), the
     starts resampled with replacement and paired (the same resampled starts for both policies; ``_common``'s
     :func:`bootstrap_interval`): (low, high), (nan, nan) with fewer than 2 starts."""
-    from _common import bootstrap_interval
+    from _common import bootstrap_interval, write_json
 
     by = df.pivot_table(index="start_index", columns="policy", values=column, aggfunc="first").astype(float)
     cols = [OURS] if ref is None else [OURS, ref]
@@ -377,7 +377,7 @@ def main() -> None:
                 entry["gap_starts"] = sorted(set(both.loc[gap, "start"]))
                 entry["pooled_targets_outside_gaps"] = targets(both[~gap], mode)
             print(workload, mode, json.dumps(_finite(results["runs"][f"{workload}, {mode}"]["targets"])), flush=True)
-            out.write_text(json.dumps(_finite(results), indent=1) + "\n")
+            write_json(out, _finite(results), indent=1)
             if doc is not None:
                 doc.write_text(markdown(results) + "\n")
     print(f"wrote {out}" + ("" if doc is None else f" and {doc}"))

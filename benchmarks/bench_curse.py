@@ -39,6 +39,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from _common import write_json  # noqa: E402  (benchmarks/ is the script's folder: results JSONs carry their provenance)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "curse.json"
@@ -244,7 +245,7 @@ def main() -> None:
         results = json.loads(OUT.read_text()) if OUT.exists() else {}
         results[f"{name}-reliability"] = {
             k: reliability([x for r in rows if r["setting"] == k for x in r["launches"]]) for k in map(_key, settings)}
-        OUT.write_text(json.dumps(results, indent=1) + "\n")
+        write_json(OUT, results, indent=1)
         for k, v in results[f"{name}-reliability"].items():
             print(k)
             for b in v:
@@ -268,7 +269,7 @@ def main() -> None:
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
     results[name] = {"policy": POLICY, "starts": [float(s) for s in starts], "reference": reference,
                      "settings": summarise(df, reference)}
-    OUT.write_text(json.dumps(results, indent=1) + "\n")
+    write_json(OUT, results, indent=1)
     for k, v in results[name]["settings"].items():
         print(f"{k:55s} cost {v['cost_usd']:.3f}  diff {v['paired_cost_diff_usd']:+.3f}"
               f" ± {v['paired_cost_diff_se'] or 0:.3f}"

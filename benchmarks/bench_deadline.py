@@ -40,6 +40,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import _common  # noqa: F401  (puts the project on sys.path)
+from _common import write_json  # noqa: E402  (benchmarks/ is the script's folder: results JSONs carry their provenance)
 
 OUT = Path(__file__).resolve().parent / "results" / "bench_deadline.json"
 FIGURE = Path(__file__).resolve().parents[1] / "docs" / "figures" / "deadline_met_vs_cost.png"
@@ -282,7 +283,7 @@ def main() -> None:
     if args.plot_only:  # recompute the summary from the stored runs and redraw the figure
         data = json.loads(args.out.read_text())
         data["ours"], data["summary"] = evaluate(data["runs"], data["settings"], data["reference"])
-        args.out.write_text(json.dumps(data, indent=1))
+        write_json(args.out, data, indent=1)
         figure(data, figure_path(args.out))
         print_table(data)
         return
@@ -334,7 +335,7 @@ def main() -> None:
             "shuffled": not args.no_shuffle, "test_shift": args.test_shift,
             "ours": chosen, "summary": summary, "runs": rows, "wall_s": time.perf_counter() - t0}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(data, indent=1))
+    write_json(args.out, data, indent=1)
     figure(data, figure_path(args.out))
     print_table(data)
     print(f"ours: {chosen}; wall {data['wall_s']:.0f} s")

@@ -59,6 +59,8 @@ from earlycurve.evaluation._stopping import (
     tune_and_report,
 )
 
+from _common import write_json  # noqa: E402  (benchmarks/ is the script's folder: results JSONs carry their provenance)
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "early_stopping.json"
 #: data set -> progress steps of its grid (opda: as spottune.evaluation._studies.RECORDED_STEPS; cakelab:
@@ -290,9 +292,9 @@ def main(argv=None) -> int:
         print(ds, flush=True)
         results["datasets"][ds] = run_dataset(sets[ds], N_STEPS[ds], args)
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1, default=float))
+        write_json(args.out, results, indent=1, default=float)
     results["verdict"] = verdict(results)
-    args.out.write_text(json.dumps(results, indent=1, default=float))
+    write_json(args.out, results, indent=1, default=float)
     print(markdown(results))
     return 0
 

@@ -37,6 +37,7 @@ from scipy.optimize import curve_fit
 
 from earlycurve import SLAQ, CurveFitter, CurveParams, EarlyCurve, LastValue, curve, rank_trials
 from earlycurve.evaluation import calibrate_stage_rule, default_predictors, evaluate_set, find_datasets
+from _common import write_json  # noqa: E402  (benchmarks/ is the script's folder: results JSONs carry their provenance)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -180,7 +181,7 @@ def main() -> None:
     elapsed_key = "speed_elapsed_s" if args.speed_only else "elapsed_s"
     report[elapsed_key] = time.perf_counter() - t0
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    write_json(args.out, report, indent=1)
     print(f"wrote {args.out} in {report[elapsed_key]:.0f} s")
     if "quality" in report:
         print(markdown(report))

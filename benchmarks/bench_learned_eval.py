@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import BUILTIN_CURVES, ROOT  # noqa: E402
+from _common import BUILTIN_CURVES, ROOT, write_json  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "learned_eval.json"
 THETAS = (0.3, 0.5, 0.7, 0.9)
@@ -40,7 +40,7 @@ def main() -> int:
         cells = [f"{v['last_value']:.3f} / {v['learned']:.3f}" + ("" if v["alpha"] is None else f" (α {v['alpha']:g})")
                  for v in row.values()]
         lines.append(f"| {name} | {res['learned']['grid_steps']} | " + " | ".join(cells) + f" | {'yes' if ok else '**no**'} |")
-    OUT.write_text(json.dumps(out, indent=1) + "\n")
+    write_json(OUT, out, indent=1)
     print("\n".join(lines))
     print(f"wrote {OUT}")
     return 0

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, TRACE, load_2015, timed  # puts the project on sys.path
+from _common import ROOT, TRACE, load_2015, timed, write_json  # puts the project on sys.path
 
 from spotmarket import Billing, LegacyBidRevocation, MarketReplay, ModernHazardRevocation  # noqa: E402
 
@@ -163,7 +163,7 @@ def main() -> None:
         "results": results,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
+    write_json(Path(args.out), doc, indent=2)
     nr, rc = results["next_revocation_legacy"], results["run_cost"]
     print(f"next revocation: {n} in {nr['vectorised_s_median'] * 1e3:.1f} ms (naive ~{nr['naive_loop_s_extrapolated']:.2f} s, "
           f"{nr['speedup_vs_naive']:.0f}x, agree={nr['naive_agrees']})")

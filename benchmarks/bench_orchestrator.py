@@ -30,6 +30,7 @@ from revpred.protocol import ConstantRevocation
 from spottune.backends import RecordedCurves, SimBackend, SimSettings
 from spotmarket import Billing, LegacyBidRevocation
 from spottune.orchestrator import Orchestrator, OrchestratorConfig
+from _common import write_json  # noqa: E402  (benchmarks/ is the script's folder: results JSONs carry their provenance)
 
 N_TRIALS, MAX_STEPS, THETA, TOP_K, SEED, REPEATS = 16, 300, 0.7, 3, 0, 3
 
@@ -119,7 +120,7 @@ def main() -> None:
     }
     path = Path(__file__).parent / "results" / "orchestrator.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(path, out, indent=2)
     print(json.dumps(out["results"], indent=2))
 
 

@@ -39,6 +39,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from _common import write_json  # noqa: E402  (benchmarks/ is the script's folder: results JSONs carry their provenance)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "park.json"
@@ -132,7 +133,7 @@ def main() -> None:
             res = list(pool.map(_stopped_runs, [(workload, args.starts, i) for i in range(n)]))
         result["workloads"][workload] = summarise([c for c, _ in res], [r for _, rs in res for r in rs])
         print(workload, json.dumps(result["workloads"][workload]), flush=True)
-    OUT.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(OUT, result, indent=1)
     print(f"wrote {OUT}")
 
 

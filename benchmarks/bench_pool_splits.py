@@ -53,6 +53,7 @@ from bench_predictive_stop import BUILTIN_CURVES, BUILTIN_FILES, PEERS, ROOT, SE
 
 from earlycurve.evaluation import find_datasets, split_pool  # noqa: E402
 from earlycurve.evaluation._stopping import StudyPool, choose_best, evaluate_stopper, sample_studies  # noqa: E402
+from _common import write_json  # noqa: E402  (benchmarks/ is the script's folder: results JSONs carry their provenance)
 
 OUT = ROOT / "benchmarks" / "results" / "early_stopping_pool_splits.json"
 CACHE = ROOT / "benchmarks" / "results" / "pool_splits_runs"
@@ -292,7 +293,7 @@ def main(argv=None) -> int:
                     "rules": list(RULES), "block": BLOCK, "quick": args.quick},
          "datasets": {ds: analyse(ds, seeds, args) for ds in args.datasets.split(",")}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(r, indent=1) + "\n")
+    write_json(args.out, r, indent=1)
     print(markdown(r))
     return 0
 

@@ -55,7 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import BUILTIN_CURVES  # noqa: E402  (benchmarks/ is the script's folder)
+from _common import BUILTIN_CURVES, write_json  # noqa: E402  (benchmarks/ is the script's folder)
 from earlycurve import RESIDUAL_THETAS, ResidualCurvePredictor
 from earlycurve._online_stop import rungs_for
 from earlycurve.evaluation import find_datasets, split_pool
@@ -438,7 +438,7 @@ def main(argv=None) -> int:
         if old["config"] == r["config"]:
             r["datasets"] = old["datasets"] | r["datasets"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(r, indent=1, default=float) + "\n")
+    write_json(args.out, r, indent=1, default=float)
     print(md(r))
     return 0
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from _common import ROOT, TRACE, TRACE_2021, timed  # puts the project on sys.path
+from _common import ROOT, TRACE, TRACE_2021, timed, write_json  # puts the project on sys.path
 
 from spotmarket.prices import PriceHistory, load_report, read_prices  # noqa: E402
 
@@ -190,7 +190,7 @@ def main() -> None:
         "next_above": sec["next_above_1e5_median"] < 1.0,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(res, indent=2) + "\n")
+    write_json(args.out, res, indent=2)
     ms = lambda x: f"{1e3 * x:.0f} ms"  # noqa: E731
     print(f"load+validate {ms(load_med)} (naive {ms(nl_med)}); PriceHistory {ms(hist_med)}; "
           f"grid {ms(grid_med)} (naive {ms(ng_med)}); load+grid {ms(sec['load_plus_grid_median'])}")

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from _common import ROOT, TRACE, load_2015, run_times  # puts the project on sys.path
+from _common import ROOT, TRACE, load_2015, run_times, write_json  # puts the project on sys.path
 
 from provisioner import InstanceCatalog, Pool, Provisioner, step_cost_usd  # noqa: E402
 from revpred.protocol import ConstantRevocation  # noqa: E402
@@ -149,7 +149,7 @@ def main() -> int:
         },
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.out, result, indent=2)
     print(json.dumps(result, indent=2))
     return 0 if result["meets_target"] and result["naive_agrees_on_all_picks"] else 1
 

@@ -39,6 +39,7 @@ import _common  # noqa: E402,F401  (puts the project root on sys.path)
 import numpy as np  # noqa: E402
 
 from bench_orchestrator import synthetic_curves  # noqa: E402
+from _common import write_json  # noqa: E402  (benchmarks/ is the script's folder: results JSONs carry their provenance)
 
 N_TRIALS, MAX_STEPS, THETA, TOP_K, SEED, REPEATS = 1000, 30, 0.7, 3, 0, 3
 
@@ -174,7 +175,7 @@ def main() -> None:
     }
     path = Path(__file__).parent / "results" / "resume.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(path, out, indent=2)
     print(json.dumps({k: out[k] for k in ("run", "resume", "met")}, indent=2))
 
 

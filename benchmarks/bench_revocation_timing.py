@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, TRACE  # noqa: E402
+from _common import ROOT, TRACE, write_json  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "revocation_timing.json"
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
         for r in rows:
             print(f"  δ {r['delta_usd_per_hour']:<7g} p {r['p']:.3f}  median {r['quantiles_min']['0.5']:5.1f} min "
                   f"(constant hazard {r['constant_hazard_median_min']:.1f})")
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    write_json(args.out, out, indent=1)
     print(f"wrote {args.out}")
     return 0
 

@@ -31,6 +31,7 @@ import torch
 from revpred.evaluation import evaluate
 from spotmarket.prices import Market, load_history, locate_prices, to_seconds
 from revpred.training import TrainConfig, train_markets
+from _common import write_json  # noqa: E402  (benchmarks/ is the script's folder: results JSONs carry their provenance)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PRICES = "us-east-1_2015.csv.gz"  # found by spotmarket.prices.locate_prices
@@ -167,7 +168,7 @@ def main() -> None:
         "training": bench_training(history, settings),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1))
+    write_json(Path(args.out), result, indent=1)
     print(f"-> {args.out}")
 
 

@@ -33,7 +33,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from _common import ROOT, TRACE  # puts the project on sys.path
+from _common import ROOT, TRACE, write_json  # puts the project on sys.path
 
 from provisioner import InstanceCatalog, Pool  # noqa: E402
 from spotmarket import Billing, LegacyBidRevocation  # noqa: E402
@@ -221,7 +221,7 @@ def main() -> None:
                     "note": "2 cores shared with other work; absolute times are noisy"},
     }
     path = ROOT / "benchmarks" / "results" / "scale.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(path, out, indent=2)
     (ROOT / "docs" / "scale.md").write_text(table(out))
     print(f"wrote {path} and docs/scale.md")
 

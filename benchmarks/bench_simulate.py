@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import write_json  # noqa: E402  (benchmarks/ is the script's folder: results JSONs carry their provenance)
 
 OUT = Path(__file__).resolve().parent / "results" / "simulate.json"
 POLICIES = "spottune-0.7,spottune-1.0,spottune-0.7-constant,single-cheapest,single-fastest,on-demand,spot-restart,optuna-sha"
@@ -93,7 +94,7 @@ def main() -> None:
     result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
               "speed": speed(), "scaling": scaling()}
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(OUT, result, indent=1)
     print(json.dumps(result, indent=1))
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import bench_cost
 import bench_curse
+from _common import write_json  # noqa: E402  (benchmarks/ is the script's folder: results JSONs carry their provenance)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "time_value.json"
@@ -188,7 +189,7 @@ def main() -> None:
     pair = ("tuning-digits-mlp-legacy-job", "tuning-digits-mlp-modern-job")
     if args.per == "job" and all(k in results for k in pair):
         results["chosen_job_time_value_usd_per_hour"] = choose_job(*(results[k]["values"] for k in pair))
-    OUT.write_text(json.dumps(results, indent=1) + "\n")
+    write_json(OUT, results, indent=1)
     for s in summary.values():
         print(f"v {s['time_value_usd_per_hour']:<5g} cost {s['cost_usd']:.3f} ({s['cost_ratio']:.2f}x {s['reference']})"
               f"  JCT {s['jct_h']:.2f} h ({s['jct_ratio']:.2f}x {s['jct_reference']})  refunded {s['refunded_share']:.2f}"

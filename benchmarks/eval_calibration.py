@@ -50,6 +50,7 @@ from revpred.calibrated import CalibratedRevocation  # noqa: E402
 from revpred.calibration_report import constant_baseline, empirical_baseline, score  # noqa: E402
 from revpred.ladder import DELTA_LADDER_USD_PER_HOUR, ON_DEMAND, ladder_queries  # noqa: E402
 from spotmarket.prices import load_history, to_seconds  # noqa: E402
+from _common import write_json  # noqa: E402  (benchmarks/ is the script's folder: results JSONs carry their provenance)
 
 ROOT = Path(__file__).resolve().parents[1]
 PERIODS = {"training": ("2015-04-08", "2015-06-20"), "calibration": ("2015-06-20", "2015-07-15"),
@@ -174,7 +175,7 @@ def main(argv=None) -> int:
     if extra:
         result["feature_sets"] = {k: targets(result["pooled"][k]) for k in extra}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1, default=float))
+    write_json(Path(args.out), result, indent=1, default=float)
     reliability_figure(y, {k: preds[k] for k in ("calibrated", "calibrated-4d", "constant", "empirical")}, Path(args.figure))
 
     print(f"test queries {len(test)}, revoked {int(y.sum())} ({y.mean():.3f})")

@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from revpred.calibration_report import constant_baseline, empirical_baseline, score  # noqa: E402
 from revpred.ladder import ON_DEMAND, ladder_queries  # noqa: E402
 from spotmarket.prices import to_seconds  # noqa: E402
+from _common import write_json  # noqa: E402  (benchmarks/ is the script's folder: results JSONs carry their provenance)
 
 ROOT = Path(__file__).resolve().parents[1]
 PERIODS = {"baselines": ("2015-06-20", "2015-07-15"), "test": ("2015-07-15", "2015-08-31")}
@@ -151,7 +152,7 @@ def main(argv=None) -> int:
            "targets": {name: {"ece": s["ece"], "ece_met": bool(s["ece"] <= TARGET_ECE),
                               "brier_below_every_baseline": bool(all(s["brier"] < scores[b_]["brier"] for b_ in baselines))}
                        for name, s in scores.items() if name not in baselines}}
-    Path(args.out).write_text(json.dumps(out, indent=1, default=float) + "\n")
+    write_json(Path(args.out), out, indent=1, default=float)
     print(f"test queries {len(test)} ({n_refused} refused, left out), revoked {y.mean():.3f}")
     print("| predictor | mean p | Brier | log loss | ECE (equal-width) | ECE (equal-count) | ROC AUC |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

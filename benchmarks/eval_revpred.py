@@ -39,6 +39,7 @@ from revpred.cli import build_predictors
 from revpred.evaluation import evaluate
 from spotmarket.prices import Market, load_history, locate_prices, to_seconds, to_timestamp
 from revpred.training import TrainConfig, train_markets
+from _common import write_json  # noqa: E402  (benchmarks/ is the script's folder: results JSONs carry their provenance)
 
 ROOT = Path(__file__).resolve().parents[1]
 SPOTTUNE_TYPES = ("r4.large", "r3.xlarge", "r4.xlarge", "m4.2xlarge", "r4.2xlarge", "m4.4xlarge")
@@ -250,7 +251,7 @@ def main() -> None:
     outp.parent.mkdir(parents=True, exist_ok=True)
 
     def checkpoint() -> None:
-        outp.write_text(json.dumps(_clean(result), indent=1))
+        write_json(outp, _clean(result), indent=1)
 
     t0 = time.perf_counter()
     for name in (["us", "eu"] if args.suite == "all" else [args.suite]):

@@ -42,6 +42,7 @@ from revpred.calibration_report import score  # noqa: E402
 from revpred.ladder import ladder_queries  # noqa: E402
 from revpred.ladder_features import FEATURE_SETS  # noqa: E402
 from spotmarket.prices import load_history, to_seconds  # noqa: E402
+from _common import write_json  # noqa: E402  (benchmarks/ is the script's folder: results JSONs carry their provenance)
 
 ROOT = Path(__file__).resolve().parents[1]
 DAY_S = 86400.0
@@ -106,7 +107,7 @@ def main(argv=None) -> int:
                   and out["rolling"][chosen]["mean_brier"] < out["rolling"]["base"]["mean_brier"])
         out["decision"] = {"chosen": chosen, "better_than_base_on_validation": bool(passes)}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    write_json(Path(args.out), out, indent=1)
 
     print("| feature set | A Brier | A log loss | A ECE | A AUC | B mean Brier | B diff to base (s.e.) | B windows better |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
