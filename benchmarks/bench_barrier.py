@@ -13,7 +13,7 @@ The grid, fixed before any run: θ ∈ {0.04, 0.06, 0.1, 0.15, 0.2, 0.3, 0.5} ×
 120 tuning studies of each split; the peers' picks and test figures are read from
 ``early_stopping_pool_splits.json`` (the same rule, split and test studies), so nothing of theirs is re-run.
 
-**Two synchronous rungs** (docs/earlycurve.md §8.12; ``spottune run --stopper barrier --rungs θ1:keep1 --theta θ2
+**Two synchronous rungs** (docs/design/earlycurve.md §8.12; ``spottune run --stopper barrier --rungs θ1:keep1 --theta θ2
 --top-k keep2``): every trial trains to θ1·S_max, the keep1 lowest last values to θ2·S_max, the keep2 lowest there
 to S_max; grid :data:`earlycurve.evaluation._barrier.TWO_RUNG_GRID` (θ1 ∈ {0.04, 0.06, 0.1} × keep1 ∈ {4, 6, 8} ×
 θ2 ∈ {0.15, 0.2, 0.3, 0.5} × keep2 ∈ {2, 3}, fixed before its first run, settings with the θ2 step not after the

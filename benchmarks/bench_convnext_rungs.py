@@ -1,4 +1,4 @@
-"""ConvNeXt's early first rungs on the step benchmark (docs/earlycurve.md §8.17): ``benchmarks/results/convnext_rungs.json``.
+"""ConvNeXt's early first rungs on the step benchmark (docs/design/earlycurve.md §8.17): ``benchmarks/results/convnext_rungs.json``.
 
 §8.17 added settings with a first rung at 2 steps to ours' candidates in ``bench_rungs_usd.py`` after §8.16's miss.
 This asks the step benchmark's 80 split-0 tuning studies of ``opda-convnext`` (``bench_barrier._split0``, last-value

@@ -1,4 +1,4 @@
-"""Issue 12's cost targets, measured: ``benchmarks/results/cost.json`` and ``docs/cost.md``.
+"""Issue 12's cost targets, measured: ``benchmarks/results/cost.json`` and ``docs/design/cost.md``.
 
 For each workload (digits-mlp, and two others: the recorded opda-alexnet study and the gbt workload)
 and each market mode (legacy: the 2017 bid rule; modern: capacity interruptions), ``spottune simulate``
@@ -17,7 +17,7 @@ ratios of the means over the same starts, all from this one run. The lower bound
 (``spottune.evaluation._lower_bound``) is per run; where it is 0 USD the ratio is undefined (NaN).
 
 Run: ``.venv/bin/python benchmarks/bench_cost.py [--starts 10] [--jobs 2] [--workloads a,b] [--modes m]
-[--policies p,q] [--tuning]`` (``--policies``, ``--workloads``, ``--modes``: only those; docs/cost.md is then left
+[--policies p,q] [--tuning]`` (``--policies``, ``--workloads``, ``--modes``: only those; docs/design/cost.md is then left
 alone and the JSON keeps its other entries; a run of every default rewrites both from the stored tables without
 replaying them).
 Each (workload, mode) keeps its ``spottune simulate`` table in ``benchmarks/results/cost_runs/``; a rerun
@@ -26,13 +26,13 @@ only runs the policies missing there (delete the folder to measure afresh).
 ``--supplementary`` runs it on 3 (n − 1) more test starts, 27 for the default 10 (:func:`spottune.evaluation.supplementary_starts`: a
 sixth, a half and five sixths of the way between consecutive evaluation starts, fixed on 2026-11-27 before any run on them) and
 writes ``benchmarks/results/cost_supplementary.json`` and ``benchmarks/results/cost_supplementary_runs/``, with every
-target also on the 37 test starts pooled (the 10 evaluation starts and these 27); docs/cost.md shows the pooled
+target also on the 37 test starts pooled (the 10 evaluation starts and these 27); docs/design/cost.md shows the pooled
 targets (:func:`supplementary_markdown`). No setting is chosen on them: they narrow the intervals of the verdicts.
 
 ``--tuning`` runs the same comparison on the **tuning** starts instead
 (:func:`spottune.evaluation.tuning_starts`: a third and two thirds of the way between consecutive
 evaluation starts, 2 (n − 1) of them, disjoint from every evaluation replay) and writes
-``benchmarks/results/cost_tuning.json`` and ``benchmarks/results/cost_tuning_runs/`` (never ``docs/cost.md``):
+``benchmarks/results/cost_tuning.json`` and ``benchmarks/results/cost_tuning_runs/`` (never ``docs/design/cost.md``):
 settings of ours are chosen there, and reported on the evaluation starts.
 """
 
@@ -53,7 +53,7 @@ from spotmarket.prices import COLLECTION_GAP_S, GAP_MEDIAN_RATIO
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "cost.json"
-DOC = ROOT / "docs" / "cost.md"
+DOC = ROOT / "docs" / "design" / "cost.md"
 RUNS = ROOT / "benchmarks" / "results" / "cost_runs"  #: one simulate table per (workload, mode), kept to resume
 OURS, PAPER = "spottune-0.7", "spottune-0.7-revpred-paper"
 HINDSIGHT = "spottune-0.7-hindsight"  # the default objective with perfect p: the headroom a better predictor has
@@ -141,7 +141,7 @@ def markdown(results):
              "starts (paired: the same starts for both policies of a ratio), so it shows how far 10 starts pin a "
              "ratio down.", "",
              "Corrections of the optimizer's curse are measured on the same replays by `benchmarks/bench_curse.py` "
-             "(docs/evaluation.md, \"Optimizer's curse\"). In these tables legacy mode's `spottune-0.7` prices "
+             "(docs/design/evaluation.md, \"Optimizer's curse\"). In these tables legacy mode's `spottune-0.7` prices "
              "min(p, 0.6) of its calibrated predictor (the default since design R6); the shrunk p and the "
              "diversification cap are opt-in and off. The SpotTune policies with the refund objective learn "
              "speed ratios between instance types across a run's trials (`--speed-model pooled`, the default since "
@@ -197,7 +197,7 @@ def in_gap(starts, gaps):
 
 
 def supplementary_markdown(path=None):
-    """docs/cost.md's section on the evaluation and supplementary test starts pooled, from ``cost_supplementary.json`` (``--supplementary``)."""
+    """docs/design/cost.md's section on the evaluation and supplementary test starts pooled, from ``cost_supplementary.json`` (``--supplementary``)."""
     path = SUPPLEMENTARY if path is None else path
     if not path.exists():
         return []
@@ -243,7 +243,7 @@ def supplementary_markdown(path=None):
 
 
 def time_value_markdown(path=None):
-    """docs/cost.md's "Value of time" section from ``benchmarks/results/time_value.json`` (bench_time_value.py):
+    """docs/design/cost.md's "Value of time" section from ``benchmarks/results/time_value.json`` (bench_time_value.py):
     the trial's value of time v (opt-in, R7) and the job's V (default since R11), one table each."""
     path = OUT.with_name("time_value.json") if path is None else path
     if not path.exists():
@@ -256,7 +256,7 @@ def time_value_markdown(path=None):
     lines = ["## Value of time (`time_value_usd_per_hour`, opt-in; `job_time_value_usd_per_hour`, the default)", "",
              f"Written from `benchmarks/results/time_value.json` (`benchmarks/bench_time_value.py`). The trial's value "
              f"of time v (opt-in, design R7): v = {chosen:g} USD per trial-hour, chosen on the 18 tuning starts of "
-             "digits-mlp modern (rows `tuning-...`) by the rule in docs/evaluation.md (\"Value of time\"), then run once "
+             "digits-mlp modern (rows `tuning-...`) by the rule in docs/design/evaluation.md (\"Value of time\"), then run once "
              "on the 10 evaluation starts of the tables above (rows `evaluation-...`; 0.01 was also run there, for "
              "information)."]
     if chosen_job is not None:
@@ -335,7 +335,7 @@ def main() -> None:
         out, runs, doc = OUT.with_name(f"cost_{kind}.json"), RUNS.with_name(f"cost_{kind}_runs"), None
     if set(policies) != set(POLICIES) or set(args.workloads.split(",")) != set(WORKLOADS) \
             or set(args.modes.split(",")) != set(MODES):
-        doc = None  # a partial run never rewrites docs/cost.md (it would drop the other tables)
+        doc = None  # a partial run never rewrites docs/design/cost.md (it would drop the other tables)
     results = {"machine": platform.machine(), "python": platform.python_version(),
                "starts": args.starts if start_times is None else len(start_times.split(",")),
                "start_set": "tuning" if args.tuning else "supplementary" if args.supplementary else "evaluation",

@@ -2,13 +2,13 @@
 
 ``spottune-0.7`` (refund objective, ``auto`` predictor, θ 0.7) is run on the same replays as
 ``benchmarks/bench_cost.py`` with :class:`provisioner.RefundProvisioner`'s corrections set on the built
-provisioner (``p_shrink``, ``p_prior``, ``max_trials_per_candidate``; docs/provisioner.md), each paired with
+provisioner (``p_shrink``, ``p_prior``, ``max_trials_per_candidate``; docs/design/provisioner.md), each paired with
 the uncorrected run of the same start. The uncorrected reference ``{}`` also switches off the ceiling on p
 (``p_cap``, design R6) that ``make_provisioner`` sets for the calibrated predictor, so ``{"p_cap": 0.6}`` is
 legacy mode's default today. ``p_prior: "empirical"`` is the market's own empirical rate over the
 28 days before the start (:func:`spottune._compose.empirical_rate_predictor`). ``feature_set`` (not a
 correction) trains the calibrated predictor on another set of columns (:data:`revpred.ladder_features.FEATURE_SETS`,
-docs/revpred.md "Sharper features"); ``given_capacity`` picks modern mode's online-hazard prior (design P8);
+docs/design/revpred.md "Sharper features"); ``given_capacity`` picks modern mode's online-hazard prior (design P8);
 ``--reference '{"p_cap": 0.6}'`` pairs every setting with today's default instead of ``{}``, and ``--tag`` keeps
 such a comparison in its own rows file and summary key. A rows file keeps its rows across code changes: the
 modern-mode ``{}`` rows written before 2026-11-27 (``tuning-digits-mlp-modern*.csv``,
@@ -20,7 +20,7 @@ value of time (design R11, the default since 2026-11-27; all rows before it ran 
 Settings are chosen on the **tuning** starts (:func:`spottune.evaluation.tuning_starts`, between the
 evaluation starts, never overlapping an evaluation replay) and then reported on the evaluation starts
 (:func:`spottune.evaluation.default_starts`, bench_cost's 10). The rule, fixed before any corrected run on an
-evaluation start, is in docs/evaluation.md ("Optimizer's curse").
+evaluation start, is in docs/design/evaluation.md ("Optimizer's curse").
 
 Run: ``.venv/bin/python benchmarks/bench_curse.py --starts tuning|evaluation [--settings JSON] [--workload w]
 [--mode legacy|modern] [--first N] [--jobs 2] [--reliability] [--reference JSON] [--tag T]``; rows go to
@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "curse.json"
 RUNS = ROOT / "benchmarks" / "results" / "curse_runs"
 POLICY = "spottune-0.7"
-#: The candidates of the tuning rule (docs/evaluation.md), plus the uncorrected reference ``{}``.
+#: The candidates of the tuning rule (docs/design/evaluation.md), plus the uncorrected reference ``{}``.
 CANDIDATES = [{}, {"p_shrink": 0.25}, {"p_shrink": 0.5}, {"p_shrink": 0.75}, {"p_shrink": 0.5, "p_prior": 0.0},
               {"max_trials_per_candidate": 2}, {"max_trials_per_candidate": 4},
               {"p_shrink": 0.5, "max_trials_per_candidate": 4},

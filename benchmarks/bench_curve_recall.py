@@ -23,7 +23,7 @@ SLAQ (``earlycurve.SLAQ``) and both protocols; the shipped slope score's recall 
 for reference. Deterministic. Writes ``benchmarks/results/curve_recall.json``::
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_curve_recall.py --jobs 2     # 7-9 min on two cores
-    .venv/bin/python benchmarks/bench_curve_recall.py --markdown                     # the tables of docs/earlycurve.md §8.7
+    .venv/bin/python benchmarks/bench_curve_recall.py --markdown                     # the tables of docs/design/earlycurve.md §8.7
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ PROTOCOLS = ("in_set", "lofo")
 #: Predictor settings measured (``ResidualCurvePredictor`` keyword arguments). ``residual-0se`` is the design fixed
 #: before any test result was seen; the one-standard-error guard (``residual-1se``) and the fixed margin were added
 #: after its split-0 test results were seen; the default n_se 1.5 (``residual``) after splits 0-4 were seen, and it
-#: is the one reported on the held-out splits 5-24 (docs/earlycurve.md §8.7 says so).
+#: is the one reported on the held-out splits 5-24 (docs/design/earlycurve.md §8.7 says so).
 VARIANTS = {"residual-0se": {"n_se": 0.0}, "residual-1se": {"n_se": 1.0}, "residual": {},
             "residual-margin0.05": {"n_se": 0.0, "margin": 0.05}}
 PRIMARY = "residual"

@@ -239,7 +239,7 @@ def print_table(data: dict) -> None:
 
 
 def markdown(data: dict) -> str:
-    """The summary as the table of ``docs/evaluation.md`` (issue 17), every policy; ours in bold."""
+    """The summary as the table of ``docs/design/evaluation.md`` (issue 17), every policy; ours in bold."""
     f = lambda x, d=2: "–" if x is None else f"{x:.{d}f}"  # noqa: E731
     lines = ["| workload/market | policy | deadline met | met and finished | budget violations | stopped by budget "
              "| cost ÷ unconstrained (median / max / share ≤ 1.3) | mean × | top-1 regret (mean) | regret ≤ SEER "
@@ -258,7 +258,7 @@ def markdown(data: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--plot-only", action="store_true", help="Redraw the figure from the JSON.")
-    ap.add_argument("--markdown", action="store_true", help="Print the JSON's table as in docs/evaluation.md.")
+    ap.add_argument("--markdown", action="store_true", help="Print the JSON's table as in docs/design/evaluation.md.")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--starts", type=int, default=20)
     ap.add_argument("--tune", type=int, default=5)

@@ -1,4 +1,4 @@
-"""The default stopper: EarlyCurve at θ (``paper``) or the last value at θ (``barrier``)? (docs/earlycurve.md §8.11)
+"""The default stopper: EarlyCurve at θ (``paper``) or the last value at θ (``barrier``)? (docs/design/earlycurve.md §8.11)
 
 Both are Algorithm 1's θ barrier with the user's θ and top-k, so they cost the same steps; they differ only in how
 the trials that continue are ranked: EarlyCurve's predicted final value (paper settings, Eq 4-7) or the last

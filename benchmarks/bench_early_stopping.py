@@ -1,7 +1,7 @@
 """Early stopping against SHA/ASHA/Hyperband/Median/Wilcoxon at their best, on recorded curves (issue 13).
 
 Writes ``benchmarks/results/early_stopping.json`` and prints the markdown table of
-``docs/earlycurve.md`` §"Against SHA/ASHA at their best". Usage (from the project root)::
+``docs/design/earlycurve.md`` §"Against SHA/ASHA at their best". Usage (from the project root)::
 
     .venv/bin/python benchmarks/bench_early_stopping.py [--data data/learning_curves] [--tuning 20]
         [--test 20] [--size 16] [--workers 4] [--seed 0] [--datasets opda-alexnet,...] [--quick]

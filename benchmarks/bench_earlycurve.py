@@ -103,7 +103,7 @@ def speed(sets: dict, seed: int) -> dict:
 
 
 def markdown(report: dict, theta: float = 0.7) -> str:
-    """Markdown tables of the quality results at ``theta`` (for docs/earlycurve.md)."""
+    """Markdown tables of the quality results at ``theta`` (for docs/design/earlycurve.md)."""
     lines = []
     for name, result in report["quality"].items():
         errors = {r["predictor"]: r for r in result["errors"] if abs(r["theta"] - theta) < 1e-9}

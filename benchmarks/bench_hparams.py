@@ -1,4 +1,4 @@
-"""Stopper ``hparams`` on the step benchmark (docs/earlycurve.md §8.19): ``benchmarks/results/early_stopping_hparams.json``.
+"""Stopper ``hparams`` on the step benchmark (docs/design/earlycurve.md §8.19): ``benchmarks/results/early_stopping_hparams.json``.
 
 The barrier family (θ barrier, and two synchronous rungs, §8.10 and §8.12) ranked at every barrier by
 :class:`earlycurve.HyperparameterCurvePredictor` (the final loss from the trial's hyperparameters and its curve so far,

@@ -3,7 +3,7 @@
 What the CLI prints with ``--learned`` (the default), for every bundled set: ``earlycurve.evaluation.evaluate_learned``
 puts the set on the stoppers' grid, fits ``ResidualCurvePredictor`` on a seeded half and compares its top-3 recall
 with the last value's on the other half (200 studies of 16, seed 0). One split per set, unlike
-``bench_curve_recall.py``'s 25; it shows what a user sees for a curve file of their own (docs/earlycurve.md §7).
+``bench_curve_recall.py``'s 25; it shows what a user sees for a curve file of their own (docs/design/earlycurve.md §7).
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_learned_eval.py`` (about 15 s).
 """

@@ -9,7 +9,7 @@ seed, pool split, studies and replay), and the shipped setting with the TUNING h
 ``prior`` (disjoint from the test configurations; the setting is not re-chosen). Writes ``benchmarks/results/early_stopping_online.json``::
 
     .venv/bin/python benchmarks/bench_online_stop.py            # about 15 min on one shared core
-    .venv/bin/python benchmarks/bench_online_stop.py --markdown # the table of docs/earlycurve.md §7.1
+    .venv/bin/python benchmarks/bench_online_stop.py --markdown # the table of docs/design/earlycurve.md §7.1
 """
 
 from __future__ import annotations

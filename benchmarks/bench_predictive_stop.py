@@ -1,6 +1,6 @@
 """Predictive ASHA (``earlycurve.PredictiveStopping``) against SHA/ASHA/Hyperband at their best (issue 13).
 
-Same pool split, replay and selection rule as ``bench_early_stopping.py`` (``docs/earlycurve.md`` §6):
+Same pool split, replay and selection rule as ``bench_early_stopping.py`` (``docs/design/earlycurve.md`` §6):
 per data set the pool is split once (seed 0) into TUNING and TEST configurations; 80 tuning studies
 (the first 40 are §6's) and §6's 40 test studies of 16, 4 workers. Every setting is chosen on the
 tuning studies (cheapest with mean top-3 ≥ 0.95, else most accurate) and reported on the test studies.
@@ -38,7 +38,7 @@ Writes ``benchmarks/results/early_stopping_predictive.json``::
 
     .venv/bin/python benchmarks/builtin_curves.py                     # the built-in family's curves, 3 min
     .venv/bin/python benchmarks/bench_predictive_stop.py              # about 27 min on one shared core
-    .venv/bin/python benchmarks/bench_predictive_stop.py --markdown   # the tables of docs/earlycurve.md §8
+    .venv/bin/python benchmarks/bench_predictive_stop.py --markdown   # the tables of docs/design/earlycurve.md §8
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_predictive_stop.py --score learned   # §8.8, a few min
     .venv/bin/python benchmarks/bench_predictive_stop.py --score learned --markdown
 """

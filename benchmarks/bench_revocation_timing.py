@@ -11,8 +11,8 @@ within the hour:
   the window before the first evaluation start only (``--fit-start`` .. ``--fit-end``; no price after it is read),
   so the value is not chosen on any start. The on-demand rung is not measured.
 
-Run: ``.venv/bin/python benchmarks/bench_revocation_timing.py`` (about 2 s). docs/provisioner.md and
-docs/evaluation.md ("Optimizer's curse") use its figures.
+Run: ``.venv/bin/python benchmarks/bench_revocation_timing.py`` (about 2 s). docs/design/provisioner.md and
+docs/design/evaluation.md ("Optimizer's curse") use its figures.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ the default provisioning and predictor, 120 s boot), every policy alike, so the 
     ``HyperbandPruner`` (``HB_GRID``) through the real library, as ``optuna-<kind>-r<min_resource>-rf<rf>`` policies.
     Optuna's SHA is asynchronous successive halving, so ASHA's knobs (grace period, reduction factor) are SHA's grid:
     Ray Tune's ASHA has no ``spottune simulate`` policy of its own.
-  - Ours: the ``K_CANDIDATES`` cheapest settings *in steps* of the barrier and two-rung grids (docs/earlycurve.md
+  - Ours: the ``K_CANDIDATES`` cheapest settings *in steps* of the barrier and two-rung grids (docs/design/earlycurve.md
     §8.10, §8.12; distinct rung steps, each at simulate's step ``ceil(θ·S_max)``) among those with mean top-3 ≥ 0.95
     on split 0's 80 step-benchmark tuning studies (``bench_barrier``'s ``_split0``), run as ``spottune-<θ>
     [--rungs θ1:keep1] --top-k keep``; on the sets of ``PREDICTIVE_SETS`` also the ``K_CANDIDATES`` cheapest settings
@@ -47,8 +47,8 @@ reused, 5-40 min per set; ``--reuse`` takes the rows of an earlier run's JSON, w
 across a change of the provisioner's defaults, e.g. every JSON written before 2026-11-27's design R11 ran without the
 job's value of time, so do not mix its rows with new ones);
 ``--retest FILE`` takes only the tuning rows of an earlier run (its picks stay) and replays every test study, the
-peers it tested included, with today's code (docs/earlycurve.md §8.18: the picks made before R11, tested with it);
-``--markdown`` prints the tables from the JSON. ``--extra-candidates`` adds settings of ours by hand (docs/earlycurve.md
+peers it tested included, with today's code (docs/design/earlycurve.md §8.18: the picks made before R11, tested with it);
+``--markdown`` prints the tables from the JSON. ``--extra-candidates`` adds settings of ours by hand (docs/design/earlycurve.md
 §8.17: a first rung at 2 steps on ConvNeXt, added after §8.16's miss), tuned and picked by the same rule as the rest;
 ``--hparams FILE`` adds ``bench_hparams.py``'s candidates of stopper ``hparams`` (§8.19) the same way.
 """
@@ -199,7 +199,7 @@ def extra_candidates(text: str) -> dict[str, dict]:
 
 
 def hparams_candidates(path: Path | None, workload: str) -> dict[str, dict]:
-    """Label -> candidate of stopper ``hparams`` (docs/earlycurve.md §8.19): ``bench_hparams.py``'s ``K`` cheapest
+    """Label -> candidate of stopper ``hparams`` (docs/design/earlycurve.md §8.19): ``bench_hparams.py``'s ``K`` cheapest
     settings in steps with mean top-3 >= TARGET_TOP3 on split 0's tuning studies under that ranking (``--hparams``)."""
     import json
 
@@ -393,10 +393,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20, help="test studies per set (seeds 0..n-1)")
     ap.add_argument("--test-seed0", type=int, default=0,
-                    help="first test seed: 20 gives studies no earlier run tested (docs/earlycurve.md §8.19's fresh check; "
+                    help="first test seed: 20 gives studies no earlier run tested (docs/design/earlycurve.md §8.19's fresh check; "
                          "must stay below the tuning seeds' 100)")
     ap.add_argument("--tune-seeds", type=int, default=24,
-                    help="tuning studies per set (24 since docs/earlycurve.md §8.16; §8.13-§8.15 used 8)")
+                    help="tuning studies per set (24 since docs/design/earlycurve.md §8.16; §8.13-§8.15 used 8)")
     ap.add_argument("--workloads", default=",".join(SETS))
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=OUT)
@@ -418,7 +418,7 @@ def main(argv=None) -> int:
                          "'spottune-0.2 0.04:6 2'")
     ap.add_argument("--hparams", type=Path, default=None,
                     help="bench_hparams.py's JSON: its candidates of stopper hparams join ours, tuned and picked by "
-                         "the same rule (docs/earlycurve.md §8.19)")
+                         "the same rule (docs/design/earlycurve.md §8.19)")
     ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")
     args = ap.parse_args(argv)
     if not 0 <= args.test_seed0 <= TUNE_SEED0 - args.seeds:

@@ -18,7 +18,7 @@ as a log-log slope (least squares over the grid), events per second, and the pro
 ``choose`` call (one trial, one round) at the full size.
 
 Usage: ``python benchmarks/bench_scale.py [--quick]`` -> ``benchmarks/results/scale.json`` and
-``docs/scale.md``.
+``docs/design/scale.md``.
 """
 
 from __future__ import annotations
@@ -222,12 +222,12 @@ def main() -> None:
     }
     path = ROOT / "benchmarks" / "results" / "scale.json"
     write_json(path, out, indent=2)
-    (ROOT / "docs" / "scale.md").write_text(table(out))
-    print(f"wrote {path} and docs/scale.md")
+    (ROOT / "docs" / "design" / "scale.md").write_text(table(out))
+    print(f"wrote {path} and docs/design/scale.md")
 
 
 def table(out: dict) -> str:
-    """docs/scale.md: the setup, the full-size figures and the growth grid."""
+    """docs/design/scale.md: the setup, the full-size figures and the growth grid."""
     f = out["full"]
     rows = out["by_trials"][:-1] + out["by_markets"][:-1] + [f]
     lines = [

@@ -9,7 +9,7 @@ in modern mode, ``single-cheapest`` in legacy) come from bench_cost's table of t
 run ``bench_cost.py [--tuning] --policies spot-restart,spot-restart-failover`` first where they are missing).
 A ratio is the larger of the ratios to the references (the target must hold against each).
 
-The rule, fixed in docs/evaluation.md before any run on an evaluation start: on the 18 tuning starts of
+The rule, fixed in docs/design/evaluation.md before any run on an evaluation start: on the 18 tuning starts of
 digits-mlp modern, choose the smallest v of :data:`GRID` whose mean JCT ÷ the reference's mean JCT ≤ 0.5 with
 cost ÷ the reference's ≤ 0.8 and top-3 = 1 on every start; if none meets both, the v (with top-3 = 1 on every
 start) with the smallest ``max(JCT ratio / 0.5, cost ratio / 0.8)``. Since design E12 (failover) the rows are
@@ -17,7 +17,7 @@ measured afresh (the earlier ones are in git history).
 
 ``--per job`` sets the job's value of time V instead (``RefundStepCost.job_time_value_usd_per_hour``, design R11:
 each trial pays V / n, n the trials still heading to its next stop), on :data:`GRID_JOB`. Its rule, fixed in
-docs/evaluation.md before any run on an evaluation start (:func:`choose_job`): on the 18 tuning starts of digits-mlp,
+docs/design/evaluation.md before any run on an evaluation start (:func:`choose_job`): on the 18 tuning starts of digits-mlp,
 the smallest V that meets both legacy targets (cost ≤ 0.5x and JCT ≤ 0.5x single-cheapest) with top-3 = 1 on every
 start, and in modern mode keeps the targets that v = 0 meets there (cost ≤ 0.8x both spot-restarts, JCT ≤ 0.5x
 ``spot-restart``) with top-3 = 1 on every start; if no V does, 0 (off).
@@ -118,7 +118,7 @@ def summarise(df, refs: dict, mode: str, kind: str = "trial") -> dict:
 
 
 def choose(summary: dict, mode: str = "modern") -> float:
-    """The rule (docs/evaluation.md): the smallest v meeting both targets with top-3 = 1 on every start, else
+    """The rule (docs/design/evaluation.md): the smallest v meeting both targets with top-3 = 1 on every start, else
     the v (top-3 = 1 on every start) with the smallest ``max(JCT ratio / JCT target, cost ratio / cost target)``.
     """
     _, cost_t, jct_t = TARGETS[mode]

@@ -1,7 +1,7 @@
 """Calibration of revocation probabilities on the provisioner's own queries (issue 12, item 4).
 
 -> benchmarks/results/calibration.json, docs/figures/calibration_reliability.png, and the table printed
-   for docs/revpred.md ("Calibrated predictor").
+   for docs/design/revpred.md ("Calibrated predictor").
 
 Data: the bidding-era trace ``us-east-1_2015.csv.gz``, all 15 markets, on-demand prices from the
 provisioner's catalog. Queries: every market, decision times every ``--test-stride`` minutes, max
@@ -26,7 +26,7 @@ days before the test start, 3 to train and 1 to calibrate), ``constant`` (traini
 
 ``--feature-sets short ...`` adds ``calibrated[short]`` etc.: the ``calibrated`` model on another set of
 columns (:data:`revpred.ladder_features.FEATURE_SETS`), same periods, scored and judged by the same targets
-(docs/revpred.md, "Sharper features"; the set is chosen by ``benchmarks/select_ladder_features.py`` first).
+(docs/design/revpred.md, "Sharper features"; the set is chosen by ``benchmarks/select_ladder_features.py`` first).
 
 Usage: ``.venv/bin/python benchmarks/eval_calibration.py [--feature-sets NAME ...]`` (about 2 minutes on one core).
 """

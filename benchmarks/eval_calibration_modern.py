@@ -1,5 +1,5 @@
 """Calibration of ``online-hazard`` on the provisioner's own queries in modern mode (issue 12, item 4)
--> ``benchmarks/results/calibration_modern.json`` and the table printed for docs/revpred.md ("Modern mode").
+-> ``benchmarks/results/calibration_modern.json`` and the table printed for docs/design/revpred.md ("Modern mode").
 
 Modern mode (spec §2, ``spotmarket.ModernHazardRevocation``, the default calibration from the 2023 interruption traces,
 seed 0) ends a run at the earliest of its own capacity lifetime, the market's next capacity event and, with a max

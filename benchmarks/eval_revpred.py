@@ -1,4 +1,4 @@
-"""Rolled RevPred evaluation -> benchmarks/results/revpred_eval.json (issue 3; tables in docs/revpred.md).
+"""Rolled RevPred evaluation -> benchmarks/results/revpred_eval.json (issue 3; tables in docs/design/revpred.md).
 
 Suites:
 
@@ -15,7 +15,7 @@ the training window only (``revpred.training.train_markets``, the code behind
 per window; the summary gives mean and standard deviation across windows.
 
 Defaults: training stride 15 min, 6 epochs, batch 64, seed 0; test queries every 5 min (chosen to keep
-the full run under ~25 min on a shared 2-core machine; see docs/revpred.md for the accuracy cost).
+the full run under ~25 min on a shared 2-core machine; see docs/design/revpred.md for the accuracy cost).
 Usage (the full run takes ~20-25 min on a shared 2-core machine; run it in the background)::
 
     nohup .venv/bin/python benchmarks/eval_revpred.py > benchmarks/results/revpred_eval.log 2>&1 &
@@ -185,7 +185,7 @@ def _reliability_md(summ: dict, rule: str, models: tuple[str, ...]) -> list[str]
 
 
 def markdown(result: dict) -> str:
-    """Markdown tables of a result JSON (what docs/revpred.md shows)."""
+    """Markdown tables of a result JSON (what docs/design/revpred.md shows)."""
     lines = []
     for name, suite in result["suites"].items():
         summ = suite["summary"]
@@ -236,7 +236,7 @@ def main() -> None:
     ap.add_argument("--with-mixed", action="store_true",
                     help="Also train RevPred on mixed Algorithm 2 / random max prices (+1 LSTM per market).")
     ap.add_argument("--only-mixed", action="store_true",
-                    help="Ablation: train and score only RevPred on mixed max prices (see docs/revpred.md).")
+                    help="Ablation: train and score only RevPred on mixed max prices (see docs/design/revpred.md).")
     ap.add_argument("--windows", type=int, default=None, help="Use only the first N start dates of each suite.")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "revpred_eval.json"))
     ap.add_argument("--report", metavar="JSON", help="Only print the markdown tables of an existing result file.")

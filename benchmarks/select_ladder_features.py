@@ -1,6 +1,6 @@
 """Choose the calibrated predictor's feature set on validation periods only (issue 12, "sharper").
 
--> ``benchmarks/results/ladder_feature_selection.json`` and a table for docs/revpred.md ("Sharper features").
+-> ``benchmarks/results/ladder_feature_selection.json`` and a table for docs/design/revpred.md ("Sharper features").
 
 Candidates (:data:`revpred.ladder_features.FEATURE_SETS`, fixed before any measurement): ``base`` (the 14
 columns, the default), ``short`` (+ crossing shares of the past 3 h and 6 h, the past hour's largest rise

@@ -133,7 +133,7 @@ class CurveFitter:
     loss : {"linear", "soft_l1", "huber", "cauchy", "arctan"}, default="linear"
         Residual loss handed to ``scipy.optimize.least_squares``. [I] ``"linear"``: a check with
         ``"soft_l1"`` on 100 curves per data set at θ = 0.7 gave the same median error within 0.006
-        (see ``docs/earlycurve.md``), and ``"linear"`` keeps the Jacobian interval a plain
+        (see ``docs/design/earlycurve.md``), and ``"linear"`` keeps the Jacobian interval a plain
         Gauss–Newton one.
     f_scale : float, default=0.05
         Residual scale of a robust ``loss``, in units of ``max|y|`` (ignored for ``"linear"``).

@@ -1,6 +1,6 @@
 """The final loss from a trial's hyperparameters and its curve so far, learned from previous runs of the same search space.
 
-Issue 13 (docs/earlycurve.md §8.19). On the recorded ConvNeXt study a curve seen at 2-5 % of its run says little
+Issue 13 (docs/design/earlycurve.md §8.19). On the recorded ConvNeXt study a curve seen at 2-5 % of its run says little
 about where it ends: the learning rate is still warming up, and how long it warms up and how many epochs the run has
 are hyperparameters of the trial. The trial's own configuration says much of the rest. Learning-curve models that
 read the hyperparameters next to the partial curve are the literature's answer (Klein et al. 2017, "Learning curve
@@ -142,7 +142,7 @@ class HyperparameterCurvePredictor(FinalMetricPredictor):
         (:class:`earlycurve.ResidualCurvePredictor`'s rule; 1 is the one-standard-error rule of Hastie et al.,
         *Elements of Statistical Learning* §7.10), ≥ 0. ResidualCurvePredictor's 1.5 would reject every θ on the 144
         ConvNeXt tuning curves of split 0, where the trees' gain is 0.22-0.29 at θ 0.04-0.16 (1.3-1.75 SE: few
-        disjoint studies make the SE large); chosen there, on tuning curves only (docs/earlycurve.md §8.19,
+        disjoint studies make the SE large); chosen there, on tuning curves only (docs/design/earlycurve.md §8.19,
         ``benchmarks/results/early_stopping_hparams.json`` ``guard``).
     random_state : int, default=0
 

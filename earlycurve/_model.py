@@ -33,7 +33,7 @@ _FALLBACKS = ("shifted", "scaled", "last_value")
 
 #: [I] Options of :meth:`EarlyCurve.recommended`: the noisy-curve Eq 7 thresholds
 #: (:data:`NOISY_STAGE_RULE`) and a fit on the most recent half of the last stage. On the recorded
-#: curves of ``docs/earlycurve.md`` this beats the paper's settings on every data set at θ = 0.7;
+#: curves of ``docs/design/earlycurve.md`` this beats the paper's settings on every data set at θ = 0.7;
 #: ``fit_window = 0.5`` was picked after looking at those results (no held-out check).
 RECOMMENDED = {**NOISY_STAGE_RULE, "fit_window": 0.5}
 

@@ -1,7 +1,7 @@
 """The rank-confidence rule for a live study: beliefs learned from the study's own finished trials.
 
 :class:`earlycurve.RankConfidenceRule` needs a belief ``Normal(μ, σ)`` about each trial's final loss.
-The benchmark (``docs/earlycurve.md`` §6) measures it on tuning curves recorded beforehand; a live
+The benchmark (``docs/design/earlycurve.md`` §6) measures it on tuning curves recorded beforehand; a live
 Optuna study, Ray Tune run or SpotTune experiment has no such curves. Here the belief comes from the
 study itself (ours, [I]; the ``last`` belief of §6 calibrated online):
 
@@ -39,7 +39,7 @@ __all__ = ["RUNG_FRACTIONS", "Decision", "RankConfidenceStopping", "rungs_for"]
 
 #: Default rungs as fractions of a trial's full length. With ``epsilon=0.5, sigma_scale=0.25,
 #: min_completed=1``, the cheapest setting whose mean top-3 accuracy reached 0.95 on the TUNING studies of
-#: every recorded set (opda AlexNet, ConvNeXt, cakelab; ``docs/earlycurve.md`` §7.1). θ = 0.7 is the last rung.
+#: every recorded set (opda AlexNet, ConvNeXt, cakelab; ``docs/design/earlycurve.md`` §7.1). θ = 0.7 is the last rung.
 RUNG_FRACTIONS = (0.1, 0.2, 0.4, 0.7)
 
 

@@ -1,5 +1,5 @@
 """Predictive ASHA: asynchronous successive halving that keeps re-judging, ranks by a slope-corrected
-value and stops what cannot reach the best finished trials (issue 13; ``docs/earlycurve.md`` §8).
+value and stops what cannot reach the best finished trials (issue 13; ``docs/design/earlycurve.md`` §8).
 
 Why not :class:`earlycurve.RankConfidenceStopping`: on a live study with a worker pool, the first
 trials are judged against few others and run on; §8 measures where its cost goes. This rule keeps
@@ -45,7 +45,7 @@ __all__ = ["PREDICTIVE_DEFAULTS", "PREDICTIVE_KEYS", "PredictiveStopping", "chec
            "predictive_options", "predictive_settings"]
 
 #: Shipped settings: ONE setting for every family, chosen on the TUNING studies of six sets (opda ×2, cakelab,
-#: built-in ×3; ``docs/earlycurve.md`` §8, ``benchmarks/bench_predictive_stop.py``). No setting of the grid
+#: built-in ×3; ``docs/design/earlycurve.md`` §8, ``benchmarks/bench_predictive_stop.py``). No setting of the grid
 #: reached mean top-3 0.95 on all six, so this is the one with the highest worst-set top-3 (0.90, cakelab),
 #: then the lowest mean cost ÷ best peer: rungs at 4 % and 20 % of a full trial, 3/4 of the first rung's
 #: arrivals and 1/2 at the second may continue, slope 1, no optimistic bound. It is conservative (costly on

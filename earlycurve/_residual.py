@@ -91,7 +91,7 @@ class ResidualCurvePredictor(FinalMetricPredictor):
         Statistical Learning* §7.10, applied to the gain over the last value), ≥ 0. The default 1.5 is the
         smallest of {1, 1.5, 2, 3} under which the in-set model kept the last value's recall at every θ on every
         recorded set in all five pool splits 0–4 of ``benchmarks/bench_curve_recall.py``; it then did so in 20 of 20
-        further splits (5–24) not used for the choice (docs/earlycurve.md §8.7). SE is the sd of the
+        further splits (5–24) not used for the choice (docs/design/earlycurve.md §8.7). SE is the sd of the
         paired per-study differences over ``sqrt(n_eff)``, ``n_eff`` = the number of disjoint studies the
         pool holds (Σ over groups of curves ÷ ``study_size``), as pseudo-studies overlap.
     level_interval : float, default=0.9

@@ -229,5 +229,5 @@ def is_plateau(steps: np.ndarray, values: np.ndarray, max_steps: float, rule: Pl
 #: several percent), where the paper's α = 0.5, β = 0.01 never fire: a drop of more than 15 % after
 #: five observations whose *mean* relative change is below 30 %. Chosen by grid search on a seeded
 #: calibration half of the cakelab cluster settings and checked on the other half
-#: (``earlycurve.evaluation.calibrate_stage_rule``; figures in ``docs/earlycurve.md``).
+#: (``earlycurve.evaluation.calibrate_stage_rule``; figures in ``docs/design/earlycurve.md``).
 NOISY_STAGE_RULE = {"alpha": 0.15, "beta": 0.3, "aggregate": "mean"}

@@ -3,7 +3,7 @@ and the refund-aware objective that also chooses the max price (issue 12, ``Refu
 
 Pure computation: choosers take time as ``now_s`` (seconds since the epoch, UTC) and randomness from
 an injected ``numpy.random.Generator``; only :meth:`InstanceCatalog.load` reads files. Imports revpred's
-price history and predictor protocol, never ``spottune``. See ``docs/provisioner.md``.
+price history and predictor protocol, never ``spottune``. See ``docs/design/provisioner.md``.
 """
 
 from provisioner._base import BaseChooser, MarketChooser

@@ -1,6 +1,6 @@
 """Instance catalog: instance type -> vCPUs, memory, ECU, GPUs and on-demand price per region.
 
-Sources, merged by :meth:`InstanceCatalog.load` ([I] catalog sources, see ``docs/provisioner.md``):
+Sources, merged by :meth:`InstanceCatalog.load` ([I] catalog sources, see ``docs/design/provisioner.md``):
 
 1. ``on_demand_2017_noahgift.csv`` (GitHub ``noahgift/spot_price_machine_learning``, MIT): 53 types
    with memory, ECU, vCPUs, GPUs and a Linux on-demand price in USD/hour. The file names no region;

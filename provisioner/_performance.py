@@ -2,7 +2,7 @@
 
 Source: SpotTune §1.4 (spec): "T is initiated according to the number of
 CPU cores of each instance" and "updated in an online manner according to the latest runs". The
-details are [I] decisions, recorded in ``docs/provisioner.md``:
+details are [I] decisions, recorded in ``docs/design/provisioner.md``:
 
 - **Init** ``T0[h][i] = κ_h / cores_i`` (κ_h: seconds per step on one core; default 1.0, or a per-trial
   prior from :meth:`PerformanceMatrix.add_trial`). Only ratios within a row matter for the argmin.

@@ -2,7 +2,7 @@
 
 The spec's matrix (:class:`provisioner.PerformanceMatrix`, SpotTune §1.4) starts every trial at
 ``T[h][i] = κ_h / cores_i`` and rescales a trial's unmeasured cells from its own measured ones by the same
-rule. Two things go wrong when speed does not grow linearly with vCPUs (issue 12; docs/evaluation.md, "What the
+rule. Two things go wrong when speed does not grow linearly with vCPUs (issue 12; docs/design/evaluation.md, "What the
 provisioner buys"): the prior is optimistic about large types, and every trial has to find that out for itself.
 
 :class:`PooledSpeedMatrix` keeps the measured cells exactly as the spec's matrix does (first measurement, then an

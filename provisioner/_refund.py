@@ -13,7 +13,7 @@ The model, for one (trial, market, max price b) candidate launched now:
 * **Revocation time** τ (the notice), fitted to the predictor's one-hour probability p: a Weibull
   hazard of shape k (``hazard_shape``), ``P(τ ≤ t) = 1 − (1 − p)^((t/3600)^k)``, so
   ``q(H) = 1 − (1 − p)^((H/3600)^k)`` (:func:`revocation_within`). k = 1 is a constant hazard (the
-  default); k < 1 puts the revocations of the hour early, as the legacy trace does (docs/provisioner.md).
+  default); k < 1 puts the revocations of the hour early, as the legacy trace does (docs/design/provisioner.md).
 * **Paid USD** ``E[USD] = (1 − q(H)) · P̄ · H / 3600``: revoked before H, the run is free; otherwise we
   end it ourselves at H and pay the whole run at the mean price P̄ (:func:`expected_paid_usd`).
 * **Useful steps**, whole steps only (the step in progress at our end or at a notice is lost):
@@ -22,12 +22,12 @@ The model, for one (trial, market, max price b) candidate launched now:
   checkpoint saves the work done), else 0 (the segment's work is lost) (:func:`expected_useful_steps`).
 * **Objective** ``E[USD] / E[steps]``, USD per useful step (+inf when no step is expected)
   (:func:`refund_step_cost_usd`).
-* **Value of time** (opt-in; docs/design.md, issue 12, R7): with a value of time ``v`` USD per trial-hour the objective is
+* **Value of time** (opt-in; docs/design/decisions.md, issue 12, R7): with a value of time ``v`` USD per trial-hour the objective is
   ``(E[USD] + v · E[W] / 3600) / E[steps]``, where ``W = min(τ + notice, H)`` is the wall-clock the segment
   occupies the trial (boot, restore, lost steps and the notice included) (:func:`expected_segment_s`).
   ``v = 0`` (default) is the objective above, bit for bit.
 
-Approximations, documented in ``docs/provisioner.md``: the provider's termination follows the notice by
+Approximations, documented in ``docs/design/provisioner.md``: the provider's termination follows the notice by
 the notice lead (120 s), so a notice in the last 120 s of the first hour is in fact paid; it is counted
 as free here. The hazard's shape is one number for every market and max price.
 
@@ -358,7 +358,7 @@ def refund_step_cost_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: Array
     See :func:`expected_paid_usd`, :func:`expected_useful_steps` and :func:`expected_segment_s` (same
     parameters, same units; ``hazard_shape`` is k of :func:`revocation_within`); ``v`` = ``time_value_usd_per_hour``,
     the value of an hour of the trial's wall-clock, USD per trial-hour (0: dollars only, ``E[USD] / E[steps]``;
-    docs/design.md, issue 12, R7). With p = 0, H = 3600 s, v = 0 and no overheads it equals Eq 2, ``P̄ · T / 3600``.
+    docs/design/decisions.md, issue 12, R7). With p = 0, H = 3600 s, v = 0 and no overheads it equals Eq 2, ``P̄ · T / 3600``.
 
     Raises
     ------
@@ -400,7 +400,7 @@ class RefundStepCost:
     time_value_usd_per_hour : float, default 0
         Value of time v, USD per trial-hour of wall-clock: the objective adds ``v · E[W] / 3600`` to the
         expected USD of a segment (:func:`refund_step_cost_usd`), so a faster market wins when the refund
-        saving per step is smaller than the time it costs. 0 = dollars only (docs/design.md, issue 12, R7).
+        saving per step is smaller than the time it costs. 0 = dollars only (docs/design/decisions.md, issue 12, R7).
     job_time_value_usd_per_hour : float, default 0
         Value of time V, USD per hour of the *job's* wall-clock (design R11). The job moves on (past a barrier, or
         to its end) when the last of the trials heading there arrives, so a trial that shares its next stop with

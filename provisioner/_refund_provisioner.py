@@ -75,7 +75,7 @@ class RefundProvisioner(BaseChooser):
         Selection-aware ceiling: the objective prices ``min(p', p_cap)``. The predictor is calibrated
         over all its queries, but the argmin picks the candidates whose p is most over-estimated, and on
         the chosen candidates the top bin (p ≈ 0.98) was revoked only 55 % of the time
-        (docs/evaluation.md, "Optimizer's curse"); a ceiling is the monotone recalibration of that bin.
+        (docs/design/evaluation.md, "Optimizer's curse"); a ceiling is the monotone recalibration of that bin.
 
     Notes
     -----

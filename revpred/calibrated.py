@@ -1,7 +1,7 @@
 """A revocation predictor trained on the provisioner's own queries, monotone in the max price (issue 12).
 
 RevPred is trained on Algorithm 2 max prices and queried at others, so its p means little for the
-questions the provisioner asks (docs/revpred.md, "Calibrated predictor"). :class:`CalibratedRevocation`
+questions the provisioner asks (docs/design/revpred.md, "Calibrated predictor"). :class:`CalibratedRevocation`
 is trained on exactly those questions:
 
 1. **Queries** (:func:`revpred.ladder.ladder_queries`): every market, decision times every

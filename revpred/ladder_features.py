@@ -68,7 +68,7 @@ FEATURES = ("log_rel_delta", "log_delta", "cross_day", "cross_week", "headroom_d
 #: Sign of the required monotone effect of each feature on p (scikit-learn ``monotonic_cst``).
 MONOTONE_CST = (-1, -1, 1, 1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0)
 CATEGORICAL = (12, 13)
-#: Short-window columns and their monotone signs (issue 12, "sharper"; docs/revpred.md).
+#: Short-window columns and their monotone signs (issue 12, "sharper"; docs/design/revpred.md).
 SHORT = ("cross_3h", "cross_6h", "rise_hour_rel", "log_since_rise")
 #: Calendar columns (unconstrained).
 CALENDAR = ("hour_sin", "hour_cos", "dow_sin", "dow_cos")

@@ -111,7 +111,7 @@ class RevPredClassifier(ClassifierMixin, BaseEstimator):
     batch_size : int, default=64
         [I] D6 suggests 256; per-market training sets of ~1-2k rows need more Adam steps per epoch.
     epochs : int, default=8
-        Passes over the training rows [I: few, to fit the CPU budget; see docs/revpred.md].
+        Passes over the training rows [I: few, to fit the CPU budget; see docs/design/revpred.md].
     class_weight : {"paper", None}, default="paper"
         ``"paper"``: ``w_pos = r_n``, ``w_neg = r_p`` (rescaled to mean 1); None: unweighted.
     calibration : {"prior_shift", "platt", "temperature", "none"}, default="prior_shift"

@@ -87,7 +87,7 @@ class OnlineHazard:
         probability ``lifetime(market).p_le_1h_target`` (a launch at a time independent of the market's
         events), or with ``given_capacity`` the same model's probability for a launch that was fulfilled,
         :func:`spotmarket.fulfilled_p_le_1h` (launches are refused in the outages after events and just before
-        events, so a fulfilled one is safer; docs/revpred.md, modern mode).
+        events, so a fulfilled one is safer; docs/design/revpred.md, modern mode).
         """
         from spotmarket import HazardCalibration, fulfilled_p_le_1h
 

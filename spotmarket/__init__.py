@@ -9,7 +9,7 @@
 * :class:`MarketReplay` answers the vectorised queries the provisioner and simulator need (mean
   price over the last hour, next revocation, run cost) and replays whole runs into a ledger.
 
-Design decisions: ``docs/design.md``, section "Market replay".
+Design decisions: ``docs/design/decisions.md``, section "Market replay".
 """
 
 from spotmarket._billing import FREE_WINDOW_S, Billing, Charge

@@ -20,7 +20,7 @@ only, cite the paper). Three things are estimated:
    instance type (>= 10 periods) and pooled.
 
 The numbers from the bundled traces are frozen in :meth:`HazardCalibration.default` and recorded in
-``docs/design.md`` ("Market replay"); a test checks them against :func:`calibrate_from_traces`.
+``docs/design/decisions.md`` ("Market replay"); a test checks them against :func:`calibrate_from_traces`.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def split_hazard(lifetime: WeibullLifetime, correlated_share: float) -> HazardSp
     hence P(revoked within the first hour), the quantity that decides SpotTune's refunds (spec §1.3),
     equals ``p`` exactly for such a launch. Both parts keep the fitted shape k (decreasing hazard);
     other horizons match only approximately. Launches that must wait out a capacity outage see a
-    somewhat lower first-hour hazard (measured in docs/design.md, "Market replay").
+    somewhat lower first-hour hazard (measured in docs/design/decisions.md, "Market replay").
 
     Parameters
     ----------
@@ -236,7 +236,7 @@ class HazardCalibration:
 
         AWS preemption traces of April 2023 (us-east-1, us-west-2), 1-node: p3.2xlarge (4 zones,
         202 preemptions) and r5.16xlarge (3 zones, 221 preemptions); correlation from the 4-node
-        p3.2xlarge traces (600 instance losses). See ``docs/design.md`` ("Market replay").
+        p3.2xlarge traces (600 instance losses). See ``docs/design/decisions.md`` ("Market replay").
         """
         return cls(lifetimes={k: WeibullLifetime(shape=v[0], scale_s=v[1], n_events=v[2], n_censored=v[3],
                                                  p_le_1h_observed=v[4]) for k, v in _DEFAULT_LIFETIMES.items()},

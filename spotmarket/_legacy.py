@@ -5,7 +5,7 @@ Spec §1.9 (table, rows "Launch" and "Revocation (2017 rule)"):
 * a launch at t with max price b is fulfilled iff ``price(t) <= b`` [I];
 * ``t_r`` = the first price record strictly after t with ``price(t_r) > b`` (a step function, so this is
   the first instant the price exceeds b);
-* **recorded choice [I] ("Market replay" in docs/design.md): the notice comes at t_r and the termination
+* **recorded choice [I] ("Market replay" in docs/design/decisions.md): the notice comes at t_r and the termination
   at t_r + 120 s** (``crossing_is="notice"``, the default). This is how EC2 behaved in 2017: the price
   crossed the bid, EC2 marked the instance and terminated it two minutes later. The instance keeps
   running for those 120 s, at the now-higher market price, and EC2 does not take the termination back

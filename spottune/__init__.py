@@ -1,6 +1,6 @@
 """spottune: cost-aware hyperparameter tuning on revocable (spot) cloud capacity.
 
-Implements SpotTune (Li et al., ICDCS 2020) and goes beyond it; see ``docs/design.md``.
+Implements SpotTune (Li et al., ICDCS 2020) and goes beyond it; see ``docs/design/decisions.md``.
 
 The public API::
 

@@ -339,7 +339,7 @@ def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: s
         called after every event instead.
     resume : str or Path, optional
         Continue the killed (or finished) run of this results folder from its journal
-        (:mod:`spottune.journal`, ``docs/design.md`` "Crash safety") with the spec stored there;
+        (:mod:`spottune.journal`, ``docs/design/decisions.md`` "Crash safety") with the spec stored there;
         ``spec``, ``output`` and ``options`` must then be left out. The replayed actions are checked
         against the journaled ones (:class:`spottune.errors.JournalMismatch` on a difference).
     **options

@@ -1,4 +1,4 @@
-"""The spottune error family (see ``docs/design.md``, "Errors").
+"""The spottune error family (see ``docs/design/decisions.md``, "Errors").
 
 Only :mod:`spottune.cli` catches these bases; it turns them into one line and exit code 2.
 Each subclass also inherits the built-in it resembles, so ``except ValueError`` still works.

@@ -89,7 +89,7 @@ MAX_TRAIN_DAYS = 3650.0
 AWS_KEYS = ("bucket", "image", "ami", "instance_profile", "region", "experiment", "subnets", "security_groups",
             "prefix", "endpoint_url", "live_prices", "lease_s", "lease_save_s", "linger_s", "exclusion_s", "describe_every_s")
 
-#: Keys of ``ExperimentSpec.ray`` (fields of :class:`spottune.backends.ray.RaySettings`; docs/ray.md).
+#: Keys of ``ExperimentSpec.ray`` (fields of :class:`spottune.backends.ray.RaySettings`; docs/guide/ray.md).
 RAY_KEYS = ("address", "prices", "imds_url", "poll_s", "watch_s", "notice_s", "lost_after_s", "num_cpus",
             "log_to_driver")
 
@@ -239,7 +239,7 @@ class ExperimentSpec:
         backend's random draws.
     backend : {"sim", "local", "aws", "ray"}, default "sim"
         ``ray``: every trial segment is an actor on a spot node of an existing Ray cluster (``ray``;
-        docs/ray.md).
+        docs/guide/ray.md).
     market_mode : {"legacy", "modern"}, default "legacy"
         2017 bid-based revocations (the paper) or today's interruption model (spec §2).
     max_failures : int, default 2
@@ -270,13 +270,13 @@ class ExperimentSpec:
         ``refund`` objective: the value of an hour of a trial's wall-clock, USD per trial-hour; the
         provisioner minimises (expected USD + value · expected hours of the segment) per useful step, so a
         faster market wins when a refund saves less per step than the time costs (as ``spottune run
-        --time-value-usd-per-hour``; :class:`provisioner.RefundStepCost`; docs/design.md, issue 12, R7).
+        --time-value-usd-per-hour``; :class:`provisioner.RefundStepCost`; docs/design/decisions.md, issue 12, R7).
         0 = dollars only.
     job_time_value_usd_per_hour : float, default :data:`DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR` (0.01)
         ``refund`` objective: the value of an hour of the job's wall-clock, USD per job-hour, shared by the trials
         still heading to the same stop (the θ barrier, a rung or the end): each pays V / n per hour, so the few
         trials left after the barrier and the last stragglers before it buy speed, the many fresh trials hardly
-        (as ``spottune run --job-time-value-usd-per-hour``; :class:`provisioner.RefundStepCost`; docs/design.md,
+        (as ``spottune run --job-time-value-usd-per-hour``; :class:`provisioner.RefundStepCost`; docs/design/decisions.md,
         issue 12, R11). 0 = off.
     speed_model : {"pooled", "cores"}, default "pooled"
         ``refund`` objective: how seconds per step on an instance type a trial has not run on are predicted:
@@ -286,28 +286,28 @@ class ExperimentSpec:
     stopper : {"paper", "rank", "predictive", "barrier", "hparams"}, default "barrier"
         Early stopping: ``hparams`` is ``barrier`` (with its rungs) ranked at every barrier by
         :class:`earlycurve.HyperparameterCurvePredictor` fitted on ``stopper_curves``, which must then hold the
-        previous runs' hyperparameters (``docs/earlycurve.md`` §8.19); ``predictive`` is predictive ASHA (:class:`earlycurve.PredictiveStopping`, rungs at
+        previous runs' hyperparameters (``docs/design/earlycurve.md`` §8.19); ``predictive`` is predictive ASHA (:class:`earlycurve.PredictiveStopping`, rungs at
         :data:`earlycurve.PREDICTIVE_DEFAULTS` fractions below θ, re-judged at every step, plus the
-        optimistic bound) and the last value's top-k at θ (``docs/earlycurve.md`` §8); ``rank`` stops a trial at rungs (10, 20, 40 % of ``max_steps`` below θ) when it is
+        optimistic bound) and the last value's top-k at θ (``docs/design/earlycurve.md`` §8); ``rank`` stops a trial at rungs (10, 20, 40 % of ``max_steps`` below θ) when it is
         unlikely to end in the top-k (:class:`earlycurve.RankConfidenceStopping`) and keeps the last
         value's top-k at θ; ``barrier`` has no rungs and keeps the last value's top-k at θ (Algorithm 1's own
-        early stopping; choose θ and ``top_k`` on tuning studies, ``docs/earlycurve.md`` §8.10); ``paper`` is SpotTune's EarlyCurve at θ only (``docs/earlycurve.md`` §7).
+        early stopping; choose θ and ``top_k`` on tuning studies, ``docs/design/earlycurve.md`` §8.10); ``paper`` is SpotTune's EarlyCurve at θ only (``docs/design/earlycurve.md`` §7).
         ``barrier`` is the default: at the same θ it costs what ``paper`` costs and ranks at least as well at
-        θ 0.7 on every curve set measured (docs/design.md ES18, ``docs/earlycurve.md`` §8.11).
+        θ 0.7 on every curve set measured (docs/design/decisions.md ES18, ``docs/design/earlycurve.md`` §8.11).
     predictive_options : mapping or str, optional
         ``stopper="predictive"`` only: the rule's settings instead of :data:`earlycurve.PREDICTIVE_DEFAULTS`, as a
         mapping or JSON object text (``spottune run --predictive-options '{"fractions": [0.1, 0.3, 0.5], "keep":
         0.25}'``), keys :data:`earlycurve.PREDICTIVE_KEYS` (``fractions``: rungs as fractions of ``max_steps``;
         ``keep_first``, ``keep``: shares that continue at the first and later rungs; ``slope``, ``bound_k``,
         ``bound_quantile``, ``guard``, ``retro``). The shipped defaults are one conservative setting for every family;
-        a family's own setting, chosen on tuning studies as for ASHA, is much cheaper (``docs/earlycurve.md`` §8.3,
+        a family's own setting, chosen on tuning studies as for ASHA, is much cheaper (``docs/design/earlycurve.md`` §8.3,
         §8.15). Default None: the shipped defaults.
     stopper_curves : str, optional
         A curve file of finished runs of the same workload (any layout ``spottune curves eval`` reads; values a
         loss). With ``stopper`` ``rank``, ``predictive`` or ``barrier``, the top-k at θ is ranked by
         :class:`earlycurve.ResidualCurvePredictor` fitted on these curves (the last value plus a residual learned
         from them, falling back to the last value where cross-validation shows no gain;
-        ``docs/earlycurve.md`` §8.7) instead of by the last value. With ``stopper="hparams"`` (required there) the
+        ``docs/design/earlycurve.md`` §8.7) instead of by the last value. With ``stopper="hparams"`` (required there) the
         file must carry each run's hyperparameters (opda JSON lines, or extra columns of a long CSV), and every
         barrier is ranked by :class:`earlycurve.HyperparameterCurvePredictor` fitted on them. Default None: the last
         value.
@@ -317,7 +317,7 @@ class ExperimentSpec:
         there (checkpointed) for the others, the ``keep`` with the lowest last observed value continue to the next
         barrier, and θ, where ``top_k`` continue, is the last (:func:`spottune.orchestrator.check_rungs` says what
         is valid). Choose them on tuning studies of the family with ``spottune curves choose --two-rung``
-        (``docs/earlycurve.md`` §8.12; design ES19). Default: θ's barrier alone.
+        (``docs/design/earlycurve.md`` §8.12; design ES19). Default: θ's barrier alone.
     step_time_cov : float, default 0.05
         Coefficient of variation of simulated step times (spec §1.4: measured < 0.1).
     billing : {"second", "hour"}, default "second"
@@ -340,13 +340,13 @@ class ExperimentSpec:
     aws : mapping, default {}
         AWS backend settings (:class:`spottune.backends.aws.AwsSettings` fields: ``bucket``, ``image``,
         ``ami``, ``instance_profile``, ``region``, ``experiment``, ``subnets``, ``security_groups``,
-        ``prefix``, ``live_prices``); docs/aws.md.
+        ``prefix``, ``live_prices``); docs/guide/aws.md.
     ray : mapping, default {}
         Ray backend settings (:class:`spottune.backends.ray.RaySettings` fields, :data:`RAY_KEYS`):
         ``address`` (``auto``, ``HOST:PORT``; ``spottune run --ray-address``), ``prices`` (a price table,
         USD per instance-hour keyed ``"<instance type>/<zone>"``, billed instead of the replayed history),
         ``imds_url`` (``http://169.254.169.254`` on EC2 nodes; default ``none``), ``poll_s``, ``watch_s``,
-        ``notice_s``, ``lost_after_s``, ``num_cpus``, ``log_to_driver``; docs/ray.md.
+        ``notice_s``, ``lost_after_s``, ``num_cpus``, ``log_to_driver``; docs/guide/ray.md.
 
     Raises
     ------

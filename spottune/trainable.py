@@ -34,7 +34,7 @@ Two class attributes describe the workload to the simulator and the provisioner:
   checkpoint/restore time model (size / bandwidth). The real files written by ``save_checkpoint`` may
   be smaller.
 
-See ``docs/trainable.md`` for a worked example.
+See ``docs/guide/trainable.md`` for a worked example.
 """
 
 from __future__ import annotations

@@ -243,7 +243,7 @@ CASES = [
     ("simulate-unknown-type", "spottune",
      lambda t: ["simulate", "--no-progress", "--starts", "1", "--instance-types", "zz.large",
                 "--output", str(t / "o")], "zz.large"),
-    # -- stopper hparams (docs/earlycurve.md §8.19) ------------------------------------------------------------
+    # -- stopper hparams (docs/design/earlycurve.md §8.19) ------------------------------------------------------------
     ("run-hparams-without-previous-runs", "spottune", lambda t: ["run", "--stopper", "hparams", "--output", str(t / "o")],
      "previous runs with their hyperparameters"),
     ("simulate-hparams-without-previous-runs", "spottune",

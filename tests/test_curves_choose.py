@@ -1,4 +1,4 @@
-"""``spottune curves choose``: the θ barrier's (θ, keep) chosen on a family's own curves (docs/earlycurve.md §8.10)."""
+"""``spottune curves choose``: the θ barrier's (θ, keep) chosen on a family's own curves (docs/design/earlycurve.md §8.10)."""
 
 from __future__ import annotations
 

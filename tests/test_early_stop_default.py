@@ -80,7 +80,7 @@ def test_predictive_stops_trials_in_the_default_experiment(tmp_path):
     assert (df["state"] == "finished").sum() == 3
 
 
-# -- stopper_curves: the top-k at θ ranked by a predictor learned from previous runs (docs/earlycurve.md §8.7) --
+# -- stopper_curves: the top-k at θ ranked by a predictor learned from previous runs (docs/design/earlycurve.md §8.7) --
 
 DIGITS_CURVES = "data/learning_curves/builtin/builtin_digits-mlp_curves.csv.gz"  # 128 random-search digits-mlp runs
 
@@ -150,7 +150,7 @@ def test_barrier_is_the_last_value_at_theta_without_rungs(tmp_path):
     assert ExperimentSpec(stopper="barrier", stopper_curves="x.csv").stopper_curves == "x.csv"
     df = spottune.tune(max_steps=60, theta=0.15, predictor="constant", stopper="barrier",
                        output=tmp_path / "res").get_dataframe()
-    # θ = 0.15 of 60 = 9 steps for all 16 trials; the 3 lowest last values at step 9 run to 60 (docs/earlycurve.md §8.10)
+    # θ = 0.15 of 60 = 9 steps for all 16 trials; the 3 lowest last values at step 9 run to 60 (docs/design/earlycurve.md §8.10)
     assert sorted(df["steps"]) == [9] * 13 + [60] * 3
     assert (df["state"] == "finished").sum() == 3
 
@@ -223,7 +223,7 @@ def test_simulate_runs_the_rungs_and_keeps_top_k(tmp_path):
     assert not row["error"]
 
 
-# -- predictive_options: a family's own settings of predictive ASHA (docs/earlycurve.md §8.15) ---------------------
+# -- predictive_options: a family's own settings of predictive ASHA (docs/design/earlycurve.md §8.15) ---------------------
 
 OPTIONS = {"fractions": [0.1, 0.3], "keep_first": 0.5, "keep": 0.25, "slope": 0.0}
 

@@ -170,7 +170,7 @@ def test_cli_small_eval_writes_json(tmp_path, monkeypatch, capsys):
 
 def test_learned_predictor_against_the_last_value_on_held_out_curves(capsys, monkeypatch):
     # logreg (built-in, 128 real curves): the last value ranks badly at θ 0.3, the residual model learned on the
-    # other half does not (docs/earlycurve.md §8.7); at θ 0.7 the guard keeps the last value's ranking
+    # other half does not (docs/design/earlycurve.md §8.7); at θ 0.7 the guard keeps the last value's ranking
     (logreg,) = find_datasets(DATA / "builtin" / "builtin_logreg_curves.csv.gz").values()
     res = evaluate_learned(logreg, thetas=(0.3, 0.7), n_studies=100)
     info = res["learned"]

@@ -379,7 +379,7 @@ def _pause(s, t, iid, step):
 
 
 def test_rungs_are_barriers_before_theta_ranked_by_the_last_value():
-    # rung at 20 % of 10 = step 2 keeps 3, θ at step 5 keeps the top 1 (issue 13, docs/earlycurve.md §8.12)
+    # rung at 20 % of 10 = step 2 keeps 3, θ at step 5 keeps the top 1 (issue 13, docs/design/earlycurve.md §8.12)
     s = Script(trials=("t0", "t1", "t2", "t3"), max_steps=10, theta=0.5, top_k=1, rungs="0.2:3")
     s.curve = {"t0": lambda k: 1.0 if k <= 2 else 0.1,  # best at θ, kept at the rung (3rd of 4)
                "t1": lambda k: 0.5, "t2": lambda k: 0.6, "t3": lambda k: 2.0}  # t3: last at the rung

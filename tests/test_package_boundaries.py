@@ -1,4 +1,4 @@
-"""Package boundaries (docs/design.md, "Package boundaries"): who may import whom, no import cycles, every
+"""Package boundaries (docs/design/decisions.md, "Package boundaries"): who may import whom, no import cycles, every
 module importable on its own in a fresh interpreter, one definition per protocol, spotmarket without torch.
 
 The import graph is read with ``ast`` from every ``import`` statement of every module, function-level

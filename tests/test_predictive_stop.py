@@ -105,7 +105,7 @@ def test_defaults_and_bad_parameters():
     assert rule.report("t", 20, 0.5) is False and rule.report("t", 20, 0.1) is False  # a replayed step is not judged
 
 
-# -- score="learned" (docs/earlycurve.md §8.8, design ES15) ---------------------------------------------------
+# -- score="learned" (docs/design/earlycurve.md §8.8, design ES15) ---------------------------------------------------
 
 def _exp_curve(a: float, b: float, upto: int) -> dict[int, float]:
     """``exp(b − a·t/20)`` at t = 1 .. upto: its log-residual is linear in ResidualCurvePredictor's features."""

@@ -1,4 +1,4 @@
-"""Choose the θ barrier's setting on a family's own curves (``spottune curves choose``; docs/earlycurve.md §8.10-§8.12).
+"""Choose the θ barrier's setting on a family's own curves (``spottune curves choose``; docs/design/earlycurve.md §8.10-§8.12).
 
 The barrier (``spottune run --stopper barrier``): every trial trains to θ·S_max, then the ``keep`` trials with the
 lowest last observed loss train to S_max. Its cost in steps is ``(n θ + keep (1 − θ)) / n`` of training all ``n``
@@ -39,7 +39,7 @@ _METRICS = ("top1", "top3", "regret", "cost")
 #: Rankings at θ :func:`choose_barrier` can choose from, with the stopper that ranks that way.
 RANKINGS = {"last-value": "barrier", "paper": "paper"}
 #: Two-rung grid of :func:`choose_barrier` (``two_rung=True``) and benchmarks/bench_barrier.py, fixed before its
-#: first run (docs/earlycurve.md §8.12): first rung θ1 and keep1, then θ2 (the barrier's θ) and keep2 (its top-k).
+#: first run (docs/design/earlycurve.md §8.12): first rung θ1 and keep1, then θ2 (the barrier's θ) and keep2 (its top-k).
 TWO_RUNG_THETAS1 = (0.04, 0.06, 0.1)
 TWO_RUNG_KEEPS1 = (4, 6, 8)
 TWO_RUNG_THETAS2 = (0.15, 0.2, 0.3, 0.5)
@@ -61,7 +61,7 @@ def rungs_metrics(study: Study, rungs: Sequence[tuple[int, int]],
     """:func:`study_metrics` (top1, top3, regret in loss units, cost = steps ÷ training every trial, steps) of one
     study under synchronous rungs: every trial trains to the first rung's grid step, and at each rung ``(step,
     keep)`` the ``keep`` surviving trials with the lowest score continue, to the next rung or, after the last, to
-    S_max (:func:`earlycurve.evaluation._stoppers.rung_steps`; docs/earlycurve.md §8.12).
+    S_max (:func:`earlycurve.evaluation._stoppers.rung_steps`; docs/design/earlycurve.md §8.12).
 
     ``rungs``: (grid step 1-based, keep) pairs, steps strictly increasing in [1, n_steps], keeps ≥ 1 strictly
     decreasing. ``scores``: one array of shape (size,) per rung (lower continues), default (or None) the last

@@ -1,6 +1,6 @@
 """Loaders for recorded learning curves: ``data/learning_curves``, our digits curves, and any file in a
 documented layout (``LAYOUTS``, detected from the content by :func:`detect_layout`; the file name
-does not matter; ``docs/earlycurve.md`` §"Curve files").
+does not matter; ``docs/design/earlycurve.md`` §"Curve files").
 
 Every loader returns a :class:`CurveSet` of complete curves as a **loss** (lower is better) plus
 counts of what it skipped and why, and raises :class:`~earlycurve.errors.InvalidCurveError` (naming the
@@ -331,7 +331,7 @@ def load_long_csv(path: Path, name: str = "curves") -> CurveSet:
     return CurveSet(name=name, curves=tuple(curves), counts=counts)
 
 
-#: Curve file layouts, detected from the content (``docs/earlycurve.md`` §"Curve files"):
+#: Curve file layouts, detected from the content (``docs/design/earlycurve.md`` §"Curve files"):
 #: layout -> (what identifies it, loader).
 LAYOUTS = {
     "opda-jsonl": ("JSON lines, one object per configuration with 'epochs' and 'learning_curve'", load_opda),

@@ -15,7 +15,7 @@ and reused). Then:
 
 :func:`evaluate_learned` does the same for a predictor learned from previous runs
 (:class:`earlycurve.ResidualCurvePredictor`): fitted on a seeded half of the set, evaluated on the other half
-against the last value (docs/earlycurve.md §8.7, "in-set").
+against the last value (docs/design/earlycurve.md §8.7, "in-set").
 
 All randomness comes from ``numpy.random.default_rng(seed)``.
 """
@@ -53,7 +53,7 @@ THETAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 def default_predictors(seed: int = 0) -> dict[str, FinalMetricPredictor]:
-    """The predictors compared in ``docs/earlycurve.md``, by name.
+    """The predictors compared in ``docs/design/earlycurve.md``, by name.
 
     ``earlycurve`` is the paper's setting (Eq 7 with α = 0.5, β = 0.01; fit on the whole last
     stage); ``earlycurve-noisy`` swaps in :data:`earlycurve.NOISY_STAGE_RULE`;
@@ -285,7 +285,7 @@ def evaluate_learned(
     (constructor defaults, ``top_k`` and ``study_size`` of the evaluation, the whole set one group of pseudo-studies,
     as in §8.7) is fitted on it. The second half is evaluated as :func:`evaluate_set` does, for ``last_value`` and
     ``learned``: issue 13's target is ``learned``'s ``topk_recall`` >= ``last_value``'s at every θ
-    (docs/earlycurve.md §8.7, "in-set").
+    (docs/design/earlycurve.md §8.7, "in-set").
 
     Parameters
     ----------

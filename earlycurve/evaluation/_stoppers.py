@@ -22,7 +22,7 @@
   fractions of the study's steps.
 - :func:`one_shot_steps`: the synchronous rule of the paper (train all to ``m`` steps, keep the
   ``keep`` lowest scores to the end): EarlyCurve (paper) and last value; :func:`rung_steps`: the same with
-  several synchronous rungs (docs/earlycurve.md §8.12).
+  several synchronous rungs (docs/design/earlycurve.md §8.12).
 """
 
 from __future__ import annotations
@@ -360,7 +360,7 @@ def rung_steps(study: Study, rungs: Sequence[tuple[int, int]],
                scores: Sequence[np.ndarray | None] | None = None) -> np.ndarray:
     """Steps trained under synchronous rungs: every trial trains to the first rung's step; at each rung
     ``(step, keep)`` the ``keep`` surviving trials with the lowest score train on to the next rung's step, and
-    the last rung's survivors to the end (SpotTune's θ barrier is one rung; docs/earlycurve.md §8.12).
+    the last rung's survivors to the end (SpotTune's θ barrier is one rung; docs/design/earlycurve.md §8.12).
 
     Parameters
     ----------

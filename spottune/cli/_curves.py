@@ -145,14 +145,14 @@ def eval_command(
     """Compare EarlyCurve with SLAQ, last value and best value on the curves under PATH.
 
     PATH is data/learning_curves, another folder of curve files, or one curve file of any name. The
-    layout is detected from the content (docs/earlycurve.md, "Curve files"): a long CSV
+    layout is detected from the content (docs/design/earlycurve.md, "Curve files"): a long CSV
     config_id,step,value[,max_steps] (value a loss); opda-style JSON lines (plain or .gz) with one
     configuration per line ("epochs", "learning_curve" of {"epoch", "top_1"}); the cakelab CSV
     (curve_id,step,accuracy); the digits CSV (config_id,step,max_steps,val_loss). Values are losses
     (1 - top-1 or 1 - accuracy; digits: validation cross-entropy); errors are relative to the true final loss.
 
     With --learned (default) a final-metric predictor learned from previous runs (ResidualCurvePredictor,
-    docs/earlycurve.md §8.7) is fitted on a seeded half of each data set and compared with the last value on
+    docs/design/earlycurve.md §8.7) is fitted on a seeded half of each data set and compared with the last value on
     the other half; the chosen ridge alpha per theta says where it uses coefficients (inf, null in the JSON: it
     ranks as the last value). With --stoppers (default) each data set is also replayed as tuning studies under every early
     stopper at fixed settings: top-1 / top-3 accuracy of the trial picked, regret (its final loss minus
@@ -242,10 +242,10 @@ def choose_command(path: Path, target_top3: float, study_size: int, tuning_studi
     halves; studies of --study-size trials are drawn from each. On the tuning studies the cheapest (θ, keep) of the
     grid θ 0.04-0.5 x keep 2-6 (below --study-size) whose mean top-3 accuracy minus one standard error reaches
     --target-top3 is chosen; its top-3 and cost (steps / training every trial) on the test studies are printed,
-    never used to choose (docs/earlycurve.md §8.10). With --paper the ranking at θ is chosen too: the last value
+    never used to choose (docs/design/earlycurve.md §8.10). With --paper the ranking at θ is chosen too: the last value
     (--stopper barrier) or EarlyCurve's predicted final value (--stopper paper). With --two-rung two synchronous
     rungs are candidates too: every trial trains to θ1, the keep1 lowest last values to θ, the --top-k lowest there
-    to the end (--rungs θ1:keep1; docs/earlycurve.md §8.12).
+    to the end (--rungs θ1:keep1; docs/design/earlycurve.md §8.12).
     """
     if not 0 < target_top3 <= 1:
         raise click.BadParameter(f"target_top3 is {target_top3}, but must be 0 < target_top3 <= 1",

@@ -119,7 +119,7 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
 @click.option("--backend", type=click.Choice(["sim", "local", "aws", "ray"]), default=None,
               show_default=_default("backend"),
               help="sim: virtual clock; local: real worker processes on an accelerated wall clock; "
-                   "aws: EC2 spot instances (docs/aws.md); ray: actors on the spot nodes of a Ray cluster (docs/ray.md).")
+                   "aws: EC2 spot instances (docs/guide/aws.md); ray: actors on the spot nodes of a Ray cluster (docs/guide/ray.md).")
 @click.option("--ray-address", default=None,
               help="Ray backend: the cluster, 'auto' (this machine's, from `ray start`) or HOST:PORT of the head "
                    "(spec key ray.address; default auto).")
@@ -148,13 +148,13 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
               help="predictive: predictive ASHA at rungs before θ (re-judged every step, optimistic bound), then the "
                    "last value's top-k at θ; rank: stop trials at rungs before θ when unlikely to end in the top-k, then the last value's "
                    "top-k at θ; barrier: no rungs, the last value's top-k at θ (choose θ 0.1-0.2 and --top-k on tuning "
-                   "studies, docs/earlycurve.md §8.10); hparams: barrier (and --rungs) ranked at every barrier by the final loss "
-                   "predicted from each trial's hyperparameters and curve, learned from --stopper-curves (docs/earlycurve.md "
+                   "studies, docs/design/earlycurve.md §8.10); hparams: barrier (and --rungs) ranked at every barrier by the final loss "
+                   "predicted from each trial's hyperparameters and curve, learned from --stopper-curves (docs/design/earlycurve.md "
                    "§8.19); paper: EarlyCurve at θ only (the published SpotTune). Default barrier (design ES18).")
 @click.option("--predictive-options", default=None,
               help="With --stopper predictive: the rule's settings as a JSON object instead of the shipped defaults, "
                    "e.g. '{\"fractions\": [0.1, 0.3, 0.5], \"keep\": 0.25}' (keys fractions, keep_first, keep, slope, "
-                   "bound_k, bound_quantile, guard, retro; choose them on tuning studies, docs/earlycurve.md §8.15).")
+                   "bound_k, bound_quantile, guard, retro; choose them on tuning studies, docs/design/earlycurve.md §8.15).")
 @click.option("--stopper-curves", type=click.Path(exists=True, dir_okay=False), default=None,
               help="With --stopper rank, predictive or barrier: a curve file of finished runs of this workload; the top-k at θ "
                    "is then ranked by a predictor learned from them (earlycurve.ResidualCurvePredictor) instead of the "
@@ -163,7 +163,7 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
 @click.option("--rungs", default=None,
               help="With --stopper barrier or hparams: synchronous barriers before θ, comma-separated fraction:keep pairs (e.g. "
                    "0.06:6): every trial trains to 6 % of S_max and waits, the 6 lowest last values go on to θ, where "
-                   "--top-k continue. Choose them with `spottune curves choose --two-rung` (docs/earlycurve.md §8.12).")
+                   "--top-k continue. Choose them with `spottune curves choose --two-rung` (docs/design/earlycurve.md §8.12).")
 @click.option("--boot-s", type=float, default=None, show_default=_default("boot_s"),
               help="Launch-to-training latency, seconds (D11; sim backend; 0 = the paper's faithful mode).")
 @click.option("--step-time-cov", type=float, default=None, show_default=_default("step_time_cov"),

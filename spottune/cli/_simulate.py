@@ -84,7 +84,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         Early stopping of the SpotTune policies: the θ barrier with the last value (default), EarlyCurve at θ,
         the rank-confidence rule or predictive ASHA (both with the last value's top-k at θ), or ``hparams``: the θ
         barrier and its rungs ranked by the final loss predicted from each trial's hyperparameters and curve, learned
-        from the study's previous runs (the recorded curves it did not sample; docs/earlycurve.md §8.19).
+        from the study's previous runs (the recorded curves it did not sample; docs/design/earlycurve.md §8.19).
     rungs : str or sequence of (float, int), optional
         With stopper ``barrier`` or ``hparams``: synchronous barriers before θ of the SpotTune policies (``"0.06:6"``;
         :func:`spottune.orchestrator.check_rungs`).
@@ -101,7 +101,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         The deadline guard's rule.
     time_value_usd_per_hour : float, default 0
         Value of a trial's wall-clock hour in the ``refund`` objective of the SpotTune policies, USD per
-        trial-hour (0 = dollars only; docs/design.md, issue 12, R7).
+        trial-hour (0 = dollars only; docs/design/decisions.md, issue 12, R7).
     job_time_value_usd_per_hour : float, default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`
         Value of the job's wall-clock hour in the same objective, USD per job-hour, shared by the trials heading to
         the same stop (R11; 0 = off).

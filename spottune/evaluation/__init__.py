@@ -5,7 +5,7 @@ bound on cost (:mod:`._lower_bound`), Optuna pruners as stop
 rules (:mod:`._pruning`), studies with ground-truth curves (:mod:`._studies`), one run and its row
 (:mod:`._runner`), the tidy table (:mod:`._table`), the figures (:mod:`._plots`) and the SEER-family baselines
 executed on the replay (:mod:`._elastic`, issue 17). The CLI is
-``spottune simulate`` (``spottune/cli/_simulate.py``); results are discussed in ``docs/evaluation.md``.
+``spottune simulate`` (``spottune/cli/_simulate.py``); results are discussed in ``docs/design/evaluation.md``.
 The parts shared with ``spottune run`` and ``spottune.tune()`` (market and revocation model, predictors,
 SpotTune provisioner, curve model) come from the composition root, :mod:`spottune._compose`.
 """

@@ -242,7 +242,7 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
     stopper : {"paper", "rank", "predictive", "barrier", "hparams"}
         Early stopping of the ``spottune-<θ>...`` policies (``predictive``: predictive ASHA; ``rank``: the rank-confidence rule;
         ``barrier``: the last value's top-k at θ, no rungs; ``hparams``: ``barrier`` ranked by the final loss
-        learned from the study's previous runs, docs/earlycurve.md §8.19; ``paper``: EarlyCurve at θ, as published). A name
+        learned from the study's previous runs, docs/design/earlycurve.md §8.19; ``paper``: EarlyCurve at θ, as published). A name
         with the ``-paper`` suffix is the paper's design throughout: its stopper is ``paper`` whatever this says.
     rungs : str or sequence of (float, int), default ()
         Synchronous barriers before θ of the ``spottune-<θ>...`` policies with stopper ``barrier`` or ``hparams`` and θ < 1
@@ -460,7 +460,7 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
         from spottune._early_stop import early_stopping
 
         learned = None
-        if policy.stopper == "hparams" and config.barriers:  # docs/earlycurve.md §8.19
+        if policy.stopper == "hparams" and config.barriers:  # docs/design/earlycurve.md §8.19
             learned = _hparams(study, config.barrier_fractions, seed)
             ranking = {"rung_predictor": learned, "configs": study.configs}
         fmp, plateau, rank_rule = early_stopping(policy.stopper, study.max_steps, config.theta_steps, top_k, seed,

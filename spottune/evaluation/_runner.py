@@ -147,7 +147,7 @@ def supplementary_starts(evaluation_starts: list[float]) -> list[float]:
     f = 1/6, 1/2, 5/6: 3 (n − 1) starts, each a sixth of the spacing from every evaluation start and every
     :func:`tuning_starts` start (2.58 days for :func:`default_starts` with n = 10 on the 2015 trace; SpotTune's runs
     there take under a day, so a replay of ours that chose a setting on a tuning start never overlaps one of these).
-    Fixed on 2026-11-27 to settle verdicts that 10 evaluation starts leave open (docs/evaluation.md); no setting is
+    Fixed on 2026-11-27 to settle verdicts that 10 evaluation starts leave open (docs/design/evaluation.md); no setting is
     chosen on them.
 
     Raises

@@ -1,6 +1,6 @@
 """``EarlyCurvePruner``: SpotTune's early stopping (rank confidence or predictive ASHA) as an Optuna pruner.
 
-Use it like any Optuna pruner (``docs/earlycurve.md`` §7)::
+Use it like any Optuna pruner (``docs/design/earlycurve.md`` §7)::
 
     pruner = EarlyCurvePruner(max_resource=50)          # rungs at 10, 20, 40, 70 % of 50 steps
     study = optuna.create_study(direction="maximize", pruner=pruner)
@@ -11,7 +11,7 @@ At each rung (the first reported step at or after it) the trial is judged by
 finished trials (``COMPLETE``) calibrate the beliefs and count with their final value, ``PRUNED``
 trials are out, ``RUNNING`` trials count with their belief at their latest rung. The pruner keeps no
 state of its own, so it works with any storage and with parallel workers, like Optuna's own pruners.
-With ``rule="predictive"`` (:class:`earlycurve.PredictiveStopping`, ``docs/earlycurve.md`` §8) the trial
+With ``rule="predictive"`` (:class:`earlycurve.PredictiveStopping`, ``docs/design/earlycurve.md`` §8) the trial
 is judged at every report (its passed rungs are re-judged, and the optimistic bound is checked against
 the finished trials); ``PRUNED`` trials then still count at the rungs they reached, as in ASHA.
 A trial's *final* value is its last intermediate value (its ``value`` if it reported none).

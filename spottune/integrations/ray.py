@@ -2,7 +2,7 @@
 
 Needs the optional extra ``spottune[ray]`` (``ray[tune]==2.60.0``). Ray is imported only when
 ``EarlyCurveScheduler`` is first used, so ``import spottune.integrations.ray`` works without Ray.
-Use it like Ray's ``ASHAScheduler`` (``docs/earlycurve.md`` §7)::
+Use it like Ray's ``ASHAScheduler`` (``docs/design/earlycurve.md`` §7)::
 
     from ray import tune
     from spottune.integrations.ray import EarlyCurveScheduler

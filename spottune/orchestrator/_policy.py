@@ -99,7 +99,7 @@ class Orchestrator:
         reported step; True stops the running trial at once (STOPPED_EARLY). Default: none.
     rung_predictor : FinalMetricPredictor, optional
         Ranks the trials at the rungs before θ (``config.rungs``) by its predicted final loss; default: the last
-        observed value (e.g. :class:`earlycurve.HyperparameterCurvePredictor`, docs/earlycurve.md §8.19).
+        observed value (e.g. :class:`earlycurve.HyperparameterCurvePredictor`, docs/design/earlycurve.md §8.19).
     configs : mapping of str to mapping, optional
         Each trial's hyperparameters, given to a predictor whose ``uses_config`` is true as ``config=``.
 

@@ -16,7 +16,7 @@ in the unit of the deadline ``T`` (seconds in spottune), budgets in resources x 
   each, then T/2 exploiting the best trial at ``p_max`` (SEER §4, "E-Grid Search").
 
 Source: Dunlap et al., "Elastic Hyperparameter Tuning on the Cloud" (SoCC'21), Algorithm 1 and §4;
-``RELATED_SYSTEMS.md`` §2.2. Adaptations are decisions DB7-DB9 of ``docs/design.md``.
+``RELATED_SYSTEMS.md`` §2.2. Adaptations are decisions DB7-DB9 of ``docs/design/decisions.md``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ gbt            gradient-boosted trees, 1 tree/step, diab.  val MSE         200  
 
 \\* simulated: seconds per step on the 2-vCPU reference instance and checkpoint size, chosen to match
 the paper's Table II workloads (ResNet/CIFAR-10, LoR/Epsilon, LiR/YearPredictionMSD, SVM and GBTR on
-synthetic data) so a trial spans hours of simulated time; see ``docs/trainable.md``. The real models
+synthetic data) so a trial spans hours of simulated time; see ``docs/guide/trainable.md``. The real models
 are small: one real step takes about 0.05-3 ms of CPU.
 
 Every search space has 16 configurations (the paper's grids are lost; spec D13 - invented grids,

@@ -3,7 +3,7 @@
 :class:`AwsBackend` (the driver), :class:`AwsSettings`, the agent that runs on each instance
 (``python -m spottune.backends.aws.agent``), instance discovery by tag (:func:`find_instances`, reusable by
 a reconcile step) and :func:`cleanup` (``spottune cleanup EXPERIMENT``), and AWS's capacity signals
-(:func:`placement_scores`). Guide: docs/aws.md.
+(:func:`placement_scores`). Guide: docs/guide/aws.md.
 Names are imported on first use (the agent on an instance needs none of the driver's imports).
 """
 

@@ -2,7 +2,7 @@
 
 The driver contract is :mod:`spottune.backends._base`'s, and the instance lifecycle, the report handlers
 and the delivery loop are the local backend's (:class:`spottune.backends.local.LocalBackend`, subclassed):
-only the effects differ ([I] decisions, docs/design.md AWS1-AWS8):
+only the effects differ ([I] decisions, docs/design/decisions.md AWS1-AWS8):
 
 - **Launch** (:mod:`._launch`): the segment description goes to S3, then one ``run_instances`` (spot,
   max price, zone, IMDSv2 hop limit 2, shutdown = terminate, instance profile, tags, user data). A refusal
@@ -346,7 +346,7 @@ class AwsBackend(LocalBackend):
     def _price_series(self, inst: Any, end_s: float) -> Any:
         return self.prices.series(inst.market, inst.started_s, end_s)
 
-    # -- AWS's capacity signals (docs/design.md AWS15) ---------------------------------------------------------
+    # -- AWS's capacity signals (docs/design/decisions.md AWS15) ---------------------------------------------------------
     def _signal(self, market: Any, kind: str, value: float, t: float) -> None:
         """Journal one signal (:mod:`._signals`) and hand it to the predictor (a resume replays it from the journal)."""
         if self.journal is not None:
@@ -368,7 +368,7 @@ class AwsBackend(LocalBackend):
 
     # -- crash safety (issue 15) --------------------------------------------------------------------------
     def resume(self, records: list[dict[str, Any]]) -> None:
-        """Continue a killed run from its journal (decision AWS14, docs/aws.md "Resume after a crash").
+        """Continue a killed run from its journal (decision AWS14, docs/guide/aws.md "Resume after a crash").
 
         1. The journal is replayed into the fresh orchestrator with the local backend's replay
            (:meth:`LocalBackend._replay_journal`: every action checked, ledger rows re-billed at the API's

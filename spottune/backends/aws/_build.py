@@ -70,7 +70,7 @@ def settings_from_spec(spec: Any, *, live: bool, output: str | Path | None = Non
     missing = [k for k in ("image", "ami") if live and not a.get(k)]
     if missing:  # the defaults are placeholders for a test endpoint
         raise ConfigError(f"backend aws needs aws.{' and aws.'.join(missing)} (the worker image in ECR, a host AMI "
-                          "with Docker; docs/aws.md)")
+                          "with Docker; docs/guide/aws.md)")
     experiment = a.get("experiment") or (Path(output).name if output is not None else f"run-{int(time.time())}")
     prefix = a.get("prefix", "spottune")
     store = spec.storage_path or f"s3://{a['bucket']}/{prefix}/{experiment}/checkpoints"

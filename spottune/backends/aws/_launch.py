@@ -8,7 +8,7 @@ instance-hour) becomes exactly one ``run_instances`` call (:func:`launch_request
 - ``MetadataOptions``: IMDSv2 required (``HttpTokens=required``), hop limit 2 (a container on a bridge
   network reaches IMDS through one more hop);
 - ``InstanceInitiatedShutdownBehavior=terminate``: the agent's ``shutdown`` ends the billing;
-- ``IamInstanceProfile``: the worker role (S3 and SQS; docs/aws.md);
+- ``IamInstanceProfile``: the worker role (S3 and SQS; docs/guide/aws.md);
 - tags ``spottune:experiment``, ``spottune:trial``, ``spottune:launch`` on the instance and its volumes;
 - user data (:func:`user_data`): a shell script that runs the worker image's agent for this segment,
   then powers the host off, whatever the agent's exit code.

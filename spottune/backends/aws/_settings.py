@@ -31,7 +31,7 @@ class AwsSettings:
     ami : str
         Host AMI with Docker (e.g. the ECS-optimized Amazon Linux 2023 AMI of the region).
     instance_profile : str
-        Name (or ARN) of the instance profile the workers run as (S3, SQS; docs/aws.md).
+        Name (or ARN) of the instance profile the workers run as (S3, SQS; docs/guide/aws.md).
     region : str, default "us-east-1"
     prefix : str, default "spottune"
         S3 key prefix of the control objects.

@@ -3,7 +3,7 @@
 :class:`RayBackend` (the driver), :class:`RaySettings`, the segment actor (:class:`SegmentActor`, the local
 backend's worker loop in an actor) and the cluster readers (:func:`cluster_markets`, :func:`offered_markets`,
 :func:`market_resource`). Needs the extra ``spottune[ray]``; Ray is imported only when a backend is built
-or the cluster is read, so ``import spottune.backends.ray`` works without it. Guide: docs/ray.md.
+or the cluster is read, so ``import spottune.backends.ray`` works without it. Guide: docs/guide/ray.md.
 Names are imported on first use (PEP 562).
 """
 

@@ -1,10 +1,10 @@
 """The Ray backend: every trial segment is a Ray actor on a node of its spot market, in an existing cluster.
 
-spottune never launches a node here: the cluster's autoscaler does (docs/ray.md). The driver contract is
+spottune never launches a node here: the cluster's autoscaler does (docs/guide/ray.md). The driver contract is
 :mod:`spottune.backends._base`'s; the instance lifecycle table, the report handlers (``ready``, ``metric``,
 ``checkpoint``, ``failed``), the deferral of notices before ``ready`` and the single-threaded queue loop are
 the local backend's (:class:`spottune.backends.local.LocalBackend`, subclassed as the aws backend does);
-only the effects differ (docs/design.md R1-R8):
+only the effects differ (docs/design/decisions.md R1-R8):
 
 - **Markets are node types** (:mod:`._cluster`): the markets the cluster offers (custom resource
   ``market:<type>/<zone>`` or the labels ``ray.io/market-type``, ``ray.io/availability-zone``,
@@ -153,9 +153,9 @@ class RayBackend(LocalBackend):
         Raises
         ------
         BackendError
-            Always ("the ray backend cannot resume a run"; docs/ray.md, what is left out).
+            Always ("the ray backend cannot resume a run"; docs/guide/ray.md, what is left out).
         """
-        raise BackendError("the ray backend cannot resume a run (docs/ray.md)")
+        raise BackendError("the ray backend cannot resume a run (docs/guide/ray.md)")
 
     # -- the run --------------------------------------------------------------------------------------
     def discover_markets(self) -> list[OfferedMarket]:
@@ -172,7 +172,7 @@ class RayBackend(LocalBackend):
         if not self.markets:
             raise BackendError("ray backend: the Ray cluster offers no spot market (a node resource "
                                "'market:<instance type>/<zone>' or the labels ray.io/market-type: spot, "
-                               "ray.io/availability-zone, ray.io/instance-type; docs/ray.md)")
+                               "ray.io/availability-zone, ray.io/instance-type; docs/guide/ray.md)")
         self.record.meta["markets_offered"] = {k: m.by for k, m in sorted(self.markets.items())}
         return list(self.markets.values())
 

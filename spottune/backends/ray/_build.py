@@ -35,7 +35,7 @@ def pool_markets(spec: Any, history: Any) -> tuple[list[Any], list[Any]]:
     markets = sorted((m for m in history.markets if (m.instance_type, m.availability_zone) in keys), key=str)
     if not markets:
         raise ConfigError(f"the Ray cluster offers the markets {', '.join(m.key for m in offered) or 'none'}, but the "
-                          f"price history {spec.prices!r} has none of them (docs/ray.md)")
+                          f"price history {spec.prices!r} has none of them (docs/guide/ray.md)")
     return markets, offered
 
 
