@@ -1,4 +1,4 @@
-# The spottune worker image (issue 14): one trial segment per EC2 spot instance.
+# The spottune worker image: one trial segment per EC2 spot instance.
 # The user data of every instance runs: docker run --rm --network host IMAGE --segment s3://.../<launch>.json
 # Build and push to ECR: docs/guide/aws.md. Linted by hadolint in tests/test_dockerfile.py.
 FROM python:3.11.7-slim-bookworm

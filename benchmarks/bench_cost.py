@@ -1,4 +1,4 @@
-"""Issue 12's cost targets, measured: ``benchmarks/results/cost.json`` and ``docs/design/cost.md``.
+"""The refund-aware provisioning work's cost targets, measured: ``benchmarks/results/cost.json`` and ``docs/design/cost.md``.
 
 For each workload (digits-mlp, and two others: the recorded opda-alexnet study and the gbt workload)
 and each market mode (legacy: the 2017 bid rule; modern: capacity interruptions), ``spottune simulate``
@@ -134,7 +134,7 @@ def _fmt(v, digits=3):
 
 
 def markdown(results):
-    lines = ["# Cost against the baselines and the lower bound (issue 12)", "",
+    lines = ["# Cost against the baselines and the lower bound", "",
              "Written by `benchmarks/bench_cost.py` (figures in `benchmarks/results/cost.json`); "
              f"{results['starts']} starts spread over the 2015 us-east-1 trace, every policy on the same "
              "replays, boot latency and restore time. Mean over starts; each target's 95 % interval resamples the "

@@ -1,4 +1,4 @@
-"""Top-3 recall at θ of a curve predictor learned from previous runs, against the last value (issue 13).
+"""Top-3 recall at θ of a curve predictor learned from previous runs, against the last value.
 
 The issue's second target: "top-3 recall of the curve predictor ≥ last value's at every θ in {0.3, 0.5,
 0.7, 0.9} on every recorded set". The predictor is :class:`earlycurve.ResidualCurvePredictor` (last value +

@@ -1,4 +1,4 @@
-"""Deadline and budget in the simulator (issue 17): spottune under ``deadline`` + ``budget_usd`` vs unconstrained
+"""Deadline and budget in the simulator: spottune under ``deadline`` + ``budget_usd`` vs unconstrained
 spottune and the SEER family (SEER as published, SEER with predictive elimination, E-Hyperband, E-Grid).
 
 Workloads ``digits-mlp`` (and ``opda-alexnet`` with ``--workloads``), the 2015 us-east-1 trace, legacy and modern
@@ -110,7 +110,7 @@ def _mean(xs):
 
 def candidates(reference: str = REFERENCE) -> list[str]:
     """Our candidates: SpotTune under each deadline-guard rule, SEER's plan executed with predictive
-    elimination (issue 17 item: is executing the plan needed?) and the cost-lean plan (DB15)."""
+    elimination (the deadline-and-budget work item: is executing the plan needed?) and the cost-lean plan (DB15)."""
     return [_label(reference, r) for r in CANDIDATES] + ["seer-predictive", "seer-lean"]
 
 
@@ -239,7 +239,7 @@ def print_table(data: dict) -> None:
 
 
 def markdown(data: dict) -> str:
-    """The summary as the table of ``docs/design/evaluation.md`` (issue 17), every policy; ours in bold."""
+    """The summary as the table of ``docs/design/evaluation.md``, every policy; ours in bold."""
     f = lambda x, d=2: "–" if x is None else f"{x:.{d}f}"  # noqa: E731
     lines = ["| workload/market | policy | deadline met | met and finished | budget violations | stopped by budget "
              "| cost ÷ unconstrained (median / max / share ≤ 1.3) | mean × | top-1 regret (mean) | regret ≤ SEER "

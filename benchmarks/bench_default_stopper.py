@@ -2,7 +2,7 @@
 
 Both are Algorithm 1's θ barrier with the user's θ and top-k, so they cost the same steps; they differ only in how
 the trials that continue are ranked: EarlyCurve's predicted final value (paper settings, Eq 4-7) or the last
-observed value. Issue 13 asks for the new rule by default and ``--stopper paper`` for the faithful one; this
+observed value. The early-stopping work asks for the new rule by default and ``--stopper paper`` for the faithful one; this
 measures whether that change costs the user accuracy, on every curve set the project ships or records:
 the three recorded sets (data/learning_curves) and the built-in workloads' random-search curves
 (data/learning_curves/builtin/builtin_*_curves.csv.gz, benchmarks/results/digits_curves.csv, workload_digits-mlp_curves.csv).

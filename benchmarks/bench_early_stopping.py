@@ -1,4 +1,4 @@
-"""Early stopping against SHA/ASHA/Hyperband/Median/Wilcoxon at their best, on recorded curves (issue 13).
+"""Early stopping against SHA/ASHA/Hyperband/Median/Wilcoxon at their best, on recorded curves.
 
 Writes ``benchmarks/results/early_stopping.json`` and prints the markdown table of
 ``docs/design/earlycurve.md`` §"Against SHA/ASHA at their best". Usage (from the project root)::

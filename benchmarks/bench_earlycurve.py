@@ -1,4 +1,4 @@
-"""EarlyCurve benchmark: speed targets and prediction quality on recorded curves (issue 4).
+"""EarlyCurve benchmark: speed targets and prediction quality on recorded curves.
 
 Writes ``benchmarks/results/earlycurve.json``. Usage (from the project root)::
 

@@ -15,7 +15,7 @@ learned from previous runs) against the same settings ranked by the last value, 
   under the ``hparams`` ranking, as ``spottune-<θ> --rungs … --top-k …`` rows.
 - **Fewer previous runs** (``previous_runs_sensitivity``): the ``hparams`` pick's test top-3 with models fitted on 16,
   32 or 64 curves drawn from the tuning half (5 draws each), or the whole half; the cost is the pick's either way.
-- **Recall** (issue 13's second target): top-3 recall at θ ∈ {0.3, 0.5, 0.7, 0.9} on the test studies (the truly best
+- **Recall** (the early-stopping work's second target): top-3 recall at θ ∈ {0.3, 0.5, 0.7, 0.9} on the test studies (the truly best
   trial among the 3 lowest scores), the model against the last value; and the guard's choice per θ.
 
 The sets are those whose curve files record hyperparameters: opda AlexNet and ConvNeXt, and the built-in random-search

@@ -1,11 +1,11 @@
 """Benchmark: market replay queries on the real 2015 us-east-1 trace (15 markets, 274,099 records).
 
-Target (issue 2): 10^5 next-revocation queries and 10^5 run-cost queries, each under 1 s on 2 cores.
+Target: 10^5 next-revocation queries and 10^5 run-cost queries, each under 1 s on 2 cores.
 Each vectorised query type is compared, in the same run, with a naive per-query Python loop on a
 random sample (extrapolated to 10^5 per query), and the sample's answers must agree exactly.
 
 Queries: market uniform over the 15 markets; launch time uniform over the part of each market's history
-with an hour before and two hours after; max price = price(t) + U[0.00001, 0.2] (spec D1); run length
+with an hour before and two hours after; max price = price(t) + U[0.00001, 0.2] (Tributary's rule, as in the paper); run length
 U[0, 7200] s, ended by the user or the provider with probability 1/2.
 
 Usage::

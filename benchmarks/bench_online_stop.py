@@ -1,4 +1,4 @@
-"""The shipped rule (``earlycurve.RankConfidenceStopping``, self-calibrated) on tuning and test studies (issue 13).
+"""The shipped rule (``earlycurve.RankConfidenceStopping``, self-calibrated) on tuning and test studies.
 
 ``bench_early_stopping.py`` calibrates our rule's beliefs on recorded TUNING curves. A live study
 (Optuna, Ray Tune, ``spottune run``) has none, so the shipped rule calibrates on the study's own

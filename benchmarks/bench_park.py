@@ -1,7 +1,7 @@
-"""What keeping an instance alive after our own stop would save (issue 12, "keep an instance that is likely to be
+"""What keeping an instance alive after our own stop would save ("keep an instance that is likely to be
 revoked before its hour ends"): ``benchmarks/results/park.json``.
 
-The refund rule (spec §1.9, ``spotmarket.Billing``) makes a run free when the provider ends it within its first 3600 s,
+The refund rule makes a run free when the provider ends it within its first 3600 s,
 and a run we end ourselves pays every second. The refund objective already prices this for the hourly hop (it plans
 the horizon up to the trial's next stop). This bench asks about the other user ends: a trial that reaches its θ
 barrier, finishes, or is pruned mid-hour terminates its instance at once. *Parking* would keep that instance, idle,

@@ -1,4 +1,4 @@
-"""Issue 13's misses on several pool splits: selection noise or a limit of Predictive ASHA? (docs/design/earlycurve.md §8.9)
+"""The early-stopping target's misses on several pool splits: selection noise or a limit of Predictive ASHA? (docs/design/earlycurve.md §8.9)
 
 ``bench_predictive_stop.py`` meets the target (test top-3 ≥ 0.95 at ≤ 0.8× the best-configured SHA/ASHA/Hyperband)
 on 4 of 6 sets with ONE pool split (``--seed 0``). This driver re-runs its comparison on several pool splits

@@ -1,4 +1,4 @@
-"""Predictive ASHA (``earlycurve.PredictiveStopping``) against SHA/ASHA/Hyperband at their best (issue 13).
+"""Predictive ASHA (``earlycurve.PredictiveStopping``) against SHA/ASHA/Hyperband at their best.
 
 Same pool split, replay and selection rule as ``bench_early_stopping.py`` (``docs/design/earlycurve.md`` §6):
 per data set the pool is split once (seed 0) into TUNING and TEST configurations; 80 tuning studies

@@ -1,6 +1,6 @@
 """Benchmark: the price data layer on the real 2015 us-east-1 trace (15 markets, 274,099 records).
 
-Targets (issue 2): load + validate + one-minute grid for the 15 markets under 3 s on 2 cores; 10^5
+Targets: load + validate + one-minute grid for the 15 markets under 3 s on 2 cores; 10^5
 ``price_at`` / ``next_above`` queries under 1 s. Each step is compared, in the same run, with the obvious
 pandas/Python way of doing it:
 
@@ -13,7 +13,7 @@ pandas/Python way of doing it:
 The sampled baseline answers must equal the vectorised ones (checked, recorded in the JSON).
 
 Queries: market uniform over the 15 markets; time uniform over the market's history; max price
-b = price(t) + U[0.00001, 0.2] USD/h (spec D1).
+b = price(t) + U[0.00001, 0.2] USD/h (Tributary's rule, as in the paper).
 
 Usage::
 

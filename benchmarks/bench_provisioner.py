@@ -1,6 +1,6 @@
 """Benchmark: one provisioning round, 15 markets of the 2015 us-east-1 trace × 16 trials.
 
-Target (issue 5): under 50 ms per round including the prediction with the constant predictor.
+Target: under 50 ms per round including the prediction with the constant predictor.
 Compared in the same run with a naive baseline that loops over trials and markets and calls the
 predictor once per (trial, market). Both use the same max-price draws and must pick the same markets.
 

@@ -2,7 +2,7 @@
 SpotTune's provisioning and under spot-restart's (``spottune simulate --provisioning spottune|restart``) ->
 ``benchmarks/results/provisioning.json``; and what its speed model buys (``--speed-model pooled|cores``).
 
-Issue 12 compares SpotTune with baselines that also differ in early stopping (single-spot and spot-restart train
+The refund-aware provisioning work compares SpotTune with baselines that also differ in early stopping (single-spot and spot-restart train
 every trial to S_max), so a cost ratio there mixes the provisioner's effect with θ's. Here only the provisioning
 differs: the same policy, study, starts and seeds, run once with the default provisioning (the refund objective's
 market and max price, the ``auto`` predictor, hourly hops) and once with spot-restart's (the cheapest market at each
@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, run_or_print  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "provisioning.json"
-#: (workload, market mode): issue 12's workloads and modes
+#: (workload, market mode): The refund-aware provisioning work's workloads and modes
 CASES = (("digits-mlp", "legacy"), ("opda-alexnet", "legacy"), ("gbt", "legacy"), ("digits-mlp", "modern"),
          ("opda-alexnet", "modern"), ("gbt", "modern"))
 POLICIES = ("spottune-0.7", "spottune-1.0")

@@ -1,4 +1,4 @@
-"""Crash safety: the journal's overhead per event, and the resume time of a 1,000-trial journal (issue 15).
+"""Crash safety: the journal's overhead per event, and the resume time of a 1,000-trial journal.
 
 One experiment of 1,000 trials (synthetic two-stage curves, so no training time is included; S_max = 30,
 θ = 0.7, top-3) runs through the simulator on the real us-east-1_2015 prices with the default decision
@@ -158,7 +158,7 @@ def main() -> None:
     sim_s = min(s for s, _ in sims)
     target_journal = run["journal_us_per_event"] <= 100.0 or run["journal_share_of_orchestrator"] <= 0.10
     out = {
-        "benchmark": "journal overhead per event and resume time (issue 15)",
+        "benchmark": "journal overhead per event and resume time",
         "setup": {"trials": N_TRIALS, "max_steps": MAX_STEPS, "theta": THETA, "top_k": TOP_K, "seed": SEED,
                   "prices": "us-east-1_2015, start 2015-05-05T00:00Z, legacy market mode",
                   "stack": "RefundProvisioner (p = 0.05), EarlyCurve, plateau rule; synthetic recorded curves",

@@ -1,4 +1,4 @@
-"""RevPred speed benchmark -> benchmarks/results/revpred_speed.json (issue 3).
+"""RevPred speed benchmark -> benchmarks/results/revpred_speed.json.
 
 Measures, on the 2015 us-east-1 trace:
 

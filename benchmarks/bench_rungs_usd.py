@@ -1,4 +1,4 @@
-"""Issue 13's first target in USD inside ``spottune simulate``: our synchronous rungs and Optuna's SHA and Hyperband,
+"""the early-stopping first target in USD inside ``spottune simulate``: our synchronous rungs and Optuna's SHA and Hyperband,
 **each chosen inside ``spottune simulate`` on the same tuning studies**, on many sampled test studies ->
 ``benchmarks/results/rungs_usd.json``.
 
@@ -26,7 +26,7 @@ the default provisioning and predictor, 120 s boot), every policy alike, so the 
   (``optuna-sha``: S_max // 27, rf 3).
 
 ``top-3`` is the step benchmarks' (the returned trial is among the true top 3), computed from the row's
-``chosen_best``. ``target`` holds issue 13's test: each pick of ours against the cheapest peer row with mean test
+``chosen_best``. ``target`` holds the early-stopping work's test: each pick of ours against the cheapest peer row with mean test
 top-3 ≥ 0.95, including every peer setting that a ``--reuse`` run tested on all the same test studies (a setting
 picked with fewer tuning studies keeps its place in the bar). The studies are drawn from the whole recorded pool, half
 of which the split-0 tuning studies drew from: a mild overlap.
@@ -341,7 +341,7 @@ def run(args) -> dict:
 
 
 def target(summary: dict[str, dict], rows: list[dict] = ()) -> dict[str, dict]:
-    """Issue 13's first target on one set, per pick of ours ("ours", "ours, step pick"): its test USD and top-3, the
+    """the early-stopping first target on one set, per pick of ours ("ours", "ours, step pick"): its test USD and top-3, the
     cheapest peer with mean test top-3 >= TARGET_TOP3, the ratio, whether ours reaches the bar at <= 0.8x, and the
     ratio's 95 % bootstrap interval over the test studies in ``rows`` (paired by study; for that peer, taken as
     fixed: the choice of the bar is not resampled)."""

@@ -1,4 +1,4 @@
-"""Speed of ``spottune simulate`` (issue 7) -> ``benchmarks/results/simulate.json``.
+"""Speed of ``spottune simulate`` -> ``benchmarks/results/simulate.json``.
 
 1. **Evaluation speed**: one recorded study (``opda-alexnet``, 16 configurations, 50 progress steps)
    × 8 policies × 10 starts on the 2015 us-east-1 trace, legacy mode, ``--jobs 2``: wall seconds

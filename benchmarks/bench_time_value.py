@@ -3,7 +3,7 @@
 ``spottune-0.7`` (refund objective, ``auto`` predictor, θ 0.7) is run with
 ``RefundStepCost.time_value_usd_per_hour = v`` set on the built provisioner (bench_curse's machinery:
 :func:`bench_curse.run_one`, the same replays as ``benchmarks/bench_cost.py``), each paired with the v = 0 run
-of the same start. The reference policies of issue 12's targets (``spot-restart`` and ``spot-restart-failover``
+of the same start. The reference policies of the cost targets (``spot-restart`` and ``spot-restart-failover``
 in modern mode, ``single-cheapest`` in legacy) come from bench_cost's table of the same starts and seed
 (``benchmarks/results/cost_tuning_runs/`` for the tuning starts, ``cost_runs/`` for the evaluation starts;
 run ``bench_cost.py [--tuning] --policies spot-restart,spot-restart-failover`` first where they are missing).
@@ -49,7 +49,7 @@ GRID = [0.0, 0.003, 0.005, 0.01, 0.03, 0.1, 0.3, 1.0]
 GRID_JOB = [0.0, 0.01, 0.03, 0.1, 0.3, 1.0]
 #: The objective's field each ``--per`` sets.
 FIELD = {"trial": "time_value_usd_per_hour", "job": "job_time_value_usd_per_hour"}
-#: Issue 12's reference policies and targets per market mode: (policies, cost ratio ≤, JCT ratio ≤). In modern
+#: The refund-aware provisioning work's reference policies and targets per market mode: (policies, cost ratio ≤, JCT ratio ≤). In modern
 #: mode both spot-restarts (without and with failover, design E12) are references and a ratio is the larger of
 #: the two (the target must hold against each).
 TARGETS = {"modern": (bench_cost.RESTARTS, 0.8, 0.5), "legacy": (("single-cheapest",), 0.5, 0.5)}

@@ -1,7 +1,7 @@
-"""Record random-search learning curves of spottune's built-in workloads (issue 13, the "built-in" family).
+"""Record random-search learning curves of spottune's built-in workloads (the "built-in" family).
 
 The built-in workloads ship 16-configuration grids, whose curves are the same in every start. For the
-early-stopping benchmark each workload's grid is widened into a random-search space (issue 13 item 1:
+early-stopping benchmark each workload's grid is widened into a random-search space (A requirement:
 ≥ 64 configurations sampled per workload): every numeric ``grid_search`` becomes ``loguniform`` over
 [smallest positive value / 3, largest value × 3] (a grid holding 0 keeps it as a 1-in-4 choice of 0), and
 an integer grid becomes a ``choice`` of its values. ``--configs`` configurations are drawn from

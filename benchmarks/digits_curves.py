@@ -1,6 +1,6 @@
 """Record real learning curves of a step-decay workload: a torch MLP on scikit-learn's digits.
 
-Stand-in for the main job's built-in workloads until they exist (issue 4). Each configuration is
+Stand-in for the main job's built-in workloads until they exist. Each configuration is
 trained with SGD whose learning rate is multiplied by ``gamma`` at 50 % and 75 % of ``max_steps``
 (a step-decay schedule, the multi-stage shape EarlyCurve targets); the validation cross-entropy on
 a fixed held-out split is recorded every ``eval_every`` steps, including step 0.

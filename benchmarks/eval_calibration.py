@@ -1,4 +1,4 @@
-"""Calibration of revocation probabilities on the provisioner's own queries (issue 12, item 4).
+"""Calibration of revocation probabilities on the provisioner's own queries.
 
 -> benchmarks/results/calibration.json, docs/figures/calibration_reliability.png, and the table printed
    for docs/design/revpred.md ("Calibrated predictor").

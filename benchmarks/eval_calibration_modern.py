@@ -1,8 +1,7 @@
-"""Calibration of ``online-hazard`` on the provisioner's own queries in modern mode (issue 12, item 4)
+"""Calibration of ``online-hazard`` on the provisioner's own queries in modern mode
 -> ``benchmarks/results/calibration_modern.json`` and the table printed for docs/design/revpred.md ("Modern mode").
 
-Modern mode (spec §2, ``spotmarket.ModernHazardRevocation``, the default calibration from the 2023 interruption traces,
-seed 0) ends a run at the earliest of its own capacity lifetime, the market's next capacity event and, with a max
+Modern mode ends a run at the earliest of its own capacity lifetime, the market's next capacity event and, with a max
 price, the price crossing of the 2015 trace. The queries are ``eval_calibration.py``'s: all 15 markets, a decision
 time every ``--stride`` minutes, ``b = price + delta`` for each delta of the ladder and ``b = on-demand``. Each query
 is one fresh instance (its own id, so its own lifetime draw) launched at t; a launch the model refuses (capacity

@@ -1,4 +1,4 @@
-"""Rolled RevPred evaluation -> benchmarks/results/revpred_eval.json (issue 3; tables in docs/design/revpred.md).
+"""Rolled RevPred evaluation -> benchmarks/results/revpred_eval.json (the RevPred work; tables in docs/design/revpred.md).
 
 Suites:
 

@@ -1,4 +1,4 @@
-"""Choose the calibrated predictor's feature set on validation periods only (issue 12, "sharper").
+"""Choose the calibrated predictor's feature set on validation periods only ("sharper").
 
 -> ``benchmarks/results/ladder_feature_selection.json`` and a table for docs/design/revpred.md ("Sharper features").
 
@@ -17,7 +17,7 @@ Two validation protocols, both inside eval_calibration.py's training + calibrati
   stride); starts weekly from 2015-05-06 to 07-08 (10 windows, the last ending at 07-15).
 
 Rule (fixed before measuring): the candidate with the lowest Brier in A is chosen; it replaces ``base`` in
-the cost comparison (bench_curse) only if its Brier is below base's in A **and** its mean Brier over the
+The cost comparison (bench_curse) only if its Brier is below base's in A **and** its mean Brier over the
 B windows is below base's. Log loss, ECE and ROC AUC are reported alongside.
 
 Usage: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/select_ladder_features.py`` (about 8 minutes).
