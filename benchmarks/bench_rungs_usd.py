@@ -34,7 +34,7 @@ of which the split-0 tuning studies drew from: a mild overlap.
 With ``--provisioning restart`` every compared policy runs on spot-restart's provisioning instead of SpotTune's
 (``spottune simulate --provisioning restart``: cheapest market at each launch, max price = on-demand, no hop), the whole
 protocol (tuning and test) again: the stoppers compared without the provisioner's choices, which depend on when a
-trial will next stop (``benchmarks/results/rungs_usd_restart.json``).
+trial will next stop (``--out benchmarks/results/rungs_usd_restart.json``).
 
 The sets: the recorded studies (``opda-alexnet``, ``opda-convnext``, ``cakelab-resnet32``) and the built-in workloads'
 random-search studies (``builtin-digits-mlp``, ``builtin-logreg``, ``builtin-linear-svm``: 16 of the 128 curves of
