@@ -145,7 +145,7 @@ def markdown(results):
              "min(p, 0.6) of its calibrated predictor (the default since design R6); the shrunk p and the "
              "diversification cap are opt-in and off. The SpotTune policies with the refund objective learn "
              "speed ratios between instance types across a run's trials (`--speed-model pooled`, the default since "
-             "design R9; `spottune-0.7-revpred-paper` keeps the spec's rule), and price the job's wall-clock at "
+             "design R9; `spottune-0.7-revpred-paper` keeps the paper's rule), and price the job's wall-clock at "
              "0.01 USD per job-hour, shared by the trials still heading to the same stop (the default since design "
              "R11, 2026-11-27; the `spottune-0.7` and hindsight rows were re-run with it).", "",
              "Modern mode's capacity outages refuse launches. Since design E12 (2026-11-27) a refused market is left "

@@ -16,7 +16,7 @@ design R9).
 
 The arm ``speed-oracle`` (``spottune-0.7`` only) is a diagnosis, not a policy: SpotTune's provisioning with its
 performance matrix told the simulator's own speed ratios between instance types (``spottune.backends._speed``)
-instead of the spec's cores rule (``T[h][i] = κ_h / cores_i``, SpotTune §1.4, which assumes that speed grows linearly
+instead of the paper's cores rule (``T[h][i] = κ_h / cores_i``, which assumes that speed grows linearly
 with vCPUs). A trial's measured cells are kept; its unmeasured ones follow its measured ones by the true ratios. It
 bounds what a better speed prior could save; no deployable provisioner knows these ratios in advance.
 

@@ -39,7 +39,7 @@ WORK_PERIOD = re.compile(
 #: An internal issue number ("issue 12", "issues 12-13", "issue #7") or a section of the internal spec
 #: ("SPOTTUNE_SPEC.md", "spec §1.8", "spec D10", "STYLE §1c").
 INTERNAL_REFERENCE = re.compile(
-    r"\bissues?\s*#?\d+|SPOTTUNE_SPEC|\bspec(?:'s)?\s+(?:§\s*\d|[DI]\d+\b)|\bSTYLE\s+§", re.IGNORECASE)
+    r"\bissues?\s*#?\d+|SPOTTUNE_SPEC|\b(?:spec|SpotTune)(?:'s)?\s+(?:§\s*\d|[DI]\d+\b)|\bSTYLE\s+§", re.IGNORECASE)
 
 
 def _scanned_files() -> list[Path]:
@@ -88,7 +88,7 @@ def test_the_patterns_catch_what_they_are_for():
     for text in ("the boto3 session", "_session.py", "a session token"):
         assert not WORK_PERIOD.search(text), text
     for text in ("issue 12", "Issue 13's target", "issues 12-13", "issue #7", "SPOTTUNE_SPEC.md §4", "spec §1.8",
-                 "(spec D10)", "STYLE §1c"):
+                 "(spec D10)", "STYLE §1c", "SpotTune §1.4"):
         assert INTERNAL_REFERENCE.search(text), text
     for text in ("the paper's §IV", "Eq 2", "spec's defaults < the file", "an issue with the data"):
         assert not INTERNAL_REFERENCE.search(text), text
