@@ -90,7 +90,7 @@ def interval(df, column, ref=None):
 
 
 def targets(df, mode):
-    """The issue's targets for one (workload, mode) table, each as value, target, met and a 95 % bootstrap interval
+    """The cost targets for one (workload, mode) table, each as value, target, met and a 95 % bootstrap interval
     over the starts (:func:`interval`; the bound and the accuracy get none)."""
     cost, jct = _mean(df, OURS, "cost_usd"), _mean(df, OURS, "jct_h")
     out = {}

@@ -1,6 +1,6 @@
 """Top-3 recall at θ of a curve predictor learned from previous runs, against the last value.
 
-The issue's second target: "top-3 recall of the curve predictor ≥ last value's at every θ in {0.3, 0.5,
+The second early-stopping target: "top-3 recall of the curve predictor ≥ last value's at every θ in {0.3, 0.5,
 0.7, 0.9} on every recorded set". The predictor is :class:`earlycurve.ResidualCurvePredictor` (last value +
 a ridge residual learned from finished curves, shrinkage chosen by cross-validated recall on the training
 pool). Same sets, grids, pool split (seed 0) and 40 TEST studies of 16 as ``bench_predictive_stop.py`` (and

@@ -7,7 +7,7 @@ Writes ``benchmarks/results/earlycurve.json``. Usage (from the project root)::
     .venv/bin/python benchmarks/bench_earlycurve.py [--data data/learning_curves]
         [--studies 200] [--seed 0] [--speed-only] [--markdown]
 
-Speed (targets from the issue; baselines measured in the same run):
+Speed (targets; baselines measured in the same run):
 
 - ``fit_100``: one Eq 4 fit of a 100-point curve (``CurveFitter.fit``), median over real opda
   curves cut to 100 points and over noisy synthetic ones; target < 10 ms. Baseline:
