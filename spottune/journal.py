@@ -142,11 +142,6 @@ def read_journal(path: str | os.PathLike[str], *, repair: bool = False) -> "Jour
         raise ConfigError(f"{path.parent} holds no journal ({path.name} is missing): it is not a resumable run")
     raw = path.read_bytes()
     end = raw.rfind(b"\n") + 1
-    if repair and end < len(raw):
-        with open(path, "r+b") as fh:
-            fh.truncate(end)
-            fh.flush()
-            os.fsync(fh.fileno())
     records = JournalRecords()
     for i, line in enumerate(raw[:end].splitlines()):
         try:
@@ -162,6 +157,11 @@ def read_journal(path: str | os.PathLike[str], *, repair: bool = False) -> "Jour
     if records[0].get("version") != JOURNAL_VERSION:
         raise ConfigError(f"{path} is journal version {records[0].get('version')!r}, this build reads "
                           f"version {JOURNAL_VERSION}")
+    if repair and end < len(raw):  # only a journal found sound is cut
+        with open(path, "r+b") as fh:
+            fh.truncate(end)
+            fh.flush()
+            os.fsync(fh.fileno())
     return records
 
 
