@@ -12,7 +12,7 @@ Each case is one row of :data:`CASES`: ``(id, kind, arguments, words)``.
 In both, ``{name}`` is replaced by a path in the case's own folder: ``{out}`` (an output folder that does not
 exist), ``{keep}`` (a folder that exists and holds a file), ``{prices}`` (a small valid price file), ``{models}``
 (revpred models trained on it), or ``{<file>}`` for any file of :data:`FILES` (written only when used; ``{<file>.dir}``
-is its folder). Every case then checks that nothing under its folder changed: no file created, changed or removed,
+is its folder, ``{<file>.mod}`` its name as a module: the case's folder is on ``sys.path``). Every case then checks that nothing under its folder changed: no file created, changed or removed,
 ``{out}`` not created. Add a case for every new flag and file format: one line here.
 """
 
@@ -313,11 +313,11 @@ CASES = [
     ("run-types-zones-disjoint", "spottune", f"{RUN} --instance-types c3.large --zones us-east-1a", "c3.large"),
     ("run-workload-unknown", "spottune", f"{RUN} --workload nope", "nope"),
     ("run-workload-module-missing", "spottune", f"{RUN} --workload no_such_module_xyz:X", "no_such_module_xyz"),
-    ("run-workload-import-raises", "spottune", f"{RUN} --workload wl_import_raises:X {{w-import-raises.dir}}",
+    ("run-workload-import-raises", "spottune", f"{RUN} --workload {{w-import-raises.mod}}:X",
      "no GPU here"),
-    ("run-workload-syntax", "spottune", f"{RUN} --workload wl_syntax:X {{w-syntax.dir}}", "SyntaxError"),
-    ("run-workload-not-trainable", "spottune", f"{RUN} --workload wl_plain:X {{w-not-trainable.dir}}", "wl_plain:X"),
-    ("run-workload-setup-raises", "spottune", f"{RUN} --top-k 1 --workload wl_setup_raises:WORKLOAD {{w-setup-raises.dir}}",
+    ("run-workload-syntax", "spottune", f"{RUN} --workload {{w-syntax.mod}}:X", "SyntaxError"),
+    ("run-workload-not-trainable", "spottune", f"{RUN} --workload {{w-not-trainable.mod}}:X", "wl_plain:X"),
+    ("run-workload-setup-raises", "spottune", f"{RUN} --top-k 1 --workload {{w-setup-raises.mod}}:WORKLOAD",
      "setup raised ValueError: bad config"),
     ("run-workload-colon", "spottune", f"{RUN} --workload :", "':'"),
     ("run-rungs-nan", "spottune", f"{RUN} --rungs nan:3", "rungs is 'nan:3'"),
@@ -623,7 +623,7 @@ CASES = [
     ("api-prices-corrupt", "api", "prices='{p-gz-corrupt}', predictor='none'", "damaged"),
     ("api-types-unknown", "api", f"{API}, instance_types='zz.large'", "zz.large"),
     ("api-workload-unknown", "api", f"{API}, workload='nope'", "nope"),
-    ("api-workload-setup-raises", "api", f"{API}, top_k=1, workload='wl_setup_raises:WORKLOAD'", "setup raised ValueError"),
+    ("api-workload-setup-raises", "api", f"{API}, top_k=1, workload='{{w-setup-raises.mod}}:WORKLOAD'", "setup raised ValueError"),
     ("api-curves-dup", "api", f"{API}, max_steps=10, stopper_curves='{{c-dup}}'", "twice"),
     ("api-curves-past", "api", f"{API}, max_steps=10, stopper_curves='{{c-past}}'", "past its max_steps"),
     ("api-aws-without-bucket", "api", f"{API}, backend='aws'", "aws.bucket"),
@@ -672,7 +672,7 @@ def _materialise(template: str, root: Path, prices: Path, models: Path | None) -
                 target.write_bytes(data)
             else:
                 target.write_text(data)
-        return str(target.parent if attr == "dir" else target)
+        return target.stem if attr == "mod" else str(target.parent if attr == "dir" else target)
 
     return _TOKEN.sub(path, template)
 
@@ -746,10 +746,7 @@ def test_bad_input_is_refused_in_one_line_and_touches_nothing(kind, arguments, w
         assert words in message, message
         assert "\n" not in message.strip(), message
     else:
-        # the workload module's folder goes on sys.path as a trailing word; drop it from the command line
         argv = shlex.split(filled)
-        if argv and Path(argv[-1]).is_dir() and argv[-1].startswith(str(root)) and "--workload" in argv:
-            argv = argv[:-1]
         code, err = _run_cli(kind, argv, monkeypatch, capsys)
         lines = err.strip().splitlines()
         assert "Traceback" not in err, err
