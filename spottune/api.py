@@ -412,7 +412,7 @@ def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: s
             raise ConfigError(f"{name} is {value!r}, but must be a folder path (str or os.PathLike)")
         if isinstance(value, str) and not value.strip():
             raise ConfigError(f"{name} is {value!r}, but must be a folder path, not empty")
-    if not (isinstance(progress, bool) or callable(progress)):
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
         raise ConfigError(f"progress is {progress!r}, but must be True, False or a callable (now_s, orchestrator, usd)")
     undo = None
     if resume is not None:
