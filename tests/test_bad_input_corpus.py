@@ -560,6 +560,11 @@ CASES = [
     ("simulate-prices-empty", "spottune", f"{SIM} --prices {{p-empty}}", "empty"),
     ("simulate-unknown-flag", "spottune", f"{SIM} --tehta 0.5", "No such option"),
     ("simulate-output-is-a-file", "spottune", f"{SIM.replace('{out}', '{c-ok}')}", "c.csv"),
+    ("simulate-boot-1e12", "spottune", f"{SIM} --boot-s 1e12", "boot_s < 3600"),
+    ("simulate-boot-inf", "spottune", f"{SIM} --boot-s inf", "--boot-s is inf"),
+    ("simulate-boot-nan", "spottune", f"{SIM} --boot-s nan", "--boot-s is nan"),
+    ("simulate-rungs-nan", "spottune", f"{SIM} --rungs nan:3", "rungs is 'nan:3'"),
+    ("simulate-rungs-inf", "spottune", f"{SIM} --rungs inf:3", "rungs is 'inf:3'"),
     ("simulate-hparams-without-runs", "spottune",
      f"{SIM} --workload cakelab-resnet32 --policies spottune-0.2 --stopper hparams", "has none"),
     # -- revpred train / eval --------------------------------------------------------------------------------
