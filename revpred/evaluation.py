@@ -138,6 +138,12 @@ def evaluate(history: PriceHistory, predictors: Mapping[str, object | Mapping[st
                            f"(which ends at {to_timestamp(train_end_s)}); never evaluate on training data")
     queries = make_test_queries(history, markets, start_s, end_s, stride_min=stride_min, seed=seed,
                                 variations=variations, grid_method=grid_method, on_market=on_market)
+    if not any(len(q["t"]) for per in queries.values() for q in per.values()):
+        first = max(history[m].start_s for m in markets)
+        last = min(history[m].end_s for m in markets)
+        raise RevPredError(f"the test window [{to_timestamp(start_s)}, {to_timestamp(end_s)}) holds no test query: the "
+                           f"markets have prices from {to_timestamp(first)} to {to_timestamp(last)}, and each query needs "
+                           "the hour after it inside the window; choose a window inside the data, longer than an hour")
     result: dict = {"window": {"test_start": to_timestamp(start_s).isoformat(), "test_end": to_timestamp(end_s).isoformat(),
                                "stride_min": stride_min, "seed": seed, "markets": [str(m) for m in markets]},
                     "rules": {}}

@@ -204,11 +204,15 @@ def check_start(market: MarketSetup, start_s: float, train_days: float) -> None:
     history = market.history
     first = max(history[m].start_s for m in market.markets)
     lo, hi = first + train_days * DAY_S, history.end_s
+    if lo >= hi:  # no start fits: say what is short, not an empty interval
+        raise ConfigError(f"train_days is {train_days:g}, but every pool market has prices only from {to_timestamp(first)} "
+                          f"to {to_timestamp(hi)} ({(hi - first) / DAY_S:.3g} days), and a start needs train_days of "
+                          "them before it; lower --train-days or give longer price data")
     if not lo <= start_s < hi:
         raise ConfigError(
             f"start is {to_timestamp(start_s)}, but must lie in [{to_timestamp(lo)}, {to_timestamp(hi)}): every "
-            f"pool market has prices from {to_timestamp(first)} to {to_timestamp(hi)}, and RevPred trains on the "
-            f"{train_days:g} days before the start"
+            f"pool market has prices from {to_timestamp(first)} to {to_timestamp(hi)}, and a start needs train_days "
+            f"({train_days:g}) of them before it"
         )
 
 

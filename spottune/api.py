@@ -21,7 +21,10 @@ columns) where the concepts match.
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
+import shutil
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -35,6 +38,8 @@ from spottune.errors import ConfigError
 from spottune.experiment import ExperimentSpec
 
 __all__ = ["Result", "ResultGrid", "tune"]
+
+log = logging.getLogger(__name__)
 
 _INT_COLUMNS = ("steps", "revocations", "hops", "failures", "lost_steps", "instances")
 _FLOAT_COLUMNS = ("metric", "predicted", "predicted_low", "predicted_high", "usd", "refunded_usd")
@@ -311,6 +316,35 @@ def default_output() -> Path:
     return out
 
 
+class _Undo:
+    """Puts an output folder back as a refused run found it: removes what the run created in it, and the folder
+    itself (with the parents made for it) if the run created it."""
+
+    def __init__(self, target: Path):
+        self.target = target
+        top = None  # the highest missing folder of the target's path: the run creates it and all below
+        for p in (target, *target.parents):
+            if p.exists() or p.is_symlink():
+                break
+            top = p
+        self.top = top
+        self.before = None if top is not None or not target.is_dir() else set(os.listdir(target))
+
+    def __call__(self) -> None:
+        try:
+            if self.top is not None:
+                shutil.rmtree(self.top, ignore_errors=True)
+            elif self.before is not None:
+                for name in set(os.listdir(self.target)) - self.before:
+                    path = self.target / name
+                    if path.is_dir() and not path.is_symlink():
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        path.unlink(missing_ok=True)
+        except OSError as exc:  # the refusal itself is what the user must see
+            log.warning("could not remove what the refused run wrote in %s: %s", self.target, exc)
+
+
 def _spec(spec: Any, options: Mapping[str, Any]) -> ExperimentSpec:
     if spec is None:
         return ExperimentSpec.from_dict(options)
@@ -329,11 +363,12 @@ def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: s
     ----------
     spec : ExperimentSpec or mapping, optional
         The experiment; default ``ExperimentSpec()`` (digits-mlp, 16 configs, the 15 markets of the
-        2015 us-east-1 trace, RevPred, θ = 0.7, top-3, the simulator in legacy market mode).
+        2015 us-east-1 trace, predictor ``auto``, θ = 0.7, top-3, the simulator in legacy market mode).
     output : str or Path, optional
         Results folder, checked before the run (created, a writable folder) and written as the run goes
         (:class:`spottune.results.ResultsJournal`; files of :mod:`spottune.results`). Default: a new
-        ``results/<UTC time>`` folder under the current directory, as ``spottune run`` does.
+        ``results/<UTC time>`` folder under the current directory, as ``spottune run`` does. A run refused
+        before its first event leaves the folder as it found it (removed if the run created it).
     progress : bool or callable, default False
         True draws a progress bar on stderr; a callable ``(now_s, orchestrator, usd) -> None`` is
         called after every event instead.
@@ -347,6 +382,9 @@ def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: s
         ``workload``, ``search_space``, ``backend``, ``predictor``, ``seed``, ``storage_path``, ...);
         with ``spec`` given they override it (None values are ignored).
 
+    Notes on the predictor's training and on gaps in the price data near the start go to the
+    ``spottune.api`` logger (level WARNING).
+
     Returns
     -------
     ResultGrid
@@ -354,10 +392,11 @@ def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: s
     Raises
     ------
     ConfigError
-        On an unknown option or an invalid value (raised before anything is loaded), a start without
-        enough price history, a backend this build cannot run, an ``output`` folder that already holds
-        a run (continue it with ``resume=``), or a ``resume`` folder without a journal. Price and market errors come from
-        ``spotmarket`` (:class:`spotmarket.errors.MarketError`).
+        On an unknown option or an invalid value (raised before anything is loaded), an ``output`` or
+        ``resume`` that is not a path, a start without enough price history, a backend this build cannot
+        run, an ``output`` folder that already holds a run (continue it with ``resume=``), or a ``resume``
+        folder without a journal. Price and market errors come from ``spotmarket``
+        (:class:`spotmarket.errors.MarketError`).
 
     Examples
     --------
@@ -368,6 +407,14 @@ def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: s
     from spottune.journal import open_run
     from spottune.results import ResultsJournal, _ledger_frame, curves_frame, prepare_output, trials_frame, write_results
 
+    for name, value in (("output", output), ("resume", resume)):
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise ConfigError(f"{name} is {value!r}, but must be a folder path (str or os.PathLike)")
+        if isinstance(value, str) and not value.strip():
+            raise ConfigError(f"{name} is {value!r}, but must be a folder path, not empty")
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
+        raise ConfigError(f"progress is {progress!r}, but must be True, False or a callable (now_s, orchestrator, usd)")
+    undo = None
     if resume is not None:
         if spec is not None or output is not None or options:
             raise ConfigError("resume continues a results folder with the spec stored in it: give no spec, "
@@ -377,14 +424,25 @@ def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: s
     else:
         spec = _spec(spec, options)
         check_supported(spec)
-        out = prepare_output(output if output is not None else default_output())  # before any loading or training
-        spec, run_journal, records = open_run(out, spec)
+        target = Path(output) if output is not None else default_output()
+        undo = _Undo(target)
+        try:
+            out = prepare_output(target)  # before any loading or training
+            spec, run_journal, records = open_run(out, spec)
+        except BaseException:
+            undo()
+            raise
     check_supported(spec)
     bar = _ProgressBar(spec) if progress is True else None
     journal = ResultsJournal(out, progress=bar if bar is not None else (progress or None))  # written as it goes
     try:
-        result = run(spec, progress=journal, output=out, log_fn=lambda s: print(s, file=sys.stderr),
-                     journal=run_journal, resume=records)
+        result = run(spec, progress=journal, output=out, log_fn=log.warning, journal=run_journal, resume=records)
+    except BaseException:
+        if undo is not None and run_journal.n <= 1:  # refused before the first event: nothing to resume
+            journal.close()
+            run_journal.close()
+            undo()
+        raise
     finally:
         journal.close()
         run_journal.close()

@@ -85,6 +85,13 @@ DEFAULT_START_UTC = pd.Timestamp("2015-05-05T00:00Z")
 MAX_STEPS = 1_000_000
 #: Longest predictor training window, days (ten years; the shipped traces span months).
 MAX_TRAIN_DAYS = 3650.0
+#: Most trials in one experiment (``num_samples`` x grid size): every trial is built before the run starts.
+MAX_TRIALS = 10_000
+#: Longest launch-to-training latency, seconds: an instance is relaunched at its hourly hop, so a boot of an hour
+#: or more would never train a step.
+MAX_BOOT_S = 3600.0
+#: Slowest local, ray or aws time scale, simulated seconds per wall-clock second (1 is real time).
+MIN_TIME_SCALE = 1.0
 #: Keys of ``ExperimentSpec.aws`` (fields of :class:`spottune.backends.aws.AwsSettings`, plus ``live_prices``).
 AWS_KEYS = ("bucket", "image", "ami", "instance_profile", "region", "experiment", "subnets", "security_groups",
             "prefix", "endpoint_url", "live_prices", "lease_s", "lease_save_s", "linger_s", "exclusion_s", "describe_every_s")
@@ -98,6 +105,26 @@ STORAGE_SCHEMES = ("", "file", "s3", "s3a", "memory")
 _FROM_WORKLOAD = ("metric", "mode", "max_steps", "search_space", "num_samples")
 _ALIASES = {"trainable": "workload", "pool_types": "instance_types", "zones": "availability_zones",
             "k": "top_k", "storage": "storage_path", "start": "start_utc"}
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping with the same key twice (the second would silently win)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # "<<: *anchor" may be overridden by the mapping's own keys
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+                seen.setdefault(key, line)
+            except TypeError:  # an unhashable key: SafeLoader's own error follows
+                continue
+            if first is not None:
+                raise yaml.YAMLError(f"key {key!r} appears twice in one mapping (lines {first} and {line}); keep one")
+        return super().construct_mapping(node, deep=deep)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -463,6 +490,9 @@ class ExperimentSpec:
         need(_is_real(self.theta) and 0 < self.theta <= 1, "theta", "0 < theta <= 1")
         need(_is_int(self.num_samples) and self.num_samples >= 1, "num_samples", "an integer >= 1")
         n_trials = count_configs(self.search_space, self.num_samples)
+        if n_trials > MAX_TRIALS:
+            raise ConfigError(f"num_samples is {self.num_samples!r}, which makes {n_trials:,} trials, but an experiment "
+                              f"may have at most {MAX_TRIALS:,} (num_samples x the grid size)")
         if n_trials > 1 and not has_domain(self.search_space):
             what = "is empty" if not self.search_space else "has no grid_search or random domain"
             raise ConfigError(f"search_space is {space_to_dict(self.search_space)!r}, but it {what}, so all "
@@ -476,10 +506,15 @@ class ExperimentSpec:
              "storage_path", f"a folder, a {', '.join(s + '://' for s in STORAGE_SCHEMES[1:])} URL, or None")
         need(_is_int(self.seed) and self.seed >= 0, "seed", "an integer >= 0")
         need(self.backend in BACKENDS, "backend", f"one of {', '.join(BACKENDS)}")
+        need(self.storage_path is None or self.backend == "sim" or _storage_scheme(self.storage_path) != "memory",
+             "storage_path", f"a folder or an s3:// URL with backend {self.backend!r} (a memory:// store lives in "
+             "one process; the workers cannot share it)")
         need(self.market_mode in MARKET_MODES, "market_mode", f"one of {', '.join(MARKET_MODES)}")
         need(_is_int(self.max_failures) and self.max_failures >= 0, "max_failures", "an integer >= 0")
         need(_is_int(self.checkpoint_keep) and self.checkpoint_keep >= 1, "checkpoint_keep", "an integer >= 1")
         need(_is_real(self.time_scale) and self.time_scale > 0, "time_scale", "a number > 0 (simulated s per wall s)")
+        need(self.time_scale >= MIN_TIME_SCALE, "time_scale",
+             f"a number >= {MIN_TIME_SCALE:g} (simulated s per wall s; {MIN_TIME_SCALE:g} is real time)")
         for cap in ("max_usd_per_hour", "budget_usd"):
             need(getattr(self, cap) is None or (_is_real(getattr(self, cap)) and getattr(self, cap) > 0), cap,
                  "a number of USD > 0, or None")
@@ -497,7 +532,9 @@ class ExperimentSpec:
         need(self.predictor in PREDICTORS, "predictor", f"one of {', '.join(PREDICTORS)}")
         need(_is_real(self.train_days) and 0 < self.train_days <= MAX_TRAIN_DAYS, "train_days",
              f"a number of days with 0 < train_days <= {MAX_TRAIN_DAYS:g}")
-        need(_is_real(self.boot_s) and self.boot_s >= 0, "boot_s", "a number of seconds >= 0")
+        need(_is_real(self.boot_s) and 0 <= self.boot_s < MAX_BOOT_S, "boot_s",
+             f"a number of seconds with 0 <= boot_s < {MAX_BOOT_S:g} (an instance is relaunched every hour, so a "
+             "longer boot never trains a step)")
         need(self.objective in OBJECTIVES, "objective", f"one of {', '.join(OBJECTIVES)}")
         need(_is_real(self.time_value_usd_per_hour) and self.time_value_usd_per_hour >= 0, "time_value_usd_per_hour", "a finite number of USD per trial-hour >= 0")
         need(_is_real(self.job_time_value_usd_per_hour) and self.job_time_value_usd_per_hour >= 0,
@@ -514,6 +551,10 @@ class ExperimentSpec:
              "a curve file of previous runs with their hyperparameters with stopper 'hparams' (its ranking is learned "
              "from them)")
         object.__setattr__(self, "rungs", check_rungs(self.rungs, self.theta, self.top_k, self.max_steps))
+        if self.rungs and self.rungs[0][1] >= n_trials:
+            f, keep = self.rungs[0]
+            raise ConfigError(f"rungs keep {keep} trials at {f:g}, but the experiment has {n_trials}; a rung must keep "
+                              "fewer than all the trials (else it stops nothing)")
         need(not self.rungs or self.stopper in BARRIER_STOPPERS, "rungs",
              f"empty with stopper {self.stopper!r} (rungs are barriers of stoppers 'barrier' and 'hparams'; 'rank' and "
              "'predictive' have their own)")
@@ -637,10 +678,13 @@ class ExperimentSpec:
             raise ConfigError(f"experiment file {str(path)!r} is not UTF-8 text: byte {raw[exc.start]:#04x} on "
                               f"line {line} (save it as UTF-8)") from None
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader that refuses duplicate keys
         except (yaml.YAMLError, ValueError, RecursionError) as exc:
             raise ConfigError(f"experiment file {str(path)!r} is not valid YAML: {exc}".replace("\n", " ")) from None
-        return cls.from_dict({} if data is None else data)
+        if data is None or data == {}:
+            raise ConfigError(f"experiment file {str(path)!r} holds no options; give at least one (e.g. 'workload: "
+                              "digits-mlp'), or leave out --config to run the default experiment")
+        return cls.from_dict(data)
 
     def to_yaml(self, path: str | os.PathLike[str] | None = None) -> str:
         """YAML text of :meth:`to_dict`; also written to ``path`` if given."""

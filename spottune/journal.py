@@ -142,17 +142,14 @@ def read_journal(path: str | os.PathLike[str], *, repair: bool = False) -> "Jour
         raise ConfigError(f"{path.parent} holds no journal ({path.name} is missing): it is not a resumable run")
     raw = path.read_bytes()
     end = raw.rfind(b"\n") + 1
-    if repair and end < len(raw):
-        with open(path, "r+b") as fh:
-            fh.truncate(end)
-            fh.flush()
-            os.fsync(fh.fileno())
     records = JournalRecords()
     for i, line in enumerate(raw[:end].splitlines()):
         try:
             rec = json.loads(line)
         except ValueError:
             raise ConfigError(f"{path} line {i + 1} is not JSON: the journal is damaged") from None
+        if not isinstance(rec, dict):
+            raise ConfigError(f"{path} line {i + 1} is not a journal record (a JSON object): the journal is damaged")
         if rec.get("n") != i:
             raise ConfigError(f"{path} line {i + 1} has position {rec.get('n')!r}, expected {i}: the journal is damaged")
         records.append(rec)
@@ -162,15 +159,28 @@ def read_journal(path: str | os.PathLike[str], *, repair: bool = False) -> "Jour
     if records[0].get("version") != JOURNAL_VERSION:
         raise ConfigError(f"{path} is journal version {records[0].get('version')!r}, this build reads "
                           f"version {JOURNAL_VERSION}")
+    records.end = end
+    if repair and end < len(raw):  # only a journal found sound is cut
+        _cut(path, end)
     return records
 
 
+def _cut(path: Path, end: int) -> None:
+    """Cut ``path`` to its first ``end`` bytes (a torn last line), on disk."""
+    with open(path, "r+b") as fh:
+        fh.truncate(end)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 class JournalRecords(list):
-    """The records of a journal (a list of dict), with ``lines``: each record's line as written."""
+    """The records of a journal (a list of dict), with ``lines``: each record's line as written, and ``end``: the
+    size in bytes of the complete lines."""
 
     def __init__(self, *args: Any):
         super().__init__(*args)
         self.lines: list[str] = []
+        self.end = 0
 
 
 class Journal:
@@ -344,7 +354,9 @@ def open_run(folder: str | os.PathLike[str], spec: Any = None) -> tuple[Any, Jou
                               f"(spottune.tune(resume=...)) or choose another output folder")
         journal = Journal(path, spec=redact(spec.to_dict()), trials=_trials(spec))
         return spec, journal, None
-    records = read_journal(path, repair=True)
+    records = read_journal(path)  # cut only once the run is found resumable: a refused resume changes nothing
+    if not isinstance(records[0].get("spec"), Mapping):
+        raise ConfigError(f"{path} line 1 holds no experiment spec (a JSON object): the journal is damaged")
     stored = dict(records[0]["spec"])
     # credentials were redacted when the spec was written: they come from the environment again
     stored["storage_options"] = {k: v for k, v in dict(stored.get("storage_options") or {}).items() if v != "***"}
@@ -354,6 +366,8 @@ def open_run(folder: str | os.PathLike[str], spec: Any = None) -> tuple[Any, Jou
     trials = _trials(spec)
     if trials != records[0].get("trials"):
         raise JournalMismatch(0, {"trials": records[0].get("trials")}, {"trials": trials})
+    if path.stat().st_size > records.end:  # the torn last line of a killed run
+        _cut(path, records.end)
     return spec, Journal(path, replay=records), records
 
 

@@ -15,8 +15,10 @@ Definitions (spec §1.11):
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +131,22 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by None (JSON has no such numbers)."""
+    if isinstance(value, float):  # numpy's float64 too
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _json(value: Any, **kw: Any) -> str:
+    """Strict JSON text (``allow_nan=False``): non-finite numbers are written as null."""
+    return json.dumps(_finite(value), allow_nan=False, **kw)
+
+
 def redact(value: Any) -> Any:
     """``value`` with credentials (storage ``key``/``secret``/``token`` ..., URL passwords) replaced by
     ``"***"``; everything written to a results folder goes through it (issue 11)."""
@@ -158,10 +176,10 @@ def write_results(out: Path, result: dict[str, Any]) -> dict[str, Any]:
     _write_atomic(out / "ledger.csv", ledger.to_csv(index=False))
     _write_atomic(out / "trials.csv", trials_frame(orch, ledger, result.get("configs", {})).to_csv(index=False))
     _write_atomic(out / "curves.csv", curves_frame(orch).to_csv(index=False))
-    _write_atomic(out / "events.jsonl", "".join(json.dumps(redact(rec), sort_keys=True) + "\n" for rec in record.log))
+    _write_atomic(out / "events.jsonl", "".join(_json(redact(rec), sort_keys=True) + "\n" for rec in record.log))
     summary = redact(summary_dict(orch, record, ledger))
     # written last: read_results needs it, so a run killed midway is not mistaken for a finished one
-    _write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+    _write_atomic(out / "summary.json", _json(summary, indent=2, default=str) + "\n")
     return summary
 
 
@@ -255,7 +273,7 @@ class ResultsJournal:
             return
         log = rec.log
         if len(log) > self._n_log:
-            self._events.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in log[self._n_log:]))
+            self._events.write("".join(_json(r, sort_keys=True) + "\n" for r in log[self._n_log:]))
             self._events.flush()
             self._n_log = len(log)
         if len(rec.ledger) > self._n_ledger:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import abc
 import json
+import math
 import os
 import pickle
 from collections.abc import Callable, Mapping
@@ -173,6 +174,8 @@ class Trainable(abc.ABC):
         ------
         TypeError
             If :meth:`step` does not return a mapping of names to numbers.
+        ValueError
+            If a metric is NaN or infinite (the trial fails with this reason instead of ranking on it).
         """
         raw = self.step()
         if not isinstance(raw, Mapping):
@@ -183,6 +186,9 @@ class Trainable(abc.ABC):
                 metrics[str(k)] = float(v)
             except (TypeError, ValueError):
                 raise TypeError(f"{type(self).__name__}.step() metric {k!r} is {v!r}, but must be a number") from None
+            if not math.isfinite(metrics[str(k)]):
+                raise ValueError(f"{type(self).__name__}.step() metric {k!r} is {metrics[str(k)]}, but must be a "
+                                 f"finite number (training diverged at step {self.iteration + 1}?)")
         self.iteration += 1
         metrics["step"] = self.iteration
         return metrics

@@ -267,6 +267,7 @@ def load_digits_csv(path: Path, name: str = "digits-mlp") -> CurveSet:
         Complete curves as a loss, with ``counts`` of what was skipped.
     """
     table = _read_csv(path, ("config_id", "step", "max_steps", "val_loss"), numeric=("step", "max_steps", "val_loss"))
+    _check_steps(path, table)
     curves, counts = [], {"total": 0, "diverged": 0}
     for cid, rows in table.groupby("config_id", sort=True):
         counts["total"] += 1
@@ -295,7 +296,8 @@ def load_long_csv(path: Path, name: str = "curves") -> CurveSet:
 
     ``value`` is a loss (lower is better). ``max_steps`` is the configuration's ``S_max`` (its first
     row's value); without the column it is the largest step in the file. Skipped: diverged curves (a
-    non-finite value) and incomplete ones (last step below ``max_steps``).
+    non-finite value) and incomplete ones (last step below ``max_steps``). Refused: a configuration's step given
+    twice and a step past its ``max_steps`` (:class:`InvalidCurveError`).
 
     Parameters
     ----------
@@ -310,6 +312,7 @@ def load_long_csv(path: Path, name: str = "curves") -> CurveSet:
         Complete curves, with ``counts`` of what was skipped.
     """
     table = _read_csv(path, ("config_id", "step", "value"), numeric=("step", "value", "max_steps"))
+    _check_steps(path, table)
     file_max = float(table["step"].max())
     hyper = [c for c in table.columns if c not in ("config_id", "step", "value", "max_steps")]
     curves, counts = [], {"total": 0, "diverged": 0, "incomplete": 0}
@@ -419,6 +422,27 @@ def _read_csv(path: Path, required: Sequence[str], numeric: Sequence[str] = ()) 
             i = int(np.flatnonzero(values.isna().to_numpy())[0])
             raise InvalidCurveError(f"{path}: line {i + 2}: step is missing")
     return table
+
+
+def _check_steps(path: Path, table: pd.DataFrame) -> None:
+    """Refuse a (config_id, step) given twice (which row would count?) and a step past the row's ``max_steps``.
+
+    Raises
+    ------
+    InvalidCurveError
+        Naming the file, the line, the configuration and the step.
+    """
+    twice = table.duplicated(["config_id", "step"], keep="first").to_numpy()
+    if twice.any():
+        i = int(np.flatnonzero(twice)[0])
+        raise InvalidCurveError(f"{path}: line {i + 2}: config_id {table['config_id'].iloc[i]!r} has step "
+                                f"{table['step'].iloc[i]:g} twice; give one row per configuration and step")
+    if "max_steps" in table.columns:
+        past = (table["step"] > table["max_steps"]).to_numpy()
+        if past.any():
+            i = int(np.flatnonzero(past)[0])
+            raise InvalidCurveError(f"{path}: line {i + 2}: config_id {table['config_id'].iloc[i]!r} has step "
+                                    f"{table['step'].iloc[i]:g}, past its max_steps {table['max_steps'].iloc[i]:g}")
 
 
 def detect_layout(path: Path) -> str:

@@ -139,8 +139,11 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     from spottune.backends._speed import DEFAULT_BOOT_S
 
     boot = DEFAULT_BOOT_S if boot_s is None else float(boot_s)
-    if not boot >= 0:
-        raise ConfigError(f"--boot-s is {boot_s}, but must be a number of seconds >= 0")
+    from spottune.experiment import MAX_BOOT_S
+
+    if not 0 <= boot < MAX_BOOT_S:
+        raise ConfigError(f"--boot-s is {boot_s}, but must be a number of seconds with 0 <= boot_s < {MAX_BOOT_S:g} "
+                          "(an instance is relaunched every hour, so a longer boot never trains a step)")
     if not (math.isfinite(time_value_usd_per_hour) and time_value_usd_per_hour >= 0):
         raise ConfigError(f"--time-value-usd-per-hour is {time_value_usd_per_hour}, but must be a finite number of "
                           "USD per trial-hour >= 0")

@@ -148,12 +148,14 @@ def check_rungs(rungs: object, theta: float, top_k: int, max_steps: int) -> tupl
     try:
         pairs = [p.split(":") for p in rungs.split(",")] if isinstance(rungs, str) else list(rungs)
         out = tuple((float(f), int(k)) for f, k in pairs)
-        ok = all(float(k) == int(k) for _, k in pairs)
-    except (TypeError, ValueError):
+        ok = all(float(k) == int(k) for _, k in pairs) and all(math.isfinite(f) for f, _ in out)
+    except (TypeError, ValueError, OverflowError):
         out, ok = (), False
+    if not ok:
+        out = ()
     steps = [steps_at(f, max_steps) for f, _ in out] + [steps_at(theta, max_steps)]
     keeps = [k for _, k in out] + [top_k]
-    for bad, rule in ((not ok or not out, "fraction:keep pairs with whole keeps, e.g. '0.06:6,0.1:4'"),
+    for bad, rule in ((not ok or not out, "fraction:keep pairs of finite fractions and whole keeps, e.g. '0.06:6,0.1:4'"),
                       (theta >= 1, "empty when theta is 1 (no barrier)"),
                       (not all(0 < f < theta for f, _ in out), f"fractions in (0, theta = {theta:g})"),
                       (not all(a < b for a, b in zip(steps, steps[1:])),
