@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 
 import fsspec
 
+from spottune.checkpoint._secrets import redact
 from spottune.checkpoint._base import CheckpointInfo, CheckpointStore, FileEntry, RetryPolicy, StoreHealth, StoreUnavailable
 from spottune.errors import CheckpointError, ConfigError
 
@@ -202,11 +203,11 @@ class FsspecCheckpointStore(CheckpointStore):
                 if not is_transient(exc):
                     raise
                 if attempt == len(delays):
-                    raise StoreUnavailable(
+                    raise StoreUnavailable(redact(
                         f"checkpoint store {self.url} is unreachable: {what} failed {attempt + 1} times over "
-                        f"{time.monotonic() - t0:.1f} s ({type(exc).__name__}: {str(exc)[:200]})") from None
-                log.warning("checkpoint store %s: %s failed (%s: %s); retry %d/%d in %.2f s", self.url, what,
-                            type(exc).__name__, str(exc)[:200], attempt + 1, len(delays), delays[attempt])
+                        f"{time.monotonic() - t0:.1f} s ({type(exc).__name__}: {str(exc)[:200]})")) from None
+                log.warning("checkpoint store %s: %s failed (%s: %s); retry %d/%d in %.2f s", redact(self.url), what,
+                            type(exc).__name__, redact(str(exc)[:200]), attempt + 1, len(delays), delays[attempt])
                 time.sleep(delays[attempt])
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -229,8 +230,8 @@ class FsspecCheckpointStore(CheckpointStore):
                 pass  # a store nobody has written to yet is reachable
         except Exception as exc:
             return StoreHealth(ok=False, latency_s=time.monotonic() - t0, checked_at=time.time(),
-                               error=f"checkpoint store {self.url} is unreachable ({type(exc).__name__}: "
-                                     f"{str(exc)[:200]})")
+                               error=redact(f"checkpoint store {self.url} is unreachable ({type(exc).__name__}: "
+                                            f"{str(exc)[:200]})"))
         return StoreHealth(ok=True, latency_s=time.monotonic() - t0, checked_at=time.time())
 
     def pin(self, trial_id: str, version: int | None) -> None:

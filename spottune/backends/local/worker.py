@@ -168,7 +168,16 @@ class _Out:
 
 
 def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:500]
+    from spottune.checkpoint._secrets import redact
+
+    return redact(f"{type(exc).__name__}: {exc}".replace("\n", " "))[:500]
+
+
+def _print_exc() -> None:
+    """The current traceback to stderr (the worker's log), URL user information redacted."""
+    from spottune.checkpoint._secrets import redact
+
+    print(redact(traceback.format_exc()), file=sys.stderr, end="", flush=True)
 
 
 class _Signals:
@@ -292,12 +301,12 @@ class _Segment:
             try:
                 self.trainable.cleanup()
             except Exception:
-                traceback.print_exc(file=sys.stderr)
+                _print_exc()
         self.out(Exited(code=code))
         return code
 
     def fail(self, during: str, exc: BaseException) -> int:
-        traceback.print_exc(file=sys.stderr)
+        _print_exc()
         self.out(Failed(during=during, error=_one_line(exc)))
         return self.finish(1)
 
