@@ -144,3 +144,46 @@ def test_keyed_s3_store_refuses_a_forged_manifest(seaweedfs, s3_store_url, tmp_p
     _save(store, tmp_path, 10)
     _plant(store, {"weights.bin": b"poisoned weights"})
     _check_refused(store, tmp_path, "no-hmac")
+
+
+def test_a_worker_resumes_from_the_previous_version_when_the_newest_is_forged(tmp_path):
+    """Real worker processes with the experiment's key: a planted version at the confirmed step (absolute
+    file name, no HMAC) is refused, the worker restores the previous one and the curve goes on."""
+    from tests.test_worker_process import Worker, reference
+
+    keyfile = tmp_path / "checkpoint.key"
+    keyfile.write_text("ab" * 32)
+    keyfile.chmod(0o600)
+    store = str(tmp_path / "store")
+
+    def segment(resume: int, until: int) -> dict:
+        w = Worker(store, "none", until=until, resume=resume, step_wall_s=0.0,
+                   extra=("--checkpoint-key-file", str(keyfile)))
+        ready = w.until("ready")
+        w.until("idle")
+        w.send(cmd="checkpoint", reason="hop")
+        w.until("checkpoint")
+        assert w.finish() == 0
+        return ready
+
+    segment(0, 5)
+    segment(5, 10)
+    s = open_store(store, key=KEY)
+    assert [(v.version, v.step) for v in s.versions("t0")] == [(1, 5), (2, 10)]
+    planted = tmp_path / "planted" / "sitecustomize.py"
+    trial = f"{s.root}/t0"
+    body = {"format": 1, "trial_id": "t0", "version": 3, "step": 10, "data": "data/v00000003-abc123",
+            "files": {str(planted): {"sha256": hashlib.sha256(PAYLOAD).hexdigest(), "size_bytes": len(PAYLOAD)}},
+            "created_utc": "2026-01-01T00:00:00+00:00", "metadata": {}}
+    s.fs.makedirs(f"{trial}/data/v00000003-abc123/{planted.parent}", exist_ok=True)
+    s.fs.pipe_file(f"{trial}/data/v00000003-abc123/{planted}", PAYLOAD)
+    s.fs.pipe_file(f"{trial}/manifests/v00000003.json",
+                   json.dumps({"body": body, "sha256": _body_digest(body)}).encode())
+    w = Worker(store, "none", until=12, resume=10, step_wall_s=0.0, extra=("--checkpoint-key-file", str(keyfile)))
+    ready = w.until("ready")
+    assert (ready["step"], ready["version"]) == (10, 2) and "lost_steps" not in ready
+    w.until("idle")
+    w.send(cmd="exit")
+    assert w.finish() == 0
+    assert w.metrics() == reference(12)[10:]
+    assert not planted.exists()
