@@ -163,3 +163,15 @@ def test_the_experiment_key_is_kept_private_in_the_results_folder(tmp_path, monk
     assert stat.S_IMODE((tmp_path / KEY_FILE).stat().st_mode) == 0o600
     monkeypatch.setenv(CHECKPOINT_KEY_ENV, "cd" * 32)
     assert experiment_key(tmp_path / "other") == "cd" * 32 and not (tmp_path / "other").exists()
+
+
+def test_the_agent_refuses_a_segment_the_worker_would_not_parse(capsys):
+    from spottune.backends.aws.agent import Agent
+
+    seg = _segment("logreg")
+    seg["worker_argv"] += ["--standby"]
+    outbox = _Outbox()
+    assert Agent(seg, control=None, outbox=outbox, imds_url="none", workload="logreg").run() == 2
+    assert outbox.sent == [("exit", 2)]
+    err = capsys.readouterr().err
+    assert err.startswith("spottune agent: the segment's worker arguments are invalid (") and err.count("\n") == 1

@@ -36,6 +36,8 @@ its command line.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import signal
@@ -163,14 +165,12 @@ class Agent:
 
         if not self.workload:
             return "no workload named by the user data ($SPOTTUNE_WORKLOAD); refusing the segment"
+        err = io.StringIO()
         try:
-            import contextlib
-            import io
-
-            with contextlib.redirect_stderr(io.StringIO()) as err:
+            with contextlib.redirect_stderr(err):
                 args = parse_args(argv)
         except SystemExit:
-            return f"the segment's worker arguments are invalid: {err.getvalue().strip().splitlines()[-1:]}"
+            return f"the segment's worker arguments are invalid ({' '.join(err.getvalue().split())[-300:]}); refusing it"
         if args.workload != self.workload:
             return (f"the segment asks for workload {args.workload!r}, but the experiment runs {self.workload!r}; "
                     "refusing it (the segment comes from the bucket, the workload from the user data)")
