@@ -80,6 +80,13 @@ def test_storage_secret_never_reaches_argv_or_results(seaweedfs, s3_store_url, t
     assert summary["settings"]["spec"]["storage_options"]["secret"] == "***"
     best = summary["top_k"][0]["trial_id"]
     assert open_store(s3_store_url, opts).latest_good(best).step == 12  # the workers did write to S3
+    # the run's checkpoint key (kept 0600 in the results folder, never in the store) authenticates the manifests
+    key = (out / "checkpoint.key").read_text().strip()
+    assert (out / "checkpoint.key").stat().st_mode & 0o777 == 0o600 and key.encode() not in b"".join(
+        open_store(s3_store_url, opts).fs.cat_file(p) for p in open_store(s3_store_url, opts).fs.find(s3_store_url))
+    assert open_store(s3_store_url, opts, key=bytes.fromhex(key)).latest_good(best).step == 12
+    with pytest.raises(CheckpointError, match="failed its HMAC check"):
+        open_store(s3_store_url, opts, key=b"k" * 32).latest_good(best)
 
 
 # -- pickled checkpoints ----------------------------------------------------------------------------
