@@ -11,8 +11,9 @@ its own body; with a checkpoint key (``key=``) also an HMAC-SHA256 of its body u
 store with a key refuses a manifest without a valid one (anyone who can write the store can recompute
 a plain SHA-256, not the HMAC). A restore writes only below its destination: a file name that is
 absolute, holds ``..``, a backslash or a NUL, or resolves outside the destination (through a link),
-and a link in a folder store's data, make the version corrupt, and the previous one is used. Publishing is one atomic operation: ``os.rename`` of a temporary manifest on a local
-file system, one PUT on S3 (S3 never exposes a partially written object).
+and a link in a folder store's data, make the version corrupt, and the previous one is used.
+Publishing is one atomic operation: ``os.rename`` of a temporary manifest on a local file system, one
+PUT on S3 (S3 never exposes a partially written object).
 """
 
 from __future__ import annotations

@@ -170,7 +170,8 @@ class Agent:
             with contextlib.redirect_stderr(err):
                 args = parse_args(argv)
         except SystemExit:
-            return f"the segment's worker arguments are invalid ({' '.join(err.getvalue().split())[-300:]}); refusing it"
+            why = " ".join(err.getvalue().split())[-300:]
+            return f"the segment's worker arguments are invalid ({why}); refusing it"
         if args.workload != self.workload:
             return (f"the segment asks for workload {args.workload!r}, but the experiment runs {self.workload!r}; "
                     "refusing it (the segment comes from the bucket, the workload from the user data)")

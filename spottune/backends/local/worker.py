@@ -93,7 +93,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--store", required=True, help="checkpoint store URL: folder, file://, s3://, memory://")
     p.add_argument("--storage-options", default="{}",
                    help="fsspec options for --store, JSON, without credentials: those come from "
-                        "--storage-options-file, $SPOTTUNE_STORAGE_SECRETS (JSON, merged in) or the AWS credential chain")
+                        "--storage-options-file, $SPOTTUNE_STORAGE_SECRETS (JSON, merged in) or the AWS "
+                        "credential chain")
     p.add_argument("--storage-options-file", default=None,
                    help="a JSON file (mode 0600) of fsspec options for --store, merged over --storage-options")
     p.add_argument("--checkpoint-key-file", default=None,
