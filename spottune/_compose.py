@@ -750,15 +750,21 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
         from spottune.backends.ray._build import ray_backend
 
         folder = Path(output) if output is not None else Path(tempfile.mkdtemp(prefix="spottune-run-"))
+        from spottune.checkpoint._secrets import experiment_key
+
         backend = ray_backend(spec, orch, Billing(spec.billing), trials, market, start_s, offered=offered,
-                              store_url=store_url(spec, folder), progress=progress)
+                              store_url=store_url(spec, folder), progress=progress,
+                              checkpoint_key=experiment_key(folder))
     else:
         from spottune.backends import LocalBackend, LocalSettings
 
         folder = Path(output) if output is not None else Path(tempfile.mkdtemp(prefix="spottune-run-"))
+        from spottune.checkpoint._secrets import experiment_key
+
         settings = LocalSettings(store_url=store_url(spec, folder), storage_options=dict(spec.storage_options),
                                  time_scale=spec.time_scale, max_steps=spec.max_steps,
-                                 checkpoint_keep=spec.checkpoint_keep, log_dir=str(folder / "workers"))
+                                 checkpoint_keep=spec.checkpoint_keep, log_dir=str(folder / "workers"),
+                                 checkpoint_key=experiment_key(folder))
         backend = LocalBackend(*parts, spec.workload, {t.trial_id: (t.config, t.seed) for t in trials}, market.facts,
                                start_s, settings, progress=progress)
     if spec.backend != "aws":  # the aws backend checks its own (AwsSettings); the same rule, _caps.check_caps

@@ -358,8 +358,7 @@ def open_run(folder: str | os.PathLike[str], spec: Any = None) -> tuple[Any, Jou
     if not isinstance(records[0].get("spec"), Mapping):
         raise ConfigError(f"{path} line 1 holds no experiment spec (a JSON object): the journal is damaged")
     stored = dict(records[0]["spec"])
-    # credentials were redacted when the spec was written: they come from the environment again
-    stored["storage_options"] = {k: v for k, v in dict(stored.get("storage_options") or {}).items() if v != "***"}
+    stored["storage_options"] = _unredacted_options(folder, dict(stored.get("storage_options") or {}))
     # a run journaled before the job's value of time existed (design R11) ran without it: resume it the same way
     stored.setdefault("job_time_value_usd_per_hour", 0.0)
     spec = ExperimentSpec.from_dict(stored)
@@ -369,6 +368,37 @@ def open_run(folder: str | os.PathLike[str], spec: Any = None) -> tuple[Any, Jou
     if path.stat().st_size > records.end:  # the torn last line of a killed run
         _cut(path, records.end)
     return spec, Journal(path, replay=records), records
+
+
+def _unredacted_options(folder: Path, stored: dict[str, Any]) -> dict[str, Any]:
+    """The journaled storage options of a resumed run, credentials supplied again.
+
+    Credentials were redacted when the spec was written. A secret field (``"***"`` whole) is left out:
+    the standard AWS chain, or ``$SPOTTUNE_STORAGE_SECRETS`` (JSON, merged in), supplies it again. A
+    string that lost a part (a URL's user information: ``http://***@host``) is never reused: it must
+    come again from ``$SPOTTUNE_STORAGE_SECRETS``.
+
+    Raises
+    ------
+    ConfigError
+        If a redacted string is not given again (one line naming the field and the variable).
+    """
+    from spottune.checkpoint._secrets import REDACTED, STORAGE_SECRETS_ENV, redacted_fields, storage_options_from_env
+    from spottune.errors import CheckpointError
+
+    def drop(value: Any) -> Any:
+        return {k: drop(v) for k, v in value.items() if v != REDACTED} if isinstance(value, Mapping) else value
+
+    try:
+        options = storage_options_from_env(drop(stored))
+    except CheckpointError as exc:
+        raise ConfigError(str(exc)) from None
+    missing = redacted_fields(options)
+    if missing:
+        raise ConfigError(f"{folder}: storage_options.{missing[0]} held credentials and was redacted in the journal; "
+                          f"give it again in ${STORAGE_SECRETS_ENV} (storage options as JSON, merged over the "
+                          "journaled ones) to resume")
+    return options
 
 
 def _trials(spec: Any) -> list[list[Any]]:

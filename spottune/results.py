@@ -148,8 +148,9 @@ def _json(value: Any, **kw: Any) -> str:
 
 
 def redact(value: Any) -> Any:
-    """``value`` with credentials (storage ``key``/``secret``/``token`` ..., URL passwords) replaced by
-    ``"***"``; everything written to a results folder goes through it (issue 11)."""
+    """``value`` with credentials (storage ``key``/``secret``/``token`` ..., the user information of URLs)
+    replaced by ``"***"``; everything written to a results folder goes through it, ``events.jsonl`` on
+    every append."""
     from spottune.checkpoint._secrets import redact as _redact
 
     return _redact(value)
@@ -273,7 +274,7 @@ class ResultsJournal:
             return
         log = rec.log
         if len(log) > self._n_log:
-            self._events.write("".join(_json(r, sort_keys=True) + "\n" for r in log[self._n_log:]))
+            self._events.write("".join(_json(redact(r), sort_keys=True) + "\n" for r in log[self._n_log:]))
             self._events.flush()
             self._n_log = len(log)
         if len(rec.ledger) > self._n_ledger:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from typing import Any
 import boto3
 
 from spottune.backends.aws import find_instances, parse_user_data
+from spottune.backends.aws._launch import user_data_trust
 from spottune.backends.local.imds import ImdsEmulator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -321,7 +323,8 @@ class Ec2Hosts:
 
     def _boot(self, tagged: Any) -> None:
         attr = self.ec2.describe_instance_attribute(InstanceId=tagged.instance_id, Attribute="userData")
-        segment = parse_user_data(base64.b64decode(attr["UserData"]["Value"]).decode())
+        script = base64.b64decode(attr["UserData"]["Value"]).decode()
+        segment = json.dumps({"segment": parse_user_data(script), "env": user_data_trust(script)})
         if not self._pool:
             self._spawn()
         proc, host = self._pool.pop(0)

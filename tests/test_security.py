@@ -30,7 +30,18 @@ def test_split_and_redact_storage_options():
     assert redact({"spec": {"storage_options": options}, "store": "s3://u:pw@bucket/x", "n": [1, "a"]}) == {
         "spec": {"storage_options": {"endpoint_url": "http://h:1", "key": "***", "secret": "***",
                                      "client_kwargs": {"region_name": "us-east-1", "aws_session_token": "***"}}},
-        "store": "s3://u:***@bucket/x", "n": [1, "a"]}
+        "store": "s3://***@bucket/x", "n": [1, "a"]}
+
+
+def test_url_userinfo_is_a_secret_and_is_redacted_whole():
+    options = {"endpoint_url": "http://alice:pa55@h:1/p", "client_kwargs": {"proxy": "https://tok3n@proxy:3128"}}
+    public, secret = split_secrets(options)
+    assert public == {"endpoint_url": "http://h:1/p", "client_kwargs": {"proxy": "https://proxy:3128"}}
+    assert secret == options
+    assert storage_options_from_env(public, {STORAGE_SECRETS_ENV: json.dumps(secret)}) == options
+    assert redact({"o": options, "line": "GET http://alice:pa55@h:1/p failed; s3://bob@b/k"}) == {
+        "o": {"endpoint_url": "http://***@h:1/p", "client_kwargs": {"proxy": "https://***@proxy:3128"}},
+        "line": "GET http://***@h:1/p failed; s3://***@b/k"}
 
 
 @pytest.mark.server
@@ -58,8 +69,9 @@ def test_storage_secret_never_reaches_argv_or_results(seaweedfs, s3_store_url, t
     result = CliRunner().invoke(cli, ["run", "--config", str(cfg), "--backend", "local", "--time-scale", "1200",
                                       "--no-progress", "--output", str(out)])
     assert result.exit_code == 0, result.output
-    assert seen and all(secret not in " ".join(argv) for argv, _ in seen)
-    assert all(secret in env.get(STORAGE_SECRETS_ENV, "") and len(env[CHECKPOINT_KEY_ENV]) == 64 for _, env in seen)
+    assert seen and all(secret not in " ".join(argv) and "--storage-options" not in argv for argv, _ in seen)
+    assert all(STORAGE_SECRETS_ENV not in env and len(env[CHECKPOINT_KEY_ENV]) == 64 for _, env in seen)
+    assert all("--storage-options-file" in argv for argv, _ in seen)
     assert secret not in result.output
     for path in out.rglob("*"):
         if path.is_file():
@@ -68,6 +80,13 @@ def test_storage_secret_never_reaches_argv_or_results(seaweedfs, s3_store_url, t
     assert summary["settings"]["spec"]["storage_options"]["secret"] == "***"
     best = summary["top_k"][0]["trial_id"]
     assert open_store(s3_store_url, opts).latest_good(best).step == 12  # the workers did write to S3
+    # the run's checkpoint key (kept 0600 in the results folder, never in the store) authenticates the manifests
+    key = (out / "checkpoint.key").read_text().strip()
+    assert (out / "checkpoint.key").stat().st_mode & 0o777 == 0o600 and key.encode() not in b"".join(
+        open_store(s3_store_url, opts).fs.cat_file(p) for p in open_store(s3_store_url, opts).fs.find(s3_store_url))
+    assert open_store(s3_store_url, opts, key=bytes.fromhex(key)).latest_good(best).step == 12
+    with pytest.raises(CheckpointError, match="failed its HMAC check"):
+        open_store(s3_store_url, opts, key=b"k" * 32).latest_good(best)
 
 
 # -- pickled checkpoints ----------------------------------------------------------------------------

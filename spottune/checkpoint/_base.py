@@ -10,7 +10,9 @@ Contract (every implementation, tested by one suite over all of them):
   published versions untouched and the half-written files invisible; the next save of the trial
   deletes them.
 - **Verified restore.** :meth:`CheckpointStore.restore` and :meth:`CheckpointStore.latest_good` check
-  every file's SHA-256 (and the manifest's own checksum). A bad version is skipped with a warning and
+  every file's SHA-256 (and the manifest's own checksum; with a checkpoint key, its HMAC). A restore
+  writes nothing outside its destination: a version naming a file outside it (absolute, ``..``, through
+  a link) is bad. A bad version is skipped with a warning and
   the previous one is used; if versions exist but none is intact, :class:`~spottune.errors.CheckpointError`
   is raised. A trial that never saved restores nothing (``None``).
 - **Retention.** After a new version is verified and published, versions beyond the newest ``keep``

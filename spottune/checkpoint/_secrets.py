@@ -1,17 +1,23 @@
 """Keeping secrets out of command lines, results and logs, and authenticating pickled checkpoints.
 
 - **Storage credentials.** fsspec ``storage_options`` may hold credentials (``key``, ``secret``,
-  ``token``, ``client_kwargs.aws_secret_access_key`` ...). :func:`split_secrets` separates them from
-  the rest; a driver puts the public part on a worker's command line and the secret part in the
-  worker's environment (:data:`STORAGE_SECRETS_ENV`, JSON), which other users cannot read through
-  ``ps``; the worker merges them back (:func:`storage_options_from_env`). With no credentials in the
-  options, s3fs uses the standard AWS credential chain (environment, profile, instance role).
-- **Redaction.** :func:`redact` replaces every secret-looking value in nested data (and the password
-  of ``scheme://user:pass@host`` URLs) by ``"***"``; results and logs go through it.
+  ``token``, ``client_kwargs.aws_secret_access_key`` ..., and the user information of a URL such as
+  ``http://user:password@host``). :func:`split_secrets` separates them from the rest (a URL with user
+  information is public without it). Storage options never go on a command line: the local pool
+  writes them to a file only its user can read (mode 0600) and names the file
+  (``--storage-options-file``); the AWS agent does the same with the public part it reads from its
+  segment; a Ray actor gets them as a method argument. With no credentials in the options, s3fs uses
+  the standard AWS credential chain (environment, profile, instance role).
+- **Redaction.** :func:`redact` replaces every secret-looking value in nested data, and the user
+  information of every ``scheme://user[:password]@host`` URL in a string, by ``"***"``; results,
+  events and logs go through it. :func:`redacted_fields` finds what a redaction removed.
 - **Checkpoint authentication.** Pickle runs code when it loads. Where a checkpoint must be a pickle
   (the function API's arbitrary ``state``), :func:`sign` prefixes it with an HMAC-SHA256 keyed by the
   experiment's secret (:data:`CHECKPOINT_KEY_ENV`, never written to the store) and :func:`verify`
-  refuses, before anything is unpickled, a file whose tag does not match.
+  refuses, before anything is unpickled, a file whose tag does not match. The same key authenticates
+  the store's manifests (:class:`spottune.checkpoint.FsspecCheckpointStore` ``key=``) wherever it is set
+  (:func:`store_key`); :func:`experiment_key` makes the driver's key and keeps it in the results folder,
+  never in the store.
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ from typing import Any
 
 from spottune.errors import CheckpointError
 
-__all__ = ["CHECKPOINT_KEY_ENV", "STORAGE_SECRETS_ENV", "checkpoint_key", "is_secret_name", "redact", "sign",
-           "split_secrets", "storage_options_from_env", "verify", "worker_env"]
+__all__ = ["CHECKPOINT_KEY_ENV", "KEY_FILE", "STORAGE_SECRETS_ENV", "checkpoint_key", "experiment_key",
+           "has_userinfo", "is_secret_name", "redact", "redacted_fields", "sign", "split_secrets", "store_key",
+           "storage_options_from_env", "verify", "worker_env", "write_private"]
 
 #: Environment variable holding the secret part of the storage options, JSON (see :func:`split_secrets`).
 STORAGE_SECRETS_ENV = "SPOTTUNE_STORAGE_SECRETS"
@@ -40,7 +47,9 @@ _SECRET_EXACT = {"key", "secret", "token", "password", "passwd", "pwd", "access_
                  "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "session_token",
                  "account_key", "sas_token", "client_secret", "credentials", "api_key", "auth"}
 _SECRET_PART = ("secret", "password", "token", "credential", "private_key", "access_key", "api_key")
-_URL_PASSWORD = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@:\s]+):(?P<pw>[^/@\s]+)@")
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#@\s]+)@")
+#: File of the experiment's checkpoint key (hex) in the driver's results folder, mode 0600 (:func:`experiment_key`).
+KEY_FILE = "checkpoint.key"
 _MAGIC = b"SPOTTUNE-HMAC-SHA256\n"
 _PROCESS_KEY = secrets.token_bytes(32)
 
@@ -51,13 +60,25 @@ def is_secret_name(name: object) -> bool:
     return n in _SECRET_EXACT or any(p in n for p in _SECRET_PART)
 
 
+def has_userinfo(text: object) -> bool:
+    """Whether ``text`` is a string holding a URL with user information (``scheme://user[:password]@host``)."""
+    return isinstance(text, str) and _URL_USERINFO.search(text) is not None
+
+
 def split_secrets(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Split storage options into (public, secret) nested dicts; merging them back gives ``options``."""
+    """Split storage options into (public, secret) nested dicts; merging them back gives ``options``.
+
+    Secret: values under secret-looking names (:func:`is_secret_name`) and strings holding a URL with
+    user information; the public part keeps such a URL without its user information.
+    """
     public: dict[str, Any] = {}
     secret: dict[str, Any] = {}
     for k, v in options.items():
         if is_secret_name(k):
             secret[k] = v
+        elif has_userinfo(v):
+            secret[k] = v
+            public[k] = _URL_USERINFO.sub(lambda m: m["scheme"], v)
         elif isinstance(v, Mapping):
             pub, sec = split_secrets(v)
             public[k] = pub
@@ -118,6 +139,64 @@ def checkpoint_key(environ: Mapping[str, str] | None = None) -> bytes:
     return key
 
 
+def store_key(environ: Mapping[str, str] | None = None) -> bytes | None:
+    """The key that authenticates checkpoint manifests: :data:`CHECKPOINT_KEY_ENV` if set, else None.
+
+    Raises
+    ------
+    CheckpointError
+        If the variable is set but is not hex of at least 16 bytes.
+    """
+    env = os.environ if environ is None else environ
+    return checkpoint_key(env) if env.get(CHECKPOINT_KEY_ENV) else None
+
+
+def write_private(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to a new file only its owner can read and write (mode 0600 from its creation).
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` exists.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
+def experiment_key(folder: str | os.PathLike[str]) -> str:
+    """The experiment's checkpoint key (64 hex digits) for a run whose results are in ``folder``.
+
+    :data:`CHECKPOINT_KEY_ENV` if the driver's environment sets it; else the key kept in
+    ``<folder>/checkpoint.key`` (:data:`KEY_FILE`, mode 0600) by an earlier start of the same run, so
+    that a resumed run reads its own checkpoints; else a new random key, written there. The key stays
+    on the driver's machine: it is never written to the checkpoint store.
+
+    Raises
+    ------
+    CheckpointError
+        If the variable or the file holds something else than hex of at least 16 bytes.
+    """
+    raw = os.environ.get(CHECKPOINT_KEY_ENV)
+    if raw:
+        checkpoint_key({CHECKPOINT_KEY_ENV: raw})
+        return raw
+    path = os.path.join(os.fspath(folder), KEY_FILE)
+    try:
+        with open(path) as fh:
+            raw = fh.read().strip()
+    except FileNotFoundError:
+        os.makedirs(os.fspath(folder), exist_ok=True)
+        raw = secrets.token_hex(32)
+        write_private(path, raw + "\n")
+        return raw
+    try:
+        checkpoint_key({CHECKPOINT_KEY_ENV: raw})
+    except CheckpointError:
+        raise CheckpointError(f"{path} is not a checkpoint key (hex of at least 16 bytes)") from None
+    return raw
+
+
 def worker_env(storage_options: Mapping[str, Any], key_hex: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     """What a driver gives a worker process: (public storage options for its argv, extra environment).
 
@@ -137,15 +216,25 @@ def redact(value: Any) -> Any:
     """A copy of ``value`` (nested dicts, lists, strings) with secrets replaced by ``"***"``.
 
     Values under secret-looking keys (:func:`is_secret_name`) are replaced whatever they are; in
-    strings, the password of a ``scheme://user:password@host`` URL is replaced.
+    strings, the user information of a ``scheme://user[:password]@host`` URL is replaced
+    (``scheme://***@host``).
     """
     if isinstance(value, Mapping):
         return {k: (REDACTED if is_secret_name(k) and v not in (None, "", {}) else redact(v)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(redact(v) for v in value)
     if isinstance(value, str):
-        return _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", value)
+        return _URL_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", value)
     return value
+
+
+def redacted_fields(value: Any, prefix: str = "") -> list[str]:
+    """Dotted names of the strings in nested ``value`` that hold a redacted part (``"***"``), in order."""
+    if isinstance(value, Mapping):
+        return [n for k, v in value.items() for n in redacted_fields(v, f"{prefix}{k}.")]
+    if isinstance(value, (list, tuple)):
+        return [n for i, v in enumerate(value) for n in redacted_fields(v, f"{prefix}{i}.")]
+    return [prefix.rstrip(".")] if isinstance(value, str) and REDACTED in value else []
 
 
 def sign(payload: bytes, key: bytes | None = None) -> bytes:

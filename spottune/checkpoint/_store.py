@@ -7,8 +7,13 @@ Layout under the root URL::
 
 The ``<token>`` (random hex) keeps a crashed writer's leftovers apart from a later write of the same
 version number. The manifest holds the step, the SHA-256 and size of every file, and a SHA-256 of
-its own body. Publishing is one atomic operation: ``os.rename`` of a temporary manifest on a local
-file system, one PUT on S3 (S3 never exposes a partially written object).
+its own body; with a checkpoint key (``key=``) also an HMAC-SHA256 of its body under that key, and a
+store with a key refuses a manifest without a valid one (anyone who can write the store can recompute
+a plain SHA-256, not the HMAC). A restore writes only below its destination: a file name that is
+absolute, holds ``..``, a backslash or a NUL, or resolves outside the destination (through a link),
+and a link in a folder store's data, make the version corrupt, and the previous one is used.
+Publishing is one atomic operation: ``os.rename`` of a temporary manifest on a local file system, one
+PUT on S3 (S3 never exposes a partially written object).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -30,6 +36,7 @@ from typing import Any, TypeVar
 
 import fsspec
 
+from spottune.checkpoint._secrets import redact
 from spottune.checkpoint._base import CheckpointInfo, CheckpointStore, FileEntry, RetryPolicy, StoreHealth, StoreUnavailable
 from spottune.errors import CheckpointError, ConfigError
 
@@ -42,6 +49,7 @@ _CHUNK = 4 * 1024 * 1024
 _MANIFEST_RE = re.compile(r"^v(\d{8})\.json$")
 _DATA_RE = re.compile(r"^v(\d{8})-[0-9a-f]+$")
 _TRIAL_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_DATA_REL_RE = re.compile(r"^data/v\d{8}-[0-9a-f]+$")
 
 
 def _sha256_file(fh: Any) -> tuple[str, int]:
@@ -53,8 +61,23 @@ def _sha256_file(fh: Any) -> tuple[str, int]:
     return h.hexdigest(), n
 
 
+def _canonical(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
 def _body_digest(body: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return hashlib.sha256(_canonical(body)).hexdigest()
+
+
+def _body_hmac(body: Mapping[str, Any], key: bytes) -> str:
+    return hmac.new(key, b"spottune-manifest\n" + _canonical(body), hashlib.sha256).hexdigest()
+
+
+def _safe_rel(rel: str) -> bool:
+    """Whether a manifest's file name is a plain relative POSIX path that stays below its folder."""
+    if not rel or "\\" in rel or "\0" in rel or rel.startswith("/") or re.match(r"^[A-Za-z]:", rel):
+        return False
+    return all(part not in ("", ".", "..") for part in rel.split("/"))
 
 
 class _Corrupt(Exception):
@@ -75,7 +98,7 @@ def is_transient(exc: BaseException) -> bool:
 
     Missing files, permissions and bad data are not transient. Used by the retry loop.
     """
-    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, _Corrupt)):
         return False
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
@@ -111,17 +134,24 @@ class FsspecCheckpointStore(CheckpointStore):
         Backoff for transient storage errors (default :class:`RetryPolicy()`, at most about 10 s of
         sleeps per operation). For S3, s3fs' own retries are turned off and botocore's too unless
         ``config_kwargs`` sets them, so this policy alone bounds the time an outage takes to surface.
+    key : bytes, optional
+        The experiment's checkpoint key (at least 16 bytes; :func:`spottune.checkpoint._secrets.checkpoint_key`).
+        With a key every manifest written carries an HMAC-SHA256 of its body, and a manifest read
+        without a valid one (none, or another key's) is a corrupt version: skipped, the previous one
+        used. None (the default): manifests are written without an HMAC and any HMAC read is ignored.
 
     Raises
     ------
     ConfigError
-        If the URL's protocol is unknown or ``keep < 1``.
+        If the URL's protocol is unknown, ``keep < 1`` or ``key`` is shorter than 16 bytes.
     """
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None, *, keep: int = 2,
-                 verify_after_write: bool = True, retry: RetryPolicy | None = None):
+                 verify_after_write: bool = True, retry: RetryPolicy | None = None, key: bytes | None = None):
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
             raise ConfigError(f"keep is {keep!r}, but must be an integer >= 1")
+        if key is not None and (not isinstance(key, bytes) or len(key) < 16):
+            raise ConfigError("the checkpoint key must be bytes, at least 16 of them")
         options = dict(storage_options or {})
         if "://" not in url:
             url = os.path.abspath(os.path.expanduser(url))
@@ -144,6 +174,7 @@ class FsspecCheckpointStore(CheckpointStore):
         self.keep = keep
         self.verify_after_write = verify_after_write
         self.retry = retry if retry is not None else RetryPolicy()
+        self.key = key
         self._pins: dict[str, int] = {}
         self._local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
 
@@ -173,11 +204,11 @@ class FsspecCheckpointStore(CheckpointStore):
                 if not is_transient(exc):
                     raise
                 if attempt == len(delays):
-                    raise StoreUnavailable(
+                    raise StoreUnavailable(redact(
                         f"checkpoint store {self.url} is unreachable: {what} failed {attempt + 1} times over "
-                        f"{time.monotonic() - t0:.1f} s ({type(exc).__name__}: {str(exc)[:200]})") from None
-                log.warning("checkpoint store %s: %s failed (%s: %s); retry %d/%d in %.2f s", self.url, what,
-                            type(exc).__name__, str(exc)[:200], attempt + 1, len(delays), delays[attempt])
+                        f"{time.monotonic() - t0:.1f} s ({type(exc).__name__}: {str(exc)[:200]})")) from None
+                log.warning("checkpoint store %s: %s failed (%s: %s); retry %d/%d in %.2f s", redact(self.url), what,
+                            type(exc).__name__, redact(str(exc)[:200]), attempt + 1, len(delays), delays[attempt])
                 time.sleep(delays[attempt])
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -200,8 +231,8 @@ class FsspecCheckpointStore(CheckpointStore):
                 pass  # a store nobody has written to yet is reachable
         except Exception as exc:
             return StoreHealth(ok=False, latency_s=time.monotonic() - t0, checked_at=time.time(),
-                               error=f"checkpoint store {self.url} is unreachable ({type(exc).__name__}: "
-                                     f"{str(exc)[:200]})")
+                               error=redact(f"checkpoint store {self.url} is unreachable ({type(exc).__name__}: "
+                                            f"{str(exc)[:200]})"))
         return StoreHealth(ok=True, latency_s=time.monotonic() - t0, checked_at=time.time())
 
     def pin(self, trial_id: str, version: int | None) -> None:
@@ -226,10 +257,20 @@ class FsspecCheckpointStore(CheckpointStore):
             body, digest = doc["body"], doc["sha256"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise _Corrupt(f"manifest {path} is unreadable ({type(exc).__name__}: {exc})") from None
-        if _body_digest(body) != digest:
+        if not isinstance(body, dict) or _body_digest(body) != digest:
             raise _Corrupt(f"manifest {path} does not match its own checksum")
+        if self.key is not None:
+            tag = doc.get("hmac")
+            if not isinstance(tag, str):
+                raise _Corrupt(f"manifest {path} is not authenticated (no HMAC), but this store has a checkpoint key")
+            if not hmac.compare_digest(tag.encode(), _body_hmac(body, self.key).encode()):
+                raise _Corrupt(f"manifest {path} failed its HMAC check (tampered, or written with another key)")
         try:
             files = {str(k): FileEntry(str(v["sha256"]), int(v["size_bytes"])) for k, v in body["files"].items()}
+            unsafe = sorted(k for k in body["files"] if not isinstance(k, str) or not _safe_rel(k))
+            if unsafe or not isinstance(body["data"], str) or not _DATA_REL_RE.match(body["data"]):
+                raise _Corrupt(f"manifest {path} names a path outside its version's folder "
+                               f"({unsafe[:3] if unsafe else body['data']!r}); refusing it")
             return CheckpointInfo(trial_id=trial_id, version=int(body["version"]), step=int(body["step"]),
                                   files=files, size_bytes=sum(f.size_bytes for f in files.values()),
                                   created_utc=str(body["created_utc"]), metadata=dict(body.get("metadata") or {}),
@@ -241,10 +282,14 @@ class FsspecCheckpointStore(CheckpointStore):
         return self.fs._strip_protocol(info.location)
 
     def _check_version(self, info: CheckpointInfo, dest: Path | None) -> None:
-        """Read every file, compare SHA-256 and size; with ``dest`` also write the files there."""
+        """Read every file, compare SHA-256 and size; with ``dest`` also write the files there (never
+        outside it: see the module docstring)."""
         base = self._data_path(info)
+        root = os.path.realpath(dest) if dest is not None else ""
         for rel, entry in info.files.items():
             src = f"{base}/{rel}"
+            if self._local and os.path.islink(src):
+                raise _Corrupt(f"version {info.version}: file {rel} is a link; refusing it")
 
             def read(src: str = src, rel: str = rel) -> tuple[str, int]:
                 with self.fs.open(src, "rb") as fh:
@@ -252,7 +297,10 @@ class FsspecCheckpointStore(CheckpointStore):
                         return _sha256_file(fh)
                     target = dest / rel
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    with open(target, "wb") as out:
+                    if os.path.commonpath([root, os.path.realpath(target.parent)]) != root:
+                        raise _Corrupt(f"version {info.version}: file {rel} resolves outside {dest}; refusing it")
+                    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+                    with os.fdopen(fd, "wb") as out:
                         return _sha256_file(_Tee(fh, out))
             try:
                 digest, size = self._call(f"reading {src}", read)
@@ -362,7 +410,10 @@ class FsspecCheckpointStore(CheckpointStore):
         body = {"format": FORMAT, "trial_id": trial_id, "version": version, "step": step, "data": data_rel,
                 "files": {k: {"sha256": e.sha256, "size_bytes": e.size_bytes} for k, e in entries.items()},
                 "created_utc": datetime.now(timezone.utc).isoformat(), "metadata": dict(metadata or {})}
-        doc = json.dumps({"body": body, "sha256": _body_digest(body)}, indent=1).encode()
+        signed: dict[str, Any] = {"body": body, "sha256": _body_digest(body)}
+        if self.key is not None:
+            signed["hmac"] = _body_hmac(body, self.key)
+        doc = json.dumps(signed, indent=1).encode()
         self._publish(f"{trial}/manifests/v{version:08d}.json", doc)
         info = self._read_manifest(trial_id, version)
         # 4. retention: older versions beyond `keep` (never the pinned one), and leftovers of crashed writers
@@ -446,7 +497,8 @@ class _Tee:
 
 
 def open_store(storage_path: str, storage_options: Mapping[str, Any] | None = None, *, keep: int = 2,
-               verify_after_write: bool = True, retry: RetryPolicy | None = None) -> CheckpointStore:
+               verify_after_write: bool = True, retry: RetryPolicy | None = None,
+               key: bytes | None = None) -> CheckpointStore:
     """Open the checkpoint store at ``storage_path`` (folder, ``file://``, ``s3://`` or ``memory://``).
 
     Parameters
@@ -461,6 +513,9 @@ def open_store(storage_path: str, storage_options: Mapping[str, Any] | None = No
         Read uploads back and compare checksums before publishing.
     retry : RetryPolicy, optional
         Backoff for transient storage errors (default ``RetryPolicy()``).
+    key : bytes, optional
+        Checkpoint key: manifests are HMAC-authenticated and unauthenticated ones refused
+        (:class:`FsspecCheckpointStore`).
 
     Returns
     -------
@@ -469,7 +524,7 @@ def open_store(storage_path: str, storage_options: Mapping[str, Any] | None = No
     Raises
     ------
     ConfigError
-        If the URL's protocol is unknown or ``keep < 1``.
+        If the URL's protocol is unknown, ``keep < 1`` or ``key`` is shorter than 16 bytes.
     """
     return FsspecCheckpointStore(storage_path, storage_options, keep=keep, verify_after_write=verify_after_write,
-                                 retry=retry)
+                                 retry=retry, key=key)

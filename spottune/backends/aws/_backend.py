@@ -31,7 +31,6 @@ only the effects differ ([I] decisions, docs/design/decisions.md AWS1-AWS8):
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import queue
@@ -57,7 +56,7 @@ from spottune.backends.local._backend import LocalBackend, Phase, _Instance
 from spottune.backends.local._clock import ScaledClock
 from spottune.backends.local._messages import CheckpointCommand, Notice, decode_report, encode
 from spottune.backends.local._pool import segment_argv
-from spottune.checkpoint._secrets import split_secrets
+from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, split_secrets, worker_env
 from spottune.errors import BackendError
 from spottune.orchestrator import EndReason, Launch, LaunchFailed, Orchestrator, Terminate
 
@@ -134,6 +133,8 @@ class AwsBackend(LocalBackend):
         self.trials = {t: (dict(c), int(s)) for t, (c, s) in trials.items()}
         self.start_s = float(start_s)
         self.settings = settings
+        #: The experiment's checkpoint key (hex), handed to every instance in its user data.
+        self.checkpoint_key = settings.checkpoint_key or worker_env({})[1][CHECKPOINT_KEY_ENV]
         self.ref_sps = float(settings.reference_seconds_per_step or get_workload(workload).reference_seconds_per_step)
         self._q: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self.clients = clients or AwsClients.create(settings)
@@ -277,7 +278,7 @@ class AwsBackend(LocalBackend):
         sps = seconds_per_step(self.ref_sps, vcpus, ecu)
         config, seed = self.trials[action.trial_id]
         public, _ = split_secrets(dict(s.storage_options))  # credentials never leave this process
-        argv = ["--workload", self.workload, "--store", s.store_url, "--storage-options", json.dumps(public),
+        argv = ["--workload", self.workload, "--store", s.store_url,
                 *segment_argv(trial_id=action.trial_id, instance_id=lid, config=config, seed=seed,
                               resume_step=action.resume_step, until_step=action.target_steps,
                               step_wall_s=sps / s.time_scale if s.pace_steps else 0.0, imds_url="none",
@@ -285,7 +286,7 @@ class AwsBackend(LocalBackend):
                               keep=s.checkpoint_keep)]
         url = self.control.put_segment(lid, {
             "experiment": s.experiment, "trial": action.trial_id, "launch": lid, "queue_url": self.queue_url,
-            "bucket": s.bucket, "root": self.control.root, "worker_argv": argv,
+            "bucket": s.bucket, "root": self.control.root, "worker_argv": argv, "storage_options": public,
             "poll_wall_s": max(_AGENT_POLL_WALL_S, s.wall(s.poll_s)), "linger_wall_s": s.wall(s.linger_s),
             "lease_check_wall_s": max(_AGENT_POLL_WALL_S, s.wall(s.lease_s) / 10),
             "lease_save_wall_s": s.wall(s.lease_save_s)})
@@ -293,7 +294,8 @@ class AwsBackend(LocalBackend):
                              max_price_usd_per_hour=action.max_price_usd_per_hour, ami=s.ami,
                              instance_profile=s.instance_profile,
                              tags={TAG_EXPERIMENT: s.experiment, TAG_TRIAL: action.trial_id, TAG_LAUNCH: lid},
-                             user_data_script=user_data(image=s.image, segment_url=url, region=s.region),
+                             user_data_script=user_data(image=s.image, segment_url=url, region=s.region,
+                                                        workload=self.workload, checkpoint_key=self.checkpoint_key),
                              subnet_id=dict(s.subnets).get(market.availability_zone),
                              security_groups=tuple(s.security_groups))
         try:

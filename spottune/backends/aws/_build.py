@@ -74,7 +74,11 @@ def settings_from_spec(spec: Any, *, live: bool, output: str | Path | None = Non
     experiment = a.get("experiment") or (Path(output).name if output is not None else f"run-{int(time.time())}")
     prefix = a.get("prefix", "spottune")
     store = spec.storage_path or f"s3://{a['bucket']}/{prefix}/{experiment}/checkpoints"
+    from spottune.checkpoint._secrets import experiment_key
+
+    key = experiment_key(output) if output is not None else None  # kept beside the results: a resume reads it
     return AwsSettings(experiment=str(experiment), store_url=store, storage_options=dict(spec.storage_options),
+                       checkpoint_key=key,
                        time_scale=1.0 if live else spec.time_scale, pace_steps=not live,
                        max_usd_per_hour=spec.max_usd_per_hour, budget_usd=spec.budget_usd, max_steps=spec.max_steps,
                        checkpoint_keep=spec.checkpoint_keep, **{k: a[k] for k in _SETTING_KEYS if k in a})

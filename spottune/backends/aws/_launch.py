@@ -11,7 +11,10 @@ instance-hour) becomes exactly one ``run_instances`` call (:func:`launch_request
 - ``IamInstanceProfile``: the worker role (S3 and SQS; docs/guide/aws.md);
 - tags ``spottune:experiment``, ``spottune:trial``, ``spottune:launch`` on the instance and its volumes;
 - user data (:func:`user_data`): a shell script that runs the worker image's agent for this segment,
-  then powers the host off, whatever the agent's exit code.
+  then powers the host off, whatever the agent's exit code. It names the experiment's workload (the
+  agent refuses a segment that asks for another) and holds the experiment's checkpoint key: the user
+  data is readable only from the instance itself (IMDS) and by principals allowed
+  ``ec2:DescribeInstanceAttribute``, not by writers of the bucket.
 
 A refused launch raises :class:`LaunchRefused` with the AWS error code (``InsufficientInstanceCapacity``,
 ``SpotMaxPriceTooLow``, ``RequestLimitExceeded`` after botocore's retries, ...). Sources: EC2 API
@@ -26,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["CAPACITY_CODES", "TAG_EXPERIMENT", "TAG_LAUNCH", "TAG_TRIAL", "LaunchRefused", "launch",
-           "launch_request", "parse_user_data", "user_data"]
+           "launch_request", "parse_user_data", "user_data", "user_data_trust"]
 
 TAG_EXPERIMENT = "spottune:experiment"
 TAG_TRIAL = "spottune:trial"
@@ -35,6 +38,8 @@ TAG_LAUNCH = "spottune:launch"
 CAPACITY_CODES = frozenset({"InsufficientInstanceCapacity", "InsufficientCapacity", "MaxSpotInstanceCountExceeded",
                             "SpotCapacityNotAvailable", "Unsupported", "InsufficientFreeAddressesInSubnet"})
 _SEGMENT_LINE = re.compile(r"^SPOTTUNE_SEGMENT=(\S+)$", re.M)
+_KEY_LINE = re.compile(r"^export SPOTTUNE_CHECKPOINT_KEY=([0-9a-f]+)$", re.M)
+_WORKLOAD_LINE = re.compile(r"^export SPOTTUNE_WORKLOAD=(\S+)$", re.M)
 _USER_DATA_LIMIT = 16 * 1024  # bytes, before base64 (EC2 limit)
 
 
@@ -47,10 +52,15 @@ class LaunchRefused(RuntimeError):
         self.message = message
 
 
-def user_data(*, image: str, segment_url: str, region: str) -> str:
+def user_data(*, image: str, segment_url: str, region: str, workload: str | None = None,
+              checkpoint_key: str | None = None) -> str:
     """The instance's first-boot script: run the agent of one segment in the worker image, then power off.
 
-    ``SPOTTUNE_SEGMENT=<s3 url>`` is on a line of its own (:func:`parse_user_data` reads it back).
+    ``SPOTTUNE_SEGMENT=<s3 url>`` is on a line of its own (:func:`parse_user_data` reads it back). With
+    ``workload`` (the spec's) and ``checkpoint_key`` (hex), ``export SPOTTUNE_WORKLOAD=...`` and
+    ``export SPOTTUNE_CHECKPOINT_KEY=...`` lines hand them to the agent's container through its
+    environment (``docker run -e NAME``: the values are not on the host's command lines);
+    :func:`user_data_trust` reads them back.
 
     Raises
     ------
@@ -58,14 +68,21 @@ def user_data(*, image: str, segment_url: str, region: str) -> str:
         If the script exceeds EC2's 16 KB user-data limit.
     """
     q = shlex.quote
+    if checkpoint_key is not None and not re.fullmatch(r"[0-9a-f]{32,}", checkpoint_key):
+        raise ValueError("the checkpoint key must be at least 32 lowercase hex digits")
+    exports = ([f"export SPOTTUNE_WORKLOAD={q(workload)}"] if workload else []) + (
+        [f"export SPOTTUNE_CHECKPOINT_KEY={checkpoint_key}"] if checkpoint_key else [])
+    env = "".join(f" -e {name}" for name in ("SPOTTUNE_WORKLOAD", "SPOTTUNE_CHECKPOINT_KEY")
+                  if any(line.startswith(f"export {name}=") for line in exports))
     script = "\n".join([
         "#!/bin/bash",
         "# spottune worker host: one trial segment, then power off (InstanceInitiatedShutdownBehavior=terminate)",
         f"SPOTTUNE_SEGMENT={q(segment_url)}",
+        *exports,
         "set -u",
         f"aws ecr get-login-password --region {q(region)} | docker login --username AWS --password-stdin "
         f"{q(image.split('/')[0])} || true",
-        f"docker run --rm --network host -e AWS_DEFAULT_REGION={q(region)} -e SPOTTUNE_SEGMENT=\"$SPOTTUNE_SEGMENT\" "
+        f"docker run --rm --network host -e AWS_DEFAULT_REGION={q(region)} -e SPOTTUNE_SEGMENT=\"$SPOTTUNE_SEGMENT\"{env} "
         f"{q(image)} --segment \"$SPOTTUNE_SEGMENT\"",
         "shutdown -h now",
         "",
@@ -87,6 +104,17 @@ def parse_user_data(script: str) -> str:
     if m is None:
         raise ValueError("not a spottune user-data script (no SPOTTUNE_SEGMENT= line)")
     return shlex.split(m.group(1))[0]
+
+
+def user_data_trust(script: str) -> dict[str, str]:
+    """The workload and checkpoint key a script of :func:`user_data` hands the agent, as environment
+    variables (``SPOTTUNE_WORKLOAD``, ``SPOTTUNE_CHECKPOINT_KEY``; absent ones left out)."""
+    out = {}
+    if (m := _WORKLOAD_LINE.search(script)) is not None:
+        out["SPOTTUNE_WORKLOAD"] = shlex.split(m.group(1))[0]
+    if (m := _KEY_LINE.search(script)) is not None:
+        out["SPOTTUNE_CHECKPOINT_KEY"] = m.group(1)
+    return out
 
 
 def launch_request(*, instance_type: str, availability_zone: str, max_price_usd_per_hour: float, ami: str,

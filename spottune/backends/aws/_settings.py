@@ -73,6 +73,12 @@ class AwsSettings:
         Give up (``BackendError``) after this many wall seconds.
     python : str
         Interpreter of the agent's worker (``sys.executable``; the image's python on AWS).
+    checkpoint_key : str, optional
+        The experiment's checkpoint key (hex, at least 32 digits), handed to each instance in its user
+        data (never in the bucket); the workers authenticate the store's manifests and function-API
+        pickles with it. Default: the driver's ``$SPOTTUNE_CHECKPOINT_KEY`` if set, else a new random key
+        per run (the composition root passes :func:`spottune.checkpoint._secrets.experiment_key`, kept
+        in the results folder so that a resume reads the checkpoints).
     """
 
     experiment: str
@@ -104,6 +110,7 @@ class AwsSettings:
     max_wall_s: float = 86400.0
     python: str = sys.executable
     log_dir: str | None = None
+    checkpoint_key: str | None = None
 
     def wall(self, engine_s: float) -> float:
         """Wall seconds of ``engine_s`` engine seconds."""

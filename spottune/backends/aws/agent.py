@@ -23,16 +23,28 @@ Run as ``python -m spottune.backends.aws.agent --segment s3://bucket/prefix/<exp
 
 ``$SPOTTUNE_IMDS_URL`` overrides the IMDS root (``http://169.254.169.254``; the tests' emulator path).
 AWS credentials come from the instance profile (the standard chain); none is written anywhere.
+
+**Trust boundary.** The segment comes from the bucket, which every instance of the experiment may write
+(docs/security.md): it is data, never code. The workload the worker imports is the one the user data
+names (``--workload``, ``$SPOTTUNE_WORKLOAD``: set by the orchestrator at launch, not writable through
+the bucket); a segment that asks for another one is refused (exit code :data:`REFUSED_EXIT_CODE`,
+reported to the queue) before any worker starts. The storage options and the checkpoint key
+(``$SPOTTUNE_CHECKPOINT_KEY``, from the user data) reach the worker in files of mode 0600, never on
+its command line.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import signal
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -43,10 +55,12 @@ from spottune.backends.local._messages import (CheckpointCommand, Exited, Saved,
                                                decode_report, encode)
 from spottune.backends.local.imds import DEFAULT_IMDS_URL, ImdsClient
 
-__all__ = ["Agent", "LEASE_EXIT_CODE", "main", "standby"]
+__all__ = ["Agent", "LEASE_EXIT_CODE", "REFUSED_EXIT_CODE", "main", "standby"]
 
 #: Exit code of an agent that stopped because the orchestrator's lease went stale.
 LEASE_EXIT_CODE = 3
+#: Exit code of an agent that refused its segment (a workload the user data does not name, bad arguments).
+REFUSED_EXIT_CODE = 2
 _REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
 
 
@@ -63,11 +77,15 @@ class Agent:
     imds_url : str
     python : str
         Interpreter of the worker.
+    workload : str, optional
+        The only workload the worker may import (the experiment's, from the user data); default
+        ``$SPOTTUNE_WORKLOAD``. Without one every segment is refused.
     """
 
     def __init__(self, segment: dict[str, Any], control: Control, outbox: Outbox, imds_url: str,
-                 python: str = sys.executable):
+                 python: str = sys.executable, workload: str | None = None):
         self.seg, self.control, self.outbox, self.imds_url, self.python = segment, control, outbox, imds_url, python
+        self.workload = workload if workload is not None else os.environ.get("SPOTTUNE_WORKLOAD", "")
         self.proc: subprocess.Popen | None = None
         self.exited = threading.Event()
         self.saved: int | None = None  # the step of the worker's last published checkpoint
@@ -126,6 +144,54 @@ class Agent:
         segment's arguments instead of a new process being started.
         """
         argv = [*self.seg["worker_argv"], "--imds-url", self.imds_url]
+        refusal = self._refusal(argv)
+        if refusal:
+            print(f"spottune agent: {refusal}", file=sys.stderr, flush=True)
+            self.outbox.send("exit", REFUSED_EXIT_CODE)
+            if warm is not None and warm.poll() is None:
+                warm.kill()
+                warm.wait()
+            return REFUSED_EXIT_CODE
+        private = tempfile.mkdtemp(prefix="spottune-agent-")  # mode 0700; the files in it 0600
+        try:
+            return self._run([*argv, *self._private_files(private)], warm)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
+
+    def _refusal(self, argv: list[str]) -> str:
+        """Why the segment's worker arguments are refused ("" if they are not): a workload other than the
+        user data's, or arguments the worker would not accept."""
+        from spottune.backends.local.worker import parse_args
+
+        if not self.workload:
+            return "no workload named by the user data ($SPOTTUNE_WORKLOAD); refusing the segment"
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                args = parse_args(argv)
+        except SystemExit:
+            why = " ".join(err.getvalue().split())[-300:]
+            return f"the segment's worker arguments are invalid ({why}); refusing it"
+        if args.workload != self.workload:
+            return (f"the segment asks for workload {args.workload!r}, but the experiment runs {self.workload!r}; "
+                    "refusing it (the segment comes from the bucket, the workload from the user data)")
+        return ""
+
+    def _private_files(self, folder: str) -> list[str]:
+        """Write the segment's storage options and the checkpoint key to 0600 files in ``folder``; the
+        worker arguments that name them."""
+        from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, write_private
+
+        options = os.path.join(folder, "storage-options.json")
+        write_private(options, json.dumps(dict(self.seg.get("storage_options") or {})))
+        out = ["--storage-options-file", options]
+        key = os.environ.get(CHECKPOINT_KEY_ENV)
+        if key:
+            write_private(os.path.join(folder, "checkpoint.key"), key)
+            out += ["--checkpoint-key-file", os.path.join(folder, "checkpoint.key")]
+        return out
+
+    def _run(self, argv: list[str], warm: subprocess.Popen | None) -> int:
         if warm is None:
             self.proc = subprocess.Popen([self.python, "-m", "spottune.backends.local.worker", *argv],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
@@ -198,16 +264,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m spottune.backends.aws.agent", description="Run one trial segment.")
     p.add_argument("--segment", default=os.environ.get("SPOTTUNE_SEGMENT"), help="s3:// URL of the segment")
     p.add_argument("--imds-url", default=os.environ.get("SPOTTUNE_IMDS_URL", DEFAULT_IMDS_URL))
+    p.add_argument("--workload", default=os.environ.get("SPOTTUNE_WORKLOAD"),
+                   help="the experiment's workload, the only one a segment may ask for (default $SPOTTUNE_WORKLOAD)")
     p.add_argument("--standby", nargs=2, metavar=("WORKLOAD", "STORE"),
-                   help="warm a worker first, print {\"event\": \"standby\"}, then read the segment URL on stdin")
+                   help="warm a worker first, print {\"event\": \"standby\"}, then read the segment URL on stdin "
+                        "(or a JSON object: segment, and env with SPOTTUNE_WORKLOAD and SPOTTUNE_CHECKPOINT_KEY)")
     args = p.parse_args(argv)
     region = os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or "us-east-1"
     s3, sqs = client("s3", region=region), client("sqs", region=region)
     warm = None
     if args.standby:
         warm = standby(*args.standby)
+        args.workload = args.workload or args.standby[0]  # the host was warmed for the experiment's workload
         print(encode(Standby(pid=os.getpid())), flush=True)
-        args.segment = sys.stdin.readline().strip()
+        line = sys.stdin.readline().strip()
+        if line.startswith("{"):  # a booted host's user data: the segment and what it hands the agent
+            doc = json.loads(line)
+            args.segment = str(doc.get("segment", ""))
+            env = {k: str(v) for k, v in dict(doc.get("env") or {}).items()
+                   if k in ("SPOTTUNE_WORKLOAD", "SPOTTUNE_CHECKPOINT_KEY")}
+            os.environ.update(env)
+            args.workload = env.get("SPOTTUNE_WORKLOAD", args.workload)
+        else:
+            args.segment = line
     if not args.segment:
         p.error("--segment (or $SPOTTUNE_SEGMENT) is required")
     try:
@@ -217,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seg = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
     control = Control(s3, seg["bucket"], seg["root"])
     outbox = Outbox(sqs, seg["queue_url"], seg["launch"], seg["trial"])
-    return Agent(seg, control, outbox, args.imds_url).run(warm)
+    return Agent(seg, control, outbox, args.imds_url, workload=args.workload or "").run(warm)
 
 
 if __name__ == "__main__":

@@ -81,7 +81,8 @@ class LocalSettings:
         Checkpoint store root (folder, ``file://``, ``s3://bucket/prefix``); workers open it themselves,
         so ``memory://`` does not work here.
     storage_options : mapping, default {}
-        fsspec options for ``store_url`` (passed to every worker as JSON).
+        fsspec options for ``store_url`` (passed to every worker in a mode-0600 file, never on its
+        command line).
     time_scale : float, default 600.0
         Simulated seconds per wall-clock second.
     poll_s : float, default 5.0
@@ -108,6 +109,11 @@ class LocalSettings:
     store_outage_s : float, default 120.0
         Launches pause while the checkpoint store is unreachable; after this many wall seconds of
         continuous outage the run ends with ``BackendError`` ("... is unreachable ...").
+    checkpoint_key : str, optional
+        The experiment's checkpoint key (hex, at least 32 digits) in every worker's environment: it
+        authenticates the store's manifests and function-API pickles. Default: the driver's
+        ``$SPOTTUNE_CHECKPOINT_KEY`` if set, else a new random key per run (the composition root passes
+        :func:`spottune.checkpoint._secrets.experiment_key`, kept in the results folder).
     """
 
     store_url: str
@@ -123,6 +129,7 @@ class LocalSettings:
     standby_workers: int | None = None
     standby_timeout_s: float = 300.0
     store_outage_s: float = 120.0
+    checkpoint_key: str | None = None
 
 
 class Phase(enum.Enum):
@@ -241,7 +248,7 @@ class LocalBackend(ReplayDriver):
                                 storage_options=settings.storage_options, spares=self._spares,
                                 on_line=lambda inst, msg: self._q.put(("line", inst, msg)),
                                 on_eof=lambda inst, code: self._q.put(("eof", inst, code)),
-                                on_spawn=self._spawned)
+                                on_spawn=self._spawned, checkpoint_key=settings.checkpoint_key)
         self._resumed: list[Any] | None = None  # what resume() left for run() to deliver
         from spottune.checkpoint import StoreMonitor, open_store
 

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -36,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from spottune.backends.local._messages import Command, SegmentCommand, Standby, decode_report, encode
-from spottune.checkpoint._secrets import worker_env
+from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, worker_env, write_private
 from spottune.errors import BackendError
 
 __all__ = ["Worker", "WorkerPool", "segment_argv"]
@@ -87,9 +89,13 @@ class WorkerPool:
         Workload the standby workers warm up.
     store_url : str
     storage_options : mapping
-        The checkpoint store of every worker (opened ahead of time by the standby ones). Credentials
-        in it reach the workers through their environment only
-        (:func:`spottune.checkpoint._secrets.worker_env`), with a per-pool checkpoint HMAC key.
+        The checkpoint store of every worker (opened ahead of time by the standby ones). They reach
+        the workers in a file only this user can read (mode 0600, in a private temporary folder
+        removed by :meth:`stop_all`), named by ``--storage-options-file``: never on a command line.
+    checkpoint_key : str, optional
+        The experiment's checkpoint key (hex), given to every worker in its environment
+        (``$SPOTTUNE_CHECKPOINT_KEY``): it signs function-API pickles and authenticates the store's
+        manifests. Default: the driver's ``$SPOTTUNE_CHECKPOINT_KEY`` if set, else a new random key.
     spares : int
         Warm workers kept beyond the running ones; 0 starts every segment cold (no pool).
     on_line : callable (owner, msg: dict) -> None
@@ -101,12 +107,15 @@ class WorkerPool:
 
     def __init__(self, *, python: str, workload: str, store_url: str, storage_options: Mapping[str, Any],
                  spares: int, on_line: Callable[[Any, dict[str, Any]], None], on_eof: Callable[[Any, int], None],
-                 log_dir: Path | None = None, on_spawn: Callable[["Worker"], None] | None = None):
+                 log_dir: Path | None = None, on_spawn: Callable[["Worker"], None] | None = None,
+                 checkpoint_key: str | None = None):
         self.python = python
         self.workload = workload
         self.store_url = store_url
-        # credentials go to the workers' environment, never their command line (visible in `ps`)
-        self.storage_options, self._secret_env = worker_env(storage_options)
+        # storage options go to a 0600 file, never a command line (visible in `ps`, /proc/<pid>/cmdline)
+        self._secret_env = {CHECKPOINT_KEY_ENV: worker_env({}, checkpoint_key)[1][CHECKPOINT_KEY_ENV]}
+        self._options = json.dumps(dict(storage_options))
+        self._options_dir: str | None = None
         self.log_dir = log_dir
         self.spares = max(0, int(spares))
         self.enabled = self.spares > 0
@@ -118,6 +127,14 @@ class WorkerPool:
         self._count = 0
 
     # -- starting -------------------------------------------------------------------------------------
+    @property
+    def _options_file(self) -> str:
+        """The storage-options file (mode 0600 in a mode-0700 temporary folder), written on first use."""
+        if self._options_dir is None:
+            self._options_dir = tempfile.mkdtemp(prefix="spottune-pool-")
+            write_private(os.path.join(self._options_dir, "storage-options.json"), self._options)
+        return os.path.join(self._options_dir, "storage-options.json")
+
     def spawn(self, argv: list[str], owner: Any = None) -> Worker:
         """Start ``python -m spottune.backends.local.worker <argv>`` for ``owner``, with its reader thread."""
         if self.log_dir is None:
@@ -128,7 +145,7 @@ class WorkerPool:
         root = str(Path(__file__).resolve().parents[2])
         extra = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
         env["PYTHONPATH"] = os.pathsep.join([root, os.getcwd(), *extra])
-        env.update(self._secret_env)  # storage credentials and the experiment's checkpoint HMAC key
+        env.update(self._secret_env)  # the experiment's checkpoint HMAC key
         log_path = self.log_dir / f"{name}.log"
         with open(log_path, "wb") as stderr:
             proc = subprocess.Popen([self.python, "-m", "spottune.backends.local.worker", *argv], stdin=subprocess.PIPE,
@@ -147,8 +164,8 @@ class WorkerPool:
         Returns the worker and whether it was warm. ``argv`` is :func:`segment_argv`'s; the pool adds
         its workload and store.
         """
-        argv = ["--workload", self.workload, "--store", self.store_url, "--storage-options",
-                json.dumps(self.storage_options), *argv]
+        argv = ["--workload", self.workload, "--store", self.store_url, "--storage-options-file", self._options_file,
+                *argv]
         worker = self.take(owner) if self.enabled else None
         if worker is None:
             return self.spawn(argv, owner=owner), False
@@ -160,7 +177,7 @@ class WorkerPool:
     def spawn_standby(self) -> Worker:
         """Start a ``--standby`` worker into the pool."""
         worker = self.spawn(["--standby", "--workload", self.workload, "--store", self.store_url,
-                             "--storage-options", json.dumps(self.storage_options)])
+                             "--storage-options-file", self._options_file])
         worker.standby_mode = True
         self._idle.append(worker)
         return worker
@@ -240,9 +257,12 @@ class WorkerPool:
                 pass
 
     def stop_all(self) -> None:
-        """Stop every process this pool started."""
+        """Stop every process this pool started and remove the storage-options file."""
         for worker in self._all:
             self.stop(worker)
+        if self._options_dir is not None:
+            shutil.rmtree(self._options_dir, ignore_errors=True)
+            self._options_dir = None
 
     def _read(self, worker: Worker) -> None:
         """Reader thread: every stdout line of the worker becomes a callback, then EOF."""

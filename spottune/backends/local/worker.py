@@ -93,7 +93,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--store", required=True, help="checkpoint store URL: folder, file://, s3://, memory://")
     p.add_argument("--storage-options", default="{}",
                    help="fsspec options for --store, JSON, without credentials: those come from "
-                        "$SPOTTUNE_STORAGE_SECRETS (JSON, merged in) or the AWS credential chain")
+                        "--storage-options-file, $SPOTTUNE_STORAGE_SECRETS (JSON, merged in) or the AWS "
+                        "credential chain")
+    p.add_argument("--storage-options-file", default=None,
+                   help="a JSON file (mode 0600) of fsspec options for --store, merged over --storage-options")
+    p.add_argument("--checkpoint-key-file", default=None,
+                   help="a file (mode 0600) holding the experiment's checkpoint key (hex); default "
+                        "$SPOTTUNE_CHECKPOINT_KEY")
     p.add_argument("--keep", type=int, default=2, help="checkpoint versions kept per trial")
     p.add_argument("--resume-step", type=int, default=-1,
                    help="restore the checkpoint taken at this step; 0 = fresh start; -1 = newest (default)")
@@ -111,9 +117,41 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         if not isinstance(value, dict):
             p.error(f"--{name.replace('_', '-')} must be a JSON object")
         setattr(args, name, value)
+    if args.storage_options_file:
+        try:
+            args.storage_options = {**args.storage_options, **_options_file(args.storage_options_file)}
+        except (OSError, ValueError) as exc:
+            p.error(f"--storage-options-file: {exc}")
+    if args.checkpoint_key_file:
+        from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, checkpoint_key
+
+        try:
+            with open(args.checkpoint_key_file) as fh:
+                raw = fh.read().strip()
+            checkpoint_key({CHECKPOINT_KEY_ENV: raw})
+        except Exception as exc:  # unreadable, or not a key
+            p.error(f"--checkpoint-key-file: {exc}")
+        os.environ[CHECKPOINT_KEY_ENV] = raw  # read by the store and by function-API checkpoints
     if args.until_step < 0 or args.step_wall_s < 0 or args.poll_s <= 0:
         p.error("--until-step and --step-wall-s must be >= 0 and --poll-s > 0")
     return args
+
+
+def _options_file(path: str) -> dict[str, Any]:
+    """The JSON object in ``path`` (storage options handed over in a file, never on a command line).
+
+    Raises
+    ------
+    OSError
+        If the file cannot be read.
+    ValueError
+        If it is not a JSON object.
+    """
+    with open(path) as fh:
+        value = json.load(fh)
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} does not hold a JSON object")
+    return value
 
 
 class _Out:
@@ -131,7 +169,16 @@ class _Out:
 
 
 def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:500]
+    from spottune.checkpoint._secrets import redact
+
+    return redact(f"{type(exc).__name__}: {exc}".replace("\n", " "))[:500]
+
+
+def _print_exc() -> None:
+    """The current traceback to stderr (the worker's log), URL user information redacted."""
+    from spottune.checkpoint._secrets import redact
+
+    print(redact(traceback.format_exc()), file=sys.stderr, end="", flush=True)
 
 
 class _Signals:
@@ -219,12 +266,13 @@ class _Segment:
     def start(self) -> int | None:
         """Open the store, build the trainable, restore; report ``Ready`` (or ``Failed``)."""
         from spottune.checkpoint import open_store
-        from spottune.checkpoint._secrets import storage_options_from_env
+        from spottune.checkpoint._secrets import storage_options_from_env, store_key
         from spottune.workloads import get_workload
 
         args = self.args
         try:
-            self.store = open_store(args.store, storage_options_from_env(args.storage_options), keep=args.keep)
+            self.store = open_store(args.store, storage_options_from_env(args.storage_options), keep=args.keep,
+                                    key=store_key())
             self.trainable = get_workload(args.workload).make(args.config, seed=args.seed, max_steps=args.max_steps)
         except Exception as exc:  # the user's setup() or a bad workload: report, never a traceback only
             return self.fail("setup", exc)
@@ -254,12 +302,12 @@ class _Segment:
             try:
                 self.trainable.cleanup()
             except Exception:
-                traceback.print_exc(file=sys.stderr)
+                _print_exc()
         self.out(Exited(code=code))
         return code
 
     def fail(self, during: str, exc: BaseException) -> int:
-        traceback.print_exc(file=sys.stderr)
+        _print_exc()
         self.out(Failed(during=during, error=_one_line(exc)))
         return self.finish(1)
 
@@ -384,12 +432,19 @@ def standby(argv: Sequence[str], stdin: TextIO | None = None, stdout: TextIO | N
     p.add_argument("--workload", required=True)
     p.add_argument("--store", default=None)
     p.add_argument("--storage-options", default="{}")
+    p.add_argument("--storage-options-file", default=None)
     pre = p.parse_args(argv)
     stdin = stdin or sys.stdin
     out = _Out(stdout or sys.stdout)
     sig = _Signals().start(stdin)
     t0 = time.monotonic()
-    _warm_up(pre.workload, pre.store, json.loads(pre.storage_options))
+    options = json.loads(pre.storage_options)
+    if pre.storage_options_file:
+        try:
+            options.update(_options_file(pre.storage_options_file))
+        except (OSError, ValueError) as exc:
+            print(f"spottune worker: {_one_line(exc)}", file=sys.stderr)
+    _warm_up(pre.workload, pre.store, options)
     warm_up_s = round(time.monotonic() - t0, 6)
     while True:
         out(Standby(pid=os.getpid(), warm_up_s=warm_up_s))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 __all__ = ["SegmentActor", "segment_actor"]
@@ -67,14 +67,25 @@ class SegmentActor:
         self._stdin = _Stdin()
         self._out: queue.Queue[Any] = queue.Queue()
 
-    def run(self, argv: Sequence[str]) -> Iterator[str]:
-        """Yield this node's id, then the worker's report lines for the segment ``argv`` (worker arguments)."""
+    def run(self, argv: Sequence[str], storage_options: Mapping[str, Any] | None = None,
+            checkpoint_key: str | None = None) -> Iterator[str]:
+        """Yield this node's id, then the worker's report lines for the segment ``argv`` (worker arguments).
+
+        ``storage_options`` (merged over ``--storage-options``) and ``checkpoint_key`` (hex; the actor
+        process's ``$SPOTTUNE_CHECKPOINT_KEY``) arrive as method arguments, never on a command line.
+        """
+        import os
+
         import ray
 
         from spottune.backends.local.worker import parse_args, run
+        from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV
 
         yield ray.get_runtime_context().get_node_id()
         args = parse_args(list(argv))
+        args.storage_options = {**args.storage_options, **dict(storage_options or {})}
+        if checkpoint_key:
+            os.environ[CHECKPOINT_KEY_ENV] = checkpoint_key  # the store and function-API checkpoints read it
 
         def main() -> None:
             try:

@@ -26,7 +26,6 @@ only the effects differ (docs/design/decisions.md R1-R8):
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import queue
@@ -47,7 +46,7 @@ from spottune.backends.local._pool import segment_argv
 from spottune.backends.ray._cluster import (OfferedMarket, cluster_markets, connect, draining_nodes, import_ray, node_markets,
                                             placement)
 from spottune.backends.ray._settings import RaySettings
-from spottune.checkpoint._secrets import split_secrets
+from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, split_secrets, worker_env
 from spottune.errors import BackendError
 from spottune.orchestrator import EndReason, Launch, LaunchFailed, Orchestrator, Terminate
 
@@ -132,6 +131,8 @@ class RayBackend(LocalBackend):
         self.trials = {t: (dict(c), int(s)) for t, (c, s) in trials.items()}
         self.start_s = float(start_s)
         self.settings = settings
+        #: The experiment's checkpoint key (hex), handed to every segment actor.
+        self.checkpoint_key = settings.checkpoint_key or worker_env({})[1][CHECKPOINT_KEY_ENV]
         self.ref_sps = float(settings.reference_seconds_per_step or get_workload(workload).reference_seconds_per_step)
         self._q: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self._resumed = None
@@ -308,7 +309,7 @@ class RayBackend(LocalBackend):
         sps = seconds_per_step(self.ref_sps, vcpus, ecu)
         config, seed = self.trials[action.trial_id]
         public, _ = split_secrets(dict(s.storage_options))  # credentials never leave this process
-        argv = ["--workload", self.workload, "--store", s.store_url, "--storage-options", json.dumps(public),
+        argv = ["--workload", self.workload, "--store", s.store_url,
                 *segment_argv(trial_id=action.trial_id, instance_id=iid, config=config, seed=seed,
                               resume_step=action.resume_step, until_step=action.target_steps,
                               step_wall_s=sps / s.time_scale if s.pace_steps else 0.0, imds_url=s.imds_url,
@@ -317,7 +318,8 @@ class RayBackend(LocalBackend):
         from spottune.backends.ray._actor import segment_actor
 
         actor = segment_actor().options(num_cpus=s.num_cpus, **placement(offered)).remote()
-        stream = actor.run.options(num_returns="streaming").remote(argv)
+        # storage options and the key are method arguments (Ray's object store), never a command line
+        stream = actor.run.options(num_returns="streaming").remote(argv, public, self.checkpoint_key)
         if self.journal is not None:
             self.journal.outcome("launch", action.trial_id, instance_id=iid, fulfilled=True, time_s=float(t),
                                  notice_s=math.inf, termination_s=math.inf, cause="")

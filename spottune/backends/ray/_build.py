@@ -39,21 +39,22 @@ def pool_markets(spec: Any, history: Any) -> tuple[list[Any], list[Any]]:
     return markets, offered
 
 
-def settings_from_spec(spec: Any, *, store_url: str) -> RaySettings:
-    """:class:`RaySettings` of ``spec`` (``spec.ray``, ``time_scale``, ``max_steps``, the store)."""
+def settings_from_spec(spec: Any, *, store_url: str, checkpoint_key: str | None = None) -> RaySettings:
+    """:class:`RaySettings` of ``spec`` (``spec.ray``, ``time_scale``, ``max_steps``, the store, the checkpoint key)."""
     r = dict(spec.ray)
     return RaySettings(store_url=store_url, storage_options=dict(spec.storage_options), time_scale=spec.time_scale,
+                       checkpoint_key=checkpoint_key,
                        pace_steps=spec.time_scale != 1.0, max_steps=spec.max_steps,
                        checkpoint_keep=spec.checkpoint_keep, **{k: r[k] for k in RAY_KEYS if k in r})
 
 
 def ray_backend(spec: Any, orchestrator: Any, billing: Any, trials: list, market: Any, start_s: float, *,
-                offered: list[Any], store_url: str, progress: Any = None) -> Any:
+                offered: list[Any], store_url: str, progress: Any = None, checkpoint_key: str | None = None) -> Any:
     """The :class:`RayBackend` of ``spec`` on the markets ``offered`` (:func:`pool_markets`), checkpointing to
-    ``store_url``."""
+    ``store_url`` with the experiment's ``checkpoint_key`` (hex; default :class:`RaySettings`')."""
     from spottune.backends.ray._backend import RayBackend
 
-    settings = settings_from_spec(spec, store_url=store_url)
+    settings = settings_from_spec(spec, store_url=store_url, checkpoint_key=checkpoint_key)
     return RayBackend(orchestrator, market.history, billing, spec.workload,
                       {t.trial_id: (t.config, t.seed) for t in trials}, market.facts, start_s, settings,
                       markets=offered, progress=progress)

@@ -58,6 +58,12 @@ class RaySettings:
     log_to_driver : bool, default False
         Forward the actors' stdout and stderr to this process (Ray's ``log_to_driver``); they are always
         in the nodes' Ray logs (``/tmp/ray/session_latest/logs``).
+    checkpoint_key : str, optional
+        The experiment's checkpoint key (hex, at least 32 digits), handed to each segment actor as a
+        method argument (never on a command line, never in the store); it authenticates the store's
+        manifests and function-API pickles. Default: the driver's ``$SPOTTUNE_CHECKPOINT_KEY`` if set,
+        else a new random key per run (the composition root passes
+        :func:`spottune.checkpoint._secrets.experiment_key`, kept in the results folder).
     """
 
     store_url: str
@@ -77,6 +83,7 @@ class RaySettings:
     reference_seconds_per_step: float | None = None
     max_wall_s: float = 86400.0
     log_to_driver: bool = False
+    checkpoint_key: str | None = None
 
     def wall(self, engine_s: float) -> float:
         """Wall seconds of ``engine_s`` engine seconds."""
