@@ -55,6 +55,189 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 # =====================================================================================================
+# Tiers: `make check` runs the fast tier (the edit loop), `make test` every test (what CI runs). The fast
+# tier is every test without one of FAST_TIER_EXCLUDES (pyproject.toml says what each marker means). How a
+# test gets its markers:
+# - server, ray: from the fixtures it uses (SERVER_FIXTURES, RAY_FIXTURES), added here at collection; a
+#   test that starts a server or a cluster by itself carries the marker by hand;
+# - process: by hand. A test that starts a Python process (a worker, the CLI, an interpreter), forks, or
+#   runs a program of the environment's bin folder without `process`, `server`, `ray` or `solo` fails (the
+#   guard below), so a missing mark shows at once; quick tools (git, hadolint) are not counted;
+# - slow: by hand. tests/durations.json records each test's seconds (setup + call + teardown; `make
+#   durations` re-records them), and tests/test_tiers.py fails while a test recorded above SLOW_S is in the
+#   fast tier.
+# =====================================================================================================
+
+FAST_TIER_EXCLUDES = ("server", "process", "ray", "slow", "solo")
+FAST_TIER = " and ".join(f"not {m}" for m in FAST_TIER_EXCLUDES)  # the -m expression of `make check`
+SLOW_S = 2.0
+DURATIONS = Path(__file__).parent / "durations.json"
+SERVER_FIXTURES = frozenset({"seaweedfs", "s3_store_url", "moto"})
+RAY_FIXTURES = frozenset({"cloud"})
+MAY_START_PROCESSES = frozenset({"process", "server", "ray", "solo"})
+COLLECTED = pytest.StashKey[dict[str, frozenset[str]]]()  # every collected test (before -m/-k) -> its markers
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--record-durations", action="store_true", default=False,
+                     help="write each test's seconds (setup + call + teardown) to tests/durations.json, merged "
+                          "with the tests already there")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if used & SERVER_FIXTURES:
+            item.add_marker(pytest.mark.server)
+        if used & RAY_FIXTURES:
+            item.add_marker(pytest.mark.ray)
+    config.stash[COLLECTED] = {item.nodeid: frozenset(m.name for m in item.iter_markers()) for item in items}
+
+
+# -- the guard: a test that starts a process carries a marker saying so ---------------------------------
+
+class ProcessGuard:
+    """Collects the processes started while one test runs (from the interpreter's audit events: subprocess,
+    fork, exec, posix_spawn; and multiprocessing's spawn, which raises none)."""
+
+    EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.posix_spawnp", "os.exec",
+                        "os.system", "os.spawn"})
+    active: list["ProcessGuard"] = []  # a stack: a test session run inside a test guards its own tests
+    _installed = False
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+
+    @classmethod
+    def install(cls) -> None:
+        if cls._installed:
+            return
+        cls._installed = True
+        sys.addaudithook(cls._audit)
+        import multiprocessing.util
+
+        spawn = multiprocessing.util.spawnv_passfds
+
+        def spawnv_passfds(path: Any, args: Any, passfds: Any) -> Any:
+            if cls.active:
+                cls.active[-1].started.append(f"multiprocessing: {_command(args)}")
+            return spawn(path, args, passfds)
+
+        multiprocessing.util.spawnv_passfds = spawnv_passfds
+
+    @classmethod
+    def _audit(cls, event: str, args: tuple) -> None:
+        if event in cls.EVENTS and cls.active:
+            what = _heavy_start(event, args)
+            if what is not None:
+                cls.active[-1].started.append(what)
+
+
+def _command(argv: Any) -> str:
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        return os.fsdecode(argv)
+    parts = [os.fsdecode(a) for a in list(argv)[:4]]
+    return " ".join(p if len(p) <= 60 else p[:57] + "..." for p in parts)
+
+
+def _heavy_start(event: str, args: tuple) -> str | None:
+    """What a process start was (``"python -m ..."``), or None for a quick tool outside the environment."""
+    if event in ("os.fork", "os.forkpty"):
+        return "a fork of the test process"
+    if event == "os.system":
+        return f"os.system: {args[0]!r}"
+    if event == "subprocess.Popen":
+        executable, argv = args[0], args[1]
+        program = executable if executable is not None else (
+            argv if isinstance(argv, (str, bytes, os.PathLike)) else next(iter(argv), ""))
+    else:  # os.exec, os.posix_spawn(p), os.spawn: (path, argv, env) or (mode, path, argv, env)
+        program, argv = (args[0], args[1]) if event != "os.spawn" else (args[1], args[2])
+    program = os.fsdecode(program)
+    if isinstance(argv, (str, bytes)) and event == "subprocess.Popen":  # shell=True or a single string
+        heavy = "python" in os.fsdecode(argv) or str(Path(sys.executable).parent) in os.fsdecode(argv)
+    else:
+        found = shutil.which(program) or program
+        heavy = Path(program).name.startswith("python") or Path(found).parent == Path(sys.executable).parent
+    return _command(argv) if heavy else None
+
+
+_GUARD = pytest.StashKey[ProcessGuard]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    guard = ProcessGuard()
+    ProcessGuard.active.append(guard)
+    item.stash[_GUARD] = guard
+    try:
+        yield
+    finally:
+        ProcessGuard.active.remove(guard)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    guard = item.stash.get(_GUARD, None)
+    if guard is None or not guard.started or call.when == "setup":  # a setup's starts are reported with the call
+        return
+    started, guard.started = guard.started, []
+    if report.passed and not MAY_START_PROCESSES & {m.name for m in item.iter_markers()}:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} started {len(started)} process(es) ({'; '.join(started[:3])}) but is not "
+                           f"marked `process` (nor {', '.join(sorted(MAY_START_PROCESSES - {'process'}))}): "
+                           f"mark it, so that `make check` leaves it out (tests/conftest.py: Tiers)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    ProcessGuard.install()
+
+
+# -- recording durations (`make durations`) --------------------------------------------------------------
+
+_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:  # in xdist's controller too
+    _seconds[report.nodeid] = _seconds.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if not config.getoption("record_durations") or hasattr(config, "workerinput"):
+        return
+    write_durations(_seconds, argv=[*config.invocation_params.args])
+
+
+def write_durations(seconds: dict[str, float], *, argv: list[str], path: Path = DURATIONS) -> None:
+    """Merge ``seconds`` (node id -> wall seconds) into ``path``; tests of files that are gone are dropped."""
+    import datetime
+    import json
+
+    doc = json.loads(path.read_text()) if path.exists() else {}
+    tests = dict(doc.get("tests", {}))
+    tests.update({nodeid: round(s, 3) for nodeid, s in seconds.items()})
+    root = path.parent.parent
+    tests = {n: s for n, s in sorted(tests.items()) if (root / n.split("::", 1)[0]).exists()}
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=root,
+                                timeout=10).stdout.strip()
+    except OSError:
+        commit = ""
+    recordings = [*doc.get("recordings", []),
+                  {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), "commit": commit,
+                   "argv": argv, "tests": len(seconds), "cpus": os.cpu_count(),
+                   "load_average": [round(x, 1) for x in os.getloadavg()]}][-4:]
+    path.write_text(json.dumps({
+        "about": "Wall seconds of each test (setup + call + teardown), as recorded by `make durations` on the machine "
+                 "of `recordings` (a loaded machine records longer times). tests/test_tiers.py fails while a test "
+                 f"recorded above {SLOW_S:g} s is in the fast tier (`make check`).",
+        "recordings": recordings, "tests": tests}, indent=1) + "\n")
+
+
+# =====================================================================================================
 # Cache isolation: trained models and recorded curves go to a per-session folder, never to the user's
 # ~/.cache/spottune (subprocesses inherit the variable).
 # =====================================================================================================
