@@ -38,6 +38,7 @@ def store_args(request, tmp_path):
     return f"s3://{seaweedfs['bucket']}/kill-{uuid.uuid4().hex}", seaweedfs["storage_options"]
 
 
+@pytest.mark.process
 def test_killed_writer_leaves_previous_version(store_args, tmp_path):
     url, options = store_args
     store = open_store(url, options)

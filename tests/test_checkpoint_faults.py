@@ -256,6 +256,7 @@ print("published", flush=True); sys.stdin.readline()
 """
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("kill_after", [1, 4, "verified", "published"])
 def test_writer_killed_at_any_point_leaves_the_previous_good_version_latest(store_args, tmp_path, kill_after):
     import json

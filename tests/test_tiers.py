@@ -1,7 +1,7 @@
 """The fast tier stays fast: the markers that keep tests out of `make check` are honest (tests/conftest.py: Tiers).
 
-- No test recorded above ``SLOW_S`` in tests/durations.json is in the fast tier.
-- A test that starts a process without a marker saying so fails (the conftest's guard).
+- No test recorded above ``SLOW_S`` in tests/durations.json is in the fast tier, and the record covers the suite.
+- A test in the fast tier that starts a process fails (the conftest's guard).
 - `make check` selects exactly the conftest's fast tier.
 - No test waits with a fixed wall-clock sleep: it waits on the condition (:func:`tests._wait.wait_until`).
 """
@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import ast
-import json
 import re
 import time
 from pathlib import Path
@@ -17,24 +16,31 @@ from pathlib import Path
 import pytest
 
 from tests._wait import wait_until
-from tests.conftest import COLLECTED, DURATIONS, FAST_TIER, FAST_TIER_EXCLUDES, SLOW_S
+from tests.conftest import COLLECTED, DURATIONS, FAST_TIER, FAST_TIER_EXCLUDES, SLOW_S, recorded
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
 
 
-def slow_in_fast_tier(collected: dict[str, frozenset[str]], recorded: dict[str, float], slow_s: float) -> dict[str, float]:
-    """The tests of ``collected`` (node id -> markers) in the fast tier whose recorded seconds exceed ``slow_s``."""
-    return {nodeid: recorded[nodeid] for nodeid, marks in collected.items()
-            if not marks & set(FAST_TIER_EXCLUDES) and recorded.get(nodeid, 0.0) > slow_s}
+def slow_in_fast_tier(collected: dict[str, tuple[frozenset[str], tuple[str, ...]]], tests: dict[str, float],
+                      fixtures: dict[str, float], slow_s: float) -> dict[str, float]:
+    """The tests of ``collected`` (node id -> (markers, shared fixtures)) in the fast tier that were recorded above
+    ``slow_s`` seconds, or use a fixture whose setup was: node id -> those seconds."""
+    out = {}
+    for nodeid, (marks, used) in collected.items():
+        seconds = max([tests.get(nodeid, 0.0), *(fixtures.get(f, 0.0) for f in used)])
+        if not marks & set(FAST_TIER_EXCLUDES) and seconds > slow_s:
+            out[nodeid] = seconds
+    return out
 
 
-def test_slow_in_fast_tier_finds_an_unmarked_slow_test():
-    collected = {"t.py::fast": frozenset(), "t.py::slow": frozenset(), "t.py::marked": frozenset({"slow"}),
-                 "t.py::server": frozenset({"server", "parametrize"}), "t.py::new": frozenset()}
-    recorded = {"t.py::fast": 0.3, "t.py::slow": 2.5, "t.py::marked": 9.0, "t.py::server": 30.0}
-    assert slow_in_fast_tier(collected, recorded, 2.0) == {"t.py::slow": 2.5}
-    assert slow_in_fast_tier(collected, recorded, 3.0) == {}
+def test_slow_in_fast_tier_finds_an_unmarked_slow_test_or_fixture():
+    collected = {"t.py::fast": (frozenset(), ()), "t.py::slow": (frozenset(), ()),
+                 "t.py::marked": (frozenset({"slow"}), ()), "t.py::server": (frozenset({"server", "parametrize"}), ()),
+                 "t.py::new": (frozenset(), ()), "t.py::shares": (frozenset(), ("t.py::run",))}
+    tests = {"t.py::fast": 0.3, "t.py::slow": 2.5, "t.py::marked": 9.0, "t.py::server": 30.0, "t.py::shares": 0.1}
+    assert slow_in_fast_tier(collected, tests, {"t.py::run": 40.0}, 2.0) == {"t.py::slow": 2.5, "t.py::shares": 40.0}
+    assert slow_in_fast_tier(collected, tests, {"t.py::run": 1.0}, 3.0) == {}
 
 
 def test_no_test_recorded_as_slow_is_in_the_fast_tier(request):
@@ -44,13 +50,12 @@ def test_no_test_recorded_as_slow_is_in_the_fast_tier(request):
     if not whole:
         pytest.skip("checks the whole suite's markers: run it in `make check` or `make test`")
     collected = config.stash[COLLECTED]
-    recorded = json.loads(DURATIONS.read_text())["tests"]
-    offenders = slow_in_fast_tier(collected, recorded, SLOW_S)
-    assert not offenders, (f"recorded above {SLOW_S:g} s in {DURATIONS.name} but in the fast tier: mark them "
-                           f"@pytest.mark.slow (or re-record with `make durations`): "
-                           + ", ".join(f"{n} ({s:.1f} s)" for n, s in sorted(offenders.items())))
+    tests, fixtures = recorded()
+    offenders = slow_in_fast_tier(collected, tests, fixtures, SLOW_S)
+    assert not offenders, (f"recorded above {SLOW_S:g} s in {DURATIONS.name} but in the fast tier (not marked slow "
+                           f"at collection): " + ", ".join(f"{n} ({s:.1f} s)" for n, s in sorted(offenders.items())))
     # the record covers the suite (a record of another suite would let anything through)
-    unrecorded = sorted(set(collected) - set(recorded))
+    unrecorded = sorted(set(collected) - set(tests))
     assert len(unrecorded) <= len(collected) // 4, (f"{len(unrecorded)} of {len(collected)} tests have no recorded "
                                                     f"time: re-record with `make durations`")
 
@@ -95,7 +100,8 @@ def test_a_test_that_starts_a_process_unmarked_fails(pytester):
     result.assert_outcomes(passed=2, failed=2)
     out = result.stdout.str()
     assert "FAILED test_guarded.py::test_unmarked_python" in out and "FAILED test_guarded.py::test_unmarked_fork" in out
-    assert "is not marked `process`" in out and "a fork of the test process" in out
+    assert "is in the fast tier but started 1 process(es)" in out and "mark it @pytest.mark.process" in out
+    assert "a fork of the test process" in out
 
 
 def _fixed_sleeps(source: str) -> list[tuple[int, str]]:
