@@ -83,8 +83,8 @@ COLLECTED = pytest.StashKey[dict[str, tuple[frozenset[str], tuple[str, ...]]]]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--record-durations", action="store_true", default=False,
-                     help="write each test's seconds (setup + call + teardown) to tests/durations.json, merged "
-                          "with the tests already there")
+                     help="write each test's seconds (setup + call + teardown) and each module or session "
+                          "fixture's setup seconds to tests/durations.json, merged with what is there")
 
 
 def recorded(path: Path = DURATIONS) -> tuple[dict[str, float], dict[str, float]]:
@@ -167,7 +167,7 @@ def _command(argv: Any) -> str:
 
 
 def _heavy_start(event: str, args: tuple) -> str | None:
-    """What a process start was (``"python -m ..."``), or None for a quick tool outside the environment."""
+    """What a process start was (``"python -m ..."``), or None for a program that is not Python (git, hadolint)."""
     if event in ("os.fork", "os.forkpty"):
         return "a fork of the test process"
     if event == "os.system":
