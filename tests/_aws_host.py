@@ -195,6 +195,7 @@ class Ec2Hosts:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="ec2-hosts")
         self.errors: list[str] = []
+        self.passes = 0  # passes of the hosts' thread over describe_instances, done
 
     # -- pre-warmed hosts --------------------------------------------------------------------------------
     def _spawn(self) -> None:
@@ -297,12 +298,21 @@ class Ec2Hosts:
             _kill_host(proc)
         self.imds.stop()
 
+    def settle(self, timeout_s: float = 30.0) -> None:
+        """Wait until the hosts' thread has made a whole pass begun after this call: every instance ended
+        before it has had its processes killed (or its shutdown recorded), and any error is in :attr:`errors`."""
+        from tests._wait import wait_until
+
+        begun = self.passes + 1  # the pass under way may have read describe_instances before the call
+        wait_until(lambda: self.passes > begun or not self._thread.is_alive(), timeout_s, what="a pass of the hosts' thread")
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
                 self._tick()
             except Exception as exc:  # noqa: BLE001 - recorded for the test to see
                 self.errors.append(f"{type(exc).__name__}: {exc}")
+            self.passes += 1
             self._stop.wait(0.05)
 
     def _tick(self) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 
 import boto3
@@ -30,6 +29,7 @@ from spottune.backends.aws import (AwsBackend, AwsClients, AwsSettings, LaunchRe
 from spottune.backends.aws._launch import launch
 from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState
 from tests._aws_host import MIN_NOTICE_WALL_S, REGION, ROOT, Ec2Hosts, moto_server
+from tests._wait import wait_until
 from tests.test_sim_backend import A, B, T0, history
 from tests.test_worker_process import WORKLOAD
 
@@ -109,7 +109,7 @@ def aws_run(url, tmp_path, experiment, *, inject=None, **kw):
     hosts.start()
     try:
         record = backend.run()
-        time.sleep(0.3)
+        hosts.settle()  # the harness has seen the run's end (hosts killed, shutdowns and errors recorded)
         left = hosts.running()
     finally:
         hosts.stop()
@@ -294,20 +294,16 @@ def test_a_killed_orchestrator_leaves_no_instance_running(moto, tmp_path):
     ``lease_save_s``) and power their hosts off."""
     exp = "exp-kill"
     hosts = Ec2Hosts(moto, exp, workload=WORKLOAD, store=str(tmp_path / "store"), log_dir=tmp_path, warm=2).start()
-    proc = subprocess.Popen([sys.executable, "-m", "tests._aws_orchestrator", moto, exp, str(tmp_path / "store")],
-                            cwd=str(ROOT), env=hosts.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    heard = tmp_path / "heard"  # the orchestrator appends each trial's id at its first metric
+    proc = subprocess.Popen([sys.executable, "-m", "tests._aws_orchestrator", moto, exp, str(tmp_path / "store"),
+                             str(heard)], cwd=str(ROOT), env=hosts.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while len(hosts.booted) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert len(hosts.booted) == 2, "the orchestrator did not launch its two instances"
-        time.sleep(0.5)
+        wait_until(lambda: len(hosts.booted) == 2, 60, interval_s=0.1, what="the orchestrator launches its two instances")
+        wait_until(lambda: heard.exists() and set(heard.read_text().split()) == {"k0", "k1"}, 60, interval_s=0.05,
+                   what="both trials report a metric")  # mid-run: both workers train
         proc.kill()
         proc.wait()
-        deadline = time.monotonic() + 30
-        while hosts.running() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert hosts.running() == []
+        wait_until(lambda: hosts.running() == [], 30, interval_s=0.2, what="every host powers itself off")
         assert sorted(hosts.shutdowns) == sorted(hosts.booted)  # each host powered itself off
         for iid in hosts.booted:
             _, host = hosts.hosts[iid]
@@ -422,7 +418,7 @@ def test_tune_on_the_aws_backend_restores_from_s3_and_writes_results(moto, tmp_p
                              aws={"bucket": "spottune-test", "experiment": exp, "live_prices": False,
                                   "endpoint_url": moto, "lease_s": 3000.0},
                              output=str(tmp_path / "res"))
-        time.sleep(0.3)
+        hosts.settle()
         assert hosts.running() == [] and hosts.errors == []
     finally:
         hosts.stop()

@@ -15,8 +15,6 @@ it causes, outside ``handle``, must come back on replay).
 
 from __future__ import annotations
 
-import time
-
 import boto3
 import pytest
 
@@ -131,7 +129,7 @@ def test_a_crashed_orchestrator_resumes_to_the_uninterrupted_result(moto, local,
         hosts.attach(final.ec2)
         record = final.run()
         journal3.close()
-        time.sleep(0.3)
+        hosts.settle()
         left = hosts.running()
     finally:
         hosts.stop()

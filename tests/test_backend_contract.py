@@ -86,6 +86,7 @@ def test_the_script_happened(runs):
     assert (t2.state, t2.step, t2.failures, t2.revocations) == (TrialState.FAILED, 4, 2, 1)
 
 
+@pytest.mark.process
 def test_sim_and_local_make_the_same_decisions(runs):
     (sim_orch, sim), (local_orch, local) = runs["sim"], runs["local"]
     assert local_orch.top_k == sim_orch.top_k

@@ -15,17 +15,17 @@ import pytest
 from spottune.checkpoint import open_store
 
 WRITER = textwrap.dedent("""
-    import json, sys, time
+    import json, sys
     from spottune.checkpoint._store import FsspecCheckpointStore
 
-    class SlowStore(FsspecCheckpointStore):
+    class HeldStore(FsspecCheckpointStore):
         def _put(self, local, remote):
             super()._put(local, remote)
             print("uploaded", remote, flush=True)
-            time.sleep(0.5)   # plenty of time to be killed between files
+            sys.stdin.readline()   # held between two files until the test has killed it (or lets it go on)
 
     url, options, folder = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-    SlowStore(url, options).save("t00", folder, step=2)
+    HeldStore(url, options).save("t00", folder, step=2)
     print("published", flush=True)
 """)
 
@@ -38,6 +38,7 @@ def store_args(request, tmp_path):
     return f"s3://{seaweedfs['bucket']}/kill-{uuid.uuid4().hex}", seaweedfs["storage_options"]
 
 
+@pytest.mark.process
 def test_killed_writer_leaves_previous_version(store_args, tmp_path):
     url, options = store_args
     store = open_store(url, options)
@@ -49,7 +50,7 @@ def test_killed_writer_leaves_previous_version(store_args, tmp_path):
     v2.mkdir()
     for name in "abcdef":
         (v2 / name).write_bytes(name.encode() * 1000)
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, url, json.dumps(options), str(v2)],
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, url, json.dumps(options), str(v2)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
     try:
         line = proc.stdout.readline()

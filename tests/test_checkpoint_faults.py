@@ -17,6 +17,7 @@ import pytest
 
 from spottune.checkpoint import RetryPolicy, StoreUnavailable, open_store
 from spottune.errors import CheckpointError
+from tests._wait import wait_until
 
 FAST = RetryPolicy(attempts=3, base_delay_s=0.05, max_delay_s=0.2)
 
@@ -236,24 +237,26 @@ def test_orchestrator_continues_from_the_restored_earlier_step_and_counts_lost_s
 
 # -- a writer killed at several points of a save -------------------------------------------------------
 
+#: After each stage it prints, the writer waits for a line on stdin: the test kills it there, or lets it go on.
 KILLABLE_WRITER = """
-import json, sys, time
+import json, sys
 from spottune.checkpoint._store import FsspecCheckpointStore
 
-class Slow(FsspecCheckpointStore):
+class Held(FsspecCheckpointStore):
     def _put(self, local, remote):
         super()._put(local, remote)
-        print("uploaded", flush=True); time.sleep(0.3)
+        print("uploaded", flush=True); sys.stdin.readline()
     def _publish(self, path, payload):
-        print("verified", flush=True); time.sleep(0.3)
+        print("verified", flush=True); sys.stdin.readline()
         super()._publish(path, payload)
 
 url, options, folder = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-Slow(url, options, keep=1).save("t00", folder, step=2)
-print("published", flush=True); time.sleep(30)
+Held(url, options, keep=1).save("t00", folder, step=2)
+print("published", flush=True); sys.stdin.readline()
 """
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("kill_after", [1, 4, "verified", "published"])
 def test_writer_killed_at_any_point_leaves_the_previous_good_version_latest(store_args, tmp_path, kill_after):
     import json
@@ -268,13 +271,18 @@ def test_writer_killed_at_any_point_leaves_the_previous_good_version_latest(stor
     for name in "abcdef":
         (v2 / name).write_bytes(name.encode() * 1000)
     proc = subprocess.Popen([sys.executable, "-c", KILLABLE_WRITER, url, json.dumps(options), str(v2)],
-                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.getcwd()})
     try:
         uploads = 0
         for line in proc.stdout:
             uploads += line.startswith("uploaded")
             if uploads == kill_after or line.strip() == kill_after:
                 break
+            proc.stdin.write("\n")  # go on to the next stage
+            proc.stdin.flush()
+        else:
+            raise AssertionError(f"the writer ended before {kill_after!r}: exit code {proc.wait()}")
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait(timeout=60)
@@ -312,12 +320,13 @@ def test_store_killed_mid_checkpoint_and_restarted_keeps_the_previous_version(tm
         for name in "abcdef":
             (v2 / name).write_bytes(name.encode() * 1000)
         writer = subprocess.Popen([sys.executable, "-c", KILLABLE_WRITER, url, json.dumps(options), str(v2)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   env={**os.environ, "PYTHONPATH": os.getcwd()})
         assert writer.stdout.readline().startswith("uploaded")
         os.killpg(proc.pid, signal.SIGKILL)  # the store dies mid-checkpoint
         proc.wait()
-        _, err = writer.communicate(timeout=60)  # the writer retries (bounded) and gives up
+        # let the writer go on (stdin closed): it retries (bounded) and gives up
+        _, err = writer.communicate(timeout=60)
         assert writer.returncode != 0 and "StoreUnavailable" in err
         proc, info = start_weed(data, info["ports"])  # the same store comes back
         store = open_store(url, options, keep=1)
@@ -431,12 +440,15 @@ def test_local_run_pauses_launches_while_seaweedfs_is_frozen_then_finishes(seawe
                            FACTS.__getitem__, T0, settings)
     frozen = threading.Event()
 
+    def paused_twice():  # the backend refused two launches for the outage (or the run ended)
+        failed = sum(r["type"] == "LaunchFailed" for r in list(backend.record.log))
+        return failed >= 2 or not frozen.is_set()
+
     def thaw_once_launches_pause():  # not a fixed delay: a loaded machine may take seconds to start the run
-        deadline = time.monotonic() + 60.0
-        while backend.store_monitor.outages == 0 and time.monotonic() < deadline and frozen.is_set():
-            time.sleep(0.05)
-        time.sleep(1.0)
-        os.killpg(pid, signal.SIGCONT)
+        try:
+            wait_until(paused_twice, 60.0, interval_s=0.05, what="two launches paused by the outage")
+        finally:
+            os.killpg(pid, signal.SIGCONT)
 
     os.killpg(pid, signal.SIGSTOP)
     frozen.set()

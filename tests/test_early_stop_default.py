@@ -275,6 +275,7 @@ def test_bad_predictive_options_are_config_errors(value, message):
         ExperimentSpec(stopper="predictive", predictive_options=value)
 
 
+@pytest.mark.process
 def test_predictive_options_need_the_predictive_stopper_in_run_and_simulate(tmp_path):
     import subprocess
     import sys

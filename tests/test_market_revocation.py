@@ -127,6 +127,7 @@ def test_modern_same_seed_same_revocations_in_any_query_order():
     assert [r.termination_s for r in a] != [r.termination_s for r in c]
 
 
+@pytest.mark.process
 def test_modern_is_stable_across_processes():
     """Seeds are hashed with BLAKE2b, not hash(): a new process with another PYTHONHASHSEED agrees."""
     code = ("from spotmarket.prices import Market; from spotmarket import ModernHazardRevocation as M;"

@@ -203,6 +203,7 @@ def _fresh(code: str) -> str:
     return out.stdout.strip()
 
 
+@pytest.mark.process
 def test_spotmarket_imports_without_torch():
     code = "import sys, spotmarket, spotmarket.prices; print(sorted(m for m in ('torch', 'revpred', 'spottune', " \
            "'provisioner', 'earlycurve') if m in sys.modules))"

@@ -223,6 +223,7 @@ def test_imds_client_retries_the_token_and_sees_the_notice_where_tokens_are_requ
             client.instance_action()
 
 
+@pytest.mark.process
 def test_worker_sees_the_notice_when_the_first_token_request_fails(tmp_path):
     from spottune.backends.local.imds import ImdsEmulator
     from tests.test_worker_process import Worker

@@ -139,6 +139,7 @@ def test_bad_options_are_config_errors(tmp_path):
     assert not (tmp_path / "x").exists()  # refused before anything was run or written
 
 
+@pytest.mark.process
 def test_import_spottune_is_light_and_exports_the_api():
     code = "import sys, spottune; print('torch' in sys.modules, sorted(spottune.__all__))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split(" ", 1)

@@ -165,6 +165,7 @@ def test_trainable_failure_is_reported(tmp_path):
     assert len(w.metrics()) == 2
 
 
+@pytest.mark.process
 def test_bad_arguments_exit_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "spottune.backends.local.worker", "--trial", "t", "--workload", "x",
                            "--store", str(tmp_path), "--until-step", "3", "--config", "[1]"],
