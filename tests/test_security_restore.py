@@ -146,6 +146,7 @@ def test_keyed_s3_store_refuses_a_forged_manifest(seaweedfs, s3_store_url, tmp_p
     _check_refused(store, tmp_path, "no-hmac")
 
 
+@pytest.mark.process
 def test_a_worker_resumes_from_the_previous_version_when_the_newest_is_forged(tmp_path):
     """Real worker processes with the experiment's key: a planted version at the confirmed step (absolute
     file name, no HMAC) is refused, the worker restores the previous one and the curve goes on."""

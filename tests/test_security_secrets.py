@@ -23,6 +23,7 @@ def _cmdline(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
+@pytest.mark.process
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs Linux /proc")
 def test_a_real_worker_process_has_no_storage_option_on_its_command_line(tmp_path):
     from spottune.backends.local._pool import WorkerPool
