@@ -54,7 +54,7 @@ class MarketChooser(Protocol):
 
 
 @runtime_checkable
-class HorizonChooser(MarketChooser, Protocol):
+class HorizonChooser(Protocol):
     """A :class:`MarketChooser` whose choice may use the trial's plan (:class:`~provisioner.RefundProvisioner`).
 
     When :attr:`plans_horizon` is True the orchestrator passes ``steps_left`` (steps until the trial's next
@@ -72,7 +72,7 @@ class HorizonChooser(MarketChooser, Protocol):
 
 
 @runtime_checkable
-class LearningChooser(MarketChooser, Protocol):
+class LearningChooser(Protocol):
     """A :class:`MarketChooser` that learns from what happens during the run; the orchestrator hands it the
     model events its driver delivers (``spottune.orchestrator.CapacityRefused``, ``InstanceEnded``,
     ``MarketSignal``) and asks it which markets are excluded when a launch is refused.
