@@ -351,8 +351,8 @@ class LocalBackend(ReplayDriver):
            Adopting them is impossible: their stdin and stdout were pipes to the dead process.
         2. The journaled events are delivered again to the fresh orchestrator; each returned action is
            checked against the journaled one (:class:`~spottune.errors.JournalMismatch`); launches, billed
-           runs (ledger rows, the online predictor's ``observe``), checkpoint steps and pending wake-ups
-           rebuild the driver's state.
+           runs (ledger rows, and their ``InstanceEnded`` delivered again), capacity refusals (their
+           ``CapacityRefused``), checkpoint steps and pending wake-ups rebuild the driver's state.
         3. :meth:`run` then restarts the clock at the last journaled time (the replayed market stood
            still while the process was down), re-arms the pending wake-ups and the provider ends of
            instances the trials had left, and ends every instance whose worker was killed: billed as
