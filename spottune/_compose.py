@@ -790,7 +790,7 @@ def _algorithm_1(spec: ExperimentSpec, market: MarketSetup, start_s: float,
                                time_value_usd_per_hour=spec.time_value_usd_per_hour,
                                job_time_value_usd_per_hour=spec.job_time_value_usd_per_hour,
                                speed_model=spec.speed_model, exclusions=market_exclusions(spec))
-    if spec.deadline is not None:  # issue 17: stable capacity when the deadline is at risk
+    if spec.deadline is not None:  # stable capacity when the deadline is at risk
         chooser = deadline_guard(spec, market, start_s, chooser)
     orch = Orchestrator(
         [t.trial_id for t in trials],
