@@ -8,7 +8,7 @@ barrier, the plateau rule), journaled to ``journal.jsonl`` as ``spottune run`` d
 - ``orchestrator_us_per_event``: time inside ``Orchestrator.handle`` per delivered event;
 - ``journal_us_per_event``: time inside ``Journal.append`` (encoding, write, flush, the periodic fsync)
   per delivered event, over every record (events, actions, intents, outcomes, billed runs, EarlyCurve's
-  answers at the barrier: ``spottune.journal.JournaledPredictor``).
+  answers at the barrier, which the driver takes from the orchestrator: ``Journal.memos``).
 
 Targets: journal ≤ 10 % of the orchestrator's per-event time, or ≤ 0.1 ms per event.
 
@@ -65,11 +65,7 @@ def build(journal=None):
     facts = lambda it: (catalog[it].vcpus, catalog[it].ecu)  # noqa: E731
     sim = SimBackend(orch, history, LegacyBidRevocation(history), Billing(), RecordedCurves(curves), facts,
                      to_seconds("2015-05-05T00:00Z"), SimSettings(seed=SEED))
-    if journal is not None:
-        from spottune.journal import JournaledPredictor
-
-        sim.journal = journal
-        orch.predictor = JournaledPredictor(orch.predictor, journal)
+    sim.journal = journal  # the driver journals the predictor's answers; a replay recalls them
     return orch, sim
 
 
@@ -82,9 +78,9 @@ def timed_run(folder: Path) -> dict:
     handle_s, append_s = [0.0], [0.0]
     handle, append = orch.handle, journal.append
 
-    def timed_handle(event):
+    def timed_handle(event, **kw):
         t = time.perf_counter()
-        out = handle(event)
+        out = handle(event, **kw)
         handle_s[0] += time.perf_counter() - t
         return out
 
@@ -121,7 +117,9 @@ def replay(folder: Path) -> tuple[float, float, list]:
         if rec["k"] == "event":
             event = decode_event(rec["e"])
             journal.event(event)
-            journal.actions(orch.handle(event))  # JournalMismatch on any difference
+            actions = orch.handle(event, recall=journal.recall)  # EarlyCurve's answers read back
+            journal.memos(orch.take_predictions())
+            journal.actions(actions)  # JournalMismatch on any difference
         else:
             journal.next_record()
     journal.close()

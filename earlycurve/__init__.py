@@ -26,7 +26,7 @@ from earlycurve._curve import CurveFitter, CurveParams, curve
 from earlycurve._extrapolate import FAMILIES, ParametricEnsemble
 from earlycurve._mode import from_loss, to_loss
 from earlycurve._model import RECOMMENDED, EarlyCurve
-from earlycurve._protocol import FinalMetricPredictor, Prediction
+from earlycurve._protocol import ConfigAwarePredictor, FinalMetricPredictor, Prediction
 from earlycurve._online_stop import RUNG_FRACTIONS, Decision, RankConfidenceStopping, rungs_for
 from earlycurve._predictive_stop import (PREDICTIVE_DEFAULTS, PREDICTIVE_KEYS, PredictiveStopping,
                                          check_predictive_options, predictive_options, predictive_settings)
@@ -44,6 +44,7 @@ from earlycurve.errors import (
 )
 
 __all__ = [
+    "ConfigAwarePredictor",
     "EarlyCurve",
     "ParametricEnsemble",
     "FAMILIES",

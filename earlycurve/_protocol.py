@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -91,6 +93,21 @@ class FinalMetricPredictor(abc.ABC):
         InvalidCurveError
             Malformed input (see :func:`check_curve`).
         """
+
+
+@runtime_checkable
+class ConfigAwarePredictor(Protocol):
+    """A final-metric predictor that also uses the trial's hyperparameters
+    (:class:`earlycurve.HyperparameterCurvePredictor`): when :attr:`uses_config` is True the orchestrator passes
+    each trial's configuration to :meth:`predict_final` as ``config=``."""
+
+    #: Whether :meth:`predict_final` takes ``config``.
+    uses_config: bool
+
+    def predict_final(self, steps: np.ndarray, values: np.ndarray, max_steps: int, *,
+                      config: Mapping[str, Any] | None = None) -> Prediction:
+        """As :meth:`FinalMetricPredictor.predict_final`, given the trial's configuration."""
+        ...
 
 
 def check_curve(steps: np.ndarray, values: np.ndarray, max_steps: float | None = None) -> tuple[np.ndarray, np.ndarray]:

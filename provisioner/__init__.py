@@ -6,7 +6,7 @@ an injected ``numpy.random.Generator``; only :meth:`InstanceCatalog.load` reads 
 price history and predictor protocol, never ``spottune``. See ``docs/design/provisioner.md``.
 """
 
-from provisioner._base import BaseChooser, MarketChooser
+from provisioner._base import BaseChooser, HorizonChooser, LearningChooser, MarketChooser
 from provisioner._baselines import CheapestMarketChooser, FastestMarketChooser, FixedTypeChooser
 from provisioner._catalog import PUBLIC_FACTS, InstanceCatalog, InstanceFacts, InstanceSpec, find_data_file
 from provisioner._choice import Candidate, Choice, Explanation, SkippedMarket
@@ -69,6 +69,8 @@ __all__ = [
     "InstanceSpec",
     "LaunchLedger",
     "MarketChooser",
+    "HorizonChooser",
+    "LearningChooser",
     "MaxPriceRule",
     "MaxPriceSource",
     "NOTICE_S",

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import abc
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from spotmarket.prices import PriceHistory, to_timestamp
-from revpred.protocol import RevocationPredictor
+from revpred.protocol import OnlineRevocationPredictor, RevocationPredictor, SignalledRevocationPredictor
 
 from provisioner._catalog import InstanceCatalog
 from provisioner._choice import Candidate, Choice, Explanation, SkippedMarket
@@ -36,16 +36,12 @@ class MarketChooser(Protocol):
     """Chooses the market (and max price) each trial runs on next.
 
     Called by the orchestrator at every launch, relaunch after a revocation, and hourly hop; it
-    reports every finished segment back through :meth:`record_segment`.
+    reports every finished segment back through :meth:`record_segment`. A chooser that also prices the
+    trial's plan is a :class:`HorizonChooser`; one that learns from the run is a :class:`LearningChooser`.
     """
 
     def choose(self, trial_id: Hashable, now_s: float) -> Choice:
-        """The market for one trial at ``now_s`` (seconds since the epoch, UTC).
-
-        A chooser whose ``plans_horizon`` attribute is True also takes the keyword arguments
-        ``steps_left`` (steps until the trial's next planned stop), ``resume_step`` (0 = fresh start) and
-        ``heading`` (trials still on their way to that stop), and the orchestrator passes them (:class:`~provisioner.RefundProvisioner`).
-        """
+        """The market for one trial at ``now_s`` (seconds since the epoch, UTC)."""
         ...
 
     def choose_many(self, trial_ids: Sequence[Hashable], now_s: float) -> list[Choice]:
@@ -54,6 +50,53 @@ class MarketChooser(Protocol):
 
     def record_segment(self, trial_id: Hashable, instance_type: str, seconds: float, steps: int) -> float:
         """Fold a measured segment (training seconds, steps) into T; returns the new seconds per step."""
+        ...
+
+
+@runtime_checkable
+class HorizonChooser(Protocol):
+    """A :class:`MarketChooser` whose choice may use the trial's plan (:class:`~provisioner.RefundProvisioner`).
+
+    When :attr:`plans_horizon` is True the orchestrator passes ``steps_left`` (steps until the trial's next
+    planned stop), ``resume_step`` (0 = fresh start) and ``heading`` (trials, this one included, still on
+    their way to that stop) to :meth:`choose`; otherwise it calls ``choose(trial_id, now_s)``.
+    """
+
+    #: Whether :meth:`choose` uses the plan's keyword arguments.
+    plans_horizon: bool
+
+    def choose(self, trial_id: Hashable, now_s: float, *, steps_left: float | None = None,
+               resume_step: int | None = None, heading: int | None = None) -> Choice:
+        """The market for one trial at ``now_s`` (seconds since the epoch, UTC), given its plan."""
+        ...
+
+
+@runtime_checkable
+class LearningChooser(Protocol):
+    """A :class:`MarketChooser` that learns from what happens during the run; the orchestrator hands it the
+    model events its driver delivers (``spottune.orchestrator.CapacityRefused``, ``InstanceEnded``,
+    ``MarketSignal``) and asks it which markets are excluded when a launch is refused.
+    """
+
+    def exclude(self, market: Hashable, now_s: float, reason: str) -> None:
+        """The cloud refused a launch in ``market`` for capacity at ``now_s``: leave it out for a while."""
+        ...
+
+    def excluded(self, now_s: float) -> Mapping[Hashable, str]:
+        """Markets left out at ``now_s`` -> why (empty without exclusions)."""
+        ...
+
+    @property
+    def observes_instances(self) -> bool:
+        """Whether :meth:`observe` teaches a model anything (an online revocation predictor)."""
+        ...
+
+    def observe(self, market: Hashable, launch_s: float, end_s: float, interrupted: bool) -> None:
+        """One instance run that ended (seconds since the epoch); ``interrupted``: by the provider for capacity."""
+        ...
+
+    def signal(self, market: Hashable, time_s: float, kind: str, value: float) -> None:
+        """One capacity signal of the cloud about ``market``."""
         ...
 
 
@@ -80,6 +123,9 @@ class BaseChooser(abc.ABC):
         Default :class:`MaxPriceRule` (D1: current + U[0.00001, 0.2] USD/hour).
     mean_window_s : float
         Window of P̄, seconds before the decision time (3600: "the last hour", spec §1.3).
+    exclusions : MarketExclusions, optional
+        Where capacity refusals go (:meth:`exclude`); an excluded market is skipped like one without a known
+        price until its exclusion ends. None: refusals are not remembered (the chooser asks the market again).
     """
 
     #: Chooser name written into every explanation.
@@ -97,6 +143,7 @@ class BaseChooser(abc.ABC):
         objective: StepCostObjective | None = None,
         max_price_rule: MaxPriceSource | None = None,
         mean_window_s: float = HOUR_S,
+        exclusions: MarketExclusions | None = None,
     ):
         if not isinstance(rng, np.random.Generator):
             raise ProvisionerConfigError(
@@ -114,6 +161,7 @@ class BaseChooser(abc.ABC):
         self.objective = objective if objective is not None else PaperStepCost()
         self.max_price_rule = max_price_rule if max_price_rule is not None else MaxPriceRule()
         self.mean_window_s = float(mean_window_s)
+        self.exclusions = exclusions
         self.markets = self._resolve_markets()
         self._series = [history[m] for m in self.markets]
         self.instance_types = sorted({m.instance_type for m in self.markets})
@@ -151,8 +199,8 @@ class BaseChooser(abc.ABC):
         ``extra`` holds the chooser's own per-candidate arrays (e.g. ``max_price`` and ``expected_usd``
         of :class:`~provisioner.RefundProvisioner`)."""
 
-    #: :class:`provisioner.MarketExclusions` the driver fills when the cloud refuses a launch for capacity;
-    #: an excluded market is skipped like one without a known price until the exclusion ends (issue 14).
+    #: :class:`provisioner.MarketExclusions` that capacity refusals go to (:meth:`exclude`); an excluded market
+    #: is skipped like one without a known price until the exclusion ends. None: none are kept.
     exclusions: "MarketExclusions | None" = None
 
     #: Whether :meth:`choose` / :meth:`choose_many` use the trial's plan (``steps_left``,
@@ -212,6 +260,35 @@ class BaseChooser(abc.ABC):
             New seconds per step.
         """
         return self.performance.update(trial_id, instance_type, seconds, steps)
+
+    # -- what the run teaches (LearningChooser) --------------------------------------------------------
+    def exclude(self, market: Hashable, now_s: float, reason: str) -> None:
+        """A launch in ``market`` was refused for capacity at ``now_s`` (seconds): left out of the choice for
+        :attr:`exclusions`' duration; nothing happens without :attr:`exclusions`."""
+        if self.exclusions is not None:
+            self.exclusions.exclude(market, now_s, reason)
+
+    def excluded(self, now_s: float) -> Mapping[Hashable, str]:
+        """Markets :attr:`exclusions` leaves out at ``now_s`` (seconds) -> why; empty without exclusions."""
+        return {} if self.exclusions is None else self.exclusions.active(now_s)
+
+    @property
+    def observes_instances(self) -> bool:
+        """Whether the revocation predictor learns from ended instance runs (an
+        :class:`revpred.protocol.OnlineRevocationPredictor`)."""
+        return isinstance(self.predictor, OnlineRevocationPredictor)
+
+    def observe(self, market: Hashable, launch_s: float, end_s: float, interrupted: bool) -> None:
+        """Hand one ended instance run (launch and end in seconds since the epoch) to an online revocation
+        predictor; nothing happens for another predictor."""
+        if isinstance(self.predictor, OnlineRevocationPredictor):
+            self.predictor.observe(market, launch_s, end_s, interrupted)
+
+    def signal(self, market: Hashable, time_s: float, kind: str, value: float) -> None:
+        """Hand one capacity signal of the cloud to a predictor that takes them
+        (:class:`revpred.protocol.SignalledRevocationPredictor`); nothing happens for another predictor."""
+        if isinstance(self.predictor, SignalledRevocationPredictor):
+            self.predictor.signal(market, time_s, kind, value)
 
     def market_state(self, now_s: float) -> tuple[np.ndarray, np.ndarray, tuple[SkippedMarket, ...]]:
         """Current price and P̄ of every pool market at ``now_s``.

@@ -14,6 +14,7 @@ from revpred.protocol import RevocationPredictor
 
 from provisioner._base import BaseChooser
 from provisioner._catalog import InstanceCatalog
+from provisioner._exclusions import MarketExclusions
 from provisioner._cost import HOUR_S, StepCostObjective
 from provisioner._max_price import MaxPriceSource
 from provisioner._performance import PerformanceMatrix
@@ -45,6 +46,8 @@ class Provisioner(BaseChooser):
         Default :class:`~provisioner.MaxPriceRule` (D1).
     mean_window_s : float
         Window of P̄, seconds (3600).
+    exclusions : MarketExclusions, optional
+        Where capacity refusals go (:meth:`~provisioner.BaseChooser.exclude`); None: not remembered.
 
     Notes
     -----
@@ -83,11 +86,13 @@ class Provisioner(BaseChooser):
         objective: StepCostObjective | None = None,
         max_price_rule: MaxPriceSource | None = None,
         mean_window_s: float = HOUR_S,
+        exclusions: MarketExclusions | None = None,
     ):
         if predictor is None:
             raise ProvisionerConfigError("Provisioner needs a revocation predictor (e.g. ConstantRevocation(0.0))")
         super().__init__(history, catalog, pool, rng, predictor=predictor, performance=performance,
-                         objective=objective, max_price_rule=max_price_rule, mean_window_s=mean_window_s)
+                         objective=objective, max_price_rule=max_price_rule, mean_window_s=mean_window_s,
+                         exclusions=exclusions)
 
     def _order_keys(self, *, step_cost, seconds_per_step, current, mean, **extra):
         return [step_cost, seconds_per_step, current]

@@ -16,6 +16,7 @@ from revpred.protocol import RevocationPredictor
 
 from provisioner._base import BaseChooser
 from provisioner._catalog import InstanceCatalog
+from provisioner._exclusions import MarketExclusions
 from provisioner._cost import HOUR_S, expected_hour_cost_usd
 from provisioner._curse import LaunchLedger, check_correction, shrink_p
 from provisioner._performance import PerformanceMatrix
@@ -76,6 +77,8 @@ class RefundProvisioner(BaseChooser):
         over all its queries, but the argmin picks the candidates whose p is most over-estimated, and on
         the chosen candidates the top bin (p ≈ 0.98) was revoked only 55 % of the time
         (docs/design/evaluation.md, "Optimizer's curse"); a ceiling is the monotone recalibration of that bin.
+    exclusions : MarketExclusions, optional
+        Where capacity refusals go (:meth:`~provisioner.BaseChooser.exclude`); None: not remembered.
 
     Notes
     -----
@@ -99,7 +102,7 @@ class RefundProvisioner(BaseChooser):
                  performance: PerformanceMatrix | None = None, mean_window_s: float = HOUR_S,
                  p_shrink: float = 0.0, p_prior: float | RevocationPredictor | None = None,
                  max_trials_per_candidate: int | None = None, cap_window_s: float = 600.0,
-                 p_cap: float = P_CAP):
+                 p_cap: float = P_CAP, exclusions: MarketExclusions | None = None):
         check_correction(p_shrink, p_prior, max_trials_per_candidate, cap_window_s, p_cap)
         if predictor is None:
             raise ProvisionerConfigError("RefundProvisioner needs a revocation predictor (e.g. ConstantRevocation(0.0))")
@@ -107,7 +110,7 @@ class RefundProvisioner(BaseChooser):
         if not isinstance(objective, RefundStepCost):
             raise ProvisionerConfigError(f"objective is {type(objective).__name__}, but must be a RefundStepCost")
         super().__init__(history, catalog, pool, rng, predictor=predictor, performance=performance,
-                         objective=objective, mean_window_s=mean_window_s)
+                         objective=objective, mean_window_s=mean_window_s, exclusions=exclusions)
         self._od = np.array([catalog.on_demand_usd_per_hour(m.instance_type, m.region) for m in self.markets])
         self._ckpt = np.array([objective.checkpoint_seconds(m.instance_type) for m in self.markets])
         #: number of predictor calls made (one per round, two with a prior predictor; tests read it)

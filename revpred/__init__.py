@@ -22,6 +22,8 @@ _LAZY = {
     "EmpiricalRate": "revpred.baselines",
     "ConstantHazard": "revpred.baselines",
     "RevocationPredictor": "revpred.protocol",
+    "OnlineRevocationPredictor": "revpred.protocol",
+    "SignalledRevocationPredictor": "revpred.protocol",
     "ConstantRevocation": "revpred.protocol",
     "CalibratedRevocation": "revpred.calibrated",
     "OnlineHazard": "revpred.online_hazard",

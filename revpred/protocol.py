@@ -47,6 +47,27 @@ class RevocationPredictor(Protocol):
         ...
 
 
+@runtime_checkable
+class OnlineRevocationPredictor(Protocol):
+    """A revocation predictor that also learns from the run's own instance runs (e.g.
+    :class:`revpred.online_hazard.OnlineHazard`); the chooser hands it every ended run."""
+
+    def observe(self, market: Market, launch_s: float, end_s: float, revoked: bool) -> None:
+        """Add one ended instance run: launched at ``launch_s``, gone at ``end_s`` (seconds since the epoch);
+        ``revoked``: the provider ended it for capacity."""
+        ...
+
+
+@runtime_checkable
+class SignalledRevocationPredictor(Protocol):
+    """A revocation predictor that takes the cloud's capacity signals (Spot placement scores, rebalance
+    recommendations; ``spottune.backends.aws._signals``)."""
+
+    def signal(self, market: Market, time_s: float, kind: str, value: float) -> None:
+        """One signal about ``market`` at ``time_s`` (seconds since the epoch): ``kind`` and its ``value``."""
+        ...
+
+
 class ConstantRevocation:
     """A fixed revocation probability per market (or one for all): the do-nothing predictor.
 

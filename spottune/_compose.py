@@ -466,7 +466,7 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
                      checkpoint_size_mb: float = 1.0, reference_seconds_per_step: float | None = None,
                      time_value_usd_per_hour: float = 0.0,
                      job_time_value_usd_per_hour: float = DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR,
-                     speed_model: str = "pooled") -> Any:
+                     speed_model: str = "pooled", exclusions: Any = None) -> Any:
     """SpotTune's market chooser over the pool's markets, with the objective ``objective``.
 
     Parameters
@@ -506,6 +506,8 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
         ``refund`` only: T's model for the instance types a trial has not run on (``spottune.experiment.SPEED_MODELS``;
         :class:`provisioner.PooledSpeedMatrix` pivoting at the 2-vCPU reference instance, or the spec's
         :class:`provisioner.PerformanceMatrix`).
+    exclusions : provisioner.MarketExclusions, optional
+        Where the chooser keeps capacity refusals (:func:`market_exclusions`); None: none are kept.
 
     Raises
     ------
@@ -521,7 +523,7 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
 
     rng = np.random.default_rng(seed)
     if objective == "paper":
-        return Provisioner(history, catalog, predictor, pool, rng, max_price_rule=max_price_rule)
+        return Provisioner(history, catalog, predictor, pool, rng, max_price_rule=max_price_rule, exclusions=exclusions)
     if objective != "refund":
         raise ConfigError(f"objective is {objective!r}, but must be one of {', '.join(OBJECTIVES)}")
     if speed_model not in SPEED_MODELS:
@@ -539,7 +541,7 @@ def make_provisioner(history: Any, catalog: Any, pool: Any, predictor: Any, seed
     perf = (PooledSpeedMatrix.from_catalog(catalog, sorted(types), reference_cores=REFERENCE_VCPUS, **kappa)
             if speed_model == "pooled" else PerformanceMatrix.from_catalog(catalog, sorted(types), **kappa))
     return RefundProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf,
-                             p_cap=selection_p_cap(predictor))
+                             p_cap=selection_p_cap(predictor), exclusions=exclusions)
 
 
 def selection_p_cap(predictor: Any) -> float:
@@ -727,10 +729,6 @@ def build(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | No
         desc = "none (the plan's bracket types, max price current + 0.01 USD/h)"
     else:
         orch, desc = _algorithm_1(spec, market, start_s, log_fn)
-    if spec.backend in ("sim", "local") and hasattr(orch.chooser, "exclusions"):
-        from provisioner import MarketExclusions
-
-        orch.chooser.exclusions = MarketExclusions()  # a replayed capacity refusal leaves its market out (E12)
     parts = (orch, market.history, market.revocation_model, Billing(spec.billing))
     curves = None
     if spec.backend == "sim":
@@ -794,24 +792,39 @@ def _algorithm_1(spec: ExperimentSpec, market: MarketSetup, start_s: float,
                                              final_predictor=at_theta, predictive=spec.predictive_options)
     ranking = ({"rung_predictor": at_theta, "configs": {t.trial_id: t.config for t in trials}}
                if spec.stopper == "hparams" else {})
+    chooser = make_provisioner(market.history, market.catalog, market.pool, predictor, seed, objective=spec.objective,
+                               boot_s=spec.boot_s if spec.backend in ("sim", "aws", "ray") else 0.0,
+                               checkpoint_size_mb=spec.get_workload().checkpoint_size_mb,
+                               reference_seconds_per_step=getattr(spec.get_workload().trainable,
+                                                                  "reference_seconds_per_step", None),
+                               time_value_usd_per_hour=spec.time_value_usd_per_hour,
+                               job_time_value_usd_per_hour=spec.job_time_value_usd_per_hour,
+                               speed_model=spec.speed_model, exclusions=market_exclusions(spec))
+    if spec.deadline is not None:  # stable capacity when the deadline is at risk
+        chooser = deadline_guard(spec, market, start_s, chooser)
     orch = Orchestrator(
         [t.trial_id for t in trials],
         config,
-        make_provisioner(market.history, market.catalog, market.pool, predictor, seed, objective=spec.objective,
-                         boot_s=spec.boot_s if spec.backend in ("sim", "aws", "ray") else 0.0,
-                         checkpoint_size_mb=spec.get_workload().checkpoint_size_mb,
-                         reference_seconds_per_step=getattr(spec.get_workload().trainable,
-                                                            "reference_seconds_per_step", None),
-                         time_value_usd_per_hour=spec.time_value_usd_per_hour,
-                         job_time_value_usd_per_hour=spec.job_time_value_usd_per_hour, speed_model=spec.speed_model),
+        chooser,
         predictor=fmp,
         plateau_rule=plateau,
         stop_rule=stop_rule,
         **ranking,
     )
-    if spec.deadline is not None:  # issue 17: stable capacity when the deadline is at risk
-        orch.chooser = deadline_guard(spec, market, start_s, orch.chooser)
     return orch, desc
+
+
+def market_exclusions(spec: ExperimentSpec) -> Any:
+    """Where the chooser keeps the markets that refused a launch for capacity (design AWS3, E12): a
+    :class:`provisioner.MarketExclusions` for sim and local (a replayed outage's refusals, 30 min) and aws (EC2's,
+    ``aws.exclusion_s``); None for ray (the cluster offers its own markets)."""
+    from provisioner import MarketExclusions
+
+    if spec.backend == "aws":
+        from spottune.backends.aws._build import exclusion_s
+
+        return MarketExclusions(exclusion_s(spec))
+    return MarketExclusions() if spec.backend in ("sim", "local") else None
 
 
 def plan_orchestrator(spec: ExperimentSpec, market: MarketSetup, plan: Any, trial_ids: Sequence[str]) -> Any:
@@ -968,14 +981,9 @@ def run(spec: ExperimentSpec, *, progress: Any = None, output: str | Path | None
     """
     started = next((r["e"]["time_s"] for r in resume or () if r["k"] == "event"), None)  # ExperimentStarted
     exp = build(spec, progress=progress, output=output, log_fn=log_fn, live_start_s=started)
-    if journal is not None:
-        from spottune.journal import JournaledPredictor
-
+    if journal is not None:  # the driver journals; a replay recalls the predictor's journaled answers
         exp.backend.journal = journal
         journal.sync_intents = spec.backend != "sim"  # real side effects: fsync before each one
-        exp.orchestrator.predictor = JournaledPredictor(exp.orchestrator.predictor, journal)  # replays skip the fits
-        if exp.orchestrator.rung_predictor is not None:  # stopper hparams ranks its rungs too
-            exp.orchestrator.rung_predictor = JournaledPredictor(exp.orchestrator.rung_predictor, journal)
     if resume is not None:
         exp.backend.resume(resume)
     return exp.run()

@@ -298,7 +298,7 @@ class _ProgressBar:
             c = orch.counts()
             self.bar.set_postfix_str(
                 f"sim {(now_s - self.start_s) / 3600:5.1f} h | run {c[S.RUNNING] + c[S.CHECKPOINTING] + c[S.LAUNCHING]}"
-                f" paused {c[S.PAUSED_AT_THETA]} done {c[S.FINISHED] + c[S.STOPPED_EARLY] + c[S.FAILED]} | ${usd:.3f}",
+                f" paused {c[S.PAUSED_AT_THETA] + c[S.KEPT]} done {c[S.FINISHED] + c[S.STOPPED_EARLY] + c[S.FAILED]} | ${usd:.3f}",
                 refresh=False)
 
     def close(self) -> None:

@@ -11,8 +11,8 @@ One file, ``<results>/journal.jsonl``, one JSON object per line, written as the 
 ``intent`` a driver's side effect, written *before* it is carried out (``op``, ``id``, details)
 ``outcome`` what that side effect produced (``op``, ``id``, details: instance fulfilled, worker PID, ...)
 ``billed`` an instance run billed by the driver (ledger row, steps run and lost, and whether the online
-           revocation model was told), because that call feeds the predictor outside ``handle``
-``memo``   an answer of the final-metric predictor at the θ barrier (:class:`JournaledPredictor`)
+           revocation model was told): also the record of the ``InstanceEnded`` model event it delivered
+``memo``   an answer of the final-metric predictor at a barrier, written after its event (:meth:`Journal.memos`)
 =========  ===============================================================================================
 
 Every line carries ``n``, its 0-based position. A driver with real side effects (local, aws:
@@ -25,12 +25,14 @@ line cut by a crash is dropped when the journal is reopened (:func:`read_journal
 **Replay, not snapshots** (decision CS2, ``docs/design/decisions.md`` "Crash safety"). A resumed run rebuilds its
 state by re-delivering the journaled events to a freshly built orchestrator (same spec, same seed), so
 the provisioner's measured speeds and RNG state and the predictor's online state come back as they
-were, with no pickled state to trust. While a :class:`Journal` opened with ``replay=`` records is
+were, with no pickled state to trust. Everything is written by the driver: the orchestrator only computes,
+and the facts its models learn from (model events) are journaled as the driver records that hold them (a
+launch outcome, ``billed``, a ``signal`` outcome), from which a resumed driver delivers them again. While a :class:`Journal` opened with ``replay=`` records is
 replaying, :meth:`Journal.append` *compares* each record with the journaled one instead of writing it
 and raises :class:`~spottune.errors.JournalMismatch` on the first difference (never a silent
 divergence); once the journaled records are used up it appends. The one shortcut is EarlyCurve's fits at
 the θ barrier, a pure function whose journaled answers are read back for the same input
-(:class:`JournaledPredictor`, ``memo`` records). ``benchmarks/bench_resume.py`` measures the resume of a
+(:meth:`Journal.recall`, ``memo`` records). ``benchmarks/bench_resume.py`` measures the resume of a
 1,000-trial journal: about 3 s, under the 5 s target, so there is no snapshot (``docs/design/benchmarks.md``).
 """
 
@@ -47,7 +49,7 @@ from typing import Any
 
 from spottune.errors import ConfigError, JournalMismatch
 
-__all__ = ["JOURNAL_FILE", "JOURNAL_VERSION", "Journal", "JournalRecords", "JournaledPredictor", "decode_event",
+__all__ = ["JOURNAL_FILE", "JOURNAL_VERSION", "Journal", "JournalRecords", "decode_event",
            "encode", "open_run", "read_journal"]
 
 #: The journal's file name inside a results folder.
@@ -304,6 +306,35 @@ class Journal:
         for action in actions:
             self.append("action", a=_fields(action))
 
+    def memos(self, answers: Iterable[Any]) -> None:
+        """Record the final-metric predictor's answers of one ``handle`` (its ``take_predictions()``), in order.
+
+        Each is ``{"k": "memo", "key": its key, "p": the prediction}``, or ``"error"`` when the predictor raised;
+        a recalled answer is written as it was journaled (and so compared with itself while replaying).
+        """
+        for a in answers:
+            if a.error is not None:
+                self.append("memo", key=a.key, error=a.error)
+            else:
+                self.append("memo", key=a.key, p=a.recalled["p"] if a.recalled is not None else _fields(a.prediction))
+
+    def recall(self, index: int, key: str) -> dict[str, Any] | None:
+        """While replaying: the journaled answer of the ``index``-th final-metric prediction (0-based) of the
+        ``handle`` call whose event is the last record, if that record is a ``memo`` of ``key``; else None.
+
+        EarlyCurve's fits are a pure function of their input (the contract of
+        :class:`earlycurve.FinalMetricPredictor`), so a replay may take the journaled answer for the same
+        input instead of fitting again; the key (SHA-256 of the curve, ``S_max`` and a configuration:
+        :func:`spottune.orchestrator.prediction_key`) is checked here, and any other input is computed and
+        then fails :meth:`append`'s comparison (:class:`~spottune.errors.JournalMismatch`).
+        """
+        i = self.n + int(index)
+        if i < len(self._expected):
+            rec = self._expected[i]
+            if rec.get("k") == "memo" and rec.get("key") == key:
+                return rec
+        return None
+
     def intent(self, op: str, key: str, **details: Any) -> None:
         """Record a side effect ``op`` on ``key`` before it is carried out (fsync'd for real drivers)."""
         self.append("intent", op=op, id=key, **details)
@@ -404,62 +435,3 @@ def _unredacted_options(folder: Path, stored: dict[str, Any]) -> dict[str, Any]:
 def _trials(spec: Any) -> list[list[Any]]:
     """``[trial_id, config, seed]`` of every trial: a resumed spec must give the same ones."""
     return json.loads(_dumps([[t.trial_id, t.config, int(t.seed)] for t in spec.trials()]))
-
-
-class JournaledPredictor:
-    """The orchestrator's final-metric predictor, its answers journaled (``memo`` records) and read back on replay.
-
-    EarlyCurve's fits at the θ barrier are most of a replay's time (a 1,000-trial barrier fits 1,000
-    curves). ``predict_final`` is a pure function of its input (the contract of
-    :class:`earlycurve.FinalMetricPredictor`), so a replay may take the journaled answer for the same
-    input instead of fitting again: each call writes ``{"k": "memo", "key": SHA-256 of (steps, values,
-    max_steps), "p": the prediction}`` (or ``"error"``); while the journal replays and its next record
-    is the memo of the same key, that answer is returned (and the record compared, so the key is
-    checked). Any other input is computed, and then the comparison raises
-    :class:`~spottune.errors.JournalMismatch` as for any divergence.
-
-    Parameters
-    ----------
-    inner : FinalMetricPredictor
-    journal : Journal
-    """
-
-    def __init__(self, inner: Any, journal: Journal):
-        self.inner = inner
-        self.journal = journal
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def predict_final(self, steps: Any, values: Any, max_steps: int, **kw: Any) -> Any:
-        """The inner predictor's answer (``kw``: e.g. a hyperparameter-aware predictor's ``config``, part of the key)."""
-        import hashlib
-        import json
-
-        import numpy as np
-        from earlycurve import Prediction
-
-        digest = hashlib.sha256()
-        digest.update(np.ascontiguousarray(steps, dtype=float).tobytes())
-        digest.update(b"|")
-        digest.update(np.ascontiguousarray(values, dtype=float).tobytes())
-        digest.update(f"|{int(max_steps)}".encode())
-        if kw:
-            digest.update(b"|" + json.dumps(kw, sort_keys=True, default=str).encode())
-        key = digest.hexdigest()[:32]
-        rec = self.journal.peek()
-        if rec is not None and rec.get("k") == "memo" and rec.get("key") == key:
-            if "error" in rec:
-                self.journal.append("memo", key=key, error=rec["error"])
-                raise ValueError(rec["error"])  # the orchestrator treats every predictor error alike
-            self.journal.append("memo", key=key, p=rec["p"])
-            return Prediction(**{k: v for k, v in rec["p"].items() if k != "type"})
-        from earlycurve.errors import EarlyCurveError
-
-        try:
-            prediction = self.inner.predict_final(steps, values, max_steps, **kw)
-        except (EarlyCurveError, ValueError, FloatingPointError) as exc:  # what the orchestrator catches
-            self.journal.append("memo", key=key, error=f"{type(exc).__name__}: {exc}")
-            raise
-        self.journal.append("memo", key=key, p=_fields(prediction))
-        return prediction

@@ -55,11 +55,30 @@ class Choice:
 
 
 class Cheapest:
-    """The cheapest market with a known price that is not excluded; max price = price + 0.08 USD/h."""
+    """The cheapest market with a known price that is not excluded; max price = price + 0.08 USD/h.
 
-    def __init__(self, exclusions=None):
+    A ``provisioner.LearningChooser``: capacity refusals go to ``exclusions``, signals to ``predictor.signal``."""
+
+    observes_instances = False
+
+    def __init__(self, exclusions=None, predictor=None):
         self.exclusions = exclusions
+        self.predictor = predictor
         self.segments = []
+
+    def exclude(self, market, now_s, reason):
+        if self.exclusions is not None:
+            self.exclusions.exclude(market, now_s, reason)
+
+    def excluded(self, now_s):
+        return self.exclusions.active(now_s) if self.exclusions is not None else {}
+
+    def observe(self, market, launch_s, end_s, interrupted):
+        pass
+
+    def signal(self, market, time_s, kind, value):
+        if self.predictor is not None:
+            self.predictor.signal(market, time_s, kind, value)
 
     def choose(self, trial_id, now_s):
         out = self.exclusions.active(now_s) if self.exclusions is not None else {}
@@ -100,7 +119,7 @@ def aws_run(url, tmp_path, experiment, *, inject=None, **kw):
     orch = orchestrator(Cheapest(exclusions))
     s = settings(url, experiment, store=str(tmp_path / "store"), **kw)
     backend = AwsBackend(orch, Billing(), WORKLOAD, {t: (CONFIGS[t], SEEDS[t]) for t in CONFIGS}, FACTS.__getitem__,
-                         T0, s, clients=AwsClients.create(s), exclusions=exclusions)
+                         T0, s, clients=AwsClients.create(s))
     hosts = Ec2Hosts(url, experiment, workload=WORKLOAD, store=s.store_url, log_dir=tmp_path,
                      revocation=LegacyBidRevocation(HIST), clock=backend.clock, warm=6)
     hosts.attach(backend.ec2)

@@ -47,14 +47,13 @@ class Signals:
 
 def _backend(url, tmp_path, experiment, journal):
     exclusions = MarketExclusions(1800.0)
-    orch = orchestrator(Cheapest(exclusions))
-    orch.chooser.predictor = Signals()
+    orch = orchestrator(Cheapest(exclusions, predictor=Signals()))
     # linger_s: an agent whose worker saved and exited waits for the provider (the harness terminates a revoked
     # host >= MIN_NOTICE_WALL_S wall s after its notice, and not while the orchestrator is down) instead of
     # powering off first
     s = settings(url, experiment, store=str(tmp_path / "store"), lease_s=20000.0, linger_s=20000.0, max_wall_s=90.0)
     backend = AwsBackend(orch, Billing(), WORKLOAD, {t: (CONFIGS[t], SEEDS[t]) for t in CONFIGS}, FACTS.__getitem__,
-                         T0, s, clients=AwsClients.create(s), exclusions=exclusions)
+                         T0, s, clients=AwsClients.create(s))
     backend.journal = journal
     journal.sync_intents = True
     return orch, backend

@@ -447,7 +447,7 @@ def test_a_kept_trial_waiting_to_relaunch_holds_the_next_barrier():
     chooser.fail = 1  # the rung's first relaunch (a) finds no market
     acts = _pause(s, "c", inst["c"], 2)
     assert [type(a) for a in acts if not isinstance(a, Terminate)] == [ScheduleWakeUp, Launch, Stop]
-    assert s.state("a") is TrialState.PAUSED_AT_THETA and s.orch.trials["a"].continued
+    assert s.state("a") is TrialState.KEPT  # kept at the rung, waiting for a market: a state of its own
     ib = s.launched("b")
     acts = _pause(s, "b", ib, 5)  # b paused at θ, a has not trained: no barrier yet
     assert [type(x) for x in acts] == [Terminate] and not s.orch.selection_done

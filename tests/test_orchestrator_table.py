@@ -16,6 +16,8 @@ from spottune.orchestrator import (
     EndReason,
     ExperimentStarted,
     HourElapsed,
+    Kept,
+    Launch,
     LaunchFailed,
     Marker,
     MetricReported,
@@ -54,7 +56,7 @@ def _markers(trigger):
     return [None]
 
 
-TRIGGERS = [t for t in EVENT_TYPES if t is not ExperimentStarted] + list(TRIAL_ACTIONS)
+TRIGGERS = [t for t in EVENT_TYPES if t is not ExperimentStarted] + list(TRIAL_ACTIONS) + [Kept]
 ALL = [(t, m) for t in TRIGGERS for m in _markers(t)]
 ROWS = [(state, key, target) for state, row in TRANSITIONS.items() for key, target in row.items()]
 
@@ -70,7 +72,18 @@ def test_every_state_has_a_row_and_terminal_helpers():
     assert set(TRANSITIONS) == set(TrialState)
     assert {s for s in TrialState if s.is_terminal()} == {TrialState.STOPPED_EARLY, TrialState.FINISHED, TrialState.FAILED}
     assert {s for s in TrialState if s.awaits_relaunch()} == {TrialState.PREEMPTED, TrialState.HOPPING}
-    assert len(TrialState) == 10
+    assert len(TrialState) == 11
+
+
+def test_a_kept_trial_is_a_state_of_its_own():
+    """Kept at a barrier and waiting for its launch: KEPT, reached only from PAUSED_AT_THETA by the policy's Kept."""
+    assert [s for s in TrialState if Kept in TRANSITIONS[s]] == [TrialState.PAUSED_AT_THETA]
+    assert next_state("t0", TrialState.PAUSED_AT_THETA, Kept) is TrialState.KEPT
+    assert next_state("t0", TrialState.KEPT, Launch) is TrialState.LAUNCHING
+    assert next_state("t0", TrialState.KEPT, WakeUp) is TrialState.KEPT
+    assert Launch not in TRANSITIONS[TrialState.PAUSED_AT_THETA]  # a paused trial launches only once kept
+    with pytest.raises(InvalidAction):
+        next_state("t0", TrialState.RUNNING, Kept)
 
 
 @pytest.mark.parametrize(("state", "key", "target"), ROWS, ids=[f"{s}-{k if isinstance(k, type) else k[0].__name__ + ':' + str(k[1])}" for s, k, _ in ROWS])
@@ -84,7 +97,7 @@ ILLEGAL = [(s, t, m) for s in TrialState for (t, m) in ALL if not _legal(s, t, m
 
 @pytest.mark.parametrize(("state", "trigger", "marker"), ILLEGAL, ids=[f"{s}-{t.__name__}-{m}" for s, t, m in ILLEGAL])
 def test_illegal_trigger_raises_and_names_fault(state, trigger, marker):
-    expected = InvalidAction if trigger in TRIAL_ACTIONS else UnexpectedEvent
+    expected = InvalidAction if trigger in TRIAL_ACTIONS or trigger is Kept else UnexpectedEvent
     with pytest.raises(expected) as info:
         next_state("t7", state, trigger, marker)
     assert "trial t7" in str(info.value) and str(state).upper() in str(info.value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from revpred.errors import RevPredError
@@ -13,7 +14,7 @@ from spotmarket import Billing, Cause, Revocation
 from spotmarket.prices import Market
 from spottune.backends import SimBackend, SimSettings, TrainableCurves
 from spottune.orchestrator import Orchestrator, OrchestratorConfig
-from tests.test_sim_backend import FACTS, T0, Fixed, Quadratic, history
+from tests.test_sim_backend import FACTS, T0, A, Quadratic, history
 
 M = Market("us-east-1a", "r3.large")
 
@@ -79,22 +80,30 @@ class FirstLaunchInterrupted:
 
 
 class Recorder:
+    """An online revocation predictor (p = 0) that records every ended run it is told of."""
+
     def __init__(self):
         self.calls = []
+
+    def predict_proba(self, markets, times_s, max_prices_usd_per_hour):
+        return np.zeros(len(markets))
 
     def observe(self, market, launch_s, end_s, revoked):
         self.calls.append((market, launch_s - T0, end_s - T0, revoked))
 
 
 def test_replay_driver_tells_the_predictor_each_ended_run_when_it_ends():
-    chooser = Fixed()
-    chooser.predictor = Recorder()
+    """Through the orchestrator: the driver delivers an InstanceEnded, the chooser hands it to its predictor."""
+    from provisioner import CheapestMarketChooser, InstanceCatalog, Pool
+
     hist = history()
+    chooser = CheapestMarketChooser(hist, InstanceCatalog.load(), Pool(), np.random.default_rng(0),
+                                    predictor=Recorder())
     orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=60), chooser)
     curves = TrainableCurves({"t0": lambda: Quadratic({"lr": 0.05}, seed=0)})
     SimBackend(orch, hist, FirstLaunchInterrupted(), Billing(), curves, FACTS.__getitem__, T0, SimSettings()).run()
     calls = chooser.predictor.calls
-    assert calls[0][:3] == (chooser.market, 0.0, 1800.0) and calls[0][3] is True
+    assert calls[0][:3] == (A, 0.0, 1800.0) and calls[0][3] is True
     assert len(calls) >= 2 and all(c[3] is False for c in calls[1:])  # user-ended runs are not interruptions
 
 

@@ -16,6 +16,28 @@ from spottune.orchestrator import Orchestrator, OrchestratorConfig, TrialState, 
 from tests.test_sim_backend import A, B, FACTS, T0, Fixed, Quadratic, history
 
 
+class FixedWithExclusions(Fixed):
+    """``Fixed`` that keeps exclusions (a ``provisioner.LearningChooser``) but always answers its market."""
+
+    observes_instances = False
+
+    def __init__(self, market=A):
+        super().__init__(market)
+        self.exclusions = MarketExclusions()
+
+    def exclude(self, market, now_s, reason):
+        self.exclusions.exclude(market, now_s, reason)
+
+    def excluded(self, now_s):
+        return self.exclusions.active(now_s)
+
+    def observe(self, market, launch_s, end_s, interrupted):
+        pass
+
+    def signal(self, market, time_s, kind, value):
+        pass
+
+
 def modern(hist):
     """The modern market (seed 3: market A has an outage in the first 30 days of the trace)."""
     return ModernHazardRevocation(None, seed=3, history=hist)
@@ -31,9 +53,9 @@ def outage_start(model: ModernHazardRevocation, market, lo_s: float, hi_s: float
 
 def run(revocation, start_s, chooser=None, max_steps=20, failover=True, spike_at_s=None):
     hist = history(spike_at_s, hours=24 * 40)
-    chooser = chooser or CheapestMarketChooser(hist, InstanceCatalog.load(), Pool(), np.random.default_rng(0))
-    if failover:  # as the composition root does for sim and local runs (design E12)
-        chooser.exclusions = MarketExclusions()
+    exclusions = MarketExclusions() if failover else None  # as the composition root does for sim and local runs (E12)
+    chooser = chooser or CheapestMarketChooser(hist, InstanceCatalog.load(), Pool(), np.random.default_rng(0),
+                                               exclusions=exclusions)
     orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=max_steps, theta=1.0, top_k=1, hourly_hop=False,
                                                    launch_retry_s=60.0), chooser)
     curves = TrainableCurves({"t0": lambda: Quadratic({"lr": 0.05}, seed=0)})
@@ -59,7 +81,7 @@ def test_a_capacity_refusal_sends_the_next_launch_to_another_market_at_once():
     # A (the cheapest) refuses; the trial fails over at once to B, which A's exclusion leaves as the cheapest
     assert got[0] == (str(A), "refused-capacity")
     assert got[1] == (str(B), "launched")
-    assert sim.exclusions is orch.chooser.exclusions and sim.exclusions.duration_s == DEFAULT_EXCLUSION_S
+    assert orch.chooser.exclusions.duration_s == DEFAULT_EXCLUSION_S
     second = next(r for r in rec.log if r["type"] == "Launch" and r["market"] == str(B))
     assert second["t"] == start  # at the refusal itself: no back-off
     assert [(str(s["market"]), s["reason"]) for s in second["explanation"]["skipped"]] == [
@@ -74,7 +96,7 @@ def test_without_exclusions_the_chooser_asks_the_refusing_market_again():
     start = outage_start(modern(None), A, T0, T0 + 30 * 86400)
     orch, sim, rec = run(modern, start, failover=False)
     got = launches(rec)
-    assert sim.exclusions is None
+    assert orch.chooser.exclusions is None
     assert got[0] == got[1] == (str(A), "refused-capacity")
     wakes = [r["at_s"] - r["t"] for r in rec.log if r["type"] == "ScheduleWakeUp"]
     assert len(wakes) >= 2 and set(wakes) == {60.0}
@@ -84,18 +106,18 @@ def test_without_exclusions_the_chooser_asks_the_refusing_market_again():
 def test_a_price_revocation_or_refusal_excludes_nothing():
     """Legacy mode revokes and refuses only for price (the chooser sees the price itself). A spikes to 1.0 USD/h
     from T0 + 1800 s for 600 s; ``Fixed`` always asks A at 0.1: revoked at the spike, refused until it ends."""
-    orch, sim, rec = run(LegacyBidRevocation, T0, chooser=Fixed(A), spike_at_s=1800.0, max_steps=60)
+    orch, sim, rec = run(LegacyBidRevocation, T0, chooser=FixedWithExclusions(A), spike_at_s=1800.0, max_steps=60)
     errors = [r["error"] for r in rec.log if r["type"] == "LaunchFailed"]
     assert orch.trials["t0"].revocations == 1 and errors and set(errors) == {"refused-price"}
-    assert sim.exclusions is orch.chooser.exclusions and sim.exclusions.active(T0) == {}
+    assert orch.chooser.exclusions.active(T0) == {}
     wakes = [r["at_s"] - r["t"] for r in rec.log if r["type"] == "ScheduleWakeUp"]
     assert len(wakes) == len(errors) and set(wakes) == {60.0}  # each refusal backs off: nothing to fail over to
     assert orch.trials["t0"].state is TrialState.FINISHED
 
 
 def test_the_local_backends_resume_excludes_a_journaled_capacity_refusal_again(tmp_path):
-    """A refusal fed the chooser outside ``handle``, so a resumed run must replay it (as the aws backend's
-    resume does, AWS14). The refusal's record comes from a real journal of the simulator's run; the backend is
+    """A refusal is journaled as its launch outcome (not as an event), so a resumed run must deliver its
+    ``CapacityRefused`` again (as the aws backend's resume does, AWS14). The refusal's record comes from a real journal of the simulator's run; the backend is
     a real ``LocalBackend`` built as for a resume (no worker is started before ``run``)."""
     from spottune.backends import LocalBackend, LocalSettings
     from spottune.journal import Journal, read_journal
@@ -106,8 +128,8 @@ def test_the_local_backends_resume_excludes_a_journaled_capacity_refusal_again(t
     hist = history(hours=24 * 40)
 
     def orchestrator():
-        chooser = CheapestMarketChooser(hist, InstanceCatalog.load(), Pool(), np.random.default_rng(0))
-        chooser.exclusions = MarketExclusions()
+        chooser = CheapestMarketChooser(hist, InstanceCatalog.load(), Pool(), np.random.default_rng(0),
+                                        exclusions=MarketExclusions())
         return Orchestrator(["t0"], OrchestratorConfig(max_steps=20, theta=1.0, top_k=1, hourly_hop=False), chooser)
 
     sim = SimBackend(orchestrator(), hist, modern(hist), Billing(),
@@ -123,12 +145,12 @@ def test_the_local_backends_resume_excludes_a_journaled_capacity_refusal_again(t
     orch = orchestrator()
     local = LocalBackend(orch, hist, modern(hist), Billing(), WORKLOAD, {"t0": ({"lr": 0.05}, 0)}, FACTS.__getitem__,
                          start, LocalSettings(store_url=(tmp_path / "store").as_uri()))
-    assert local.exclusions is orch.chooser.exclusions
+    exclusions = orch.chooser.exclusions  # read by the test only: the backend delivers events
     action = Launch(trial_id="t0", market=A, max_price_usd_per_hour=0.1, resume_step=0, target_steps=20)
     local._replay_refused({**refused[0], "cause": "refused-price"}, action)  # a price refusal excludes nothing
-    assert local.exclusions.active(start) == {}
+    assert exclusions.active(start) == {}
     local._replay_refused(refused[0], action)
-    assert local.exclusions.active(start + 1799.0) == {
+    assert exclusions.active(start + 1799.0) == {
         A: f"excluded after refused-capacity until {start + DEFAULT_EXCLUSION_S:.0f} s"}
 
 
@@ -136,20 +158,22 @@ def test_a_chooser_that_answers_an_excluded_market_gets_the_back_off_not_a_retry
     """``Fixed`` exposes exclusions but always answers A. In the simulator the retry would come at the same
     instant; on a real clock (local, aws) every refusal has a new time. Either way the orchestrator backs off."""
     start = outage_start(modern(None), A, T0, T0 + 30 * 86400)
-    orch, sim, rec = run(modern, start, chooser=Fixed(A))
+    orch, sim, rec = run(modern, start, chooser=FixedWithExclusions(A))
     at_start = [r for r in rec.log if r.get("t") == start and r["type"] in ("Launch", "LaunchFailed", "ScheduleWakeUp")]
     assert [r["type"] for r in at_start] == ["Launch", "LaunchFailed", "ScheduleWakeUp"]
     assert at_start[-1]["at_s"] == start + 60.0
 
     from spottune.orchestrator import ExperimentStarted, LaunchFailed, ScheduleWakeUp
 
-    chooser = Fixed(A)
-    chooser.exclusions = MarketExclusions()
+    from spottune.orchestrator import CapacityRefused
+
+    chooser = FixedWithExclusions(A)
     orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=5, theta=1.0, top_k=1, launch_retry_s=60.0), chooser)
     orch.handle(ExperimentStarted(time_s=T0))
     for i in range(3):  # refusals milliseconds apart, as a real clock gives them
         t = T0 + 0.005 * (i + 1) + 60.0 * i
-        chooser.exclusions.exclude(A, t, "InsufficientInstanceCapacity")
+        assert orch.handle(CapacityRefused(time_s=t, market=A, reason="InsufficientInstanceCapacity")) == []
+        assert A in chooser.exclusions.active(t)
         actions = orch.handle(LaunchFailed(time_s=t, trial_id="t0", error="InsufficientInstanceCapacity"))
         assert actions == [ScheduleWakeUp(trial_id="t0", at_s=t + 60.0)]
         orch.handle(WakeUp(time_s=t + 60.0, trial_id="t0"))

@@ -7,15 +7,19 @@ worker processes). :class:`ReplayDriver` holds the common part of the contract o
 
 - **delivery**: every event is logged, handed to the orchestrator, and each action it returns is
   logged and carried out (:meth:`ReplayDriver._deliver`, :meth:`ReplayDriver._apply`); the driver
-  never decides;
+  never decides and never touches the orchestrator's models: what they learn is a model event
+  (:meth:`ReplayDriver._inform`);
 - **launch**: the injected revocation model says whether a ``Launch`` is fulfilled and when the notice
   and the termination come (:meth:`ReplayDriver._new_instance`); a refusal is a ``LaunchFailed``, and a
-  capacity refusal also leaves its market out of the choice for a while, as the aws backend does with
-  EC2's (:attr:`ReplayDriver.exclusions`, decision AWS3);
+  capacity refusal is first a ``CapacityRefused``, so the chooser leaves its market out for a while, as
+  with EC2's refusals in the aws backend (decision AWS3);
   the notice, the termination and the hourly tick are then put on the driver's clock
   (:meth:`ReplayDriver._schedule_timers`);
-- **billing**: when an instance is gone it is billed once (``spotmarket.Billing``), and the steps it
-  ran and lost (run but never checkpointed) go to the ledger (:meth:`ReplayDriver._end`).
+- **billing**: when an instance is gone it is billed once (``spotmarket.Billing``), the steps it
+  ran and lost (run but never checkpointed) go to the ledger, and an ``InstanceEnded`` tells the
+  orchestrator (an online revocation model learns from it) (:meth:`ReplayDriver._end`);
+- **journal** (:mod:`spottune.journal`): the driver writes every record, the final-metric predictor's
+  answers included (taken from the orchestrator after each ``handle``).
 
 A subclass supplies the effects: ``_launch``, ``_checkpoint``, ``_terminate``, ``_wake_at``, and the
 clock hooks ``_timer`` (call back at an engine time), ``_post`` (deliver an event after the current
@@ -143,12 +147,11 @@ class ReplayDriver(Driver):
 
     Notes
     -----
-    With a revocation model (a replayed market), a launch it refuses for capacity (modern mode's outages,
-    ``REFUSED_CAPACITY``) is recorded in :attr:`exclusions`, the chooser's own
-    :class:`provisioner.MarketExclusions` if it was given one (the composition root does, design E12). The
-    chooser then skips that market like one without a price, so every trial relaunches elsewhere instead of
-    asking the market that refused, as SkyPilot fails over to another zone. A refusal for price excludes
-    nothing (the chooser sees the price).
+    A launch the revocation model refuses for capacity (modern mode's outages, ``REFUSED_CAPACITY``) is
+    delivered at once as :class:`~spottune.orchestrator.CapacityRefused`; a chooser built with
+    :class:`provisioner.MarketExclusions` (the composition root does, design E12) then skips that market like one
+    without a price, so every trial relaunches elsewhere instead of asking the market that refused, as SkyPilot
+    fails over to another zone. A refusal for price excludes nothing (the chooser sees the price).
     """
 
     #: Backend name for ``meta["backend"]`` and error messages.
@@ -179,9 +182,6 @@ class ReplayDriver(Driver):
         self._instances: dict[str, Any] = {}
         self._checkpoint_step: dict[str, int] = {t: 0 for t in orchestrator.trials}
         self._log_s = float(start_s)  # time of the event being (or last) delivered
-        #: ``provisioner.MarketExclusions`` that capacity refusals go to (None: not recorded; see Notes)
-        self.exclusions = None if revocation_model is None else getattr(getattr(orchestrator, "chooser", None),
-                                                                        "exclusions", None)
 
     # -- the orchestrator side ------------------------------------------------------------------------
     def _start(self) -> None:
@@ -196,17 +196,33 @@ class ReplayDriver(Driver):
         """Log ``event``, hand it to the orchestrator, log and carry out every action it returns."""
         now = self._log_s = self._event_time(event)
         self.record.log.append(log_record("event", event, now))
-        journal = self.journal
-        if journal is not None:
-            journal.event(event)
-        actions = self.orchestrator.handle(event)
-        if journal is not None:
-            journal.actions(actions)
+        actions = self._handle_event(event)
         for action in actions:
             self.record.log.append(log_record("action", action, now))
             self._apply(action)
         if self.progress is not None:
             self.progress(now, self.orchestrator, self.usd)
+
+    def _handle_event(self, event: Any) -> list[ev.Action]:
+        """``orchestrator.handle(event)``, journaled when there is a journal: the event, then the final-metric
+        predictor's answers (``memo`` records; a replay recalls them instead of fitting again), then the actions."""
+        journal = self.journal
+        if journal is None:
+            return self.orchestrator.handle(event)
+        journal.event(event)
+        actions = self.orchestrator.handle(event, recall=journal.recall)
+        journal.memos(self.orchestrator.take_predictions())
+        journal.actions(actions)
+        return actions
+
+    def _inform(self, event: Any) -> None:
+        """Hand a model event (:data:`spottune.orchestrator.MODEL_EVENTS`) to the orchestrator now, as the fact
+        arises (it returns no action). Its journal record is the driver's own record of the same fact (the
+        launch outcome, ``billed``, the ``signal`` outcome), from which a resume delivers it again; it is not
+        logged (the ledger, the launch's ``LaunchFailed`` and ``meta["signals"]`` hold its data)."""
+        actions = self.orchestrator.handle(event)
+        if actions:  # pragma: no cover - an orchestrator bug
+            raise BackendError(f"{self.name} backend: a {type(event).__name__} must not produce actions")
 
     def _apply(self, action: ev.Action) -> None:
         journal = self.journal
@@ -300,8 +316,8 @@ class ReplayDriver(Driver):
                                  time_s=float(t), notice_s=float(rev.notice_s),
                                  termination_s=float(rev.termination_s), cause=str(rev.cause))
         if not rev.fulfilled:
-            if rev.cause == Cause.REFUSED_CAPACITY and self.exclusions is not None:
-                self.exclusions.exclude(action.market, t, str(rev.cause))
+            if rev.cause == Cause.REFUSED_CAPACITY:
+                self._inform(ev.CapacityRefused(time_s=t, market=action.market, reason=str(rev.cause)))
             self._post(ev.LaunchFailed(time_s=t, trial_id=action.trial_id, error=str(rev.cause)))
             return None
         vcpus, ecu = self.instance_facts(action.market.instance_type)
@@ -367,17 +383,22 @@ class ReplayDriver(Driver):
         self.usd += row.charged_usd
         lost = max(0, inst.step - self._checkpoint_step[inst.trial_id]) if inst.step > inst.saved_step else 0
         self.record.instance_steps[inst.instance_id] = (inst.executed, lost)
-        observe = getattr(getattr(getattr(self.orchestrator, "chooser", None), "predictor", None), "observe", None)
+        observed = self.orchestrator.observes_instances
         interrupted = (ended_by == "provider" and t >= inst.termination_s
                        and reason in (Cause.CAPACITY, Cause.CAPACITY_EVENT))
-        if self.journal is not None:  # observe feeds the predictor outside handle(): the replay must repeat it
+        if self.journal is not None:  # the billed record is also the journal of the InstanceEnded below
             self.journal.append("billed", id=inst.instance_id, trial_id=inst.trial_id, market=str(inst.market),
                                 started_s=inst.started_s, end_s=float(t), ended_by=ended_by, reason=str(reason),
                                 max_price=inst.max_price, executed=inst.executed, lost=lost,
-                                charged_usd=float(row.charged_usd), observed=observe is not None,
+                                charged_usd=float(row.charged_usd), observed=observed,
                                 interrupted=bool(interrupted))
-        if observe is not None:  # an online revocation model learns from what has happened by t (issue 12)
-            observe(inst.market, inst.started_s, t, interrupted)
+        if observed:  # an online revocation model learns from what has happened by t
+            self._inform(self._instance_ended(inst, float(t), bool(interrupted)))
+
+    @staticmethod
+    def _instance_ended(inst: Instance, end_s: float, interrupted: bool) -> ev.InstanceEnded:
+        return ev.InstanceEnded(time_s=end_s, trial_id=inst.trial_id, instance_id=inst.instance_id,
+                                market=inst.market, started_s=inst.started_s, interrupted=interrupted)
 
     def _price_series(self, inst: Instance, end_s: float) -> Any:
         """The prices ``inst`` is billed at (the replayed history; the aws backend asks the EC2 API)."""

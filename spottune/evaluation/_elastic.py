@@ -144,7 +144,7 @@ class BracketOrchestrator(Orchestrator):
         for i, br in enumerate(b):
             self._enter(i, 0, [next(it) for _ in range(br.live[0])])
 
-    def handle(self, event: Any) -> list:
+    def handle(self, event: Any, *, recall: Any = None) -> list:
         """As :meth:`Orchestrator.handle`; a retry timer that fires after the barrier already relaunched its trial
         for the next round (a trial that sat a wall-clock round out while waiting) is stale and ignored."""
         from spottune.orchestrator import WakeUp
@@ -152,7 +152,7 @@ class BracketOrchestrator(Orchestrator):
         if isinstance(event, WakeUp) and event.trial_id in self.trials and self.trials[event.trial_id].state in (
                 TrialState.LAUNCHING, TrialState.RUNNING, TrialState.CHECKPOINTING):
             return []
-        return super().handle(event)
+        return super().handle(event, recall=recall)
 
     # -- rounds -------------------------------------------------------------------------------------
     def _enter(self, bracket: int, k: int, trial_ids: list[str]) -> None:
@@ -261,9 +261,10 @@ class BracketOrchestrator(Orchestrator):
         for i in self.groups[g]:
             for tid in self.members[i][k + 1] if len(self.members[i]) > k + 1 else []:
                 tr = self.trials[tid]
-                if tr.state in (TrialState.PAUSED_AT_THETA, TrialState.PENDING, TrialState.PREEMPTED,
-                                TrialState.HOPPING):
-                    tr.continued = True
+                if tr.state in (TrialState.PAUSED_AT_THETA, TrialState.KEPT, TrialState.PENDING,
+                                TrialState.PREEMPTED, TrialState.HOPPING):
+                    if tr.state is TrialState.PAUSED_AT_THETA:
+                        self._keep(tr)
                     self._launch(tr, t, out)
         self._dealing = False
         self._barrier(g, t, out)  # a round whose trials had all finished already
@@ -271,7 +272,7 @@ class BracketOrchestrator(Orchestrator):
     def _reached(self, tid: str) -> bool:
         """Paused at this round's target (a survivor still paused before its relaunch has a higher target)."""
         tr = self.trials[tid]
-        return tr.state is TrialState.PAUSED_AT_THETA and tr.step >= tr.target_steps
+        return tr.state in (TrialState.PAUSED_AT_THETA, TrialState.KEPT) and tr.step >= tr.target_steps
 
     def _rank(self, tid: str) -> float:
         tr = self.trials[tid]
@@ -282,7 +283,7 @@ class BracketOrchestrator(Orchestrator):
     def _eliminate(self, tid: str, k: int, out: list) -> None:
         tr = self.trials[tid]
         self.eliminated[tid] = k
-        if tr.state is TrialState.PAUSED_AT_THETA:
+        if tr.state in (TrialState.PAUSED_AT_THETA, TrialState.KEPT):
             self._act(tr, Stop(trial_id=tid, reason=StopReason.NOT_TOP_K), StopReason.NOT_TOP_K, out)
         elif not tr.state.is_terminal():  # sat out a wall-clock round while waiting to relaunch
             self.retired.add(tid)

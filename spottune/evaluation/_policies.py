@@ -431,6 +431,8 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
     else:
         rule = MaxPriceRule()
     note = ""
+    # the driver reports capacity refusals (CapacityRefused); a chooser with exclusions skips those markets (E12)
+    exclusions = MarketExclusions() if policy.failover else None
     if policy.chooser == "spottune":
         if predictor is None:
             raise ConfigError(f"policy {policy.name} needs a revocation predictor")
@@ -438,15 +440,14 @@ def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: An
                                    objective=policy.objective, boot_s=boot_s, time_value_usd_per_hour=time_value_usd_per_hour,
                                    job_time_value_usd_per_hour=job_time_value_usd_per_hour, speed_model=speed_model,
                                    checkpoint_size_mb=float(getattr(study, "checkpoint_size_mb", 1.0)),
-                                   reference_seconds_per_step=float(np.mean(list(study.reference_seconds_per_step.values()))))
+                                   reference_seconds_per_step=float(np.mean(list(study.reference_seconds_per_step.values()))),
+                                   exclusions=exclusions)
     elif policy.chooser == "cheapest-market":
-        chooser = CheapestMarketChooser(history, catalog, pool, rng, max_price_rule=rule)
+        chooser = CheapestMarketChooser(history, catalog, pool, rng, max_price_rule=rule, exclusions=exclusions)
     else:
         itype = fixed_types(catalog, markets)[policy.chooser.removeprefix("fixed-")]
-        chooser = FixedTypeChooser(itype, history, catalog, pool, rng, max_price_rule=rule)
+        chooser = FixedTypeChooser(itype, history, catalog, pool, rng, max_price_rule=rule, exclusions=exclusions)
         note = itype
-    if policy.failover:  # the driver records capacity refusals here; the chooser skips those markets (E12)
-        chooser.exclusions = MarketExclusions()
     if policy.capacity == "on-demand":
         revocation_model, billing = NeverRevoked(), OnDemandBilling(catalog)
     config = OrchestratorConfig(max_steps=study.max_steps, theta=policy.theta, top_k=top_k, metric=study.metric,

@@ -4,7 +4,9 @@ Drivers (``spottune.backends``) feed :mod:`events <spottune.orchestrator._events
 :meth:`Orchestrator.handle` and carry out the returned :mod:`actions <spottune.orchestrator._actions>`.
 The trial transition table is :data:`TRANSITIONS`. The injected market chooser and final-metric
 predictor follow :class:`provisioner.MarketChooser` and :class:`earlycurve.FinalMetricPredictor` (one
-definition each, in those packages).
+definition each, in those packages; :class:`provisioner.HorizonChooser`, :class:`provisioner.LearningChooser` and
+:class:`earlycurve.ConfigAwarePredictor` for what some of them also take). The models change only through
+:meth:`Orchestrator.handle`: the run's facts for them are model events (:data:`MODEL_EVENTS`).
 """
 
 from spottune.errors import IllegalTransition, InvalidAction, UnexpectedEvent
@@ -23,13 +25,17 @@ from spottune.orchestrator._actions import (
 from spottune.orchestrator._events import (
     EVENT_TYPES,
     INSTANCE_EVENTS,
+    MODEL_EVENTS,
+    CapacityRefused,
     CheckpointReason,
     CheckpointSaved,
     EndReason,
     Event,
     ExperimentStarted,
     HourElapsed,
+    InstanceEnded,
     LaunchFailed,
+    MarketSignal,
     MetricReported,
     RevocationNotice,
     SegmentEnded,
@@ -38,15 +44,15 @@ from spottune.orchestrator._events import (
     WakeUp,
 )
 from spottune.orchestrator._config import OrchestratorConfig, StopRule, check_rungs
-from spottune.orchestrator._policy import Orchestrator
+from spottune.orchestrator._policy import Orchestrator, PredictorAnswer, prediction_key
 from spottune.orchestrator._record import TrialRecord
-from spottune.orchestrator._state import TRANSITIONS, Marker, TrialState, next_state
+from spottune.orchestrator._state import TRANSITIONS, Kept, Marker, TrialState, next_state
 
 __all__ = [
-    "Action", "Checkpoint", "CheckpointReason", "CheckpointSaved", "EVENT_TYPES", "EndReason", "Event",
+    "Action", "CapacityRefused", "Checkpoint", "CheckpointReason", "CheckpointSaved", "EVENT_TYPES", "EndReason", "Event",
     "ExperimentFinished", "ExperimentStarted", "HourElapsed", "INSTANCE_EVENTS",
-    "IllegalTransition", "InvalidAction", "Launch", "LaunchFailed",
-    "Marker", "MetricReported", "Orchestrator", "OrchestratorConfig", "RevocationNotice", "ScheduleWakeUp",
+    "IllegalTransition", "InstanceEnded", "InvalidAction", "Kept", "Launch", "LaunchFailed",
+    "MODEL_EVENTS", "Marker", "MarketSignal", "MetricReported", "Orchestrator", "OrchestratorConfig", "PredictorAnswer", "RevocationNotice", "ScheduleWakeUp",
     "SegmentEnded", "SegmentFailed", "Stop", "StopReason", "StopRule", "TRANSITIONS", "TRIAL_ACTIONS", "Terminate",
-    "TerminateReason", "TrialLaunched", "TrialRecord", "TrialState", "UnexpectedEvent", "WakeUp", "check_rungs", "next_state",
+    "TerminateReason", "TrialLaunched", "TrialRecord", "TrialState", "UnexpectedEvent", "WakeUp", "check_rungs", "next_state", "prediction_key",
 ]

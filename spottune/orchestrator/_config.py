@@ -2,7 +2,8 @@
 
 The two injected models are defined once, in the package that implements them, and only imported here:
 the market chooser is :class:`provisioner.MarketChooser` (``provisioner.Provisioner`` and the baseline
-choosers satisfy it), the final-metric predictor is :class:`earlycurve.FinalMetricPredictor` (EarlyCurve,
+choosers satisfy it; :class:`provisioner.HorizonChooser` when it prices the trial's plan,
+:class:`provisioner.LearningChooser` when it learns from the run's model events), the final-metric predictor is :class:`earlycurve.FinalMetricPredictor` (EarlyCurve,
 SLAQ, and :class:`earlycurve.LastValue`, the "no EarlyCurve" default).
 """
 
@@ -16,10 +17,10 @@ from typing import Protocol
 import numpy as np
 
 from earlycurve import FinalMetricPredictor, LastValue
-from provisioner import MarketChooser
+from provisioner import HorizonChooser, LearningChooser, MarketChooser
 from spottune.errors import ConfigError
 
-__all__ = ["FinalMetricPredictor", "LastValue", "MarketChooser", "OrchestratorConfig", "PlateauRule", "StopRule",
+__all__ = ["FinalMetricPredictor", "HorizonChooser", "LastValue", "LearningChooser", "MarketChooser", "OrchestratorConfig", "PlateauRule", "StopRule",
            "check_rungs", "steps_at"]
 
 PlateauRule = Callable[[np.ndarray, np.ndarray, int], bool]

@@ -6,6 +6,14 @@ orchestrator reads time only from events. Events about one instance carry the dr
 terminating a revoked instance after its checkpoint was saved and a new one was launched) is a benign
 race that changes nothing (the ``PREVIOUS_INSTANCE`` rows of the transition table).
 
+Three more events carry facts for the orchestrator's models rather than for a trial (:data:`MODEL_EVENTS`):
+a launch refused for capacity (:class:`CapacityRefused`), an instance run that is over and billed
+(:class:`InstanceEnded`) and a capacity signal of the cloud (:class:`MarketSignal`). The orchestrator hands
+them to its market chooser (:class:`provisioner.LearningChooser`); they change no trial and produce no action.
+A driver delivers each one at once, when the fact arises, and journals it as the driver record that holds its
+data (the launch outcome, the ``billed`` record, the ``signal`` outcome); it is not written to ``events.jsonl``
+(the launch's error, the ledger row and ``meta["signals"]`` hold the same data).
+
 Source: SpotTune Algorithm 1 (``SPOTTUNE_SPEC.md`` §1.6); the event names follow ``ARCHITECTURE.md``.
 """
 
@@ -158,6 +166,67 @@ class WakeUp:
     trial_id: str
 
 
+@dataclass(**_EVENT)
+class CapacityRefused:
+    """The cloud refused a launch in ``market`` for capacity (EC2's ``InsufficientInstanceCapacity`` and kin, a
+    replayed outage's ``refused-capacity``); the chooser leaves the market out for a while (design AWS3, E12).
+
+    Delivered at once, before the launch's :class:`LaunchFailed`, so that every choice made after the refusal
+    sees it.
+
+    Parameters
+    ----------
+    time_s : float
+        Engine seconds of the refusal.
+    market : spotmarket.prices.Market
+    reason : str
+        The cloud's error code or the replay's cause.
+    """
+
+    time_s: float
+    market: Market
+    reason: str = ""
+
+
+@dataclass(**_EVENT)
+class InstanceEnded:
+    """An instance run is over and billed: what an online revocation model learns from (only the past, so no
+    future leaks into a prediction).
+
+    Parameters
+    ----------
+    time_s : float
+        Engine seconds when the instance was gone (the end of its ledger row).
+    trial_id, instance_id : str
+    market : spotmarket.prices.Market
+    started_s : float
+        Engine seconds of its billing start.
+    interrupted : bool
+        The provider ended it for capacity at its termination (not the user, not a price crossing).
+    """
+
+    time_s: float
+    trial_id: str
+    instance_id: str
+    market: Market
+    started_s: float
+    interrupted: bool = False
+
+
+@dataclass(**_EVENT)
+class MarketSignal:
+    """A capacity signal of the cloud about ``market`` (``kind``: ``placement_score`` with a Spot placement score
+    1..10, ``rebalance`` with 1.0; :mod:`spottune.backends.aws._signals`), for the revocation predictor.
+
+    May arrive before :class:`ExperimentStarted` (the placement scores are read at the start).
+    """
+
+    time_s: float
+    market: Market
+    kind: str
+    value: float
+
+
 Event: TypeAlias = (
     ExperimentStarted
     | TrialLaunched
@@ -169,6 +238,9 @@ Event: TypeAlias = (
     | SegmentEnded
     | SegmentFailed
     | WakeUp
+    | CapacityRefused
+    | InstanceEnded
+    | MarketSignal
 )
 
 #: Every event type, in a stable order (docs and serialisation).
@@ -184,6 +256,9 @@ EVENT_TYPES: tuple[type, ...] = (
     SegmentFailed,
     WakeUp,
 )
+
+#: Events for the orchestrator's models, not for a trial (see the module doc); journaled by driver records.
+MODEL_EVENTS: tuple[type, ...] = (CapacityRefused, InstanceEnded, MarketSignal)
 
 #: Event types that concern one instance (they carry ``instance_id``).
 INSTANCE_EVENTS: tuple[type, ...] = (

@@ -25,12 +25,16 @@ Decisions ([I], spec §1.6 and §1.14):
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, assert_never
 
 import numpy as np
 
+from earlycurve import ConfigAwarePredictor, Prediction
 from earlycurve.errors import EarlyCurveError
 from provisioner.errors import NoMarketAvailable
 from spottune.errors import ConfigError, UnexpectedEvent
@@ -47,12 +51,16 @@ from spottune.orchestrator._actions import (
 )
 from spottune.orchestrator._events import (
     INSTANCE_EVENTS,
+    MODEL_EVENTS,
+    CapacityRefused,
     CheckpointReason,
     CheckpointSaved,
     Event,
     ExperimentStarted,
     HourElapsed,
+    InstanceEnded,
     LaunchFailed,
+    MarketSignal,
     MetricReported,
     RevocationNotice,
     SegmentEnded,
@@ -62,14 +70,57 @@ from spottune.orchestrator._events import (
 )
 from spottune.orchestrator._config import (
     FinalMetricPredictor,
+    HorizonChooser,
     LastValue,
+    LearningChooser,
     MarketChooser,
     OrchestratorConfig,
     PlateauRule,
     StopRule,
 )
 from spottune.orchestrator._record import TrialRecord
-from spottune.orchestrator._state import Marker, TrialState, next_state
+from spottune.orchestrator._state import Kept, Marker, TrialState, next_state
+
+
+#: ``recall(index, key)``: the answer a final-metric predictor gave to the ``index``-th question of this
+#: ``handle`` call in an earlier run of the same experiment (a journal being replayed), or None.
+Recall = Callable[[int, str], Mapping[str, Any] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class PredictorAnswer:
+    """One answer of a final-metric predictor during :meth:`Orchestrator.handle` (for the driver's journal).
+
+    Attributes
+    ----------
+    key : str
+        :func:`prediction_key` of the question.
+    prediction : earlycurve.Prediction or None
+        The answer (computed or recalled); None when the predictor raised.
+    error : str or None
+        ``"<exception type>: <message>"`` when the predictor raised (the orchestrator then ranks by the last
+        observed value).
+    recalled : mapping or None
+        The journaled answer it was read back from (``recall``), as journaled; None when computed.
+    """
+
+    key: str
+    prediction: Prediction | None = None
+    error: str | None = None
+    recalled: Mapping[str, Any] | None = None
+
+
+def prediction_key(steps: np.ndarray, values: np.ndarray, max_steps: int, kw: Mapping[str, Any]) -> str:
+    """The question a final-metric predictor is asked, as 32 hex digits: SHA-256 of the steps and values (float64
+    bytes), ``max_steps`` and, when given, the keyword arguments (a trial's configuration) as sorted JSON."""
+    digest = hashlib.sha256()
+    digest.update(np.ascontiguousarray(steps, dtype=float).tobytes())
+    digest.update(b"|")
+    digest.update(np.ascontiguousarray(values, dtype=float).tobytes())
+    digest.update(f"|{int(max_steps)}".encode())
+    if kw:
+        digest.update(b"|" + json.dumps(kw, sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:32]
 
 
 def _explain(explanation: object) -> object:
@@ -101,7 +152,16 @@ class Orchestrator:
         Ranks the trials at the rungs before θ (``config.rungs``) by its predicted final loss; default: the last
         observed value (e.g. :class:`earlycurve.HyperparameterCurvePredictor`, docs/design/earlycurve.md §8.19).
     configs : mapping of str to mapping, optional
-        Each trial's hyperparameters, given to a predictor whose ``uses_config`` is true as ``config=``.
+        Each trial's hyperparameters, given to a predictor whose ``uses_config`` is true as ``config=``
+        (:class:`earlycurve.ConfigAwarePredictor`).
+
+    Notes
+    -----
+    Everything the orchestrator's models learn during the run comes through :meth:`handle`: trial events
+    update the trials (and the chooser's measured speeds), model events (:data:`~spottune.orchestrator.MODEL_EVENTS`)
+    go to a :class:`provisioner.LearningChooser`. A :class:`provisioner.HorizonChooser` whose ``plans_horizon`` is
+    True is asked with the trial's plan. The final-metric predictors' answers of one :meth:`handle` call are
+    :meth:`take_predictions` (for the driver's journal; a replay reads them back through ``recall``).
 
     Examples
     --------
@@ -130,6 +190,13 @@ class Orchestrator:
         self.stop_rule = stop_rule
         self.rung_predictor = rung_predictor
         self.configs = dict(configs or {})
+        #: the chooser is asked with the trial's plan (a HorizonChooser that plans its horizon)
+        self._plans_horizon = isinstance(chooser, HorizonChooser) and bool(chooser.plans_horizon)
+        #: the chooser that model events go to (None: they change nothing)
+        self._learner: LearningChooser | None = chooser if isinstance(chooser, LearningChooser) else None
+        self._answers: list[PredictorAnswer] = []
+        self._recall: Recall | None = None
+        self._recall_base = 0
         first = config.barriers[0][0] if config.barriers else config.max_steps
         self.trials: dict[str, TrialRecord] = {t: TrialRecord(trial_id=t, target_steps=first) for t in trial_ids}
         self.started_s: float | None = None
@@ -158,14 +225,42 @@ class Orchestrator:
             return None
         return loss if self.config.mode == "min" else 1.0 - loss
 
-    def handle(self, event: Event) -> list[Action]:
+    @property
+    def observes_instances(self) -> bool:
+        """Whether an :class:`~spottune.orchestrator.InstanceEnded` teaches the chooser's revocation predictor
+        anything (journaled by the driver with the billed run)."""
+        return self._learner is not None and bool(self._learner.observes_instances)
+
+    def take_predictions(self) -> tuple[PredictorAnswer, ...]:
+        """The final-metric predictors' answers since the last call, in the order they were asked (and forget them).
+
+        A driver with a journal takes them after every :meth:`handle` and journals them before its actions.
+        """
+        out = tuple(self._answers)
+        self._answers.clear()
+        return out
+
+    def handle(self, event: Event, *, recall: Recall | None = None) -> list[Action]:
         """Process one event; return the actions the driver must carry out, in order.
+
+        Parameters
+        ----------
+        event : Event
+            A trial event, or a model event (:data:`~spottune.orchestrator.MODEL_EVENTS`), which goes to the
+            chooser's models and returns no action.
+        recall : callable (index, key) -> mapping or None, optional
+            Answers of the final-metric predictor journaled by an earlier run of this experiment (see
+            :class:`PredictorAnswer`): a question whose journaled answer is recalled is not computed again.
 
         Raises
         ------
         UnexpectedEvent
             If the event is impossible for the trial's state (nothing changes).
         """
+        self._recall, self._recall_base = recall, len(self._answers)
+        if isinstance(event, MODEL_EVENTS):
+            self._inform(event)
+            return []
         if isinstance(event, ExperimentStarted):
             if self.started_s is not None:
                 raise UnexpectedEvent("*", "started", "ExperimentStarted")
@@ -191,6 +286,21 @@ class Orchestrator:
         return out
 
     # -- internals ----------------------------------------------------------------------------------
+    def _inform(self, event: CapacityRefused | InstanceEnded | MarketSignal) -> None:
+        """Hand a model event to the chooser (a LearningChooser; others learn nothing from it)."""
+        learner = self._learner
+        if learner is None:
+            return
+        match event:
+            case CapacityRefused():
+                learner.exclude(event.market, event.time_s, event.reason)
+            case InstanceEnded():
+                learner.observe(event.market, event.started_s, event.time_s, event.interrupted)
+            case MarketSignal():
+                learner.signal(event.market, event.time_s, event.kind, event.value)
+            case _:
+                assert_never(event)
+
     def _marker(self, tr: TrialRecord, event: Event) -> object:
         if isinstance(event, INSTANCE_EVENTS):
             if event.instance_id != tr.instance_id:
@@ -234,9 +344,7 @@ class Orchestrator:
                 else:
                     out.append(ScheduleWakeUp(trial_id=tr.trial_id, at_s=t + self.config.launch_retry_s))
             case WakeUp():
-                if tr.state in (TrialState.PENDING, TrialState.PREEMPTED, TrialState.HOPPING) or (
-                    tr.state is TrialState.PAUSED_AT_THETA and tr.continued
-                ):
+                if tr.state in (TrialState.PENDING, TrialState.PREEMPTED, TrialState.HOPPING, TrialState.KEPT):
                     self._launch(tr, t, out)
             case MetricReported():
                 if old_state is TrialState.RUNNING:
@@ -271,7 +379,7 @@ class Orchestrator:
                     self._launch(tr, t, out)
                 else:
                     self._progress(t, out)
-            case ExperimentStarted():  # handled in handle()
+            case ExperimentStarted() | CapacityRefused() | InstanceEnded() | MarketSignal():  # handled in handle()
                 raise AssertionError("unreachable")
             case _:
                 assert_never(event)
@@ -369,7 +477,6 @@ class Orchestrator:
                               TerminateReason.HOP, out)
                 self._launch(tr, t, out)
             case CheckpointReason.THETA:
-                tr.continued = False  # waits for this barrier (a rung's keep does not carry over)
                 if not noticed:
                     self._act(tr, Terminate(trial_id=tr.trial_id, instance_id=instance, reason=TerminateReason.THETA),
                               TerminateReason.THETA, out)
@@ -388,7 +495,7 @@ class Orchestrator:
         choice is one of ``avoid`` (the markets excluded after capacity refusals, on a failover: a chooser that
         answers one of them again would otherwise be asked again at once, forever)."""
         try:
-            if getattr(self.chooser, "plans_horizon", False):  # the refund-aware objective prices the horizon
+            if self._plans_horizon:  # the refund-aware objective prices the horizon
                 choice = self.chooser.choose(tr.trial_id, t, steps_left=tr.target_steps - tr.checkpoint_step,
                                              resume_step=tr.checkpoint_step, heading=self._heading(tr))
             else:
@@ -412,24 +519,23 @@ class Orchestrator:
     def _heading(self, tr: TrialRecord) -> int:
         """Trials, ``tr`` included, still on their way to ``tr``'s next stop (the same ``target_steps``): the job
         moves on when the last of them arrives, so each one's share of the job's value of time is 1 / this (design
-        R11). A trial paused at the stop and not yet continued has arrived."""
+        R11). A trial paused at the stop (and not yet kept) has arrived."""
         return sum(1 for o in self.trials.values()
                    if o.target_steps == tr.target_steps and not o.state.is_terminal()
-                   and not (o.state is TrialState.PAUSED_AT_THETA and not o.continued)) or 1
+                   and o.state is not TrialState.PAUSED_AT_THETA) or 1
 
     def _excluded(self, t: float) -> dict:
-        """The markets the chooser's exclusions leave out at ``t`` (capacity refusals the driver recorded, design
-        AWS3, E12); empty for a chooser without exclusions. A refused trial whose market is among them fails over
+        """The markets the chooser's exclusions leave out at ``t`` (capacity refusals, :class:`CapacityRefused`, design
+        AWS3, E12); empty for a chooser that is not a LearningChooser or keeps no exclusions. A refused trial whose market is among them fails over
         at once, as SkyPilot does to the next zone: its next choice is another market. Each immediate retry needs
         a market that is not excluded, and a capacity refusal excludes it, so the retries end (at worst in the
         back-off)."""
-        exclusions = getattr(self.chooser, "exclusions", None)
-        return {} if exclusions is None else exclusions.active(t)
+        return {} if self._learner is None else self._learner.excluded(t)
 
     # -- barrier and the end ------------------------------------------------------------------------
     def _progress(self, t: float, out: list[Action]) -> None:
         while not self.selection_done:  # a barrier whose kept trials had all ended is passed at once
-            if not all((tr.state is TrialState.PAUSED_AT_THETA and not tr.continued) or tr.state.is_terminal()
+            if not all(tr.state is TrialState.PAUSED_AT_THETA or tr.state.is_terminal()
                        for tr in self.trials.values()):
                 return
             self._select(t, out)
@@ -441,13 +547,14 @@ class Orchestrator:
         barrier (``at_theta``) and by ``rung_predictor`` at a rung before it; else (or without a rung predictor)
         the last observed value. A predictor that fails or answers a non-finite value gives the last value."""
         predictor = self.predictor if at_theta else self.rung_predictor
-        if predictor is None or tr.state is not TrialState.PAUSED_AT_THETA:
+        if predictor is None or tr.state not in (TrialState.PAUSED_AT_THETA, TrialState.KEPT):
             return float(tr.losses[-1])
         steps = np.asarray(tr.steps, dtype=float)
         losses = np.asarray(tr.losses, dtype=float)
-        kw = {"config": self.configs.get(tr.trial_id)} if getattr(predictor, "uses_config", False) else {}
+        kw = ({"config": self.configs.get(tr.trial_id)}
+              if isinstance(predictor, ConfigAwarePredictor) and predictor.uses_config else {})
         try:
-            prediction = predictor.predict_final(steps, losses, self.config.max_steps, **kw)
+            prediction = self._predict(predictor, steps, losses, kw)
             loss = float(prediction.value)
         except (EarlyCurveError, ValueError, FloatingPointError):
             prediction, loss = None, float(losses[-1])  # fall back: last observed
@@ -456,6 +563,32 @@ class Orchestrator:
         if at_theta:
             tr.prediction, tr.predicted_loss = prediction, loss
         return loss
+
+    def _predict(self, predictor: Any, steps: np.ndarray, losses: np.ndarray, kw: Mapping[str, Any]) -> Prediction:
+        """``predictor``'s final value for one curve, or its recalled answer; every answer is kept for
+        :meth:`take_predictions`.
+
+        Raises
+        ------
+        EarlyCurveError, ValueError, FloatingPointError
+            What the predictor raised (a recalled error is a ValueError with the journaled message).
+        """
+        key = prediction_key(steps, losses, self.config.max_steps, kw)
+        rec = None if self._recall is None else self._recall(len(self._answers) - self._recall_base, key)
+        if rec is not None:
+            if "error" in rec:
+                self._answers.append(PredictorAnswer(key, error=str(rec["error"]), recalled=rec))
+                raise ValueError(rec["error"])  # every predictor error is treated alike
+            prediction = Prediction(**{k: v for k, v in rec["p"].items() if k != "type"})
+            self._answers.append(PredictorAnswer(key, prediction=prediction, recalled=rec))
+            return prediction
+        try:
+            prediction = predictor.predict_final(steps, losses, self.config.max_steps, **kw)
+        except (EarlyCurveError, ValueError, FloatingPointError) as exc:  # what _ranking_loss catches
+            self._answers.append(PredictorAnswer(key, error=f"{type(exc).__name__}: {exc}"))
+            raise
+        self._answers.append(PredictorAnswer(key, prediction=prediction))
+        return prediction
 
     def _select(self, t: float, out: list[Action]) -> None:
         """Algorithm 1, lines 48–52: rank paused and plateau-finished trials, continue the top-k; at a rung
@@ -476,12 +609,17 @@ class Orchestrator:
         paused = [tr for tr in self.trials.values() if tr.state is TrialState.PAUSED_AT_THETA]
         for tr in paused:  # every kept trial heads to the next stop before the first launches (_heading)
             if tr.trial_id in kept:
-                tr.continued, tr.target_steps = True, target
+                tr.target_steps = target
+                self._keep(tr)
         for tr in paused:
             if tr.trial_id in kept:
                 self._launch(tr, t, out)
             else:
                 self._act(tr, Stop(trial_id=tr.trial_id, reason=StopReason.NOT_TOP_K), StopReason.NOT_TOP_K, out)
+
+    def _keep(self, tr: TrialRecord) -> None:
+        """The barrier keeps ``tr`` (paused): it waits, KEPT, for its launch to the next stop."""
+        tr.state = next_state(tr.trial_id, tr.state, Kept)  # raises InvalidAction
 
     def _finish(self, t: float, out: list[Action]) -> None:
         """Algorithm 1, line 53: the best of the selected trials by final observed metric."""

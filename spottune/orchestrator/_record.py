@@ -34,7 +34,6 @@ class TrialRecord:
     lost_steps: int = 0
     plateaued: bool = False
     pruned_at: int | None = None  #: step at which an external stop rule stopped the trial
-    continued: bool = False  #: kept at its last barrier (a rung's or θ's top-k), not yet paused at the next
     instance_ids: list[str] = field(default_factory=list)
     markets_used: list[Market] = field(default_factory=list)
     noticed: set[str] = field(default_factory=set)

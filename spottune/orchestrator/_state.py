@@ -10,19 +10,25 @@ The machine, one trial at a time (actions we send are keyed like events we recei
     CHECKPOINTING --(CheckpointSaved, revocation)--> PREEMPTED    --Launch--> LAUNCHING
                   --(CheckpointSaved, hop)-------->  HOPPING      --(Terminate, hop), Launch
                   --(CheckpointSaved, theta)------>  PAUSED_AT_THETA --(Terminate, theta); then at the
-                                                                   barrier Launch (top-k) or (Stop, not_top_k)
+                                                                   barrier Kept or (Stop, not_top_k)
                   --(CheckpointSaved, end|plateau)-> FINISHED     --(Terminate, end)
     RUNNING | CHECKPOINTING --(SegmentEnded, provider)--> PREEMPTED   (killed before a checkpoint finished:
                                                                        resume from the last good one)
                             --(SegmentFailed, retry)----> PENDING     (trainable raised, budget left)
                             --(SegmentFailed, give_up)--> FAILED
-    PAUSED_AT_THETA --(Stop, not_top_k)--> STOPPED_EARLY
+    PAUSED_AT_THETA --Kept--> KEPT --Launch--> LAUNCHING   (kept at the barrier; a WakeUp retries a launch
+                                                            that found no market)
+    PAUSED_AT_THETA | KEPT --(Stop, not_top_k)--> STOPPED_EARLY
     RUNNING --(Terminate, prune)--> STOPPED_EARLY     (an external stop rule, e.g. an Optuna pruner)
 
 A hop or revocation checkpoint that already holds the target step (the last step finished as the checkpoint
 began) is marked ``end`` or ``theta``, not ``hop``/``revocation``: the trial is done with this segment, and
 relaunching it would have nothing to do (issue 11). A ``MetricReported`` during ``CHECKPOINTING`` keeps its
 curve point: that step is in the checkpoint being saved.
+
+``Kept`` is the policy's decision at a barrier (a rung's ``keep`` or θ's top-k): no driver sends or receives
+it, but it is keyed in the table like the events and actions, so that a trial kept and waiting for its relaunch
+is a state of its own (KEPT), not a paused trial with a flag.
 
 Markers refine a trigger where its type alone does not decide: the checkpoint / terminate reason, who
 ended a segment, and two guards computed beside the table from data: the failure budget (``RETRY`` while
@@ -74,7 +80,8 @@ class TrialState(enum.StrEnum):
     CHECKPOINTING = "checkpointing"  #: training stopped; saving state to the checkpoint store
     PREEMPTED = "preempted"  #: revoked (checkpoint saved, or lost and rolled back); awaits relaunch
     HOPPING = "hopping"  #: hourly hop: checkpoint saved, instance released; awaits re-provisioning
-    PAUSED_AT_THETA = "paused_at_theta"  #: reached θ·max_steps; waits for the barrier (spec D12)
+    PAUSED_AT_THETA = "paused_at_theta"  #: reached θ·max_steps (or a rung); waits for the barrier (spec D12)
+    KEPT = "kept"  #: kept at a barrier (a rung's keep or θ's top-k); waits for its launch to the next stop
     STOPPED_EARLY = "stopped_early"  #: ranked outside the top-k at the barrier; terminal
     FINISHED = "finished"  #: reached its target steps or plateaued; terminal
     FAILED = "failed"  #: the trainable failed more than max_failures times; terminal
@@ -90,6 +97,11 @@ class TrialState(enum.StrEnum):
 
 _TERMINAL = frozenset({TrialState.STOPPED_EARLY, TrialState.FINISHED, TrialState.FAILED})
 _RELAUNCH = frozenset({TrialState.PREEMPTED, TrialState.HOPPING})
+
+
+class Kept:
+    """The policy's decision at a barrier that a paused trial continues (a trigger of the table, not an event
+    or an action: no driver sees it)."""
 
 
 class Marker(enum.StrEnum):
@@ -147,9 +159,14 @@ TRANSITIONS: dict[TrialState, dict[object, TrialState]] = {
     },
     S.PAUSED_AT_THETA: {
         (Terminate, TerminateReason.THETA): S.PAUSED_AT_THETA,
-        Launch: S.LAUNCHING,  # chosen for the top-k: continue to max_steps
+        Kept: S.KEPT,  # chosen at the barrier: continue to the next stop
         WakeUp: S.PAUSED_AT_THETA,
         (Stop, StopReason.NOT_TOP_K): S.STOPPED_EARLY,
+    },
+    S.KEPT: {
+        Launch: S.LAUNCHING,
+        WakeUp: S.KEPT,  # the policy answers with Launch (a launch that found no market is retried)
+        (Stop, StopReason.NOT_TOP_K): S.STOPPED_EARLY,  # a bracket schedule's round ended without it
     },
     S.STOPPED_EARLY: {},
     S.FINISHED: {
@@ -186,14 +203,14 @@ def next_state(trial_id: str, state: TrialState, trigger: type, marker: object =
     UnexpectedEvent
         If an event is illegal in ``state`` (the driver or the cloud is at fault).
     InvalidAction
-        If an action is illegal in ``state`` (a policy bug).
+        If an action or a policy decision (:class:`Kept`) is illegal in ``state`` (a policy bug).
     """
     row = TRANSITIONS[state]
     if marker is not None and (trigger, marker) in row:
         return row[(trigger, marker)]
     if trigger in row and not (marker is not None and _marker_required(trigger, marker)):
         return row[trigger]
-    error = InvalidAction if trigger in TRIAL_ACTIONS else UnexpectedEvent
+    error = InvalidAction if trigger in TRIAL_ACTIONS or trigger is Kept else UnexpectedEvent
     raise error(trial_id, str(state), describe(trigger, marker))
 
 

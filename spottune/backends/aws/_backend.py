@@ -6,8 +6,8 @@ only the effects differ ([I] decisions, docs/design/decisions.md AWS1-AWS8):
 
 - **Launch** (:mod:`._launch`): the segment description goes to S3, then one ``run_instances`` (spot,
   max price, zone, IMDSv2 hop limit 2, shutdown = terminate, instance profile, tags, user data). A refusal
-  is ``LaunchFailed`` with the AWS error code; a capacity refusal also excludes the market for
-  ``exclusion_s`` (:class:`provisioner.MarketExclusions`, read by the chooser). Throttling is retried by
+  is ``LaunchFailed`` with the AWS error code; a capacity refusal is first a ``CapacityRefused``, so the
+  chooser excludes the market for ``exclusion_s`` (its :class:`provisioner.MarketExclusions`). Throttling is retried by
   botocore (``standard`` mode). Spending caps are checked first (:mod:`._safety`).
 - **Reports** come from the experiment's SQS FIFO queue (:mod:`._channel`): the worker's own report lines,
   relayed by the agent (:mod:`spottune.backends.aws.agent`); the worker's ``notice`` report (it saw
@@ -23,7 +23,7 @@ only the effects differ ([I] decisions, docs/design/decisions.md AWS1-AWS8):
 - **End**: revoked-and-saved instances are left to the provider for up to ``linger_s`` (refundable), then
   every live instance tagged with the experiment is terminated: a run ends with none running.
 - **Signals** (:mod:`._signals`): Spot placement scores (read at the start of a live run) and rebalance
-  recommendations go to the revocation predictor's optional ``signal`` method, journaled (AWS15).
+  recommendations are ``MarketSignal`` events for the revocation predictor, journaled (AWS15).
 - **Resume** (:meth:`AwsBackend.resume`, AWS14): the journal is replayed, then the experiment's instances
   are reconciled by tag: running ones terminated and their trials relaunched from the last confirmed
   checkpoint, revoked ones adopted, those that ended while the orchestrator was down billed by state reason.
@@ -58,7 +58,8 @@ from spottune.backends.local._messages import CheckpointCommand, Notice, decode_
 from spottune.backends.local._pool import segment_argv
 from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, split_secrets, worker_env
 from spottune.errors import BackendError
-from spottune.orchestrator import EndReason, Launch, LaunchFailed, Orchestrator, Terminate
+from spottune.orchestrator import (CapacityRefused, EndReason, Launch, LaunchFailed, MarketSignal, Orchestrator,
+                                   Terminate)
 
 __all__ = ["AwsBackend", "AwsClients"]
 
@@ -109,8 +110,6 @@ class AwsBackend(LocalBackend):
     settings : AwsSettings
     clients : AwsClients, optional
         Default: :meth:`AwsClients.create`.
-    exclusions : provisioner.MarketExclusions, optional
-        Where capacity refusals are recorded (the chooser's ``exclusions``); None: not recorded.
     progress : callable, optional
     """
 
@@ -119,7 +118,7 @@ class AwsBackend(LocalBackend):
     def __init__(self, orchestrator: Orchestrator, billing: Any, workload: str,
                  trials: Mapping[str, tuple[Mapping[str, Any], int]],
                  instance_facts: Callable[[str], tuple[int, float | None]], start_s: float, settings: AwsSettings,
-                 *, clients: AwsClients | None = None, exclusions: Any = None, progress: Progress | None = None):
+                 *, clients: AwsClients | None = None, progress: Progress | None = None):
         from spottune.workloads import get_workload
 
         missing = set(orchestrator.trials) - set(trials)
@@ -141,7 +140,6 @@ class AwsBackend(LocalBackend):
         self.ec2 = self.clients.ec2
         self.control = Control(self.clients.s3, settings.bucket, settings.key_root)
         self.prices = ApiPrices(self.ec2)
-        self.exclusions = exclusions
         self._by_launch: dict[str, _AwsInstance] = {}
         self._launches = 0
         self._stop = threading.Event()
@@ -301,8 +299,8 @@ class AwsBackend(LocalBackend):
         try:
             iid = launch(self.ec2, req)
         except LaunchRefused as exc:
-            if exc.code in CAPACITY_CODES and self.exclusions is not None:
-                self.exclusions.exclude(market, t, exc.code)
+            if exc.code in CAPACITY_CODES:
+                self._inform(CapacityRefused(time_s=t, market=market, reason=exc.code))
             self._launch_outcome(action.trial_id, launch=lid, instance_id="", fulfilled=False, time_s=t,
                                  error=str(exc), code=exc.code)
             self._post(LaunchFailed(time_s=t, trial_id=action.trial_id, error=str(exc)))
@@ -350,7 +348,8 @@ class AwsBackend(LocalBackend):
 
     # -- AWS's capacity signals (docs/design/decisions.md AWS15) ---------------------------------------------------------
     def _signal(self, market: Any, kind: str, value: float, t: float) -> None:
-        """Journal one signal (:mod:`._signals`) and hand it to the predictor (a resume replays it from the journal)."""
+        """Journal one signal (:mod:`._signals`) and deliver it as a ``MarketSignal`` (a resume delivers it again from
+        the journal)."""
         if self.journal is not None:
             self.journal.outcome("signal", str(market), signal=kind, value=float(value), time_s=float(t))
         self._apply_signal(market, kind, float(value), float(t))
@@ -358,9 +357,7 @@ class AwsBackend(LocalBackend):
     def _apply_signal(self, market: Any, kind: str, value: float, t: float) -> None:
         self.record.meta.setdefault("signals", []).append({"market": str(market), "kind": kind, "value": value,
                                                            "t": t})
-        fn = getattr(getattr(getattr(self.orchestrator, "chooser", None), "predictor", None), "signal", None)
-        if fn is not None:
-            fn(market, t, kind, value)
+        self._inform(MarketSignal(time_s=t, market=market, kind=kind, value=value))
 
     def _replay_record(self, rec: dict[str, Any]) -> None:
         if rec["k"] == "outcome" and rec["op"] == "signal":
@@ -421,9 +418,9 @@ class AwsBackend(LocalBackend):
         self._by_launch[inst.launch_id] = inst
 
     def _replay_refused(self, rec: dict[str, Any], action: Any) -> None:
-        """A capacity refusal excluded its market (outside ``handle``): the replay excludes it again."""
-        if rec.get("code") in CAPACITY_CODES and self.exclusions is not None:
-            self.exclusions.exclude(action.market, float(rec["time_s"]), rec["code"])
+        """A journaled capacity refusal (its launch outcome) is delivered again as ``CapacityRefused``."""
+        if rec.get("code") in CAPACITY_CODES:
+            self._inform(CapacityRefused(time_s=float(rec["time_s"]), market=action.market, reason=rec["code"]))
 
     def _replay_event(self, event: Any, launches: dict[str, Any], wakes: list[tuple[str, float]]) -> None:
         from spottune.orchestrator import RevocationNotice

@@ -4,8 +4,8 @@
   ``train_days`` days (plus 6 hours) of ``describe_spot_price_history`` for the pool's instance types, and
   the start is now (engine time = wall time). ``aws.live_prices: false`` replays ``spec.prices`` from
   ``spec.start`` instead (a moto server seeded with that trace, as in the tests).
-- :func:`settings_from_spec` and :func:`aws_backend`: :class:`AwsSettings` from ``spec.aws`` and the caps,
-  the chooser's :class:`provisioner.MarketExclusions`, and the driver.
+- :func:`settings_from_spec`, :func:`exclusion_s` and :func:`aws_backend`: :class:`AwsSettings` from ``spec.aws``
+  and the caps, how long the chooser's :class:`provisioner.MarketExclusions` leave a market out, and the driver.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from spottune.backends.aws._settings import AwsSettings
 
-__all__ = ["aws_backend", "live_market", "settings_from_spec"]
+__all__ = ["aws_backend", "exclusion_s", "live_market", "settings_from_spec"]
 
 _SETTING_KEYS = ("bucket", "image", "ami", "instance_profile", "region", "subnets", "security_groups", "prefix",
                  "endpoint_url", "lease_s", "lease_save_s", "linger_s", "exclusion_s", "describe_every_s")
@@ -84,19 +84,24 @@ def settings_from_spec(spec: Any, *, live: bool, output: str | Path | None = Non
                        checkpoint_keep=spec.checkpoint_keep, **{k: a[k] for k in _SETTING_KEYS if k in a})
 
 
+def exclusion_s(spec: Any) -> float:
+    """Seconds a market that refused an aws launch for capacity is left out (``aws.exclusion_s``, default
+    :data:`provisioner.DEFAULT_EXCLUSION_S` as in :class:`AwsSettings`): the duration of the chooser's
+    :class:`provisioner.MarketExclusions`."""
+    from provisioner import DEFAULT_EXCLUSION_S
+
+    return float(dict(spec.aws).get("exclusion_s", DEFAULT_EXCLUSION_S))
+
+
 def aws_backend(spec: Any, orchestrator: Any, billing: Any, trials: list, market: Any, start_s: float, *, live: bool,
                 output: str | Path | None = None, progress: Any = None) -> Any:
-    """The :class:`AwsBackend` of ``spec``; the chooser gets the backend's market exclusions; with live prices the
-    Spot placement scores of the pool are read for the predictor (:func:`._signals.read_placement_scores`)."""
-    from provisioner import MarketExclusions
+    """The :class:`AwsBackend` of ``spec`` (the chooser was built with :func:`exclusion_s`'s exclusions); with live
+    prices the Spot placement scores of the pool are read for the predictor (:func:`._signals.read_placement_scores`)."""
     from spottune.backends.aws._backend import AwsBackend
 
     settings = settings_from_spec(spec, live=live, output=output)
-    exclusions = MarketExclusions(settings.exclusion_s)
-    if hasattr(orchestrator.chooser, "exclusions"):
-        orchestrator.chooser.exclusions = exclusions
     backend = AwsBackend(orchestrator, billing, spec.workload, {t.trial_id: (t.config, t.seed) for t in trials},
-                         market.facts, start_s, settings, exclusions=exclusions, progress=progress)
+                         market.facts, start_s, settings, progress=progress)
     if live:  # AWS's own capacity signal, read once (a replayed test market has none: moto lacks the call)
         from spottune.backends.aws._signals import read_placement_scores
 

@@ -16,9 +16,10 @@
 :func:`read_placement_scores` warns once and returns no score; the predictor then has no AWS signal and
 works from prices and observed interruptions alone, as in every other mode.
 
-How a signal reaches the predictor: the aws backend calls ``predictor.signal(market, time_s, kind, value)``
-when the chooser's revocation predictor has such a method (``kind``: :data:`PLACEMENT_SCORE` with the score,
-:data:`REBALANCE` with 1.0), and journals it so that a resumed run feeds the predictor the same way.
+How a signal reaches the predictor: the aws backend journals it and delivers it to the orchestrator as a
+``spottune.orchestrator.MarketSignal`` (``kind``: :data:`PLACEMENT_SCORE` with the score, :data:`REBALANCE` with
+1.0), which hands it to the chooser and so to a revocation predictor that takes signals
+(:class:`revpred.protocol.SignalledRevocationPredictor`); a resumed run delivers it again from the journal.
 """
 
 from __future__ import annotations

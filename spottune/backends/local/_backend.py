@@ -358,8 +358,8 @@ class LocalBackend(ReplayDriver):
            Adopting them is impossible: their stdin and stdout were pipes to the dead process.
         2. The journaled events are delivered again to the fresh orchestrator; each returned action is
            checked against the journaled one (:class:`~spottune.errors.JournalMismatch`); launches, billed
-           runs (ledger rows, the online predictor's ``observe``), checkpoint steps and pending wake-ups
-           rebuild the driver's state.
+           runs (ledger rows, and their ``InstanceEnded`` delivered again), capacity refusals (their
+           ``CapacityRefused``), checkpoint steps and pending wake-ups rebuild the driver's state.
         3. :meth:`run` then restarts the clock at the last journaled time (the replayed market stood
            still while the process was down), re-arms the pending wake-ups and the provider ends of
            instances the trials had left, and ends every instance whose worker was killed: billed as
@@ -405,9 +405,11 @@ class LocalBackend(ReplayDriver):
         self._replayed_launches = launches  # trial id -> its last journaled Launch
 
     def _replay_refused(self, rec: dict[str, Any], action: Any) -> None:
-        """A capacity refusal excluded its market (outside ``handle``): the replay excludes it again."""
-        if rec.get("cause") == Cause.REFUSED_CAPACITY and self.exclusions is not None:
-            self.exclusions.exclude(action.market, float(rec["time_s"]), rec["cause"])
+        """A journaled capacity refusal (its launch outcome) is delivered again as ``CapacityRefused``."""
+        if rec.get("cause") == Cause.REFUSED_CAPACITY:
+            from spottune.orchestrator import CapacityRefused
+
+            self._inform(CapacityRefused(time_s=float(rec["time_s"]), market=action.market, reason=rec["cause"]))
 
     def _replay_record(self, rec: dict[str, Any]) -> None:
         """Another ``intent``/``outcome`` record met by the replay (the aws backend's signals); nothing here."""
@@ -418,9 +420,7 @@ class LocalBackend(ReplayDriver):
 
         now = self._log_s = self._event_time(event)
         self.record.log.append(log_record("event", event, now))
-        self.journal.event(event)
-        actions = self.orchestrator.handle(event)
-        self.journal.actions(actions)
+        actions = self._handle_event(event)
         for action in actions:
             self.record.log.append(log_record("action", action, now))
             if isinstance(action, ev.Launch):
@@ -470,9 +470,8 @@ class LocalBackend(ReplayDriver):
         self.record.ledger.append(row)
         self.usd += row.charged_usd
         self.record.instance_steps[inst.instance_id] = (int(rec["executed"]), int(rec["lost"]))
-        observe = getattr(getattr(self.orchestrator.chooser, "predictor", None), "observe", None)
-        if rec["observed"] and observe is not None:
-            observe(inst.market, inst.started_s, rec["end_s"], rec["interrupted"])
+        if rec["observed"]:  # the billed record is the journal of an InstanceEnded: delivered again
+            self._inform(self._instance_ended(inst, float(rec["end_s"]), bool(rec["interrupted"])))
 
     def _reconcile(self) -> None:
         """After a resume, on the driver thread with the clock running: see :meth:`resume`, step 3."""
