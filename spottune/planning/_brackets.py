@@ -322,7 +322,7 @@ def bracket_orchestrator(schedule: Any, types: Mapping[float, str], trial_ids: S
     max_steps, metric, mode, top_k
         S_max, the reported metric, ``"min"`` / ``"max"``, the models kept.
     reference_seconds_per_step : callable (trial_id) -> float
-        Seconds per step on the 2-vCPU reference instance (:func:`spottune.backends._speed.seconds_per_step`).
+        Seconds per step on the 2-vCPU reference instance (:func:`spottune.speed.seconds_per_step`).
     boot_s : float
         Launch-to-training latency, seconds; a round's overhead is ``boot_s`` + :data:`RESTORE_CHECKPOINT_S`.
     predictive : bool
@@ -345,7 +345,7 @@ def bracket_orchestrator(schedule: Any, types: Mapping[float, str], trial_ids: S
         If the schedule samples more trials than given.
     """
     from provisioner import MaxPriceRule
-    from spottune.backends._speed import seconds_per_step
+    from spottune.speed import seconds_per_step
 
     delta = ELASTIC_DELTA_USD_PER_HOUR
     chooser = TypeChooser(types.values(), history, catalog, pool, rng,
