@@ -1,4 +1,5 @@
-"""SEER-family baselines in the simulator: an elastic schedule executed on the replayed spot market (F-S5).
+"""An elastic schedule executed with the orchestrator's trial life cycle: the SEER-family policies of ``spottune
+simulate`` (F-S5) and the plan ``spottune run --deadline-mode plan|seer`` executes (DB14, DB15).
 
 :class:`BracketOrchestrator` runs an :class:`spottune.planning.ElasticSchedule` (SEER, E-Hyperband, E-Grid)
 with the orchestrator's trial life cycle, so it is replayed by the same sim backend as every policy: the
