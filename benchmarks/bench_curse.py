@@ -6,7 +6,7 @@ provisioner (``p_shrink``, ``p_prior``, ``max_trials_per_candidate``; docs/desig
 the uncorrected run of the same start. The uncorrected reference ``{}`` also switches off the ceiling on p
 (``p_cap``, design R6) that ``make_provisioner`` sets for the calibrated predictor, so ``{"p_cap": 0.6}`` is
 legacy mode's default today. ``p_prior: "empirical"`` is the market's own empirical rate over the
-28 days before the start (:func:`spottune._compose.empirical_rate_predictor`). ``feature_set`` (not a
+28 days before the start (:func:`spottune.compose.empirical_rate_predictor`). ``feature_set`` (not a
 correction) trains the calibrated predictor on another set of columns (:data:`revpred.ladder_features.FEATURE_SETS`,
 docs/design/revpred.md "Sharper features"); ``given_capacity`` picks modern mode's online-hazard prior (design P8);
 ``--reference '{"p_cap": 0.6}'`` pairs every setting with today's default instead of ``{}``, and ``--tag`` keeps
@@ -79,7 +79,7 @@ def _configure(chooser, setting: dict, env: dict, start_s: float) -> None:
     if prior == "empirical":
         key = ("empirical", start_s)
         if key not in env["predictors"]:
-            from spottune._compose import CALIBRATED_HISTORY_DAYS, DAY_S, empirical_rate_predictor
+            from spottune.compose import CALIBRATED_HISTORY_DAYS, DAY_S, empirical_rate_predictor
 
             first = max(float(env["history"][m].start_s) for m in env["markets"])
             env["predictors"][key] = empirical_rate_predictor(
@@ -137,8 +137,8 @@ def run_one(args: tuple, with_launches: bool = False) -> dict:
     np.seterr(all="ignore")
     from spotmarket import Billing
     from spottune.backends import SimBackend, SimSettings
-    from spottune.backends._speed import DEFAULT_BOOT_S
-    from spottune.evaluation._policies import assemble, get_policy
+    from spottune.speed import DEFAULT_BOOT_S
+    from spottune.compose import assemble, get_policy
     from spottune.evaluation._runner import TRAIN_DAYS, Task, _predictor, default_starts, environment, measure
 
     t0 = time.perf_counter()
@@ -149,7 +149,7 @@ def run_one(args: tuple, with_launches: bool = False) -> dict:
     policy = get_policy(POLICY)
     study = env["study"]
     if "feature_set" in setting:  # the calibrated predictor on other columns, trained as _predictor trains it
-        from spottune._compose import make_predictor
+        from spottune.compose import make_predictor
 
         width = task.train_hi_s - task.train_lo_s
         key = ("features", setting["feature_set"], start_s)

@@ -52,7 +52,7 @@ def _stopped_runs(task: tuple[str, str, int]) -> tuple[float, list[dict]]:
     import spottune.evaluation._runner as R
     from provisioner import P_CAP
     from spotmarket import NOTICE_LEAD_S, Billing
-    from spottune._compose import CALIBRATED_P_CAP, make_predictor
+    from spottune.compose import CALIBRATED_P_CAP, make_predictor
     from spottune.results import _ledger_frame
 
     workload, which, i = task

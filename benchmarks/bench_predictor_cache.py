@@ -3,7 +3,7 @@
 
 What a new ``spottune run`` / ``spottune simulate`` process pays for the default predictor: the default pool of the
 2015 us-east-1 trace, the 28 days before the default start (2015-05-05, ``CALIBRATED_HISTORY_DAYS``), seed 0.
-``cold`` runs ``spottune._compose.calibrated_predictor`` with an empty ``$SPOTTUNE_CACHE`` (it trains and writes the
+``cold`` runs ``spottune.compose.calibrated_predictor`` with an empty ``$SPOTTUNE_CACHE`` (it trains and writes the
 entry), ``warm`` the same call in another fresh process on the filled cache (it imports skops and loads). Each
 timing covers the call only (the price data and the project are imported before), so skops' import is counted in
 ``warm``. Cold and warm alternate, ``--repeats`` times each, in the same run; the ratio is of the medians. The warm
@@ -35,7 +35,7 @@ _CHILD = """
 import hashlib, json, time
 import numpy as np
 from spotmarket.prices import to_seconds
-from spottune._compose import CALIBRATED_HISTORY_DAYS, DAY_S, build_market, calibrated_predictor
+from spottune.compose import CALIBRATED_HISTORY_DAYS, DAY_S, build_market, calibrated_predictor
 market = build_market(None, market_mode="legacy", seed=0)
 hi = to_seconds({start!r}); lo = hi - CALIBRATED_HISTORY_DAYS * DAY_S
 t0 = time.perf_counter()

@@ -15,7 +15,7 @@ default ``pooled`` one (:class:`provisioner.PooledSpeedMatrix`: speed ratios bet
 design R9).
 
 The arm ``speed-oracle`` (``spottune-0.7`` only) is a diagnosis, not a policy: SpotTune's provisioning with its
-performance matrix told the simulator's own speed ratios between instance types (``spottune.backends._speed``)
+performance matrix told the simulator's own speed ratios between instance types (``spottune.speed``)
 instead of the paper's cores rule (``T[h][i] = κ_h / cores_i``, which assumes that speed grows linearly
 with vCPUs). A trial's measured cells are kept; its unmeasured ones follow its measured ones by the true ratios. It
 bounds what a better speed prior could save; no deployable provisioner knows these ratios in advance.
@@ -52,7 +52,7 @@ def speed_oracle():
     import numpy as np
 
     from provisioner import InstanceCatalog, PerformanceMatrix
-    from spottune.backends._speed import seconds_per_step
+    from spottune.speed import seconds_per_step
 
     catalog = InstanceCatalog.load()
     prior, rescale = PerformanceMatrix._prior, PerformanceMatrix._rescale

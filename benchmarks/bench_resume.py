@@ -51,7 +51,7 @@ def build(journal=None):
     from revpred.protocol import ConstantRevocation
     from spotmarket import Billing, LegacyBidRevocation
     from spotmarket.prices import load_history, to_seconds
-    from spottune._compose import make_provisioner
+    from spottune.compose import make_provisioner
     from spottune.backends import RecordedCurves, SimBackend, SimSettings
     from spottune.orchestrator import Orchestrator, OrchestratorConfig
 

@@ -407,7 +407,7 @@ def main(argv=None) -> int:
                     help="a JSON of an earlier run whose tuning rows are taken (so the picks stay its picks) and whose "
                          "test studies are replayed with today's code, its tested peers included (e.g. the picks made "
                          "before design R11, tested with it); repeatable")
-    from spottune.evaluation._policies import PROVISIONINGS
+    from spottune.compose import PROVISIONINGS
 
     ap.add_argument("--provisioning", choices=PROVISIONINGS, default=PROVISIONINGS[0],
                     help="provisioning of every compared policy (spottune simulate --provisioning); restart isolates "

@@ -38,7 +38,7 @@ from _common import ROOT, TRACE, write_json  # puts the project on sys.path
 from provisioner import InstanceCatalog, Pool  # noqa: E402
 from spotmarket import Billing, LegacyBidRevocation  # noqa: E402
 from spotmarket.prices import PriceHistory, read_prices, to_seconds  # noqa: E402
-from spottune._compose import MarketSetup, calibrated_predictor, curve_model, make_provisioner  # noqa: E402
+from spottune.compose import MarketSetup, calibrated_predictor, curve_model, make_provisioner  # noqa: E402
 from spottune.backends import SimBackend, SimSettings  # noqa: E402
 from spottune.evaluation._studies import StudyCurves, load_study  # noqa: E402
 from spottune.orchestrator import Orchestrator, OrchestratorConfig  # noqa: E402

@@ -59,7 +59,7 @@ def setting(v: float, mode: str, per: str = "trial") -> dict:
     """bench_curse's setting of a value of time (per trial-hour, or per job-hour with ``per="job"``) on top of the
     mode's default provisioner (v = 0: the default): in legacy mode the calibrated predictor's ceiling on p (design
     R6), which bench_curse's ``{}`` switches off."""
-    from spottune._compose import CALIBRATED_P_CAP
+    from spottune.compose import CALIBRATED_P_CAP
 
     base = {"p_cap": CALIBRATED_P_CAP} if mode == "legacy" else {}
     return base if v == 0 else {**base, FIELD[per]: float(v)}

@@ -134,7 +134,7 @@ def main(argv=None) -> int:
     test = ladder_queries(history, markets, *S["test"], stride_min=args.test_stride, on_demand=od)
     y = test["y"].to_numpy()
     ms, t, b = list(test["market"]), test["t"].to_numpy(), test["b"].to_numpy()
-    from spottune._compose import constant_hazard
+    from spottune.compose import constant_hazard
 
     hazard = constant_hazard(history, markets, test_lo - 4 * DAY_S, test_lo, 0)
     t0 = time.perf_counter()

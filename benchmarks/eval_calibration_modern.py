@@ -12,7 +12,7 @@ Periods (disjoint, in time order): ``baselines`` 2015-06-20 .. 07-15 (the rates 
 and ``earlier``: both priors scored there, with the price predictor of the 28 days before it, the period the choice
 between them was checked on), ``test`` 2015-07-15 .. 08-31 (every other score). Predictors:
 
-- ``online-hazard (prior)``: what a run starts with (``spottune._compose.make_predictor("online-hazard")``: the
+- ``online-hazard (prior)``: what a run starts with (``spottune.compose.make_predictor("online-hazard")``: the
   gamma prior from the traces combined with the calibrated price predictor trained on the 28 days before the test
   start), its prior's first-hour q for a fulfilled launch (``spotmarket.fulfilled_p_le_1h``, the default since
   2026-11-27);
@@ -88,7 +88,7 @@ def updated_p(online, frame) -> np.ndarray:
 
 
 def main(argv=None) -> int:
-    from spottune._compose import build_market, make_predictor
+    from spottune.compose import build_market, make_predictor
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stride", type=int, default=60, help="minutes between decision times")

@@ -12,7 +12,7 @@ Two validation protocols, both inside eval_calibration.py's training + calibrati
 
 - **A (long)**: train 2015-04-08 .. 06-01 (20-minute stride), isotonic calibration 06-01 .. 06-20, score
   06-20 .. 07-15 (30-minute stride): eval_calibration's protocol moved one period earlier.
-- **B (the provisioner's)**: ``spottune._compose.calibrated_predictor``'s setting: the 28 days before a
+- **B (the provisioner's)**: ``spottune.compose.calibrated_predictor``'s setting: the 28 days before a
   start (21 to train, 7 to calibrate, 10-minute stride), scored on the 7 days after it (30-minute
   stride); starts weekly from 2015-05-06 to 07-08 (10 windows, the last ending at 07-15).
 

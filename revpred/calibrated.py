@@ -204,7 +204,7 @@ class CalibratedRevocation:
         """Write the fitted state (model, calibrator, base rate, periods) to ``path``, skops format, atomically.
 
         The settings and the price data are not written: :meth:`load` restores the state into a predictor
-        built with the same ones. Used by the on-disk cache (``spottune._compose.calibrated_predictor``).
+        built with the same ones. Used by the on-disk cache (``spottune.compose.calibrated_predictor``).
 
         Raises
         ------

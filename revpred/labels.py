@@ -18,6 +18,8 @@ the 61-point minute grid, with the same floor.
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -135,6 +137,12 @@ def alg2_max_prices(series: PriceSeries, times_s: ArrayLike, *, variations: str 
     t = np.asarray(times_s, dtype=np.float64)
     delta = np.maximum(price_variation(series, t, variations=variations, method=method, trim=trim), floor_usd)
     return np.asarray(series.price_at(t), dtype=np.float64) + delta
+
+
+def market_seed(seed: int, market: object) -> int:
+    """Deterministic per-market seed from the run seed and the market name (``str(market)``): an int in [0, 2**31 - 1),
+    the seed of the market's random max-price draws (:func:`random_max_prices`) and of its model's training."""
+    return (int(seed) * 1_000_003 + zlib.crc32(str(market).encode())) % (2**31 - 1)
 
 
 def random_max_prices(series: PriceSeries, times_s: ArrayLike, rng: np.random.Generator,

@@ -21,7 +21,6 @@ share under each max-price rule (train + validation rows: both lie inside the tr
 from __future__ import annotations
 
 import time
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -30,8 +29,8 @@ import numpy as np
 from revpred.baselines import ConstantHazard, EmpiricalRate, PresentRecordLogistic
 from revpred.errors import RevPredError
 from revpred.features import FeatureScaler, make_inputs, record_features
-from revpred.labels import (HORIZON_S, alg2_max_prices, max_rise, random_max_prices, revocation_labels,
-                            sample_times)
+from revpred.labels import (HORIZON_S, alg2_max_prices, market_seed, max_rise, random_max_prices,
+                            revocation_labels, sample_times)
 from revpred.model import RevPredClassifier
 from revpred.predictor import MarketModel, RevPred
 from spotmarket.prices import Market, PriceHistory, PriceSeries
@@ -95,11 +94,6 @@ class TrainConfig:
         """Inverse of :meth:`to_dict`; unknown keys are ignored, missing ones take their defaults."""
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         return cls(**known)
-
-
-def market_seed(seed: int, market: Market) -> int:
-    """Deterministic per-market seed from the run seed and the market name."""
-    return (int(seed) * 1_000_003 + zlib.crc32(str(market).encode())) % (2**31 - 1)
 
 
 @dataclass

@@ -403,7 +403,7 @@ def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: s
     >>> grid = tune(max_steps=60, predictor="constant")          # doctest: +SKIP
     >>> grid.get_best_result().config                             # doctest: +SKIP
     """
-    from spottune._compose import check_supported, run
+    from spottune.compose import check_supported, run
     from spottune.journal import open_run
     from spottune.results import ResultsJournal, _ledger_frame, curves_frame, prepare_output, trials_frame, write_results
 

@@ -40,19 +40,29 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from spottune.backends._speed import DEFAULT_BOOT_S
+from spottune.speed import DEFAULT_BOOT_S
 from spottune.errors import ConfigError
 from spottune.orchestrator._config import check_rungs, steps_at
 from spottune.search_space import count_configs, generate_configs, has_domain, parse_space, space_to_dict
 from spottune.trainable import Trainable, trial_seed
 from spottune.workloads import Workload, get_workload
 
-__all__ = ["BACKENDS", "BILLING", "DEADLINE_MODES", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "SPEED_MODELS", "RAY_KEYS", "DEFAULT_STOPPER", "STOPPERS", "BARRIER_STOPPERS", "ExperimentSpec",
+__all__ = ["BACKENDS", "BILLING", "DEADLINE_MODES", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "PREDICTOR_KINDS", "EVALUATION_ONLY_PREDICTORS", "SPEED_MODELS", "RAY_KEYS", "DEFAULT_STOPPER", "STOPPERS", "BARRIER_STOPPERS", "ExperimentSpec",
            "TrialSpec"]
 
 BACKENDS = ("sim", "local", "aws", "ray")
 MARKET_MODES = ("legacy", "modern")
-PREDICTORS = ("auto", "revpred", "constant", "none", "calibrated", "online-hazard")
+#: Revocation predictors for Eq 1 (:func:`spottune.compose.make_predictor`). ``revpred`` and ``tributary`` are trained
+#: LSTMs (cached on disk), ``constant`` a per-market hazard fitted on the training window, ``hindsight`` is the replay's
+#: own future as p (perfect p in Eq 2, evaluation only; not a lower bound), ``none`` is p = 0. ``calibrated`` is
+#: trained on the provisioner's own (market, time, max price) queries, monotone in the max price; ``online-hazard``
+#: adds a per-market capacity-interruption rate learned online during the run (modern mode). ``auto`` (the default)
+#: is ``calibrated`` in legacy mode and ``online-hazard`` in modern mode.
+PREDICTOR_KINDS = ("auto", "revpred", "tributary", "constant", "hindsight", "none", "calibrated", "online-hazard")
+#: The kinds of :data:`PREDICTOR_KINDS` that only ``spottune simulate`` offers (a spec refuses them).
+EVALUATION_ONLY_PREDICTORS = ("tributary", "hindsight")
+#: The predictors a spec may name: :data:`PREDICTOR_KINDS` without :data:`EVALUATION_ONLY_PREDICTORS`.
+PREDICTORS = tuple(k for k in PREDICTOR_KINDS if k not in EVALUATION_ONLY_PREDICTORS)
 #: Provisioner objectives: ``refund`` (expected USD per useful step over the decision horizon, choosing
 #: the market and the max price; issue 12) and ``paper`` (SpotTune's Eq 2 with the D1 max price).
 OBJECTIVES = ("refund", "paper")
@@ -281,12 +291,12 @@ class ExperimentSpec:
         Revocation predictor of the provisioner (as ``spottune run --predictor``): ``auto`` is
         ``calibrated`` (trained on the provisioner's own max-price queries, monotone in the max price) in
         legacy mode and ``online-hazard`` (the same plus a per-market interruption rate learned during the
-        run) in modern mode; see :func:`spottune._compose.make_predictor` (issue 12).
+        run) in modern mode; see :func:`spottune.compose.make_predictor` (issue 12).
     train_days : float, default 4.0
         Days of price history before ``start_utc`` the predictor is trained on.
     boot_s : float, default 120.0
         Launch-to-training latency (spot fulfilment, boot, container start), seconds, paid at every launch
-        (spec D11, revised; :data:`spottune.backends._speed.DEFAULT_BOOT_S` and its sources); 0 is the
+        (spec D11, revised; :data:`spottune.speed.DEFAULT_BOOT_S` and its sources); 0 is the
         paper's faithful mode.
     objective : {"refund", "paper"}, default "refund"
         What the provisioner minimises: ``refund`` chooses the market and the max price (ladder

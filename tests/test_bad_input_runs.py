@@ -108,7 +108,7 @@ def test_a_run_refused_after_the_journal_opened_leaves_the_folder_as_it_found_it
 
 
 def test_a_crash_after_the_first_event_keeps_the_journal_for_resume(case, monkeypatch):
-    import spottune._compose as compose
+    import spottune.compose as compose
 
     def crash(spec, *, journal, **_):
         journal.append("event", e={"type": "ExperimentStarted"})
@@ -122,7 +122,7 @@ def test_a_crash_after_the_first_event_keeps_the_journal_for_resume(case, monkey
 
 
 def test_tune_logs_its_notes_instead_of_printing(case, monkeypatch, caplog, capsys):
-    import spottune._compose as compose
+    import spottune.compose as compose
 
     def note_then_refuse(spec, *, log_fn, **_):
         log_fn("training calibrated for 2 markets ...")

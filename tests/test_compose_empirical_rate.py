@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from spotmarket.prices import Market, PriceHistory
-from spottune._compose import empirical_rate_predictor
+from spottune.compose import empirical_rate_predictor
 
 T0 = pd.Timestamp("2015-05-01T00:00Z").value / 1e9
 M = Market("us-east-1a", "r3.large")

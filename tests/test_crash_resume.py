@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spottune._compose import run
+from spottune.compose import run
 from spottune.errors import ConfigError, JournalMismatch
 from spottune.experiment import ExperimentSpec
 from spottune.journal import JOURNAL_FILE, decode_event, encode, open_run, read_journal

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from spottune._compose import run
+from spottune.compose import run
 from spottune.experiment import ExperimentSpec
 from spottune.journal import JOURNAL_FILE, read_journal
 from spottune.results import _ledger_frame, trials_frame

@@ -99,8 +99,8 @@ def test_the_run_ends_by_the_deadline_within_the_budget(planned):
 
 def test_guard_mode_keeps_algorithm_1(monkeypatch, capsys):
     """``--deadline-mode guard``: SpotTune's orchestrator (θ 0.7) inside the deadline guard, the plan only printed."""
-    from spottune._compose import build
-    from spottune.evaluation._elastic import BracketOrchestrator
+    from spottune.compose import build
+    from spottune.planning._brackets import BracketOrchestrator
     from spottune.orchestrator import Orchestrator
     from spottune.planning import DeadlineGuard
 

@@ -128,7 +128,7 @@ def test_learned_final_predictor_ranks_at_theta_and_bad_files_are_config_errors(
 def test_stopper_curves_in_the_default_experiment_falls_back_to_the_last_values_ranking(tmp_path):
     import spottune
     from earlycurve import ResidualCurvePredictor
-    from spottune._compose import build
+    from spottune.compose import build
 
     spec = ExperimentSpec(max_steps=60, predictor="constant", stopper="rank", stopper_curves=_curves_path())
     assert isinstance(build(spec, output=tmp_path / "built").orchestrator.predictor, ResidualCurvePredictor)
@@ -242,7 +242,7 @@ def test_predictive_options_set_the_rule_and_the_others_keep_their_defaults():
 def test_predictive_options_in_the_spec_the_policies_and_the_built_run(tmp_path):
     import json
 
-    from spottune._compose import build
+    from spottune.compose import build
 
     spec = ExperimentSpec(max_steps=60, predictor="constant", stopper="predictive",
                           predictive_options=json.dumps(OPTIONS))  # --predictive-options gives JSON text

@@ -50,7 +50,7 @@ def test_a_run_inside_the_2015_gap_is_noted_and_one_outside_is_not():
 
 
 def test_gap_warnings_name_a_gap_at_or_within_a_day_of_the_start():
-    from spottune._compose import build_market, gap_warnings
+    from spottune.compose import build_market, gap_warnings
 
     market = build_market(None, market_mode="legacy", seed=0)
     text = ("collection gap of the price data (2015-06-09 15:44 UTC .. 2015-06-12 00:09 UTC: no record in any of its "

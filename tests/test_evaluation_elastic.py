@@ -12,10 +12,10 @@ import pytest
 
 from spotmarket import Billing, LegacyBidRevocation
 from spottune.backends import SimBackend, SimSettings
-from spottune.backends._speed import seconds_per_step
+from spottune.speed import seconds_per_step
 from spottune.errors import ConfigError
 from spottune.evaluation import get_policy
-from spottune.evaluation._elastic import BracketOrchestrator
+from spottune.planning._brackets import BracketOrchestrator
 from spottune.orchestrator import OrchestratorConfig, TrialState
 from spottune.planning import Bracket, ElasticSchedule
 from tests._fakes import toy_study
@@ -172,7 +172,7 @@ def test_a_stale_retry_timer_is_ignored():
 
 
 def test_a_wall_clock_round_holds_back_two_sd_of_its_step_time_noise():
-    from spottune.evaluation._elastic import reserve_steps
+    from spottune.planning._brackets import reserve_steps
 
     # 2 x 0.05 x sqrt(n) steps, rounded up: n = 100 -> 1.0 -> 1; n = 400 -> 2.0 -> 2; n = 401 -> 2.0025 -> 3
     assert [reserve_steps(n, 0.05) for n in (1, 100, 400, 401)] == [1, 1, 2, 3]

@@ -12,8 +12,7 @@ import pytest
 def test_an_unusable_revpred_cache_is_logged_and_retrained(tmp_path, monkeypatch, caplog):
     import revpred.store
     import revpred.training
-    import spottune.cache
-    from spottune import _compose
+    from spottune.compose import predictors as _compose
 
     (tmp_path / revpred.store.INDEX).write_text("{")
     trained = []
@@ -25,11 +24,11 @@ def test_an_unusable_revpred_cache_is_logged_and_retrained(tmp_path, monkeypatch
     def broken(*args, **kwargs):
         raise ValueError("truncated index")
 
-    monkeypatch.setattr(spottune.cache, "model_set_dir", lambda *a, **k: tmp_path)
+    monkeypatch.setattr(_compose, "model_set_dir", lambda *a, **k: tmp_path)
     monkeypatch.setattr(revpred.store, "load_model_set", broken)
     monkeypatch.setattr(revpred.store, "save_model_set", lambda path, ms: None)
     monkeypatch.setattr(revpred.training, "train_markets", lambda *a, **k: trained.append(a) or ModelSet())
-    with caplog.at_level(logging.WARNING, logger="spottune._compose"):
+    with caplog.at_level(logging.WARNING, logger="spottune.compose.predictors"):
         predictor, desc = _compose._learned("revpred", None, ["m"], 0.0, 86400.0, 0, ("revpred",), "revpred", None)
     assert predictor == "fresh revpred" and len(trained) == 1 and not desc.endswith("cached")
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [

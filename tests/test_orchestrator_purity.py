@@ -1,4 +1,7 @@
-"""The orchestrator stays sans-I/O: an ast check of its imports and calls (STYLE.md §1)."""
+"""The orchestrators stay sans-I/O: an ast check of their imports and calls (STYLE.md §1).
+
+Checked: every module of :mod:`spottune.orchestrator`, and :mod:`spottune.planning._brackets` (the
+:class:`~spottune.planning.BracketOrchestrator` that ``spottune run --deadline-mode plan`` executes)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import ast
 from pathlib import Path
 
 import spottune.orchestrator
+import spottune.planning._brackets
 
 FORBIDDEN_MODULES = {"boto3", "botocore", "fsspec", "s3fs", "subprocess", "socket", "time", "random", "os",
                      "requests", "urllib", "http", "asyncio", "threading"}
@@ -17,7 +21,7 @@ def _sources():
     folder = Path(spottune.orchestrator.__file__).parent
     files = sorted(folder.glob("*.py"))
     assert len(files) >= 5
-    return files
+    return [*files, Path(spottune.planning._brackets.__file__)]
 
 
 def _dotted(node):
@@ -52,6 +56,7 @@ def _problems(source: str, name: str) -> list[str]:
 
 
 def test_orchestrator_does_no_io_and_reads_no_clock():
+    assert "BracketOrchestrator" in _sources()[-1].read_text()
     problems = [p for path in _sources() for p in _problems(path.read_text(), path.name)]
     assert problems == []
 

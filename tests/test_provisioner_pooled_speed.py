@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from provisioner import InstanceCatalog, PerformanceMatrix, ProvisionerConfigError, PooledSpeedMatrix
-from spottune.backends._speed import seconds_per_step
+from spottune.speed import seconds_per_step
 
 CORES = {"a.large": 2, "b.xlarge": 4, "c.4xlarge": 16}
 SIG = {"sigma_scale": 1.0, "sigma_trial": 0.3, "sigma_exponent": 0.5, "sigma_type": 0.3, "sigma_noise": 0.1}

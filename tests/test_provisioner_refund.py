@@ -308,7 +308,7 @@ def test_a_free_market_does_not_go_to_the_dearest_fastest_type():
 
 
 def test_paper_objective_is_eq2_unchanged():
-    from spottune._compose import make_provisioner
+    from spottune.compose import make_provisioner
 
     hist = history({R4A: 0.02, M4: 0.30})
     cat, pred = InstanceCatalog.load(), ConstantRevocation(0.4)
@@ -326,7 +326,7 @@ def test_the_calibrated_predictor_gets_the_selection_ceiling():
     # design R6: the refund objective prices min(p, 0.6) of the calibrated predictor, every other p up to 0.999
     from provisioner import P_CAP
     from revpred.calibrated import CalibratedRevocation
-    from spottune._compose import CALIBRATED_P_CAP, make_provisioner
+    from spottune.compose import CALIBRATED_P_CAP, make_provisioner
 
     hist, cat = history({R4A: 0.02, M4: 0.30}), InstanceCatalog.load()
     assert make_provisioner(hist, cat, Pool(), CalibratedRevocation(hist, [R4A, M4]), 7).p_cap == CALIBRATED_P_CAP == 0.6
@@ -360,7 +360,7 @@ def test_orchestrator_passes_the_plan_to_a_horizon_planning_chooser():
 
 def test_spec_and_defaults():
     from spottune.backends import SimSettings
-    from spottune.backends._speed import DEFAULT_BOOT_S
+    from spottune.speed import DEFAULT_BOOT_S
     from spottune.errors import ConfigError
     from spottune.evaluation._runner import Task
     from spottune.experiment import ExperimentSpec
@@ -379,7 +379,7 @@ def test_spec_and_defaults():
         RefundStepCost(job_time_value_usd_per_hour=1.0).trial_time_value([0.5])
     with pytest.raises(ConfigError, match="time_value_usd_per_hour is -1.0, but must be a finite number"):
         ExperimentSpec(time_value_usd_per_hour=-1)
-    from spottune._compose import make_provisioner
+    from spottune.compose import make_provisioner
 
     built = make_provisioner(history({R4A: 0.02}), InstanceCatalog.load(), Pool(), ConstantRevocation(0.0), 0,
                              time_value_usd_per_hour=0.5)
@@ -387,7 +387,7 @@ def test_spec_and_defaults():
 
 
 def test_the_specs_value_of_the_jobs_time_reaches_the_chooser():
-    from spottune._compose import build
+    from spottune.compose import build
     from spottune.experiment import ExperimentSpec
 
     small = dict(predictor="constant", max_steps=20, instance_types=["m3.medium", "r3.large"])
@@ -400,7 +400,7 @@ def test_speed_model_setting_picks_the_performance_matrix():
     # design R9: the refund objective learns speed ratios across trials by default; "cores" is the spec's matrix,
     # and the paper objective keeps it whatever the setting
     from provisioner import PerformanceMatrix, PooledSpeedMatrix
-    from spottune._compose import make_provisioner
+    from spottune.compose import make_provisioner
     from spottune.errors import ConfigError
     from spottune.experiment import ExperimentSpec
 

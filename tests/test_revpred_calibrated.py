@@ -134,7 +134,7 @@ def test_a_state_holding_a_foreign_type_is_refused_not_loaded(tmp_path):
 
 def test_spottune_trains_the_calibrated_predictor_once_per_window_and_retrains_a_damaged_entry(monkeypatch, tmp_path,
                                                                                                caplog):
-    from spottune._compose import build_market, calibrated_predictor
+    from spottune.compose import build_market, calibrated_predictor
 
     monkeypatch.setenv("SPOTTUNE_CACHE", str(tmp_path))
     market = build_market(None, market_mode="legacy", seed=0, instance_types=["r3.large"],

@@ -93,7 +93,7 @@ def test_columns_move_the_right_way_when_only_the_max_price_rises():
 
 
 def test_the_composition_root_passes_the_feature_set_and_keeps_base_by_default():
-    from spottune._compose import build_market, make_predictor
+    from spottune.compose import build_market, make_predictor
 
     market = build_market(None, market_mode="legacy", seed=0, instance_types=["r3.large"])
     start = to_seconds("2015-05-05")

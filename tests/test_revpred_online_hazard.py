@@ -108,8 +108,8 @@ def test_replay_driver_tells_the_predictor_each_ended_run_when_it_ends():
 
 
 def test_composition_root_builds_both_kinds_trained_before_the_start():
-    from spottune._compose import build_market, make_predictor
-    from spottune.evaluation._policies import get_policy
+    from spottune.compose import build_market, make_predictor
+    from spottune.compose import get_policy
     from spotmarket.prices import to_seconds
 
     market = build_market(None, market_mode="modern", seed=0, instance_types=["r3.large"])

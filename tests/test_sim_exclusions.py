@@ -194,7 +194,7 @@ def test_the_deadline_guard_hands_its_exclusions_to_the_chooser_that_skips_them(
 def test_which_policies_fail_over():
     """SpotTune's policies and spot-restart-failover fail over; the single-spot baselines and spot-restart (also
     as another policy's ``provisioning="restart"``) ask their choice again after the back-off (design E12)."""
-    from spottune.evaluation._policies import get_policy
+    from spottune.compose import get_policy
 
     assert {n: get_policy(n).failover for n in ("spottune-0.7", "spottune-0.7-revpred-paper", "optuna-sha",
                                                 "spot-restart-failover", "spot-restart", "single-cheapest",

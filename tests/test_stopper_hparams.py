@@ -71,7 +71,7 @@ def test_only_the_trials_hyperparameters_are_learned_from_and_barriers_at_s_max_
 
 
 def test_spottune_run_gives_the_model_and_the_trials_configs_to_the_orchestrator(tmp_path):
-    from spottune._compose import build
+    from spottune.compose import build
 
     path = learning_curves_dir() / "builtin" / "builtin_logreg_curves.csv.gz"
     spec = ExperimentSpec(workload="logreg", stopper="hparams", stopper_curves=str(path), theta=0.2, top_k=2,
@@ -91,7 +91,7 @@ def test_the_spec_needs_previous_runs_and_takes_rungs():
 
 def test_simulated_rungs_keep_the_trials_the_learned_model_ranks_first():
     from spottune.evaluation import Task
-    from spottune.evaluation._policies import get_policy
+    from spottune.compose import get_policy
     from spottune.evaluation._runner import environment, replay
     from spotmarket.prices import to_seconds
 

@@ -152,7 +152,7 @@ def test_import_spottune_is_light_and_exports_the_api():
 def test_market_mode_maps_to_its_revocation_model():
     from spotmarket import LegacyBidRevocation, ModernHazardRevocation
     from spotmarket.prices import load_history
-    from spottune._compose import revocation_model
+    from spottune.compose import revocation_model
 
     history = load_history(None)
     assert type(revocation_model("legacy", history, 0)) is LegacyBidRevocation
@@ -162,18 +162,19 @@ def test_market_mode_maps_to_its_revocation_model():
 
 
 def test_run_tune_and_simulate_take_the_revocation_model_from_the_one_switch(monkeypatch):
-    """``spottune run`` / ``tune()`` (``_compose.build``) and ``spottune simulate`` (``environment``) both call it."""
-    import spottune._compose as compose
+    """``spottune run`` / ``tune()`` (``spottune.compose.build``) and ``spottune simulate`` (``environment``) both call it."""
+    import spottune.compose as compose
+    import spottune.compose.market as market_module
     from spottune.evaluation._runner import environment
 
     seen = []
-    real = compose.revocation_model
+    real = market_module.revocation_model
 
     def spy(mode, history, seed):
         seen.append((mode, seed))
         return real(mode, history, seed)
 
-    monkeypatch.setattr(compose, "revocation_model", spy)
+    monkeypatch.setattr(market_module, "revocation_model", spy)
     exp = compose.build(ExperimentSpec(**{**SMALL, "market_mode": "modern"}))
     env = environment.__wrapped__("opda-alexnet", 3, "legacy", None, 8)  # not the process-wide cached one
     assert seen == [("modern", 7), ("legacy", 3)]
@@ -186,7 +187,7 @@ def test_no_other_module_builds_a_revocation_model():
     hits = []
     for pkg in ("spottune", "provisioner", "earlycurve", "revpred"):
         for path in (ROOT / pkg).rglob("*.py"):
-            if path.name == "_compose.py" or path.relative_to(ROOT).as_posix() == "revpred/ladder.py":
+            if path.relative_to(ROOT).as_posix() == "spottune/compose/market.py" or path.relative_to(ROOT).as_posix() == "revpred/ladder.py":
                 continue  # ladder.py labels queries by the legacy rule itself: a label definition, not a mode switch
             text = path.read_text()
             if "LegacyBidRevocation(" in text or "ModernHazardRevocation(" in text:
@@ -198,7 +199,7 @@ def test_one_constant_predictor_equals_the_model_sets_constant():
     """``constant`` for run, tune and simulate: the model set's D1 (random max price) hazard, without training."""
     from revpred.training import TrainConfig, train_markets
     from spotmarket.prices import to_seconds
-    from spottune._compose import build_market, constant_hazard, make_predictor
+    from spottune.compose import build_market, constant_hazard, make_predictor
     from spottune.cache import LIGHT_REVPRED
     from spottune.evaluation._predictors import evaluation_predictor
 

@@ -11,7 +11,7 @@
   (``max_t`` here is the study's ``n_steps``). Multiple brackets are not reproduced.
 - :class:`OptunaStopper`: a real Optuna pruner (``optuna.pruners.*``) over an in-memory study, one
   ``study.ask()`` per launched trial, ``trial.report(loss, step)`` + ``trial.should_prune()`` per step,
-  ``PRUNED``/``COMPLETE`` told like ``spottune.evaluation._pruning.OptunaStopRule`` (which this does not
+  ``PRUNED``/``COMPLETE`` told like ``spottune._pruning.OptunaStopRule`` (which this does not
   import: earlycurve may not import spottune). The last step is reported before ``COMPLETE`` (what
   ``SuccessiveHalvingPruner(min_resource="auto")`` reads).
 - :class:`RankConfidenceStopper`: ours, :class:`earlycurve.RankConfidenceRule` with a belief

@@ -38,7 +38,7 @@ from spottune.backends._base import Driver, Progress, RunRecord, log_record
 from spottune.errors import BackendError, CheckpointError
 from spottune import orchestrator as ev  # events and actions: ev.TrialLaunched, ev.Launch, ...
 from spottune.orchestrator import Orchestrator
-from spottune.backends._speed import seconds_per_step
+from spottune.speed import seconds_per_step
 from spotmarket import HOUR_S, Cause
 
 __all__ = ["Instance", "ReplayDriver"]
@@ -58,7 +58,7 @@ class Instance:
     started_s, notice_s, termination_s : float
         Billing start, revocation notice and termination (engine seconds; inf: never).
     seconds_per_step : float
-        Simulated seconds per step on this instance type (:func:`spottune.backends._speed.seconds_per_step`).
+        Simulated seconds per step on this instance type (:func:`spottune.speed.seconds_per_step`).
     vcpus : int
     reason : str
         What the market will end it for (``spotmarket.Cause``), for the ledger.

@@ -42,10 +42,12 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spottune.errors import CheckpointError
-from spottune.trainable import Trainable
+
+if TYPE_CHECKING:  # an annotation only: the trainable signs its own checkpoints with this package's key
+    from spottune.trainable import Trainable
 
 __all__ = ["CheckpointInfo", "CheckpointStore", "FileEntry", "RetryPolicy", "StoreHealth", "StoreMonitor",
            "StoreUnavailable"]

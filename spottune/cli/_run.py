@@ -15,7 +15,7 @@ the one source of truth for defaults and validation; the options below only show
 ``spottune run`` refuses a folder that already holds a run and points to it.
 
 This module only parses options and prints: the run itself is :func:`spottune.tune` (which writes the
-results folder), built by the composition root :mod:`spottune._compose`.
+results folder), built by the composition root :mod:`spottune.compose`.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def spec_from_options(opts: Mapping[str, Any]) -> ExperimentSpec:
 
 def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = None, *,
                    output: str | Path | None = None) -> dict[str, Any]:
-    """Build the experiment with the composition root and run it (:func:`spottune._compose.run`).
+    """Build the experiment with the composition root and run it (:func:`spottune.compose.run`).
 
     Parameters
     ----------
@@ -86,14 +86,14 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
     Returns
     -------
     dict
-        What :func:`spottune.results.write_results` reads (see :meth:`spottune._compose.Experiment.run`).
+        What :func:`spottune.results.write_results` reads (see :meth:`spottune.compose.Experiment.run`).
 
     Raises
     ------
     ConfigError
         On an invalid spec or a backend this build cannot run (``aws``).
     """
-    from spottune._compose import run as run_spec
+    from spottune.compose import run as run_spec
 
     if not isinstance(spec, ExperimentSpec):
         spec = spec_from_options(spec)
@@ -199,7 +199,7 @@ def run(ctx: click.Context, config: str | None, output: str | None, progress: bo
 
     spec = _spec(ctx, config)  # validated at once, before any loading
     if spec.deadline is not None and spec.budget_usd is not None:
-        from spottune._compose import check_supported, plan_spec
+        from spottune.compose import check_supported, plan_spec
 
         check_supported(spec)  # an executed plan on a backend other than sim: refused before the plan is printed
 
@@ -207,7 +207,7 @@ def run(ctx: click.Context, config: str | None, output: str | None, progress: bo
         if ctx.params.get("dry_run"):
             return
     if ctx.params.get("dry_run"):
-        from spottune._compose import dry_run
+        from spottune.compose import dry_run
 
         click.echo(dry_run(spec, log_fn=lambda s: click.echo(s, err=True)))
         return

@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from spottune.errors import ConfigError
-from spottune.evaluation._policies import PROVISIONINGS
+from spottune.compose import PROVISIONINGS
 from spottune.experiment import (DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR, DEFAULT_STOPPER, OBJECTIVES, SPEED_MODELS, STOPPERS, check_predictive_rungs,
                                  parse_predictive_options)
 
@@ -79,7 +79,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         ``spottune-0.7-refund`` name it).
     boot_s : float, optional
         Launch-to-training latency of every launch, every policy, seconds (default
-        :data:`spottune.backends._speed.DEFAULT_BOOT_S`; 0 = the paper's faithful mode).
+        :data:`spottune.speed.DEFAULT_BOOT_S`; 0 = the paper's faithful mode).
     stopper : {"paper", "rank", "predictive", "barrier", "hparams"}
         Early stopping of the SpotTune policies: the θ barrier with the last value (default), EarlyCurve at θ,
         the rank-confidence rule or predictive ASHA (both with the last value's top-k at θ), or ``hparams``: the θ
@@ -136,7 +136,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
             raise ConfigError(f"--market-mode is {market_mode!r}, but must be legacy, modern or both")
     if jobs < 1:
         raise ConfigError(f"--jobs is {jobs}, but must be >= 1")
-    from spottune.backends._speed import DEFAULT_BOOT_S
+    from spottune.speed import DEFAULT_BOOT_S
 
     boot = DEFAULT_BOOT_S if boot_s is None else float(boot_s)
     from spottune.experiment import MAX_BOOT_S

@@ -7,25 +7,15 @@ rules (:mod:`._pruning`), studies with ground-truth curves (:mod:`._studies`), o
 executed on the replay (:mod:`._elastic`, issue 17). The CLI is
 ``spottune simulate`` (``spottune/cli/_simulate.py``); results are discussed in ``docs/design/evaluation.md``.
 The parts shared with ``spottune run`` and ``spottune.tune()`` (market and revocation model, predictors,
-SpotTune provisioner, curve model) come from the composition root, :mod:`spottune._compose`.
+SpotTune provisioner, curve model) come from the composition root, :mod:`spottune.compose`.
 """
 
-from spottune.evaluation._elastic import BracketOrchestrator, TypeChooser
+from spottune._pruning import PRUNERS, OptunaStopRule, make_pruner
+from spottune.backends.sim._oracle import HindsightPredictor, NeverRevoked, OnDemandBilling, OraclePredictor
+from spottune.compose.orchestrators import Assembly, assemble, fixed_types
+from spottune.compose.policies import DEFAULT_POLICIES, ELASTIC, FIXED, THETA_SWEEP, Policy, get_policy, parse_policies
 from spottune.evaluation._lower_bound import LowerBoundSettings, lower_bound_usd, trial_lower_bounds
-from spottune.evaluation._oracle import HindsightPredictor, NeverRevoked, OnDemandBilling, OraclePredictor
-from spottune.evaluation._policies import (
-    DEFAULT_POLICIES,
-    ELASTIC,
-    FIXED,
-    THETA_SWEEP,
-    Assembly,
-    Policy,
-    assemble,
-    fixed_types,
-    get_policy,
-    parse_policies,
-)
-from spottune.evaluation._pruning import PRUNERS, OptunaStopRule, make_pruner
+from spottune.planning import BracketOrchestrator, TypeChooser
 from spottune.evaluation._runner import Task, default_starts, run_task, supplementary_starts, tuning_starts
 from spottune.evaluation._studies import Study, list_studies, load_study
 from spottune.evaluation._table import COLUMNS, make_table, normalise_pcr, ratio_table, summarise, to_markdown

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from spotmarket import FREE_WINDOW_S, HOUR_S, NOTICE_LEAD_S
-from spottune.backends._speed import seconds_per_step, transfer_seconds
+from spottune.speed import seconds_per_step, transfer_seconds
 from spottune.errors import ConfigError
 
 __all__ = ["LowerBoundSettings", "NOISE_Z", "bound_columns", "lower_bound_usd", "run_lower_bound", "trial_lower_bounds"]
@@ -81,7 +81,7 @@ class LowerBoundSettings:
     checkpoint_overhead_s : float
         Fixed part of one checkpoint or restore, seconds.
     checkpoint_size_mb : float
-        Checkpoint size, MB (transfer time = size / bandwidth(vCPUs), :mod:`spottune.backends._speed`).
+        Checkpoint size, MB (transfer time = size / bandwidth(vCPUs), :mod:`spottune.speed`).
     step_time_cov : float
         Coefficient of variation of the simulator's step-time noise (0 = exact).
     notice_lead_s : float
@@ -305,7 +305,7 @@ def run_lower_bound(*, market: Any, study: Any, orchestrator: Any, record: Any, 
 
     Parameters
     ----------
-    market : spottune._compose.MarketSetup
+    market : spottune.compose.MarketSetup
         History, catalog, markets and ``market_mode`` of the run.
     study : spottune.evaluation.Study
         Per-trial reference seconds per step and checkpoint size.

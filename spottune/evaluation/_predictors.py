@@ -6,17 +6,17 @@ then after the training window). They read features from the price history up to
 so one model set serves every later start. [I] Lighter than ``revpred train`` (same settings as
 ``spottune run``, ``spottune.cache.LIGHT_REVPRED``): 10-minute stride, hidden size 32, 4 epochs, so that
 the whole evaluation fits its CPU budget. The constant hazard is fitted on the same window without
-training (:func:`spottune._compose.constant_hazard`); the hindsight predictor needs no training
+training (:func:`spottune.compose.constant_hazard`); the hindsight predictor needs no training
 (:class:`~spottune.evaluation.HindsightPredictor`). Every predictor is built by the composition root,
-:func:`spottune._compose.make_predictor`.
+:func:`spottune.compose.make_predictor`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from spottune._compose import PREDICTOR_KINDS, MarketSetup, make_predictor
+from revpred.protocol import RevocationPredictor
+from spottune.compose import PREDICTOR_KINDS, MarketSetup, make_predictor
 
 #: Kinds trained together in the evaluation's cached model set.
 LEARNED = ("revpred", "tributary")
@@ -32,7 +32,7 @@ def ensure_model_set(market: MarketSetup, lo_s: float, hi_s: float, seed: int,
     make_predictor("revpred", market, lo_s, hi_s, seed, learned_kinds=LEARNED, log_fn=log)
 
 
-def evaluation_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, seed: int) -> Any:
+def evaluation_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, seed: int) -> RevocationPredictor:
     """The :class:`~revpred.protocol.RevocationPredictor` of ``kind`` (one of :data:`KINDS`) for the evaluation.
 
     Raises

@@ -18,7 +18,9 @@ import numpy as np
 
 from spotmarket.errors import SpotMarketError
 from spotmarket.prices import COLLECTION_GAP_S
+from spottune.compose import assemble, build_market, get_policy
 from spottune.errors import SpottuneError
+from spottune.evaluation._studies import load_study
 from spottune.experiment import DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR, DEFAULT_STOPPER
 
 DAY_S = 86400.0
@@ -93,7 +95,7 @@ class Task:
     instance_types: tuple[str, ...] | None = None
     zones: tuple[str, ...] | None = None
     objective: str = "refund"
-    boot_s: float = 120.0  # spottune.backends._speed.DEFAULT_BOOT_S (a test checks they agree)
+    boot_s: float = 120.0  # spottune.speed.DEFAULT_BOOT_S (a test checks they agree)
     stopper: str = DEFAULT_STOPPER
     rungs: Any = ()
     predictive_options: Any = None
@@ -169,7 +171,7 @@ def _between(evaluation_starts: list[float], fractions: tuple[float, ...], kind:
 @functools.lru_cache(maxsize=4)
 def environment(workload: str, seed: int, market_mode: str, prices: str | None, max_steps: int | None,
                 instance_types: tuple[str, ...] | None = None, zones: tuple[str, ...] | None = None) -> dict:
-    """Everything shared by the runs of one process: the market (:func:`spottune._compose.build_market`,
+    """Everything shared by the runs of one process: the market (:func:`spottune.compose.build_market`,
     the pool of ``instance_types`` x ``zones``; None: every one of the prices), the study and a predictor cache.
 
     Keys: ``market`` (MarketSetup), and its ``history``, ``catalog``, ``pool``, ``markets``,
@@ -177,9 +179,6 @@ def environment(workload: str, seed: int, market_mode: str, prices: str | None, 
     collection gaps of the price data, over all its markets, not only the pool's
     (:meth:`spotmarket.prices.PriceHistory.collection_gaps`).
     """
-    from spottune._compose import build_market
-    from spottune.evaluation._studies import load_study
-
     market = build_market(prices, market_mode=market_mode, seed=seed, instance_types=instance_types,
                           availability_zones=zones)
     study = load_study(workload, seed, max_steps=max_steps)
@@ -297,7 +296,6 @@ def replay(task: Task, policy: Any, env: dict, study: Any) -> tuple[Any, Any, An
         As the assembly or the replay raise them (e.g. the price history ends before the run finishes).
     """
     from spottune.backends import SimBackend, SimSettings
-    from spottune.evaluation._policies import assemble
     from spotmarket import Billing
 
     predictor = _predictor(env, policy.predictor, task) if policy.uses_predictor else None
@@ -317,7 +315,6 @@ def replay(task: Task, policy: Any, env: dict, study: Any) -> tuple[Any, Any, An
 def run_task(task: Task) -> tuple[dict[str, Any], float]:
     """Simulate one run; returns (table row, wall seconds). A project error becomes the row's ``error``."""
     from spottune.evaluation._lower_bound import bound_columns
-    from spottune.evaluation._policies import get_policy
 
     t0 = time.perf_counter()
     policy = get_policy(task.policy, task.objective, task.stopper, task.rungs, task.provisioning,

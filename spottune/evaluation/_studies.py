@@ -27,7 +27,7 @@ common grid of ``max_steps`` (default 50) *progress steps*: step k is the point 
 configuration's own schedule, its metrics linearly interpolated between recorded epochs, and its
 seconds per step = the recorded total ``time`` / S_max (cakelab: the curve's ``wall_time`` from its first to its
 last point / S_max). That recorded hardware is the reference
-instance of the speed model (``spottune.backends._speed``), so each trial keeps its own recorded speed, scaled
+instance of the speed model (``spottune.speed``), so each trial keeps its own recorded speed, scaled
 per instance type like every workload.
 """
 

@@ -120,7 +120,7 @@ class LeanPlan:
 
     @property
     def type_map(self) -> dict[float, str]:
-        """vCPUs -> instance type (what :func:`spottune.evaluation._elastic.bracket_orchestrator` takes)."""
+        """vCPUs -> instance type (what :func:`spottune.planning._brackets.bracket_orchestrator` takes)."""
         return dict(self.types)
 
     @property

@@ -9,7 +9,7 @@ vCPUs; the plan uses the cheapest market per vCPU (the one a cost-minimising pro
 band is that market's 10th and 90th price percentiles over the same window.
 
 The shortest round ``t_min`` is one launch (``boot_s``) plus one step on a ``p_min`` instance
-(:func:`spottune.backends._speed.seconds_per_step`), so that a round always trains.
+(:func:`spottune.speed.seconds_per_step`), so that a round always trains.
 """
 
 from __future__ import annotations
@@ -270,7 +270,7 @@ def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any
         One line, on bad input: a deadline <= 0 or shorter than one step on the fastest instance of the
         pool, a budget <= 0 or below one instance-hour of the cheapest market at its expected price.
     """
-    from spottune.backends._speed import seconds_per_step
+    from spottune.speed import seconds_per_step
 
     res = resources(deadline_s=deadline_s, budget_usd=budget_usd, history=history, catalog=catalog, markets=markets,
                     start_s=start_s, window_s=window_s, reference_seconds_per_step=reference_seconds_per_step,
@@ -326,7 +326,7 @@ def instance_classes(res: Resources, reference_seconds_per_step: float) -> list[
     """Every instance type of the pool as an :class:`~spottune.planning.InstanceClass`: its cheapest zone's expected
     price (USD per instance-hour), its 90th price percentile (:attr:`Resources.high_usd_per_hour`) and the
     workload's seconds per step on it (the speed model)."""
-    from spottune.backends._speed import seconds_per_step
+    from spottune.speed import seconds_per_step
 
     best: dict[str, InstanceClass] = {}
     high = dict(res.high_usd_per_hour)
@@ -384,7 +384,7 @@ def resources(*, deadline_s: float, budget_usd: float, history: Any, catalog: An
     ConfigError
         One line, on bad input (see :func:`plan_run`).
     """
-    from spottune.backends._speed import seconds_per_step
+    from spottune.speed import seconds_per_step
 
     if not (deadline_s > 0 and math.isfinite(deadline_s)):
         raise ConfigError(f"deadline is {deadline_s!r} s, but must be > 0")

@@ -51,7 +51,7 @@ from spottune.backends.aws._prices import ApiPrices
 from spottune.backends.aws._safety import check_caps
 from spottune.backends.aws._settings import AwsSettings
 from spottune.backends.aws._signals import PLACEMENT_SCORE, REBALANCE
-from spottune.backends._speed import seconds_per_step
+from spottune.speed import seconds_per_step
 from spottune.backends.local._backend import LocalBackend, Phase, _Instance
 from spottune.backends.local._clock import ScaledClock
 from spottune.backends.local._messages import CheckpointCommand, Notice, decode_report, encode

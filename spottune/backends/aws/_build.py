@@ -1,4 +1,4 @@
-"""The aws parts of an experiment, for the composition root (:func:`spottune._compose.build`).
+"""The aws parts of an experiment, for the composition root (:func:`spottune.compose.build`).
 
 - :func:`live_market`: with ``aws.live_prices`` (the default) the provisioner reads real prices: the last
   ``train_days`` days (plus 6 hours) of ``describe_spot_price_history`` for the pool's instance types, and

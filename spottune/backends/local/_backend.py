@@ -447,7 +447,7 @@ class LocalBackend(ReplayDriver):
                 inst.phase = Phase.SAVED
 
     def _replay_launch(self, rec: dict[str, Any], action: Any) -> None:
-        from spottune.backends._speed import seconds_per_step
+        from spottune.speed import seconds_per_step
 
         vcpus, ecu = self.instance_facts(action.market.instance_type)
         iid = rec["instance_id"]

@@ -38,7 +38,7 @@ from typing import Any
 from spotmarket import HOUR_S, Cause
 from spottune.backends._base import Progress, RunRecord
 from spottune.backends._replay import ReplayDriver
-from spottune.backends._speed import seconds_per_step
+from spottune.speed import seconds_per_step
 from spottune.backends.local._backend import LocalBackend, Phase, _Instance
 from spottune.backends.local._clock import ScaledClock
 from spottune.backends.local._messages import CheckpointCommand, Exited, decode_report, encode

@@ -1,4 +1,4 @@
-"""The ray parts of an experiment, for the composition root (:func:`spottune._compose.build`).
+"""The ray parts of an experiment, for the composition root (:func:`spottune.compose.build`).
 
 - :func:`pool_markets`: connect to the cluster (``ray.address``) and return the markets of the price
   history the cluster offers (:func:`~._cluster.cluster_markets`): the chooser's pool (decision R2).

@@ -10,7 +10,7 @@ Effects and their timing ([I] decisions, spec §1.9; documented in ``docs/design
   optional log-normal factor with coefficient of variation ``step_time_cov`` (paper: COV < 0.1).
   Metrics come from :mod:`spottune.backends.sim._curves` (a real trainable or a recorded curve).
 - **Checkpoint**: takes ``checkpoint_overhead_s + size / bandwidth(vCPUs)`` seconds (134.22 MB/s on 16
-  cores, 62.83 MB/s on 1, :mod:`spottune.backends._speed`). If the instance is terminated first, the checkpoint
+  cores, 62.83 MB/s on 1, :mod:`spottune.speed`). If the instance is terminated first, the checkpoint
   is lost: the trial resumes from its last good checkpoint and the lost steps go to the ledger.
 - **Billing**: ``spotmarket.Billing`` per run at the market price; provider ends within the first
   hour are refunded.
@@ -33,7 +33,7 @@ from spottune.backends._replay import Instance, ReplayDriver
 from spottune.backends.sim._curves import TrialFailure
 from spottune.errors import BackendError
 from spottune.orchestrator import Checkpoint, EndReason, Launch, Orchestrator, Terminate
-from spottune.backends._speed import DEFAULT_BOOT_S, transfer_seconds
+from spottune.speed import DEFAULT_BOOT_S, transfer_seconds
 
 
 @dataclass(slots=True, kw_only=True)
@@ -51,7 +51,7 @@ class SimSettings:
     ----------
     boot_s : float, default=DEFAULT_BOOT_S (120.0)
         Launch-to-training latency before restore, paid at every launch by every policy (D11, revised:
-        :data:`spottune.backends._speed.DEFAULT_BOOT_S`, sourced there); 0 only in the faithful mode.
+        :data:`spottune.speed.DEFAULT_BOOT_S`, sourced there); 0 only in the faithful mode.
     checkpoint_overhead_s : float, default=1.0
         Fixed cost of one checkpoint or restore (request latency, serialisation) [I].
     step_time_cov : float, default=0.05

@@ -1,5 +1,8 @@
 """Instance-speed and checkpoint-bandwidth models of the simulator (one place, documented).
 
+A leaf module (it imports nothing of spottune): the experiment spec, planning, the backends, the composition root,
+the evaluation and the CLI all read it.
+
 **Seconds per step** ([I], spec §1.4). A workload declares ``reference_seconds_per_step`` on a 2-vCPU
 general-purpose reference instance with 6.5 ECU (m4.large / r3.large class, ``spottune.trainable``).
 On another instance the simulator uses::

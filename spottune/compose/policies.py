@@ -1,10 +1,12 @@
-"""Named policies: each a recipe that assembles chooser + predictor + θ + hop/no-hop + max-price rule.
+"""Policies: named sets of the fields that wire an orchestrator (chooser, predictor, θ, hop, max price, stopper, ...).
 
-A policy is data (:class:`Policy`); :func:`assemble` turns it, for one study, market mode and start, into
-the orchestrator, revocation model and billing rule the simulator runs. The shared parts (market and
-its revocation model, predictor, SpotTune provisioner, curve model) come from the composition root,
-:mod:`spottune._compose`, as for ``spottune run`` and ``spottune.tune()``. Every policy sees the same
-trials, the same price replay and the same seeds (STYLE §2: a baseline is another object, not a flag).
+A policy is data (:class:`Policy`). ``spottune simulate`` compares the named ones (the table below);
+``spottune run`` executes the policy of its spec, :func:`spec_policy`. Both are built by the same function,
+:func:`spottune.compose.orchestrators.policy_orchestrator`, so a simulated policy and a run of the same fields build
+the same orchestrator. Where the two callers wire differently, the difference is a field of the policy with each
+caller's value (:attr:`Policy.launch_retry_s`, :attr:`Policy.guard_overhead`, :attr:`Policy.guard_budget_cap`,
+:attr:`Policy.max_failures`, :attr:`Policy.failover`). Every simulated policy sees the same trials, the same price
+replay and the same seeds (a baseline is another object, not a flag).
 
 =========================  ==========================================================================
 name                       recipe
@@ -32,11 +34,11 @@ spot-restart-failover      spot-restart that fails over like SkyPilot: a market 
                            cheapest (design E12; every SpotTune policy fails over so).
 optuna-median / -sha /     SpotTune's provisioning (RevPred, hop) at θ = 1 without EarlyCurve; stop
 optuna-hyperband           decisions by Optuna's MedianPruner / SuccessiveHalvingPruner / HyperbandPruner
-                           (:mod:`spottune.evaluation._pruning`).
+                           (:mod:`spottune._pruning`).
 seer                       SEER as published (SoCC'21, Algorithm 1, eta 4, nu 2): its plan for the run's
                            deadline and budget (``spottune simulate --deadline --budget-usd``), brackets
                            on the cheapest-per-vCPU type with P[i] vCPUs, elimination by the current value,
-                           survivors re-sorted across brackets (:mod:`spottune.evaluation._elastic`).
+                           survivors re-sorted across brackets (:mod:`spottune.planning._brackets`).
 seer-predictive            SEER ranking by EarlyCurve's predicted final value (F-S2).
 seer-lean                  the cost-lean plan (DB15): the cheapest of θ barrier + top-k (θ 0.7), one round and
                            SEER's plan, an instance class per round, that meets D with the noise reserve within
@@ -54,19 +56,28 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
-import numpy as np
-
+from provisioner import DEFAULT_EXCLUSION_S
+from spottune._pruning import PRUNERS
+from spottune.backends.aws._build import exclusion_s
+from spottune.compose.provisioning import GUARD_OVERHEADS
 from spottune.errors import ConfigError
+from spottune.experiment import (BARRIER_STOPPERS, DEFAULT_STOPPER, OBJECTIVES, PREDICTOR_KINDS, STOPPERS,
+                                 ExperimentSpec, check_predictive_rungs, parse_predictive_options)
+from spottune.orchestrator import OrchestratorConfig
 from spottune.orchestrator._config import check_rungs
-from spottune.experiment import (BARRIER_STOPPERS, DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR, DEFAULT_STOPPER, OBJECTIVES, STOPPERS, check_predictive_rungs,
-                                 parse_predictive_options)
-from spottune.evaluation._elastic import ELASTIC_DELTA_USD_PER_HOUR, LAUNCH_RETRY_S, RESTORE_CHECKPOINT_S
-from spottune.evaluation._predictors import KINDS
-from spottune.evaluation._pruning import PRUNERS
+from spottune.planning._brackets import LAUNCH_RETRY_S
 from spottune.planning._elastic import SCHEDULES
+
+__all__ = ["CHOOSERS", "DEFAULT_POLICIES", "ELASTIC", "FIXED", "NEVER_REVOKED_FACTOR", "PROVISIONINGS", "THETA_SWEEP",
+           "Policy", "get_policy", "parse_policies", "spec_policy"]
+
+#: The predictor kinds a policy may name (:data:`spottune.experiment.PREDICTOR_KINDS`).
+KINDS = PREDICTOR_KINDS
+#: The orchestrator's own defaults (:class:`spottune.orchestrator.OrchestratorConfig`).
+_ORCHESTRATOR_DEFAULTS = {f.name: f.default for f in fields(OrchestratorConfig)}
 
 CHOOSERS = ("spottune", "cheapest-market", "fixed-cheapest", "fixed-fastest", "bracket-type")
 #: Provisioning of the SpotTune-provisioned policies (``spottune-<θ>``, ``optuna-*``): ``spottune`` (the default: the
@@ -101,7 +112,7 @@ class Policy:
         Optuna pruner that stops trials.
     pruner_settings : (int, int) or None
         SHA's or Hyperband's ``(min_resource, reduction_factor)`` (policy ``optuna-sha-r3-rf4``); None: the module
-        settings of :func:`spottune.evaluation._pruning.make_pruner`.
+        settings of :func:`spottune._pruning.make_pruner`.
     objective : {"refund", "paper"}
         SpotTune chooser only: the provisioner's objective (``refund`` ignores ``max_price``: it chooses
         the max price from the ladder).
@@ -121,9 +132,25 @@ class Policy:
         current value.
     failover : bool, default True
         After a launch the market refuses for capacity (modern mode's outages), leave that market out of the
-        choice for 30 minutes and relaunch at once elsewhere (:class:`provisioner.MarketExclusions`, design
+        choice for ``exclusion_s`` and relaunch at once elsewhere (:class:`provisioner.MarketExclusions`, design
         E12); False: ask again after the back-off (the single-spot baselines and ``spot-restart``, whose
         next choice elsewhere can cost far more; ``spot-restart-failover`` is SkyPilot's failover).
+    exclusion_s : float, default :data:`provisioner.DEFAULT_EXCLUSION_S` (1,800 s)
+        With ``failover``: seconds a refusing market is left out (``spottune run --backend aws``: ``aws.exclusion_s``).
+    launch_retry_s : float, default :data:`spottune.planning.LAUNCH_RETRY_S` (300 s)
+        Back-off after a refused launch, seconds (:attr:`spottune.orchestrator.OrchestratorConfig.launch_retry_s`);
+        :func:`spec_policy` keeps the orchestrator's own default (60 s), which ``spottune run`` has always used.
+    max_failures : int, default 2
+        Retries of a failing trainable before FAILED (:attr:`spottune.orchestrator.OrchestratorConfig.max_failures`;
+        the spec's ``max_failures`` in :func:`spec_policy`).
+    guard_overhead : {"fixed", "checkpoint-transfer"}, default "fixed"
+        With a deadline, how the deadline guard counts a launch's seconds that do not train besides the boot
+        (:data:`spottune.compose.provisioning.GUARD_OVERHEADS`): the simulated policies count a fixed 60 s,
+        ``spottune run`` (:func:`spec_policy`) the pool's slowest checkpoint restore.
+    guard_budget_cap : bool, default True
+        With a deadline and a budget, the deadline guard's stable option is the fastest type whose on-demand hour
+        fits ``budget_usd / top_k``, else the cheapest type on demand (DB11); :func:`spec_policy` sets False
+        (``spottune run``'s guard has no such cap).
     """
 
     name: str
@@ -143,6 +170,11 @@ class Policy:
     predictive_options: Mapping[str, Any] | None = None
     schedule: str | None = None
     failover: bool = True
+    exclusion_s: float = DEFAULT_EXCLUSION_S
+    launch_retry_s: float = LAUNCH_RETRY_S
+    max_failures: int = _ORCHESTRATOR_DEFAULTS["max_failures"]
+    guard_overhead: str = "fixed"
+    guard_budget_cap: bool = True
 
     def __post_init__(self) -> None:
         if self.chooser not in CHOOSERS:
@@ -162,6 +194,9 @@ class Policy:
         if (self.schedule is None) != (self.chooser != "bracket-type") or self.schedule not in (None, *SCHEDULES):
             raise ConfigError(f"policy {self.name}: schedule {self.schedule!r} needs chooser bracket-type and one of "
                               f"{SCHEDULES}")
+        if self.guard_overhead not in GUARD_OVERHEADS:
+            raise ConfigError(f"policy {self.name}: guard_overhead is {self.guard_overhead!r}, but must be one of "
+                              f"{GUARD_OVERHEADS}")
         if self.pruner is not None and self.pruner not in PRUNERS:
             raise ConfigError(f"policy {self.name}: pruner is {self.pruner!r}, but must be one of {PRUNERS}")
         if self.rungs and self.stopper not in BARRIER_STOPPERS:
@@ -230,7 +265,8 @@ _SPOTTUNE = re.compile(r"^spottune-(?P<theta>[01](?:\.\d+)?)(?:-(?P<pred>[a-z][a
 
 
 def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER,
-               rungs: Any = (), provisioning: str = "spottune", predictive_options: Any = None) -> Policy:
+               rungs: str | Sequence[tuple[float, int]] = (), provisioning: str = "spottune",
+               predictive_options: Mapping[str, Any] | str | None = None) -> Policy:
     """The policy called ``name`` (see the module table), provisioned as ``provisioning`` says.
 
     Parameters
@@ -242,7 +278,7 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
     stopper : {"paper", "rank", "predictive", "barrier", "hparams"}
         Early stopping of the ``spottune-<θ>...`` policies (``predictive``: predictive ASHA; ``rank``: the rank-confidence rule;
         ``barrier``: the last value's top-k at θ, no rungs; ``hparams``: ``barrier`` ranked by the final loss
-        learned from the study's previous runs, docs/design/earlycurve.md §8.19; ``paper``: EarlyCurve at θ, as published). A name
+        learned from the study's previous runs, docs/earlycurve.md §8.19; ``paper``: EarlyCurve at θ, as published). A name
         with the ``-paper`` suffix is the paper's design throughout: its stopper is ``paper`` whatever this says.
     rungs : str or sequence of (float, int), default ()
         Synchronous barriers before θ of the ``spottune-<θ>...`` policies with stopper ``barrier`` or ``hparams`` and θ < 1
@@ -269,14 +305,15 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
     return policy
 
 
-def _named_policy(name: str, objective: str, stopper: str, rungs: Any, predictive_options: Any = None) -> Policy:
+def _named_policy(name: str, objective: str, stopper: str, rungs: str | Sequence[tuple[float, int]],
+                  predictive_options: Mapping[str, Any] | str | None = None) -> Policy:
     if objective not in OBJECTIVES:
         raise ConfigError(f"objective is {objective!r}, but must be one of {', '.join(OBJECTIVES)}")
     if name in FIXED:
         fixed = FIXED[name]
         return replace(fixed, objective=objective) if fixed.chooser == "spottune" else fixed
     m = _OPTUNA.match(name)
-    if m:  # a peer at given settings, e.g. optuna-sha-r3-rf4 (issue 13: the peers at their best)
+    if m:  # a peer at given settings, e.g. optuna-sha-r3-rf4 (the peers at their best)
         r, rf = int(m["r"]), int(m["rf"])
         if r < 1 or rf < 2:
             raise ConfigError(f"policy {name!r}: min_resource must be >= 1 and the reduction factor >= 2")
@@ -309,7 +346,8 @@ def _named_policy(name: str, objective: str, stopper: str, rungs: Any, predictiv
 
 
 def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER,
-                   rungs: Any = (), provisioning: str = "spottune", predictive_options: Any = None) -> list[Policy]:
+                   rungs: str | Sequence[tuple[float, int]] = (), provisioning: str = "spottune",
+                   predictive_options: Mapping[str, Any] | str | None = None) -> list[Policy]:
     """Comma-separated policy names (``default`` = :data:`DEFAULT_POLICIES`), duplicates dropped.
 
     ``objective`` is the default objective of SpotTune policies without a suffix, ``stopper`` and ``rungs`` their
@@ -325,245 +363,27 @@ def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_
     return [get_policy(n, objective, stopper, rungs, provisioning, predictive_options) for n in names]
 
 
-def fixed_types(catalog: Any, markets: list) -> dict[str, str]:
-    """``{"cheapest": type, "fastest": type}`` of the pool: lowest on-demand price; fewest seconds/step.
-
-    Ties: the type name. Speed from :func:`spottune.backends._speed.seconds_per_step` (vCPUs, ECU).
-    """
-    from spottune.backends._speed import seconds_per_step
-
-    types = sorted({m.instance_type for m in markets})
-    region = markets[0].region
-    od = {t: catalog.on_demand_usd_per_hour(t, region) for t in types}
-    sps = {t: seconds_per_step(1.0, catalog[t].vcpus, catalog[t].ecu) for t in types}
-    return {"cheapest": min(types, key=lambda t: (od[t], t)), "fastest": min(types, key=lambda t: (sps[t], t))}
-
-
-@dataclass(slots=True)
-class Assembly:
-    """What one simulated run needs: the orchestrator and the market rules it is replayed under."""
-
-    orchestrator: Any
-    revocation_model: Any
-    billing: Any
-    chooser: Any
-    stop_rule: Any = None
-    note: str = ""
-
-
-def assemble(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: Any, markets: list,
-             revocation_model: Any, billing: Any, predictor: Any, seed: int, top_k: int = 3,
-             boot_s: float | None = None, start_s: float | None = None, deadline_s: float | None = None,
-             budget_usd: float | None = None, deadline_rule: str = "slack",
-             window_s: float = 4 * 86400.0, time_value_usd_per_hour: float = 0.0,
-             job_time_value_usd_per_hour: float = DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR,
-             speed_model: str = "pooled") -> Assembly:
-    """Build the orchestrator (and market rules) of ``policy`` for one run.
+def spec_policy(spec: ExperimentSpec) -> Policy:
+    """The policy ``spottune run`` executes for ``spec`` (θ barrier, top-k and early stopping of Algorithm 1, hourly hop,
+    SpotTune's provisioner): the spec's ``predictor``, ``theta``, ``objective``, ``stopper``, ``rungs``,
+    ``predictive_options`` and ``max_failures``, and the fields where a run has always been wired differently from the
+    simulated ``spottune-<θ>`` policies: the orchestrator's default launch back-off (60 s), a deadline guard that counts
+    the pool's slowest checkpoint restore and has no budget cap, and failover (design E12) only on the backends whose
+    driver reports capacity refusals (``sim``, ``local``, and ``aws`` for ``aws.exclusion_s``).
 
     Parameters
     ----------
-    policy : Policy
-    study : spottune.evaluation.Study
-        Trials, metric, mode and S_max.
-    history : spotmarket.prices.PriceHistory
-        Spot prices, USD per instance-hour.
-    catalog : provisioner.InstanceCatalog
-    pool : provisioner.Pool
-    markets : list of Market
-        The pool resolved on the history.
-    revocation_model : spotmarket.RevocationModel
-        The replay's spot revocation rule (legacy or modern).
-    billing : spotmarket.Billing
-        Spot billing.
-    predictor : RevocationPredictor or None
-        Used only by the SpotTune chooser (``policy.uses_predictor``).
-    seed : int
-        Seeds the max-price draws (``numpy.random.default_rng(seed)``).
-    top_k : int
-    boot_s : float, optional
-        The replay's launch-to-training latency, seconds, priced by the ``refund`` objective (default
-        :data:`spottune.backends._speed.DEFAULT_BOOT_S`, the simulator's default).
-    start_s : float, optional
-        The run's start, seconds since the epoch (needed with a deadline or an elastic schedule).
-    deadline_s : float, optional
-        Seconds from the start. SpotTune-provisioned policies are wrapped in
-        :class:`spottune.planning.DeadlineGuard` (rule ``deadline_rule``); elastic schedules plan for it.
-    budget_usd : float, optional
-        The budget elastic schedules plan for (the hard cap itself is the backend's ``budget_usd``).
-    deadline_rule : {"slack", "uniform"}
-    window_s : float
-        Price window before the start that gives the expected prices of the plans, seconds.
-    time_value_usd_per_hour : float, default 0
-        SpotTune chooser with the ``refund`` objective: value of a trial's wall-clock hour, USD per
-        trial-hour (:attr:`provisioner.RefundStepCost.time_value_usd_per_hour`).
-    job_time_value_usd_per_hour : float, default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`
-        The same chooser: value of the job's wall-clock hour, USD per job-hour, shared by the trials heading to
-        the same stop (R11).
-    speed_model : {"pooled", "cores"}, default "pooled"
-        SpotTune chooser with the ``refund`` objective: its performance matrix (design R9).
+    spec : ExperimentSpec
 
-    Raises
-    ------
-    ConfigError
-        An elastic policy without a deadline and a budget, or whose schedule does not fit them.
+    Returns
+    -------
+    Policy
+        Named ``spec``.
     """
-    from provisioner import CheapestMarketChooser, FixedMaxPrice, FixedTypeChooser, MarketExclusions, MaxPriceRule
-    from spottune._compose import curve_model, make_provisioner
-    from spottune.evaluation._oracle import NeverRevoked, OnDemandBilling
-    from spottune.evaluation._pruning import OptunaStopRule, make_pruner
-    from spottune.orchestrator import Orchestrator, OrchestratorConfig
-
-    rng = np.random.default_rng(seed)
-    if boot_s is None:
-        from spottune.backends._speed import DEFAULT_BOOT_S
-
-        boot_s = DEFAULT_BOOT_S
-    if policy.schedule is not None:
-        return _assemble_elastic(policy, study=study, history=history, catalog=catalog, pool=pool, markets=markets,
-                                 revocation_model=revocation_model, billing=billing, rng=rng, top_k=top_k,
-                                 boot_s=boot_s, start_s=start_s, deadline_s=deadline_s, budget_usd=budget_usd,
-                                 window_s=window_s)
-    if policy.max_price == "never-revoked":
-        top = max(float(np.max(history[m].prices)) for m in markets)
-        rule = FixedMaxPrice(NEVER_REVOKED_FACTOR * top)
-    elif policy.max_price == "on-demand":
-        rule = MaxPriceRule(delta_low_usd_per_hour=1e6, delta_high_usd_per_hour=1e6, cap_at_on_demand=True)
-    else:
-        rule = MaxPriceRule()
-    note = ""
-    # the driver reports capacity refusals (CapacityRefused); a chooser with exclusions skips those markets (E12)
-    exclusions = MarketExclusions() if policy.failover else None
-    if policy.chooser == "spottune":
-        if predictor is None:
-            raise ConfigError(f"policy {policy.name} needs a revocation predictor")
-        chooser = make_provisioner(history, catalog, pool, predictor, seed, max_price_rule=rule,
-                                   objective=policy.objective, boot_s=boot_s, time_value_usd_per_hour=time_value_usd_per_hour,
-                                   job_time_value_usd_per_hour=job_time_value_usd_per_hour, speed_model=speed_model,
-                                   checkpoint_size_mb=float(getattr(study, "checkpoint_size_mb", 1.0)),
-                                   reference_seconds_per_step=float(np.mean(list(study.reference_seconds_per_step.values()))),
-                                   exclusions=exclusions)
-    elif policy.chooser == "cheapest-market":
-        chooser = CheapestMarketChooser(history, catalog, pool, rng, max_price_rule=rule, exclusions=exclusions)
-    else:
-        itype = fixed_types(catalog, markets)[policy.chooser.removeprefix("fixed-")]
-        chooser = FixedTypeChooser(itype, history, catalog, pool, rng, max_price_rule=rule, exclusions=exclusions)
-        note = itype
-    if policy.capacity == "on-demand":
-        revocation_model, billing = NeverRevoked(), OnDemandBilling(catalog)
-    config = OrchestratorConfig(max_steps=study.max_steps, theta=policy.theta, top_k=top_k, metric=study.metric,
-                                mode=study.mode, hourly_hop=policy.hourly_hop, launch_retry_s=LAUNCH_RETRY_S,
-                                rungs=policy.rungs)
-    stop_rule, ranking = None, {}
-    if policy.pruner is not None:
-        stop_rule = OptunaStopRule(make_pruner(policy.pruner, study.max_steps, *(policy.pruner_settings or ())),
-                                   study.trial_ids, study.max_steps)
-    if policy.early_curve:
-        from spottune._early_stop import early_stopping
-
-        learned = None
-        if policy.stopper == "hparams" and config.barriers:  # docs/design/earlycurve.md §8.19
-            learned = _hparams(study, config.barrier_fractions, seed)
-            ranking = {"rung_predictor": learned, "configs": study.configs}
-        fmp, plateau, rank_rule = early_stopping(policy.stopper, study.max_steps, config.theta_steps, top_k, seed,
-                                                 final_predictor=learned, predictive=policy.predictive_options)
-        stop_rule = stop_rule if rank_rule is None else rank_rule  # a policy with a pruner has no EarlyCurve
-    else:
-        fmp, plateau = curve_model(study.max_steps, False)
-    if deadline_s is not None and policy.chooser == "spottune":
-        chooser = _guard(chooser, study=study, catalog=catalog, markets=markets, start_s=start_s,
-                         deadline_s=deadline_s, boot_s=boot_s, rule=deadline_rule, budget_usd=budget_usd, top_k=top_k)
-    orch = Orchestrator(study.trial_ids, config, chooser, predictor=fmp, plateau_rule=plateau, stop_rule=stop_rule,
-                        **ranking)
-    return Assembly(orchestrator=orch, revocation_model=revocation_model, billing=billing, chooser=chooser,
-                    stop_rule=stop_rule, note=note)
-
-
-def _hparams(study: Any, barriers: Sequence[float], seed: int) -> Any:
-    """Stopper ``hparams``' predictor, fitted on the study's previous runs (:attr:`Study.extra` ``previous_runs``;
-    ``spottune simulate`` refuses a study without them before any run)."""
-    from spottune._early_stop import hparams_predictor
-
-    keys = {k for c in study.configs.values() for k in c}
-    return hparams_predictor(study.extra.get("previous_runs") or [], barriers, seed, keys)
-
-
-def _guard(chooser: Any, *, study: Any, catalog: Any, markets: list, start_s: float | None, deadline_s: float,
-           boot_s: float, rule: str, budget_usd: float | None = None, top_k: int = 3) -> Any:
-    """``chooser`` inside :class:`spottune.planning.DeadlineGuard` for a deadline ``deadline_s`` after the start.
-
-    With a budget, the stable option is the fastest type whose on-demand hour fits ``budget_usd / top_k``
-    (the top-k must be able to finish on it together), else the cheapest type on demand (DB11)."""
-    from spottune.backends._speed import seconds_per_step
-    from spottune.planning import DeadlineGuard
-
-    if start_s is None:
-        raise ConfigError("a deadline needs the run's start time")
-    ref = float(np.mean(list(study.reference_seconds_per_step.values())))
-    od = lambda m: catalog.on_demand_usd_per_hour(m.instance_type, m.region)  # noqa: E731
-    cap = None if budget_usd is None else max(budget_usd / top_k, min(od(m) for m in markets))
-    return DeadlineGuard(
-        chooser, start_s=start_s, deadline_s=start_s + deadline_s, max_steps=study.max_steps, markets=markets,
-        seconds_per_step=lambda t: seconds_per_step(ref, catalog[t].vcpus, catalog[t].ecu),
-        overhead_s=boot_s + RESTORE_CHECKPOINT_S, rule=rule, on_demand_usd_per_hour=od, max_stable_usd_per_hour=cap)
-
-
-#: θ of ``seer-lean``'s θ-top-k candidate: the θ of the reference SpotTune policy (``spottune-0.7``), not tuned.
-LEAN_THETA = 0.7
-
-
-def elastic_schedule(kind: str, *, study: Any, history: Any, catalog: Any, markets: list, start_s: float,
-                     deadline_s: float, budget_usd: float, boot_s: float, window_s: float, top_k: int = 3,
-                     step_time_cov: float = 0.0) -> tuple[Any, dict[float, str]]:
-    """``(schedule, types)``: the elastic schedule ``kind`` for a deadline (s) and a budget (USD), in
-    seconds and vCPUs (the budget in vCPU-seconds at the expected price, DB2; SEER's plan and the lean plan as
-    ``spottune run`` prints them, :func:`spottune.planning.plan_run`), and the instance type of each vCPU count.
-
-    Raises
-    ------
-    ConfigError
-        If the deadline and the budget do not fit the schedule.
-    """
-    from spottune.planning import grid_schedule, hyperband_schedule, plan_run, resources, seer_schedule
-    from spottune.planning._plan import SEER_ETA
-
-    ref = float(np.mean(list(study.reference_seconds_per_step.values())))
-    common = dict(deadline_s=deadline_s, budget_usd=budget_usd, history=history, catalog=catalog, markets=markets,
-                  start_s=start_s, window_s=window_s, reference_seconds_per_step=ref, boot_s=boot_s)
-    res = resources(**common)
-    n = len(study.trial_ids)
-    if kind in ("seer", "seer-lean"):
-        plan = plan_run(**common, n_requested=n, max_steps=study.max_steps if kind == "seer-lean" else None,
-                        top_k=top_k, theta=LEAN_THETA, overhead_s=boot_s + RESTORE_CHECKPOINT_S,
-                        step_time_cov=step_time_cov, hourly_hop=True, delta_usd_per_hour=ELASTIC_DELTA_USD_PER_HOUR)
-        if plan.seer is None:
-            raise ConfigError(f"seer: deadline {deadline_s:g} s and budget {budget_usd:g} USD fit no round")
-        if kind == "seer" or plan.lean is None:  # no lean candidate fits: SEER's plan (Fact 1 in its own model)
-            sched = seer_schedule(plan.seer)
-            return sched, {p: res.instance_type(p) for b in sched.brackets for p in b.resources}
-        return plan.lean.schedule, plan.lean.type_map
-    sched = (hyperband_schedule(deadline_s, res.budget_vcpu_s, eta=SEER_ETA, p_min=res.p_min, t_min=res.t_min,
-                                max_trials=n) if kind == "e-hyperband" else
-             grid_schedule(deadline_s, res.budget_vcpu_s, p_min=res.p_min, p_max=res.p_max, t_min=res.t_min,
-                           max_trials=n))
-    return sched, {p: res.instance_type(p) for b in sched.brackets for p in b.resources}
-
-
-def _assemble_elastic(policy: Policy, *, study: Any, history: Any, catalog: Any, pool: Any, markets: list,
-                      revocation_model: Any, billing: Any, rng: Any, top_k: int, boot_s: float, start_s: float | None,
-                      deadline_s: float | None, budget_usd: float | None, window_s: float) -> Assembly:
-    """The orchestrator of an elastic policy (:func:`spottune.evaluation._elastic.bracket_orchestrator`)."""
-    from spottune.backends.sim import SimSettings
-    from spottune.evaluation._elastic import bracket_orchestrator
-
-    if deadline_s is None or budget_usd is None or start_s is None:
-        raise ConfigError(f"policy {policy.name} needs a deadline and a budget (--deadline, --budget-usd)")
-    schedule, types = elastic_schedule(policy.schedule, study=study, history=history, catalog=catalog,
-                                       markets=markets, start_s=start_s, deadline_s=deadline_s, budget_usd=budget_usd,
-                                       boot_s=boot_s, window_s=window_s, top_k=top_k,
-                                       step_time_cov=SimSettings().step_time_cov)
-    orch, chooser, note = bracket_orchestrator(
-        schedule, types, study.trial_ids, history=history, catalog=catalog, pool=pool, rng=rng,
-        max_steps=study.max_steps, metric=study.metric, mode=study.mode, top_k=top_k,
-        reference_seconds_per_step=study.reference_seconds_per_step.__getitem__, boot_s=boot_s,
-        predictive=policy.early_curve, step_time_cov=SimSettings().step_time_cov, hourly_hop=policy.hourly_hop)
-    return Assembly(orchestrator=orch, revocation_model=revocation_model, billing=billing, chooser=chooser, note=note)
+    return Policy(name="spec", description=f"spottune run: θ={spec.theta:g}, predictor {spec.predictor}, objective "
+                  f"{spec.objective}, stopper {spec.stopper}", predictor=spec.predictor, theta=spec.theta,
+                  objective=spec.objective, stopper=spec.stopper, rungs=spec.rungs,
+                  predictive_options=spec.predictive_options, failover=spec.backend in ("sim", "local", "aws"),
+                  exclusion_s=exclusion_s(spec) if spec.backend == "aws" else DEFAULT_EXCLUSION_S,
+                  launch_retry_s=_ORCHESTRATOR_DEFAULTS["launch_retry_s"], max_failures=spec.max_failures,
+                  guard_overhead="checkpoint-transfer", guard_budget_cap=False)

@@ -42,7 +42,7 @@ class HindsightPredictor:
 
     Examples
     --------
-    >>> hindsight = HindsightPredictor(revocation_model("legacy", history, seed=0))  # spottune._compose  # doctest: +SKIP
+    >>> hindsight = HindsightPredictor(revocation_model("legacy", history, seed=0))  # spottune.compose  # doctest: +SKIP
     >>> hindsight.predict_proba([market], t_s, [0.05])  # doctest: +SKIP
     array([1.])
     """

@@ -1,4 +1,5 @@
-"""SEER-family baselines in the simulator: an elastic schedule executed on the replayed spot market (F-S5).
+"""An elastic schedule executed with the orchestrator's trial life cycle: the SEER-family policies of ``spottune
+simulate`` (F-S5) and the plan ``spottune run --deadline-mode plan|seer`` executes (DB14, DB15).
 
 :class:`BracketOrchestrator` runs an :class:`spottune.planning.ElasticSchedule` (SEER, E-Hyperband, E-Grid)
 with the orchestrator's trial life cycle, so it is replayed by the same sim backend as every policy: the
@@ -323,7 +324,7 @@ def bracket_orchestrator(schedule: Any, types: Mapping[float, str], trial_ids: S
     max_steps, metric, mode, top_k
         S_max, the reported metric, ``"min"`` / ``"max"``, the models kept.
     reference_seconds_per_step : callable (trial_id) -> float
-        Seconds per step on the 2-vCPU reference instance (:func:`spottune.backends._speed.seconds_per_step`).
+        Seconds per step on the 2-vCPU reference instance (:func:`spottune.speed.seconds_per_step`).
     boot_s : float
         Launch-to-training latency, seconds; a round's overhead is ``boot_s`` + :data:`RESTORE_CHECKPOINT_S`.
     predictive : bool
@@ -346,7 +347,7 @@ def bracket_orchestrator(schedule: Any, types: Mapping[float, str], trial_ids: S
         If the schedule samples more trials than given.
     """
     from provisioner import MaxPriceRule
-    from spottune.backends._speed import seconds_per_step
+    from spottune.speed import seconds_per_step
 
     delta = ELASTIC_DELTA_USD_PER_HOUR
     chooser = TypeChooser(types.values(), history, catalog, pool, rng,
