@@ -213,6 +213,15 @@ class WorkerDriver(ReplayDriver):
         """The run continues a killed one (:meth:`resume` was called)."""
         return self._resumed is not None
 
+    @property
+    def log_s(self) -> float:
+        """Engine time of the event being (or last) delivered, seconds since the epoch; a resume may move it on."""
+        return self._log_s
+
+    @log_s.setter
+    def log_s(self, value: float) -> None:
+        self._log_s = float(value)
+
     def now_s(self) -> float:
         """Engine seconds now (never earlier than the last delivered event)."""
         return max(self.clock.engine_s(), self._log_s)

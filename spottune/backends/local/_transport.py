@@ -202,8 +202,8 @@ class ProcessTransport:
         d = self.driver
         killed = kill_leftover_workers(records, self.settings.store_url)
         d.replay_journal()
-        d.restart_clock(d._log_s)  # the replayed market resumes where it stood
-        d.record.meta.setdefault("resumes", []).append({"at_s": d._log_s, "records": d.journal.n,
+        d.restart_clock(d.log_s)  # the replayed market resumes where it stood
+        d.record.meta.setdefault("resumes", []).append({"at_s": d.log_s, "records": d.journal.n,
                                                          "killed_workers": killed})
 
     def reconcile(self) -> None:
