@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import math
 import queue
 import time
 from collections.abc import Callable, Mapping
