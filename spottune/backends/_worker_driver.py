@@ -244,6 +244,31 @@ class WorkerDriver(ReplayDriver):
         self._instances[inst.instance_id] = inst
         self._timer(inst.started_s + HOUR_S, "hour", inst)
 
+    def timer(self, t_s: float, kind: str, inst: WorkerInstance) -> None:
+        """At engine time ``t_s``, handle ``kind`` for ``inst`` (``hour``, ``terminate``, or a transport's own)."""
+        self._timer(t_s, kind, inst)
+
+    def market_instance(self, action: Launch, t: float, cls: type[WorkerInstance], **extra: Any) -> Any:
+        """Ask the replayed market (the revocation model) for ``action``'s instance at engine time ``t``.
+
+        Returns the registered instance (``cls``), its notice, termination and hourly tick on the clock; or None
+        after posting ``LaunchFailed`` (a refusal; a capacity refusal also excludes the market).
+
+        Raises
+        ------
+        BackendError
+            If the checkpoint store has been unreachable for too long.
+        """
+        inst = self._new_instance(action, t, self.ref_sps, cls, **extra)
+        if inst is not None:
+            self._schedule_timers(inst, t)
+        return inst
+
+    def provider_ends_leftovers(self, end_s: float) -> None:
+        """After ``ExperimentFinished`` in a replayed market: the provider ends the instances still alive
+        (revoked and saved ones), each billed to its termination or ``end_s``, whichever is first."""
+        self._close_leftovers(end_s)
+
     def sequential_id(self) -> str:
         """``i-00001``, ``i-00002``, ...: the next id by the number of instances so far."""
         return ReplayDriver._next_instance_id(self)

@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spottune.backends._base import Driver, Progress, RunRecord
-from spottune.backends._worker_driver import TRANSITIONS, Phase, WorkerDriver, driver_attribute  # noqa: F401 - the table and its phases, also importable from here
+from spottune.backends._worker_driver import TRANSITIONS, Phase  # noqa: F401 - also importable from here
+from spottune.backends._worker_driver import WorkerDriver, driver_attribute
 from spottune.backends.local._transport import ProcessInstance, ProcessTransport
 from spottune.errors import BackendError
 from spottune.orchestrator import Orchestrator

@@ -65,7 +65,6 @@ class ProcessTransport:
         self.settings = settings
         self.spares = spares
         self.driver: WorkerDriver | None = None
-        self.end_s: float | None = None
         self.imds = ImdsEmulator()
         self.pool = WorkerPool(python=settings.python, workload=workload, store_url=settings.store_url,
                                storage_options=settings.storage_options, spares=spares,
@@ -76,7 +75,11 @@ class ProcessTransport:
 
     def bind(self, driver: WorkerDriver) -> None:
         self.driver = driver
-        self.end_s = float(driver.history.end_s)
+
+    @property
+    def end_s(self) -> float:
+        """The end of the replayed price history (engine seconds)."""
+        return float(self.driver.history.end_s)
 
     # -- the run --------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -104,7 +107,7 @@ class ProcessTransport:
 
     def close_leftovers(self) -> None:
         """The provider ends the instances still alive (revoked and saved ones) by the price history's end."""
-        self.driver._close_leftovers(float(self.end_s))
+        self.driver.provider_ends_leftovers(self.end_s)
 
     def handle(self, kind: str, args: list[Any]) -> bool:
         if kind != "notice":
@@ -123,7 +126,7 @@ class ProcessTransport:
     def launch(self, action: Launch) -> None:
         d = self.driver
         t = d.now_s()
-        inst = d._new_instance(action, t, d.ref_sps, ProcessInstance, resume_step=action.resume_step)
+        inst = d.market_instance(action, t, ProcessInstance, resume_step=action.resume_step)
         if inst is None:
             return
         s = self.settings
@@ -137,7 +140,6 @@ class ProcessTransport:
                             keep=s.checkpoint_keep)
         inst.worker, warm = self.pool.segment(inst, argv)
         inst.stats.update(worker=inst.worker.name, warm=warm, spawn_wall_s=d.clock.wall_s())
-        d._schedule_timers(inst, t)
 
     def command(self, inst: ProcessInstance, cmd: CheckpointCommand) -> None:
         self.pool.command(inst.worker, cmd)
@@ -217,7 +219,7 @@ class ProcessTransport:
             tr = d.orchestrator.trials[inst.trial_id]
             inst.phase = Phase.KILLED  # its worker died with us (or was killed by resume())
             if inst.launched and tr.instance_id != inst.instance_id and math.isfinite(inst.termination_s):
-                d._timer(inst.termination_s, "terminate", inst)  # left by its trial: the provider ends it
+                d.timer(inst.termination_s, "terminate", inst)  # left by its trial: the provider ends it
                 inst.phase = Phase.SAVED
                 continue
             d.end(inst, d.now_s(), "user", "restart")
