@@ -346,7 +346,7 @@ def test_no_credential_reaches_the_segment_the_user_data_or_the_record(moto, mon
                          FACTS.__getitem__, T0, s)
     backend.queue_url = "https://sqs.example/q.fifo"
     backend.clock.start()
-    backend._launch(Launch(trial_id="t0", market=A, max_price_usd_per_hour=0.1, resume_step=0, target_steps=5))
+    backend.transport.launch(Launch(trial_id="t0", market=A, max_price_usd_per_hour=0.1, resume_step=0, target_steps=5))
     (inst,) = find_instances(backend.ec2, "exp-sec")
     seg = backend.clients.s3.get_object(Bucket="spottune-test", Key="spottune/exp-sec/segments/l00001.json")["Body"].read()
     import base64

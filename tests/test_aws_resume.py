@@ -72,7 +72,7 @@ def test_a_crashed_orchestrator_resumes_to_the_uninterrupted_result(moto, local,
     path = tmp_path / JOURNAL_FILE
     journal = Journal(path, spec={"test": exp}, fault=_crash_at_first_relaunch)
     orch, backend = _backend(moto, tmp_path, exp, journal)
-    backend._sweep = lambda: None  # a killed process cleans nothing up
+    backend.transport.sweep = lambda: None  # a killed process cleans nothing up
     hosts = Ec2Hosts(moto, exp, workload=WORKLOAD, store=backend.settings.store_url, log_dir=tmp_path,
                      revocation=LegacyBidRevocation(HIST), clock=backend.clock, warm=6)
     hosts.attach(backend.ec2)
@@ -103,7 +103,7 @@ def test_a_crashed_orchestrator_resumes_to_the_uninterrupted_result(moto, local,
         hosts.follow(resumed.clock)  # the replayed market goes on, on the new process's clock
         hosts.attach(resumed.ec2)
         # a second crash, in the resumed run: after the intent of its second launch, before run_instances
-        resumed._sweep = lambda: None
+        resumed.transport.sweep = lambda: None
         put, calls = resumed.control.put_segment, []
 
         def put_segment(launch_id, doc):

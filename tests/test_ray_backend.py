@@ -151,10 +151,11 @@ def test_a_market_the_cluster_does_not_offer_is_refused(tmp_path, cloud):
     backend = RayBackend(orch, history(), Billing(), WORKLOAD, {"t0": ({"lr": 0.1}, 1)}, FACTS.__getitem__, T0,
                          RaySettings(store_url=str(tmp_path)), markets=[OfferedMarket("r3.large", "us-east-1a",
                                                                                       "resource", 1)])
-    backend._launch(Launch(trial_id="t0", market=B, max_price_usd_per_hour=0.1, resume_step=0, target_steps=10))
-    kind, event = backend._q.get_nowait()
+    backend.transport.launch(Launch(trial_id="t0", market=B, max_price_usd_per_hour=0.1, resume_step=0,
+                                    target_steps=10))
+    kind, event = backend.driver._q.get_nowait()
     assert kind == "event" and isinstance(event, LaunchFailed)
-    assert event.error == "the Ray cluster offers no node of market c3.xlarge/us-east-1b" and not backend._instances
+    assert event.error == "the Ray cluster offers no node of market c3.xlarge/us-east-1b" and not backend.driver.instances
 
 
 def test_hourly_hops_theta_barrier_top_k_and_a_failing_trial(tmp_path, cloud):

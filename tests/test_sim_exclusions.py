@@ -147,9 +147,9 @@ def test_the_local_backends_resume_excludes_a_journaled_capacity_refusal_again(t
                          start, LocalSettings(store_url=(tmp_path / "store").as_uri()))
     exclusions = orch.chooser.exclusions  # read by the test only: the backend delivers events
     action = Launch(trial_id="t0", market=A, max_price_usd_per_hour=0.1, resume_step=0, target_steps=20)
-    local._replay_refused({**refused[0], "cause": "refused-price"}, action)  # a price refusal excludes nothing
+    local.transport.replay_refused({**refused[0], "cause": "refused-price"}, action)  # a price refusal excludes nothing
     assert exclusions.active(start) == {}
-    local._replay_refused(refused[0], action)
+    local.transport.replay_refused(refused[0], action)
     assert exclusions.active(start + 1799.0) == {
         A: f"excluded after refused-capacity until {start + DEFAULT_EXCLUSION_S:.0f} s"}
 

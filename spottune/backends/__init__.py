@@ -4,7 +4,9 @@ The contract (which events, in which order) is the docstring of :mod:`spottune.b
 ``sim`` replays a spot market on a virtual clock; ``local`` runs every trial segment as a real worker
 process against the same market replayed on an accelerated wall clock; ``aws`` runs every segment on an
 EC2 spot instance (:mod:`spottune.backends.aws`); ``ray`` runs every segment as an actor on a spot node of an
-existing Ray cluster (:mod:`spottune.backends.ray`, needs ``spottune[ray]``).
+existing Ray cluster (:mod:`spottune.backends.ray`, needs ``spottune[ray]``). The last three share one
+lifecycle, :class:`spottune.backends._worker_driver.WorkerDriver`, each with its own transport (a process, an
+EC2 instance, a Ray actor; the protocol is :class:`spottune.backends._transport.WorkerTransport`).
 
 The names are imported on first use (PEP 562), so that a worker or an agent importing
 ``spottune.backends.local.worker`` does not import the orchestrator and its scientific stack.

@@ -1,0 +1,681 @@
+"""The worker driver: the lifecycle the local, aws and ray backends share, around a transport.
+
+Each of those backends runs every trial segment in a real worker (``spottune.backends.local.worker``'s loop:
+restore, train, report JSON lines, checkpoint when told or on the IMDS notice). They differ only in how a
+worker is reached: a process, an EC2 instance, a Ray actor. That part is the backend's transport
+(:class:`spottune.backends._transport.WorkerTransport`); everything else is :class:`WorkerDriver`:
+
+- **the queue loop** (:meth:`WorkerDriver.run`): timers (APScheduler date jobs on the accelerated wall clock,
+  :class:`spottune.backends.local._clock.ScaledClock`) and the transport's threads only enqueue; one thread
+  (the caller of ``run``) takes items off the queue and talks to the orchestrator, so it stays
+  single-threaded;
+- **the instance phases** (:data:`TRANSITIONS`, one explicit table like the orchestrator's);
+- **the worker's reports** (:mod:`spottune.backends.local._messages`): ``ready`` becomes ``TrialLaunched``
+  (notices and hourly ticks that came earlier are delivered after it), ``metric`` ``MetricReported``,
+  ``saved`` ``CheckpointSaved`` (or an unconfirmed save the next ``Checkpoint`` confirms), ``failed`` or an
+  unclean exit ``SegmentFailed``;
+- **the ends**: a provider end is billed to its termination and reported ``SegmentEnded(provider)`` (or
+  ``LaunchFailed`` before ``ready``); a ``Terminate`` kills the worker (or recycles it), bills to now and
+  reports ``SegmentEnded(user)``;
+- **crash safety**: the journal replay that rebuilds the driver's state (:meth:`WorkerDriver.replay_journal`).
+
+Delivery, launch caps and billing are :class:`spottune.backends._replay.ReplayDriver`'s, shared with the
+simulator.
+
+**Instance lifecycle** (:data:`TRANSITIONS`)::
+
+    BOOTING --ready--> RUNNING --checkpoint--> CHECKPOINTING --saved--> SAVED --recycle--> RECYCLED
+       |                  |  +---saved (on its own, at the notice)----->  |
+       +--failed--> FAILED <--failed--+---------------------------------+  (SAVED never fails)
+    any phase but RECYCLED --kill--> KILLED (output already written is still read: KILLED self-loops)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import queue
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from spottune.backends._base import Progress, RunRecord
+from spottune.backends._replay import Instance, ReplayDriver
+from spottune.backends._transport import WorkerTransport
+from spottune.backends.local._clock import ScaledClock
+from spottune.backends.local._messages import CheckpointCommand, Failed, Metric, Notice, Ready, Report, Saved
+from spottune.errors import BackendError
+from spottune.journal import decode_event
+from spottune.orchestrator import (Checkpoint, EndReason, Launch, LaunchFailed, MarketSignal, Orchestrator,
+                                   Terminate)
+
+__all__ = ["TRANSITIONS", "Phase", "WorkerDriver", "WorkerInstance", "driver_attribute"]
+
+
+class Phase(enum.Enum):
+    """Where one instance's worker is (see :data:`TRANSITIONS`)."""
+
+    BOOTING = "booting"  #: spawned (or handed a segment), setting up and restoring
+    RUNNING = "running"  #: reported ready: training
+    CHECKPOINTING = "checkpointing"  #: told to checkpoint; the save is in flight
+    SAVED = "saved"  #: reported a published checkpoint (told to, or on its own at the notice); then exits
+    FAILED = "failed"  #: the trainable or the store failed (a ``Failed`` report or a non-zero exit)
+    KILLED = "killed"  #: killed: the instance is gone (its output already queued still counts)
+    RECYCLED = "recycled"  #: a clean segment's process went back to the warm pool (the hourly hop)
+
+
+_P = Phase
+#: The one table of the instance lifecycle: (phase, trigger) -> next phase. Triggers: ``ready``,
+#: ``checkpoint`` (a Checkpoint command sent), ``saved``, ``failed``, ``kill``, ``recycle``. A pair that is
+#: not here is a driver bug (``BackendError``). Output a worker wrote before it was killed is read after
+#: the kill, hence the ``KILLED`` self-loops.
+TRANSITIONS: dict[tuple[Phase, str], Phase] = {
+    (_P.BOOTING, "ready"): _P.RUNNING,
+    (_P.BOOTING, "failed"): _P.FAILED,  # setup or restore raised
+    (_P.BOOTING, "kill"): _P.KILLED,  # terminated while booting
+    (_P.RUNNING, "checkpoint"): _P.CHECKPOINTING,
+    (_P.RUNNING, "saved"): _P.SAVED,  # saved on its own at the IMDS notice or SIGTERM: unconfirmed until asked
+    (_P.RUNNING, "failed"): _P.FAILED,
+    (_P.RUNNING, "kill"): _P.KILLED,
+    (_P.CHECKPOINTING, "saved"): _P.SAVED,
+    (_P.CHECKPOINTING, "failed"): _P.FAILED,
+    (_P.CHECKPOINTING, "kill"): _P.KILLED,  # the provider was faster: the save is lost
+    (_P.SAVED, "checkpoint"): _P.SAVED,  # the orchestrator asks for the save the worker already made
+    (_P.SAVED, "recycle"): _P.RECYCLED,
+    (_P.SAVED, "kill"): _P.KILLED,
+    (_P.FAILED, "checkpoint"): _P.FAILED,  # its end answers instead
+    (_P.FAILED, "kill"): _P.KILLED,
+    (_P.KILLED, "ready"): _P.KILLED,
+    (_P.KILLED, "checkpoint"): _P.KILLED,
+    (_P.KILLED, "saved"): _P.KILLED,
+    (_P.KILLED, "failed"): _P.KILLED,
+    (_P.KILLED, "kill"): _P.KILLED,
+}
+
+
+@dataclass(slots=True, kw_only=True)
+class WorkerInstance(Instance):
+    """An :class:`~spottune.backends._replay.Instance` whose steps run in a worker (a transport adds its handles).
+
+    Attributes
+    ----------
+    phase : Phase
+        Where its worker is (:data:`TRANSITIONS`).
+    launched : bool
+        ``TrialLaunched`` was delivered (the orchestrator knows the instance).
+    resume_step : int
+        The step the ``Launch`` asked the worker to restore.
+    fallback_step : int or None
+        The earlier step the store fell back to, if the worker restored one.
+    notified : bool
+        A ``RevocationNotice`` learnt from the worker or the cloud was sent (or deferred); at most one.
+    unconfirmed_save : int or None
+        A step the worker saved on its own (the IMDS notice), confirmed by the next ``Checkpoint``.
+    pending : Checkpoint or None
+        The ``Checkpoint`` action the worker's next save answers.
+    deferred : list of events
+        ``RevocationNotice`` / ``HourElapsed`` that came before ``ready``, delivered after it.
+    stats : dict
+        What ``meta["worker"]`` records of it (wall times, restore and save seconds, exit code).
+    """
+
+    phase: Phase = Phase.BOOTING
+    launched: bool = False
+    resume_step: int = 0
+    fallback_step: int | None = None
+    notified: bool = False
+    unconfirmed_save: int | None = None
+    pending: Checkpoint | None = None
+    deferred: list[Any] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def to(self, trigger: str) -> None:
+        """Apply ``trigger`` by :data:`TRANSITIONS`.
+
+        Raises
+        ------
+        BackendError
+            If the table has no such transition (the phase is left unchanged).
+        """
+        nxt = TRANSITIONS.get((self.phase, trigger))
+        if nxt is None:
+            raise BackendError(f"instance {self.instance_id} of trial {self.trial_id}: "
+                               f"can't handle {trigger!r} in phase {self.phase.name}")
+        self.phase = nxt
+
+    @property
+    def gone(self) -> bool:
+        """The worker no longer runs this instance (killed or recycled)."""
+        return self.phase in (Phase.KILLED, Phase.RECYCLED)
+
+    def output_tail(self) -> str:
+        """The end of what the worker wrote to its log, for a failure message ("" when the transport keeps none)."""
+        return ""
+
+
+class WorkerDriver(ReplayDriver):
+    """Drive the orchestrator with every segment in a worker reached through ``transport`` (see the module doc).
+
+    Parameters
+    ----------
+    orchestrator, history, revocation_model, billing, instance_facts, start_s, progress
+        As :class:`~spottune.backends._replay.ReplayDriver` (``history`` and ``revocation_model`` may be None
+        when the transport prices and ends instances itself).
+    transport : WorkerTransport
+        How segments reach their workers; bound to this driver here.
+    trials : mapping trial_id -> (config, seed)
+        The configuration and seed of each of the orchestrator's trials.
+    time_scale : float
+        Simulated seconds per wall-clock second (:class:`~spottune.backends.local._clock.ScaledClock`).
+    reference_seconds_per_step : float
+        Simulated seconds per step on the reference instance.
+    max_wall_s : float
+        :meth:`run` gives up (``BackendError``) after this many wall seconds.
+    store_monitor : spottune.checkpoint.StoreMonitor, optional
+        Launches pause while the checkpoint store is unreachable (:attr:`ReplayDriver.store_monitor`).
+    """
+
+    def __init__(self, orchestrator: Orchestrator, history: Any, revocation_model: Any, billing: Any,
+                 instance_facts: Callable[[str], tuple[int, float | None]], start_s: float,
+                 progress: Progress | None = None, *, transport: WorkerTransport,
+                 trials: Mapping[str, tuple[Mapping[str, Any], int]], time_scale: float,
+                 reference_seconds_per_step: float, max_wall_s: float, store_monitor: Any = None):
+        self.name = transport.name
+        super().__init__(orchestrator, history, revocation_model, billing, instance_facts, start_s, progress)
+        if store_monitor is not None:
+            self.store_monitor = store_monitor
+        self.transport = transport
+        self.clock = ScaledClock(start_s, time_scale)
+        self.trials = {t: (dict(c), int(s)) for t, (c, s) in trials.items()}
+        self.start_s = float(start_s)
+        self.ref_sps = float(reference_seconds_per_step)
+        self.max_wall_s = float(max_wall_s)
+        self._q: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self._resumed: list[Any] | None = None  # what a resume left for run() to deliver; None: a fresh run
+        self._replayed_launches: dict[str, Launch] = {}
+        transport.bind(self)
+
+    # -- what transports use -------------------------------------------------------------------------
+    @property
+    def instances(self) -> dict[str, Any]:
+        """Every instance of the run by id, alive or not (``WorkerInstance`` or a transport's subclass)."""
+        return self._instances
+
+    @property
+    def resuming(self) -> bool:
+        """The run continues a killed one (:meth:`resume` was called)."""
+        return self._resumed is not None
+
+    @property
+    def log_s(self) -> float:
+        """Engine time of the event being (or last) delivered, seconds since the epoch; a resume may move it on."""
+        return self._log_s
+
+    @log_s.setter
+    def log_s(self, value: float) -> None:
+        self._log_s = float(value)
+
+    def now_s(self) -> float:
+        """Engine seconds now (never earlier than the last delivered event)."""
+        return max(self.clock.engine_s(), self._log_s)
+
+    def enqueue(self, item: tuple[Any, ...]) -> None:
+        """Put ``(kind, *args)`` on the queue the driver's thread handles (any thread may call this)."""
+        self._q.put(item)
+
+    def at(self, t_s: float, item: tuple[Any, ...]) -> None:
+        """Enqueue ``item`` when engine time reaches ``t_s``."""
+        self.clock.call_at(t_s, self._q.put, item)
+
+    def post(self, event: Any) -> None:
+        """Deliver ``event`` after the one being delivered."""
+        self._post(event)
+
+    def add_instance(self, inst: WorkerInstance) -> None:
+        """Register a fulfilled launch's instance and put its hourly tick on the clock (``started_s`` + 1 h)."""
+        from spotmarket import HOUR_S
+
+        self._instances[inst.instance_id] = inst
+        self._timer(inst.started_s + HOUR_S, "hour", inst)
+
+    def timer(self, t_s: float, kind: str, inst: WorkerInstance) -> None:
+        """At engine time ``t_s``, handle ``kind`` for ``inst`` (``hour``, ``terminate``, or a transport's own)."""
+        self._timer(t_s, kind, inst)
+
+    def market_instance(self, action: Launch, t: float, cls: type[WorkerInstance], **extra: Any) -> Any:
+        """Ask the replayed market (the revocation model) for ``action``'s instance at engine time ``t``.
+
+        Returns the registered instance (``cls``), its notice, termination and hourly tick on the clock; or None
+        after posting ``LaunchFailed`` (a refusal; a capacity refusal also excludes the market).
+
+        Raises
+        ------
+        BackendError
+            If the checkpoint store has been unreachable for too long.
+        """
+        inst = self._new_instance(action, t, self.ref_sps, cls, **extra)
+        if inst is not None:
+            self._schedule_timers(inst, t)
+        return inst
+
+    def provider_ends_leftovers(self, end_s: float) -> None:
+        """After ``ExperimentFinished`` in a replayed market: the provider ends the instances still alive
+        (revoked and saved ones), each billed to its termination or ``end_s``, whichever is first."""
+        self._close_leftovers(end_s)
+
+    def sequential_id(self) -> str:
+        """``i-00001``, ``i-00002``, ...: the next id by the number of instances so far."""
+        return ReplayDriver._next_instance_id(self)
+
+    # -- clock hooks of ReplayDriver -----------------------------------------------------------------
+    def _event_time(self, event: Any) -> float:
+        return max(self._log_s, float(event.time_s))
+
+    def _post(self, event: Any) -> None:
+        self._q.put(("event", event))
+
+    def _timer(self, t_s: float, kind: str, inst: WorkerInstance) -> None:
+        self.at(t_s, (kind, inst))
+
+    def _wake_at(self, trial_id: str, at_s: float) -> None:
+        self.at(at_s, ("wake", trial_id, at_s))
+
+    def _next_instance_id(self) -> str:
+        return self.transport.next_instance_id()
+
+    def _price_series(self, inst: Any, end_s: float) -> Any:
+        return self.transport.price_series(inst, end_s)
+
+    # -- the loop -------------------------------------------------------------------------------------
+    def run(self) -> RunRecord:
+        """Drive the orchestrator from ``ExperimentStarted`` to ``ExperimentFinished`` (or a resume's end).
+
+        Raises
+        ------
+        BackendError
+            Past ``max_wall_s`` wall seconds, when engine time passes the transport's ``end_s`` (the price
+            history's end), or when the transport cannot start or carry out an effect. The transport's
+            workers are stopped and released on the way out.
+        """
+        t = self.transport
+        t.open()
+        try:
+            t.watch()
+            self.clock.start()
+            give_up = time.monotonic() + self.max_wall_s
+            if self._resumed is None:
+                self._start()
+            else:
+                t.reconcile()
+            self._serve(give_up, t.end_s)
+            t.close_leftovers()
+        finally:
+            t.stop()
+            self.clock.stop()
+            t.close()
+        self.record.meta["worker"] = {iid: inst.stats for iid, inst in self._instances.items()}
+        return self.record
+
+    def _serve(self, give_up: float, end_s: float | None) -> None:
+        """The one thread that talks to the orchestrator: handle queued items until the orchestrator is
+        done or the driver stopped.
+
+        Raises
+        ------
+        BackendError
+            Past ``give_up`` (``time.monotonic()``), or when engine time passes ``end_s`` (the end of the
+            price history; None: no end).
+        """
+        while not self.orchestrator.done and not self.stopped:
+            if time.monotonic() > give_up:
+                raise BackendError(f"the {self.name} run did not finish within {self.max_wall_s:.0f} wall "
+                                   f"seconds (engine time {(self.now_s() - self.start_s) / 3600:.1f} h)")
+            if end_s is not None and self.now_s() > end_s:
+                raise BackendError(f"the price history ends at {end_s:.0f} s before the experiment finished")
+            try:
+                item = self._q.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            self._handle(item)
+
+    def _handle(self, item: tuple[Any, ...]) -> None:
+        """One queue item: ``(kind, *args)`` from a timer, a transport's thread or the driver itself."""
+        kind, *args = item
+        handler = {"event": self._deliver, "line": self.on_report, "eof": self.on_exit, "hour": self._on_hour,
+                   "terminate": self.provider_ended, "ended": self._on_ended, "wake": self._on_wake,
+                   "budget": self._budget_tick}.get(kind)
+        if handler is not None:
+            handler(*args)
+        elif not self.transport.handle(kind, args):  # pragma: no cover - a driver bug
+            raise BackendError(f"{self.name} backend: unknown queue item {kind!r}")
+
+    # -- effects --------------------------------------------------------------------------------------
+    def _launch(self, action: Launch) -> None:
+        self.transport.launch(action)
+
+    def _terminate(self, action: Terminate) -> None:
+        inst = self._instances[action.instance_id]
+        if not self.transport.recycle(inst):  # the hourly hop may keep the worker for another segment
+            self.kill(inst)
+        self._end(inst, self.now_s(), "user", str(action.reason))
+        self._q.put(("ended", inst, EndReason.USER))
+
+    def kill(self, inst: WorkerInstance) -> None:
+        """End the worker of ``inst`` (the instance is gone); its output already written is still read."""
+        if inst.phase is Phase.RECYCLED:
+            return  # the process runs another segment now
+        inst.to("kill")
+        self.transport.kill(inst)
+
+    def _release(self, inst: Any) -> None:
+        self.kill(inst)
+
+    def _checkpoint(self, action: Checkpoint) -> None:
+        inst = self._instances[action.instance_id]
+        if inst.unconfirmed_save is not None and inst.unconfirmed_save == inst.step:
+            step, inst.unconfirmed_save = inst.unconfirmed_save, None  # already saved on the IMDS notice
+            self._post(inst.checkpoint_saved(self.now_s(), action.reason, step))
+            return
+        inst.pending = action
+        inst.to("checkpoint")
+        self.transport.command(inst, CheckpointCommand(reason=str(action.reason)))
+        # if the worker is already gone, its end (failure, termination) answers instead
+
+    def send_or_defer(self, inst: WorkerInstance, event: Any) -> None:
+        """Deliver ``event`` about ``inst`` now, or after its ``TrialLaunched`` if it is not ready yet."""
+        if inst.launched:
+            self._deliver(event)
+        else:
+            inst.deferred.append(event)
+
+    def _on_hour(self, inst: WorkerInstance) -> None:
+        if inst.alive and not inst.gone:
+            self.send_or_defer(inst, inst.hour_elapsed(self.now_s()))
+
+    def _on_wake(self, trial_id: str, at_s: float) -> None:
+        self._wake(trial_id, max(self.now_s(), at_s))
+
+    def _launched(self, inst: WorkerInstance) -> None:
+        inst.launched = True
+        event = inst.trial_launched(self.now_s())
+        if inst.fallback_step is not None:
+            event = dataclasses.replace(event, restored_step=inst.fallback_step)
+        self._deliver(event)
+
+    # -- worker reports -------------------------------------------------------------------------------
+    def on_report(self, inst: WorkerInstance, report: Report) -> None:
+        """One report of ``inst``'s worker (:mod:`spottune.backends.local._messages`), to its handler."""
+        if not inst.alive and not isinstance(report, Saved):
+            return
+        handler = {Ready: self._on_ready, Metric: self._on_metric, Saved: self._on_saved,
+                   Notice: self.transport.seen_notice, Failed: self._on_failed}.get(type(report))
+        if handler is not None:  # Idle and Exited need no answer (the process end is on_exit)
+            handler(inst, report)
+
+    def _on_ready(self, inst: WorkerInstance, report: Ready) -> None:
+        restored = report.step
+        if restored != inst.resume_step and not (0 <= restored < inst.resume_step and report.lost_steps is not None):
+            raise BackendError(f"trial {inst.trial_id}: worker restored step {restored}, "
+                               f"but the Launch asked for step {inst.resume_step}")
+        if restored != inst.resume_step:  # the store fell back to an earlier good version
+            inst.fallback_step = inst.step = inst.saved_step = restored
+            self._checkpoint_step[inst.trial_id] = restored
+            inst.stats.update(fallback_from_step=inst.resume_step, fallback_lost_steps=report.lost_steps)
+        inst.stats.update(ready_wall_s=self.clock.wall_s(), restore_s=report.restore_s, restored_version=report.version)
+        inst.to("ready")
+        self._launched(inst)
+        for event in inst.deferred:
+            if not inst.gone:
+                self._deliver(dataclasses.replace(event, time_s=self.now_s()))
+        inst.deferred.clear()
+
+    def _on_metric(self, inst: WorkerInstance, report: Metric) -> None:
+        inst.step = int(report.step)
+        inst.executed += 1
+        metrics = {str(k): float(v) for k, v in dict(report.metrics or {}).items()}
+        self._deliver(inst.metric_reported(self.now_s(), metrics))
+
+    def _on_saved(self, inst: WorkerInstance, report: Saved) -> None:
+        if not inst.alive:
+            return  # published too late: the orchestrator rolls back; the store keeps it as unconfirmed
+        step = int(report.step)
+        inst.to("saved")
+        inst.saved_step = step
+        self._checkpoint_step[inst.trial_id] = step
+        inst.stats.setdefault("save_s", []).append(report.save_s)
+        if inst.pending is not None:
+            action, inst.pending = inst.pending, None
+            self._deliver(inst.checkpoint_saved(self.now_s(), action.reason, step))
+        else:
+            inst.unconfirmed_save = step
+
+    def notice_from_worker(self, inst: WorkerInstance, report: Notice) -> None:
+        """For transports that learn of an interruption notice only from the worker's IMDS poll (aws, ray; where
+        the market is replayed, the replay sends it): ``RevocationNotice`` with IMDS's deadline (two minutes if
+        it cannot be read); at most one per instance (``inst.notified``)."""
+        now = self.now_s()
+        inst.stats["notice_seen_s"] = now
+        if inst.notified or not inst.alive or inst.gone:
+            return
+        inst.notified = True
+        try:
+            deadline = datetime.fromisoformat(str(report.time).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            deadline = now + 120.0  # AWS: two minutes after the notice
+        inst.notice_s, inst.termination_s = now, max(now, deadline)
+        self.send_or_defer(inst, inst.revocation_notice(now))
+
+    def _on_failed(self, inst: WorkerInstance, report: Failed) -> None:
+        inst.stats["failed"] = report.during
+        self.failed(inst, f"{report.during}: {report.error}")
+
+    def failed(self, inst: WorkerInstance, error: str) -> None:
+        """The trainable (or the worker) failed on this instance: ``SegmentFailed``."""
+        inst.to("failed")
+        if not inst.launched:  # setup or restore raised: the trainable failed on this instance
+            self._launched(inst)
+        self._deliver(inst.segment_failed(self.now_s(), error))
+
+    def on_exit(self, inst: WorkerInstance, returncode: int) -> None:
+        """The worker of ``inst`` exited with ``returncode``: a failure unless it was clean or already ended."""
+        inst.stats["returncode"] = returncode
+        if inst.phase in (Phase.KILLED, Phase.FAILED) or not inst.alive or returncode == 0:
+            return
+        self.failed(inst, f"worker exited with code {returncode}: {inst.output_tail()}")
+
+    def provider_ended(self, inst: WorkerInstance) -> None:
+        """The provider ends ``inst`` now (its termination time): kill its worker, then ``SegmentEnded``."""
+        if not inst.alive or inst.gone:
+            return
+        self.kill(inst)  # its remaining output is now queued ahead of the "ended" item
+        self._q.put(("ended", inst, EndReason.PROVIDER))
+
+    def _on_ended(self, inst: WorkerInstance, reason: EndReason) -> None:
+        self.transport.ended(inst)
+        self._segment_gone(inst, reason)
+
+    def _segment_gone(self, inst: WorkerInstance, reason: EndReason) -> None:
+        """The instance is gone: a provider end is billed (to its termination time), then ``SegmentEnded``, or
+        ``LaunchFailed`` for one that died before it was ready (the contract, rules 2 and 6)."""
+        if reason is EndReason.PROVIDER:
+            self._end(inst, inst.termination_s, "provider", inst.reason)
+        if reason is EndReason.PROVIDER and not inst.launched:
+            self._deliver(inst.died_booting(self.now_s()))
+        else:
+            self._deliver(inst.segment_ended(self.now_s(), reason))
+
+    def end(self, inst: WorkerInstance, t: float, ended_by: str, reason: str) -> None:
+        """Bill ``inst`` once, ended at engine time ``t`` by ``"provider"`` or ``"user"`` for ``reason``."""
+        self._end(inst, t, ended_by, reason)
+
+    # -- market signals ---------------------------------------------------------------------------------
+    def inform(self, event: Any) -> None:
+        """Deliver a model event (``CapacityRefused``, ``InstanceEnded``, ``MarketSignal``) to the orchestrator, which
+        passes it to its models; a transport never touches them itself."""
+        self._inform(event)
+
+    def signal(self, market: Any, kind: str, value: float, t: float) -> None:
+        """Journal one market signal (:mod:`spottune.backends.aws._signals`) and hand it to the predictor (a
+        resume replays it from the journal)."""
+        if self.journal is not None:
+            self.journal.outcome("signal", str(market), signal=kind, value=float(value), time_s=float(t))
+        self._apply_signal(market, kind, float(value), float(t))
+
+    def _apply_signal(self, market: Any, kind: str, value: float, t: float) -> None:
+        self.record.meta.setdefault("signals", []).append({"market": str(market), "kind": kind, "value": value,
+                                                           "t": t})
+        self._inform(MarketSignal(time_s=t, market=market, kind=kind, value=value))
+
+    # -- crash safety ---------------------------------------------------------------------------------
+    def resume(self, records: list[dict[str, Any]]) -> None:
+        """Continue a killed run from its journal: the transport's rule (:meth:`WorkerTransport.resume`), on
+        :meth:`replay_journal`.
+
+        Raises
+        ------
+        BackendError
+            If the transport cannot continue a run, or the driver has no journal.
+        """
+        self.transport.resume(records)
+
+    def restart_clock(self, start_s: float) -> None:
+        """A resume: the engine clock starts again at ``start_s``."""
+        self.clock = ScaledClock(start_s, self.clock.time_scale)
+
+    def replay_journal(self) -> None:
+        """Deliver the journaled events again (actions checked) and rebuild the driver's state from them; leaves
+        the pending wake-ups for :meth:`run` and each trial's last journaled ``Launch`` in
+        :attr:`replayed_launches`.
+
+        Raises
+        ------
+        BackendError
+            If the driver has no journal, or the journal holds a record out of order.
+        spottune.errors.JournalMismatch
+            If an action or a billed amount differs from the journaled one.
+        """
+        journal = self.journal
+        if journal is None:
+            raise BackendError(f"{self.name} backend: resume needs the run's journal (Journal(replay=records))")
+        wakes: list[tuple[str, float]] = []
+        launches: dict[str, Any] = {}
+        while journal.replaying:
+            rec = journal.peek()
+            kind = rec["k"]
+            if kind == "event":
+                self._replay_event(decode_event(rec["e"]), launches, wakes)
+            elif kind == "outcome" and rec["op"] == "launch":
+                journal.next_record()
+                if rec["fulfilled"]:
+                    self.transport.replay_launch(rec, launches[rec["id"]])
+                else:
+                    self.transport.replay_refused(rec, launches[rec["id"]])
+            elif kind == "billed":
+                journal.next_record()
+                self._replay_billed(rec)
+            elif kind in ("intent", "outcome"):
+                journal.next_record()
+                self._replay_record(rec)
+            else:
+                raise BackendError(f"{self.name} backend: journal record {rec['n']} is an unexpected {kind!r} "
+                                   f"(an action without its event)")
+        self._resumed = wakes
+        self._replayed_launches = launches
+
+    @property
+    def replayed_launches(self) -> dict[str, Launch]:
+        """After :meth:`replay_journal`: trial id -> its last journaled ``Launch``."""
+        return self._replayed_launches
+
+    def _replay_record(self, rec: dict[str, Any]) -> None:
+        """Another ``intent``/``outcome`` record met by the replay: a market signal is handed on again."""
+        if rec["k"] == "outcome" and rec["op"] == "signal":
+            from spotmarket.prices import Market
+
+            self._apply_signal(Market.parse(rec["id"]), rec["signal"], float(rec["value"]), float(rec["time_s"]))
+
+    def _replay_event(self, event: Any, launches: dict[str, Any], wakes: list[tuple[str, float]]) -> None:
+        from spottune import orchestrator as ev
+        from spottune.backends._base import log_record
+
+        now = self._log_s = self._event_time(event)
+        self.record.log.append(log_record("event", event, now))
+        actions = self._handle_event(event)
+        for action in actions:
+            self.record.log.append(log_record("action", action, now))
+            if isinstance(action, ev.Launch):
+                launches[action.trial_id] = action
+            elif isinstance(action, ev.ScheduleWakeUp):
+                wakes.append((action.trial_id, action.at_s))
+            elif isinstance(action, ev.ExperimentFinished):
+                self.record.end_s = now
+        inst = self._instances.get(getattr(event, "instance_id", None))
+        match event:
+            case ev.WakeUp():
+                due = [w for w in wakes if w[0] == event.trial_id]
+                if due:
+                    wakes.remove(min(due, key=lambda w: w[1]))
+            case ev.TrialLaunched():
+                inst.launched, inst.phase = True, Phase.RUNNING
+                if event.restored_step is not None:
+                    inst.step = inst.saved_step = self._checkpoint_step[inst.trial_id] = event.restored_step
+            case ev.MetricReported() if inst is not None:
+                inst.step = event.step
+                inst.executed += 1
+            case ev.CheckpointSaved() if inst is not None:
+                inst.saved_step = self._checkpoint_step[inst.trial_id] = event.step
+                inst.phase = Phase.SAVED
+        self.transport.replay_event(event)
+
+    def _replay_billed(self, rec: dict[str, Any]) -> None:
+        from spottune.errors import JournalMismatch
+
+        inst = self._instances[rec["id"]]
+        inst.alive = False
+        row = self.billing.bill(self._price_series(inst, rec["end_s"]), inst.started_s, rec["end_s"], rec["ended_by"],
+                                instance_id=inst.instance_id, reason=rec["reason"], trial_id=inst.trial_id,
+                                max_price_usd_per_hour=inst.max_price)
+        if float(row.charged_usd) != rec["charged_usd"]:
+            raise JournalMismatch(rec["n"], rec, {**rec, "charged_usd": float(row.charged_usd)})
+        self.record.ledger.append(row)
+        self.usd += row.charged_usd
+        self.record.instance_steps[inst.instance_id] = (int(rec["executed"]), int(rec["lost"]))
+        if rec["observed"]:  # the billed record is the journal of an InstanceEnded: delivered again
+            self._inform(self._instance_ended(inst, float(rec["end_s"]), bool(rec["interrupted"])))
+
+    def post_lost_events(self, now: float) -> None:
+        """Resume: the events a crash lost between an effect and its delivery, posted again.
+
+        An instance billed whose ``SegmentEnded`` was still queued gets it; a trial whose ``Launch`` was
+        journaled but never carried out (no instance of it waits) gets ``LaunchFailed``.
+        """
+        for inst in self._instances.values():
+            if not inst.alive and inst.launched and self.orchestrator.trials[inst.trial_id].instance_id == inst.instance_id:
+                self._post(inst.segment_ended(now, EndReason.PROVIDER))
+        waiting = {i.trial_id for i in self._instances.values() if i.alive and not i.launched}
+        for trial_id, tr in self.orchestrator.trials.items():
+            if str(tr.state) == "launching" and trial_id not in waiting:
+                self._post(LaunchFailed(time_s=now, trial_id=trial_id, error="orchestrator restarted"))
+
+    def rearm_wakeups(self) -> None:
+        """After a resume, with the clock running: the wake-ups the replay left pending go on the clock again."""
+        for trial_id, at_s in self._resumed or ():
+            self._wake_at(trial_id, at_s)
+
+
+def driver_attribute(name: str, doc: str, *, part: str = "driver") -> property:
+    """A backend's property that reads and writes attribute ``name`` of its ``part`` (its driver or transport).
+
+    The local, aws and ray backends hold a :class:`WorkerDriver` and a transport (composition); what callers
+    read or set on a backend (``record``, ``journal``, ``budget_usd``, ...) lives there.
+    """
+
+    def get(self: Any) -> Any:
+        return getattr(getattr(self, part), name)
+
+    def put(self: Any, value: Any) -> None:
+        setattr(getattr(self, part), name, value)
+
+    return property(get, put, doc=doc)

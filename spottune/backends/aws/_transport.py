@@ -1,0 +1,465 @@
+"""The EC2/SQS transport: each segment's worker runs on its own EC2 spot instance.
+
+:class:`Ec2Transport` is the aws backend's :class:`~spottune.backends._transport.WorkerTransport` (decisions
+AWS1-AWS15 in docs/design/decisions.md):
+
+- **launch** (:mod:`._launch`): spending caps first (:mod:`._safety`), then the segment description goes to
+  S3 and one ``run_instances`` (spot, max price, zone, tags, user data) starts the instance. A refusal is
+  ``LaunchFailed`` with the AWS error code; a capacity refusal is first delivered as ``CapacityRefused``
+  (:meth:`WorkerDriver.inform`), so the chooser excludes the market.
+- **command**: the segment's next command object in S3 (the agent reads it and writes it to the worker's stdin).
+- **kill**: ``terminate_instances``.
+- **watch**: three threads, each only enqueuing: the experiment's SQS FIFO queue (:mod:`._channel`: the
+  worker's report lines, its exit, rebalance recommendations), ``describe_instances`` by tag every
+  ``describe_every_s`` (:mod:`._discovery`: endings and their state reasons), and the lease renewal.
+- **ends**: a worker's ``notice`` report becomes ``RevocationNotice`` with IMDS's deadline; a state reason
+  ``Server.SpotInstanceTermination`` ends the segment as ``provider``; an instance that ended on its own
+  otherwise fails the segment and is billed as ``user``. At the end, revoked-and-saved instances are left to
+  the provider for up to ``linger_s``, then every live instance tagged with the experiment is terminated.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from spottune.speed import seconds_per_step
+from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance
+from spottune.backends.aws._channel import Control, Envelope, Inbox, queue_name
+from spottune.backends.aws._discovery import cleanup, ended_by, find_instances
+from spottune.backends.aws._launch import (CAPACITY_CODES, TAG_EXPERIMENT, TAG_LAUNCH, TAG_TRIAL, LaunchRefused,
+                                           launch, launch_request, user_data)
+from spottune.backends.aws._prices import ApiPrices
+from spottune.backends.aws._safety import check_caps
+from spottune.backends.aws._signals import PLACEMENT_SCORE, REBALANCE
+from spottune.backends.local._messages import CheckpointCommand, Notice, decode_report, encode
+from spottune.backends.local._pool import segment_argv
+from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, split_secrets, worker_env
+from spottune.orchestrator import CapacityRefused, EndReason, Launch, LaunchFailed
+
+__all__ = ["Ec2Instance", "Ec2Transport"]
+
+log = logging.getLogger(__name__)
+_MIN_POLL_WALL_S = 0.05
+_AGENT_POLL_WALL_S = 0.1  # an agent reads its command object at most 10 times a second
+_DESCRIBE_WALL_S = 0.1  # describe_instances at most 10 times a second
+
+
+@dataclass(slots=True, kw_only=True)
+class Ec2Instance(WorkerInstance):
+    """A :class:`WorkerInstance` on an EC2 instance (``instance_id`` is the AWS id).
+
+    Attributes
+    ----------
+    launch_id : str
+        The launch's own id (``l00001``, the ``spottune:launch`` tag), the key of its segment in S3 and SQS.
+    terminated_seen : bool
+        ``terminate_instances`` was sent, or ``describe_instances`` showed it gone.
+    cmd_seq : int
+        Commands sent so far (each is its own S3 object).
+    resumed : bool
+        Rebuilt from the journal after a restart: its reports are no longer read.
+    """
+
+    launch_id: str = ""
+    terminated_seen: bool = False
+    cmd_seq: int = 0
+    resumed: bool = False
+
+
+class Ec2Transport:
+    """Segments on EC2 spot instances, reports through SQS (see the module docstring).
+
+    Parameters
+    ----------
+    settings : AwsSettings
+    workload : str
+        Built-in workload name or ``"module:Class"`` importable in the worker image.
+    clients : AwsClients
+        The run's boto3 clients (``ec2``, ``s3``, ``sqs``).
+    """
+
+    name = "aws"
+    end_s = None  # prices come from the EC2 API: no end
+
+    def __init__(self, settings: Any, workload: str, clients: Any):
+        self.settings = settings
+        self.workload = workload
+        self.clients = clients
+        self.ec2 = clients.ec2
+        self.control = Control(clients.s3, settings.bucket, settings.key_root)
+        self.prices = ApiPrices(self.ec2)
+        #: The experiment's checkpoint key (hex), handed to every instance in its user data.
+        self.checkpoint_key = settings.checkpoint_key or worker_env({})[1][CHECKPOINT_KEY_ENV]
+        self.driver: WorkerDriver | None = None
+        self.queue_url = ""
+        #: Spot placement score (1..10) per market, handed to the predictor at the start (:mod:`._signals`).
+        self.placement_scores: dict[Any, int] = {}
+        self._by_launch: dict[str, Ec2Instance] = {}
+        self._launches = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._inbox: Inbox | None = None
+        self._unresolved: list[tuple[str, dict[str, Any]]] = []  # launch intents without an outcome
+
+    def bind(self, driver: WorkerDriver) -> None:
+        self.driver = driver
+
+    # -- the run --------------------------------------------------------------------------------------
+    def open(self) -> None:
+        """Create the experiment's report queue and renew the lease; a fresh run hands the placement scores on."""
+        s, d = self.settings, self.driver
+        self.queue_url = self.clients.sqs.create_queue(QueueName=queue_name(s.experiment), Attributes={
+            "FifoQueue": "true", "ContentBasedDeduplication": "false"})["QueueUrl"]
+        d.record.meta["queue"] = queue_name(s.experiment)
+        self.control.renew_lease(s.wall(s.lease_s))
+        if not d.resuming:
+            for market, score in sorted(self.placement_scores.items(), key=lambda kv: str(kv[0])):
+                d.signal(market, PLACEMENT_SCORE, score, d.start_s)
+
+    def watch(self) -> None:
+        for target in (self._read_queue, self._watch_instances, self._renew_lease):
+            th = threading.Thread(target=self._forever, args=(target,), daemon=True, name=target.__name__)
+            th.start()
+            self._threads.append(th)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for th in self._threads:
+            th.join(timeout=10)
+
+    def close(self) -> None:
+        self.sweep()
+        self.driver.record.meta["queue_duplicates"] = self._inbox.duplicates if self._inbox is not None else 0
+
+    def _forever(self, body: Callable[[], None]) -> None:
+        """Run ``body`` until the run stops; an AWS error is logged and retried (never a dead thread)."""
+        while not self._stop.is_set():
+            try:
+                body()
+            except Exception as exc:  # noqa: BLE001 - a transient API error: log, go on
+                log.warning("aws backend %s: %s: %s", body.__name__, type(exc).__name__, exc)
+                self._stop.wait(0.5)
+
+    def _read_queue(self) -> None:
+        if self._inbox is None:
+            self._inbox = Inbox(self.clients.sqs, self.queue_url)
+        for env in self._inbox.receive(wait_s=1):  # long polling: returns as soon as a message is there
+            self.driver.enqueue(("msg", env))
+
+    def _watch_instances(self) -> None:
+        for inst in find_instances(self.ec2, self.settings.experiment):
+            ours = self.driver.instances.get(inst.instance_id)
+            if inst.state not in ("pending", "running") and ours is not None and ours.alive:
+                self.driver.enqueue(("gone", inst.instance_id, inst.reason_code))
+        self._stop.wait(max(_DESCRIBE_WALL_S, self.settings.wall(self.settings.describe_every_s)))
+
+    def _renew_lease(self) -> None:
+        s = self.settings
+        self.control.renew_lease(s.wall(s.lease_s))
+        self._stop.wait(s.wall(s.lease_s) / 4)
+
+    def sweep(self) -> None:
+        """Terminate every live instance tagged with the experiment; ours still unbilled are billed (user)."""
+        d = self.driver
+        try:
+            gone = cleanup(self.ec2, self.settings.experiment)
+        except Exception as exc:  # noqa: BLE001 - reported, the run's own error (if any) goes on
+            log.error("aws backend: cleanup of experiment %s failed: %s", self.settings.experiment, exc)
+            d.record.meta["cleanup_error"] = str(exc)
+            return
+        now = d.now_s()
+        for tagged in gone:
+            inst = d.instances.get(tagged.instance_id)
+            if inst is not None and inst.alive:
+                d.end(inst, now, "user", "cleanup")
+        d.record.meta["cleanup_terminated"] = [t.instance_id for t in gone]
+        try:
+            self.control.s3.delete_object(Bucket=self.control.bucket, Key=self.control.key("lease.json"))
+        except Exception:  # noqa: BLE001 - a missing lease is stale anyway
+            pass
+
+    def handle(self, kind: str, args: list[Any]) -> bool:
+        if kind == "msg":
+            self._on_message(*args)
+        elif kind == "gone":
+            self._on_gone(*args)
+        else:
+            return False
+        return True
+
+    # -- effects ----------------------------------------------------------------------------------------
+    def launch(self, action: Launch) -> None:
+        s, d = self.settings, self.driver
+        t = d.now_s()
+        live = [(i.max_price, i.started_s) for i in d.instances.values() if i.alive]
+        wait = check_caps(max_price=action.max_price_usd_per_hour, live=live, now_s=t, spent_usd=d.usd,
+                          max_usd_per_hour=s.max_usd_per_hour, budget_usd=s.budget_usd)
+        if wait is not None:
+            self._launch_outcome(action.trial_id, launch="", instance_id="", fulfilled=False, time_s=t, error=wait)
+            d.post(LaunchFailed(time_s=t, trial_id=action.trial_id, error=wait))
+            return
+        market = action.market
+        self._launches += 1
+        lid = f"l{self._launches:05d}"  # refused launches are numbered too: a launch id is never reused
+        vcpus, ecu = d.instance_facts(market.instance_type)
+        sps = seconds_per_step(d.ref_sps, vcpus, ecu)
+        config, seed = d.trials[action.trial_id]
+        public, _ = split_secrets(dict(s.storage_options))  # credentials never leave this process
+        argv = ["--workload", self.workload, "--store", s.store_url,
+                *segment_argv(trial_id=action.trial_id, instance_id=lid, config=config, seed=seed,
+                              resume_step=action.resume_step, until_step=action.target_steps,
+                              step_wall_s=sps / s.time_scale if s.pace_steps else 0.0, imds_url="none",
+                              poll_wall_s=max(_MIN_POLL_WALL_S, s.wall(s.poll_s)), max_steps=s.max_steps,
+                              keep=s.checkpoint_keep)]
+        url = self.control.put_segment(lid, {
+            "experiment": s.experiment, "trial": action.trial_id, "launch": lid, "queue_url": self.queue_url,
+            "bucket": s.bucket, "root": self.control.root, "worker_argv": argv, "storage_options": public,
+            "poll_wall_s": max(_AGENT_POLL_WALL_S, s.wall(s.poll_s)), "linger_wall_s": s.wall(s.linger_s),
+            "lease_check_wall_s": max(_AGENT_POLL_WALL_S, s.wall(s.lease_s) / 10),
+            "lease_save_wall_s": s.wall(s.lease_save_s)})
+        req = launch_request(instance_type=market.instance_type, availability_zone=market.availability_zone,
+                             max_price_usd_per_hour=action.max_price_usd_per_hour, ami=s.ami,
+                             instance_profile=s.instance_profile,
+                             tags={TAG_EXPERIMENT: s.experiment, TAG_TRIAL: action.trial_id, TAG_LAUNCH: lid},
+                             user_data_script=user_data(image=s.image, segment_url=url, region=s.region,
+                                                        workload=self.workload, checkpoint_key=self.checkpoint_key),
+                             subnet_id=dict(s.subnets).get(market.availability_zone),
+                             security_groups=tuple(s.security_groups))
+        try:
+            iid = launch(self.ec2, req)
+        except LaunchRefused as exc:
+            if exc.code in CAPACITY_CODES:
+                d.inform(CapacityRefused(time_s=t, market=market, reason=exc.code))
+            self._launch_outcome(action.trial_id, launch=lid, instance_id="", fulfilled=False, time_s=t,
+                                 error=str(exc), code=exc.code)
+            d.post(LaunchFailed(time_s=t, trial_id=action.trial_id, error=str(exc)))
+            return
+        self._launch_outcome(action.trial_id, launch=lid, instance_id=iid, fulfilled=True, time_s=t)
+        inst = Ec2Instance(instance_id=iid, trial_id=action.trial_id, market=market,
+                           max_price=action.max_price_usd_per_hour, started_s=t, notice_s=math.inf,
+                           termination_s=math.inf, seconds_per_step=sps, vcpus=vcpus, step=action.resume_step,
+                           saved_step=action.resume_step, resume_step=action.resume_step, launch_id=lid)
+        inst.stats.update(launch=lid, launch_wall_s=d.clock.wall_s())
+        self._by_launch[lid] = inst
+        d.add_instance(inst)
+
+    def _launch_outcome(self, trial_id: str, **details: Any) -> None:
+        if self.driver.journal is not None:
+            self.driver.journal.outcome("launch", trial_id, **details)
+
+    def next_instance_id(self) -> str:
+        """The launch id the next ``run_instances`` will tag (``spottune:launch``): the ``launch`` intent
+        records it, so that a resume finds the instance of an intent without an outcome by its tag."""
+        return f"l{self._launches + 1:05d}"
+
+    def command(self, inst: Ec2Instance, cmd: CheckpointCommand) -> None:
+        inst.cmd_seq += 1
+        self.control.put_command(inst.launch_id, inst.cmd_seq, encode(cmd))
+
+    def kill(self, inst: Ec2Instance) -> None:
+        if not inst.terminated_seen:
+            inst.terminated_seen = True
+            self.ec2.terminate_instances(InstanceIds=[inst.instance_id])
+
+    def recycle(self, inst: Ec2Instance) -> bool:
+        """An instance is never reused for another segment."""
+        return False
+
+    def ended(self, inst: Ec2Instance) -> None:
+        """Nothing kept: the instance is terminated or ended by the provider."""
+
+    def price_series(self, inst: Ec2Instance, end_s: float) -> Any:
+        return self.prices.series(inst.market, inst.started_s, end_s)
+
+    # -- crash safety (docs/design/decisions.md AWS14) ----------------------------------------------------------
+    def resume(self, records: list[dict[str, Any]]) -> None:
+        """Continue a killed run from its journal (decision AWS14, docs/guide/aws.md "Resume after a crash").
+
+        1. The journal is replayed into the fresh orchestrator (:meth:`WorkerDriver.replay_journal`: every
+           action checked, ledger rows re-billed at the API's prices and compared); each journaled launch
+           becomes an instance again (its AWS id and ``spottune:launch`` tag), a ``RevocationNotice`` gives it
+           its deadline.
+        2. The driver's run then reconciles with EC2 (:meth:`reconcile`): the experiment's instances are listed
+           by tag (:func:`find_instances`); a launch intent without an outcome is looked up by its launch tag;
+           every instance the journal knows and that still runs is terminated (billed as ``user``, reason
+           ``restart``) and its trial relaunches from its last confirmed checkpoint, except an instance
+           already revoked and left by its trial, which is adopted (the provider ends it, refundable); one
+           that ended while the orchestrator was down is billed as its state reason says
+           (``Server.SpotInstanceTermination``: provider, first hour refunded); a tagged instance the journal
+           does not know is terminated.
+        3. The engine clock restarts at the last journaled time (a replayed market stands still, as in the
+           local backend); at ``time_scale`` 1 (a real run: engine time is wall time) it restarts at now.
+
+        Raises
+        ------
+        BackendError
+            If the driver has no journal, or the journal holds a record out of order.
+        """
+        d = self.driver
+        pending: dict[str, dict[str, Any]] = {}
+        numbers = [0]
+        for rec in records:
+            if rec.get("op") != "launch":
+                continue
+            if rec["k"] == "intent":
+                pending[rec["id"]] = rec
+                lid = str(rec.get("instance_id", ""))
+                if lid.startswith("l") and lid[1:].isdigit():
+                    numbers.append(int(lid[1:]))
+            elif rec["k"] == "outcome":
+                pending.pop(rec["id"], None)
+        d.replay_journal()
+        self._launches = max(numbers)  # a launch id is never reused, not even one whose intent was cut
+        self._unresolved = list(pending.items())
+        # an effect may be later than the event that caused it (the clock runs while actions are carried out)
+        last = max([d.log_s, *(float(r["time_s"]) for r in records if r["k"] == "outcome" and "time_s" in r),
+                    *(float(r["end_s"]) for r in records if r["k"] == "billed")])
+        d.log_s = last
+        start = last if self.settings.time_scale != 1.0 else max(last, time.time())
+        d.restart_clock(start)
+        d.record.meta.setdefault("resumes", []).append({"at_s": start, "records": d.journal.n})
+
+    def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
+        d = self.driver
+        vcpus, ecu = d.instance_facts(action.market.instance_type)
+        inst = Ec2Instance(instance_id=str(rec["instance_id"]), trial_id=action.trial_id, market=action.market,
+                           max_price=action.max_price_usd_per_hour, started_s=float(rec["time_s"]), notice_s=math.inf,
+                           termination_s=math.inf, seconds_per_step=seconds_per_step(d.ref_sps, vcpus, ecu),
+                           vcpus=vcpus, step=action.resume_step, saved_step=action.resume_step,
+                           resume_step=action.resume_step, launch_id=str(rec["launch"]), resumed=True)
+        d.instances[inst.instance_id] = inst
+        self._by_launch[inst.launch_id] = inst
+
+    def replay_refused(self, rec: dict[str, Any], action: Launch) -> None:
+        """A capacity refusal excluded its market (outside ``handle``): the replay excludes it again."""
+        if rec.get("code") in CAPACITY_CODES:
+            self.driver.inform(CapacityRefused(time_s=float(rec["time_s"]), market=action.market, reason=rec["code"]))
+
+    def replay_event(self, event: Any) -> None:
+        """A replayed ``RevocationNotice`` gives its instance the notice and the deadline again."""
+        from spottune.orchestrator import RevocationNotice
+
+        inst = self.driver.instances.get(getattr(event, "instance_id", None))
+        if isinstance(event, RevocationNotice) and inst is not None:
+            inst.notified, inst.notice_s, inst.termination_s = True, float(event.time_s), float(event.deadline_s)
+
+    def reconcile(self) -> None:
+        """After a resume, on the driver thread with the clock running: :meth:`resume` step 2."""
+        d = self.driver
+        d.rearm_wakeups()
+        now = d.now_s()
+        tagged = {t.instance_id: t for t in find_instances(self.ec2, self.settings.experiment)}
+        by_launch = {t.launch_id: t for t in tagged.values()}
+        done: dict[str, list[str]] = {"terminated": [], "ended_while_down": [], "adopted": [], "unknown": [],
+                                      "intents_launched": [], "intents_not_launched": []}
+        for trial_id, intent in self._unresolved:  # launch intents without an outcome: look them up by tag
+            lid = str(intent.get("instance_id", ""))
+            found = by_launch.get(lid)
+            action = d.replayed_launches[trial_id]
+            if found is None:
+                self._launch_outcome(trial_id, launch=lid, instance_id="", fulfilled=False, time_s=d.log_s,
+                                     error="not launched before the restart")  # LaunchFailed below
+                done["intents_not_launched"].append(lid)
+                continue
+            rec = {"instance_id": found.instance_id, "launch": lid, "time_s": d.log_s}
+            self._launch_outcome(trial_id, launch=lid, instance_id=found.instance_id, fulfilled=True,
+                                 time_s=d.log_s)
+            self.replay_launch(rec, action)
+            done["intents_launched"].append(found.instance_id)
+        d.post_lost_events(now)
+        for inst in list(d.instances.values()):
+            if not inst.alive:
+                continue
+            t = tagged.get(inst.instance_id)
+            left = inst.launched and d.orchestrator.trials[inst.trial_id].instance_id != inst.instance_id
+            if t is not None and t.alive and left and inst.notified:
+                inst.phase = Phase.SAVED  # revoked and saved: the provider ends it (describe_instances)
+                done["adopted"].append(inst.instance_id)
+                continue
+            if t is not None and t.alive:
+                d.kill(inst)  # terminate_instances
+                d.end(inst, now, "user", "restart")
+                done["terminated"].append(inst.instance_id)
+            else:  # it ended while we were down: who ended it is in its state reason
+                code = t.reason_code if t is not None else ""
+                by = ended_by(code)
+                inst.terminated_seen = True
+                d.kill(inst)
+                d.end(inst, min(inst.termination_s, now) if by == "provider" else now, by,
+                      code or "ended while the orchestrator was down")
+                done["ended_while_down"].append(inst.instance_id)
+            if inst.launched:  # the trial rolls back to its last confirmed checkpoint
+                d.post(inst.segment_ended(now, EndReason.PROVIDER))
+            else:
+                d.post(LaunchFailed(time_s=now, trial_id=inst.trial_id, error="orchestrator restarted"))
+        unknown = [i for i in tagged.values() if i.alive and i.instance_id not in d.instances]
+        if unknown:  # tagged with the experiment, but no journaled launch of ours: not wanted
+            self.ec2.terminate_instances(InstanceIds=[i.instance_id for i in unknown])
+            done["unknown"] = [i.instance_id for i in unknown]
+        d.record.meta["resumes"][-1].update(done)
+
+    # -- what the cloud says ------------------------------------------------------------------------------
+    def _on_message(self, env: Envelope) -> None:
+        d = self.driver
+        inst = self._by_launch.get(env.launch)
+        if inst is None or inst.resumed:
+            return  # another run's launch, or one from before a restart (ended or left to the provider)
+        if env.kind == "report":
+            try:
+                report = decode_report(str(env.body))
+            except ValueError:
+                return
+            d.on_report(inst, report)
+        elif env.kind == "exit":
+            d.on_exit(inst, int(env.body))
+        elif env.kind == "rebalance":
+            inst.stats["rebalance"] = env.body
+            d.signal(inst.market, REBALANCE, 1.0, d.now_s())
+
+    def seen_notice(self, inst: Ec2Instance, report: Notice) -> None:
+        """The worker saw the interruption notice on IMDS: ``RevocationNotice`` with IMDS's deadline."""
+        self.driver.notice_from_worker(inst, report)
+
+    def _on_gone(self, instance_id: str, reason_code: str) -> None:
+        d = self.driver
+        inst = d.instances.get(instance_id)
+        if inst is None or not inst.alive or inst.gone:
+            return
+        inst.terminated_seen = True
+        now = d.now_s()
+        inst.reason = reason_code
+        if ended_by(reason_code) == "provider":
+            inst.termination_s = min(inst.termination_s, now)
+            d.provider_ended(inst)
+            return
+        # it ended on its own (its agent gave up or the host failed): a failed segment, paid by us
+        if inst.phase in (Phase.BOOTING, Phase.RUNNING, Phase.CHECKPOINTING):
+            d.failed(inst, f"instance {instance_id} ended on its own ({reason_code or 'no reason given'})")
+        d.kill(inst)
+        d.end(inst, now, "user", reason_code or "shutdown")
+        d.enqueue(("ended", inst, EndReason.USER))
+
+    def close_leftovers(self) -> None:
+        """After ``ExperimentFinished``: leave revoked instances to the provider for up to ``linger_s``, then
+        terminate what is left (billed as ``user``)."""
+        s, d = self.settings, self.driver
+        deadline = time.monotonic() + s.wall(s.linger_s)
+        while any(i.alive for i in d.instances.values()) and time.monotonic() < deadline:
+            for tagged in find_instances(self.ec2, s.experiment):
+                inst = d.instances.get(tagged.instance_id)
+                if inst is not None and inst.alive and tagged.state not in ("pending", "running"):
+                    by = ended_by(tagged.reason_code)
+                    d.end(inst, min(inst.termination_s, d.now_s()) if by == "provider" else d.now_s(),
+                          by, tagged.reason_code)
+            time.sleep(max(_MIN_POLL_WALL_S, s.wall(s.describe_every_s)))
+        for inst in d.instances.values():
+            if inst.alive:
+                d.kill(inst)
+                d.end(inst, d.now_s(), "user", "finished")
+        d.record.meta["usd"] = d.usd

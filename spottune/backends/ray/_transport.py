@@ -1,0 +1,459 @@
+"""The Ray-actor transport: each segment's worker is a Ray actor on a node of its spot market.
+
+:class:`RayActorTransport` is the ray backend's :class:`~spottune.backends._transport.WorkerTransport`
+(docs/design/decisions.md R1-R8):
+
+- **launch**: a :class:`~._actor.SegmentActor` (``max_restarts=0``, ``max_concurrency=2``) pinned to a node of
+  the chosen market by its resource or a ``label_selector`` (:mod:`._cluster`); a market the cluster does not
+  offer is answered ``LaunchFailed``. Billing starts at the launch.
+- **command**: the actor's second concurrency slot (its worker loop's stdin).
+- **kill**: ``ray.kill``.
+- **watch**: one reader thread per segment streams the actor's generator (the node id, then every report, then
+  the end or the actor's death); a watcher thread polls the GCS every ``watch_s`` for new, draining and dead
+  nodes. A drain becomes ``RevocationNotice`` (deadline = the drain's) for every segment on the node; the
+  node's death (or an ``ActorDiedError`` with ``preempted``, or "its node has died") ends them as ``provider``;
+  any other actor death is ``SegmentFailed``.
+- **prices**: the price table's constant price for a market it names, else the replayed history; node time per
+  market goes to ``meta["nodes"]`` (an estimate of the cluster's bill).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spotmarket import Cause
+from spottune.speed import seconds_per_step
+from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance
+from spottune.backends.local._messages import CheckpointCommand, Exited, Notice, decode_report, encode
+from spottune.backends.local._pool import segment_argv
+from spottune.backends.ray._cluster import (OfferedMarket, cluster_markets, connect, draining_nodes, import_ray,
+                                            node_markets, placement)
+from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, split_secrets, worker_env
+from spottune.errors import BackendError
+from spottune.orchestrator import Launch, LaunchFailed
+
+__all__ = ["NODE_LOST", "PREEMPTED", "ActorInstance", "RayActorTransport"]
+
+#: Ledger reason of a segment whose node was drained for preemption, then ended: a capacity interruption
+#: (``spotmarket.Cause.CAPACITY``, so an online revocation predictor learns from it).
+PREEMPTED = str(Cause.CAPACITY)
+#: Ledger reason of a segment whose node was lost without a drain (no notice; the steps since the last
+#: checkpoint are lost).
+NODE_LOST = "node-lost"
+
+log = logging.getLogger(__name__)
+_MIN_WALL_S = 0.05
+_ACTIVE = (Phase.BOOTING, Phase.RUNNING, Phase.CHECKPOINTING)
+
+
+@dataclass(slots=True, kw_only=True)
+class ActorInstance(WorkerInstance):
+    """A :class:`WorkerInstance` whose worker is a Ray actor.
+
+    Attributes
+    ----------
+    actor : ray.actor.ActorHandle
+    node_id : str
+        The node it was placed on ("" until the actor reports it).
+    killed : bool
+        ``ray.kill`` was sent.
+    key : str
+        Its market, ``"<instance type>/<zone>"``.
+    """
+
+    actor: Any = None
+    node_id: str = ""
+    killed: bool = False
+    key: str = ""
+
+
+@dataclass(slots=True)
+class _Node:
+    node_id: str
+    markets: list[str]
+    up_s: float
+    end_s: float | None = None
+    drain_deadline_s: float | None = None
+    death: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class RayActorTransport:
+    """Segments as Ray actors on the nodes of their markets (see the module docstring).
+
+    Parameters
+    ----------
+    settings : RaySettings
+    workload : str
+        Built-in workload name or ``"module:Class"`` importable on every node of the cluster.
+    markets : sequence of OfferedMarket, optional
+        The markets the cluster offers (default: read from the cluster when the run connects).
+
+    Raises
+    ------
+    BackendError
+        If Ray is not installed (one line: ``pip install 'spottune[ray]'``).
+    """
+
+    name = "ray"
+
+    def __init__(self, settings: Any, workload: str, markets: Sequence[OfferedMarket] | None = None):
+        self._ray = import_ray()
+        self.settings = settings
+        self.workload = workload
+        #: The experiment's checkpoint key (hex), handed to every segment actor.
+        self.checkpoint_key = settings.checkpoint_key or worker_env({})[1][CHECKPOINT_KEY_ENV]
+        self.driver: WorkerDriver | None = None
+        self.end_s: float | None = None
+        self.markets: dict[str, OfferedMarket] = {m.key: m for m in markets or ()}
+        self._markets_given = markets is not None
+        self._nodes: dict[str, _Node] = {}
+        self._on_node: dict[str, set[str]] = {}
+        self._seen: set[tuple[str, str]] = set()  # what the watcher reported: ("up"|"drain"|"dead", node id)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def bind(self, driver: WorkerDriver) -> None:
+        self.driver = driver
+        self.end_s = float(driver.history.end_s) if driver.history is not None else None
+
+    # -- the run --------------------------------------------------------------------------------------
+    def discover_markets(self) -> list[OfferedMarket]:
+        """Connect to the cluster (unless this process already is) and read the markets it offers.
+
+        Raises
+        ------
+        BackendError
+            If the cluster cannot be reached, or it offers no market.
+        """
+        connect(self.settings.address, log_to_driver=self.settings.log_to_driver)
+        if not self._markets_given:
+            self.markets = {m.key: m for m in cluster_markets()}
+        if not self.markets:
+            raise BackendError("ray backend: the Ray cluster offers no spot market (a node resource "
+                               "'market:<instance type>/<zone>' or the labels ray.io/market-type: spot, "
+                               "ray.io/availability-zone, ray.io/instance-type; docs/guide/ray.md)")
+        self.driver.record.meta["markets_offered"] = {k: m.by for k, m in sorted(self.markets.items())}
+        return list(self.markets.values())
+
+    def open(self) -> None:
+        self.discover_markets()
+
+    def watch(self) -> None:
+        self._look()  # the nodes at the start
+        th = threading.Thread(target=self._watch, daemon=True, name="ray-watch")
+        th.start()
+        self._threads.append(th)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for th in self._threads:
+            th.join(timeout=10)
+
+    def close(self) -> None:
+        for inst in self.driver.instances.values():
+            self._kill_actor(inst)
+
+    def close_leftovers(self) -> None:
+        """After ``ExperimentFinished``: a revoked and saved segment is billed to its node's deadline (the
+        provider ends it), any other one to now (we end it); every actor is killed. Then the node time per
+        market goes to ``meta["nodes"]``."""
+        d = self.driver
+        end_s = d.now_s()
+        for inst in list(d.instances.values()):
+            if inst.alive:
+                d.kill(inst)
+                if inst.notified:
+                    d.end(inst, min(inst.termination_s, end_s), "provider", inst.reason)
+                else:
+                    d.end(inst, end_s, "user", "finished")
+        d.record.meta["usd"] = d.usd
+        self._bill_nodes()
+
+    def handle(self, kind: str, args: list[Any]) -> bool:
+        handler = {"placed": self._on_placed, "died": self._on_died, "lost": self._on_lost, "drain": self._on_drain,
+                   "node_up": self._on_node_up, "node_dead": self._on_node_dead}.get(kind)
+        if handler is None:
+            return False
+        handler(*args)
+        return True
+
+    # -- watching the cluster (a thread: it only enqueues) ------------------------------------------------
+    def _watch(self) -> None:
+        wait = max(_MIN_WALL_S, self.settings.wall(self.settings.watch_s))
+        while not self._stop.wait(wait):
+            try:
+                self._look()
+            except Exception as exc:  # noqa: BLE001 - a GCS hiccup: log, look again next time
+                log.warning("ray backend: watching the cluster failed: %s: %s", type(exc).__name__, exc)
+
+    def _look(self) -> None:
+        """One look at the GCS: new nodes, new draining nodes, dead nodes (each reported once, in that order)."""
+        seen, put = self._seen, self.driver.enqueue
+        for node in self._ray.nodes():
+            nid = node["NodeID"]
+            if node.get("Alive", False):
+                if ("up", nid) not in seen:
+                    seen.add(("up", nid))
+                    put(("node_up", nid, node_markets(node)))
+            elif ("dead", nid) not in seen:
+                seen.add(("dead", nid))
+                put(("node_dead", nid, f"{node.get('DeathReason', '')} {node.get('DeathReasonMessage', '')}"))
+        drains = draining_nodes()
+        seen_wall = time.time()
+        for nid, deadline_ms in drains.items():
+            if ("drain", nid) not in seen:
+                seen.add(("drain", nid))
+                put(("drain", nid, int(deadline_ms), seen_wall))
+
+    def _on_node_up(self, nid: str, markets: list[tuple[str, str, str]]) -> None:
+        if nid not in self._nodes:
+            self._nodes[nid] = _Node(nid, [f"{t}/{z}" for t, z, _ in markets], self.driver.now_s())
+            for itype, zone, by in markets:  # a node of a market not offered at the start: offered from now on
+                self.markets.setdefault(f"{itype}/{zone}", OfferedMarket(itype, zone, by, 1))
+
+    def _on_drain(self, nid: str, deadline_ms: int, seen_wall: float) -> None:
+        node = self._nodes.get(nid)
+        if node is None or node.drain_deadline_s is not None or node.end_s is not None:
+            return
+        now = self.driver.now_s()
+        s = self.settings
+        left_wall = deadline_ms / 1000.0 - time.time() if deadline_ms > 0 else s.wall(s.notice_s)
+        node.drain_deadline_s = now + max(0.0, left_wall) * s.time_scale
+        node.extra.update(drain_seen_s=now, drain_seen_wall=seen_wall, deadline_ms=deadline_ms)
+        for iid in sorted(self._on_node.get(nid, ())):
+            self._notice(self.driver.instances[iid], node)
+
+    def _notice(self, inst: ActorInstance, node: _Node) -> None:
+        """The node of ``inst`` is being drained: ``RevocationNotice`` with the drain's deadline."""
+        if inst.notified or not inst.alive or inst.gone:
+            return
+        now = self.driver.now_s()
+        inst.notified = True
+        inst.notice_s, inst.termination_s = now, max(now, float(node.drain_deadline_s))
+        inst.reason = PREEMPTED
+        inst.stats.update(notice_s=now, drain_seen_wall=node.extra.get("drain_seen_wall"))
+        self.driver.send_or_defer(inst, inst.revocation_notice(now))
+
+    def seen_notice(self, inst: ActorInstance, report: Notice) -> None:
+        """The segment saw the spot notice on its node's IMDS (``ray.imds_url``; it checkpoints on its own):
+        ``RevocationNotice`` with IMDS's deadline, as on the aws backend (a real cluster's autoscaler may not
+        drain a node the cloud reclaims)."""
+        self.driver.notice_from_worker(inst, report)
+        if inst.notified and not inst.reason:
+            inst.reason = PREEMPTED
+
+    def _on_node_dead(self, nid: str, why: str) -> None:
+        node = self._nodes.get(nid)
+        if node is None or node.end_s is not None:
+            return
+        node.end_s, node.death = self.driver.now_s(), why.strip()
+        for iid in sorted(self._on_node.get(nid, ())):
+            inst = self.driver.instances[iid]
+            self._provider_end(inst, inst.reason or (PREEMPTED if node.drain_deadline_s is not None else NODE_LOST))
+
+    # -- effects --------------------------------------------------------------------------------------
+    def launch(self, action: Launch) -> None:
+        s, d = self.settings, self.driver
+        t = d.now_s()
+        m = action.market
+        key = f"{m.instance_type}/{m.availability_zone}"
+        offered = self.markets.get(key)
+        if offered is None:
+            error = f"the Ray cluster offers no node of market {key}"
+            if d.journal is not None:
+                d.journal.outcome("launch", action.trial_id, instance_id="", fulfilled=False, time_s=t, error=error)
+            d.post(LaunchFailed(time_s=t, trial_id=action.trial_id, error=error))
+            return
+        iid = d.sequential_id()
+        vcpus, ecu = d.instance_facts(m.instance_type)
+        sps = seconds_per_step(d.ref_sps, vcpus, ecu)
+        config, seed = d.trials[action.trial_id]
+        public, _ = split_secrets(dict(s.storage_options))  # credentials never leave this process
+        argv = ["--workload", self.workload, "--store", s.store_url,
+                *segment_argv(trial_id=action.trial_id, instance_id=iid, config=config, seed=seed,
+                              resume_step=action.resume_step, until_step=action.target_steps,
+                              step_wall_s=sps / s.time_scale if s.pace_steps else 0.0, imds_url=s.imds_url,
+                              poll_wall_s=max(_MIN_WALL_S, s.wall(s.poll_s)), max_steps=s.max_steps,
+                              keep=s.checkpoint_keep)]
+        from spottune.backends.ray._actor import segment_actor
+
+        actor = segment_actor().options(num_cpus=s.num_cpus, **placement(offered)).remote()
+        # storage options and the key are method arguments (Ray's object store), never a command line
+        stream = actor.run.options(num_returns="streaming").remote(argv, public, self.checkpoint_key)
+        if d.journal is not None:
+            d.journal.outcome("launch", action.trial_id, instance_id=iid, fulfilled=True, time_s=float(t),
+                              notice_s=math.inf, termination_s=math.inf, cause="")
+        inst = ActorInstance(instance_id=iid, trial_id=action.trial_id, market=m,
+                             max_price=action.max_price_usd_per_hour, started_s=t, notice_s=math.inf,
+                             termination_s=math.inf, seconds_per_step=sps, vcpus=vcpus, step=action.resume_step,
+                             saved_step=action.resume_step, resume_step=action.resume_step, actor=actor, key=key)
+        inst.stats.update(trial=action.trial_id, market=key, launch_wall_s=d.clock.wall_s())
+        d.add_instance(inst)
+        reader = threading.Thread(target=self._read, args=(inst, stream), daemon=True, name=f"ray-{iid}")
+        reader.start()
+
+    def _read(self, inst: ActorInstance, stream: Any) -> None:
+        """Reader thread of one segment: the node id, every report, then the end (or the actor's death)."""
+        ray, put = self._ray, self.driver.enqueue
+        code, first = 0, True
+        try:
+            for ref in stream:
+                item = ray.get(ref)
+                if first:
+                    first = False
+                    put(("placed", inst, str(item)))
+                    continue
+                try:
+                    report = decode_report(item)
+                except ValueError:
+                    continue
+                if isinstance(report, Exited):
+                    code = int(report.code)
+                put(("line", inst, report))
+        except Exception as exc:  # noqa: BLE001 - RayActorError and its kin: the handler sorts them out
+            put(("died", inst, exc))
+            return
+        put(("eof", inst, code))
+
+    def _on_placed(self, inst: ActorInstance, nid: str) -> None:
+        inst.node_id = nid
+        inst.stats.update(node=nid, placed_wall_s=self.driver.clock.wall_s())
+        self._on_node.setdefault(nid, set()).add(inst.instance_id)
+        node = self._nodes.get(nid)
+        if node is None:
+            self._nodes[nid] = node = _Node(nid, [inst.key], self.driver.now_s())
+        if node.end_s is not None:
+            self._provider_end(inst, NODE_LOST)
+        elif node.drain_deadline_s is not None:
+            self._notice(inst, node)
+
+    def _on_died(self, inst: ActorInstance, exc: BaseException) -> None:
+        """The actor of ``inst`` died or became unreachable: a provider end if its node went, else a failure."""
+        msg = " ".join(str(exc).split())[:500]
+        inst.stats.setdefault("died", f"{type(exc).__name__}: {msg}")
+        if not inst.alive or inst.gone or inst.killed:
+            return  # already ended (its node's death came first, or our ray.kill)
+        node = self._nodes.get(inst.node_id)
+        if (getattr(exc, "preempted", False) or "node has died" in msg
+                or (node is not None and (node.end_s is not None or node.drain_deadline_s is not None))):
+            self._provider_end(inst, PREEMPTED if getattr(exc, "preempted", False) or inst.notified else NODE_LOST)
+            return
+        if type(exc).__name__ == "ActorUnavailableError":  # the node may be lost: its death decides, or the timeout
+            s = self.settings
+            self.driver.at(self.driver.now_s() + s.lost_after_s * s.time_scale, ("lost", inst, msg))
+            return
+        if inst.phase in _ACTIVE:
+            self.driver.failed(inst, f"actor died: {type(exc).__name__}: {msg}")
+
+    def _on_lost(self, inst: ActorInstance, msg: str) -> None:
+        if inst.alive and not inst.gone and inst.phase in _ACTIVE:
+            self.driver.failed(inst, f"actor unreachable for {self.settings.lost_after_s:g} s: {msg}")
+
+    def _provider_end(self, inst: ActorInstance, reason: str) -> None:
+        """The cloud took the node of ``inst``: it ends as ``provider`` (billed to the node's end)."""
+        if not inst.alive or inst.gone:
+            return
+        inst.reason = reason
+        inst.termination_s = min(inst.termination_s, self.driver.now_s())
+        inst.stats["provider_end"] = reason
+        self.driver.provider_ended(inst)
+
+    def command(self, inst: ActorInstance, cmd: CheckpointCommand) -> None:
+        """The command goes to the actor's second concurrency slot (its worker loop's stdin)."""
+        if inst.actor is not None and not inst.killed:
+            inst.actor.command.remote(encode(cmd))
+
+    def _kill_actor(self, inst: ActorInstance) -> None:
+        if inst.actor is not None and not inst.killed:
+            inst.killed = True
+            try:
+                self._ray.kill(inst.actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already dead with its node
+                pass
+
+    def kill(self, inst: ActorInstance) -> None:
+        self._kill_actor(inst)
+
+    def recycle(self, inst: ActorInstance) -> bool:
+        """An actor is never reused for another segment."""
+        return False
+
+    def ended(self, inst: ActorInstance) -> None:
+        """Nothing kept: the actor is killed or died with its node."""
+
+    def next_instance_id(self) -> str:
+        return self.driver.sequential_id()
+
+    # -- prices and node time ------------------------------------------------------------------------------
+    def _series(self, market: Any) -> Any:
+        """The prices of ``market``: the price table's constant one if it names it, else the history's."""
+        key = f"{market.instance_type}/{market.availability_zone}"
+        history = self.driver.history
+        if key in self.settings.prices:
+            from spotmarket.prices import PriceSeries
+
+            return PriceSeries(market, [0.0], [float(self.settings.prices[key])], end_s=math.inf)
+        if history is None or market not in history:
+            raise BackendError(f"ray backend: no price for market {key}: give it in the price table (ray.prices)")
+        return history[market]
+
+    def price_series(self, inst: ActorInstance, end_s: float) -> Any:
+        return self._series(inst.market)
+
+    def _bill_nodes(self) -> None:
+        """``meta["nodes"]``: every market node seen during the run, its time in the run and what that node
+        time costs at its market's prices (an estimate of the cluster's bill; spottune's segments are the ledger)."""
+        d = self.driver
+        end = d.record.end_s if d.record.end_s is not None else d.now_s()
+        by_key = {f"{m.instance_type}/{m.availability_zone}": m for m in (d.history.markets if d.history else [])}
+        rows, total = [], 0.0
+        for node in self._nodes.values():
+            if not node.markets:
+                continue
+            key = node.markets[0]
+            lo, hi = max(node.up_s, d.start_s), min(node.end_s if node.end_s is not None else end, end)
+            usd = None
+            market = by_key.get(key)
+            if market is None and key in self.settings.prices:
+                from spotmarket.prices import Market
+
+                itype, _, zone = key.partition("/")
+                market = Market(zone, itype)
+            if market is not None and hi > lo:
+                usd = float(self._series(market).cost_usd(lo, hi))
+                total += usd
+            rows.append({"node_id": node.node_id, "market": key, "start_s": lo, "end_s": hi,
+                         "seconds": max(0.0, hi - lo), "usd": usd, "drained": node.drain_deadline_s is not None,
+                         "death": node.death})
+        d.record.meta["nodes"] = rows
+        d.record.meta["node_usd"] = total
+
+    # -- crash safety: not supported ------------------------------------------------------------------------
+    def resume(self, records: list[dict[str, Any]]) -> None:
+        """Not supported: a killed ray run cannot be continued (its actors died with their driver's job).
+
+        Raises
+        ------
+        BackendError
+            Always ("the ray backend cannot resume a run"; docs/guide/ray.md, what is left out).
+        """
+        raise BackendError("the ray backend cannot resume a run (docs/guide/ray.md)")
+
+    def reconcile(self) -> None:
+        """Never called: :meth:`resume` refuses."""
+
+    def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
+        """Never called: :meth:`resume` refuses."""
+
+    def replay_refused(self, rec: dict[str, Any], action: Launch) -> None:
+        """Never called: :meth:`resume` refuses."""
+
+    def replay_event(self, event: Any) -> None:
+        """Never called: :meth:`resume` refuses."""
