@@ -52,9 +52,16 @@ def project_modules(root: Path = ROOT) -> dict[str, Path]:
 
 
 def imports_of(name: str, source: str, known: set[str], is_package: bool = False) -> set[str]:
-    """Project modules that module ``name`` imports (``from a import b`` names ``a.b`` if it is a module)."""
+    """Project modules that module ``name`` imports (``from a import b`` names ``a.b`` if it is a module); imports
+    under ``if TYPE_CHECKING:`` are annotations only, never executed, and do not count."""
     found = set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+                   for child in node.body for n in ast.walk(child)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
