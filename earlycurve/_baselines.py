@@ -1,4 +1,4 @@
-"""Baselines for EarlyCurve, each a :class:`FinalMetricPredictor` (spec §1.8.5).
+"""Baselines for EarlyCurve, each a :class:`FinalMetricPredictor` (the paper's EarlyCurve evaluation).
 
 - :class:`SLAQ`: one-stage fit of the same family (Eq 4) over the whole curve, ``g = k − k_0``;
 - :class:`LastValue`: the last observed loss;

@@ -1,6 +1,6 @@
 """One stage of a learning curve: the sublinear family of Eq 4, fitted by bounded least squares.
 
-``y(g) = 1 / (a·g² + b·g + c) + d`` with ``a, b, d ≥ 0`` and ``c ≥ c_min > 0`` (spec §1.8.1, Eq 4–6).
+``y(g) = 1 / (a·g² + b·g + c) + d`` with ``a, b, d ≥ 0`` and ``c ≥ c_min > 0`` (the paper's Eq 4–6).
 ``g`` is the number of steps since the stage began, so ``g = 0`` is the stage's first point.
 
 Fitting runs in a scaled space (``u = g / G``, ``z = y / Y`` with ``G`` the stage's last ``g`` and

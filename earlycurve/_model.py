@@ -1,10 +1,10 @@
-"""EarlyCurve: Eq 4 refitted per learning-rate stage (spec §1.8), online and batch.
+"""EarlyCurve: Eq 4 refitted per learning-rate stage (the SpotTune paper's EarlyCurve), online and batch.
 
 Per observation the orchestrator calls :meth:`EarlyCurve.observe`; at θ·S_max it asks
 :meth:`EarlyCurve.prediction` (or the stateless :meth:`EarlyCurve.predict_final`). The fit is
 lazy: observing is O(1), the next prediction refits the last stage only.
 
-Prediction chain ([I], spec §1.8.3):
+Prediction chain ([I], the paper's EarlyCurve):
 
 1. **plateau** (D8): the curve has converged, the trial is finished, the final loss is the last
    observed one;
@@ -93,7 +93,7 @@ class EarlyCurve(FinalMetricPredictor):
         [I] Fewest observations in the last stage for a fit (Eq 4 has 4 parameters).
     fallback : {"shifted", "scaled", "last_value"}, default="shifted"
         [I] What to do when the last stage is too short: continue the previous stage's fit from the
-        current level, additively (spec §1.8.3) or as a ratio, or use the last value right away.
+        current level, additively (the paper's EarlyCurve) or as a ratio, or use the last value right away.
     fit_window : float, default=1.0
         [I] Fraction of the stage's observations used by the fit, the most recent ones (at least
         ``min_points``); ``g`` still counts from the stage's start. 1.0 is the spec (whole stage).
@@ -169,7 +169,7 @@ class EarlyCurve(FinalMetricPredictor):
         self.level = level
         self.n_boot = n_boot
         self.random_state = random_state
-        # Checked at once (STYLE §2b): a bad option fails here, naming the value and the rule.
+        # Checked at once: a bad option fails here, naming the value and the rule.
         if not max_steps > 0:
             raise InvalidCurveError(f"EarlyCurve.max_steps is {max_steps!r}, but must be > 0")
         if int(min_points) != min_points or min_points < N_PARAMS:
@@ -267,7 +267,7 @@ class EarlyCurve(FinalMetricPredictor):
         return split_stages(np.asarray(self._steps), np.asarray(self._values), self._stage_rule)
 
     def is_plateau(self) -> bool:
-        """Whether the observed curve has converged (spec §1.8.4, [I] D8)."""
+        """Whether the observed curve has converged (the paper's EarlyCurve, [I] D8)."""
         return is_plateau(np.asarray(self._steps), np.asarray(self._values), self.max_steps, self._plateau_rule)
 
     # -- fitting ---------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Predictive ASHA: asynchronous successive halving that keeps re-judging, ranks by a slope-corrected
-value and stops what cannot reach the best finished trials (issue 13; ``docs/design/earlycurve.md`` §8).
+value and stops what cannot reach the best finished trials (decision ES12; ``docs/design/earlycurve.md`` §8).
 
 Why not :class:`earlycurve.RankConfidenceStopping`: on a live study with a worker pool, the first
 trials are judged against few others and run on; §8 measures where its cost goes. This rule keeps

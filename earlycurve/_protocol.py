@@ -31,8 +31,8 @@ class Prediction:
     low, high : float
         Interval bounds, ``low ≤ value ≤ high`` (equal to ``value`` when the predictor has none).
     plateau : bool
-        The curve has converged (spec §1.8.4); the orchestrator may treat the trial as finished,
-        and ``value`` is then the last observed loss.
+        The curve has converged (the paper's plateau rule, decision D8); the orchestrator may treat the trial as
+        finished, and ``value`` is then the last observed loss.
     n_stages : int
         Stages found so far (Eq 7); 1 for one-stage predictors, 0 for those without a model.
     method : str

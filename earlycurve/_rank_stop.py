@@ -8,7 +8,7 @@ drop out of the comparison: they can no longer be picked, and keeping their (ear
 beliefs could stop every trial of a study. Like ASHA it is asynchronous
 (a trial is judged against whatever has been seen when it reaches a rung, and the first ``k`` trials
 always continue); unlike ASHA it compares *extrapolated final* losses with their uncertainty instead
-of the current values (issue 13, item 3; Domhan et al. 2015 stop a trial on
+of the current values (decision ES6; Domhan et al. 2015 stop a trial on
 ``P(final better than the best so far) < ε``, this is the top-k version of that rule).
 
 The probability is estimated by Monte Carlo with ``n_samples`` joint draws from a seeded

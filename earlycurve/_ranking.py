@@ -1,4 +1,4 @@
-"""Rank trials at θ·S_max by predicted final loss and keep the top-k (spec §1.8.3)."""
+"""Rank trials at θ·S_max by predicted final loss and keep the top-k (the paper's EarlyCurve at θ, Algorithm 1)."""
 
 from __future__ import annotations
 

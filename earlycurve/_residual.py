@@ -1,6 +1,6 @@
 """Learning-curve extrapolation from previous runs: the final loss as the last value plus a learned residual.
 
-Issue 13, target "top-3 recall of the curve predictor ≥ last value's at every θ". Idea from the literature
+Target: "top-3 recall of the curve predictor ≥ last value's at every θ" (decision ES14). Idea from the literature
 on predicting a curve from a pool of previously recorded curves (Klein et al. 2017, "Learning curve
 prediction with Bayesian neural networks", ICLR; Domhan et al. 2015, IJCAI; Chandrashekaran & Lane 2017,
 "Speeding up hyper-parameter optimization by extrapolation of learning curves using previous builds"):

@@ -1,6 +1,6 @@
-"""Baselines a sceptical reviewer asks for (issue 3), each a :class:`~revpred.protocol.RevocationPredictor`.
+"""Baselines a sceptical reviewer asks for, each a :class:`~revpred.protocol.RevocationPredictor`.
 
-- **Tributary-style LSTM** [R, spec §1.7.7]: :class:`revpred.model.RevPredClassifier` with
+- **Tributary-style LSTM** [R, Tributary: Harlap et al., USENIX ATC 2018]: :class:`revpred.model.RevPredClassifier` with
   ``architecture="tributary"``, trained on max prices ``price + U[0.00001, 0.2]``; wrapped in
   :class:`revpred.predictor.RevPred` (see :mod:`revpred.training`).
 - **Logistic regression on the present record** [I]: :class:`PresentRecordLogistic`, the 8 standardised

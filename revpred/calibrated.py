@@ -1,4 +1,4 @@
-"""A revocation predictor trained on the provisioner's own queries, monotone in the max price (issue 12).
+"""A revocation predictor trained on the provisioner's own queries, monotone in the max price (decisions P1-P3).
 
 RevPred is trained on Algorithm 2 max prices and queried at others, so its p means little for the
 questions the provisioner asks (docs/design/revpred.md, "Calibrated predictor"). :class:`CalibratedRevocation`
@@ -16,7 +16,7 @@ is trained on exactly those questions:
    as b passes the trace's highest price); ``p = 1`` when b is below the current price (the launch would
    be refused at once).
 
-Source: issue 12 ("Probabilities that mean what they say"); scikit-learn user guide 1.11 (monotonic
+Source: docs/design/decisions.md, "Calibrated revocation probabilities" (P1-P3); scikit-learn user guide 1.11 (monotonic
 constraints) and 1.16 (probability calibration).
 """
 

@@ -1,4 +1,4 @@
-"""Scores of revocation probabilities on the provisioner's queries: ECE, Brier, log loss, reliability (issue 12).
+"""Scores of revocation probabilities on the provisioner's queries: ECE, Brier, log loss, reliability (decision P8).
 
 Binning [I]: ``ece`` uses 10 equal-width bins of p on [0, 1] (the edge 1 falls in the last bin),
 ``ECE = sum_k (n_k / n) |mean p_k - share of positives_k|`` over non-empty bins (Guo et al., ICML 2017,

@@ -1,4 +1,4 @@
-"""RevPred input features (SpotTune §1.7.2): six per-minute features, the 59-minute history window,
+"""RevPred input features (the SpotTune paper's RevPred): six per-minute features, the 59-minute history window,
 the present record with the max price, and standardisation fitted on the training window only.
 
 Every sample is a decision time ``t`` (seconds since the epoch, UTC; any second, not only whole
@@ -13,7 +13,7 @@ Per-record features, in this order (``SEQ_FEATURES``):
 2. ``mean_price_60min`` -- mean of the grid prices at m - 59 min, ..., m (60 points), USD/hour.
    [I] a mean over the grid (what the paper's preprocessed dataset would give), not a time integral.
 3. ``n_changes_60min`` -- number of raw price-change records in (m - 60 min, m]. [I] raw change events,
-   not interpolated minutes (spec §1.7.2).
+   not interpolated minutes (the paper counts price changes).
 4. ``minutes_since_set`` -- minutes since the last raw record that changed the price, at or before m
    (the first record of a series counts as a change). [I] capped at ``MAX_MINUTES_SINCE_SET`` = 1440
    (one day) so that the slow post-2017 series do not produce unbounded values.
@@ -22,10 +22,10 @@ Per-record features, in this order (``SEQ_FEATURES``):
 6. ``hour_of_day`` -- UTC hour of m, integer 0..23 as a float.
 
 Present record (``PRESENT_FEATURES``): the six features at t, the max price ``b`` (USD/hour), and
-``delta = b - price(t)``. [I] ``delta`` is added (spec §1.7.2 suggests it) because it carries the
+``delta = b - price(t)``. [I] ``delta`` is added (the paper's RevPred text suggests it) because it carries the
 max price relative to the current level, which generalises across price levels.
 
-Grid method (spec D3): ``"ffill"`` (default) holds the last record, the posted step function.
+Grid method (decision D3): ``"ffill"`` (default) holds the last record, the posted step function.
 ``"linear"`` interpolates between consecutive records, **but only between records known at t**; the
 minutes after the last record at or before t are held flat. [I] This keeps "linear" causal; the
 paper's offline interpolation would look up to one inter-record gap into the future.
@@ -113,7 +113,7 @@ def minute_prices(series: PriceSeries, times_s: ArrayLike, method: str = "ffill"
     times_s : array of shape (n,)
         Decision times, seconds since the epoch (UTC).
     method : {"ffill", "linear"}
-        Grid method (spec D3); "linear" interpolates only between records at or before each t.
+        Grid method (decision D3); "linear" interpolates only between records at or before each t.
 
     Returns
     -------

@@ -1,10 +1,10 @@
-"""The provisioner's own revocation queries, with exact legacy labels (issue 12, item 4).
+"""The provisioner's own revocation queries, with exact legacy labels (decision P1).
 
 Every hour, for every market, the provisioner asks the revocation predictor about the max prices
 ``b = price(t) + delta`` for each ``delta`` of a fixed ladder (:data:`DELTA_LADDER_USD_PER_HOUR`) and
 about ``b = the market's on-demand price``. :func:`ladder_queries` generates exactly those queries on
 a grid of decision times and labels them with the legacy (2017) rule
-(:class:`spotmarket.LegacyBidRevocation`, notice at the first price record above b, spec §1.9):
+(:class:`spotmarket.LegacyBidRevocation`, notice at the first price record above b, decision M1):
 
     y = 1  iff  the launch is fulfilled (price(t) <= b) and the first record after t with price > b
                 lies in (t, t + 3600 s].
@@ -27,7 +27,7 @@ from spotmarket.prices import Market, PriceHistory
 
 __all__ = ["DELTA_LADDER_USD_PER_HOUR", "ON_DEMAND", "check_ladder", "ladder_queries", "on_demand_of"]
 
-#: Max-price offsets over the current price the provisioner tries, USD per instance-hour (issue 12).
+#: Max-price offsets over the current price the provisioner tries, USD per instance-hour (decision P1).
 DELTA_LADDER_USD_PER_HOUR: tuple[float, ...] = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3)
 #: ``rung`` value of the on-demand query (the ladder's rungs are 0 .. len(ladder) - 1).
 ON_DEMAND = -1

@@ -1,4 +1,4 @@
-"""Features of a (market, decision time t, max price b) query for the calibrated predictor (issue 12).
+"""Features of a (market, decision time t, max price b) query for the calibrated predictor (decision P1).
 
 Every feature reads only prices recorded at or before t (no leakage). With ``delta = b - price(t)``
 (floored at :data:`MIN_DELTA_USD`), the columns (:data:`FEATURES`) are:
@@ -22,7 +22,7 @@ column                meaning                                                   
 ``zone``              category code (NaN: unknown zone)                                          -
 ====================  ========================================================================  =========
 
-Extra columns (issue 12, "sharper"; opt-in through a named feature set, :data:`FEATURE_SETS`):
+Extra columns ("sharper" short-window features; opt-in through a named feature set, :data:`FEATURE_SETS`):
 
 ====================  ========================================================================  =========
 column                meaning                                                                    in b
@@ -68,7 +68,7 @@ FEATURES = ("log_rel_delta", "log_delta", "cross_day", "cross_week", "headroom_d
 #: Sign of the required monotone effect of each feature on p (scikit-learn ``monotonic_cst``).
 MONOTONE_CST = (-1, -1, 1, 1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0)
 CATEGORICAL = (12, 13)
-#: Short-window columns and their monotone signs (issue 12, "sharper"; docs/design/revpred.md).
+#: Short-window columns and their monotone signs ("sharper" features; docs/design/revpred.md).
 SHORT = ("cross_3h", "cross_6h", "rise_hour_rel", "log_since_rise")
 #: Calendar columns (unconstrained).
 CALENDAR = ("hour_sin", "hour_cos", "dow_sin", "dow_cos")

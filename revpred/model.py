@@ -1,4 +1,5 @@
-"""The RevPred network and its scikit-learn-style estimator (SpotTune §1.7.3; Tributary baseline §1.7.7).
+"""The RevPred network and its scikit-learn-style estimator (the SpotTune paper's RevPred;
+Tributary baseline: Harlap et al., USENIX ATC 2018).
 
 Architectures (inputs are the standardised rows of :func:`revpred.features.make_inputs`):
 
@@ -346,7 +347,7 @@ class RevPredClassifier(ClassifierMixin, BaseEstimator):
         return np.column_stack([1.0 - p, p])
 
     def predict(self, X: ArrayLike) -> np.ndarray:
-        """1 where the calibrated probability is >= 0.5 [I: threshold 0.5, spec §1.7.7]. Shape (n_samples,)."""
+        """1 where the calibrated probability is >= 0.5 [I: the paper's threshold 0.5]. Shape (n_samples,)."""
         return (self.predict_proba(X)[:, 1] >= 0.5).astype(np.int64)
 
     # -- state for revpred.store ----------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""Modern mode: a per-market capacity-interruption hazard learned online from the run (issue 12, item 4).
+"""Modern mode: a per-market capacity-interruption hazard learned online from the run (decisions P4, P8).
 
-Today's spot market ends instances for capacity, not only for price (spec §2). A price-crossing
+Today's spot market ends instances for capacity, not only for price
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-interruptions.html; decision M8). A price-crossing
 predictor answers the wrong question there. :class:`OnlineHazard` combines the two causes, taken as
 independent:
 

@@ -7,7 +7,7 @@ estimator. Queries are grouped by market, and queries sharing (market, t) share 
 provisioning round (all markets, one t, a few max prices) costs one small forward pass per market.
 
 [I] A max price below the current price gives p = 1: under the 2017 rule the instance is revoked at once
-(spec §1.9). Markets without a model raise :class:`RevPredError`.
+(decision M2). Markets without a model raise :class:`RevPredError`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class MarketModel:
     estimator : object
         Has ``predict_proba(X) -> (n, 2)`` on standardised rows; LSTM models also ``predict_raw(X) -> (n,)``.
     grid_method : str
-        ``"ffill"`` or ``"linear"`` (spec D3).
+        ``"ffill"`` or ``"linear"`` (decision D3).
     train_start_s, train_end_s : float
         Training window, seconds since the epoch (UTC). Labels of training rows end at ``train_end_s``.
     info : dict

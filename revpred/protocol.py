@@ -20,7 +20,7 @@ from spotmarket.prices._market import Market
 class RevocationPredictor(Protocol):
     """P(spot price > max price within the next hour), per (market, decision time, max price).
 
-    Source: SpotTune §1.7 (spec); p feeds Eq 1.
+    Source: the SpotTune paper's RevPred; p feeds Eq 1.
     """
 
     def predict_proba(

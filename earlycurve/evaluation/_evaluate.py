@@ -4,8 +4,8 @@ For each data set, predictor and θ every complete curve is cut at ``θ · max_s
 loss predicted once (predictions do not depend on the study, so they are computed once per curve
 and reused). Then:
 
-- **error** over all curves: median and 90th percentile of ``|ŷ − y| / y`` (spec §1.8.5 [I], on the
-  loss scale), and how often the true final loss lies in the predictor's interval (``coverage``);
+- **error** over all curves: median and 90th percentile of ``|ŷ − y| / y`` (the paper's EarlyCurve evaluation
+  [I], on the loss scale), and how often the true final loss lies in the predictor's interval (``coverage``);
 - **selection** over ``n_studies`` seeded studies of ``study_size`` curves drawn without
   replacement: ``top1`` (the predicted best is the true best), ``topk_recall`` (the true best is in
   the predicted top-k), ``regret1`` (true final loss of the predicted best minus the best's) and
@@ -284,7 +284,7 @@ def evaluate_learned(
     (``default_rng([seed, 1])``). The first half plays the previous runs: :class:`earlycurve.ResidualCurvePredictor`
     (constructor defaults, ``top_k`` and ``study_size`` of the evaluation, the whole set one group of pseudo-studies,
     as in §8.7) is fitted on it. The second half is evaluated as :func:`evaluate_set` does, for ``last_value`` and
-    ``learned``: issue 13's target is ``learned``'s ``topk_recall`` >= ``last_value``'s at every θ
+    ``learned``: the curve predictor's recall target is ``learned``'s ``topk_recall`` >= ``last_value``'s at every θ
     (docs/design/earlycurve.md §8.7, "in-set").
 
     Parameters

@@ -1,4 +1,4 @@
-"""The early-stopping methods compared by ``benchmarks/bench_early_stopping.py`` (issue 13, item 2–3).
+"""The early-stopping methods compared by ``benchmarks/bench_early_stopping.py`` (decisions ES5-ES6).
 
 - :class:`ASHAStopper`: Ray Tune's ``ASHAScheduler`` (``AsyncHyperBandScheduler``) rule, reimplemented
   (Ray is not a dependency). From ``ray/tune/schedulers/async_hyperband.py`` (``_Bracket``): one

@@ -1,6 +1,6 @@
 """Early-stopping evaluation on recorded learning curves: studies, asynchronous replay, top-k metrics.
 
-Issue 13, item 1. No training: every configuration's curve is recorded to its end, so any stopping
+No training: every configuration's curve is recorded to its end, so any stopping
 rule can be replayed and judged against the true final losses.
 
 - **Grid** (:class:`StudyPool`): each recorded curve is put on a common grid of ``n_steps`` progress
