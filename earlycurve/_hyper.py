@@ -1,8 +1,8 @@
 """The final loss from a trial's hyperparameters and its curve so far, learned from previous runs of the same search space.
 
 Decision ES21 (docs/design/earlycurve.md §8.19). On the recorded ConvNeXt study a curve seen at 2-5 % of its run says
-little about where it ends: the learning rate is still warming up, and how long it warms up and how many epochs the run has
-are hyperparameters of the trial. The trial's own configuration says much of the rest. Learning-curve models that
+little about where it ends: the learning rate is still warming up, and how long it warms up and how many epochs the run
+has are hyperparameters of the trial. The trial's own configuration says much of the rest. Learning-curve models that
 read the hyperparameters next to the partial curve are the literature's answer (Klein et al. 2017, "Learning curve
 prediction with Bayesian neural networks", ICLR: LCNet; Swersky et al. 2014, "Freeze-thaw Bayesian optimization";
 Wistuba et al. 2022, "Supervising the multi-fidelity race of hyperparameter configurations", NeurIPS: DyHPO).
