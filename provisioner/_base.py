@@ -1,6 +1,6 @@
 """The market-chooser contract and the candidate evaluation every chooser shares.
 
-A chooser is pure computation (STYLE §1c): no I/O, no clock (time comes in as ``now_s``), no global
+A chooser is pure computation: no I/O, no clock (time comes in as ``now_s``), no global
 RNG (randomness comes from the injected ``numpy.random.Generator``). One provisioning round for k trials
 over n markets is vectorised: prices once per market, one ``(k, n)`` draw of max prices, **one**
 predictor call for all launchable (trial, market) pairs, one objective evaluation, one lexsort.
@@ -122,7 +122,7 @@ class BaseChooser(abc.ABC):
     max_price_rule : MaxPriceSource, optional
         Default :class:`MaxPriceRule` (D1: current + U[0.00001, 0.2] USD/hour).
     mean_window_s : float
-        Window of P̄, seconds before the decision time (3600: "the last hour", spec §1.3).
+        Window of P̄, seconds before the decision time (3600: "the last hour", the paper's Eq 1).
     exclusions : MarketExclusions, optional
         Where capacity refusals go (:meth:`exclude`); an excluded market is skipped like one without a known
         price until its exclusion ends. None: refusals are not remembered (the chooser asks the market again).
@@ -294,7 +294,7 @@ class BaseChooser(abc.ABC):
         """Current price and P̄ of every pool market at ``now_s``.
 
         P̄ is the time-weighted mean over ``[max(now − window, first record), now]`` (the step function
-        integrated exactly, which equals the 1-minute-grid mean of spec §1.3 up to sub-minute edges).
+        integrated exactly, which equals the 1-minute-grid mean of the paper's Eq 1 up to sub-minute edges).
         Same semantics as :meth:`PriceSeries.price_at` and :meth:`PriceSeries.mean_price` (tested to
         agree), computed from per-market arrays prepared once, and cached for the last ``now_s`` so
         several trials deciding at one time share the work.

@@ -78,7 +78,7 @@ class InstanceSpec:
     instance_type : str
         E.g. ``"r4.large"``.
     vcpus : int
-        Virtual CPUs ("cores" in the paper's initialisation of T, spec §1.4).
+        Virtual CPUs ("cores" in the paper's initialisation of T).
     memory_gib : float
         Memory, GiB.
     ecu : float or None

@@ -1,4 +1,4 @@
-"""Corrections for the optimizer's curse of the refund-aware choice (issue 12).
+"""Corrections for the optimizer's curse of the refund-aware choice (decisions R5-R6).
 
 :class:`~provisioner.RefundProvisioner` takes an argmin over every (market, max price) candidate of the
 pool, so the candidate it picks is the one whose revocation probability p is most over-estimated (the

@@ -1,4 +1,4 @@
-"""Markets left out of the choice for a while after the cloud refused a launch there (issue 14).
+"""Markets left out of the choice for a while after the cloud refused a launch there (decisions AWS3, E12).
 
 The AWS backend records every capacity refusal (``InsufficientInstanceCapacity`` and kin) here; a chooser
 given the same object (:attr:`provisioner.BaseChooser.exclusions`) treats an excluded market like one

@@ -1,10 +1,10 @@
 """The max price b placed with a spot request, and fed to the revocation predictor.
 
-Source: spec §1.5 and decision D1 ([I]): ``b = current price + δ``, ``δ ~ U[0.00001, 0.2]`` USD/hour,
+Source: the SpotTune paper and decision D1 ([I]): ``b = current price + δ``, ``δ ~ U[0.00001, 0.2]`` USD/hour,
 Tributary's rule, which the paper says RevPred uses at inference. One δ is drawn per (trial, market)
 candidate from an injected, seeded ``numpy.random.Generator``; the **same** b is used to predict p and
 to place the request, so the predicted p matches the replayed revocation rule. δ is not optimised
-inside Eq 1: a smaller δ always raises p and so lowers ``(1 − p) · P̄`` (spec §1.5).
+inside Eq 1: a smaller δ always raises p and so lowers ``(1 − p) · P̄``.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class MaxPriceRule:
 @dataclass(frozen=True, slots=True)
 class FixedMaxPrice:
     """The same max price for every candidate, drawing nothing (e.g. a Single-Spot baseline's "never
-    revoked" bid, spec §1.9).
+    revoked" bid, decision E4).
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """The performance matrix T: seconds per training step, per trial (row) and instance type (column).
 
-Source: SpotTune §1.4 (spec): "T is initiated according to the number of
+Source: the SpotTune paper, Eq 2's performance matrix: "T is initiated according to the number of
 CPU cores of each instance" and "updated in an online manner according to the latest runs". The
 details are [I] decisions, recorded in ``docs/design/provisioner.md``:
 
@@ -24,7 +24,7 @@ import pandas as pd
 from provisioner._catalog import InstanceCatalog
 from provisioner.errors import ProvisionerConfigError, UnknownInstanceType
 
-#: Default EMA factor. The paper measured a per-step time COV < 0.1 within a job (spec §1.4), so one
+#: Default EMA factor. The paper measured a per-step time COV < 0.1 within a job (SpotTune paper), so one
 #: segment is already a good estimate; α = 0.5 makes the latest segment count as much as all history,
 #: so a real change (other hardware in another zone, a noisy neighbour) is tracked within 2–3 segments,
 #: while in steady state it keeps the variance at α / (2 − α) = 1/3 of a single segment's.
@@ -32,7 +32,7 @@ DEFAULT_ALPHA = 0.5
 
 
 class PerformanceMatrix:
-    """T[h][i], seconds per step of trial h on instance type i (SpotTune §1.4).
+    """T[h][i], seconds per step of trial h on instance type i (the SpotTune paper's T in Eq 2).
 
     Parameters
     ----------

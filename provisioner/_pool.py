@@ -1,6 +1,6 @@
 """The allowed pool of spot markets: instance types × availability zones, with hardware filters.
 
-Spec D2 ([I]): Linux/UNIX by default; the pool is every (type, zone) market of the price history that
+Decision D2 ([I]): Linux/UNIX by default; the pool is every (type, zone) market of the price history that
 passes the filters, or an explicit list of markets.
 """
 

@@ -1,6 +1,6 @@
 """SpotTune's provisioner: each trial goes to the market with the lowest expected cost per step.
 
-Source: SpotTune (ICDCS 2020) getBestInst, Eq 1–2 (spec §1.3–1.5):
+Source: SpotTune (ICDCS 2020) getBestInst, Eq 1–2:
 ``argmin_i (1 − p_i) · P̄_i · T[h][i] / 3600`` over the pool, p_i predicted at the max price b_i that
 is then requested (D1).
 """
