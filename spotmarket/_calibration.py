@@ -13,8 +13,8 @@ only, cite the paper). Three things are estimated:
    (resp. the pooled) k: zones differ mainly in scale (README §1.8, point 1).
 2. **Correlation**: the share of instance losses in the 4-node preemption traces that happen within
    ``co_window_s`` (default one 300 s tick) of another loss in the same cluster. The modern model gives
-   that share of the first-hour hazard to market-wide capacity-loss events (spec §2: correlated
-   failures; README §1.5 "Multi-node correlation").
+   that share of the first-hour hazard to market-wide capacity-loss events (correlated failures,
+   decision M8; README §1.5 "Multi-node correlation").
 3. **Outages**: a lognormal for how long a market stays without capacity after a capacity loss, fitted
    to the interior "down" periods of the same traces (time until a replacement was running), per
    instance type (>= 10 periods) and pooled.
@@ -128,7 +128,7 @@ def split_hazard(lifetime: WeibullLifetime, correlated_share: float) -> HazardSp
 
     * ``(3600/s_i)^k = (1 - rho) H``  and  ``-log S_eq(3600) = rho H``;
 
-    hence P(revoked within the first hour), the quantity that decides SpotTune's refunds (spec §1.3),
+    hence P(revoked within the first hour), the quantity that decides SpotTune's refunds (Eq 1),
     equals ``p`` exactly for such a launch. Both parts keep the fitted shape k (decreasing hazard);
     other horizons match only approximately. Launches that must wait out a capacity outage see a
     somewhat lower first-hour hazard (measured in docs/design/decisions.md, "Market replay").

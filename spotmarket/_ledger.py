@@ -1,7 +1,8 @@
 """The billing ledger: one frozen row per instance run, and its table / CSV forms.
 
-A *run* is one instance from launch to termination. Whoever ended it decides the bill (spec §1.9,
-"Billing"; spec §2, "Billing for interrupted Spot instances"), so the row records it in ``ended_by``.
+A *run* is one instance from launch to termination. Whoever ended it decides the bill (decisions M3-M4;
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/billing-for-interrupted-spot-instances.html), so the row
+records it in ``ended_by``.
 """
 
 from __future__ import annotations

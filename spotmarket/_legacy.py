@@ -1,6 +1,6 @@
 """The paper's 2017 revocation rule: the instance lives until the market price exceeds the max price.
 
-Spec §1.9 (table, rows "Launch" and "Revocation (2017 rule)"):
+Decisions M1-M2 (docs/design/decisions.md, "Market replay"):
 
 * a launch at t with max price b is fulfilled iff ``price(t) <= b`` [I];
 * ``t_r`` = the first price record strictly after t with ``price(t_r) > b`` (a step function, so this is
@@ -36,16 +36,16 @@ CrossingIs = Literal["notice", "termination"]
 
 
 class LegacyBidRevocation(RevocationModel):
-    """Paper's 2017 rule: revoked at the first price record above the max price (spec §1.9).
+    """Paper's 2017 rule: revoked at the first price record above the max price (decision M1).
 
     Parameters
     ----------
     history : PriceHistory, mapping of Market -> PriceSeries, or list of PriceSeries
         Spot price history (USD per instance-hour, step functions).
     notice_lead_s : float, default 120
-        Seconds from notice to termination (spec §1.9: "two minutes before the interruption").
+        Seconds from notice to termination (EC2's "two minutes before the interruption").
     crossing_is : {"notice", "termination"}, default "notice"
-        What happens at the crossing time t_r. ``"notice"`` (spec §1.9, recorded decision): notice at
+        What happens at the crossing time t_r. ``"notice"`` (decision M1): notice at
         t_r, termination at t_r + ``notice_lead_s``. ``"termination"``: termination at t_r, notice at
         ``max(launch, t_r - notice_lead_s)`` (clairvoyant; for comparisons only).
 
@@ -69,7 +69,7 @@ class LegacyBidRevocation(RevocationModel):
                  crossing_is: CrossingIs = "notice"):
         super().__init__(notice_lead_s=notice_lead_s)
         if crossing_is not in ("notice", "termination"):
-            raise MarketError(f"crossing_is is {crossing_is!r}, but must be 'notice' (spec §1.9) or 'termination'")
+            raise MarketError(f"crossing_is is {crossing_is!r}, but must be 'notice' (the default) or 'termination'")
         self.history = as_prices(history)
         self.crossing_is = crossing_is
 

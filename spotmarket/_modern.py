@@ -1,8 +1,8 @@
 """Today's spot rule: capacity interruptions with a decreasing hazard, correlated within a market.
 
-Spec §2 ("What this means for the simulator"): split cost (the price series) from interruption (a
-hazard process); the price matters only if a max price is set; correlate failures within a pool.
-Calibration: :mod:`spotmarket._calibration` (SkyPilot traces, 2023).
+Decision M8 (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-interruptions.html): split cost (the
+price series) from interruption (a hazard process); the price matters only if a max price is set; correlate
+failures within a pool. Calibration: :mod:`spotmarket._calibration` (SkyPilot traces, 2023).
 
 The model, per market (availability zone, instance type, product):
 
@@ -18,7 +18,7 @@ The model, per market (availability zone, instance type, product):
   at the crossing, termination ``notice_lead_s`` later, as in the legacy rule).
 * The scales come from :func:`~spotmarket.split_hazard`: a share rho of the first-hour hazard
   goes to the market events, and P(revoked within 1 h) equals the fitted Weibull's.
-* Notice: ``max(launch, termination - notice_lead_s)`` (spec §2, item 3); use ``notice_lead_s=0``
+* Notice: ``max(launch, termination - notice_lead_s)`` (decision M8); use ``notice_lead_s=0``
   for a notice that never came (best-effort).
 
 Determinism [I]: time is cut into weekly blocks (``BLOCK_S``). The events of block b of market m come
@@ -53,7 +53,7 @@ _CACHE_BLOCKS = 4096
 
 
 class ModernHazardRevocation(RevocationModel):
-    """Capacity-driven revocations (AWS since late 2017, spec §2), calibrated from real traces.
+    """Capacity-driven revocations (AWS since late 2017, decision M8), calibrated from real traces.
 
     Parameters
     ----------
@@ -63,7 +63,7 @@ class ModernHazardRevocation(RevocationModel):
     seed : int
         Experiment seed (>= 0). Same seed, same revocations.
     history : PriceHistory, mapping or list of PriceSeries, optional
-        Needed only for launches with a max price (price > max price also revokes; spec §2).
+        Needed only for launches with a max price (price > max price also revokes; decision M8).
     notice_lead_s : float, default 120
         Seconds from notice to termination; 0 = no usable notice.
     outages : bool, default True

@@ -6,7 +6,7 @@ instance and when does the interruption notice arrive. The simulator asks at lau
 with :class:`~spotmarket.Billing` once it ends (by the provider, or earlier by the user).
 
 Implementations: :class:`~spotmarket.LegacyBidRevocation` (the paper's 2017 price > max-price rule)
-and :class:`~spotmarket.ModernHazardRevocation` (capacity interruptions, spec §2).
+and :class:`~spotmarket.ModernHazardRevocation` (capacity interruptions, decision M8).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from spotmarket.prices import Market
 from spotmarket.errors import MarketError
 
 NOTICE_LEAD_S = 120.0
-"""EC2's two-minute interruption notice (spec §1.9; spec §2 "Signals")."""
+"""EC2's two-minute interruption notice, seconds
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html)."""
 
 
 class Cause(enum.StrEnum):
@@ -137,7 +138,7 @@ class RevocationModel(abc.ABC):
     Parameters
     ----------
     notice_lead_s : float, default 120
-        Seconds between the interruption notice and the termination (spec §2: two minutes,
+        Seconds between the interruption notice and the termination (EC2: two minutes,
         best-effort; use 0 for "no notice").
     """
 

@@ -203,7 +203,7 @@ class PriceSeries:
         """First record time strictly after t at which the price exceeds the max price b.
 
         The legacy (2017) revocation rule: an instance launched at t with max price b is revoked at the
-        first time the market price rises above b (spec §1.9). Returns ``inf`` if that does not happen
+        first time the market price rises above b (decision M1). Returns ``inf`` if that does not happen
         before ``end_s``. Vectorised: O(log n) per query with a sparse table of range maxima.
 
         Parameters
@@ -241,7 +241,7 @@ class PriceSeries:
             Grid bounds; default: the first whole minute at or after the first record, and ``end_s``.
         method : {"ffill", "linear"}
             ``ffill`` is the step function (use it for anything that decides a revocation or a bill);
-            ``linear`` interpolates between records, the literal reading of the paper (spec D3), for
+            ``linear`` interpolates between records, the literal reading of the paper (decision D3), for
             RevPred experiments only.
 
         Returns

@@ -4,7 +4,7 @@ The layout is detected from the content (never from the file name); plain, gzip,
 detected by their magic bytes. The supported layouts (``LAYOUTS``) are described in ``_layouts``, which
 detects and parses them; ``_validate`` checks the values. This module builds the canonical table.
 
-Rules (issue 2): nothing is dropped silently. Exact duplicate records (same instant, market and price,
+Rules: nothing is dropped silently. Exact duplicate records (same instant, market and price,
 after parsing) are dropped and counted; two different prices for one market at one instant are an error.
 Product-description filtering is explicit and counted, see :func:`read_prices`. Every error names the file
 and the line.
