@@ -96,7 +96,7 @@ class EarlyCurve(FinalMetricPredictor):
         current level, additively (the paper's EarlyCurve) or as a ratio, or use the last value right away.
     fit_window : float, default=1.0
         [I] Fraction of the stage's observations used by the fit, the most recent ones (at least
-        ``min_points``); ``g`` still counts from the stage's start. 1.0 is the spec (whole stage).
+        ``min_points``); ``g`` still counts from the stage's start. 1.0 is the paper's (whole stage).
     loss : str, default="linear"
         Residual loss of ``least_squares`` (see :class:`earlycurve.CurveFitter`).
     interval : {"jacobian", "bootstrap", "none"}, default="jacobian"

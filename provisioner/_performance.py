@@ -8,7 +8,7 @@ details are [I] decisions, recorded in ``docs/design/provisioner.md``:
   prior from :meth:`PerformanceMatrix.add_trial`). Only ratios within a row matter for the argmin.
 - **Rescale** the unmeasured cells of a row once a cell (h, j) is measured:
   ``T[h][i] = T[h][j] · cores_j / cores_i``. With several measured cells, κ̂_h is the geometric mean of
-  ``T[h][j] · cores_j`` over them (exactly the spec's formula with one).
+  ``T[h][j] · cores_j`` over them (exactly the paper's formula with one).
 - **Online update**: the first measurement of a cell replaces its prior; later ones are blended with an
   exponential moving average ``T ← α · measured + (1 − α) · T``, α = 0.5 by default.
 """
@@ -186,7 +186,7 @@ class PerformanceMatrix:
             row[:] = self._prior(trial_id)
             return
         idx = np.flatnonzero(mask)
-        if idx.size == 1:  # the spec's formula, bit for bit: T[h][i] = T[h][j] * cores_j / cores_i
+        if idx.size == 1:  # the paper's formula, bit for bit: T[h][i] = T[h][j] * cores_j / cores_i
             j = idx[0]
             row[~mask] = row[j] * self.cores[j] / self.cores[~mask]
         else:  # κ̂_h = geometric mean of T[h][j] * cores_j over the measured cells
