@@ -89,6 +89,11 @@ class Billing:
         the interrupted partial hour is free). False makes provider-ended runs pay like user-ended ones
         (an ablation: "what if there were no refund").
 
+    Raises
+    ------
+    MarketError
+        If ``granularity`` is neither ``"second"`` nor ``"hour"``.
+
     Examples
     --------
     >>> from spotmarket.prices import Market, PriceSeries

@@ -49,6 +49,11 @@ class LegacyBidRevocation(RevocationModel):
         t_r, termination at t_r + ``notice_lead_s``. ``"termination"``: termination at t_r, notice at
         ``max(launch, t_r - notice_lead_s)`` (clairvoyant; for comparisons only).
 
+    Raises
+    ------
+    MarketError
+        If ``crossing_is`` is neither value or ``notice_lead_s`` is negative or not finite.
+
     Notes
     -----
     ``termination_s`` is ``inf`` if the price never exceeds b before the end of the recorded history.
@@ -79,6 +84,27 @@ class LegacyBidRevocation(RevocationModel):
 
         One launch: a chunked forward scan from the launch (a few µs when the crossing is near) gives
         the same answer as the range-maximum search of :meth:`batch`.
+
+        Parameters
+        ----------
+        market : Market
+        launch_s : float
+            Launch time, seconds since the epoch (UTC), inside the recorded history.
+        instance_id : str
+            Recorded in the answer; the rule is deterministic per (market, time, b).
+        max_price_usd_per_hour : float
+            Max price b, USD per instance-hour (required).
+
+        Returns
+        -------
+        Revocation
+            ``REFUSED_PRICE`` if ``price(launch) > b``; else notice and termination from the first record above b
+            (``inf`` if none before the end of the history).
+
+        Raises
+        ------
+        MarketError
+            If no max price is given, the market is not in the history or ``launch_s`` is outside it.
         """
         if max_price_usd_per_hour is None:
             raise MarketError(f"market {market}: the legacy (2017) rule needs a max price for launch {instance_id!r}")
@@ -122,6 +148,11 @@ class LegacyBidRevocation(RevocationModel):
         Returns
         -------
         RevocationBatch
+
+        Raises
+        ------
+        MarketError
+            If a max price is missing (None or NaN), or a launch time is outside the history.
         """
         if max_price_usd_per_hour is None:
             raise MarketError(f"market {market}: the legacy (2017) rule needs a max price")

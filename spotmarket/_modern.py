@@ -73,6 +73,11 @@ class ModernHazardRevocation(RevocationModel):
         False: no market events, every instance has the whole fitted Weibull to itself (independent
         revocations, for ablations).
 
+    Raises
+    ------
+    MarketError
+        If ``seed`` is not an int >= 0 or ``notice_lead_s`` is negative or not finite.
+
     Examples
     --------
     >>> from spotmarket.prices import Market
@@ -96,7 +101,17 @@ class ModernHazardRevocation(RevocationModel):
 
     # -- the hazard ----------------------------------------------------------------------------------
     def split(self, market: Market) -> HazardSplit:
-        """Shape and the two scales used for ``market`` (seconds)."""
+        """Shape and the two scales used for ``market`` (seconds).
+
+        Parameters
+        ----------
+        market : Market
+
+        Returns
+        -------
+        HazardSplit
+            The calibration's split; with ``correlated=False`` the whole lifetime and an infinite event scale.
+        """
         if self.correlated:
             return self.calibration.split(market)
         life = self.calibration.lifetime(market)
@@ -137,7 +152,19 @@ class ModernHazardRevocation(RevocationModel):
         return times, ends
 
     def market_events(self, market: Market, start_s: float, end_s: float) -> np.ndarray:
-        """Times of the market's capacity-loss events in ``[start_s, end_s)``, seconds since the epoch."""
+        """Times of the market's capacity-loss events in ``[start_s, end_s)``, seconds since the epoch.
+
+        Parameters
+        ----------
+        market : Market
+        start_s, end_s : float
+            Window, seconds since the epoch (UTC).
+
+        Returns
+        -------
+        ndarray of shape (n_events,)
+            Event times, ascending.
+        """
         parts = []
         for b in range(math.floor(start_s / BLOCK_S), math.floor(end_s / BLOCK_S) + 1):
             times = self._block(market, b)[0]
@@ -151,6 +178,16 @@ class ModernHazardRevocation(RevocationModel):
         the notice lead (``t_s`` in ``[event - notice_lead_s, event)``): EC2 is reclaiming the pool and
         sending interruption notices, so it hands out no new instances from it [I]. Without this, a
         policy that relaunches on the notice would relaunch into the same doomed pool again and again.
+
+        Parameters
+        ----------
+        market : Market
+        t_s : float
+            Launch time, seconds since the epoch (UTC).
+
+        Returns
+        -------
+        bool
         """
         if not self.outages:
             return True
@@ -183,6 +220,27 @@ class ModernHazardRevocation(RevocationModel):
         (``REFUSED_PRICE``). A fulfilled launch ends at the earliest of its own lifetime
         (``CAPACITY``), the next market event (``CAPACITY_EVENT``) and, with a max price, the price
         crossing + ``notice_lead_s`` (``PRICE``).
+
+        Parameters
+        ----------
+        market : Market
+        launch_s : float
+            Launch time, seconds since the epoch (UTC).
+        instance_id : str
+            Unique per launch; the instance's own lifetime draw is keyed on it and ``launch_s``.
+        max_price_usd_per_hour : float, optional
+            Max price ("bid"), USD per instance-hour. Optional: without one only capacity revokes.
+
+        Returns
+        -------
+        Revocation
+            Cause, notice and termination times (seconds since the epoch); NaN times if refused.
+
+        Raises
+        ------
+        MarketError
+            If ``launch_s`` is not finite, a max price is given without price history, or the price is
+            unknown at ``launch_s``.
         """
         t = float(launch_s)
         if not math.isfinite(t):

@@ -212,7 +212,22 @@ class MarketReplay:
         """Replay one launch: ask the model, end the run (provider or user, whichever is first), bill it.
 
         The provider ends it if its termination is strictly before ``planned_end_s``; otherwise the
-        user does, at ``planned_end_s`` [I].
+        user does, at ``planned_end_s`` (decision M6).
+
+        Parameters
+        ----------
+        request : RunRequest
+            Market, launch time, planned end (seconds since the epoch), max price (USD/hour), ids.
+
+        Returns
+        -------
+        RunOutcome
+            The model's :class:`Revocation` and the billed :class:`LedgerRow` (None if the launch was refused).
+
+        Raises
+        ------
+        MarketError
+            If the planned end is before the launch, or the model cannot answer the query.
         """
         if not request.planned_end_s >= request.launch_s:
             raise MarketError(f"run {request.instance_id}: planned end {request.planned_end_s} is before "
@@ -232,7 +247,22 @@ class MarketReplay:
         return RunOutcome(revocation=rev, row=row)
 
     def replay(self, requests: Iterable[RunRequest]) -> list[LedgerRow]:
-        """:meth:`run` each request in order; the ledger of the fulfilled ones (refusals have no row)."""
+        """:meth:`run` each request in order; the ledger of the fulfilled ones (refusals have no row).
+
+        Parameters
+        ----------
+        requests : iterable of RunRequest
+
+        Returns
+        -------
+        list of LedgerRow
+            In request order.
+
+        Raises
+        ------
+        MarketError
+            As :meth:`run`.
+        """
         rows = []
         for req in requests:
             row = self.run(req).row

@@ -169,6 +169,21 @@ class RevocationModel(abc.ABC):
                          instance_id: str = "") -> float:
         """Termination time (seconds since the epoch; ``inf`` = never within the horizon).
 
+        Parameters
+        ----------
+        market : Market
+        launch_s : float
+            Launch time, seconds since the epoch (UTC).
+        max_price_usd_per_hour : float, optional
+            Max price, USD per instance-hour (required by the legacy model).
+        instance_id : str, default ""
+            Unique per launch for models with per-instance randomness.
+
+        Returns
+        -------
+        float
+            Seconds since the epoch.
+
         Raises
         ------
         MarketError
@@ -198,6 +213,11 @@ class RevocationModel(abc.ABC):
         Returns
         -------
         RevocationBatch
+
+        Raises
+        ------
+        MarketError
+            If ``instance_ids`` does not have one id per launch, or a single query fails.
         """
         t = np.atleast_1d(np.asarray(launch_s, dtype=float))
         b = np.broadcast_to(np.nan if max_price_usd_per_hour is None else np.asarray(max_price_usd_per_hour, float),

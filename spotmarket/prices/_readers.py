@@ -74,7 +74,13 @@ class LoadReport:
         return sum(self.filtered_out.values())
 
     def summary(self) -> str:
-        """One human-readable paragraph."""
+        """One human-readable paragraph.
+
+        Returns
+        -------
+        str
+            What was read, dropped, filtered and kept, and the reader's notes.
+        """
         parts = [f"{self.path}: layout {self.layout}; {self.records_read:,} records read, "
                  f"{self.duplicates_dropped:,} exact duplicates dropped"]
         if self.filtered_out:
@@ -235,6 +241,15 @@ def read_prices(path: str | PathLike[str], *, product_description: str | Sequenc
 
 def load_report(table: pd.DataFrame) -> LoadReport:
     """The :class:`LoadReport` of a table returned by :func:`read_prices`.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A table returned by :func:`read_prices` (the report rides in ``table.attrs``).
+
+    Returns
+    -------
+    LoadReport
 
     Raises
     ------
