@@ -195,7 +195,22 @@ class StepCostObjective(Protocol):
     def __call__(
         self, p_revocation: np.ndarray, mean_price_usd_per_hour: np.ndarray, seconds_per_step: np.ndarray
     ) -> np.ndarray:
-        """Expected USD per step, same (broadcast) shape as the inputs."""
+        """Expected USD per step, same (broadcast) shape as the inputs.
+
+        Parameters
+        ----------
+        p_revocation : ndarray
+            One-hour revocation probability, in [0, 1].
+        mean_price_usd_per_hour : ndarray
+            P̄, USD per instance-hour.
+        seconds_per_step : ndarray
+            T, seconds per step.
+
+        Returns
+        -------
+        ndarray
+            USD per step.
+        """
         ...
 
 

@@ -43,6 +43,12 @@ class PerformanceMatrix:
     alpha : float
         EMA factor in (0, 1] for updates after a cell's first measurement (1 = keep the latest only).
 
+    Raises
+    ------
+    ProvisionerConfigError
+        If ``cores`` is empty or holds a value that is not > 0, ``kappa_s`` is not > 0, or ``alpha`` is outside
+        (0, 1].
+
     Notes
     -----
     Rows are created on the first :meth:`add_trial` or :meth:`update`; reading a trial never seen
@@ -72,6 +78,18 @@ class PerformanceMatrix:
     def from_catalog(cls, catalog: InstanceCatalog, instance_types: Iterable[str], **kwargs) -> "PerformanceMatrix":
         """Matrix over ``instance_types`` with cores = the catalog's vCPUs.
 
+        Parameters
+        ----------
+        catalog : InstanceCatalog
+        instance_types : iterable of str
+            The columns, e.g. the pool's types.
+        **kwargs
+            ``kappa_s`` and ``alpha`` of the constructor.
+
+        Returns
+        -------
+        PerformanceMatrix
+
         Raises
         ------
         UnknownInstanceType
@@ -81,7 +99,22 @@ class PerformanceMatrix:
 
     # -- reading --------------------------------------------------------------------------------------
     def column(self, instance_type: str) -> int:
-        """Column index of an instance type; UnknownInstanceType if the matrix lacks it."""
+        """Column index of an instance type.
+
+        Parameters
+        ----------
+        instance_type : str
+
+        Returns
+        -------
+        int
+            Index into :attr:`instance_types`.
+
+        Raises
+        ------
+        UnknownInstanceType
+            If the matrix lacks the type.
+        """
         try:
             return self._col[instance_type]
         except KeyError:
@@ -93,12 +126,33 @@ class PerformanceMatrix:
         return self._kappa.get(trial_id, self.kappa_s) / self.cores
 
     def row(self, trial_id: Hashable) -> np.ndarray:
-        """T[h], seconds per step on each instance type (order: :attr:`instance_types`), a copy."""
+        """T[h], seconds per step on each instance type (order: :attr:`instance_types`), a copy.
+
+        Parameters
+        ----------
+        trial_id : hashable
+            Trial h; one never seen gets the κ / cores prior.
+
+        Returns
+        -------
+        ndarray of shape (n_types,)
+            Seconds per step.
+        """
         r = self._rows.get(trial_id)
         return self._prior(trial_id) if r is None else r.copy()
 
     def rows(self, trial_ids: Sequence[Hashable]) -> np.ndarray:
-        """T for several trials, ndarray of shape (n_trials, n_types), seconds per step."""
+        """T for several trials, ndarray of shape (n_trials, n_types), seconds per step.
+
+        Parameters
+        ----------
+        trial_ids : sequence of hashable
+
+        Returns
+        -------
+        ndarray of shape (n_trials, n_types)
+            Seconds per step; columns in the order of :attr:`instance_types`.
+        """
         out = np.empty((len(trial_ids), self.cores.size))
         for k, h in enumerate(trial_ids):
             r = self._rows.get(h)
@@ -106,16 +160,57 @@ class PerformanceMatrix:
         return out
 
     def seconds_per_step(self, trial_id: Hashable, instance_type: str) -> float:
-        """T[h][i], seconds per step."""
+        """T[h][i], seconds per step.
+
+        Parameters
+        ----------
+        trial_id : hashable
+        instance_type : str
+
+        Returns
+        -------
+        float
+            Seconds per step.
+
+        Raises
+        ------
+        UnknownInstanceType
+            If the matrix lacks the type.
+        """
         return float(self.row(trial_id)[self.column(instance_type)])
 
     def measured(self, trial_id: Hashable, instance_type: str) -> bool:
-        """Whether T[h][i] comes from a measured segment (not from the cores prior)."""
+        """Whether T[h][i] comes from a measured segment (not from the cores prior).
+
+        Parameters
+        ----------
+        trial_id : hashable
+        instance_type : str
+
+        Returns
+        -------
+        bool
+
+        Raises
+        ------
+        UnknownInstanceType
+            If the matrix lacks the type.
+        """
         m = self._measured.get(trial_id)
         return bool(m is not None and m[self.column(instance_type)])
 
     def measured_row(self, trial_id: Hashable) -> np.ndarray:
-        """Boolean mask over :attr:`instance_types`: which cells of T[h] are measured."""
+        """Boolean mask over :attr:`instance_types`: which cells of T[h] are measured.
+
+        Parameters
+        ----------
+        trial_id : hashable
+
+        Returns
+        -------
+        ndarray of bool, shape (n_types,)
+            A copy.
+        """
         m = self._measured.get(trial_id)
         return np.zeros(self.cores.size, dtype=bool) if m is None else m.copy()
 
@@ -125,6 +220,17 @@ class PerformanceMatrix:
 
         Use it when a workload declares its speed on a reference instance: ``κ = T_ref · cores_ref``.
         Measured cells are kept; unmeasured ones are re-derived.
+
+        Parameters
+        ----------
+        trial_id : hashable
+        kappa_s : float, optional
+            κ, seconds per step on one core (> 0); None keeps the trial's current κ (the default κ at first).
+
+        Raises
+        ------
+        ProvisionerConfigError
+            If ``kappa_s`` is not > 0.
         """
         if kappa_s is not None:
             _check_kappa(kappa_s)
@@ -194,7 +300,13 @@ class PerformanceMatrix:
             row[~mask] = kappa / self.cores[~mask]
 
     def to_frame(self) -> pd.DataFrame:
-        """Stored rows as a DataFrame (index: trial id, columns: instance types), seconds per step."""
+        """Stored rows as a DataFrame (index: trial id, columns: instance types), seconds per step.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per trial added or updated (trials only read are not stored).
+        """
         return pd.DataFrame([self._rows[h] for h in self._rows], index=list(self._rows), columns=self.instance_types)
 
 

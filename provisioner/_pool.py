@@ -76,6 +76,17 @@ class Pool:
     def resolve(self, history: PriceHistory, catalog: InstanceCatalog) -> list[Market]:
         """The pool's markets, sorted by (zone, type, product).
 
+        Parameters
+        ----------
+        history : PriceHistory
+            The markets that have prices.
+        catalog : InstanceCatalog
+            Hardware of every instance type (for the filters).
+
+        Returns
+        -------
+        list of Market
+
         Raises
         ------
         UnknownInstanceType

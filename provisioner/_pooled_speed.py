@@ -123,11 +123,31 @@ class PooledSpeedMatrix(PerformanceMatrix):
 
     # -- PerformanceMatrix's hooks -----------------------------------------------------------------------
     def row(self, trial_id: Hashable) -> np.ndarray:
-        """T[h], seconds per step on each instance type: measured cells as measured, the others from the model."""
+        """T[h], seconds per step on each instance type: measured cells as measured, the others from the model.
+
+        Parameters
+        ----------
+        trial_id : hashable
+
+        Returns
+        -------
+        ndarray of shape (n_types,)
+            Seconds per step, in the order of :attr:`instance_types`.
+        """
         return self.rows([trial_id])[0]
 
     def rows(self, trial_ids: Sequence[Hashable]) -> np.ndarray:
-        """T for several trials, shape (n_trials, n_types), seconds per step."""
+        """T for several trials, shape (n_trials, n_types), seconds per step.
+
+        Parameters
+        ----------
+        trial_ids : sequence of hashable
+
+        Returns
+        -------
+        ndarray of shape (n_trials, n_types)
+            Seconds per step (one MAP fit of the pooled model, cached until the next measurement).
+        """
         g, beta, u, levels = self._fit()
         a = [math.log(self._kappa.get(h, self.kappa_s)) - self._log_ref + levels.get(h, g) for h in trial_ids]
         out = np.exp(np.array(a, dtype=float)[:, None] - beta * self._x + u)
@@ -145,13 +165,29 @@ class PooledSpeedMatrix(PerformanceMatrix):
             self._measured_ids[trial_id] = None
 
     def to_frame(self) -> pd.DataFrame:
-        """Rows of the trials seen so far, as :meth:`rows` gives them (index: trial id, columns: instance types)."""
+        """Rows of the trials seen so far, as :meth:`rows` gives them (index: trial id, columns: instance types).
+
+        Returns
+        -------
+        pandas.DataFrame
+            Seconds per step.
+        """
         ids = list(self._rows)
         return pd.DataFrame(self.rows(ids), index=ids, columns=self.instance_types)
 
     def pooled_fit(self) -> tuple[float, float, dict[str, float]]:
         """(g, β, {instance type: u_i}): the learned common error of the declared speeds, the exponent of cores
         and each type's residual (natural-log units; T = exp(g) · κ / c_ref on c_ref cores for a trial nobody
-        measured)."""
+        measured).
+
+        Returns
+        -------
+        g : float
+            Common log-error of the declared speeds.
+        beta : float
+            Exponent of the vCPU count (1 = the paper's linear rule).
+        u : dict of str -> float
+            Per-type log-residual.
+        """
         g, beta, u, _ = self._fit()
         return g, beta, dict(zip(self.instance_types, u.tolist()))

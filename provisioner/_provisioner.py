@@ -49,6 +49,11 @@ class Provisioner(BaseChooser):
     exclusions : MarketExclusions, optional
         Where capacity refusals go (:meth:`~provisioner.BaseChooser.exclude`); None: not remembered.
 
+    Raises
+    ------
+    ProvisionerConfigError, UnknownInstanceType, NoMarketAvailable
+        As :class:`~provisioner.BaseChooser`.
+
     Notes
     -----
     Tie-break ([I]): candidates with bit-equal objective values are ordered by smaller T (faster,

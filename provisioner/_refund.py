@@ -157,6 +157,11 @@ def decision_horizon_s(steps_left: ArrayLike, seconds_per_step: ArrayLike, *, bo
         T, seconds per step.
     boot_s, restore_s, checkpoint_s : float or ndarray
         Seconds of boot, of the checkpoint restore (0 for a fresh trial) and of the final checkpoint.
+
+    Returns
+    -------
+    float or ndarray of the broadcast shape
+        H, seconds, at most 3600.
     """
     h = boot_s + np.asarray(restore_s, dtype=float) + np.asarray(steps_left, dtype=float) * np.asarray(
         seconds_per_step, dtype=float) + np.asarray(checkpoint_s, dtype=float)
@@ -180,6 +185,11 @@ def expected_paid_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: ArrayLik
         H, seconds, in [0, 3600].
     hazard_shape : float, default 1
         k of :func:`revocation_within`.
+
+    Returns
+    -------
+    float or ndarray of the broadcast shape
+        Expected USD for one instance.
 
     Examples
     --------
@@ -360,6 +370,32 @@ def refund_step_cost_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: Array
     the value of an hour of the trial's wall-clock, USD per trial-hour (0: dollars only, ``E[USD] / E[steps]``;
     docs/design/decisions.md, R7). With p = 0, H = 3600 s, v = 0 and no overheads it equals Eq 2, ``P̄ · T / 3600``.
 
+    Parameters
+    ----------
+    p_revocation : float or ndarray
+        One-hour revocation probability at the max price, in [0, 1].
+    mean_price_usd_per_hour : float or ndarray
+        P̄, mean spot price over the last hour, USD per instance-hour.
+    seconds_per_step : float or ndarray
+        T, seconds per step on the instance type.
+    horizon_s : float or ndarray
+        H, seconds, in [0, 3600] (:func:`decision_horizon_s`).
+    boot_s : float, default 0
+        Launch-to-training latency, seconds.
+    restore_s, checkpoint_s : float or ndarray, default 0
+        Seconds to restore the trial's checkpoint (0 for a fresh trial) and to write one.
+    notice_s : float, default 120
+        Seconds from the revocation notice to the termination.
+    time_value_usd_per_hour : float, default 0
+        v, USD per trial-hour of wall-clock (decision R7).
+    hazard_shape : float, default 1
+        Weibull shape k of the revocation time within the hour (decision R10).
+
+    Returns
+    -------
+    float or ndarray of the broadcast shape
+        USD per useful step; ``inf`` where no step is expected.
+
     Raises
     ------
     ProvisionerConfigError
@@ -474,6 +510,15 @@ class RefundStepCost:
 
     def checkpoint_seconds(self, instance_type: str) -> float:
         """Seconds to write (or read) one checkpoint on ``instance_type``.
+
+        Parameters
+        ----------
+        instance_type : str
+
+        Returns
+        -------
+        float
+            Seconds.
 
         Raises
         ------
