@@ -265,7 +265,25 @@ class FeatureScaler(TransformerMixin, BaseEstimator):
         self.clip = clip
 
     def fit(self, X: ArrayLike, y: object = None) -> "FeatureScaler":
-        """Learn per-feature mean and scale from training inputs ``X`` of shape (n, 362)."""
+        """Learn per-feature mean and scale from training inputs ``X`` of shape (n, 362).
+
+        Parameters
+        ----------
+        X : array of shape (n, 362)
+            Unscaled inputs of :func:`make_inputs`, training window only.
+        y : ignored
+            For scikit-learn's API.
+
+        Returns
+        -------
+        FeatureScaler
+            ``self``, fitted.
+
+        Raises
+        ------
+        RevPredError
+            If ``X`` is not of shape (n, 362).
+        """
         X = self._check(X)
         Z = _transform_inputs(X)
         hist, present = split_inputs(Z)
@@ -279,7 +297,23 @@ class FeatureScaler(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X: ArrayLike) -> np.ndarray:
-        """Standardised inputs, shape (n, 362), float32."""
+        """Standardised inputs, shape (n, 362), float32.
+
+        Parameters
+        ----------
+        X : array of shape (n, 362)
+            Unscaled inputs of :func:`make_inputs`.
+
+        Returns
+        -------
+        ndarray of float32, shape (n, 362)
+            Clipped to ``[-clip, clip]``.
+
+        Raises
+        ------
+        RevPredError
+            If ``X`` is not of shape (n, 362).
+        """
         if not hasattr(self, "mean_"):  # cheaper than check_is_fitted on the inference hot path
             check_is_fitted(self)
         Z = _transform_inputs(self._check(X))
@@ -295,14 +329,36 @@ class FeatureScaler(TransformerMixin, BaseEstimator):
         return X
 
     def to_dict(self) -> dict:
-        """JSON-able state (for :mod:`revpred.store`)."""
+        """JSON-able state (for :mod:`revpred.store`).
+
+        Returns
+        -------
+        dict
+            ``clip``, ``mean``, ``scale``, ``features`` and ``transforms``.
+        """
         check_is_fitted(self)
         return {"clip": float(self.clip), "mean": self.mean_.tolist(), "scale": self.scale_.tolist(),
                 "features": list(PRESENT_FEATURES), "transforms": list(_TRANSFORMS)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "FeatureScaler":
-        """Inverse of :meth:`to_dict`; refuses statistics for a different feature list."""
+        """Inverse of :meth:`to_dict`; refuses statistics for a different feature list.
+
+        Parameters
+        ----------
+        d : dict
+            As :meth:`to_dict` returns it.
+
+        Returns
+        -------
+        FeatureScaler
+            Fitted.
+
+        Raises
+        ------
+        RevPredError
+            If the features, transforms or lengths differ from this version's.
+        """
         if list(d.get("features", [])) != list(PRESENT_FEATURES) or list(d.get("transforms", [])) != list(_TRANSFORMS):
             raise RevPredError("stored feature scaling is for a different feature set")
         s = cls(clip=float(d["clip"]))

@@ -34,7 +34,22 @@ ON_DEMAND = -1
 
 
 def check_ladder(ladder: Sequence[float]) -> tuple[float, ...]:
-    """The ladder as a tuple of floats; RevPredError unless non-empty, finite, > 0 and strictly increasing."""
+    """The ladder as a tuple of floats.
+
+    Parameters
+    ----------
+    ladder : sequence of float
+        Max-price offsets δ over the current price, USD per instance-hour.
+
+    Returns
+    -------
+    tuple of float
+
+    Raises
+    ------
+    RevPredError
+        Unless non-empty, finite, > 0 and strictly increasing.
+    """
     out = tuple(float(d) for d in ladder)
     if not out or not all(np.isfinite(d) and d > 0 for d in out) or any(b <= a for a, b in zip(out, out[1:])):
         raise RevPredError(f"the max-price ladder must be non-empty, > 0 and strictly increasing USD/hour, got {ladder!r}")
@@ -42,7 +57,18 @@ def check_ladder(ladder: Sequence[float]) -> tuple[float, ...]:
 
 
 def on_demand_of(on_demand: Mapping | None, market: Market) -> float | None:
-    """On-demand price of ``market`` (USD/hour) from a mapping keyed by Market or its string; None if absent."""
+    """On-demand price of ``market`` (USD/hour) from a mapping keyed by Market or its string; None if absent.
+
+    Parameters
+    ----------
+    on_demand : mapping of Market or str -> float, or None
+    market : Market
+
+    Returns
+    -------
+    float or None
+        USD per instance-hour.
+    """
     if on_demand is None:
         return None
     v = on_demand.get(market, on_demand.get(str(market)))
