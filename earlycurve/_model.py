@@ -120,6 +120,13 @@ class EarlyCurve(FinalMetricPredictor):
     n_points_ : int
         Observations used by the last refit.
 
+    Raises
+    ------
+    InvalidCurveError
+        If an option is out of range: ``max_steps <= 0``, ``min_points`` below 4, an unknown ``fallback``,
+        ``loss`` or ``interval``, ``fit_window`` outside (0, 1], ``level`` outside (0, 1), or an invalid stage or
+        plateau rule.
+
     Examples
     --------
     >>> import numpy as np
@@ -193,11 +200,28 @@ class EarlyCurve(FinalMetricPredictor):
 
         The plain constructor keeps the paper's settings (faithful mode); this is the variant that
         predicted and ranked best on real curves. ``overrides`` replace any option.
+
+        Parameters
+        ----------
+        max_steps : int
+            ``S_max`` of the trial, in training steps.
+        **overrides
+            Constructor options that replace the recommended ones.
+
+        Returns
+        -------
+        EarlyCurve
         """
         return cls(max_steps, **(RECOMMENDED | overrides))
 
     def get_params(self) -> dict:
-        """Constructor arguments, as a dict (scikit-learn style)."""
+        """Constructor arguments, as a dict (scikit-learn style).
+
+        Returns
+        -------
+        dict
+            Option name -> value.
+        """
         names = (
             "max_steps alpha beta window aggregate direction plateau_tol plateau_window_steps "
             "min_points fallback fit_window loss interval level n_boot random_state"
@@ -267,7 +291,12 @@ class EarlyCurve(FinalMetricPredictor):
         return split_stages(np.asarray(self._steps), np.asarray(self._values), self._stage_rule)
 
     def is_plateau(self) -> bool:
-        """Whether the observed curve has converged (the paper's EarlyCurve, [I] D8)."""
+        """Whether the observed curve has converged (the paper's EarlyCurve, [I] D8).
+
+        Returns
+        -------
+        bool
+        """
         return is_plateau(np.asarray(self._steps), np.asarray(self._values), self.max_steps, self._plateau_rule)
 
     # -- fitting ---------------------------------------------------------------------------------
@@ -317,6 +346,13 @@ class EarlyCurve(FinalMetricPredictor):
         -------
         value, low, high : float
             Point prediction and interval bounds (metric units), ``low ≤ value ≤ high``.
+
+        Raises
+        ------
+        NotFittedError
+            If nothing has been observed.
+        InvalidCurveError
+            If ``step`` lies before the last stage's start.
         """
         self._refit()
         step = float(step)

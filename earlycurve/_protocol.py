@@ -106,7 +106,23 @@ class ConfigAwarePredictor(Protocol):
 
     def predict_final(self, steps: np.ndarray, values: np.ndarray, max_steps: int, *,
                       config: Mapping[str, Any] | None = None) -> Prediction:
-        """As :meth:`FinalMetricPredictor.predict_final`, given the trial's configuration."""
+        """As :meth:`FinalMetricPredictor.predict_final`, given the trial's configuration.
+
+        Parameters
+        ----------
+        steps : array-like of shape (n_points,)
+            Training steps of the observations, strictly increasing, ``≤ max_steps``.
+        values : array-like of shape (n_points,)
+            Loss at those steps (lower is better), finite.
+        max_steps : int
+            ``S_max`` of the trial, in training steps.
+        config : mapping of str to value, optional
+            The trial's hyperparameters (None: rank by the curve alone).
+
+        Returns
+        -------
+        prediction : Prediction
+        """
         ...
 
 

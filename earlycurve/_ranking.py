@@ -70,6 +70,12 @@ def rank_trials(
     -------
     ranking : Ranking
 
+    Raises
+    ------
+    InvalidCurveError
+        If there is no trial, ``top_k`` is not an integer ≥ 1, ``max_steps`` has the wrong length, or a curve is
+        malformed.
+
     Examples
     --------
     >>> import numpy as np

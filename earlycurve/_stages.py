@@ -119,7 +119,18 @@ class PlateauRule:
             raise InvalidCurveError(f"PlateauRule.window_steps is {self.window_steps!r}, but must be > 0 or None")
 
     def window_for(self, max_steps: float) -> float:
-        """Window length in steps for a trial of ``max_steps`` steps."""
+        """Window length in steps for a trial of ``max_steps`` steps.
+
+        Parameters
+        ----------
+        max_steps : float
+            ``S_max`` of the trial, steps.
+
+        Returns
+        -------
+        float
+            ``window_steps`` if set, else ``max(10, 0.05 · max_steps)``.
+        """
         if self.window_steps is not None:
             return float(self.window_steps)
         return max(10.0, 0.05 * float(max_steps))
