@@ -1,4 +1,4 @@
-"""earlycurve: staged learning-curve prediction (SpotTune §1.8).
+"""earlycurve: staged learning-curve prediction (the SpotTune paper's EarlyCurve, Eq 4-7).
 
 Public surface (one concept per private module):
 

@@ -1,4 +1,4 @@
-"""Baselines for EarlyCurve, each a :class:`FinalMetricPredictor` (spec §1.8.5).
+"""Baselines for EarlyCurve, each a :class:`FinalMetricPredictor` (the paper's EarlyCurve evaluation).
 
 - :class:`SLAQ`: one-stage fit of the same family (Eq 4) over the whole curve, ``g = k − k_0``;
 - :class:`LastValue`: the last observed loss;
@@ -38,6 +38,11 @@ class SLAQ(FinalMetricPredictor):
     -----
     [I] With fewer than 4 points, or when the solver fails, it returns the last value (SLAQ itself
     does not say); ``method`` then reads ``"last_value"``.
+
+    Raises
+    ------
+    InvalidCurveError
+        If ``level`` is outside (0, 1), or ``loss`` or ``interval`` is unknown.
     """
 
     def __init__(self, *, loss: str = "linear", interval: str = "jacobian", level: float = 0.9, random_state: int | None = None) -> None:
@@ -50,7 +55,27 @@ class SLAQ(FinalMetricPredictor):
         CurveFitter(loss=loss, interval=interval)._check_params()
 
     def predict_final(self, steps: np.ndarray, values: np.ndarray, max_steps: int) -> Prediction:
-        """Predict the loss at ``max_steps`` from a one-stage fit (see :class:`FinalMetricPredictor`)."""
+        """Predict the loss at ``max_steps`` from a one-stage fit (see :class:`FinalMetricPredictor`).
+
+        Parameters
+        ----------
+        steps : array-like of shape (n_points,)
+            Training steps of the observations, strictly increasing, ``≤ max_steps``.
+        values : array-like of shape (n_points,)
+            Loss at those steps (lower is better), finite.
+        max_steps : int
+            ``S_max`` of the trial, in training steps.
+
+        Returns
+        -------
+        prediction : Prediction
+            Eq 4's value at ``max_steps`` with its interval; ``n_stages`` 1.
+
+        Raises
+        ------
+        TooFewPointsError, InvalidCurveError
+            No observation, or malformed input (:func:`earlycurve.check_curve`).
+        """
         steps, values = check_curve(steps, values, max_steps)
         if steps.size >= N_PARAMS:
             fitter = CurveFitter(loss=self.loss, interval=self.interval, random_state=self.random_state)
@@ -70,7 +95,27 @@ class LastValue(FinalMetricPredictor):
     """The last observed loss is the prediction (interval: none)."""
 
     def predict_final(self, steps: np.ndarray, values: np.ndarray, max_steps: int) -> Prediction:
-        """Return the last observed loss (see :class:`FinalMetricPredictor`)."""
+        """Return the last observed loss (see :class:`FinalMetricPredictor`).
+
+        Parameters
+        ----------
+        steps : array-like of shape (n_points,)
+            Training steps of the observations, strictly increasing, ``≤ max_steps``.
+        values : array-like of shape (n_points,)
+            Loss at those steps (lower is better), finite.
+        max_steps : int
+            ``S_max`` of the trial, in training steps.
+
+        Returns
+        -------
+        prediction : Prediction
+            ``value = low = high`` = the last value; ``n_stages`` 0.
+
+        Raises
+        ------
+        TooFewPointsError, InvalidCurveError
+            No observation, or malformed input (:func:`earlycurve.check_curve`).
+        """
         _, values = check_curve(steps, values, max_steps)
         y = float(values[-1])
         return Prediction(value=y, low=y, high=y, n_stages=0, method="last_value")
@@ -80,7 +125,27 @@ class BestValue(FinalMetricPredictor):
     """The lowest loss observed so far is the prediction (interval: none)."""
 
     def predict_final(self, steps: np.ndarray, values: np.ndarray, max_steps: int) -> Prediction:
-        """Return the best (lowest) loss so far (see :class:`FinalMetricPredictor`)."""
+        """Return the best (lowest) loss so far (see :class:`FinalMetricPredictor`).
+
+        Parameters
+        ----------
+        steps : array-like of shape (n_points,)
+            Training steps of the observations, strictly increasing, ``≤ max_steps``.
+        values : array-like of shape (n_points,)
+            Loss at those steps (lower is better), finite.
+        max_steps : int
+            ``S_max`` of the trial, in training steps.
+
+        Returns
+        -------
+        prediction : Prediction
+            ``value = low = high`` = the lowest loss so far; ``n_stages`` 0.
+
+        Raises
+        ------
+        TooFewPointsError, InvalidCurveError
+            No observation, or malformed input (:func:`earlycurve.check_curve`).
+        """
         _, values = check_curve(steps, values, max_steps)
         y = float(np.min(values))
         return Prediction(value=y, low=y, high=y, n_stages=0, method="best_value")

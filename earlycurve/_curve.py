@@ -1,6 +1,6 @@
 """One stage of a learning curve: the sublinear family of Eq 4, fitted by bounded least squares.
 
-``y(g) = 1 / (a·g² + b·g + c) + d`` with ``a, b, d ≥ 0`` and ``c ≥ c_min > 0`` (spec §1.8.1, Eq 4–6).
+``y(g) = 1 / (a·g² + b·g + c) + d`` with ``a, b, d ≥ 0`` and ``c ≥ c_min > 0`` (the paper's Eq 4–6).
 ``g`` is the number of steps since the stage began, so ``g = 0`` is the stage's first point.
 
 Fitting runs in a scaled space (``u = g / G``, ``z = y / Y`` with ``G`` the stage's last ``g`` and
@@ -60,7 +60,12 @@ class CurveParams:
             raise InvalidCurveError(f"CurveParams.c is {self.c!r}, but must be > 0")
 
     def as_array(self) -> np.ndarray:
-        """Return ``[a, b, c, d]`` as an ndarray of shape (4,)."""
+        """Return ``[a, b, c, d]`` as an ndarray of shape (4,).
+
+        Returns
+        -------
+        ndarray of shape (4,)
+        """
         return np.array([self.a, self.b, self.c, self.d])
 
 
@@ -323,6 +328,13 @@ class CurveFitter:
         value, low, high : ndarray of shape (n_steps,) each
             Point prediction and interval bounds, in metric units; ``low ≤ value ≤ high``.
             With ``interval="none"`` the bounds equal the point prediction.
+
+        Raises
+        ------
+        NotFittedError
+            If :meth:`fit` has not been called.
+        InvalidCurveError
+            If ``level`` is outside (0, 1).
         """
         self._check_fitted()
         if not 0 < level < 1:

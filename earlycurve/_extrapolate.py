@@ -77,6 +77,11 @@ class ParametricEnsemble(FinalMetricPredictor):
     Works on a loss (lower is better, ≥ 0). ``predict_final`` returns ``Prediction`` with
     ``method="ensemble"`` (``n_stages=1``) or ``"last_value"``; ``low``/``high`` are the smallest and
     largest family predictions ± 2 × the residual standard deviation.
+
+    Raises
+    ------
+    InvalidCurveError
+        If ``families`` is empty or names a family not in :data:`FAMILIES`.
     """
 
     def __init__(self, families=tuple(FAMILIES), *, min_points: int = 5, maxfev: int = 2000) -> None:
@@ -92,12 +97,26 @@ class ParametricEnsemble(FinalMetricPredictor):
     def family_predictions(self, steps: np.ndarray, values: np.ndarray, max_steps: float) -> tuple[dict, float]:
         """Each converged family's prediction of the loss at ``max_steps`` and the median residual std.
 
+        Parameters
+        ----------
+        steps : array-like of shape (n_points,)
+            Training steps of the observations, strictly increasing, ``≤ max_steps``.
+        values : array-like of shape (n_points,)
+            Loss at those steps (lower is better), finite.
+        max_steps : int
+            ``S_max`` of the trial, in training steps.
+
         Returns
         -------
         preds : dict of str to float
             Family name -> predicted loss (metric units); families that failed are absent.
         resid : float
             Median over families of the residual standard deviation, metric units (0 if none).
+
+        Raises
+        ------
+        TooFewPointsError, InvalidCurveError
+            No observation, or malformed input (:func:`earlycurve.check_curve`).
         """
         steps, values = check_curve(steps, values, max_steps)
         scale = float(np.max(np.abs(values))) or 1.0
@@ -124,7 +143,27 @@ class ParametricEnsemble(FinalMetricPredictor):
         return preds, (float(np.median(resids)) if resids else 0.0)
 
     def predict_final(self, steps: np.ndarray, values: np.ndarray, max_steps: int) -> Prediction:
-        """Median family prediction of the final loss (see :class:`FinalMetricPredictor`)."""
+        """Median family prediction of the final loss (see :class:`FinalMetricPredictor`).
+
+        Parameters
+        ----------
+        steps : array-like of shape (n_points,)
+            Training steps of the observations, strictly increasing, ``≤ max_steps``.
+        values : array-like of shape (n_points,)
+            Loss at those steps (lower is better), finite.
+        max_steps : int
+            ``S_max`` of the trial, in training steps.
+
+        Returns
+        -------
+        prediction : Prediction
+            ``method`` ``"ensemble"``, or ``"last_value"`` with too few points or no converged family.
+
+        Raises
+        ------
+        TooFewPointsError, InvalidCurveError
+            No observation, or malformed input (:func:`earlycurve.check_curve`).
+        """
         steps, values = check_curve(steps, values, max_steps)
         y_last = float(values[-1])
         if steps.size >= self.min_points:

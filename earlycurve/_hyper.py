@@ -1,8 +1,8 @@
 """The final loss from a trial's hyperparameters and its curve so far, learned from previous runs of the same search space.
 
-Issue 13 (docs/design/earlycurve.md §8.19). On the recorded ConvNeXt study a curve seen at 2-5 % of its run says little
-about where it ends: the learning rate is still warming up, and how long it warms up and how many epochs the run has
-are hyperparameters of the trial. The trial's own configuration says much of the rest. Learning-curve models that
+Decision ES21 (docs/design/earlycurve.md §8.19). On the recorded ConvNeXt study a curve seen at 2-5 % of its run says
+little about where it ends: the learning rate is still warming up, and how long it warms up and how many epochs the run
+has are hyperparameters of the trial. The trial's own configuration says much of the rest. Learning-curve models that
 read the hyperparameters next to the partial curve are the literature's answer (Klein et al. 2017, "Learning curve
 prediction with Bayesian neural networks", ICLR: LCNet; Swersky et al. 2014, "Freeze-thaw Bayesian optimization";
 Wistuba et al. 2022, "Supervising the multi-fidelity race of hyperparameter configurations", NeurIPS: DyHPO).
@@ -83,7 +83,18 @@ class ConfigEncoder:
         self.ignore = frozenset(ignore)
 
     def fit(self, configs: Sequence[Mapping[str, Any]]) -> ConfigEncoder:
-        """Learn the columns from training configurations (a list of dicts; may be empty)."""
+        """Learn the columns from training configurations (a list of dicts; may be empty).
+
+        Parameters
+        ----------
+        configs : sequence of mapping of str to value
+            One per previous run; keys with fewer than two distinct values are left out.
+
+        Returns
+        -------
+        ConfigEncoder
+            ``self``, fitted.
+        """
         keys = sorted({k for c in configs for k in c} - self.ignore)
         self.columns_, self._codes = [], {}
         for key in keys:
@@ -99,7 +110,22 @@ class ConfigEncoder:
         return self
 
     def transform(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
-        """Rows of shape (len(configs), len(columns_)); NaN where a value is missing or unusable."""
+        """Rows of shape (len(configs), len(columns_)); NaN where a value is missing or unusable.
+
+        Parameters
+        ----------
+        configs : sequence of mapping of str to value
+
+        Returns
+        -------
+        ndarray of shape (len(configs), len(columns_))
+            Numbers (log10 for wide positive ranges), category codes, NaN.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit`.
+        """
         if not hasattr(self, "columns_"):
             raise NotFittedError("ConfigEncoder is not fitted; call fit(configs) first")
         out = np.full((len(configs), len(self.columns_)), np.nan)
@@ -301,7 +327,18 @@ class HyperparameterCurvePredictor(FinalMetricPredictor):
         return self
 
     def theta_model(self, theta: float) -> float:
-        """The θ of ``thetas`` whose model answers a curve at progress ``theta`` (the nearest; ties: the lower)."""
+        """The θ of ``thetas`` whose model answers a curve at progress ``theta`` (the nearest; ties: the lower).
+
+        Parameters
+        ----------
+        theta : float
+            The curve's progress, last step / ``max_steps``.
+
+        Returns
+        -------
+        float
+            One of :attr:`thetas`.
+        """
         return min(self.thetas, key=lambda t: (abs(t - theta), t))
 
     def predict_final(self, steps: np.ndarray, values: np.ndarray, max_steps: int,
@@ -315,6 +352,10 @@ class HyperparameterCurvePredictor(FinalMetricPredictor):
         config : mapping, optional
             The trial's hyperparameters. Without it (or where the guard kept the last value, or the curve has a
             loss ≤ 0 or has reached ``max_steps``) the answer is the last value, ``method="last_value"``.
+
+        Returns
+        -------
+        prediction : Prediction
 
         Raises
         ------

@@ -1,10 +1,10 @@
-"""EarlyCurve: Eq 4 refitted per learning-rate stage (spec §1.8), online and batch.
+"""EarlyCurve: Eq 4 refitted per learning-rate stage (the SpotTune paper's EarlyCurve), online and batch.
 
 Per observation the orchestrator calls :meth:`EarlyCurve.observe`; at θ·S_max it asks
 :meth:`EarlyCurve.prediction` (or the stateless :meth:`EarlyCurve.predict_final`). The fit is
 lazy: observing is O(1), the next prediction refits the last stage only.
 
-Prediction chain ([I], spec §1.8.3):
+Prediction chain ([I], the paper's EarlyCurve):
 
 1. **plateau** (D8): the curve has converged, the trial is finished, the final loss is the last
    observed one;
@@ -93,10 +93,10 @@ class EarlyCurve(FinalMetricPredictor):
         [I] Fewest observations in the last stage for a fit (Eq 4 has 4 parameters).
     fallback : {"shifted", "scaled", "last_value"}, default="shifted"
         [I] What to do when the last stage is too short: continue the previous stage's fit from the
-        current level, additively (spec §1.8.3) or as a ratio, or use the last value right away.
+        current level, additively (the paper's EarlyCurve) or as a ratio, or use the last value right away.
     fit_window : float, default=1.0
         [I] Fraction of the stage's observations used by the fit, the most recent ones (at least
-        ``min_points``); ``g`` still counts from the stage's start. 1.0 is the spec (whole stage).
+        ``min_points``); ``g`` still counts from the stage's start. 1.0 is the paper's (whole stage).
     loss : str, default="linear"
         Residual loss of ``least_squares`` (see :class:`earlycurve.CurveFitter`).
     interval : {"jacobian", "bootstrap", "none"}, default="jacobian"
@@ -119,6 +119,13 @@ class EarlyCurve(FinalMetricPredictor):
         ``"fit"``, ``"shifted"``, ``"scaled"`` or ``"last_value"``.
     n_points_ : int
         Observations used by the last refit.
+
+    Raises
+    ------
+    InvalidCurveError
+        If an option is out of range: ``max_steps <= 0``, ``min_points`` below 4, an unknown ``fallback``,
+        ``loss`` or ``interval``, ``fit_window`` outside (0, 1], ``level`` outside (0, 1), or an invalid stage or
+        plateau rule.
 
     Examples
     --------
@@ -169,7 +176,7 @@ class EarlyCurve(FinalMetricPredictor):
         self.level = level
         self.n_boot = n_boot
         self.random_state = random_state
-        # Checked at once (STYLE §2b): a bad option fails here, naming the value and the rule.
+        # Checked at once: a bad option fails here, naming the value and the rule.
         if not max_steps > 0:
             raise InvalidCurveError(f"EarlyCurve.max_steps is {max_steps!r}, but must be > 0")
         if int(min_points) != min_points or min_points < N_PARAMS:
@@ -193,11 +200,28 @@ class EarlyCurve(FinalMetricPredictor):
 
         The plain constructor keeps the paper's settings (faithful mode); this is the variant that
         predicted and ranked best on real curves. ``overrides`` replace any option.
+
+        Parameters
+        ----------
+        max_steps : int
+            ``S_max`` of the trial, in training steps.
+        **overrides
+            Constructor options that replace the recommended ones.
+
+        Returns
+        -------
+        EarlyCurve
         """
         return cls(max_steps, **(RECOMMENDED | overrides))
 
     def get_params(self) -> dict:
-        """Constructor arguments, as a dict (scikit-learn style)."""
+        """Constructor arguments, as a dict (scikit-learn style).
+
+        Returns
+        -------
+        dict
+            Option name -> value.
+        """
         names = (
             "max_steps alpha beta window aggregate direction plateau_tol plateau_window_steps "
             "min_points fallback fit_window loss interval level n_boot random_state"
@@ -267,7 +291,12 @@ class EarlyCurve(FinalMetricPredictor):
         return split_stages(np.asarray(self._steps), np.asarray(self._values), self._stage_rule)
 
     def is_plateau(self) -> bool:
-        """Whether the observed curve has converged (spec §1.8.4, [I] D8)."""
+        """Whether the observed curve has converged (the paper's EarlyCurve, [I] D8).
+
+        Returns
+        -------
+        bool
+        """
         return is_plateau(np.asarray(self._steps), np.asarray(self._values), self.max_steps, self._plateau_rule)
 
     # -- fitting ---------------------------------------------------------------------------------
@@ -317,6 +346,13 @@ class EarlyCurve(FinalMetricPredictor):
         -------
         value, low, high : float
             Point prediction and interval bounds (metric units), ``low ≤ value ≤ high``.
+
+        Raises
+        ------
+        NotFittedError
+            If nothing has been observed.
+        InvalidCurveError
+            If ``step`` lies before the last stage's start.
         """
         self._refit()
         step = float(step)

@@ -46,6 +46,18 @@ RUNG_FRACTIONS = (0.1, 0.2, 0.4, 0.7)
 def rungs_for(max_steps: int, fractions: Sequence[float] = RUNG_FRACTIONS) -> tuple[int, ...]:
     """Rung steps ``max(1, round(f · max_steps))`` below ``max_steps``, deduplicated, ascending.
 
+    Parameters
+    ----------
+    max_steps : int
+        Steps of a full trial (≥ 2).
+    fractions : sequence of float, default RUNG_FRACTIONS
+        Each in (0, 1).
+
+    Returns
+    -------
+    tuple of int
+        Rung steps (at least ``(1,)``).
+
     Raises
     ------
     InvalidCurveError
@@ -157,6 +169,20 @@ class RankConfidenceStopping:
 
         A trial already stopped or finished is not judged again (returns its state: True if stopped), nor
         is a step at or before its last reported one (a replay after a rollback).
+
+        Parameters
+        ----------
+        trial : hashable
+            The trial's id.
+        step : int
+            Training steps done (any unit that matches the rungs).
+        loss : float
+            The trial's loss there (lower is better).
+
+        Returns
+        -------
+        bool
+            True: stop the trial now.
         """
         self._order.setdefault(trial, len(self._order))
         if trial in self.stopped or trial in self._finals:
@@ -172,12 +198,24 @@ class RankConfidenceStopping:
         return d.stop
 
     def complete(self, trial: Hashable, final: float) -> None:
-        """``trial`` finished with final loss ``final``."""
+        """``trial`` finished with final loss ``final``.
+
+        Parameters
+        ----------
+        trial : hashable
+        final : float
+            Final loss (lower is better).
+        """
         self._order.setdefault(trial, len(self._order))
         self._finals[trial] = float(final)
 
     def drop(self, trial: Hashable) -> None:
-        """Leave ``trial`` out of every later comparison (it failed or was removed); a finished trial stays."""
+        """Leave ``trial`` out of every later comparison (it failed or was removed); a finished trial stays.
+
+        Parameters
+        ----------
+        trial : hashable
+        """
         if trial not in self._finals and trial not in self.stopped:
             self.stopped[trial] = max(self._curves.get(trial, {0: 0.0}))
 
@@ -256,6 +294,15 @@ class RankConfidenceStopping:
         """The rung a trial with reported losses ``curve`` (step -> loss) is judged at now, or None.
 
         A trial is judged at its first reported step at or after a rung (and never below the first rung).
+
+        Parameters
+        ----------
+        curve : mapping of int to float
+            Reported steps -> losses.
+
+        Returns
+        -------
+        int or None
         """
         if not curve:
             return None

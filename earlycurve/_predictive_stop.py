@@ -1,5 +1,5 @@
 """Predictive ASHA: asynchronous successive halving that keeps re-judging, ranks by a slope-corrected
-value and stops what cannot reach the best finished trials (issue 13; ``docs/design/earlycurve.md`` §8).
+value and stops what cannot reach the best finished trials (decision ES12; ``docs/design/earlycurve.md`` §8).
 
 Why not :class:`earlycurve.RankConfidenceStopping`: on a live study with a worker pool, the first
 trials are judged against few others and run on; §8 measures where its cost goes. This rule keeps
@@ -61,7 +61,17 @@ PREDICTIVE_KEYS = (*PREDICTIVE_DEFAULTS, "retro")
 
 def predictive_options(options: Mapping[str, object] | None = None) -> dict:
     """Keyword arguments of :class:`PredictiveStopping` (all but ``rungs``): :data:`PREDICTIVE_DEFAULTS` without
-    ``fractions`` (rung fractions give the rungs, see :func:`earlycurve.rungs_for`), updated by ``options``."""
+    ``fractions`` (rung fractions give the rungs, see :func:`earlycurve.rungs_for`), updated by ``options``.
+
+    Parameters
+    ----------
+    options : mapping of str to value, optional
+        Keywords that replace the defaults (not checked; see :func:`check_predictive_options`).
+
+    Returns
+    -------
+    dict
+    """
     return {k: v for k, v in PREDICTIVE_DEFAULTS.items() if k != "fractions"} | dict(options or {})
 
 
@@ -71,6 +81,15 @@ def check_predictive_options(options: Mapping[str, object] | None) -> dict:
     The keys not given keep :data:`PREDICTIVE_DEFAULTS`; None gives ``{}``. Types are strict, so that nothing is
     misread: ``fractions`` a list of numbers, ``keep_first``, ``keep``, ``slope``, ``bound_quantile`` numbers,
     ``bound_k`` and ``guard`` integers, ``retro`` a bool.
+
+    Parameters
+    ----------
+    options : mapping of str to value, or None
+
+    Returns
+    -------
+    dict
+        The given options, converted (floats, ints, a bool, a list of floats).
 
     Raises
     ------
@@ -109,6 +128,18 @@ def predictive_settings(options: Mapping[str, object] | None = None,
                         rung_fractions: Sequence[float] | None = None) -> tuple[tuple[float, ...], dict]:
     """``(rung fractions, keyword arguments of PredictiveStopping)`` from ``options`` (checked by
     :func:`check_predictive_options`; its ``fractions`` or ``rung_fractions``, else the defaults').
+
+    Parameters
+    ----------
+    options : mapping of str to value, optional
+    rung_fractions : sequence of float, optional
+        Rung fractions given apart from ``options``.
+
+    Returns
+    -------
+    fractions : tuple of float
+    kwargs : dict
+        Keyword arguments of :class:`PredictiveStopping` (all but ``rungs``).
 
     Raises
     ------
@@ -211,6 +242,20 @@ class PredictiveStopping:
 
         A trial already stopped or finished is not judged again (returns True if stopped), nor is a
         step at or before its last reported one (a replay after a rollback).
+
+        Parameters
+        ----------
+        trial : hashable
+            The trial's id.
+        step : int
+            Training steps done (any unit that matches the rungs).
+        loss : float
+            The trial's loss there (lower is better).
+
+        Returns
+        -------
+        bool
+            True: stop the trial now.
         """
         if trial in self.stopped or trial in self._finals:
             return trial in self.stopped
@@ -225,11 +270,23 @@ class PredictiveStopping:
         return d.stop
 
     def complete(self, trial: Hashable, final: float) -> None:
-        """``trial`` finished with final loss ``final``."""
+        """``trial`` finished with final loss ``final``.
+
+        Parameters
+        ----------
+        trial : hashable
+        final : float
+            Final loss (lower is better).
+        """
         self._finals[trial] = float(final)
 
     def drop(self, trial: Hashable) -> None:
-        """Count ``trial`` as stopped from now on (it failed or was removed); a finished trial stays."""
+        """Count ``trial`` as stopped from now on (it failed or was removed); a finished trial stays.
+
+        Parameters
+        ----------
+        trial : hashable
+        """
         if trial not in self._finals and trial not in self.stopped:
             self.stopped[trial] = max(self._curves.get(trial, {0: 0.0}))
 

@@ -31,8 +31,8 @@ class Prediction:
     low, high : float
         Interval bounds, ``low ≤ value ≤ high`` (equal to ``value`` when the predictor has none).
     plateau : bool
-        The curve has converged (spec §1.8.4); the orchestrator may treat the trial as finished,
-        and ``value`` is then the last observed loss.
+        The curve has converged (the paper's plateau rule, decision D8); the orchestrator may treat the trial as
+        finished, and ``value`` is then the last observed loss.
     n_stages : int
         Stages found so far (Eq 7); 1 for one-stage predictors, 0 for those without a model.
     method : str
@@ -106,7 +106,23 @@ class ConfigAwarePredictor(Protocol):
 
     def predict_final(self, steps: np.ndarray, values: np.ndarray, max_steps: int, *,
                       config: Mapping[str, Any] | None = None) -> Prediction:
-        """As :meth:`FinalMetricPredictor.predict_final`, given the trial's configuration."""
+        """As :meth:`FinalMetricPredictor.predict_final`, given the trial's configuration.
+
+        Parameters
+        ----------
+        steps : array-like of shape (n_points,)
+            Training steps of the observations, strictly increasing, ``≤ max_steps``.
+        values : array-like of shape (n_points,)
+            Loss at those steps (lower is better), finite.
+        max_steps : int
+            ``S_max`` of the trial, in training steps.
+        config : mapping of str to value, optional
+            The trial's hyperparameters (None: rank by the curve alone).
+
+        Returns
+        -------
+        prediction : Prediction
+        """
         ...
 
 

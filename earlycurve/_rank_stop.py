@@ -8,7 +8,7 @@ drop out of the comparison: they can no longer be picked, and keeping their (ear
 beliefs could stop every trial of a study. Like ASHA it is asynchronous
 (a trial is judged against whatever has been seen when it reaches a rung, and the first ``k`` trials
 always continue); unlike ASHA it compares *extrapolated final* losses with their uncertainty instead
-of the current values (issue 13, item 3; Domhan et al. 2015 stop a trial on
+of the current values (decision ES6; Domhan et al. 2015 stop a trial on
 ``P(final better than the best so far) < ε``, this is the top-k version of that rule).
 
 The probability is estimated by Monte Carlo with ``n_samples`` joint draws from a seeded
@@ -45,6 +45,11 @@ def prob_top_k(mu: np.ndarray, sigma: np.ndarray, index: int, k: int, rng: np.ra
     -------
     p : float
         In [0, 1]. ``n_trials ≤ k`` gives 1.
+
+    Raises
+    ------
+    InvalidCurveError
+        If ``k < 1``, the shapes or ``index`` do not match, or a μ or σ is not finite (or σ < 0).
     """
     mu, sigma = np.asarray(mu, dtype=float), np.asarray(sigma, dtype=float)
     if k < 1:
@@ -76,6 +81,11 @@ class RankConfidenceRule:
         Seed of the Monte Carlo draws (each decision uses ``default_rng([seed, trial, rung])``).
     n_samples : int, default=2000
 
+    Raises
+    ------
+    InvalidCurveError
+        If the rungs are empty, below 1 or not strictly increasing, ``epsilon`` is outside (0, 1), or ``k < 1``.
+
     Notes
     -----
     The caller passes, at a rung, the trial's ``(μ, σ)``; :meth:`complete` records a final loss.
@@ -103,6 +113,14 @@ class RankConfidenceRule:
     def judge(self, trial: int, rung: int, mu: float, sigma: float) -> bool:
         """Record the trial's belief at ``rung`` and return True if it should stop.
 
+        Parameters
+        ----------
+        trial : int
+        rung : int
+            The rung's step (seeds the draws).
+        mu, sigma : float
+            Belief about the trial's final loss: mean and standard deviation (metric units).
+
         Returns
         -------
         stop : bool
@@ -121,5 +139,12 @@ class RankConfidenceRule:
         return False
 
     def complete(self, trial: int, final: float) -> None:
-        """A trial finished with final loss ``final`` (σ = 0 from now on)."""
+        """A trial finished with final loss ``final`` (σ = 0 from now on).
+
+        Parameters
+        ----------
+        trial : int
+        final : float
+            Final loss (lower is better).
+        """
         self._belief[trial] = (float(final), 0.0)

@@ -1,4 +1,4 @@
-"""Rank trials at θ·S_max by predicted final loss and keep the top-k (spec §1.8.3)."""
+"""Rank trials at θ·S_max by predicted final loss and keep the top-k (the paper's EarlyCurve at θ, Algorithm 1)."""
 
 from __future__ import annotations
 
@@ -69,6 +69,12 @@ def rank_trials(
     Returns
     -------
     ranking : Ranking
+
+    Raises
+    ------
+    InvalidCurveError
+        If there is no trial, ``top_k`` is not an integer ≥ 1, ``max_steps`` has the wrong length, or a curve is
+        malformed.
 
     Examples
     --------

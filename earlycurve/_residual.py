@@ -1,6 +1,6 @@
 """Learning-curve extrapolation from previous runs: the final loss as the last value plus a learned residual.
 
-Issue 13, target "top-3 recall of the curve predictor ≥ last value's at every θ". Idea from the literature
+Target: "top-3 recall of the curve predictor ≥ last value's at every θ" (decision ES14). Idea from the literature
 on predicting a curve from a pool of previously recorded curves (Klein et al. 2017, "Learning curve
 prediction with Bayesian neural networks", ICLR; Domhan et al. 2015, IJCAI; Chandrashekaran & Lane 2017,
 "Speeding up hyper-parameter optimization by extrapolation of learning curves using previous builds"):
@@ -288,11 +288,41 @@ class ResidualCurvePredictor(FinalMetricPredictor):
 
     # -- predict ------------------------------------------------------------------------------------------
     def theta_model(self, theta: float) -> float:
-        """The θ of ``thetas`` whose model answers a curve at progress ``theta`` (the nearest; ties: the lower)."""
+        """The θ of ``thetas`` whose model answers a curve at progress ``theta`` (the nearest; ties: the lower).
+
+        Parameters
+        ----------
+        theta : float
+            The curve's progress, last step / ``max_steps``.
+
+        Returns
+        -------
+        float
+            One of :attr:`thetas`.
+        """
         return min(self.thetas, key=lambda t: (abs(t - theta), t))
 
     def predict_residual(self, steps: np.ndarray, values: np.ndarray, max_steps: int) -> float:
-        """Predicted ``z(S_max) − z(s)`` (transformed units) of one curve; 0 when it has reached ``max_steps``."""
+        """Predicted ``z(S_max) − z(s)`` (transformed units) of one curve; 0 when it has reached ``max_steps``.
+
+        Parameters
+        ----------
+        steps : array-like of shape (n_points,)
+            Training steps of the observations, strictly increasing, ``≤ max_steps``.
+        values : array-like of shape (n_points,)
+            Loss at those steps (lower is better), finite.
+        max_steps : int
+            ``S_max`` of the trial, in training steps.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit`.
+        """
         if not hasattr(self, "alpha_"):
             raise NotFittedError("ResidualCurvePredictor is not fitted; call fit(curves) first")
         steps, values = check_curve(steps, values, max_steps)
@@ -306,6 +336,19 @@ class ResidualCurvePredictor(FinalMetricPredictor):
 
         The interval is the ``level_interval`` central range of the out-of-fold errors at that θ.
         A curve with a loss ≤ 0 under ``transform="log"`` gets its last value (``method="last_value"``).
+
+        Parameters
+        ----------
+        steps : array-like of shape (n_points,)
+            Training steps of the observations, strictly increasing, ``≤ max_steps``.
+        values : array-like of shape (n_points,)
+            Loss at those steps (lower is better), finite.
+        max_steps : int
+            ``S_max`` of the trial, in training steps.
+
+        Returns
+        -------
+        prediction : Prediction
 
         Raises
         ------

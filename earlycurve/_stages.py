@@ -1,6 +1,6 @@
 """Stage split (Eq 7, [I] D7) and the plateau rule ([I] D8), as pure functions of a recorded curve.
 
-Eq 7 (spec §1.8.2): with ``δ_k = |y_k − y_{k−1}| / |y_{k−1}|`` (relative change between consecutive
+Eq 7 (the paper's stage split): with ``δ_k = |y_k − y_{k−1}| / |y_{k−1}|`` (relative change between consecutive
 *observations*), a new stage starts at observation ``k`` when ``δ_k > α`` after a steady period,
 ``agg(δ_{k−w}, …, δ_{k−1}) < β``. Paper thresholds: α = 0.5, β = 0.01, w = 5.
 
@@ -8,7 +8,7 @@ Eq 7 (spec §1.8.2): with ``δ_k = |y_k − y_{k−1}| / |y_{k−1}|`` (relative
 offered); splits on **decreases only** by default, since a learning-rate drop lowers the loss
 (``direction="both"`` also splits on jumps up). No smoothing.
 
-Plateau (spec §1.8.4): the model "comes to convergence" and is treated as finished. [I] D8: the
+Plateau (the paper's EarlyCurve): the model "comes to convergence" and is treated as finished. [I] D8: the
 curve is a plateau when every observation in the last ``w_p = max(10, 0.05 · max_steps)`` *steps*
 differs from the value at the window's start by less than ``tol = 1e-4`` relative. That is 100×
 stricter than β, so the steady stretch before a learning-rate drop (δ < 0.01 per observation) is not
@@ -98,7 +98,7 @@ class StageRule:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlateauRule:
-    """The plateau rule of spec §1.8.4 ([I] D8).
+    """The plateau rule of the paper's EarlyCurve ([I] D8).
 
     Parameters
     ----------
@@ -119,7 +119,18 @@ class PlateauRule:
             raise InvalidCurveError(f"PlateauRule.window_steps is {self.window_steps!r}, but must be > 0 or None")
 
     def window_for(self, max_steps: float) -> float:
-        """Window length in steps for a trial of ``max_steps`` steps."""
+        """Window length in steps for a trial of ``max_steps`` steps.
+
+        Parameters
+        ----------
+        max_steps : float
+            ``S_max`` of the trial, steps.
+
+        Returns
+        -------
+        float
+            ``window_steps`` if set, else ``max(10, 0.05 · max_steps)``.
+        """
         if self.window_steps is not None:
             return float(self.window_steps)
         return max(10.0, 0.05 * float(max_steps))
@@ -192,7 +203,7 @@ def split_stages(steps: np.ndarray, values: np.ndarray, rule: StageRule = StageR
 
 
 def is_plateau(steps: np.ndarray, values: np.ndarray, max_steps: float, rule: PlateauRule = PlateauRule()) -> bool:
-    """Whether the curve has converged (spec §1.8.4, [I] D8).
+    """Whether the curve has converged (the paper's EarlyCurve, [I] D8).
 
     Parameters
     ----------

@@ -1,5 +1,5 @@
-"""provisioner: instance catalog, expected cost per step (Eq 1-2) and market choice (SpotTune §1.3-1.5),
-and the refund-aware objective that also chooses the max price (issue 12, ``RefundProvisioner``).
+"""provisioner: instance catalog, expected cost per step (Eq 1-2) and market choice (the SpotTune paper's
+getBestInst), and the refund-aware objective that also chooses the max price (decision R1, ``RefundProvisioner``).
 
 Pure computation: choosers take time as ``now_s`` (seconds since the epoch, UTC) and randomness from
 an injected ``numpy.random.Generator``; only :meth:`InstanceCatalog.load` reads files. Imports revpred's

@@ -1,6 +1,6 @@
 """The market-chooser contract and the candidate evaluation every chooser shares.
 
-A chooser is pure computation (STYLE §1c): no I/O, no clock (time comes in as ``now_s``), no global
+A chooser is pure computation: no I/O, no clock (time comes in as ``now_s``), no global
 RNG (randomness comes from the injected ``numpy.random.Generator``). One provisioning round for k trials
 over n markets is vectorised: prices once per market, one ``(k, n)`` draw of max prices, **one**
 predictor call for all launchable (trial, market) pairs, one objective evaluation, one lexsort.
@@ -41,15 +41,56 @@ class MarketChooser(Protocol):
     """
 
     def choose(self, trial_id: Hashable, now_s: float) -> Choice:
-        """The market for one trial at ``now_s`` (seconds since the epoch, UTC)."""
+        """The market for one trial at ``now_s`` (seconds since the epoch, UTC).
+
+        Parameters
+        ----------
+        trial_id : hashable
+            The trial's id (a row of the performance matrix).
+        now_s : float
+            Decision time, seconds since the epoch (UTC).
+
+        Returns
+        -------
+        Choice
+            The market, its max price (USD/hour) and the explanation of the ranking.
+        """
         ...
 
     def choose_many(self, trial_ids: Sequence[Hashable], now_s: float) -> list[Choice]:
-        """Choices for several trials at one time, in the order of ``trial_ids``."""
+        """Choices for several trials at one time, in the order of ``trial_ids``.
+
+        Parameters
+        ----------
+        trial_ids : sequence of hashable
+        now_s : float
+            Decision time, seconds since the epoch (UTC).
+
+        Returns
+        -------
+        list of Choice
+            One per trial id, in order.
+        """
         ...
 
     def record_segment(self, trial_id: Hashable, instance_type: str, seconds: float, steps: int) -> float:
-        """Fold a measured segment (training seconds, steps) into T; returns the new seconds per step."""
+        """Fold a measured segment (training seconds, steps) into T; returns the new seconds per step.
+
+        Parameters
+        ----------
+        trial_id : hashable
+        instance_type : str
+            The type the segment ran on, e.g. ``"r4.large"``.
+        seconds : float
+            Training seconds of the segment (no boot, restore or checkpoint).
+        steps : int
+            Steps trained in the segment.
+
+        Returns
+        -------
+        float
+            The trial's new seconds per step on ``instance_type``.
+        """
         ...
 
 
@@ -67,7 +108,24 @@ class HorizonChooser(Protocol):
 
     def choose(self, trial_id: Hashable, now_s: float, *, steps_left: float | None = None,
                resume_step: int | None = None, heading: int | None = None) -> Choice:
-        """The market for one trial at ``now_s`` (seconds since the epoch, UTC), given its plan."""
+        """The market for one trial at ``now_s`` (seconds since the epoch, UTC), given its plan.
+
+        Parameters
+        ----------
+        trial_id : hashable
+        now_s : float
+            Decision time, seconds since the epoch (UTC).
+        steps_left : float, optional
+            Steps until the trial's next planned stop (hop, barrier or finish).
+        resume_step : int, optional
+            The step the trial resumes from (0 = fresh start, no restore).
+        heading : int, optional
+            Trials still on their way to the same stop, this one included.
+
+        Returns
+        -------
+        Choice
+        """
         ...
 
 
@@ -79,11 +137,31 @@ class LearningChooser(Protocol):
     """
 
     def exclude(self, market: Hashable, now_s: float, reason: str) -> None:
-        """The cloud refused a launch in ``market`` for capacity at ``now_s``: leave it out for a while."""
+        """The cloud refused a launch in ``market`` for capacity at ``now_s``: leave it out for a while.
+
+        Parameters
+        ----------
+        market : hashable
+            The refused market (a :class:`spotmarket.prices.Market`).
+        now_s : float
+            Time of the refusal, seconds since the epoch (UTC).
+        reason : str
+            The cloud's refusal, e.g. ``"InsufficientInstanceCapacity: ..."``.
+        """
         ...
 
     def excluded(self, now_s: float) -> Mapping[Hashable, str]:
-        """Markets left out at ``now_s`` -> why (empty without exclusions)."""
+        """Markets left out at ``now_s`` -> why (empty without exclusions).
+
+        Parameters
+        ----------
+        now_s : float
+            Seconds since the epoch (UTC).
+
+        Returns
+        -------
+        mapping of market -> str
+        """
         ...
 
     @property
@@ -92,11 +170,31 @@ class LearningChooser(Protocol):
         ...
 
     def observe(self, market: Hashable, launch_s: float, end_s: float, interrupted: bool) -> None:
-        """One instance run that ended (seconds since the epoch); ``interrupted``: by the provider for capacity."""
+        """One instance run that ended (seconds since the epoch); ``interrupted``: by the provider for capacity.
+
+        Parameters
+        ----------
+        market : hashable
+        launch_s, end_s : float
+            Launch and end of the run, seconds since the epoch (UTC).
+        interrupted : bool
+            Whether the provider ended it for capacity.
+        """
         ...
 
     def signal(self, market: Hashable, time_s: float, kind: str, value: float) -> None:
-        """One capacity signal of the cloud about ``market``."""
+        """One capacity signal of the cloud about ``market``.
+
+        Parameters
+        ----------
+        market : hashable
+        time_s : float
+            When the signal came, seconds since the epoch (UTC).
+        kind : str
+            ``"placement_score"`` (a Spot placement score) or ``"rebalance"`` (a rebalance recommendation).
+        value : float
+            The score, 1..10, or 1.0 for a rebalance recommendation.
+        """
         ...
 
 
@@ -122,10 +220,20 @@ class BaseChooser(abc.ABC):
     max_price_rule : MaxPriceSource, optional
         Default :class:`MaxPriceRule` (D1: current + U[0.00001, 0.2] USD/hour).
     mean_window_s : float
-        Window of P̄, seconds before the decision time (3600: "the last hour", spec §1.3).
+        Window of P̄, seconds before the decision time (3600: "the last hour", the paper's Eq 1).
     exclusions : MarketExclusions, optional
         Where capacity refusals go (:meth:`exclude`); an excluded market is skipped like one without a known
         price until its exclusion ends. None: refusals are not remembered (the chooser asks the market again).
+
+    Raises
+    ------
+    ProvisionerConfigError
+        If the predictor has no ``predict_proba``, ``mean_window_s`` is negative, or the pool is invalid
+        for the history and catalog (see :meth:`Pool.resolve`).
+    UnknownInstanceType
+        If a pool type is not in the catalog.
+    NoMarketAvailable
+        If no market passes the pool's filters.
     """
 
     #: Chooser name written into every explanation.
@@ -264,12 +372,31 @@ class BaseChooser(abc.ABC):
     # -- what the run teaches (LearningChooser) --------------------------------------------------------
     def exclude(self, market: Hashable, now_s: float, reason: str) -> None:
         """A launch in ``market`` was refused for capacity at ``now_s`` (seconds): left out of the choice for
-        :attr:`exclusions`' duration; nothing happens without :attr:`exclusions`."""
+        :attr:`exclusions`' duration; nothing happens without :attr:`exclusions`.
+
+        Parameters
+        ----------
+        market : hashable
+        now_s : float
+            Seconds since the epoch (UTC).
+        reason : str
+            The cloud's refusal, kept as the exclusion's reason.
+        """
         if self.exclusions is not None:
             self.exclusions.exclude(market, now_s, reason)
 
     def excluded(self, now_s: float) -> Mapping[Hashable, str]:
-        """Markets :attr:`exclusions` leaves out at ``now_s`` (seconds) -> why; empty without exclusions."""
+        """Markets :attr:`exclusions` leaves out at ``now_s`` (seconds) -> why; empty without exclusions.
+
+        Parameters
+        ----------
+        now_s : float
+            Seconds since the epoch (UTC).
+
+        Returns
+        -------
+        mapping of market -> str
+        """
         return {} if self.exclusions is None else self.exclusions.active(now_s)
 
     @property
@@ -280,13 +407,33 @@ class BaseChooser(abc.ABC):
 
     def observe(self, market: Hashable, launch_s: float, end_s: float, interrupted: bool) -> None:
         """Hand one ended instance run (launch and end in seconds since the epoch) to an online revocation
-        predictor; nothing happens for another predictor."""
+        predictor; nothing happens for another predictor.
+
+        Parameters
+        ----------
+        market : hashable
+        launch_s, end_s : float
+            Seconds since the epoch (UTC).
+        interrupted : bool
+            Whether the provider ended the run for capacity.
+        """
         if isinstance(self.predictor, OnlineRevocationPredictor):
             self.predictor.observe(market, launch_s, end_s, interrupted)
 
     def signal(self, market: Hashable, time_s: float, kind: str, value: float) -> None:
         """Hand one capacity signal of the cloud to a predictor that takes them
-        (:class:`revpred.protocol.SignalledRevocationPredictor`); nothing happens for another predictor."""
+        (:class:`revpred.protocol.SignalledRevocationPredictor`); nothing happens for another predictor.
+
+        Parameters
+        ----------
+        market : hashable
+        time_s : float
+            Seconds since the epoch (UTC).
+        kind : str
+            ``"placement_score"`` or ``"rebalance"``.
+        value : float
+            The score, 1..10, or 1.0 for a rebalance recommendation.
+        """
         if isinstance(self.predictor, SignalledRevocationPredictor):
             self.predictor.signal(market, time_s, kind, value)
 
@@ -294,10 +441,15 @@ class BaseChooser(abc.ABC):
         """Current price and P̄ of every pool market at ``now_s``.
 
         P̄ is the time-weighted mean over ``[max(now − window, first record), now]`` (the step function
-        integrated exactly, which equals the 1-minute-grid mean of spec §1.3 up to sub-minute edges).
+        integrated exactly, which equals the 1-minute-grid mean of the paper's Eq 1 up to sub-minute edges).
         Same semantics as :meth:`PriceSeries.price_at` and :meth:`PriceSeries.mean_price` (tested to
         agree), computed from per-market arrays prepared once, and cached for the last ``now_s`` so
         several trials deciding at one time share the work.
+
+        Parameters
+        ----------
+        now_s : float
+            Decision time, seconds since the epoch (UTC).
 
         Returns
         -------

@@ -1,7 +1,7 @@
 """Alternative choosers with the same contract as :class:`~provisioner.Provisioner`, for comparisons.
 
-The evaluation compares policies on identical replays (issue 7; STYLE §2: baselines are further
-implementations, so an ablation needs no flags). Each ranks the same candidate table differently; with a
+The evaluation compares policies on identical replays (baselines are further implementations
+of one contract, so an ablation needs no flags). Each ranks the same candidate table differently; with a
 predictor they still report p and the Eq 2 step cost of every candidate, for the record.
 """
 
@@ -41,7 +41,7 @@ class FastestMarketChooser(BaseChooser):
 
 
 class FixedTypeChooser(BaseChooser):
-    """One fixed instance type (Single-Spot Cheapest/Fastest, spec §1.9), in its cheapest zone now.
+    """One fixed instance type in its cheapest zone now (the paper's Single-Spot Cheapest/Fastest; D9, E4).
 
     Parameters
     ----------

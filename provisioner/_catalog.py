@@ -78,7 +78,7 @@ class InstanceSpec:
     instance_type : str
         E.g. ``"r4.large"``.
     vcpus : int
-        Virtual CPUs ("cores" in the paper's initialisation of T, spec §1.4).
+        Virtual CPUs ("cores" in the paper's initialisation of T).
     memory_gib : float
         Memory, GiB.
     ecu : float or None
@@ -106,6 +106,16 @@ class InstanceSpec:
     def on_demand(self, region: str) -> float:
         """On-demand price in ``region``, USD per instance-hour.
 
+        Parameters
+        ----------
+        region : str
+            E.g. ``"us-east-1"``.
+
+        Returns
+        -------
+        float
+            USD per instance-hour.
+
         Raises
         ------
         UnknownInstanceType
@@ -126,6 +136,18 @@ def find_data_file(name: str, data_dir: str | os.PathLike[str] | None = None) ->
     Search order: ``data_dir`` if given (only there), else the price-data folders of
     :func:`spotmarket.prices.price_dirs` (``$SPOTTUNE_DATA``, the project's ``data/spot_prices/``, a
     wheel's ``share/spottune/data/spot_prices/``), the same order as price files.
+
+    Parameters
+    ----------
+    name : str
+        Bare file name, e.g. ``"on_demand_2017_noahgift.csv"``.
+    data_dir : path, optional
+        The only folder to look in.
+
+    Returns
+    -------
+    pathlib.Path
+        The first match.
 
     Raises
     ------
@@ -166,6 +188,11 @@ class InstanceCatalog:
     ----------
     specs : iterable of InstanceSpec
         One per instance type.
+
+    Raises
+    ------
+    CatalogError
+        If a type is listed twice.
 
     Examples
     --------
@@ -318,6 +345,18 @@ class InstanceCatalog:
 
     def on_demand_usd_per_hour(self, instance_type: str, region: str) -> float:
         """On-demand price of a type in a region, USD per instance-hour.
+
+        Parameters
+        ----------
+        instance_type : str
+            E.g. ``"r4.large"``.
+        region : str
+            E.g. ``"us-east-1"``.
+
+        Returns
+        -------
+        float
+            USD per instance-hour.
 
         Raises
         ------

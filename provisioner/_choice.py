@@ -72,7 +72,13 @@ class Candidate:
     p_objective: float | None = None
 
     def to_dict(self) -> dict:
-        """Plain-JSON dict (market as a string; the refund-aware fields only when set)."""
+        """Plain-JSON dict (market as a string; the refund-aware fields only when set).
+
+        Returns
+        -------
+        dict
+            The candidate's fields (prices in USD/hour, step costs in USD, times in seconds).
+        """
         out = {
             "market": str(self.market),
             "rank": self.rank,
@@ -99,7 +105,13 @@ class SkippedMarket:
     reason: str
 
     def to_dict(self) -> dict:
-        """Plain-JSON dict."""
+        """Plain-JSON dict.
+
+        Returns
+        -------
+        dict
+            ``market`` (a string) and ``reason``.
+        """
         return {"market": str(self.market), "reason": self.reason}
 
 
@@ -136,6 +148,17 @@ class Explanation:
         When candidates are left out, ``n_candidates`` gives how many there were. [I] An event log line
         per launch that lists 100 markets costs more than the decision itself at scale
         (``benchmarks/bench_scale.py``); the runners-up beyond the first 20 explain little.
+
+        Parameters
+        ----------
+        max_candidates : int or None, default 20
+            How many of the best candidates to list; None lists all.
+
+        Returns
+        -------
+        dict
+            ``policy``, ``objective``, ``order``, ``candidates``, ``skipped`` and, when some are left out,
+            ``n_candidates``.
         """
         shown = self.candidates if max_candidates is None else self.candidates[:max_candidates]
         out = {
@@ -150,7 +173,13 @@ class Explanation:
         return out
 
     def to_frame(self) -> pd.DataFrame:
-        """Candidates as a DataFrame, one row per market in rank order."""
+        """Candidates as a DataFrame, one row per market in rank order.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns as :meth:`Candidate.to_dict`.
+        """
         return pd.DataFrame([c.to_dict() for c in self.candidates])
 
 
@@ -185,7 +214,13 @@ class Choice:
     explanation: Explanation
 
     def to_dict(self) -> dict:
-        """Plain-JSON dict for the event log (``json.dumps(..., allow_nan=False)`` works)."""
+        """Plain-JSON dict for the event log (``json.dumps(..., allow_nan=False)`` works).
+
+        Returns
+        -------
+        dict
+            The choice's fields and its explanation (:meth:`Explanation.to_dict`).
+        """
         return {
             "trial_id": self.trial_id,
             "time_s": self.time_s,

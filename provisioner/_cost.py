@@ -1,6 +1,6 @@
 """SpotTune's cost model: Eq 1 (expected hourly cost), Eq 2 (cost per step) and an opt-in refinement.
 
-Source: SpotTune (ICDCS 2020) Eq 1–2 as reconstructed in spec §1.3–1.4.
+Source: SpotTune (ICDCS 2020) Eq 1–2, as reconstructed in docs/design/provisioner.md.
 A revocation within an instance's first hour is fully refunded, so with probability p the next hour is
 free: ``E[C_i] = p_i · 0 + (1 − p_i) · P̄_i``. All functions are vectorised (NumPy broadcasting) and
 return a float for scalar input.
@@ -45,7 +45,7 @@ def expected_hour_cost_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: Arr
 
     Notes
     -----
-    Source: SpotTune Eq 1 (spec §1.3). A revoked first hour is refunded, so it costs 0 with
+    Source: SpotTune Eq 1. A revoked first hour is refunded, so it costs 0 with
     probability p; per-second billing at the market price (not the max price) otherwise.
 
     Examples
@@ -79,7 +79,7 @@ def step_cost_usd(
 
     Notes
     -----
-    Source: SpotTune Eq 2 (spec §1.4); getBestInst is its argmin over the pool. It ignores revocation
+    Source: SpotTune Eq 2; getBestInst is its argmin over the pool. It ignores revocation
     overheads (checkpoint, restart, the shorter revoked hour), so it is cost-optimal, not JCT-optimal;
     see :func:`useful_step_cost_usd` for the opt-in refinement.
 
@@ -176,7 +176,8 @@ def useful_step_cost_usd(
 
     Notes
     -----
-    Source: the "beyond" refinement of spec §1.4 ([I]); the paper's Eq 2 stays the default objective.
+    Source: an opt-in refinement beyond the paper ([I]; docs/design/provisioner.md); the paper's Eq 2 stays the
+    default objective.
     """
     useful = np.asarray(
         expected_useful_seconds(p_revocation, restart_s=restart_s, checkpoint_s=checkpoint_s, lost_s=lost_s, hour_s=hour_s)
@@ -194,13 +195,28 @@ class StepCostObjective(Protocol):
     def __call__(
         self, p_revocation: np.ndarray, mean_price_usd_per_hour: np.ndarray, seconds_per_step: np.ndarray
     ) -> np.ndarray:
-        """Expected USD per step, same (broadcast) shape as the inputs."""
+        """Expected USD per step, same (broadcast) shape as the inputs.
+
+        Parameters
+        ----------
+        p_revocation : ndarray
+            One-hour revocation probability, in [0, 1].
+        mean_price_usd_per_hour : ndarray
+            P̄, USD per instance-hour.
+        seconds_per_step : ndarray
+            T, seconds per step.
+
+        Returns
+        -------
+        ndarray
+            USD per step.
+        """
         ...
 
 
 @dataclass(frozen=True, slots=True)
 class PaperStepCost:
-    """The paper's objective, Eq 2 (the default). Source: SpotTune Eq 2, spec §1.4."""
+    """The paper's objective, Eq 2 (the default). Source: SpotTune Eq 2."""
 
     name: str = "eq2"
 

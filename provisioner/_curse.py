@@ -1,4 +1,4 @@
-"""Corrections for the optimizer's curse of the refund-aware choice (issue 12).
+"""Corrections for the optimizer's curse of the refund-aware choice (decisions R5-R6).
 
 :class:`~provisioner.RefundProvisioner` takes an argmin over every (market, max price) candidate of the
 pool, so the candidate it picks is the one whose revocation probability p is most over-estimated (the
@@ -118,6 +118,17 @@ class LaunchLedger:
 
         Decision times come in order (a replay, or the wall clock); a choice counts for decisions at
         ``now`` if it was made at ``now`` or within ``(now − window_s, now]``.
+
+        Parameters
+        ----------
+        now_s : float
+            Decision time, seconds since the epoch (UTC).
+        shape : tuple of (int, int)
+            (n_markets, n_rungs) of the round.
+
+        Returns
+        -------
+        ndarray of int, shape ``shape``
         """
         while self._recent and self._recent[0][0] < now_s and self._recent[0][0] <= now_s - self.window_s:
             self._recent.popleft()
@@ -127,7 +138,15 @@ class LaunchLedger:
         return out
 
     def add(self, now_s: float, market: int, rung: int) -> None:
-        """Record a choice of (market index, rung index) at ``now_s``."""
+        """Record a choice of (market index, rung index) at ``now_s``.
+
+        Parameters
+        ----------
+        now_s : float
+            Seconds since the epoch (UTC).
+        market, rung : int
+            Indices into the round's markets and max-price rungs.
+        """
         self._recent.append((float(now_s), int(market), int(rung)))
 
     def clear(self) -> None:

@@ -1,4 +1,4 @@
-"""Markets left out of the choice for a while after the cloud refused a launch there (issue 14).
+"""Markets left out of the choice for a while after the cloud refused a launch there (decisions AWS3, E12).
 
 The AWS backend records every capacity refusal (``InsufficientInstanceCapacity`` and kin) here; a chooser
 given the same object (:attr:`provisioner.BaseChooser.exclusions`) treats an excluded market like one
@@ -47,9 +47,29 @@ class MarketExclusions:
         self._until: dict[Hashable, tuple[float, str]] = {}
 
     def exclude(self, market: Hashable, now_s: float, reason: str) -> None:
-        """Leave ``market`` out from ``now_s`` for :attr:`duration_s` seconds (``reason``: the cloud's error code)."""
+        """Leave ``market`` out from ``now_s`` for :attr:`duration_s` seconds (``reason``: the cloud's error code).
+
+        Parameters
+        ----------
+        market : hashable
+        now_s : float
+            Time of the refusal, seconds since the epoch (UTC).
+        reason : str
+            E.g. ``"InsufficientInstanceCapacity"``.
+        """
         self._until[market] = (float(now_s) + self.duration_s, str(reason))
 
     def active(self, now_s: float) -> dict[Hashable, str]:
-        """Markets excluded at ``now_s`` -> reason (``"<code> until <time>"``)."""
+        """Markets excluded at ``now_s`` -> reason.
+
+        Parameters
+        ----------
+        now_s : float
+            Seconds since the epoch (UTC).
+
+        Returns
+        -------
+        dict of market -> str
+            ``"excluded after <reason> until <time> s"`` for each market still excluded.
+        """
         return {m: f"excluded after {r} until {u:.0f} s" for m, (u, r) in self._until.items() if now_s < u}

@@ -1,10 +1,10 @@
 """The max price b placed with a spot request, and fed to the revocation predictor.
 
-Source: spec §1.5 and decision D1 ([I]): ``b = current price + δ``, ``δ ~ U[0.00001, 0.2]`` USD/hour,
+Source: the SpotTune paper and decision D1 ([I]): ``b = current price + δ``, ``δ ~ U[0.00001, 0.2]`` USD/hour,
 Tributary's rule, which the paper says RevPred uses at inference. One δ is drawn per (trial, market)
 candidate from an injected, seeded ``numpy.random.Generator``; the **same** b is used to predict p and
 to place the request, so the predicted p matches the replayed revocation rule. δ is not optimised
-inside Eq 1: a smaller δ always raises p and so lowers ``(1 − p) · P̄`` (spec §1.5).
+inside Eq 1: a smaller δ always raises p and so lowers ``(1 − p) · P̄``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,23 @@ class MaxPriceSource(Protocol):
         on_demand_usd_per_hour: np.ndarray | None,
         n_trials: int,
     ) -> np.ndarray:
-        """Max prices b, ndarray of shape (n_trials, n_markets), USD per instance-hour."""
+        """Max prices b, ndarray of shape (n_trials, n_markets), USD per instance-hour.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Seeded generator owned by the caller (sources that draw nothing ignore it).
+        current_usd_per_hour : ndarray of shape (n_markets,)
+            Spot price in force now (NaN where unknown), USD per instance-hour.
+        on_demand_usd_per_hour : ndarray of shape (n_markets,) or None
+            On-demand prices, USD per instance-hour; given when :attr:`needs_on_demand` is True.
+        n_trials : int
+
+        Returns
+        -------
+        ndarray of shape (n_trials, n_markets)
+            USD per instance-hour.
+        """
         ...
 
 
@@ -71,7 +87,24 @@ class MaxPriceRule:
         return self.cap_at_on_demand
 
     def deltas(self, rng: np.random.Generator, n_trials: int, n_markets: int) -> np.ndarray:
-        """δ, ndarray of shape (n_trials, n_markets), USD per instance-hour."""
+        """δ, ndarray of shape (n_trials, n_markets), USD per instance-hour.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Seeded generator owned by the caller; ``n_trials × n_markets`` uniforms are drawn, row-major.
+        n_trials, n_markets : int
+
+        Returns
+        -------
+        ndarray of shape (n_trials, n_markets)
+            δ ~ U[low, high], USD per instance-hour.
+
+        Raises
+        ------
+        ProvisionerConfigError
+            If ``rng`` is not a ``numpy.random.Generator``.
+        """
         if not isinstance(rng, np.random.Generator):
             raise ProvisionerConfigError(f"rng is {type(rng).__name__}, but must be a numpy.random.Generator")
         return rng.uniform(self.delta_low_usd_per_hour, self.delta_high_usd_per_hour, size=(n_trials, n_markets))
@@ -88,6 +121,17 @@ class MaxPriceRule:
         on_demand_usd_per_hour : ndarray of shape (n_markets,) or None
             Needed only with ``cap_at_on_demand``.
         n_trials : int
+
+        Returns
+        -------
+        ndarray of shape (n_trials, n_markets)
+            b, USD per instance-hour (NaN where the current price is unknown).
+
+        Raises
+        ------
+        ProvisionerConfigError
+            If ``rng`` is not a ``numpy.random.Generator``, or the on-demand prices are missing with
+            ``cap_at_on_demand``.
         """
         current = np.asarray(current_usd_per_hour, dtype=float)
         b = current[None, :] + self.deltas(rng, n_trials, current.size)
@@ -101,7 +145,7 @@ class MaxPriceRule:
 @dataclass(frozen=True, slots=True)
 class FixedMaxPrice:
     """The same max price for every candidate, drawing nothing (e.g. a Single-Spot baseline's "never
-    revoked" bid, spec §1.9).
+    revoked" bid, decision E4).
 
     Parameters
     ----------
@@ -121,5 +165,21 @@ class FixedMaxPrice:
         return False
 
     def max_prices(self, rng, current_usd_per_hour, on_demand_usd_per_hour, n_trials):
-        """``b`` everywhere, ndarray (n_trials, n_markets), USD/hour."""
+        """``b`` everywhere, ndarray (n_trials, n_markets), USD/hour.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Ignored (nothing is drawn).
+        current_usd_per_hour : ndarray of shape (n_markets,)
+            Only its size is used.
+        on_demand_usd_per_hour : ndarray or None
+            Ignored.
+        n_trials : int
+
+        Returns
+        -------
+        ndarray of shape (n_trials, n_markets)
+            USD per instance-hour.
+        """
         return np.full((n_trials, np.asarray(current_usd_per_hour).size), float(self.max_price_usd_per_hour))

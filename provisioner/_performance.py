@@ -1,6 +1,6 @@
 """The performance matrix T: seconds per training step, per trial (row) and instance type (column).
 
-Source: SpotTune §1.4 (spec): "T is initiated according to the number of
+Source: the SpotTune paper, Eq 2's performance matrix: "T is initiated according to the number of
 CPU cores of each instance" and "updated in an online manner according to the latest runs". The
 details are [I] decisions, recorded in ``docs/design/provisioner.md``:
 
@@ -8,7 +8,7 @@ details are [I] decisions, recorded in ``docs/design/provisioner.md``:
   prior from :meth:`PerformanceMatrix.add_trial`). Only ratios within a row matter for the argmin.
 - **Rescale** the unmeasured cells of a row once a cell (h, j) is measured:
   ``T[h][i] = T[h][j] · cores_j / cores_i``. With several measured cells, κ̂_h is the geometric mean of
-  ``T[h][j] · cores_j`` over them (exactly the spec's formula with one).
+  ``T[h][j] · cores_j`` over them (exactly the paper's formula with one).
 - **Online update**: the first measurement of a cell replaces its prior; later ones are blended with an
   exponential moving average ``T ← α · measured + (1 − α) · T``, α = 0.5 by default.
 """
@@ -24,7 +24,7 @@ import pandas as pd
 from provisioner._catalog import InstanceCatalog
 from provisioner.errors import ProvisionerConfigError, UnknownInstanceType
 
-#: Default EMA factor. The paper measured a per-step time COV < 0.1 within a job (spec §1.4), so one
+#: Default EMA factor. The paper measured a per-step time COV < 0.1 within a job (SpotTune paper), so one
 #: segment is already a good estimate; α = 0.5 makes the latest segment count as much as all history,
 #: so a real change (other hardware in another zone, a noisy neighbour) is tracked within 2–3 segments,
 #: while in steady state it keeps the variance at α / (2 − α) = 1/3 of a single segment's.
@@ -32,7 +32,7 @@ DEFAULT_ALPHA = 0.5
 
 
 class PerformanceMatrix:
-    """T[h][i], seconds per step of trial h on instance type i (SpotTune §1.4).
+    """T[h][i], seconds per step of trial h on instance type i (the SpotTune paper's T in Eq 2).
 
     Parameters
     ----------
@@ -42,6 +42,12 @@ class PerformanceMatrix:
         Default κ: seconds per step on one core, for trials without their own prior. > 0.
     alpha : float
         EMA factor in (0, 1] for updates after a cell's first measurement (1 = keep the latest only).
+
+    Raises
+    ------
+    ProvisionerConfigError
+        If ``cores`` is empty or holds a value that is not > 0, ``kappa_s`` is not > 0, or ``alpha`` is outside
+        (0, 1].
 
     Notes
     -----
@@ -72,6 +78,18 @@ class PerformanceMatrix:
     def from_catalog(cls, catalog: InstanceCatalog, instance_types: Iterable[str], **kwargs) -> "PerformanceMatrix":
         """Matrix over ``instance_types`` with cores = the catalog's vCPUs.
 
+        Parameters
+        ----------
+        catalog : InstanceCatalog
+        instance_types : iterable of str
+            The columns, e.g. the pool's types.
+        **kwargs
+            ``kappa_s`` and ``alpha`` of the constructor.
+
+        Returns
+        -------
+        PerformanceMatrix
+
         Raises
         ------
         UnknownInstanceType
@@ -81,7 +99,22 @@ class PerformanceMatrix:
 
     # -- reading --------------------------------------------------------------------------------------
     def column(self, instance_type: str) -> int:
-        """Column index of an instance type; UnknownInstanceType if the matrix lacks it."""
+        """Column index of an instance type.
+
+        Parameters
+        ----------
+        instance_type : str
+
+        Returns
+        -------
+        int
+            Index into :attr:`instance_types`.
+
+        Raises
+        ------
+        UnknownInstanceType
+            If the matrix lacks the type.
+        """
         try:
             return self._col[instance_type]
         except KeyError:
@@ -93,12 +126,33 @@ class PerformanceMatrix:
         return self._kappa.get(trial_id, self.kappa_s) / self.cores
 
     def row(self, trial_id: Hashable) -> np.ndarray:
-        """T[h], seconds per step on each instance type (order: :attr:`instance_types`), a copy."""
+        """T[h], seconds per step on each instance type (order: :attr:`instance_types`), a copy.
+
+        Parameters
+        ----------
+        trial_id : hashable
+            Trial h; one never seen gets the κ / cores prior.
+
+        Returns
+        -------
+        ndarray of shape (n_types,)
+            Seconds per step.
+        """
         r = self._rows.get(trial_id)
         return self._prior(trial_id) if r is None else r.copy()
 
     def rows(self, trial_ids: Sequence[Hashable]) -> np.ndarray:
-        """T for several trials, ndarray of shape (n_trials, n_types), seconds per step."""
+        """T for several trials, ndarray of shape (n_trials, n_types), seconds per step.
+
+        Parameters
+        ----------
+        trial_ids : sequence of hashable
+
+        Returns
+        -------
+        ndarray of shape (n_trials, n_types)
+            Seconds per step; columns in the order of :attr:`instance_types`.
+        """
         out = np.empty((len(trial_ids), self.cores.size))
         for k, h in enumerate(trial_ids):
             r = self._rows.get(h)
@@ -106,16 +160,57 @@ class PerformanceMatrix:
         return out
 
     def seconds_per_step(self, trial_id: Hashable, instance_type: str) -> float:
-        """T[h][i], seconds per step."""
+        """T[h][i], seconds per step.
+
+        Parameters
+        ----------
+        trial_id : hashable
+        instance_type : str
+
+        Returns
+        -------
+        float
+            Seconds per step.
+
+        Raises
+        ------
+        UnknownInstanceType
+            If the matrix lacks the type.
+        """
         return float(self.row(trial_id)[self.column(instance_type)])
 
     def measured(self, trial_id: Hashable, instance_type: str) -> bool:
-        """Whether T[h][i] comes from a measured segment (not from the cores prior)."""
+        """Whether T[h][i] comes from a measured segment (not from the cores prior).
+
+        Parameters
+        ----------
+        trial_id : hashable
+        instance_type : str
+
+        Returns
+        -------
+        bool
+
+        Raises
+        ------
+        UnknownInstanceType
+            If the matrix lacks the type.
+        """
         m = self._measured.get(trial_id)
         return bool(m is not None and m[self.column(instance_type)])
 
     def measured_row(self, trial_id: Hashable) -> np.ndarray:
-        """Boolean mask over :attr:`instance_types`: which cells of T[h] are measured."""
+        """Boolean mask over :attr:`instance_types`: which cells of T[h] are measured.
+
+        Parameters
+        ----------
+        trial_id : hashable
+
+        Returns
+        -------
+        ndarray of bool, shape (n_types,)
+            A copy.
+        """
         m = self._measured.get(trial_id)
         return np.zeros(self.cores.size, dtype=bool) if m is None else m.copy()
 
@@ -125,6 +220,17 @@ class PerformanceMatrix:
 
         Use it when a workload declares its speed on a reference instance: ``κ = T_ref · cores_ref``.
         Measured cells are kept; unmeasured ones are re-derived.
+
+        Parameters
+        ----------
+        trial_id : hashable
+        kappa_s : float, optional
+            κ, seconds per step on one core (> 0); None keeps the trial's current κ (the default κ at first).
+
+        Raises
+        ------
+        ProvisionerConfigError
+            If ``kappa_s`` is not > 0.
         """
         if kappa_s is not None:
             _check_kappa(kappa_s)
@@ -186,7 +292,7 @@ class PerformanceMatrix:
             row[:] = self._prior(trial_id)
             return
         idx = np.flatnonzero(mask)
-        if idx.size == 1:  # the spec's formula, bit for bit: T[h][i] = T[h][j] * cores_j / cores_i
+        if idx.size == 1:  # the paper's formula, bit for bit: T[h][i] = T[h][j] * cores_j / cores_i
             j = idx[0]
             row[~mask] = row[j] * self.cores[j] / self.cores[~mask]
         else:  # κ̂_h = geometric mean of T[h][j] * cores_j over the measured cells
@@ -194,7 +300,13 @@ class PerformanceMatrix:
             row[~mask] = kappa / self.cores[~mask]
 
     def to_frame(self) -> pd.DataFrame:
-        """Stored rows as a DataFrame (index: trial id, columns: instance types), seconds per step."""
+        """Stored rows as a DataFrame (index: trial id, columns: instance types), seconds per step.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per trial added or updated (trials only read are not stored).
+        """
         return pd.DataFrame([self._rows[h] for h in self._rows], index=list(self._rows), columns=self.instance_types)
 
 

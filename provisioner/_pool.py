@@ -1,6 +1,6 @@
 """The allowed pool of spot markets: instance types × availability zones, with hardware filters.
 
-Spec D2 ([I]): Linux/UNIX by default; the pool is every (type, zone) market of the price history that
+Decision D2 ([I]): Linux/UNIX by default; the pool is every (type, zone) market of the price history that
 passes the filters, or an explicit list of markets.
 """
 
@@ -75,6 +75,17 @@ class Pool:
 
     def resolve(self, history: PriceHistory, catalog: InstanceCatalog) -> list[Market]:
         """The pool's markets, sorted by (zone, type, product).
+
+        Parameters
+        ----------
+        history : PriceHistory
+            The markets that have prices.
+        catalog : InstanceCatalog
+            Hardware of every instance type (for the filters).
+
+        Returns
+        -------
+        list of Market
 
         Raises
         ------

@@ -1,11 +1,11 @@
 """A performance matrix whose speed ratios between instance types are learned jointly by a study's trials.
 
-The spec's matrix (:class:`provisioner.PerformanceMatrix`, SpotTune §1.4) starts every trial at
-``T[h][i] = κ_h / cores_i`` and rescales a trial's unmeasured cells from its own measured ones by the same
-rule. Two things go wrong when speed does not grow linearly with vCPUs (issue 12; docs/design/evaluation.md, "What the
+The paper's matrix (:class:`provisioner.PerformanceMatrix`, the T of the SpotTune paper's Eq 2) starts every trial at
+``T[h][i] = κ_h / cores_i`` and rescales a trial's unmeasured cells from its own measured ones by the same rule. Two
+things go wrong when speed does not grow linearly with vCPUs (decision R9; docs/design/evaluation.md, "What the
 provisioner buys"): the prior is optimistic about large types, and every trial has to find that out for itself.
 
-:class:`PooledSpeedMatrix` keeps the measured cells exactly as the spec's matrix does (first measurement, then an
+:class:`PooledSpeedMatrix` keeps the measured cells exactly as the paper's matrix does (first measurement, then an
 EMA) and predicts the unmeasured ones from a log-linear model shared by all rows ([I], design R9)::
 
     log T[h][i] = g + a_h − β · log(cores_i / c_ref) + u_i + ε
@@ -16,17 +16,17 @@ EMA) and predicts the unmeasured ones from a log-linear model shared by all rows
 - ``a_h ~ N(log(κ_h / c_ref), σ_trial²)``: the trial's own level, its seconds per step on ``c_ref`` cores (the
   reference instance a workload declares its speed on: 2 vCPUs in ``spottune.trainable``); a change of β pivots
   around it;
-- ``β ~ N(1, σ_exponent²)``: how speed scales with cores, shared; the prior mean 1 is the spec's linear rule,
+- ``β ~ N(1, σ_exponent²)``: how speed scales with cores, shared; the prior mean 1 is the paper's linear rule,
   which stays optimistic until a large type is measured (so the argmin still tries it);
 - ``u_i ~ N(0, σ_type²)``: what the type's cores do not explain (per-core speed, memory bandwidth), shared;
-- ``ε ~ N(0, σ_noise²)``: a measured cell's noise (the paper's per-step COV < 0.1, spec §1.4).
+- ``ε ~ N(0, σ_noise²)``: a measured cell's noise (the paper's per-step COV < 0.1).
 
 Each measured cell ``(h, i)`` is one observation ``log T[h][i]``. The MAP estimate of (g, β, u) integrates the a_h out
 (a trial's observations share its level: covariance σ_noise² I + σ_trial² 11ᵀ, inverted by Sherman–Morrison), so one
 solve of size 2 + n_types serves any number of trials; a_h is then its posterior mean given (g, β, u). One trial
 measured on d2.8xlarge thus moves every trial's belief about d2.8xlarge (through u) and about every other large type
 (through β), and a trial nobody measured takes the learned scale g. With no measurement at all the rows equal the
-spec's prior ``κ_h / cores_i``.
+paper's prior ``κ_h / cores_i``.
 """
 
 from __future__ import annotations
@@ -123,11 +123,31 @@ class PooledSpeedMatrix(PerformanceMatrix):
 
     # -- PerformanceMatrix's hooks -----------------------------------------------------------------------
     def row(self, trial_id: Hashable) -> np.ndarray:
-        """T[h], seconds per step on each instance type: measured cells as measured, the others from the model."""
+        """T[h], seconds per step on each instance type: measured cells as measured, the others from the model.
+
+        Parameters
+        ----------
+        trial_id : hashable
+
+        Returns
+        -------
+        ndarray of shape (n_types,)
+            Seconds per step, in the order of :attr:`instance_types`.
+        """
         return self.rows([trial_id])[0]
 
     def rows(self, trial_ids: Sequence[Hashable]) -> np.ndarray:
-        """T for several trials, shape (n_trials, n_types), seconds per step."""
+        """T for several trials, shape (n_trials, n_types), seconds per step.
+
+        Parameters
+        ----------
+        trial_ids : sequence of hashable
+
+        Returns
+        -------
+        ndarray of shape (n_trials, n_types)
+            Seconds per step (one MAP fit of the pooled model, cached until the next measurement).
+        """
         g, beta, u, levels = self._fit()
         a = [math.log(self._kappa.get(h, self.kappa_s)) - self._log_ref + levels.get(h, g) for h in trial_ids]
         out = np.exp(np.array(a, dtype=float)[:, None] - beta * self._x + u)
@@ -145,13 +165,29 @@ class PooledSpeedMatrix(PerformanceMatrix):
             self._measured_ids[trial_id] = None
 
     def to_frame(self) -> pd.DataFrame:
-        """Rows of the trials seen so far, as :meth:`rows` gives them (index: trial id, columns: instance types)."""
+        """Rows of the trials seen so far, as :meth:`rows` gives them (index: trial id, columns: instance types).
+
+        Returns
+        -------
+        pandas.DataFrame
+            Seconds per step.
+        """
         ids = list(self._rows)
         return pd.DataFrame(self.rows(ids), index=ids, columns=self.instance_types)
 
     def pooled_fit(self) -> tuple[float, float, dict[str, float]]:
         """(g, β, {instance type: u_i}): the learned common error of the declared speeds, the exponent of cores
         and each type's residual (natural-log units; T = exp(g) · κ / c_ref on c_ref cores for a trial nobody
-        measured)."""
+        measured).
+
+        Returns
+        -------
+        g : float
+            Common log-error of the declared speeds.
+        beta : float
+            Exponent of the vCPU count (1 = the paper's linear rule).
+        u : dict of str -> float
+            Per-type log-residual.
+        """
         g, beta, u, _ = self._fit()
         return g, beta, dict(zip(self.instance_types, u.tolist()))

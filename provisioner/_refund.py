@@ -1,9 +1,9 @@
 """The refund-aware objective: expected USD per *useful* step over the decision horizon.
 
-Source: issue 12 ("An objective that prices what happens"), replacing Eq 2's assumptions by the billing
-rule of spec §1.9 (``spotmarket.Billing``): a run the provider ends in its first 3600 s is free, a run
-the user ends (our hourly hop, θ pause or finish) pays every second. So only a revocation that comes
-*before our own end* is free, and a revoked segment still yields the steps saved at its notice.
+Source: decision R1 (docs/design/provisioner.md), replacing Eq 2's assumptions by the billing rule of the market replay
+(``spotmarket.Billing``, decision M3): a run the provider ends in its first 3600 s is free, a run the user ends (our
+hourly hop, θ pause or finish) pays every second. So only a revocation that comes *before our own end* is free, and a
+revoked segment still yields the steps saved at its notice.
 
 The model, for one (trial, market, max price b) candidate launched now:
 
@@ -22,7 +22,7 @@ The model, for one (trial, market, max price b) candidate launched now:
   checkpoint saves the work done), else 0 (the segment's work is lost) (:func:`expected_useful_steps`).
 * **Objective** ``E[USD] / E[steps]``, USD per useful step (+inf when no step is expected)
   (:func:`refund_step_cost_usd`).
-* **Value of time** (opt-in; docs/design/decisions.md, issue 12, R7): with a value of time ``v`` USD per trial-hour the objective is
+* **Value of time** (opt-in; docs/design/decisions.md, R7): with a value of time ``v`` USD per trial-hour the objective is
   ``(E[USD] + v · E[W] / 3600) / E[steps]``, where ``W = min(τ + notice, H)`` is the wall-clock the segment
   occupies the trial (boot, restore, lost steps and the notice included) (:func:`expected_segment_s`).
   ``v = 0`` (default) is the objective above, bit for bit.
@@ -49,10 +49,10 @@ from spotmarket import NOTICE_LEAD_S
 
 #: The max-price ladder: ``b = current price + δ`` for each δ, USD per instance-hour (plus ``b`` = the
 #: market's on-demand price, see :func:`ladder_max_prices`). The refund-aware objective chooses among
-#: these, and a calibrated revocation predictor is trained on exactly these queries (issue 12).
+#: these, and a calibrated revocation predictor is trained on exactly these queries (decision P1).
 DELTA_LADDER_USD_PER_HOUR: tuple[float, ...] = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3)
 
-#: Seconds from the revocation notice to the termination (EC2's two-minute notice, spec §1.9): the market
+#: Seconds from the revocation notice to the termination (EC2's two-minute notice, decision M1): the market
 #: rules' own constant, :data:`spotmarket.NOTICE_LEAD_S`.
 NOTICE_S = NOTICE_LEAD_S
 
@@ -157,6 +157,11 @@ def decision_horizon_s(steps_left: ArrayLike, seconds_per_step: ArrayLike, *, bo
         T, seconds per step.
     boot_s, restore_s, checkpoint_s : float or ndarray
         Seconds of boot, of the checkpoint restore (0 for a fresh trial) and of the final checkpoint.
+
+    Returns
+    -------
+    float or ndarray of the broadcast shape
+        H, seconds, at most 3600.
     """
     h = boot_s + np.asarray(restore_s, dtype=float) + np.asarray(steps_left, dtype=float) * np.asarray(
         seconds_per_step, dtype=float) + np.asarray(checkpoint_s, dtype=float)
@@ -180,6 +185,11 @@ def expected_paid_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: ArrayLik
         H, seconds, in [0, 3600].
     hazard_shape : float, default 1
         k of :func:`revocation_within`.
+
+    Returns
+    -------
+    float or ndarray of the broadcast shape
+        Expected USD for one instance.
 
     Examples
     --------
@@ -358,7 +368,33 @@ def refund_step_cost_usd(p_revocation: ArrayLike, mean_price_usd_per_hour: Array
     See :func:`expected_paid_usd`, :func:`expected_useful_steps` and :func:`expected_segment_s` (same
     parameters, same units; ``hazard_shape`` is k of :func:`revocation_within`); ``v`` = ``time_value_usd_per_hour``,
     the value of an hour of the trial's wall-clock, USD per trial-hour (0: dollars only, ``E[USD] / E[steps]``;
-    docs/design/decisions.md, issue 12, R7). With p = 0, H = 3600 s, v = 0 and no overheads it equals Eq 2, ``P̄ · T / 3600``.
+    docs/design/decisions.md, R7). With p = 0, H = 3600 s, v = 0 and no overheads it equals Eq 2, ``P̄ · T / 3600``.
+
+    Parameters
+    ----------
+    p_revocation : float or ndarray
+        One-hour revocation probability at the max price, in [0, 1].
+    mean_price_usd_per_hour : float or ndarray
+        P̄, mean spot price over the last hour, USD per instance-hour.
+    seconds_per_step : float or ndarray
+        T, seconds per step on the instance type.
+    horizon_s : float or ndarray
+        H, seconds, in [0, 3600] (:func:`decision_horizon_s`).
+    boot_s : float, default 0
+        Launch-to-training latency, seconds.
+    restore_s, checkpoint_s : float or ndarray, default 0
+        Seconds to restore the trial's checkpoint (0 for a fresh trial) and to write one.
+    notice_s : float, default 120
+        Seconds from the revocation notice to the termination.
+    time_value_usd_per_hour : float, default 0
+        v, USD per trial-hour of wall-clock (decision R7).
+    hazard_shape : float, default 1
+        Weibull shape k of the revocation time within the hour (decision R10).
+
+    Returns
+    -------
+    float or ndarray of the broadcast shape
+        USD per useful step; ``inf`` where no step is expected.
 
     Raises
     ------
@@ -392,7 +428,7 @@ class RefundStepCost:
         Launch-to-training latency (spot request fulfilment, boot, container start), seconds.
     checkpoint_s : float or mapping instance type -> float
         Seconds to write one checkpoint on an instance type; reading it back (restore) takes the same
-        (spec §1.9: restore uses the checkpoint bandwidth). A float applies to every type.
+        (decision R3: restore uses the checkpoint bandwidth). A float applies to every type.
     notice_s : float
         Seconds from the revocation notice to the termination (120).
     deltas_usd_per_hour : tuple of float
@@ -400,7 +436,7 @@ class RefundStepCost:
     time_value_usd_per_hour : float, default 0
         Value of time v, USD per trial-hour of wall-clock: the objective adds ``v · E[W] / 3600`` to the
         expected USD of a segment (:func:`refund_step_cost_usd`), so a faster market wins when the refund
-        saving per step is smaller than the time it costs. 0 = dollars only (docs/design/decisions.md, issue 12, R7).
+        saving per step is smaller than the time it costs. 0 = dollars only (docs/design/decisions.md, R7).
     job_time_value_usd_per_hour : float, default 0
         Value of time V, USD per hour of the *job's* wall-clock (design R11). The job moves on (past a barrier, or
         to its end) when the last of the trials heading there arrives, so a trial that shares its next stop with
@@ -474,6 +510,15 @@ class RefundStepCost:
 
     def checkpoint_seconds(self, instance_type: str) -> float:
         """Seconds to write (or read) one checkpoint on ``instance_type``.
+
+        Parameters
+        ----------
+        instance_type : str
+
+        Returns
+        -------
+        float
+            Seconds.
 
         Raises
         ------

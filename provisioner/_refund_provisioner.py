@@ -1,6 +1,6 @@
 """SpotTune's provisioner with the refund-aware objective: it chooses the market *and* the max price.
 
-Source: issue 12 ("What to build", item 3). Per trial and per round, every (market, max price) pair of
+Source: decisions R1-R2 (docs/design/provisioner.md). Per trial and per round, every (market, max price) pair of
 the ladder (:data:`~provisioner.DELTA_LADDER_USD_PER_HOUR` above the current price, plus the market's
 on-demand price) is priced by :func:`~provisioner.refund_step_cost_usd` over the trial's decision
 horizon; each market keeps its best rung, then markets are ranked. p comes from **one** vectorised

@@ -1,4 +1,4 @@
-"""revpred: spot price data and revocation prediction (SpotTune §1.7).
+"""revpred: spot price data and revocation prediction (the SpotTune paper's RevPred).
 
 The model API is exported lazily (``revpred.RevPred`` etc.), so ``import revpred`` or
 ``import spotmarket.prices`` does not import torch.

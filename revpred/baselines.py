@@ -1,6 +1,6 @@
-"""Baselines a sceptical reviewer asks for (issue 3), each a :class:`~revpred.protocol.RevocationPredictor`.
+"""Baselines a sceptical reviewer asks for, each a :class:`~revpred.protocol.RevocationPredictor`.
 
-- **Tributary-style LSTM** [R, spec §1.7.7]: :class:`revpred.model.RevPredClassifier` with
+- **Tributary-style LSTM** [R, Tributary: Harlap et al., USENIX ATC 2018]: :class:`revpred.model.RevPredClassifier` with
   ``architecture="tributary"``, trained on max prices ``price + U[0.00001, 0.2]``; wrapped in
   :class:`revpred.predictor.RevPred` (see :mod:`revpred.training`).
 - **Logistic regression on the present record** [I]: :class:`PresentRecordLogistic`, the 8 standardised
@@ -56,7 +56,25 @@ class PresentRecordLogistic(ClassifierMixin, BaseEstimator):
         self.max_iter = max_iter
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> "PresentRecordLogistic":
-        """Fit on standardised rows ``X`` (n, 362) and 0/1 labels ``y`` (n,); returns self."""
+        """Fit on standardised rows ``X`` (n, 362) and 0/1 labels ``y`` (n,); returns self.
+
+        Parameters
+        ----------
+        X : array of shape (n, 362)
+            Standardised rows of :func:`revpred.features.make_inputs`; only the last 8 (the present record) are used.
+        y : array of shape (n,)
+            1 = revoked within the hour.
+
+        Returns
+        -------
+        PresentRecordLogistic
+            ``self``, fitted.
+
+        Raises
+        ------
+        RevPredError
+            If the shapes are wrong.
+        """
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y).astype(np.int64)
         if X.ndim != 2 or X.shape[1] != N_INPUTS or y.shape != (X.shape[0],):
@@ -74,7 +92,17 @@ class PresentRecordLogistic(ClassifierMixin, BaseEstimator):
         return self
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
-        """Shape (n, 2); column 1 = P(revoked within the hour)."""
+        """Shape (n, 2); column 1 = P(revoked within the hour).
+
+        Parameters
+        ----------
+        X : array of shape (n, 362)
+            Standardised rows.
+
+        Returns
+        -------
+        ndarray of shape (n, 2)
+        """
         check_is_fitted(self, "coef_")
         X = np.asarray(X, dtype=np.float64)
         z = X[:, -N_PRESENT:] @ self.coef_ + self.intercept_
@@ -82,17 +110,49 @@ class PresentRecordLogistic(ClassifierMixin, BaseEstimator):
         return np.column_stack([1.0 - p, p])
 
     def predict(self, X: ArrayLike) -> np.ndarray:
-        """Class labels 0/1, shape (n,): 1 where P(revoked within the hour) >= 0.5."""
+        """Class labels 0/1, shape (n,): 1 where P(revoked within the hour) >= 0.5.
+
+        Parameters
+        ----------
+        X : array of shape (n, 362)
+            Standardised rows.
+
+        Returns
+        -------
+        ndarray of int64, shape (n,)
+        """
         return (self.predict_proba(X)[:, 1] >= 0.5).astype(np.int64)
 
     def export_state(self) -> dict:
-        """JSON-able parameters and coefficients (for :mod:`revpred.store`)."""
+        """JSON-able parameters and coefficients (for :mod:`revpred.store`).
+
+        Returns
+        -------
+        dict
+            ``params``, ``coef`` (8 floats) and ``intercept``.
+        """
         check_is_fitted(self, "coef_")
         return {"params": self.get_params(), "coef": self.coef_.tolist(), "intercept": self.intercept_}
 
     @classmethod
     def from_state(cls, d: dict) -> "PresentRecordLogistic":
-        """Inverse of :meth:`export_state`; RevPredError if the coefficients have the wrong length."""
+        """Inverse of :meth:`export_state`.
+
+        Parameters
+        ----------
+        d : dict
+            As :meth:`export_state` returns it.
+
+        Returns
+        -------
+        PresentRecordLogistic
+            Fitted.
+
+        Raises
+        ------
+        RevPredError
+            If the coefficients have the wrong length.
+        """
         est = cls(**d["params"])
         est.coef_ = np.asarray(d["coef"], dtype=np.float64)
         if est.coef_.shape != (N_PRESENT,):
@@ -112,6 +172,11 @@ class EmpiricalRate:
         Used for the current price at each query time.
     rises : mapping Market -> array of shape (k,)
         Max rise (USD/hour) over the hour after each training decision time (``revpred.labels.max_rise``).
+
+    Raises
+    ------
+    RevPredError
+        If a market has no training hours.
     """
 
     def __init__(self, history: PriceHistory, rises: Mapping[Market, ArrayLike]):
@@ -122,7 +187,28 @@ class EmpiricalRate:
                 raise RevPredError(f"empirical rate for {m}: no training hours")
 
     def predict_proba(self, markets: Sequence[Market], times_s: ArrayLike, max_prices_usd_per_hour: ArrayLike) -> np.ndarray:
-        """See :class:`~revpred.protocol.RevocationPredictor`. Shape (n,)."""
+        """See :class:`~revpred.protocol.RevocationPredictor`. Shape (n,).
+
+        Parameters
+        ----------
+        markets : sequence of Market, length n
+        times_s : float or array of shape (n,)
+            Decision times, seconds since the Unix epoch (UTC). A scalar applies to every query.
+        max_prices_usd_per_hour : float or array of shape (n,)
+            Max price b of each query, USD per instance-hour.
+
+        Returns
+        -------
+        p : ndarray of shape (n,), float64 in [0, 1]
+            P(revoked within the hour after t at max price b).
+
+        Raises
+        ------
+        RevPredError
+            If a market has no empirical rate.
+        PriceDataError
+            If a decision time is outside the market's price history.
+        """
         ms, t, b = broadcast_queries(markets, times_s, max_prices_usd_per_hour)
         out = np.empty(len(ms))
         for m, idx in group_by_market(ms).items():
@@ -143,6 +229,12 @@ class ConstantHazard:
     hazards_per_hour : mapping Market -> float
         lambda >= 0 per market, per hour.
     horizon_s : float, default=3600
+        The question's horizon, seconds.
+
+    Raises
+    ------
+    RevPredError
+        If a hazard is negative (or NaN).
     """
 
     def __init__(self, hazards_per_hour: Mapping[Market, float], horizon_s: float = HORIZON_S):
@@ -154,11 +246,40 @@ class ConstantHazard:
 
     @classmethod
     def from_rates(cls, rates: Mapping[Market, float]) -> "ConstantHazard":
-        """From the positive share r of hourly labels per market: ``lambda = -log(1 - r)``, r clipped to [0, 0.999]."""
+        """From the positive share r of hourly labels per market: ``lambda = -log(1 - r)``, r clipped to [0, 0.999].
+
+        Parameters
+        ----------
+        rates : mapping Market -> float
+            Share of positive hourly labels, in [0, 1].
+
+        Returns
+        -------
+        ConstantHazard
+        """
         return cls({m: -math.log1p(-min(max(float(r), 0.0), 0.999)) for m, r in rates.items()})
 
     def predict_proba(self, markets: Sequence[Market], times_s: ArrayLike, max_prices_usd_per_hour: ArrayLike) -> np.ndarray:
-        """See :class:`~revpred.protocol.RevocationPredictor`. Shape (n,)."""
+        """See :class:`~revpred.protocol.RevocationPredictor`. Shape (n,); times and max prices are ignored.
+
+        Parameters
+        ----------
+        markets : sequence of Market, length n
+        times_s : float or array of shape (n,)
+            Decision times, seconds since the Unix epoch (UTC). A scalar applies to every query.
+        max_prices_usd_per_hour : float or array of shape (n,)
+            Max price b of each query, USD per instance-hour.
+
+        Returns
+        -------
+        p : ndarray of shape (n,), float64 in [0, 1]
+            P(revoked within the hour after t at max price b).
+
+        Raises
+        ------
+        RevPredError
+            If a market has no hazard.
+        """
         ms, _, _ = broadcast_queries(markets, times_s, max_prices_usd_per_hour)
         try:
             lam = np.array([self.hazards_per_hour[m] for m in ms], dtype=np.float64)

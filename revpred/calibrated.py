@@ -1,4 +1,4 @@
-"""A revocation predictor trained on the provisioner's own queries, monotone in the max price (issue 12).
+"""A revocation predictor trained on the provisioner's own queries, monotone in the max price (decisions P1-P3).
 
 RevPred is trained on Algorithm 2 max prices and queried at others, so its p means little for the
 questions the provisioner asks (docs/design/revpred.md, "Calibrated predictor"). :class:`CalibratedRevocation`
@@ -16,7 +16,7 @@ is trained on exactly those questions:
    as b passes the trace's highest price); ``p = 1`` when b is below the current price (the launch would
    be refused at once).
 
-Source: issue 12 ("Probabilities that mean what they say"); scikit-learn user guide 1.11 (monotonic
+Source: docs/design/decisions.md, "Calibrated revocation probabilities" (P1-P3); scikit-learn user guide 1.11 (monotonic
 constraints) and 1.16 (probability calibration).
 """
 
@@ -132,6 +132,16 @@ class CalibratedRevocation:
         lo_s, hi_s : float
             The whole window, seconds since the epoch (UTC); nothing after ``hi_s`` is read for labels.
         calibration_share : float in (0, 1), default 0.25
+
+        Returns
+        -------
+        CalibratedRevocation
+            The fitted predictor.
+
+        Raises
+        ------
+        RevPredError
+            If ``calibration_share`` is outside (0, 1), or as :meth:`fit`.
         """
         if not 0.0 < calibration_share < 1.0:
             raise RevPredError(f"calibration_share is {calibration_share}, but must be in (0, 1)")
@@ -143,6 +153,18 @@ class CalibratedRevocation:
 
         Labels of each period stay inside it (their hour ends by the period's end). The calibration
         period must not start before the training period ends.
+
+        Parameters
+        ----------
+        train_lo_s, train_hi_s : float
+            Training period, seconds since the epoch (UTC).
+        cal_lo_s, cal_hi_s : float
+            Calibration period, seconds since the epoch (UTC); ``cal_lo_s >= train_hi_s``.
+
+        Returns
+        -------
+        CalibratedRevocation
+            ``self``, fitted.
 
         Raises
         ------
@@ -173,7 +195,18 @@ class CalibratedRevocation:
         return self
 
     def queries(self, lo_s: float, hi_s: float):
-        """:func:`revpred.ladder.ladder_queries` of this predictor's markets, ladder and on-demand prices."""
+        """:func:`revpred.ladder.ladder_queries` of this predictor's markets, ladder and on-demand prices.
+
+        Parameters
+        ----------
+        lo_s, hi_s : float
+            Period, seconds since the epoch (UTC); every label's hour ends by ``hi_s``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per (market, decision time, max price) query with its exact legacy label ``y``.
+        """
         return ladder_queries(self.history, self.markets, lo_s, hi_s, stride_min=self.stride_min, ladder=self.ladder,
                               on_demand=self.on_demand)
 
@@ -206,6 +239,11 @@ class CalibratedRevocation:
         The settings and the price data are not written: :meth:`load` restores the state into a predictor
         built with the same ones. Used by the on-disk cache (``spottune.compose.calibrated_predictor``).
 
+        Parameters
+        ----------
+        path : str or path-like
+            File to write (its folder is created).
+
         Raises
         ------
         RevPredError
@@ -233,6 +271,16 @@ class CalibratedRevocation:
         Only scikit-learn's own types are accepted (skops' defaults and :data:`_TRUSTED`), so a file that
         holds anything else is refused, not executed.
 
+        Parameters
+        ----------
+        path : str or path-like
+            A file written by :meth:`save`.
+
+        Returns
+        -------
+        CalibratedRevocation
+            ``self``, fitted.
+
         Raises
         ------
         RevPredError
@@ -254,7 +302,26 @@ class CalibratedRevocation:
 
     # -- prediction -----------------------------------------------------------------------------------
     def raw_proba(self, markets: Sequence[Market], times_s: ArrayLike, max_prices_usd_per_hour: ArrayLike) -> np.ndarray:
-        """The boosted model's p before calibration and edge rules, shape (n,)."""
+        """The boosted model's p before calibration and edge rules, shape (n,).
+
+        Parameters
+        ----------
+        markets : sequence of Market, length n
+        times_s : float or array of shape (n,)
+            Decision times, seconds since the Unix epoch (UTC). A scalar applies to every query.
+        max_prices_usd_per_hour : float or array of shape (n,)
+            Max price b of each query, USD per instance-hour.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            Uncalibrated probabilities in [0, 1].
+
+        Raises
+        ------
+        RevPredError
+            If the predictor is not fitted or a market was not trained on.
+        """
         ms, t, b = broadcast_queries(markets, times_s, max_prices_usd_per_hour)
         self._check_fitted(ms)
         if not ms:
@@ -266,6 +333,19 @@ class CalibratedRevocation:
 
         Non-increasing in the max price by construction; 0 above the highest price recorded up to t,
         1 below the current price.
+
+        Parameters
+        ----------
+        markets : sequence of Market, length n
+        times_s : float or array of shape (n,)
+            Decision times, seconds since the Unix epoch (UTC). A scalar applies to every query.
+        max_prices_usd_per_hour : float or array of shape (n,)
+            Max price b of each query, USD per instance-hour.
+
+        Returns
+        -------
+        p : ndarray of shape (n,), float64 in [0, 1]
+            P(revoked within the hour after t at max price b).
 
         Raises
         ------
@@ -364,7 +444,12 @@ class CalibratedRevocation:
                 raise RevPredError(f"the calibrated predictor was not trained on market {m}")
 
     def describe(self) -> str:
-        """One line: method, periods and sizes."""
+        """One line: method, periods and sizes.
+
+        Returns
+        -------
+        str
+        """
         tr, ca = self.periods_["train"], self.periods_["calibration"]
         cols = "" if self.features.feature_set == "base" else f", features {self.features.feature_set!r}"
         return (f"calibrated (gradient boosting{cols}, monotone in the max price, {self.calibration} calibration; "

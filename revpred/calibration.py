@@ -1,4 +1,4 @@
-"""Eq 3: turn the class-weighted network output o into a revocation probability p (spec §1.7.6, D5).
+"""Eq 3: turn the class-weighted network output o into a revocation probability p (the paper's Eq 3; decision D5).
 
 The paper's Eq 3 is lost. With class weights ``w_pos = r_n`` and ``w_neg = r_p`` the minimiser of the
 weighted cross-entropy is ``o = r_n p / (r_n p + r_p (1 - p))``; inverting it gives the default

@@ -1,4 +1,4 @@
-"""Scores of revocation probabilities on the provisioner's queries: ECE, Brier, log loss, reliability (issue 12).
+"""Scores of revocation probabilities on the provisioner's queries: ECE, Brier, log loss, reliability (decision P8).
 
 Binning [I]: ``ece`` uses 10 equal-width bins of p on [0, 1] (the edge 1 falls in the last bin),
 ``ECE = sum_k (n_k / n) |mean p_k - share of positives_k|`` over non-empty bins (Guo et al., ICML 2017,
@@ -47,6 +47,25 @@ def ece(y, p, n_bins: int = N_BINS, strategy: str = "uniform") -> float:
 
     ``strategy``: ``uniform`` (equal-width bins on [0, 1]) or ``quantile`` (equal-count bins of p).
     ``nan`` (undefined, with a warning) for no query.
+
+    Parameters
+    ----------
+    y : array of shape (n,)
+        0/1 labels.
+    p : array of shape (n,)
+        Probabilities in [0, 1].
+    n_bins : int, default 10
+    strategy : {"uniform", "quantile"}, default "uniform"
+
+    Returns
+    -------
+    float
+        ``sum_k (n_k / n) |mean p_k - share of positives_k|`` over non-empty bins (Guo et al., ICML 2017).
+
+    Raises
+    ------
+    RevPredError
+        If the shapes differ or are not 1-d, a probability is outside [0, 1] or NaN, or the strategy is unknown.
     """
     y, p = _check(y, p)
     if y.size == 0:
@@ -67,6 +86,15 @@ def ece(y, p, n_bins: int = N_BINS, strategy: str = "uniform") -> float:
 
 def score(y, p, name: str = "") -> dict:
     """Brier, log loss, ECE (both binnings), ROC AUC, Brier skill vs the sample base rate, reliability.
+
+    Parameters
+    ----------
+    y : array of shape (n,)
+        0/1 labels.
+    p : array of shape (n,)
+        Probabilities in [0, 1].
+    name : str, optional
+        Prefix of the warnings logged for undefined scores.
 
     Returns
     -------
@@ -101,6 +129,15 @@ def score(y, p, name: str = "") -> dict:
 def constant_baseline(train: pd.DataFrame, test: pd.DataFrame) -> np.ndarray:
     """Per market, the training share of revoked queries, for each row of ``test``; shape (len(test),).
 
+    Parameters
+    ----------
+    train, test : pandas.DataFrame
+        Queries of :func:`revpred.ladder.ladder_queries` (columns ``market`` and ``y``).
+
+    Returns
+    -------
+    ndarray of shape (len(test),)
+
     Raises
     ------
     RevPredError
@@ -119,6 +156,20 @@ def empirical_baseline(train: pd.DataFrame, test: pd.DataFrame) -> np.ndarray:
 
     A (market, rung) pair without training queries (e.g. an on-demand query never launchable in
     training) falls back to the market's constant rate.
+
+    Parameters
+    ----------
+    train, test : pandas.DataFrame
+        Queries of :func:`revpred.ladder.ladder_queries` (columns ``market``, ``rung`` and ``y``).
+
+    Returns
+    -------
+    ndarray of shape (len(test),)
+
+    Raises
+    ------
+    RevPredError
+        A test market without training queries.
     """
     keys = ["market_s", "rung"]
     tr = train.assign(market_s=train["market"].astype(str))

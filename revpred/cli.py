@@ -1,4 +1,4 @@
-"""``revpred`` command line: train, eval, info (issue 3). Errors: one line, exit code 2.
+"""``revpred`` command line: train, eval, info. Errors: one line, exit code 2.
 
 Examples::
 
@@ -23,7 +23,7 @@ from revpred.errors import RevPredError
 from spotmarket.errors import SpotMarketError
 
 
-@click.group(help="RevPred: revocation prediction from spot price history (SpotTune §1.7).")
+@click.group(help="RevPred: revocation prediction from spot price history (the SpotTune paper's RevPred).")
 def cli() -> None:
     pass
 
@@ -53,7 +53,7 @@ def _markets(history, market_args: tuple[str, ...], all_markets: bool) -> list:
 
 
 def _history(prices: str | None):
-    """Price history of ``--prices`` (a path or a bare file name; default: the project's lookup, issue 2)."""
+    """Price history of ``--prices`` (a path or a bare file name; default: :mod:`spotmarket.data`'s lookup)."""
     from spotmarket.prices import load_history
 
     return load_history(prices)
@@ -73,9 +73,9 @@ def _history(prices: str | None):
 @click.option("--stride", default=5, show_default=True, type=click.IntRange(min=1), help="Minutes between training samples.")
 @click.option("--grid", "grid_method", default="ffill", show_default=True, type=click.Choice(["ffill", "linear"]))
 @click.option("--variations", default="events", show_default=True, type=click.Choice(["events", "grid"]),
-              help="Algorithm 2 variations (spec D4).")
+              help="Algorithm 2 variations (decision D4).")
 @click.option("--calibration", default="prior_shift", show_default=True,
-              type=click.Choice(["prior_shift", "platt", "temperature", "none"]), help="Eq 3 (spec D5).")
+              type=click.Choice(["prior_shift", "platt", "temperature", "none"]), help="Eq 3 (decision D5).")
 @click.option("--kinds", default="revpred,tributary,logreg,empirical,constant", show_default=True,
               help="Comma-separated models to train.")
 @click.option("--revpred-max-prices", default="alg2", show_default=True, type=click.Choice(["alg2", "mixed"]),

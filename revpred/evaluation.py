@@ -1,4 +1,4 @@
-"""Evaluate revocation predictors on a test window (issue 3; spec §1.7.7).
+"""Evaluate revocation predictors on a test window (the paper's RevPred evaluation against Tributary).
 
 Test queries per market: decision times every ``stride_min`` minutes in ``[test_start, test_end - 1 h]``
 (so labels stay inside the test window; inputs may use the 118 minutes before ``test_start``), with

@@ -1,4 +1,4 @@
-"""RevPred input features (SpotTune §1.7.2): six per-minute features, the 59-minute history window,
+"""RevPred input features (the SpotTune paper's RevPred): six per-minute features, the 59-minute history window,
 the present record with the max price, and standardisation fitted on the training window only.
 
 Every sample is a decision time ``t`` (seconds since the epoch, UTC; any second, not only whole
@@ -13,7 +13,7 @@ Per-record features, in this order (``SEQ_FEATURES``):
 2. ``mean_price_60min`` -- mean of the grid prices at m - 59 min, ..., m (60 points), USD/hour.
    [I] a mean over the grid (what the paper's preprocessed dataset would give), not a time integral.
 3. ``n_changes_60min`` -- number of raw price-change records in (m - 60 min, m]. [I] raw change events,
-   not interpolated minutes (spec §1.7.2).
+   not interpolated minutes (the paper counts price changes).
 4. ``minutes_since_set`` -- minutes since the last raw record that changed the price, at or before m
    (the first record of a series counts as a change). [I] capped at ``MAX_MINUTES_SINCE_SET`` = 1440
    (one day) so that the slow post-2017 series do not produce unbounded values.
@@ -22,10 +22,10 @@ Per-record features, in this order (``SEQ_FEATURES``):
 6. ``hour_of_day`` -- UTC hour of m, integer 0..23 as a float.
 
 Present record (``PRESENT_FEATURES``): the six features at t, the max price ``b`` (USD/hour), and
-``delta = b - price(t)``. [I] ``delta`` is added (spec §1.7.2 suggests it) because it carries the
+``delta = b - price(t)``. [I] ``delta`` is added (the paper's RevPred text suggests it) because it carries the
 max price relative to the current level, which generalises across price levels.
 
-Grid method (spec D3): ``"ffill"`` (default) holds the last record, the posted step function.
+Grid method (decision D3): ``"ffill"`` (default) holds the last record, the posted step function.
 ``"linear"`` interpolates between consecutive records, **but only between records known at t**; the
 minutes after the last record at or before t are held flat. [I] This keeps "linear" causal; the
 paper's offline interpolation would look up to one inter-record gap into the future.
@@ -113,7 +113,7 @@ def minute_prices(series: PriceSeries, times_s: ArrayLike, method: str = "ffill"
     times_s : array of shape (n,)
         Decision times, seconds since the epoch (UTC).
     method : {"ffill", "linear"}
-        Grid method (spec D3); "linear" interpolates only between records at or before each t.
+        Grid method (decision D3); "linear" interpolates only between records at or before each t.
 
     Returns
     -------
@@ -265,7 +265,25 @@ class FeatureScaler(TransformerMixin, BaseEstimator):
         self.clip = clip
 
     def fit(self, X: ArrayLike, y: object = None) -> "FeatureScaler":
-        """Learn per-feature mean and scale from training inputs ``X`` of shape (n, 362)."""
+        """Learn per-feature mean and scale from training inputs ``X`` of shape (n, 362).
+
+        Parameters
+        ----------
+        X : array of shape (n, 362)
+            Unscaled inputs of :func:`make_inputs`, training window only.
+        y : ignored
+            For scikit-learn's API.
+
+        Returns
+        -------
+        FeatureScaler
+            ``self``, fitted.
+
+        Raises
+        ------
+        RevPredError
+            If ``X`` is not of shape (n, 362).
+        """
         X = self._check(X)
         Z = _transform_inputs(X)
         hist, present = split_inputs(Z)
@@ -279,7 +297,23 @@ class FeatureScaler(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X: ArrayLike) -> np.ndarray:
-        """Standardised inputs, shape (n, 362), float32."""
+        """Standardised inputs, shape (n, 362), float32.
+
+        Parameters
+        ----------
+        X : array of shape (n, 362)
+            Unscaled inputs of :func:`make_inputs`.
+
+        Returns
+        -------
+        ndarray of float32, shape (n, 362)
+            Clipped to ``[-clip, clip]``.
+
+        Raises
+        ------
+        RevPredError
+            If ``X`` is not of shape (n, 362).
+        """
         if not hasattr(self, "mean_"):  # cheaper than check_is_fitted on the inference hot path
             check_is_fitted(self)
         Z = _transform_inputs(self._check(X))
@@ -295,14 +329,36 @@ class FeatureScaler(TransformerMixin, BaseEstimator):
         return X
 
     def to_dict(self) -> dict:
-        """JSON-able state (for :mod:`revpred.store`)."""
+        """JSON-able state (for :mod:`revpred.store`).
+
+        Returns
+        -------
+        dict
+            ``clip``, ``mean``, ``scale``, ``features`` and ``transforms``.
+        """
         check_is_fitted(self)
         return {"clip": float(self.clip), "mean": self.mean_.tolist(), "scale": self.scale_.tolist(),
                 "features": list(PRESENT_FEATURES), "transforms": list(_TRANSFORMS)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "FeatureScaler":
-        """Inverse of :meth:`to_dict`; refuses statistics for a different feature list."""
+        """Inverse of :meth:`to_dict`; refuses statistics for a different feature list.
+
+        Parameters
+        ----------
+        d : dict
+            As :meth:`to_dict` returns it.
+
+        Returns
+        -------
+        FeatureScaler
+            Fitted.
+
+        Raises
+        ------
+        RevPredError
+            If the features, transforms or lengths differ from this version's.
+        """
         if list(d.get("features", [])) != list(PRESENT_FEATURES) or list(d.get("transforms", [])) != list(_TRANSFORMS):
             raise RevPredError("stored feature scaling is for a different feature set")
         s = cls(clip=float(d["clip"]))

@@ -1,11 +1,11 @@
-"""Training max prices (Algorithm 2), revocation labels, sample times and class weights (SpotTune §1.7.4-5).
+"""Training max prices (Algorithm 2), revocation labels, sample times and class weights (the paper's RevPred).
 
 Label [T]: a record at decision time t with max price b is positive (revoked) iff a price record in
 ``(t, t + 60 min]`` is above b, i.e. ``next_above(t, b) <= t + 3600``. Labels always use the raw
 step-function records, whatever grid method the features use: that is the 2017 revocation rule
-(spec §1.9). Boundary: a record exactly 60 minutes after t counts; one at 60 min + 1 s does not.
+(decision M1). Boundary: a record exactly 60 minutes after t counts; one at 60 min + 1 s does not.
 
-Algorithm 2 (reconstructed, spec §1.7.4): ``b = price(t) + trimmed_mean(|first differences|)`` over the
+Algorithm 2 (reconstructed from the paper): ``b = price(t) + trimmed_mean(|first differences|)`` over the
 previous hour, dropping the smallest and largest 20% (``c = floor(0.2 n)`` from each end).
 
 [I] D4, the zero-variation case. On a forward-filled minute grid most first differences are 0 and the
@@ -30,7 +30,7 @@ from spotmarket.prices import PriceSeries, to_timestamp
 HORIZON_S = 3600.0
 TRIM_FRACTION = 0.2
 PRICE_TICK_USD = 1e-4
-#: Tributary / paper inference rule: b = price + U[DELTA_LOW, DELTA_HIGH] (spec §1.7.7, D1).
+#: Tributary / paper inference rule: b = price + U[DELTA_LOW, DELTA_HIGH] (decision D1).
 DELTA_LOW_USD = 1e-5
 DELTA_HIGH_USD = 0.2
 VARIATIONS = ("events", "grid")
@@ -147,7 +147,7 @@ def market_seed(seed: int, market: object) -> int:
 
 def random_max_prices(series: PriceSeries, times_s: ArrayLike, rng: np.random.Generator,
                       low_usd: float = DELTA_LOW_USD, high_usd: float = DELTA_HIGH_USD) -> np.ndarray:
-    """Tributary / inference max prices: ``b = price(t) + U[low, high]`` (spec §1.7.7, D1), seeded.
+    """Tributary / inference max prices: ``b = price(t) + U[low, high]`` (decision D1), seeded.
 
     Returns
     -------
@@ -159,7 +159,7 @@ def random_max_prices(series: PriceSeries, times_s: ArrayLike, rng: np.random.Ge
 
 def revocation_labels(series: PriceSeries, times_s: ArrayLike, max_prices_usd_per_hour: ArrayLike,
                       horizon_s: float = HORIZON_S) -> np.ndarray:
-    """``y = 1`` iff the price exceeds b at some record in ``(t, t + horizon]`` (spec §1.7.5).
+    """``y = 1`` iff the price exceeds b at some record in ``(t, t + horizon]`` (the paper's RevPred labels).
 
     Parameters
     ----------
@@ -236,7 +236,7 @@ def sample_times(series: PriceSeries, start_s: float, end_s: float, stride_min: 
 
 
 def class_weights(y: ArrayLike) -> tuple[float, float]:
-    """Paper class weights (spec §1.7.5): ``w_neg = r_p``, ``w_pos = r_n``, rescaled to mean 1.
+    """Paper class weights (RevPred's training): ``w_neg = r_p``, ``w_pos = r_n``, rescaled to mean 1.
 
     [R] Inverse-frequency weighting. [I] The pair is rescaled by ``1 / (2 r_p r_n)`` so the average sample
     weight is 1 (same minimiser, same Eq 3 correction, since only the ratio matters). With one class only

@@ -1,10 +1,10 @@
-"""The provisioner's own revocation queries, with exact legacy labels (issue 12, item 4).
+"""The provisioner's own revocation queries, with exact legacy labels (decision P1).
 
 Every hour, for every market, the provisioner asks the revocation predictor about the max prices
 ``b = price(t) + delta`` for each ``delta`` of a fixed ladder (:data:`DELTA_LADDER_USD_PER_HOUR`) and
 about ``b = the market's on-demand price``. :func:`ladder_queries` generates exactly those queries on
 a grid of decision times and labels them with the legacy (2017) rule
-(:class:`spotmarket.LegacyBidRevocation`, notice at the first price record above b, spec §1.9):
+(:class:`spotmarket.LegacyBidRevocation`, notice at the first price record above b, decision M1):
 
     y = 1  iff  the launch is fulfilled (price(t) <= b) and the first record after t with price > b
                 lies in (t, t + 3600 s].
@@ -27,14 +27,29 @@ from spotmarket.prices import Market, PriceHistory
 
 __all__ = ["DELTA_LADDER_USD_PER_HOUR", "ON_DEMAND", "check_ladder", "ladder_queries", "on_demand_of"]
 
-#: Max-price offsets over the current price the provisioner tries, USD per instance-hour (issue 12).
+#: Max-price offsets over the current price the provisioner tries, USD per instance-hour (decision P1).
 DELTA_LADDER_USD_PER_HOUR: tuple[float, ...] = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3)
 #: ``rung`` value of the on-demand query (the ladder's rungs are 0 .. len(ladder) - 1).
 ON_DEMAND = -1
 
 
 def check_ladder(ladder: Sequence[float]) -> tuple[float, ...]:
-    """The ladder as a tuple of floats; RevPredError unless non-empty, finite, > 0 and strictly increasing."""
+    """The ladder as a tuple of floats.
+
+    Parameters
+    ----------
+    ladder : sequence of float
+        Max-price offsets δ over the current price, USD per instance-hour.
+
+    Returns
+    -------
+    tuple of float
+
+    Raises
+    ------
+    RevPredError
+        Unless non-empty, finite, > 0 and strictly increasing.
+    """
     out = tuple(float(d) for d in ladder)
     if not out or not all(np.isfinite(d) and d > 0 for d in out) or any(b <= a for a, b in zip(out, out[1:])):
         raise RevPredError(f"the max-price ladder must be non-empty, > 0 and strictly increasing USD/hour, got {ladder!r}")
@@ -42,7 +57,18 @@ def check_ladder(ladder: Sequence[float]) -> tuple[float, ...]:
 
 
 def on_demand_of(on_demand: Mapping | None, market: Market) -> float | None:
-    """On-demand price of ``market`` (USD/hour) from a mapping keyed by Market or its string; None if absent."""
+    """On-demand price of ``market`` (USD/hour) from a mapping keyed by Market or its string; None if absent.
+
+    Parameters
+    ----------
+    on_demand : mapping of Market or str -> float, or None
+    market : Market
+
+    Returns
+    -------
+    float or None
+        USD per instance-hour.
+    """
     if on_demand is None:
         return None
     v = on_demand.get(market, on_demand.get(str(market)))

@@ -1,4 +1,4 @@
-"""Features of a (market, decision time t, max price b) query for the calibrated predictor (issue 12).
+"""Features of a (market, decision time t, max price b) query for the calibrated predictor (decision P1).
 
 Every feature reads only prices recorded at or before t (no leakage). With ``delta = b - price(t)``
 (floored at :data:`MIN_DELTA_USD`), the columns (:data:`FEATURES`) are:
@@ -22,7 +22,7 @@ column                meaning                                                   
 ``zone``              category code (NaN: unknown zone)                                          -
 ====================  ========================================================================  =========
 
-Extra columns (issue 12, "sharper"; opt-in through a named feature set, :data:`FEATURE_SETS`):
+Extra columns ("sharper" short-window features; opt-in through a named feature set, :data:`FEATURE_SETS`):
 
 ====================  ========================================================================  =========
 column                meaning                                                                    in b
@@ -68,7 +68,7 @@ FEATURES = ("log_rel_delta", "log_delta", "cross_day", "cross_week", "headroom_d
 #: Sign of the required monotone effect of each feature on p (scikit-learn ``monotonic_cst``).
 MONOTONE_CST = (-1, -1, 1, 1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0)
 CATEGORICAL = (12, 13)
-#: Short-window columns and their monotone signs (issue 12, "sharper"; docs/design/revpred.md).
+#: Short-window columns and their monotone signs ("sharper" features; docs/design/revpred.md).
 SHORT = ("cross_3h", "cross_6h", "rise_hour_rel", "log_since_rise")
 #: Calendar columns (unconstrained).
 CALENDAR = ("hour_sin", "hour_cos", "dow_sin", "dow_cos")
@@ -89,6 +89,19 @@ _LOG_GRID = np.logspace(-6, 2, 49)  # 1e-6 .. 100 USD/h, 6 points per decade
 
 def feature_set(name: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
     """(columns, monotone signs, categorical column positions) of a named set of :data:`FEATURE_SETS`.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`FEATURE_SETS`, e.g. ``"base"``.
+
+    Returns
+    -------
+    columns : tuple of str
+    monotone : tuple of int
+        -1, 0 or 1 per column (scikit-learn ``monotonic_cst``).
+    categorical : tuple of int
+        Positions of the categorical columns.
 
     Raises
     ------
@@ -222,18 +235,54 @@ class LadderFeatures:
         self._tables: dict[Market, _MarketTables] = {}
 
     def tables(self, market: Market) -> _MarketTables:
+        """Per-market arrays the features are read from (built once per market, then cached).
+
+        Parameters
+        ----------
+        market : Market
+
+        Returns
+        -------
+        _MarketTables
+            The market's series and its arrays precomputed on the 10-minute grid.
+        """
         if market not in self._tables:
             self._tables[market] = _MarketTables(self.history[market], self.deltas)
         return self._tables[market]
 
     def ceiling(self, market: Market, t: np.ndarray) -> np.ndarray:
-        """Highest price recorded at or before each t, USD/hour, shape (n,)."""
+        """Highest price recorded at or before each t, USD/hour, shape (n,).
+
+        Parameters
+        ----------
+        market : Market
+        t : ndarray of shape (n,)
+            Decision times, seconds since the epoch (UTC).
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            USD per instance-hour.
+        """
         tab = self.tables(market)
         idx = np.searchsorted(tab.series.times_s, t, side="right") - 1
         return tab.cummax[np.clip(idx, 0, None)]
 
     def transform(self, markets: Sequence[Market], t: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Feature matrix of shape (n, len(self.columns)) for queries (markets (n,), t (n,) s, b (n,) USD/h)."""
+        """Feature matrix of shape (n, len(self.columns)) for queries (markets (n,), t (n,) s, b (n,) USD/h).
+
+        Parameters
+        ----------
+        markets : sequence of Market, length n
+        t : ndarray of shape (n,)
+            Decision times, seconds since the epoch (UTC).
+        b : ndarray of shape (n,)
+            Max prices, USD per instance-hour.
+
+        Returns
+        -------
+        ndarray of shape (n, len(columns))
+        """
         X = np.empty((len(markets), len(self.columns)))
         for m, idx in group_by_market(markets).items():
             X[idx] = self._market_rows(m, t[idx], b[idx])

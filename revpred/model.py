@@ -1,4 +1,5 @@
-"""The RevPred network and its scikit-learn-style estimator (SpotTune §1.7.3; Tributary baseline §1.7.7).
+"""The RevPred network and its scikit-learn-style estimator (the SpotTune paper's RevPred;
+Tributary baseline: Harlap et al., USENIX ATC 2018).
 
 Architectures (inputs are the standardised rows of :func:`revpred.features.make_inputs`):
 
@@ -184,7 +185,13 @@ class RevPredClassifier(ClassifierMixin, BaseEstimator):
             raise RevPredError(f"validation_fraction is {self.validation_fraction}, but must be in [0, 1)")
 
     def build_module(self) -> nn.Module:
-        """Untrained network for this estimator's parameters (uses the current torch RNG)."""
+        """Untrained network for this estimator's parameters (uses the current torch RNG).
+
+        Returns
+        -------
+        torch.nn.Module
+            ``RevPredNet`` or ``TributaryNet``.
+        """
         if self.architecture == "tributary":
             return TributaryNet(hidden_size=self.hidden_size, num_layers=self.num_layers, head_size=self.head_size)
         return RevPredNet(hidden_size=self.hidden_size, num_layers=self.num_layers, fc_sizes=tuple(self.fc_sizes),
@@ -226,6 +233,12 @@ class RevPredClassifier(ClassifierMixin, BaseEstimator):
         Returns
         -------
         self
+
+        Raises
+        ------
+        RevPredError
+            If a parameter is invalid, ``X`` is not of shape (n, 362) or not finite, ``y`` is not 0/1 of shape (n,),
+            or there are no rows.
         """
         self._check_params()
         X = self._check_X(X)
@@ -346,12 +359,30 @@ class RevPredClassifier(ClassifierMixin, BaseEstimator):
         return np.column_stack([1.0 - p, p])
 
     def predict(self, X: ArrayLike) -> np.ndarray:
-        """1 where the calibrated probability is >= 0.5 [I: threshold 0.5, spec §1.7.7]. Shape (n_samples,)."""
+        """1 where the calibrated probability is >= 0.5 [I: the paper's threshold 0.5]. Shape (n_samples,).
+
+        Parameters
+        ----------
+        X : array of shape (n_samples, 362)
+            Standardised rows of :func:`revpred.features.make_inputs`.
+
+        Returns
+        -------
+        ndarray of int64, shape (n_samples,)
+        """
         return (self.predict_proba(X)[:, 1] >= 0.5).astype(np.int64)
 
     # -- state for revpred.store ----------------------------------------------------------------------
     def export_state(self) -> tuple[dict, dict[str, torch.Tensor]]:
-        """(JSON-able metadata, torch state_dict) of the fitted estimator."""
+        """(JSON-able metadata, torch state_dict) of the fitted estimator.
+
+        Returns
+        -------
+        meta : dict
+            Parameters, calibration, class weights, loss curve and validation scores.
+        state_dict : dict of str -> torch.Tensor
+            The network's weights.
+        """
         check_is_fitted(self, "module_")
         params = self.get_params()
         params["random_state"] = self.seed_
@@ -370,7 +401,24 @@ class RevPredClassifier(ClassifierMixin, BaseEstimator):
 
     @classmethod
     def from_state(cls, meta: dict, state_dict: dict[str, torch.Tensor]) -> "RevPredClassifier":
-        """Rebuild a fitted estimator from :meth:`export_state` output; refuses mismatched weights."""
+        """Rebuild a fitted estimator from :meth:`export_state` output; refuses mismatched weights.
+
+        Parameters
+        ----------
+        meta : dict
+        state_dict : dict of str -> torch.Tensor
+            As :meth:`export_state` returns them.
+
+        Returns
+        -------
+        RevPredClassifier
+            Fitted, in eval mode.
+
+        Raises
+        ------
+        RevPredError
+            If the parameters do not fit this version or the weights do not match the architecture.
+        """
         from revpred.calibration import calibrator_from_dict
 
         params = dict(meta["params"])

@@ -1,6 +1,7 @@
-"""Modern mode: a per-market capacity-interruption hazard learned online from the run (issue 12, item 4).
+"""Modern mode: a per-market capacity-interruption hazard learned online from the run (decisions P4, P8).
 
-Today's spot market ends instances for capacity, not only for price (spec §2). A price-crossing
+Today's spot market ends instances for capacity, not only for price
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-interruptions.html; decision M8). A price-crossing
 predictor answers the wrong question there. :class:`OnlineHazard` combines the two causes, taken as
 independent:
 
@@ -55,6 +56,12 @@ class OnlineHazard:
     prior_hours : float, default 3
         Weight of the prior, hours of pseudo-exposure (beta0 = 3600 * prior_hours seconds). [I]
     horizon_s : float, default 3600
+        The question's horizon, seconds (a fresh instance's first hour).
+
+    Raises
+    ------
+    RevPredError
+        If ``prior_hours`` is not a positive finite number or ``horizon_s`` is not > 0.
 
     Attributes
     ----------
@@ -88,6 +95,22 @@ class OnlineHazard:
         events), or with ``given_capacity`` the same model's probability for a launch that was fulfilled,
         :func:`spotmarket.fulfilled_p_le_1h` (launches are refused in the outages after events and just before
         events, so a fulfilled one is safer; docs/design/revpred.md, modern mode).
+
+        Parameters
+        ----------
+        calibration : spotmarket.HazardCalibration, optional
+            Default: ``HazardCalibration.default()``.
+        price_predictor : RevocationPredictor, optional
+            As for the constructor.
+        given_capacity : bool, default False
+            Use the first-hour probability of a fulfilled launch (decision P8) instead of a launch at any time
+            (decision P4).
+        **kwargs
+            ``prior_hours`` and ``horizon_s`` of the constructor.
+
+        Returns
+        -------
+        OnlineHazard
         """
         from spotmarket import HazardCalibration, fulfilled_p_le_1h
 
@@ -105,7 +128,12 @@ class OnlineHazard:
         return cls(prior, price_predictor, **kwargs)
 
     def fresh(self) -> "OnlineHazard":
-        """A copy with the same prior and price predictor and no observation (one per run)."""
+        """A copy with the same prior and price predictor and no observation (one per run).
+
+        Returns
+        -------
+        OnlineHazard
+        """
         return type(self)(self.prior_rate_per_hour, self.price_predictor, prior_hours=self.prior_hours,
                           horizon_s=self.horizon_s)
 
@@ -114,6 +142,13 @@ class OnlineHazard:
         """Add one ended instance run: launched at ``launch_s``, gone at ``end_s`` (seconds).
 
         ``revoked``: the provider ended it for capacity (not the user, not a price crossing).
+
+        Parameters
+        ----------
+        market : Market or str
+        launch_s, end_s : float
+            Seconds since the epoch (UTC); only the first ``horizon_s`` of the run count as exposure.
+        revoked : bool
 
         Raises
         ------
@@ -128,7 +163,24 @@ class OnlineHazard:
         self.events[m] = self.events.get(m, 0) + int(bool(revoked) and life <= self.horizon_s)
 
     def posterior(self, market: Market) -> tuple[float, float]:
-        """(alpha, beta): shape and rate (seconds) of the gamma posterior of the market's rate per second."""
+        """(alpha, beta): shape and rate (seconds) of the gamma posterior of the market's rate per second.
+
+        Parameters
+        ----------
+        market : Market
+
+        Returns
+        -------
+        alpha : float
+            Prior shape plus the interruptions observed within the first hour.
+        beta : float
+            Prior pseudo-exposure plus the observed first-hour exposure, seconds.
+
+        Raises
+        ------
+        RevPredError
+            If the prior mapping lacks the market or its prior rate is negative or not finite.
+        """
         prior = self.prior_rate_per_hour
         if callable(prior):
             lam_h = float(prior(market))
@@ -145,7 +197,17 @@ class OnlineHazard:
         return alpha0 + self.events.get(market, 0), beta0 + self.exposure_s.get(market, 0.0)
 
     def capacity_proba(self, market: Market) -> float:
-        """P(a capacity interruption within the horizon) for a fresh instance, posterior predictive."""
+        """P(a capacity interruption within the horizon) for a fresh instance, posterior predictive.
+
+        Parameters
+        ----------
+        market : Market
+
+        Returns
+        -------
+        float
+            ``1 - (beta / (beta + horizon))^alpha``, in [0, 1].
+        """
         alpha, beta = self.posterior(market)
         return float(-np.expm1(alpha * math.log(beta / (beta + self.horizon_s))))
 
@@ -154,6 +216,19 @@ class OnlineHazard:
         """See :class:`~revpred.protocol.RevocationPredictor`: ``1 - (1 - p_price)(1 - p_capacity)``, shape (n,).
 
         Non-increasing in the max price whenever ``p_price`` is.
+
+        Parameters
+        ----------
+        markets : sequence of Market, length n
+        times_s : float or array of shape (n,)
+            Decision times, seconds since the Unix epoch (UTC). A scalar applies to every query.
+        max_prices_usd_per_hour : float or array of shape (n,)
+            Max price b of each query, USD per instance-hour.
+
+        Returns
+        -------
+        p : ndarray of shape (n,), float64 in [0, 1]
+            P(revoked within the hour after t at max price b).
         """
         ms, t, b = broadcast_queries(markets, times_s, max_prices_usd_per_hour)
         cap = {m: self.capacity_proba(m) for m in set(ms)}

@@ -7,7 +7,7 @@ estimator. Queries are grouped by market, and queries sharing (market, t) share 
 provisioning round (all markets, one t, a few max prices) costs one small forward pass per market.
 
 [I] A max price below the current price gives p = 1: under the 2017 rule the instance is revoked at once
-(spec §1.9). Markets without a model raise :class:`RevPredError`.
+(decision M2). Markets without a model raise :class:`RevPredError`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class MarketModel:
     estimator : object
         Has ``predict_proba(X) -> (n, 2)`` on standardised rows; LSTM models also ``predict_raw(X) -> (n,)``.
     grid_method : str
-        ``"ffill"`` or ``"linear"`` (spec D3).
+        ``"ffill"`` or ``"linear"`` (decision D3).
     train_start_s, train_end_s : float
         Training window, seconds since the epoch (UTC). Labels of training rows end at ``train_end_s``.
     info : dict
@@ -59,7 +59,20 @@ class MarketModel:
     info: dict = field(default_factory=dict)
 
     def raw_inputs(self, history: PriceHistory, times_s: np.ndarray, max_prices: np.ndarray) -> np.ndarray:
-        """Unscaled inputs of shape (n, 362) for queries on this market (features built once per distinct t)."""
+        """Unscaled inputs of shape (n, 362) for queries on this market (features built once per distinct t).
+
+        Parameters
+        ----------
+        history : PriceHistory
+        times_s : ndarray of shape (n,)
+            Decision times, seconds since the epoch (UTC).
+        max_prices : ndarray of shape (n,)
+            Max prices b, USD per instance-hour.
+
+        Returns
+        -------
+        ndarray of shape (n, 362)
+        """
         series = history[self.market]
         if times_s.size == 1 or np.all(times_s == times_s[0]):
             feats = np.broadcast_to(record_features(series, times_s[:1], self.grid_method), (times_s.size, N_RECORDS, N_SEQ))
@@ -69,11 +82,40 @@ class MarketModel:
         return make_inputs(feats, max_prices)
 
     def inputs(self, history: PriceHistory, times_s: np.ndarray, max_prices: np.ndarray) -> np.ndarray:
-        """Standardised inputs of shape (n, 362) for queries on this market."""
+        """Standardised inputs of shape (n, 362) for queries on this market.
+
+        Parameters
+        ----------
+        history : PriceHistory
+        times_s : ndarray of shape (n,)
+            Decision times, seconds since the epoch (UTC).
+        max_prices : ndarray of shape (n,)
+            Max prices b, USD per instance-hour.
+
+        Returns
+        -------
+        ndarray of shape (n, 362)
+        """
         return self.scaler.transform(self.raw_inputs(history, times_s, max_prices))
 
     def proba(self, history: PriceHistory, times_s: np.ndarray, max_prices: np.ndarray, raw: bool = False) -> np.ndarray:
-        """P(revoked within the hour) for queries on this market, shape (n,); 1 where b < price(t)."""
+        """P(revoked within the hour) for queries on this market, shape (n,); 1 where b < price(t).
+
+        Parameters
+        ----------
+        history : PriceHistory
+        times_s : ndarray of shape (n,)
+            Decision times, seconds since the epoch (UTC).
+        max_prices : ndarray of shape (n,)
+            Max prices b, USD per instance-hour.
+        raw : bool, default False
+            Return the network's uncalibrated output o (LSTM models) instead of Eq 3's p.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            In [0, 1].
+        """
         X = self.raw_inputs(history, times_s, max_prices)
         Z = self.scaler.transform(X)
         if raw and hasattr(self.estimator, "predict_raw"):
@@ -113,11 +155,25 @@ class RevPred:
         return sorted(self.models)
 
     def uncalibrated(self) -> "RevPred":
-        """The same models returning the raw class-weighted output o (before Eq 3)."""
+        """The same models returning the raw class-weighted output o (before Eq 3).
+
+        Returns
+        -------
+        RevPred
+        """
         return RevPred(self.history, self.models, raw=True)
 
     def with_history(self, history: PriceHistory) -> "RevPred":
-        """The same models reading features from another price history (e.g. a replay's)."""
+        """The same models reading features from another price history (e.g. a replay's).
+
+        Parameters
+        ----------
+        history : PriceHistory
+
+        Returns
+        -------
+        RevPred
+        """
         return RevPred(history, self.models, raw=self.raw)
 
     def predict_proba(self, markets: Sequence[Market], times_s: ArrayLike, max_prices_usd_per_hour: ArrayLike) -> np.ndarray:

@@ -20,7 +20,7 @@ from spotmarket.prices._market import Market
 class RevocationPredictor(Protocol):
     """P(spot price > max price within the next hour), per (market, decision time, max price).
 
-    Source: SpotTune §1.7 (spec); p feeds Eq 1.
+    Source: the SpotTune paper's RevPred; p feeds Eq 1.
     """
 
     def predict_proba(
@@ -54,7 +54,16 @@ class OnlineRevocationPredictor(Protocol):
 
     def observe(self, market: Market, launch_s: float, end_s: float, revoked: bool) -> None:
         """Add one ended instance run: launched at ``launch_s``, gone at ``end_s`` (seconds since the epoch);
-        ``revoked``: the provider ended it for capacity."""
+        ``revoked``: the provider ended it for capacity.
+
+        Parameters
+        ----------
+        market : Market
+        launch_s, end_s : float
+            Seconds since the epoch (UTC).
+        revoked : bool
+            Whether the provider ended the run for capacity.
+        """
         ...
 
 
@@ -64,7 +73,18 @@ class SignalledRevocationPredictor(Protocol):
     recommendations; ``spottune.backends.aws._signals``)."""
 
     def signal(self, market: Market, time_s: float, kind: str, value: float) -> None:
-        """One signal about ``market`` at ``time_s`` (seconds since the epoch): ``kind`` and its ``value``."""
+        """One signal about ``market`` at ``time_s`` (seconds since the epoch): ``kind`` and its ``value``.
+
+        Parameters
+        ----------
+        market : Market
+        time_s : float
+            Seconds since the epoch (UTC).
+        kind : str
+            ``"placement_score"`` or ``"rebalance"``.
+        value : float
+            The Spot placement score, 1..10, or 1.0 for a rebalance recommendation.
+        """
         ...
 
 
@@ -76,6 +96,11 @@ class ConstantRevocation:
     p : float or mapping Market -> float
         Probability of revocation within the next hour, in [0, 1]. With a mapping, a market that is not
         in it raises :class:`~revpred.errors.RevPredError`.
+
+    Raises
+    ------
+    RevPredError
+        If a probability is outside [0, 1].
     """
 
     def __init__(self, p: float | Mapping[Market, float]):
@@ -92,6 +117,19 @@ class ConstantRevocation:
         max_prices_usd_per_hour: ArrayLike,
     ) -> np.ndarray:
         """The fixed p of each query's market, ndarray of shape (n,); times and max prices are ignored.
+
+        Parameters
+        ----------
+        markets : sequence of Market, length n
+        times_s : float or array of shape (n,)
+            Decision times, seconds since the Unix epoch (UTC). A scalar applies to every query.
+        max_prices_usd_per_hour : float or array of shape (n,)
+            Max price b of each query, USD per instance-hour.
+
+        Returns
+        -------
+        p : ndarray of shape (n,), float64 in [0, 1]
+            P(revoked within the hour after t at max price b).
 
         Raises
         ------

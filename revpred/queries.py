@@ -20,7 +20,29 @@ __all__ = ["broadcast_queries", "group_by_market"]
 
 def broadcast_queries(markets: Sequence[Market], times_s: ArrayLike,
                       max_prices_usd_per_hour: ArrayLike) -> tuple[list[Market], np.ndarray, np.ndarray]:
-    """Validate and broadcast a query batch to (markets, times (n,), max prices (n,))."""
+    """Validate and broadcast a query batch to (markets, times (n,), max prices (n,)).
+
+    Parameters
+    ----------
+    markets : sequence of Market or str, length n
+    times_s : float or array of shape (n,)
+        Decision times, seconds since the epoch (UTC).
+    max_prices_usd_per_hour : float or array of shape (n,)
+        USD per instance-hour.
+
+    Returns
+    -------
+    markets : list of Market
+    times_s : ndarray of shape (n,)
+    max_prices : ndarray of shape (n,)
+
+    Raises
+    ------
+    RevPredError
+        If the shapes do not broadcast to (n,) or a value is not finite.
+    PriceDataError
+        If a market string is not of the form ``AZ/TYPE[/PRODUCT]``.
+    """
     ms = [Market.parse(m) if isinstance(m, str) else m for m in markets]
     n = len(ms)
     try:
@@ -35,7 +57,16 @@ def broadcast_queries(markets: Sequence[Market], times_s: ArrayLike,
 
 
 def group_by_market(markets: Sequence[Market]) -> dict[Market, np.ndarray]:
-    """Query positions per market, in first-seen order: ``{market: int ndarray of shape (n_m,)}``."""
+    """Query positions per market, in first-seen order: ``{market: int ndarray of shape (n_m,)}``.
+
+    Parameters
+    ----------
+    markets : sequence of Market
+
+    Returns
+    -------
+    dict of Market -> ndarray of int
+    """
     groups: dict[Market, list[int]] = {}
     last, rows = None, None
     for i, m in enumerate(markets):

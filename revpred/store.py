@@ -104,6 +104,22 @@ def save_model_set(path: str | Path, model_set: ModelSet) -> Path:
     """Write every market of ``model_set`` under ``path`` and (re)write the index.
 
     Markets already indexed in ``path`` and not in ``model_set`` are kept.
+
+    Parameters
+    ----------
+    path : str or Path
+        The model directory (created if needed).
+    model_set : ModelSet
+
+    Returns
+    -------
+    Path
+        The model directory.
+
+    Raises
+    ------
+    RevPredError
+        If ``path`` exists and is not a directory, or its index is damaged.
     """
     root = Path(path)
     if root.exists() and not root.is_dir():
@@ -266,6 +282,19 @@ def read_index(path: str | Path) -> dict:
 
 def load_model_set(path: str | Path, history: PriceHistory, markets: Sequence[Market] | None = None) -> ModelSet:
     """Load a model directory (all markets, or ``markets``) as a :class:`ModelSet` reading ``history``.
+
+    Parameters
+    ----------
+    path : str or Path
+        A directory written by :func:`save_model_set`.
+    history : PriceHistory
+        The prices the predictors read features from.
+    markets : sequence of Market or str, optional
+        Default: every market of the directory.
+
+    Returns
+    -------
+    ModelSet
 
     Raises
     ------

@@ -86,12 +86,27 @@ class TrainConfig:
     batch_size: int = 64
 
     def to_dict(self) -> dict:
-        """JSON-able settings (for the model directory's ``meta.json``)."""
+        """JSON-able settings (for the model directory's ``meta.json``).
+
+        Returns
+        -------
+        dict
+            One key per field.
+        """
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
-        """Inverse of :meth:`to_dict`; unknown keys are ignored, missing ones take their defaults."""
+        """Inverse of :meth:`to_dict`; unknown keys are ignored, missing ones take their defaults.
+
+        Parameters
+        ----------
+        d : dict
+
+        Returns
+        -------
+        TrainConfig
+        """
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         return cls(**known)
 
@@ -227,6 +242,11 @@ class ModelSet:
     history : PriceHistory
         Price history the predictors read features from.
     fits : mapping Market -> MarketFit
+
+    Raises
+    ------
+    RevPredError
+        If ``fits`` is empty.
     """
 
     def __init__(self, history: PriceHistory, fits: dict[Market, MarketFit]):
@@ -246,7 +266,13 @@ class ModelSet:
         return (min(f.train_start_s for f in self.fits.values()), max(f.train_end_s for f in self.fits.values()))
 
     def kinds(self) -> list[str]:
-        """Model kinds available for every market."""
+        """Model kinds available for every market.
+
+        Returns
+        -------
+        list of str
+            A subset of ``ALL_KINDS``, in its order.
+        """
         out = []
         for kind in ALL_KINDS:
             if kind in LEARNED_KINDS:
@@ -264,6 +290,25 @@ class ModelSet:
 
         ``rule`` selects which training labels the constant hazard is fitted on; ``raw`` returns the
         uncalibrated output of LSTM models.
+
+        Parameters
+        ----------
+        kind : str
+            One of ``ALL_KINDS``: ``"revpred"``, ``"tributary"``, ``"logreg"``, ``"empirical"``, ``"constant"``.
+        rule : {"alg2", "random"}, default "alg2"
+            The max-price rule of the constant hazard's labels (Algorithm 2, or decision D1's random max price).
+        raw : bool, default False
+            LSTM models only: skip the Eq 3 calibration.
+
+        Returns
+        -------
+        RevocationPredictor
+            :class:`RevPred`, :class:`EmpiricalRate` or :class:`ConstantHazard`.
+
+        Raises
+        ------
+        RevPredError
+            If the kind or rule is unknown or a market lacks that model.
         """
         if kind in LEARNED_KINDS:
             missing = [str(m) for m, f in self.fits.items() if kind not in f.models]
@@ -294,6 +339,17 @@ def train_markets(history: PriceHistory, markets: Sequence[Market], start_s: flo
     kinds : iterable of str
         Subset of ``ALL_KINDS``.
     progress : callable(market, kind, epoch, loss), optional
+
+    Returns
+    -------
+    ModelSet
+
+    Raises
+    ------
+    RevPredError
+        If the window ends before it starts, or a market cannot be trained.
+    PriceDataError
+        If a market is not in the history.
     """
     if end_s <= start_s:
         raise RevPredError("the training window ends before it starts")

@@ -1,4 +1,4 @@
-"""Market replay: spot revocations and billing, in seconds on a UTC timeline (spec §1.9, §2).
+"""Market replay: spot revocations and billing, in seconds on a UTC timeline (decisions M1-M13).
 
 * :class:`Billing` bills a run per second (or per hour, the pre-2017 rule) with the provider refund;
   every run becomes a :class:`LedgerRow`.

@@ -1,6 +1,6 @@
 """Spot billing rules: who ended a run and how long it ran decide what it costs.
 
-Two granularities (spec §1.9 "Billing", spec §2 table "Billing for interrupted Spot instances",
+Two granularities (decisions M3-M4; AWS, "Billing for interrupted Spot Instances",
 https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/billing-for-interrupted-spot-instances.html):
 
 ``"second"`` (the paper's model and AWS today for Linux/Windows, per-second since 2 Oct 2017)
@@ -10,10 +10,10 @@ https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/billing-for-interrupted-spot
     * ended by the provider and shorter than 3600 s: free; ``refunded_usd`` is what it would have cost;
     * ended by the provider after >= 3600 s: pays every second (no refund).
 
-``"hour"`` (the historical pre-October-2017 rule; today's SUSE row of the spec §2 table)
+``"hour"`` (the historical pre-October-2017 rule; today's SUSE row of AWS's billing table)
     The run is cut into instance-hours ``[start + 3600 k, start + 3600 (k + 1))``. Each started hour
     costs the market price in force at its start, for a full hour ("the Spot price that's in effect at
-    the beginning of each instance-hour", spec §2).
+    the beginning of each instance-hour", AWS; decision M4).
     * ended by the user: every started hour is charged in full, the partial last hour included
       (``ceil(d / 3600)`` hours);
     * ended by the provider: only completed hours are charged (``floor(d / 3600)``); the interrupted
@@ -42,7 +42,7 @@ from spotmarket._ledger import EndedBy, LedgerRow
 from spotmarket._units import HOUR_S
 
 FREE_WINDOW_S = HOUR_S
-"""A provider termination with run length strictly below this is refunded in full (spec §1.9)."""
+"""A provider termination with run length strictly below this is refunded in full (decision M3)."""
 
 Granularity = Literal["second", "hour"]
 
@@ -76,7 +76,7 @@ def _provider_mask(ended_by: object) -> np.ndarray:
 
 
 class Billing:
-    """Spot billing rules (spec §1.9 "Billing", spec §2 billing table).
+    """Spot billing rules (decisions M3-M5; AWS's "Billing for interrupted Spot Instances").
 
     Parameters
     ----------
@@ -88,6 +88,11 @@ class Billing:
         Apply the provider-interruption refund (per-second: a run shorter than 3600 s is free; hourly:
         the interrupted partial hour is free). False makes provider-ended runs pay like user-ended ones
         (an ablation: "what if there were no refund").
+
+    Raises
+    ------
+    MarketError
+        If ``granularity`` is neither ``"second"`` nor ``"hour"``.
 
     Examples
     --------
@@ -187,7 +192,7 @@ class Billing:
             E.g. ``price``, ``capacity``, ``capacity-event``, ``hourly-hop``, ``finished``, ``stopped``.
         trial_id : str, optional
         max_price_usd_per_hour : float, optional
-            Recorded only; billing uses the market price, never the max price (spec §1.3).
+            Recorded only; billing uses the market price, never the max price (SpotTune paper, Eq 1).
 
         Returns
         -------

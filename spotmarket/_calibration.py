@@ -13,8 +13,8 @@ only, cite the paper). Three things are estimated:
    (resp. the pooled) k: zones differ mainly in scale (README §1.8, point 1).
 2. **Correlation**: the share of instance losses in the 4-node preemption traces that happen within
    ``co_window_s`` (default one 300 s tick) of another loss in the same cluster. The modern model gives
-   that share of the first-hour hazard to market-wide capacity-loss events (spec §2: correlated
-   failures; README §1.5 "Multi-node correlation").
+   that share of the first-hour hazard to market-wide capacity-loss events (correlated failures,
+   decision M8; README §1.5 "Multi-node correlation").
 3. **Outages**: a lognormal for how long a market stays without capacity after a capacity loss, fitted
    to the interior "down" periods of the same traces (time until a replacement was running), per
    instance type (>= 10 periods) and pooled.
@@ -69,7 +69,18 @@ class WeibullLifetime:
             raise MarketError(f"Weibull shape {self.shape} and scale {self.scale_s} s must both be > 0")
 
     def survival(self, t_s: float | np.ndarray) -> float | np.ndarray:
-        """P(lifetime > t), t in seconds."""
+        """P(lifetime > t), t in seconds.
+
+        Parameters
+        ----------
+        t_s : float or ndarray
+            Instance age, seconds since launch.
+
+        Returns
+        -------
+        float or ndarray of the same shape
+            The Weibull survival ``exp(-(t / scale)^shape)``, in [0, 1].
+        """
         return np.exp(-(np.asarray(t_s, dtype=float) / self.scale_s) ** self.shape)
 
     @property
@@ -128,7 +139,7 @@ def split_hazard(lifetime: WeibullLifetime, correlated_share: float) -> HazardSp
 
     * ``(3600/s_i)^k = (1 - rho) H``  and  ``-log S_eq(3600) = rho H``;
 
-    hence P(revoked within the first hour), the quantity that decides SpotTune's refunds (spec §1.3),
+    hence P(revoked within the first hour), the quantity that decides SpotTune's refunds (Eq 1),
     equals ``p`` exactly for such a launch. Both parts keep the fitted shape k (decreasing hazard);
     other horizons match only approximately. Launches that must wait out a capacity outage see a
     somewhat lower first-hour hazard (measured in docs/design/decisions.md, "Market replay").
@@ -142,6 +153,11 @@ def split_hazard(lifetime: WeibullLifetime, correlated_share: float) -> HazardSp
     Returns
     -------
     HazardSplit
+
+    Raises
+    ------
+    MarketError
+        If ``correlated_share`` is outside [0, 1].
     """
     from scipy import special  # lazy: keeps `import spotmarket` light
 
@@ -198,7 +214,17 @@ class HazardCalibration:
                 raise MarketError(f"outage lognormal ({mu}, {sd}) for {name!r} is invalid: need a finite mean, sd >= 0")
 
     def lifetime(self, market: Market) -> WeibullLifetime:
-        """The lifetime for a market: (type, zone), else (type, *), else (*, zone), else (*, *)."""
+        """The lifetime for a market: (type, zone), else (type, *), else (*, zone), else (*, *).
+
+        Parameters
+        ----------
+        market : Market
+
+        Returns
+        -------
+        WeibullLifetime
+            The most specific calibrated lifetime (decision M13).
+        """
         for key in ((market.instance_type, market.availability_zone), (market.instance_type, ANY),
                     (ANY, market.availability_zone), (ANY, ANY)):
             if key in self.lifetimes:
@@ -206,7 +232,17 @@ class HazardCalibration:
         raise AssertionError("unreachable: (*, *) is checked in __post_init__")
 
     def split(self, market: Market) -> HazardSplit:
-        """:func:`split_hazard` of the market's lifetime with :attr:`correlated_share` (cached)."""
+        """:func:`split_hazard` of the market's lifetime with :attr:`correlated_share` (cached).
+
+        Parameters
+        ----------
+        market : Market
+
+        Returns
+        -------
+        HazardSplit
+            The shared shape k and the instance and market-event Weibull scales, seconds (decision M9).
+        """
         life = self.lifetime(market)
         key = (life.shape, life.scale_s)
         if key not in self._cache:
@@ -214,7 +250,17 @@ class HazardCalibration:
         return self._cache[key]
 
     def outage(self, market: Market) -> tuple[float, float]:
-        """(log_mean, log_sd) of the outage lognormal for the market's instance type (else the pooled one)."""
+        """(log_mean, log_sd) of the outage lognormal for the market's instance type (else the pooled one).
+
+        Parameters
+        ----------
+        market : Market
+
+        Returns
+        -------
+        tuple of (float, float)
+            Mean and standard deviation of log-seconds of an outage (decision M10).
+        """
         return self.type_outages.get(market.instance_type, (self.outage_log_mean, self.outage_log_sd))
 
     @property
@@ -223,7 +269,14 @@ class HazardCalibration:
         return math.exp(self.outage_log_mean)
 
     def table(self) -> pd.DataFrame:
-        """One row per lifetime key: shape, scale (h), P(<= 1 h) fitted vs observed, counts."""
+        """One row per lifetime key: shape, scale (h), P(<= 1 h) fitted vs observed, counts.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``instance_type``, ``availability_zone``, ``shape``, ``scale_h``, ``median_h`` (hours),
+            ``p_le_1h``, ``p_le_1h_observed``, ``n_events``, ``n_censored``.
+        """
         rows = [{"instance_type": it, "availability_zone": az, "shape": w.shape, "scale_h": w.scale_s / HOUR_S,
                  "median_h": w.median_s / HOUR_S, "p_le_1h": w.p_le_1h, "p_le_1h_observed": w.p_le_1h_observed,
                  "n_events": w.n_events, "n_censored": w.n_censored}
@@ -237,6 +290,11 @@ class HazardCalibration:
         AWS preemption traces of April 2023 (us-east-1, us-west-2), 1-node: p3.2xlarge (4 zones,
         202 preemptions) and r5.16xlarge (3 zones, 221 preemptions); correlation from the 4-node
         p3.2xlarge traces (600 instance losses). See ``docs/design/decisions.md`` ("Market replay").
+
+        Returns
+        -------
+        HazardCalibration
+            The frozen default calibration (the table "Calibration numbers" of decisions.md).
         """
         return cls(lifetimes={k: WeibullLifetime(shape=v[0], scale_s=v[1], n_events=v[2], n_censored=v[3],
                                                  p_le_1h_observed=v[4]) for k, v in _DEFAULT_LIFETIMES.items()},

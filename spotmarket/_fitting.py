@@ -35,6 +35,12 @@ def fit_weibull(durations_s: np.ndarray, censored: np.ndarray, shape: float | No
     Returns
     -------
     WeibullLifetime
+        Shape k, scale (seconds), event and censoring counts, and the Kaplan–Meier P(T <= 3600 s).
+
+    Raises
+    ------
+    MarketError
+        If there is no uncensored lifetime or a duration is not > 0.
     """
     from scipy import optimize  # lazy: keeps `import spotmarket` light
 
@@ -60,7 +66,22 @@ def fit_weibull(durations_s: np.ndarray, censored: np.ndarray, shape: float | No
 
 
 def kaplan_meier_cdf(durations_s: np.ndarray, censored: np.ndarray, at_s: float) -> float:
-    """Kaplan–Meier estimate of P(T <= at_s) from right-censored durations (seconds)."""
+    """Kaplan–Meier estimate of P(T <= at_s) from right-censored durations (seconds).
+
+    Parameters
+    ----------
+    durations_s : ndarray of shape (n,)
+        Lifetimes, seconds.
+    censored : ndarray of bool, shape (n,)
+        True where the lifetime is only a lower bound.
+    at_s : float
+        Horizon, seconds.
+
+    Returns
+    -------
+    float
+        The estimated CDF at ``at_s``, in [0, 1].
+    """
     t = np.asarray(durations_s, dtype=float)
     c = np.asarray(censored, dtype=bool)
     surv = 1.0

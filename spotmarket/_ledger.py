@@ -1,7 +1,8 @@
 """The billing ledger: one frozen row per instance run, and its table / CSV forms.
 
-A *run* is one instance from launch to termination. Whoever ended it decides the bill (spec §1.9,
-"Billing"; spec §2, "Billing for interrupted Spot instances"), so the row records it in ``ended_by``.
+A *run* is one instance from launch to termination. Whoever ended it decides the bill (decisions M3-M4;
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/billing-for-interrupted-spot-instances.html), so the row
+records it in ``ended_by``.
 """
 
 from __future__ import annotations
@@ -106,6 +107,15 @@ def ledger_frame(rows: Iterable[LedgerRow]) -> pd.DataFrame:
 
     ``market`` and ``ended_by`` become strings; a missing ``trial_id`` stays None and a missing max
     price becomes NaN. Add ``pd.to_datetime(df.start_s, unit="s", utc=True)`` for UTC timestamps.
+
+    Parameters
+    ----------
+    rows : iterable of LedgerRow
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per run, columns :data:`LEDGER_COLUMNS` (times in seconds since the epoch, USD, USD/hour).
     """
     records = []
     for row in rows:
@@ -119,7 +129,22 @@ def ledger_frame(rows: Iterable[LedgerRow]) -> pd.DataFrame:
 
 
 def ledger_rows(frame: pd.DataFrame) -> list[LedgerRow]:
-    """Inverse of :func:`ledger_frame` (validates every row)."""
+    """Inverse of :func:`ledger_frame` (validates every row).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Columns :data:`LEDGER_COLUMNS` (others are ignored).
+
+    Returns
+    -------
+    list of LedgerRow
+
+    Raises
+    ------
+    MarketError
+        If a column is missing or a row is invalid.
+    """
     missing = [c for c in LEDGER_COLUMNS if c not in frame.columns]
     if missing:
         raise MarketError(f"ledger table lacks columns {missing}")
@@ -144,12 +169,33 @@ def ledger_rows(frame: pd.DataFrame) -> list[LedgerRow]:
 
 
 def write_ledger_csv(rows: Iterable[LedgerRow], path: str | PathLike[str]) -> None:
-    """Write the ledger as CSV (header = field names; floats round-trip exactly)."""
+    """Write the ledger as CSV (header = field names; floats round-trip exactly).
+
+    Parameters
+    ----------
+    rows : iterable of LedgerRow
+    path : str or path-like
+        The CSV file to write (overwritten).
+    """
     ledger_frame(rows).to_csv(path, index=False)
 
 
 def read_ledger_csv(path: str | PathLike[str]) -> list[LedgerRow]:
-    """Read a CSV written by :func:`write_ledger_csv`; an empty ``trial_id`` reads as None."""
+    """Read a CSV written by :func:`write_ledger_csv`; an empty ``trial_id`` reads as None.
+
+    Parameters
+    ----------
+    path : str or path-like
+
+    Returns
+    -------
+    list of LedgerRow
+
+    Raises
+    ------
+    MarketError
+        If a column is missing or a row is invalid.
+    """
     frame = pd.read_csv(path, dtype={"market": str, "instance_id": str, "trial_id": str, "ended_by": str, "reason": str},
                         keep_default_na=False, na_values={"trial_id": [""], "max_price_usd_per_hour": [""]})
     return ledger_rows(frame)

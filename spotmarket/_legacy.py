@@ -1,6 +1,6 @@
 """The paper's 2017 revocation rule: the instance lives until the market price exceeds the max price.
 
-Spec §1.9 (table, rows "Launch" and "Revocation (2017 rule)"):
+Decisions M1-M2 (docs/design/decisions.md, "Market replay"):
 
 * a launch at t with max price b is fulfilled iff ``price(t) <= b`` [I];
 * ``t_r`` = the first price record strictly after t with ``price(t_r) > b`` (a step function, so this is
@@ -36,18 +36,23 @@ CrossingIs = Literal["notice", "termination"]
 
 
 class LegacyBidRevocation(RevocationModel):
-    """Paper's 2017 rule: revoked at the first price record above the max price (spec §1.9).
+    """Paper's 2017 rule: revoked at the first price record above the max price (decision M1).
 
     Parameters
     ----------
     history : PriceHistory, mapping of Market -> PriceSeries, or list of PriceSeries
         Spot price history (USD per instance-hour, step functions).
     notice_lead_s : float, default 120
-        Seconds from notice to termination (spec §1.9: "two minutes before the interruption").
+        Seconds from notice to termination (EC2's "two minutes before the interruption").
     crossing_is : {"notice", "termination"}, default "notice"
-        What happens at the crossing time t_r. ``"notice"`` (spec §1.9, recorded decision): notice at
+        What happens at the crossing time t_r. ``"notice"`` (decision M1): notice at
         t_r, termination at t_r + ``notice_lead_s``. ``"termination"``: termination at t_r, notice at
         ``max(launch, t_r - notice_lead_s)`` (clairvoyant; for comparisons only).
+
+    Raises
+    ------
+    MarketError
+        If ``crossing_is`` is neither value or ``notice_lead_s`` is negative or not finite.
 
     Notes
     -----
@@ -69,7 +74,7 @@ class LegacyBidRevocation(RevocationModel):
                  crossing_is: CrossingIs = "notice"):
         super().__init__(notice_lead_s=notice_lead_s)
         if crossing_is not in ("notice", "termination"):
-            raise MarketError(f"crossing_is is {crossing_is!r}, but must be 'notice' (spec §1.9) or 'termination'")
+            raise MarketError(f"crossing_is is {crossing_is!r}, but must be 'notice' (the default) or 'termination'")
         self.history = as_prices(history)
         self.crossing_is = crossing_is
 
@@ -79,6 +84,27 @@ class LegacyBidRevocation(RevocationModel):
 
         One launch: a chunked forward scan from the launch (a few µs when the crossing is near) gives
         the same answer as the range-maximum search of :meth:`batch`.
+
+        Parameters
+        ----------
+        market : Market
+        launch_s : float
+            Launch time, seconds since the epoch (UTC), inside the recorded history.
+        instance_id : str
+            Recorded in the answer; the rule is deterministic per (market, time, b).
+        max_price_usd_per_hour : float
+            Max price b, USD per instance-hour (required).
+
+        Returns
+        -------
+        Revocation
+            ``REFUSED_PRICE`` if ``price(launch) > b``; else notice and termination from the first record above b
+            (``inf`` if none before the end of the history).
+
+        Raises
+        ------
+        MarketError
+            If no max price is given, the market is not in the history or ``launch_s`` is outside it.
         """
         if max_price_usd_per_hour is None:
             raise MarketError(f"market {market}: the legacy (2017) rule needs a max price for launch {instance_id!r}")
@@ -122,6 +148,11 @@ class LegacyBidRevocation(RevocationModel):
         Returns
         -------
         RevocationBatch
+
+        Raises
+        ------
+        MarketError
+            If a max price is missing (None or NaN), or a launch time is outside the history.
         """
         if max_price_usd_per_hour is None:
             raise MarketError(f"market {market}: the legacy (2017) rule needs a max price")

@@ -1,8 +1,8 @@
 """Today's spot rule: capacity interruptions with a decreasing hazard, correlated within a market.
 
-Spec §2 ("What this means for the simulator"): split cost (the price series) from interruption (a
-hazard process); the price matters only if a max price is set; correlate failures within a pool.
-Calibration: :mod:`spotmarket._calibration` (SkyPilot traces, 2023).
+Decision M8 (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-interruptions.html): split cost (the
+price series) from interruption (a hazard process); the price matters only if a max price is set; correlate
+failures within a pool. Calibration: :mod:`spotmarket._calibration` (SkyPilot traces, 2023).
 
 The model, per market (availability zone, instance type, product):
 
@@ -18,7 +18,7 @@ The model, per market (availability zone, instance type, product):
   at the crossing, termination ``notice_lead_s`` later, as in the legacy rule).
 * The scales come from :func:`~spotmarket.split_hazard`: a share rho of the first-hour hazard
   goes to the market events, and P(revoked within 1 h) equals the fitted Weibull's.
-* Notice: ``max(launch, termination - notice_lead_s)`` (spec §2, item 3); use ``notice_lead_s=0``
+* Notice: ``max(launch, termination - notice_lead_s)`` (decision M8); use ``notice_lead_s=0``
   for a notice that never came (best-effort).
 
 Determinism [I]: time is cut into weekly blocks (``BLOCK_S``). The events of block b of market m come
@@ -53,7 +53,7 @@ _CACHE_BLOCKS = 4096
 
 
 class ModernHazardRevocation(RevocationModel):
-    """Capacity-driven revocations (AWS since late 2017, spec §2), calibrated from real traces.
+    """Capacity-driven revocations (AWS since late 2017, decision M8), calibrated from real traces.
 
     Parameters
     ----------
@@ -63,7 +63,7 @@ class ModernHazardRevocation(RevocationModel):
     seed : int
         Experiment seed (>= 0). Same seed, same revocations.
     history : PriceHistory, mapping or list of PriceSeries, optional
-        Needed only for launches with a max price (price > max price also revokes; spec §2).
+        Needed only for launches with a max price (price > max price also revokes; decision M8).
     notice_lead_s : float, default 120
         Seconds from notice to termination; 0 = no usable notice.
     outages : bool, default True
@@ -72,6 +72,11 @@ class ModernHazardRevocation(RevocationModel):
     correlated : bool, default True
         False: no market events, every instance has the whole fitted Weibull to itself (independent
         revocations, for ablations).
+
+    Raises
+    ------
+    MarketError
+        If ``seed`` is not an int >= 0 or ``notice_lead_s`` is negative or not finite.
 
     Examples
     --------
@@ -96,7 +101,17 @@ class ModernHazardRevocation(RevocationModel):
 
     # -- the hazard ----------------------------------------------------------------------------------
     def split(self, market: Market) -> HazardSplit:
-        """Shape and the two scales used for ``market`` (seconds)."""
+        """Shape and the two scales used for ``market`` (seconds).
+
+        Parameters
+        ----------
+        market : Market
+
+        Returns
+        -------
+        HazardSplit
+            The calibration's split; with ``correlated=False`` the whole lifetime and an infinite event scale.
+        """
         if self.correlated:
             return self.calibration.split(market)
         life = self.calibration.lifetime(market)
@@ -137,7 +152,19 @@ class ModernHazardRevocation(RevocationModel):
         return times, ends
 
     def market_events(self, market: Market, start_s: float, end_s: float) -> np.ndarray:
-        """Times of the market's capacity-loss events in ``[start_s, end_s)``, seconds since the epoch."""
+        """Times of the market's capacity-loss events in ``[start_s, end_s)``, seconds since the epoch.
+
+        Parameters
+        ----------
+        market : Market
+        start_s, end_s : float
+            Window, seconds since the epoch (UTC).
+
+        Returns
+        -------
+        ndarray of shape (n_events,)
+            Event times, ascending.
+        """
         parts = []
         for b in range(math.floor(start_s / BLOCK_S), math.floor(end_s / BLOCK_S) + 1):
             times = self._block(market, b)[0]
@@ -151,6 +178,16 @@ class ModernHazardRevocation(RevocationModel):
         the notice lead (``t_s`` in ``[event - notice_lead_s, event)``): EC2 is reclaiming the pool and
         sending interruption notices, so it hands out no new instances from it [I]. Without this, a
         policy that relaunches on the notice would relaunch into the same doomed pool again and again.
+
+        Parameters
+        ----------
+        market : Market
+        t_s : float
+            Launch time, seconds since the epoch (UTC).
+
+        Returns
+        -------
+        bool
         """
         if not self.outages:
             return True
@@ -183,6 +220,27 @@ class ModernHazardRevocation(RevocationModel):
         (``REFUSED_PRICE``). A fulfilled launch ends at the earliest of its own lifetime
         (``CAPACITY``), the next market event (``CAPACITY_EVENT``) and, with a max price, the price
         crossing + ``notice_lead_s`` (``PRICE``).
+
+        Parameters
+        ----------
+        market : Market
+        launch_s : float
+            Launch time, seconds since the epoch (UTC).
+        instance_id : str
+            Unique per launch; the instance's own lifetime draw is keyed on it and ``launch_s``.
+        max_price_usd_per_hour : float, optional
+            Max price ("bid"), USD per instance-hour. Optional: without one only capacity revokes.
+
+        Returns
+        -------
+        Revocation
+            Cause, notice and termination times (seconds since the epoch); NaN times if refused.
+
+        Raises
+        ------
+        MarketError
+            If ``launch_s`` is not finite, a max price is given without price history, or the price is
+            unknown at ``launch_s``.
         """
         t = float(launch_s)
         if not math.isfinite(t):

@@ -2,7 +2,7 @@
 
 :class:`MarketReplay` ties a price history, a :class:`~spotmarket.RevocationModel` and a
 :class:`~spotmarket.Billing` together. It is stateless apart from caches, so the same requests
-always give the same ledger (spec §1.9 "Determinism").
+always give the same ledger (decision M11).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from spotmarket._prices import Prices, as_prices, series_of
 from spotmarket._revocation import Revocation, RevocationBatch, RevocationModel
 
 MEAN_PRICE_WINDOW_S = 3600.0
-"""Eq 1's P̄: the mean price over the last hour (spec §1.3)."""
+"""Eq 1's P̄: the mean price over the last hour (SpotTune paper, Eq 1)."""
 
 MarketArg = Market | str | Sequence[Market | str]
 
@@ -40,7 +40,7 @@ class RunRequest:
         Seconds since the epoch (UTC).
     planned_end_s : float
         When the user will stop it if the provider does not first (e.g. ``launch_s + 3600`` for the
-        hourly hop, spec §1.9 "Hourly stop"), seconds since the epoch.
+        hourly hop of SpotTune's Algorithm 1), seconds since the epoch.
     max_price_usd_per_hour : float, optional
         Max price b, USD per instance-hour (required by the legacy model).
     trial_id : str, optional
@@ -101,7 +101,7 @@ class MarketReplay:
     model : RevocationModel
         :class:`LegacyBidRevocation` (paper, 2017) or :class:`ModernHazardRevocation` (today).
     billing : Billing, optional
-        Default ``Billing("second")`` (spec §1.9).
+        Default ``Billing("second")`` (per-second billing, decision M3).
 
     Notes
     -----
@@ -115,7 +115,7 @@ class MarketReplay:
         self.billing = Billing() if billing is None else billing
 
     def mean_price_last_hour(self, market: MarketArg, t_s: ArrayLike) -> np.ndarray:
-        """Time-weighted mean market price over ``[t - 3600 s, t]`` (Eq 1's P̄, spec §1.3).
+        """Time-weighted mean market price over ``[t - 3600 s, t]`` (Eq 1's P̄).
 
         Parameters
         ----------
@@ -212,7 +212,22 @@ class MarketReplay:
         """Replay one launch: ask the model, end the run (provider or user, whichever is first), bill it.
 
         The provider ends it if its termination is strictly before ``planned_end_s``; otherwise the
-        user does, at ``planned_end_s`` [I].
+        user does, at ``planned_end_s`` (decision M6).
+
+        Parameters
+        ----------
+        request : RunRequest
+            Market, launch time, planned end (seconds since the epoch), max price (USD/hour), ids.
+
+        Returns
+        -------
+        RunOutcome
+            The model's :class:`Revocation` and the billed :class:`LedgerRow` (None if the launch was refused).
+
+        Raises
+        ------
+        MarketError
+            If the planned end is before the launch, or the model cannot answer the query.
         """
         if not request.planned_end_s >= request.launch_s:
             raise MarketError(f"run {request.instance_id}: planned end {request.planned_end_s} is before "
@@ -232,7 +247,22 @@ class MarketReplay:
         return RunOutcome(revocation=rev, row=row)
 
     def replay(self, requests: Iterable[RunRequest]) -> list[LedgerRow]:
-        """:meth:`run` each request in order; the ledger of the fulfilled ones (refusals have no row)."""
+        """:meth:`run` each request in order; the ledger of the fulfilled ones (refusals have no row).
+
+        Parameters
+        ----------
+        requests : iterable of RunRequest
+
+        Returns
+        -------
+        list of LedgerRow
+            In request order.
+
+        Raises
+        ------
+        MarketError
+            As :meth:`run`.
+        """
         rows = []
         for req in requests:
             row = self.run(req).row

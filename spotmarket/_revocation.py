@@ -6,7 +6,7 @@ instance and when does the interruption notice arrive. The simulator asks at lau
 with :class:`~spotmarket.Billing` once it ends (by the provider, or earlier by the user).
 
 Implementations: :class:`~spotmarket.LegacyBidRevocation` (the paper's 2017 price > max-price rule)
-and :class:`~spotmarket.ModernHazardRevocation` (capacity interruptions, spec §2).
+and :class:`~spotmarket.ModernHazardRevocation` (capacity interruptions, decision M8).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from spotmarket.prices import Market
 from spotmarket.errors import MarketError
 
 NOTICE_LEAD_S = 120.0
-"""EC2's two-minute interruption notice (spec §1.9; spec §2 "Signals")."""
+"""EC2's two-minute interruption notice, seconds
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html)."""
 
 
 class Cause(enum.StrEnum):
@@ -137,7 +138,7 @@ class RevocationModel(abc.ABC):
     Parameters
     ----------
     notice_lead_s : float, default 120
-        Seconds between the interruption notice and the termination (spec §2: two minutes,
+        Seconds between the interruption notice and the termination (EC2: two minutes,
         best-effort; use 0 for "no notice").
     """
 
@@ -168,6 +169,21 @@ class RevocationModel(abc.ABC):
                          instance_id: str = "") -> float:
         """Termination time (seconds since the epoch; ``inf`` = never within the horizon).
 
+        Parameters
+        ----------
+        market : Market
+        launch_s : float
+            Launch time, seconds since the epoch (UTC).
+        max_price_usd_per_hour : float, optional
+            Max price, USD per instance-hour (required by the legacy model).
+        instance_id : str, default ""
+            Unique per launch for models with per-instance randomness.
+
+        Returns
+        -------
+        float
+            Seconds since the epoch.
+
         Raises
         ------
         MarketError
@@ -197,6 +213,11 @@ class RevocationModel(abc.ABC):
         Returns
         -------
         RevocationBatch
+
+        Raises
+        ------
+        MarketError
+            If ``instance_ids`` does not have one id per launch, or a single query fails.
         """
         t = np.atleast_1d(np.asarray(launch_s, dtype=float))
         b = np.broadcast_to(np.nan if max_price_usd_per_hour is None else np.asarray(max_price_usd_per_hour, float),

@@ -46,6 +46,11 @@ def keyed_rng(seed: int, *keys: object) -> np.random.Generator:
         Non-negative experiment seed.
     *keys : object
         Anything :func:`stable_hash` accepts, e.g. ``("events", market, block)``.
+
+    Returns
+    -------
+    numpy.random.Generator
+        The same stream for the same seed and keys, in any process (BLAKE2b keys; decision M11).
     """
     return np.random.default_rng(np.random.SeedSequence([int(seed), *(stable_hash(k) for k in keys)]))
 

@@ -28,7 +28,13 @@ KINDS = ("spot_prices", "learning_curves", "interruption_traces")
 
 
 def project_root() -> Path:
-    """The folder that holds the ``spotmarket`` package (the repository root in a source checkout)."""
+    """The folder that holds the ``spotmarket`` package (the repository root in a source checkout).
+
+    Returns
+    -------
+    pathlib.Path
+        An absolute path.
+    """
     return Path(__file__).resolve().parents[1]
 
 

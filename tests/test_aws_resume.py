@@ -1,4 +1,4 @@
-"""Crash safety on the aws backend (issue 15): the orchestrator dies mid-run, ``AwsBackend.resume`` continues it.
+"""Crash safety on the aws backend (decision CS6): the orchestrator dies mid-run, ``AwsBackend.resume`` continues it.
 
 The scenario of ``tests/test_aws_backend.py`` (four ``Walk`` trials, A spikes at 1800 s and revokes its
 instances, the relaunches go to B) on a moto server with the harness playing the hosts. The orchestrator

@@ -1,4 +1,4 @@
-"""Bad input on every command line (issue 11): exit code 2, exactly one line on stderr, no traceback.
+"""Bad input on every command line: exit code 2, exactly one line on stderr, no traceback.
 
 Each case writes its bad input into ``tmp_path`` and runs the real CLI in process (the console-script
 ``main`` functions, through ``revpred.cli_runner.run_click``); a few run the installed console script

@@ -1,4 +1,4 @@
-"""The budget as a hard cap in the sim backend (issue 17): no launch may push committed plus expected spend
+"""The budget as a hard cap in the sim backend (decision DB5): no launch may push committed plus expected spend
 above the budget; when it runs short the run stops, keeps the best trials so far and says so.
 
 The scripted market of ``tests.test_backend_contract`` (3 trials, fixed max price 0.1 USD/h)."""

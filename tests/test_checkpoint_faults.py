@@ -1,4 +1,4 @@
-"""Issue 11: retention keeps the confirmed version, a corrupt pinned version falls back, outages are retried.
+"""Checkpoint store: retention keeps the confirmed version, a corrupt pinned version falls back, outages are retried.
 
 Real stores: a local folder and S3 (SeaweedFS, started by ``tests/conftest.py``). Each "worker" below
 is a fresh store object, as each worker process opens its own; the real-process variants are in
@@ -174,7 +174,7 @@ def test_outage_shorter_than_the_backoff_is_ridden_out(seaweedfs, s3_store_url, 
 
 def test_s3_please_try_again_answers_are_transient():
     """s3fs turns S3's 500 InternalError into OSError(EREMOTEIO) and 503 SlowDown into OSError(EBUSY); a
-    SeaweedFS just restarted answers 500 for seconds, which read as a corrupt manifest before (issue 15)."""
+    SeaweedFS just restarted answers 500 for seconds, which read as a corrupt manifest before."""
     import errno
 
     from spottune.checkpoint._store import is_transient
@@ -298,7 +298,7 @@ def test_writer_killed_at_any_point_leaves_the_previous_good_version_latest(stor
 @pytest.mark.server
 @pytest.mark.slow
 def test_store_killed_mid_checkpoint_and_restarted_keeps_the_previous_version(tmp_path):
-    """Issue 15: SeaweedFS itself is SIGKILLed after the first file of a checkpoint is uploaded and
+    """SeaweedFS itself is SIGKILLed after the first file of a checkpoint is uploaded and
     restarted on the same data once the writer has given up: the previous version is still the
     latest good one, restores intact, and the next save publishes over the dead writer's leftovers."""
     import json

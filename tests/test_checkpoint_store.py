@@ -182,7 +182,7 @@ def test_restore_at_a_given_step(store, tmp_path):
         store.save("t10", _write(tmp_path / f"v{step}", w=str(step).encode()), step=step)
     assert store.latest_good("t10", step=5).version == 1
     assert store.restore("t10", tmp_path / "out", step=5).step == 5 and (tmp_path / "out" / "w").read_bytes() == b"5"
-    # no version at step 7 (issue 11): fall back to the newest intact earlier one, 2 steps lost
+    # no version at step 7: fall back to the newest intact earlier one, 2 steps lost
     fallback = store.latest_good("t10", step=7)
     assert (fallback.version, fallback.step, fallback.requested_step, fallback.lost_steps) == (1, 5, 7, 2)
     assert store.latest_good("t10", step=4) is None  # nothing at or before step 4: fresh start

@@ -1,4 +1,4 @@
-"""Crash safety (issue 15): the journal, resume, and fault injection at seeded points of a sim run.
+"""Crash safety (decisions CS1-CS3): the journal, resume, and fault injection at seeded points of a sim run.
 
 A "crash" is an exception raised by the journal's fault hook just before record n is written (the
 process state after it is lost: the test builds everything afresh from the files, as ``spottune

@@ -1,4 +1,4 @@
-"""Crash safety on the local backend (issue 15): a real ``kill -9`` of ``spottune run``, then ``spottune resume``.
+"""Crash safety on the local backend (decision CS4): a real ``kill -9`` of ``spottune run``, then ``spottune resume``.
 
 The orchestrator process is SIGKILLed while its workers train; the resume must kill the leftover
 workers (none may survive), replay the journal, relaunch every running trial from its last confirmed

@@ -1,4 +1,4 @@
-"""``spottune curves eval`` reports the early stoppers (issue 13, item 5) for any curve file."""
+"""``spottune curves eval`` reports the early stoppers for any curve file."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Deadline-aware provisioning (spottune.planning._deadline, issue 17): the slack rule switches as late as
+"""Deadline-aware provisioning (spottune.planning._deadline, decision DB6): the slack rule switches as late as
 possible, the uniform-progress rule (Can't Be Late) earlier; the switch is the fastest type at on-demand."""
 
 from __future__ import annotations

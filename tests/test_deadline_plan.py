@@ -1,4 +1,4 @@
-"""``spottune run --deadline --budget-usd`` executes the printed plan (issue 17): the cost-lean plan by default
+"""``spottune run --deadline --budget-usd`` executes the printed plan (DB14-DB15): the cost-lean plan by default
 (``--deadline-mode plan``, DB15), SEER's brackets with ``--deadline-mode seer`` (DB14); the rounds that run are
 the printed ones, the run ends by the deadline within the budget; ``--deadline-mode guard`` keeps SpotTune's
 Algorithm 1 under the budget cap and the deadline guard; bad modes and backends other than sim get one line and

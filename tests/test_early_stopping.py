@@ -1,4 +1,4 @@
-"""Early-stopping evaluation (issue 13): ASHA's rule, the study sampler, the rank-confidence rule,
+"""Early-stopping evaluation (decisions ES1-ES7): ASHA's rule, the study sampler, the rank-confidence rule,
 and that a setting is chosen on tuning studies only. Hand-computed expectations; fast."""
 
 from __future__ import annotations

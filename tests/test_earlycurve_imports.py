@@ -9,7 +9,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "earlycurve"
 FORBIDDEN_EVERYWHERE = {"spottune", "revpred", "provisioner"}
-# The core is injected into the orchestrator: no I/O, no clock, no global RNG (STYLE §1).
+# The core is injected into the orchestrator: no I/O, no clock, no global RNG.
 FORBIDDEN_IN_CORE = {"gzip", "json", "pandas", "pathlib", "time", "datetime", "random", "socket", "subprocess", "torch"}
 
 

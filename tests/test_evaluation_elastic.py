@@ -1,4 +1,4 @@
-"""SEER-family baselines on a tiny scripted market (issue 17, F-S5, F-S2): rounds as step targets, the
+"""SEER-family baselines on a tiny scripted market (decision DB7, F-S5, F-S2): rounds as step targets, the
 synchronous barrier, per-bracket elimination, SEER's re-sorting across brackets, the answer, the cost.
 
 Market: r3.large (2 vCPUs, 60 s/step on the toy study) at 0.02 USD/h in us-east-1a and c3.xlarge

@@ -245,7 +245,7 @@ def test_optuna_median_needs_completed_trials():
 
 
 def test_optuna_peers_at_given_settings():
-    # optuna-sha-r<min_resource>-rf<rf>: the peers at their best (issue 13). r1-rf3 is the module setting here
+    # optuna-sha-r<min_resource>-rf<rf>: the peers at their best (decision ES2). r1-rf3 is the module setting here
     # (27 // 27 = 1, rf 3); at r3 the rungs are steps 3 and 9 (1/3 + b, then 1/9 + b, as above): step 3 keeps t0
     # 1.233, t1 1.133 and t3 0.933 (each the smallest so far), prunes t2 1.333 and t4 0.967 (> min 0.933), t5 1.033
     # (n = 6, 2nd smallest 0.967), keeps t6 0.833, prunes t7 1.433, keeps t8 0.883 (n = 9, 3rd smallest 0.933);

@@ -1,5 +1,5 @@
-"""earlycurve.HyperparameterCurvePredictor and ConfigEncoder (issue 13, docs/design/earlycurve.md §8.19): hand-made curves
-whose end a hyperparameter decides, the cross-validated guard, and the errors."""
+"""earlycurve.HyperparameterCurvePredictor and ConfigEncoder (decision ES21, docs/design/earlycurve.md §8.19): hand-made
+curves whose end a hyperparameter decides, the cross-validated guard, and the errors."""
 
 from __future__ import annotations
 

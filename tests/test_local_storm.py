@@ -1,4 +1,4 @@
-"""A revocation storm on the local backend (issue 11): modern market mode with a short-lived market, real
+"""A revocation storm on the local backend (no lost work): modern market mode with a short-lived market, real
 worker processes, a slow-save trainable, two time scales. Whatever is revoked, every trial finishes with a
 curve that has every step 1..max_steps exactly once, each equal to the uninterrupted run's value."""
 

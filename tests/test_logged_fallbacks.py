@@ -1,4 +1,4 @@
-"""The two fallbacks that used to pass silently now log a warning with the exception (issue 10 §3)."""
+"""The two fallbacks that used to pass silently now log a warning with the exception."""
 
 from __future__ import annotations
 

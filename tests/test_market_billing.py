@@ -1,4 +1,4 @@
-"""Billing, hand-computed (spec §1.9 "Billing", spec §2 billing table)."""
+"""Billing, hand-computed (decisions M3-M5; AWS's "Billing for interrupted Spot Instances")."""
 
 import numpy as np
 import pytest

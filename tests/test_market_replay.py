@@ -101,7 +101,7 @@ def test_real_2015_trace_vectorised_queries_match_naive_loops(history_2015):
     which = rng.integers(0, len(markets), n)
     ms = [markets[i] for i in which]
     t = np.array([rng.uniform(h[m].start_s + 3600, h.end_s - 7200) for m in ms]).round()
-    b = np.array([h[m].price_at(ti) for m, ti in zip(ms, t)]) + rng.uniform(1e-5, 0.2, n)  # spec D1
+    b = np.array([h[m].price_at(ti) for m, ti in zip(ms, t)]) + rng.uniform(1e-5, 0.2, n)  # decision D1
     r = MarketReplay(h, LegacyBidRevocation(h))
     got = r.next_revocation(ms, t, b)
     want = np.array([naive_next_above(h[m], ti, bi) for m, ti, bi in zip(ms, t, b)])

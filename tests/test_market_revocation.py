@@ -34,7 +34,7 @@ def rev(model, t, b, iid="i-1"):
     return model.revocation(M, T0 + t, instance_id=iid, max_price_usd_per_hour=b)
 
 
-# -- legacy: spec §1.9, notice at the crossing t_r, termination at t_r + 120 s --------------------------
+# -- legacy: decision M1, notice at the crossing t_r, termination at t_r + 120 s -----------------------
 @pytest.mark.parametrize(("t", "b", "cause", "notice", "term"), [
     (50, 0.2, Cause.PRICE, 100, 220),     # first record above 0.2 after 50 is at 100
     (200, 0.2, Cause.PRICE, 300, 420),    # launched in a dip; 0.25 > 0.2 at 300

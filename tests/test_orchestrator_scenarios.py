@@ -1,4 +1,4 @@
-"""Paper scenarios as event scripts (SpotTune Algorithm 1, spec §1.6): revocation, preemption vs failure,
+"""Paper scenarios as event scripts (SpotTune Algorithm 1): revocation, preemption vs failure,
 hourly hop, θ barrier with top-k, plateau, launch retry, determinism."""
 
 from __future__ import annotations
@@ -284,7 +284,7 @@ def test_same_script_same_actions():
     assert run() == run()
 
 
-# -- no lost work (issue 11, items 2 and 3) ------------------------------------------------------------------
+# -- no lost work (docs/design/decisions.md, "No lost work") --------------------------------------------------
 
 
 @pytest.mark.parametrize("trigger", ["hop", "notice"])
@@ -379,7 +379,7 @@ def _pause(s, t, iid, step):
 
 
 def test_rungs_are_barriers_before_theta_ranked_by_the_last_value():
-    # rung at 20 % of 10 = step 2 keeps 3, θ at step 5 keeps the top 1 (issue 13, docs/design/earlycurve.md §8.12)
+    # rung at 20 % of 10 = step 2 keeps 3, θ at step 5 keeps the top 1 (ES19, docs/design/earlycurve.md §8.12)
     s = Script(trials=("t0", "t1", "t2", "t3"), max_steps=10, theta=0.5, top_k=1, rungs="0.2:3")
     s.curve = {"t0": lambda k: 1.0 if k <= 2 else 0.1,  # best at θ, kept at the rung (3rd of 4)
                "t1": lambda k: 0.5, "t2": lambda k: 0.6, "t3": lambda k: 2.0}  # t3: last at the rung

@@ -1,4 +1,4 @@
-"""Issue 10 §4 papercuts and issue 11 item 5 (results during the run), each pinned by a test."""
+"""Papercuts of the command line and the API, and results written during the run, each pinned by a test."""
 
 from __future__ import annotations
 
@@ -296,7 +296,7 @@ def test_prices_info_reports_collection_gaps(tmp_path, monkeypatch, capsys):
     assert "silences:    no collection gap" in out
 
 
-# -- results during the run (issue 11 item 5) ----------------------------------------------------------------
+# -- results during the run (docs/design/decisions.md, "Results during the run") -----------------------------
 def test_output_folder_is_checked_before_the_run(tmp_path):
     from spottune.errors import ConfigError
     from spottune.results import prepare_output

@@ -1,4 +1,4 @@
-"""Elastic schedules (issue 17, F-S5): E-Hyperband and E-Grid hand-computed, SEER's worked example as a
+"""Elastic schedules (decisions DB7-DB8, F-S5): E-Hyperband and E-Grid hand-computed, SEER's worked example as a
 schedule, and Fact 1 (finish <= T, spend <= B) for all three over random deadlines and budgets."""
 
 from __future__ import annotations

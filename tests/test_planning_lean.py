@@ -1,4 +1,4 @@
-"""The cost-lean plan (issue 17, decision DB15): the cheapest candidate that meets the deadline with the noise
+"""The cost-lean plan (decision DB15): the cheapest candidate that meets the deadline with the noise
 reserve within the budget, by hand and as a property over random deadlines, budgets and study sizes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The deadline-and-budget plan (spottune.planning._plan, issue 17): dollar conversion, bad input, refusal,
+"""The deadline-and-budget plan (spottune.planning._plan, decisions DB1-DB3): dollar conversion, bad input, refusal,
 ``spottune run --deadline --budget-usd [--dry-run]``."""
 
 from __future__ import annotations

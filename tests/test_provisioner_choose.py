@@ -51,7 +51,7 @@ def catalog():
 
 @pytest.fixture
 def paper_history():
-    # constant prices, so P̄ over the last hour is exactly the price (spec §1.4 example)
+    # constant prices, so P̄ over the last hour is exactly the price (the paper-style example of Eq 2)
     return history([(0, R4, 0.030), (0, M4, 0.150), (86400, R4, 0.030), (86400, M4, 0.150)])
 
 
@@ -213,7 +213,7 @@ def test_missing_catalog_entry_errors():
     odd = Market("us-east-1a", "zz9.huge")
     h = history([(0, R4, 0.03), (0, odd, 1.0), (86400, R4, 0.03)])
     cat = InstanceCatalog.load()
-    # the default pool leaves an uncatalogued type out (issue 10 §4); naming it is an error
+    # the default pool leaves an uncatalogued type out; naming it is an error
     assert Pool().resolve(h, cat) == [R4]
     with pytest.raises(UnknownInstanceType, match="zz9.huge"):
         Provisioner(h, cat, ConstantRevocation(0.0), Pool(instance_types=["zz9.huge"]), np.random.default_rng(0))

@@ -1,4 +1,4 @@
-"""Eq 1–2 and the opt-in useful-step objective, against hand-computed values (spec §1.3–1.4)."""
+"""Eq 1–2 and the opt-in useful-step objective, against hand-computed values (SpotTune paper, Eq 1–2)."""
 
 import numpy as np
 import pytest
@@ -17,7 +17,7 @@ from provisioner import (
 
 
 def test_eq1_paper_example():
-    # spec §1.4 table: E[C] = (1 - p) * P̄
+    # Eq 1: E[C] = (1 - p) * P̄
     assert expected_hour_cost_usd(0.6, 0.030) == pytest.approx(0.012, rel=1e-12)
     assert expected_hour_cost_usd(0.1, 0.150) == pytest.approx(0.135, rel=1e-12)
 

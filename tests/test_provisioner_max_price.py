@@ -1,4 +1,4 @@
-"""Max price rule D1 (spec §1.5): b = current price + U[0.00001, 0.2], seeded, capped on request."""
+"""Max price rule D1 (docs/design/decisions.md): b = current price + U[0.00001, 0.2], seeded, capped on request."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Performance matrix T: κ / cores init, rescaling from a measured cell, EMA update (spec §1.4)."""
+"""Performance matrix T: κ / cores init, rescaling from a measured cell, EMA update (SpotTune's Eq 2)."""
 
 import numpy as np
 import pytest

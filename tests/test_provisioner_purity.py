@@ -1,4 +1,4 @@
-"""The provisioner stays pure (STYLE §1c) and its docstring examples run."""
+"""The provisioner stays pure (no I/O, no clock, no global RNG) and its docstring examples run."""
 
 import ast
 import doctest

@@ -1,4 +1,4 @@
-"""The refund-aware objective (issue 12): hand-computed USD per useful step, the max-price ladder, q(H)."""
+"""The refund-aware objective (decision R1): hand-computed USD per useful step, the max-price ladder, q(H)."""
 
 import math
 

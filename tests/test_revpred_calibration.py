@@ -1,4 +1,4 @@
-"""Eq 3 calibration (spec §1.7.6, D5): undoing the class weights recovers the base rate."""
+"""Eq 3 calibration (decision D5): undoing the class weights recovers the base rate."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RevPred features on a hand-made price series (spec §1.7.2)."""
+"""RevPred features on a hand-made price series (the SpotTune paper's RevPred inputs)."""
 
 from __future__ import annotations
 

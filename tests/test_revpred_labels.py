@@ -1,4 +1,4 @@
-"""Algorithm 2, labels at the one-hour boundary, max rise, sample times, class weights (spec §1.7.4-5)."""
+"""Algorithm 2, labels at the one-hour boundary, max rise, sample times, class weights (the paper's RevPred)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The calibrated predictor's extra feature columns (issue 12, "sharper") on a hand-made price series."""
+"""The calibrated predictor's extra feature columns ("sharper") on a hand-made price series."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 11, security: no credential on a command line or in results, no unauthenticated unpickling,
+"""Security: no credential on a command line or in results, no unauthenticated unpickling,
 no silent IMDSv1 fallback."""
 
 from __future__ import annotations

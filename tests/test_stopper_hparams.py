@@ -1,5 +1,6 @@
-"""Stopper ``hparams`` end to end (issue 13, docs/design/earlycurve.md §8.19): curve files give their runs' hyperparameters,
-a simulated study learns from the runs it did not sample, and its rungs keep the trials the learned model ranks first."""
+"""Stopper ``hparams`` end to end (decision ES21, docs/design/earlycurve.md §8.19): curve files give their runs'
+hyperparameters, a simulated study learns from the runs it did not sample, and its rungs keep the trials the learned
+model ranks first."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Issue 11 with real worker processes: unconfirmed saves never prune the confirmed checkpoint, and a
-corrupt confirmed checkpoint falls back to the newest good earlier one instead of failing the trial."""
+"""Checkpoint retention and fallback with real worker processes: unconfirmed saves never prune the confirmed checkpoint,
+and a corrupt confirmed checkpoint falls back to the newest good earlier one instead of failing the trial."""
 
 from __future__ import annotations
 

@@ -123,7 +123,7 @@ def test_function_state_is_pickled(tmp_path):
     t.save(tmp_path)
     from spottune.checkpoint._secrets import verify
 
-    assert pickle.loads(verify((tmp_path / "state.pkl").read_bytes(), "state.pkl")) == t.state  # signed (issue 11)
+    assert pickle.loads(verify((tmp_path / "state.pkl").read_bytes(), "state.pkl")) == t.state  # signed (HMAC)
 
 
 def test_max_steps_is_available_in_setup():

@@ -24,7 +24,20 @@ AGGREGATES = ("max", "mean")
 
 
 def median_rel_err(curves: Sequence[RecordedCurve], predictor: EarlyCurve, theta: float) -> float:
-    """Median of ``|ŷ − y| / y`` over curves cut at ``theta · max_steps``."""
+    """Median of ``|ŷ − y| / y`` over curves cut at ``theta · max_steps``.
+
+    Parameters
+    ----------
+    curves : sequence of RecordedCurve
+    predictor : EarlyCurve
+    theta : float
+        Observed fraction of each curve's ``max_steps``, in (0, 1].
+
+    Returns
+    -------
+    float
+        Median relative error of the predicted final loss.
+    """
     errs = []
     for rec in curves:
         steps, values = rec.head(theta)
@@ -59,6 +72,11 @@ def calibrate_stage_rule(
         ``calibration_groups``, ``test_groups`` (counts of curves), ``best`` (the chosen
         thresholds and their calibration error), ``test`` (held-out median relative error of the
         chosen and of the paper's thresholds) and ``grid`` (every calibration score).
+
+    Raises
+    ------
+    InvalidCurveError
+        If the set has fewer than two groups.
     """
     groups = sorted({c.group for c in curve_set.curves})
     if len(groups) < 2:

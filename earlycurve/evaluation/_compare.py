@@ -1,4 +1,4 @@
-"""Early stoppers side by side on any curve set, at fixed settings (``spottune curves eval``, issue 13 item 5).
+"""Early stoppers side by side on any curve set, at fixed settings (``spottune curves eval``).
 
 Unlike ``benchmarks/bench_early_stopping.py`` nothing is tuned here: every method runs at one fixed
 setting (the library defaults of the peers, our shipped defaults), so no tuning/test split is needed

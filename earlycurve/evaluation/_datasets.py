@@ -448,6 +448,16 @@ def _check_steps(path: Path, table: pd.DataFrame) -> None:
 def detect_layout(path: Path) -> str:
     """The layout of a curve file (a key of ``LAYOUTS``), from its content.
 
+    Parameters
+    ----------
+    path : Path
+        A curve file (``.gz`` allowed).
+
+    Returns
+    -------
+    str
+        E.g. ``"opda-jsonl"`` or a CSV layout's key.
+
     Raises
     ------
     InvalidCurveError
@@ -467,7 +477,16 @@ def detect_layout(path: Path) -> str:
 
 def dataset_name(path: Path) -> str:
     """Data-set name of a curve file: a bundled file's name (``DATASET_FILES``), else from the file name:
-    ``workload_digits-mlp_curves.csv`` -> ``workload-digits-mlp``."""
+    ``workload_digits-mlp_curves.csv`` -> ``workload-digits-mlp``.
+
+    Parameters
+    ----------
+    path : Path
+
+    Returns
+    -------
+    str
+    """
     path = Path(path)
     for name, filename in DATASET_FILES.items():
         if path.name == filename:
@@ -488,6 +507,15 @@ def load_curves(path: Path, name: str | None = None) -> CurveSet:
     path : Path
     name : str, optional
         Data-set name; default :func:`dataset_name`.
+
+    Returns
+    -------
+    CurveSet
+
+    Raises
+    ------
+    InvalidCurveError
+        If the file is unreadable, in no known layout, or holds an invalid curve.
     """
     layout = detect_layout(path)
     return LAYOUTS[layout][1](Path(path), name or dataset_name(path))
@@ -495,7 +523,17 @@ def load_curves(path: Path, name: str | None = None) -> CurveSet:
 
 def csv_dataset_name(path: Path) -> str:
     """Data-set name of a curve CSV: ``digits_curves.csv`` -> ``digits-mlp``,
-    ``workload_digits-mlp_curves.csv`` -> ``workload-digits-mlp``."""
+    ``workload_digits-mlp_curves.csv`` -> ``workload-digits-mlp``.
+
+    Parameters
+    ----------
+    path : Path
+
+    Returns
+    -------
+    str
+        As :func:`dataset_name`.
+    """
     return dataset_name(path)
 
 

@@ -4,8 +4,8 @@ For each data set, predictor and θ every complete curve is cut at ``θ · max_s
 loss predicted once (predictions do not depend on the study, so they are computed once per curve
 and reused). Then:
 
-- **error** over all curves: median and 90th percentile of ``|ŷ − y| / y`` (spec §1.8.5 [I], on the
-  loss scale), and how often the true final loss lies in the predictor's interval (``coverage``);
+- **error** over all curves: median and 90th percentile of ``|ŷ − y| / y`` (the paper's EarlyCurve evaluation
+  [I], on the loss scale), and how often the true final loss lies in the predictor's interval (``coverage``);
 - **selection** over ``n_studies`` seeded studies of ``study_size`` curves drawn without
   replacement: ``top1`` (the predicted best is the true best), ``topk_recall`` (the true best is in
   the predicted top-k), ``regret1`` (true final loss of the predicted best minus the best's) and
@@ -59,6 +59,15 @@ def default_predictors(seed: int = 0) -> dict[str, FinalMetricPredictor]:
     stage); ``earlycurve-noisy`` swaps in :data:`earlycurve.NOISY_STAGE_RULE`;
     ``earlycurve-rec`` is :meth:`earlycurve.EarlyCurve.recommended` (noisy rule plus a fit on the
     most recent half of the stage). ``max_steps`` comes from each ``predict_final`` call.
+
+    Parameters
+    ----------
+    seed : int, default 0
+        ``random_state`` of the predictors that bootstrap their intervals.
+
+    Returns
+    -------
+    dict of str -> FinalMetricPredictor
     """
     return {
         "earlycurve": EarlyCurve(1, random_state=seed),
@@ -106,6 +115,11 @@ def predict_table(curves: Sequence[RecordedCurve], predictor: FinalMetricPredict
     Returns
     -------
     table : PredictionTable
+
+    Raises
+    ------
+    InvalidCurveError
+        If a θ is outside (0, 1], or a curve is invalid for the predictor.
     """
     for theta in thetas:
         if not 0 < theta <= 1:
@@ -125,6 +139,12 @@ def predict_table(curves: Sequence[RecordedCurve], predictor: FinalMetricPredict
 
 def error_rows(curves: Sequence[RecordedCurve], tables: Mapping[str, PredictionTable]) -> list[dict]:
     """Per predictor and θ: median / p90 relative error, interval coverage, how predictions were made.
+
+    Parameters
+    ----------
+    curves : sequence of RecordedCurve
+    tables : mapping of str to PredictionTable
+        From :func:`predict_table`, same curve order.
 
     Returns
     -------
@@ -182,6 +202,11 @@ def selection_rows(
     rows : list of dict
         Keys ``predictor, theta, top1, topk_recall, regret1, regretk, overlap_recall,
         overlap_kept`` (means over studies; regrets in loss units).
+
+    Raises
+    ------
+    InvalidCurveError
+        If ``n_studies < 1`` or ``top_k < 1``.
     """
     if n_studies < 1:
         raise InvalidCurveError(f"n_studies is {n_studies!r}, but must be >= 1")
@@ -224,7 +249,24 @@ def selection_rows(
 
 
 def subsample(curve_set: CurveSet, max_curves: int | None, seed: int = 0) -> tuple[RecordedCurve, ...]:
-    """At most ``max_curves`` curves of a set, drawn without replacement (seeded), in file order."""
+    """At most ``max_curves`` curves of a set, drawn without replacement (seeded), in file order.
+
+    Parameters
+    ----------
+    curve_set : CurveSet
+    max_curves : int or None
+        None: every curve.
+    seed : int, default 0
+
+    Returns
+    -------
+    tuple of RecordedCurve
+
+    Raises
+    ------
+    InvalidCurveError
+        If ``max_curves < 1``.
+    """
     curves = curve_set.curves
     if max_curves is None or max_curves >= len(curves):
         return curves
@@ -247,11 +289,27 @@ def evaluate_set(
 ) -> dict:
     """Error and selection rows for one data set (see the module docstring).
 
+    Parameters
+    ----------
+    curve_set : CurveSet
+    predictors : mapping of str to FinalMetricPredictor
+    thetas : sequence of float, default THETAS
+        Observed fractions of ``max_steps``, each in (0, 1].
+    n_studies, study_size, top_k, seed : int
+        As :func:`selection_rows`.
+    max_curves : int, optional
+        Evaluate a seeded subsample of at most this many curves (:func:`subsample`).
+
     Returns
     -------
     result : dict
         ``name``, ``counts`` (loader counts plus ``evaluated``), ``errors`` (:func:`error_rows`),
         ``selection`` (:func:`selection_rows`).
+
+    Raises
+    ------
+    InvalidCurveError
+        If the set has no complete curve, or as :func:`predict_table`.
     """
     curves = subsample(curve_set, max_curves, seed)
     if not curves:
@@ -284,7 +342,7 @@ def evaluate_learned(
     (``default_rng([seed, 1])``). The first half plays the previous runs: :class:`earlycurve.ResidualCurvePredictor`
     (constructor defaults, ``top_k`` and ``study_size`` of the evaluation, the whole set one group of pseudo-studies,
     as in §8.7) is fitted on it. The second half is evaluated as :func:`evaluate_set` does, for ``last_value`` and
-    ``learned``: issue 13's target is ``learned``'s ``topk_recall`` >= ``last_value``'s at every θ
+    ``learned``: the curve predictor's recall target is ``learned``'s ``topk_recall`` >= ``last_value``'s at every θ
     (docs/design/earlycurve.md §8.7, "in-set").
 
     Parameters

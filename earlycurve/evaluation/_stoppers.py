@@ -1,4 +1,4 @@
-"""The early-stopping methods compared by ``benchmarks/bench_early_stopping.py`` (issue 13, item 2–3).
+"""The early-stopping methods compared by ``benchmarks/bench_early_stopping.py`` (decisions ES5-ES6).
 
 - :class:`ASHAStopper`: Ray Tune's ``ASHAScheduler`` (``AsyncHyperBandScheduler``) rule, reimplemented
   (Ray is not a dependency). From ``ray/tune/schedulers/async_hyperband.py`` (``_Bracket``): one
@@ -43,6 +43,20 @@ __all__ = ["ASHAStopper", "asha_rungs", "OptunaStopper", "RankConfidenceStopper"
 
 def asha_rungs(grace_period: float, max_t: float, reduction_factor: float) -> list[float]:
     """Ray ASHA milestones ``grace_period · rf^k``, ascending (module docstring).
+
+    Parameters
+    ----------
+    grace_period : float
+        First milestone, steps (> 0).
+    max_t : float
+        Steps of a full trial (≥ ``grace_period``).
+    reduction_factor : float
+        rf (> 1).
+
+    Returns
+    -------
+    list of float
+        Milestones, steps.
 
     Raises
     ------
@@ -161,6 +175,11 @@ class BeliefTable:
     calibration_rows : sequence of int
         Pool rows (TUNING configurations only) on which the bias and spread are measured.
 
+    Raises
+    ------
+    InvalidCurveError
+        If there are fewer than 2 calibration rows.
+
     Attributes
     ----------
     point_ : dict of int to ndarray of shape (n_curves,)
@@ -195,7 +214,20 @@ class BeliefTable:
         return cache[rows]
 
     def belief(self, row: int, rung: int) -> tuple[float, float]:
-        """``(μ, σ)`` of pool row ``row`` at ``rung``."""
+        """``(μ, σ)`` of pool row ``row`` at ``rung``.
+
+        Parameters
+        ----------
+        row : int
+            Row of the pool's grid.
+        rung : int
+            Grid step, one of the table's rungs.
+
+        Returns
+        -------
+        mu, sigma : float
+            Mean and spread of the belief about the final loss.
+        """
         p = self._points(rung, np.array([row]))[0]
         return float(p + self.bias_[rung]), self.sigma_[rung]
 
@@ -218,6 +250,11 @@ class NeighbourBeliefs:
     calibration_rows : sequence of int
         TUNING configurations only; at least ``n_neighbours + 1``.
     n_neighbours : int, default=15
+
+    Raises
+    ------
+    InvalidCurveError
+        Unless ``2 <= n_neighbours <`` the number of calibration rows.
     """
 
     def __init__(self, grid: np.ndarray, rungs: Sequence[int], calibration_rows: Sequence[int], n_neighbours: int = 15) -> None:
@@ -235,7 +272,20 @@ class NeighbourBeliefs:
             self.features_[r] = f / np.where(sd > 0, sd, 1.0)
 
     def belief(self, row: int, rung: int) -> tuple[float, float]:
-        """``(μ, σ)`` of pool row ``row`` at ``rung``."""
+        """``(μ, σ)`` of pool row ``row`` at ``rung``.
+
+        Parameters
+        ----------
+        row : int
+            Row of the pool's grid.
+        rung : int
+            Grid step, one of the rungs given at construction.
+
+        Returns
+        -------
+        mu, sigma : float
+            ``y_r + mean(d)`` and ``std(d)`` over the nearest calibration curves.
+        """
         f = self.features_[rung]
         cand = self.rows[self.rows != row]
         dist = np.sum((f[cand] - f[row]) ** 2, axis=1)
@@ -348,6 +398,16 @@ def one_shot_steps(study: Study, scores: np.ndarray, at_step: int, keep: int) ->
     """Steps trained by the paper's synchronous rule: all trials to ``at_step``, the ``keep`` lowest
     ``scores`` (predicted final losses, shape (size,)) to the end (stable ties: launch order); the one-rung
     case of :func:`rung_steps`.
+
+    Parameters
+    ----------
+    study : Study
+    scores : ndarray of shape (size,)
+        Predicted final losses; lower continues.
+    at_step : int
+        The rung's grid step (1-based).
+    keep : int
+        Trials trained to the end.
 
     Returns
     -------

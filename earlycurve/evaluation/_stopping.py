@@ -1,6 +1,6 @@
 """Early-stopping evaluation on recorded learning curves: studies, asynchronous replay, top-k metrics.
 
-Issue 13, item 1. No training: every configuration's curve is recorded to its end, so any stopping
+No training: every configuration's curve is recorded to its end, so any stopping
 rule can be replayed and judged against the true final losses.
 
 - **Grid** (:class:`StudyPool`): each recorded curve is put on a common grid of ``n_steps`` progress
@@ -89,6 +89,18 @@ class StudyPool:
     def from_curves(cls, curve_set: CurveSet | Sequence[RecordedCurve], n_steps: int, name: str | None = None) -> StudyPool:
         """Put every curve of a set on ``n_steps`` progress steps (module docstring).
 
+        Parameters
+        ----------
+        curve_set : CurveSet or sequence of RecordedCurve
+        n_steps : int
+            Progress steps of the grid (≥ 2); step s is s / n_steps through each curve's own run.
+        name : str, optional
+            Default: the set's name.
+
+        Returns
+        -------
+        StudyPool
+
         Raises
         ------
         InvalidCurveError
@@ -132,7 +144,18 @@ class Study:
 
 
 def split_pool(pool: StudyPool, seed: int = 0) -> dict[str, np.ndarray]:
-    """Disjoint ``"tuning"`` and ``"test"`` halves of the pool's rows (sorted), from ``default_rng([seed, 0])``."""
+    """Disjoint ``"tuning"`` and ``"test"`` halves of the pool's rows (sorted), from ``default_rng([seed, 0])``.
+
+    Parameters
+    ----------
+    pool : StudyPool
+    seed : int, default 0
+
+    Returns
+    -------
+    dict of str -> ndarray of int
+        ``"tuning"`` and ``"test"`` row indices (decision ES2).
+    """
     n = pool.grid.shape[0]
     perm = np.random.default_rng([seed, 0]).permutation(n)
     return {"tuning": np.sort(perm[: n // 2]), "test": np.sort(perm[n // 2:])}
@@ -179,26 +202,74 @@ class Stopper:
     """What :func:`replay` drives; subclasses override what they need (default: never stop)."""
 
     def reset(self, study: Study) -> None:
-        """A new study begins."""
+        """A new study begins.
+
+        Parameters
+        ----------
+        study : Study
+            The study about to be replayed.
+        """
 
     def launch(self, trial: int) -> None:
-        """Trial ``trial`` (row of ``study.curves``) starts."""
+        """Trial ``trial`` (row of ``study.curves``) starts.
+
+        Parameters
+        ----------
+        trial : int
+            Row of ``study.curves``.
+        """
 
     def report(self, trial: int, step: int, loss: float) -> bool:
-        """Loss after ``step`` steps (``step < n_steps``); return True to stop the trial now."""
+        """Loss after ``step`` steps (``step < n_steps``); return True to stop the trial now.
+
+        Parameters
+        ----------
+        trial : int
+            Row of ``study.curves``.
+        step : int
+            Grid steps trained so far, 1 .. n_steps - 1.
+        loss : float
+            The curve's value there (lower is better).
+
+        Returns
+        -------
+        bool
+            True to stop the trial.
+        """
         return False
 
     def complete(self, trial: int, loss: float) -> None:
-        """The trial reached ``n_steps`` with final loss ``loss``."""
+        """The trial reached ``n_steps`` with final loss ``loss``.
+
+        Parameters
+        ----------
+        trial : int
+            Row of ``study.curves``.
+        loss : float
+            Final loss.
+        """
 
 
 def replay(study: Study, stopper: Stopper, workers: int = 4) -> np.ndarray:
     """Run a stopper over a study with ``workers`` parallel workers (module docstring).
 
+    Parameters
+    ----------
+    study : Study
+    stopper : Stopper
+        Reset at the start; asked at every step.
+    workers : int, default 4
+        Parallel workers; trials launch in study order as workers free up (decision ES4).
+
     Returns
     -------
     steps : ndarray of shape (size,), int
         Steps each trial was trained (``n_steps`` = trained to the end).
+
+    Raises
+    ------
+    InvalidCurveError
+        If ``workers < 1``.
     """
     if workers < 1:
         raise InvalidCurveError(f"workers is {workers!r}, but must be >= 1")
@@ -242,6 +313,12 @@ def study_metrics(study: Study, steps: np.ndarray, *, completed: np.ndarray | No
         Steps trained per trial.
     completed : ndarray of bool, optional
         Trials trained to the end; default ``steps == n_steps``.
+
+    Returns
+    -------
+    dict of str -> float
+        ``cost`` (share of the study's full training), ``steps``, ``top1``, ``top3``, ``regret`` (NaN and 0
+        accuracies when no trial finished).
     """
     finals = study.finals
     n, n_steps = study.curves.shape
@@ -259,6 +336,16 @@ def summarize(rows: Sequence[Mapping[str, float]]) -> dict[str, dict[str, float]
     """Spread over studies: per metric ``mean``, ``sd`` (ddof 1), ``q25``, ``median``, ``q75``, ``n``.
 
     NaN values (a study without a pick) are left out of that metric.
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        :func:`study_metrics` rows.
+
+    Returns
+    -------
+    dict of str -> dict of str -> float
+        Metric -> statistic -> value.
     """
     out = {}
     for m in METRICS:
@@ -281,6 +368,17 @@ def choose_best(summaries: Mapping[str, Mapping[str, Mapping[str, float]]], *, t
     Parameters
     ----------
     summaries : mapping of setting name to :func:`summarize` output, **on tuning studies only**.
+    target_top3 : float, default 0.95
+
+    Returns
+    -------
+    str
+        The chosen setting's name.
+
+    Raises
+    ------
+    InvalidCurveError
+        If ``summaries`` is empty.
     """
     if not summaries:
         raise InvalidCurveError("no setting to choose from")
@@ -292,7 +390,19 @@ def choose_best(summaries: Mapping[str, Mapping[str, Mapping[str, float]]], *, t
 
 
 def evaluate_stopper(studies: Sequence[Study], make: Callable[[], Stopper], workers: int = 4) -> list[dict[str, float]]:
-    """Replay a fresh stopper (``make()``) on each study; one :func:`study_metrics` row per study."""
+    """Replay a fresh stopper (``make()``) on each study; one :func:`study_metrics` row per study.
+
+    Parameters
+    ----------
+    studies : sequence of Study
+    make : callable () -> Stopper
+    workers : int, default 4
+
+    Returns
+    -------
+    list of dict
+        One :func:`study_metrics` row per study.
+    """
     rows = []
     for study in studies:
         steps = replay(study, make(), workers)
@@ -310,12 +420,20 @@ def tune_and_report(grid: Mapping[str, Callable[[], Stopper]], tuning: Sequence[
         The first entry is the library default.
     tuning, test : sequence of Study
         Disjoint (:func:`sample_studies`); the choice (:func:`choose_best`) sees ``tuning`` only.
+    workers : int, default 4
+    target_top3 : float, default 0.95
+        As :func:`choose_best`.
 
     Returns
     -------
     result : dict
         ``grid_size``; ``tuning`` (setting -> mean top1/top3/regret/cost on tuning); ``default`` and
         ``best``: ``setting``, ``tuning`` and ``test`` (:func:`summarize`).
+
+    Raises
+    ------
+    InvalidCurveError
+        If ``grid`` is empty.
     """
     if not grid:
         raise InvalidCurveError("empty settings grid")

@@ -34,6 +34,16 @@ def to_seconds(t: object) -> float:
     A timestamp without a time zone (``"2015-06-01"``, ``"2015-06-01 12:00"``) is read as UTC, as AWS
     reports every time in UTC.
 
+    Parameters
+    ----------
+    t : str, datetime, pandas.Timestamp, int or float
+        A timestamp (ISO-8601, e.g. ``"2015-05-01T00:00Z"``) or seconds since the epoch.
+
+    Returns
+    -------
+    float
+        Seconds since the Unix epoch, UTC.
+
     Raises
     ------
     PriceDataError
@@ -55,7 +65,18 @@ def to_seconds(t: object) -> float:
 
 
 def to_timestamp(t_s: float) -> pd.Timestamp:
-    """Float seconds since the epoch -> tz-aware UTC ``pandas.Timestamp``."""
+    """Float seconds since the epoch -> tz-aware UTC ``pandas.Timestamp``.
+
+    Parameters
+    ----------
+    t_s : float
+        Seconds since the Unix epoch, UTC; rounded to the nanosecond.
+
+    Returns
+    -------
+    pandas.Timestamp
+        The same instant, time zone UTC.
+    """
     return pd.Timestamp(round(float(t_s) * 1e9), unit="ns", tz="UTC")
 
 
@@ -71,6 +92,12 @@ class PriceSeries:
         Price in force from each record time on.
     end_s : float
         End of the recorded history (>= last record). Queries after it raise PriceDataError.
+
+    Raises
+    ------
+    PriceDataError
+        If the arrays are empty or of different lengths, the times are not strictly increasing, or ``end_s``
+        is before the last record.
     """
 
     __slots__ = ("market", "times_s", "prices", "end_s", "_cum", "_sparse", "_changed")
@@ -141,7 +168,23 @@ class PriceSeries:
         return float(out[0]) if t.ndim == 0 else out
 
     def integral(self, t_s: ArrayLike) -> np.ndarray:
-        """Integral of the price from the first record to t, in USD*s/h (divide by 3600 for USD)."""
+        """Integral of the price from the first record to t, in USD*s/h (divide by 3600 for USD).
+
+        Parameters
+        ----------
+        t_s : float or array of shape (m,)
+            Times, seconds since the epoch (UTC), within the history.
+
+        Returns
+        -------
+        ndarray of shape (m,)
+            USD·s/h per time (shape (1,) for a scalar).
+
+        Raises
+        ------
+        PriceDataError
+            If any t is before the first record or after ``end_s``.
+        """
         t = np.atleast_1d(np.asarray(t_s, dtype=np.float64))
         i = self._index(t)
         return self._cum[i] + self.prices[i] * (t - self.times_s[i])
@@ -150,6 +193,21 @@ class PriceSeries:
         """Exact per-second cost of running from start to end at the market price in force each second.
 
         Price changes during the run are integrated exactly. Shapes broadcast; scalar in, float out.
+
+        Parameters
+        ----------
+        start_s, end_s : float or array
+            Run bounds, seconds since the epoch (UTC), within the history; broadcast together.
+
+        Returns
+        -------
+        float or ndarray of the broadcast shape
+            Cost in USD of one instance over each run.
+
+        Raises
+        ------
+        PriceDataError
+            If a run ends before it starts or lies outside the history.
         """
         s, e = np.broadcast_arrays(np.asarray(start_s, dtype=float), np.asarray(end_s, dtype=float))
         if np.any(e < s):
@@ -160,7 +218,22 @@ class PriceSeries:
     def mean_price(self, start_s: ArrayLike, end_s: ArrayLike) -> np.ndarray | float:
         """Time-weighted mean price over [start, end], USD per instance-hour (Eq 1's P̄ with a 1 h window).
 
-        ``start == end`` gives the price at that instant. Raises PriceDataError outside the history.
+        ``start == end`` gives the price at that instant.
+
+        Parameters
+        ----------
+        start_s, end_s : float or array
+            Window bounds, seconds since the epoch (UTC), within the history; broadcast together.
+
+        Returns
+        -------
+        float or ndarray of the broadcast shape
+            Mean price, USD per instance-hour.
+
+        Raises
+        ------
+        PriceDataError
+            If a window ends before it starts or lies outside the history.
         """
         s, e = np.broadcast_arrays(np.asarray(start_s, dtype=float), np.asarray(end_s, dtype=float))
         flat_s, flat_e = s.ravel(), e.ravel()
@@ -173,7 +246,18 @@ class PriceSeries:
         return float(out[0]) if s.ndim == 0 else out.reshape(s.shape)
 
     def changes_between(self, start_s: ArrayLike, end_s: ArrayLike) -> np.ndarray:
-        """Number of records with start < time <= end whose price differs from the previous one."""
+        """Number of records with start < time <= end whose price differs from the previous one.
+
+        Parameters
+        ----------
+        start_s, end_s : float or array of shape (m,)
+            Window bounds, seconds since the epoch (UTC).
+
+        Returns
+        -------
+        ndarray of int, shape (m,)
+            Price changes in each window (shape (1,) for scalars).
+        """
         s = np.atleast_1d(np.asarray(start_s, dtype=float))
         e = np.atleast_1d(np.asarray(end_s, dtype=float))
         changed = self._changed_cumulative()
@@ -203,7 +287,7 @@ class PriceSeries:
         """First record time strictly after t at which the price exceeds the max price b.
 
         The legacy (2017) revocation rule: an instance launched at t with max price b is revoked at the
-        first time the market price rises above b (spec §1.9). Returns ``inf`` if that does not happen
+        first time the market price rises above b (decision M1). Returns ``inf`` if that does not happen
         before ``end_s``. Vectorised: O(log n) per query with a sparse table of range maxima.
 
         Parameters
@@ -241,7 +325,7 @@ class PriceSeries:
             Grid bounds; default: the first whole minute at or after the first record, and ``end_s``.
         method : {"ffill", "linear"}
             ``ffill`` is the step function (use it for anything that decides a revocation or a bill);
-            ``linear`` interpolates between records, the literal reading of the paper (spec D3), for
+            ``linear`` interpolates between records, the literal reading of the paper (decision D3), for
             RevPred experiments only.
 
         Returns
@@ -318,6 +402,11 @@ class PriceHistory:
         End of the recorded history; default: the last timestamp in the table (all markets share it,
         since a collector that stopped recording stopped for every market).
 
+    Raises
+    ------
+    PriceDataError
+        If the table lacks a canonical column, or holds several records of one market at one timestamp.
+
     Notes
     -----
     Several records of one market at the same timestamp are ambiguous and raise PriceDataError (exact
@@ -384,7 +473,25 @@ class PriceHistory:
         return len(self._series)
 
     def price_at(self, market: Market | str, t_s: ArrayLike) -> np.ndarray | float:
-        """Shortcut for ``self[market].price_at(t_s)``."""
+        """Shortcut for ``self[market].price_at(t_s)``.
+
+        Parameters
+        ----------
+        market : Market or str
+            The market (``"AZ/TYPE/PRODUCT"`` for a string).
+        t_s : float or array of shape (m,)
+            Times, seconds since the epoch (UTC).
+
+        Returns
+        -------
+        float or ndarray of shape (m,)
+            Price in force at each time, USD per instance-hour.
+
+        Raises
+        ------
+        PriceDataError
+            If the market is not in the history or a time is outside it.
+        """
         return self[market].price_at(t_s)
 
     def minute_grid(self, markets: Iterable[Market | str] | None = None, *, start_s: float | None = None,
@@ -520,7 +627,21 @@ class PriceHistory:
 
     def select(self, *, instance_types: Iterable[str] | None = None, availability_zones: Iterable[str] | None = None,
                product_description: str | None = None) -> list[Market]:
-        """Markets matching every given filter (None = no filter), sorted."""
+        """Markets matching every given filter (None = no filter), sorted.
+
+        Parameters
+        ----------
+        instance_types : iterable of str, optional
+            E.g. ``["r4.large", "m4.xlarge"]``.
+        availability_zones : iterable of str, optional
+            E.g. ``["us-east-1a"]``.
+        product_description : str, optional
+            E.g. ``"Linux/UNIX"``.
+
+        Returns
+        -------
+        list of Market
+        """
         its = set(instance_types) if instance_types is not None else None
         azs = set(availability_zones) if availability_zones is not None else None
         return [m for m in self.markets

@@ -20,7 +20,13 @@ DEFAULT_PRICE_FILE = "us-east-1_2015.csv.gz"
 
 
 def price_dirs() -> list[Path]:
-    """Folders searched for a bare price file name, in order (:func:`spotmarket.data.data_dirs`)."""
+    """Folders searched for a bare price file name, in order (:func:`spotmarket.data.data_dirs`).
+
+    Returns
+    -------
+    list of pathlib.Path
+        They need not exist.
+    """
     return data_dirs("spot_prices")
 
 

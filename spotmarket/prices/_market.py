@@ -33,6 +33,15 @@ class Market:
     def parse(cls, text: str) -> "Market":
         """Parse ``AZ/TYPE[/PRODUCT]`` (product defaults to ``Linux/UNIX``).
 
+        Parameters
+        ----------
+        text : str
+            E.g. ``"us-east-1a/r4.large"`` or ``"us-east-1a/r4.large/Linux/UNIX (Amazon VPC)"``.
+
+        Returns
+        -------
+        Market
+
         Raises
         ------
         PriceDataError

@@ -4,7 +4,7 @@ The layout is detected from the content (never from the file name); plain, gzip,
 detected by their magic bytes. The supported layouts (``LAYOUTS``) are described in ``_layouts``, which
 detects and parses them; ``_validate`` checks the values. This module builds the canonical table.
 
-Rules (issue 2): nothing is dropped silently. Exact duplicate records (same instant, market and price,
+Rules: nothing is dropped silently. Exact duplicate records (same instant, market and price,
 after parsing) are dropped and counted; two different prices for one market at one instant are an error.
 Product-description filtering is explicit and counted, see :func:`read_prices`. Every error names the file
 and the line.
@@ -74,7 +74,13 @@ class LoadReport:
         return sum(self.filtered_out.values())
 
     def summary(self) -> str:
-        """One human-readable paragraph."""
+        """One human-readable paragraph.
+
+        Returns
+        -------
+        str
+            What was read, dropped, filtered and kept, and the reader's notes.
+        """
         parts = [f"{self.path}: layout {self.layout}; {self.records_read:,} records read, "
                  f"{self.duplicates_dropped:,} exact duplicates dropped"]
         if self.filtered_out:
@@ -235,6 +241,15 @@ def read_prices(path: str | PathLike[str], *, product_description: str | Sequenc
 
 def load_report(table: pd.DataFrame) -> LoadReport:
     """The :class:`LoadReport` of a table returned by :func:`read_prices`.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A table returned by :func:`read_prices` (the report rides in ``table.attrs``).
+
+    Returns
+    -------
+    LoadReport
 
     Raises
     ------
