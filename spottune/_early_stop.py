@@ -1,7 +1,7 @@
 """The orchestrator's early stopping: the θ barrier by the last value (default), the paper's EarlyCurve, the
 rank-confidence rule or predictive ASHA.
 
-``stopper="rank"`` (issue 13): :class:`earlycurve.RankConfidenceStopping` at the rungs of
+``stopper="rank"``: :class:`earlycurve.RankConfidenceStopping` at the rungs of
 :data:`earlycurve.RUNG_FRACTIONS` that lie before the θ barrier, asked after every reported step
 through the orchestrator's :class:`~spottune.orchestrator.StopRule` interface, and at the barrier
 (θ is the last rung) the top-k by the **last observed value** (``earlycurve.LastValue``, which ranks
@@ -10,21 +10,22 @@ plateau rule. In a fully parallel run no trial finishes before the barrier, so t
 the rule's *cohort* mode (a trial is stopped when ``top_k`` trials not stopped were lower at the same
 rung).
 
-``stopper="predictive"`` (issue 13, ``docs/design/earlycurve.md`` §8): :class:`earlycurve.PredictiveStopping`
+``stopper="predictive"`` (``docs/design/earlycurve.md`` §8): :class:`earlycurve.PredictiveStopping`
 with the shipped :data:`earlycurve.PREDICTIVE_DEFAULTS`, or the settings of the spec's ``predictive_options``
 (``--predictive-options``; a family's own settings, chosen on tuning studies as for ASHA) (rungs at their fractions
 of ``max_steps`` that lie before the θ barrier, every passed rung re-judged at every step, the slope-corrected score and the
 optimistic bound against the best finished trial), then at the barrier the top-k by the last value,
 as for ``rank``.
 
-``stopper="barrier"`` (issue 13, ``docs/design/earlycurve.md`` §8.10): no rungs; every trial trains to the θ barrier
+``stopper="barrier"`` (``docs/design/earlycurve.md`` §8.10): no rungs; every trial trains to the θ barrier
 and the top-k by the last observed value continue (Algorithm 1's own early stopping with the last value instead of
 EarlyCurve). With θ and ``top_k`` chosen on tuning studies (θ 0.1-0.2, keep 2-3 on the recorded sets) it met
-issue 13's cost target on opda-alexnet and cakelab. It is the default (design ES18): at the user's θ it costs what
+the early-stopping cost target (at most 0.8x the cost of the best-tuned SHA/ASHA/Hyperband at mean top-3
+accuracy ≥ 0.95) on opda-alexnet and cakelab. It is the default (design ES18): at the user's θ it costs what
 ``paper`` costs, and at θ 0.7 the trial it returns is among the true top-3 at least as often as with EarlyCurve on
 every curve set measured (``docs/design/earlycurve.md`` §8.11).
 
-``stopper="hparams"`` (issue 13, ``docs/design/earlycurve.md`` §8.19): ``barrier`` (with its rungs) with every barrier ranked
+``stopper="hparams"`` (``docs/design/earlycurve.md`` §8.19): ``barrier`` (with its rungs) with every barrier ranked
 by :class:`earlycurve.HyperparameterCurvePredictor`, the final loss predicted from the trial's hyperparameters and its
 curve so far, learned from previous runs of the same search space (:func:`hparams_predictor`; in ``spottune run`` the
 ``stopper_curves`` file, which must record each run's hyperparameters). Where the previous runs do not show that it

@@ -29,7 +29,7 @@ def make_pruner(kind: str, max_steps: int, min_resource: int | None = None, redu
     """The Optuna pruner ``kind`` ("median", "sha", "hyperband") for a study of ``max_steps`` steps.
 
     ``min_resource`` (steps) and ``reduction_factor`` set SHA's and Hyperband's main knobs (default: the module's
-    ``max(1, max_steps // 27)`` and 3; ``optuna-sha-r3-rf4`` policies, issue 13's peers at their best)."""
+    ``max(1, max_steps // 27)`` and 3; ``optuna-sha-r3-rf4`` policies, the peers at their best settings)."""
     import optuna
 
     r = max(1, max_steps // 27) if min_resource is None else int(min_resource)

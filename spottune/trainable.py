@@ -28,7 +28,7 @@ Two class attributes describe the workload to the simulator and the provisioner:
 
 - ``reference_seconds_per_step``: simulated seconds one step takes on the **reference instance**, a
   2-vCPU general-purpose instance (m4.large / r3.large class; 2 vCPUs, 8-15 GiB). Instance-speed models
-  scale it by vCPUs (spec §1.4). It is what the paper's workloads would take, not what the small
+  scale it by vCPUs (:mod:`spottune.speed`). It is what the paper's workloads would take, not what the small
   stand-in models here take on a laptop.
 - ``checkpoint_size_mb``: simulated checkpoint size in MB (1 MB = 10**6 bytes), used by the simulator's
   checkpoint/restore time model (size / bandwidth). The real files written by ``save_checkpoint`` may

@@ -111,7 +111,7 @@ Progress = Callable[[float, Orchestrator, float], None]
 class Driver(abc.ABC):
     """Base class of the backends: one abstract method, :meth:`run`; the contract is the module doc.
 
-    Crash safety (issue 15, ``docs/design/decisions.md`` "Crash safety"): when :attr:`journal` is set (a
+    Crash safety (``docs/design/decisions.md`` "Crash safety"): when :attr:`journal` is set (a
     :class:`spottune.journal.Journal`), the driver records every delivered event and returned action,
     an ``intent`` before every side effect and its ``outcome`` after it. :meth:`resume` is the
     backend's hook to continue a killed run from its journal.

@@ -162,7 +162,7 @@ class ReplayDriver(Driver):
     store_monitor: Any = None
     #: Spending caps checked before every launch (:func:`spottune.backends._caps.check_caps`; None: none).
     #: When the budget runs short the driver stops: no further launch, the live instances are ended and
-    #: the run keeps the best trials so far; ``record.meta["budget_exhausted"]`` says why (issue 17).
+    #: the run keeps the best trials so far; ``record.meta["budget_exhausted"]`` says why.
     budget_usd: float | None = None
     max_usd_per_hour: float | None = None
     stopped: bool = False

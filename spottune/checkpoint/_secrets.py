@@ -203,7 +203,7 @@ def worker_env(storage_options: Mapping[str, Any], key_hex: str | None = None) -
     The environment holds the secret storage options (:data:`STORAGE_SECRETS_ENV`, only if there are
     any) and the experiment's checkpoint key (:data:`CHECKPOINT_KEY_ENV`; ``key_hex``, else the driver's
     own :data:`CHECKPOINT_KEY_ENV` if set, so that a resumed run can read its function-API checkpoints
-    (``spottune resume``, issue 15), else a new random one).
+    (``spottune resume``), else a new random one).
     """
     public, secret = split_secrets(storage_options)
     env = {CHECKPOINT_KEY_ENV: key_hex or os.environ.get(CHECKPOINT_KEY_ENV) or secrets.token_hex(32)}

@@ -89,7 +89,7 @@ _TRANSIENT_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, e
                      errno.ENETUNREACH, errno.ENETDOWN, errno.EAGAIN, errno.EPIPE,
                      # s3fs' translations of S3's "please try again" answers: 500 InternalError -> EREMOTEIO,
                      # 503 SlowDown and 409 OperationAborted -> EBUSY (s3fs/errors.py); a store that was just
-                     # restarted answers 500 for a while (issue 15), which must not look like a corrupt version
+                     # restarted answers 500 for a while, which must not look like a corrupt version
                      getattr(errno, "EREMOTEIO", errno.EIO), errno.EBUSY}
 
 

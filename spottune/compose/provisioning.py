@@ -81,8 +81,8 @@ def make_provisioner(history: PriceHistory, catalog: InstanceCatalog, pool: Pool
         same stop (:attr:`provisioner.RefundStepCost.job_time_value_usd_per_hour`; R11).
     speed_model : {"pooled", "cores"}, default "pooled"
         ``refund`` only: T's model for the instance types a trial has not run on (``spottune.experiment.SPEED_MODELS``;
-        :class:`provisioner.PooledSpeedMatrix` pivoting at the 2-vCPU reference instance, or the spec's
-        :class:`provisioner.PerformanceMatrix`).
+        :class:`provisioner.PooledSpeedMatrix` pivoting at the 2-vCPU reference instance, or the per-trial
+        ``κ / cores`` rule of :class:`provisioner.PerformanceMatrix`).
     exclusions : provisioner.MarketExclusions, optional
         Where the chooser keeps the markets that refused a launch for capacity; None: none are kept.
 

@@ -17,7 +17,7 @@ capacity of every type), max prices, launch times, hold / hop and user terminati
 - a *refunded* segment ends by the provider within its first hour and is free. In legacy mode it is
   revoked at an *up-tick* s of the price (the first record above the max price b): launched at t with
   ``max(price on [t, s)) <= b < price(s)`` and ``s + 120 - t < 3600`` (notice at s, termination s + 120,
-  spec §1.9). Its progress may last until the termination ``s + 120`` (or stop earlier, freeing the
+  the paper's §II-A). Its progress may last until the termination ``s + 120`` (or stop earlier, freeing the
   trial for the next launch).
 - progress of a segment = (progress time - overheads) / seconds per step. Overheads are the
   simulator's (:mod:`spottune.backends.sim._backend`): ``boot_s`` on every segment; restore
@@ -85,7 +85,7 @@ class LowerBoundSettings:
     step_time_cov : float
         Coefficient of variation of the simulator's step-time noise (0 = exact).
     notice_lead_s : float
-        Legacy notice-to-termination time, seconds (spec §1.9: 120).
+        Legacy notice-to-termination time, seconds (the paper's §II-A: 120).
     """
 
     boot_s: float = 0.0

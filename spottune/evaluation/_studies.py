@@ -18,7 +18,7 @@ Three kinds of study, all with every curve known to ``max_steps`` (the ground tr
 - **random-search built-in studies** (``builtin-digits-mlp``, ``builtin-logreg``, ``builtin-linear-svm``): 16
   configurations sampled with the seed from the 128 random-search curves of ``data/learning_curves/builtin/
   builtin_<workload>_curves.csv.gz`` (the workload's grid widened into a random search and really trained,
-  ``benchmarks/builtin_curves.py``; issue 13 item 1), on 50 progress steps as the step benchmarks' grid. Each
+  ``benchmarks/builtin_curves.py``), on 50 progress steps as the step benchmarks' grid. Each
   configuration runs at the workload's speed (its ``reference_seconds_per_step`` x ``max_steps`` / S_max per progress
   step) and checkpoint size; the metric is the workload's (all three minimise).
 

@@ -2,8 +2,8 @@
 
 Columns (units in the names): ``cost_usd`` (USD charged), ``jct_h`` (hours from the start to the best
 models selected), ``pcr`` = 1 / (JCT_h · cost_USD) and ``pcr_norm`` = pcr / pcr of ``spottune-0.7`` on
-the same workload, market mode and start (the paper fixes SpotTune θ = 0.7 at 1 per benchmark, spec
-§1.11; NaN where that run is missing), ``top1`` / ``top3`` (1.0 if the truly best configuration, by its
+the same workload, market mode and start (the paper fixes SpotTune θ = 0.7 at 1 per benchmark,
+§IV-B1; NaN where that run is missing), ``top1`` / ``top3`` (1.0 if the truly best configuration, by its
 metric at S_max, is the chosen best / among the chosen top 3), ``regret`` (true final metric of the
 chosen best minus the best's, in the metric's units, >= 0), ``refunded_share`` (share of executed steps
 run on refunded instance time), ``revocations``, ``hops``, ``lost_steps``, ``ckpt_overhead_share``
@@ -87,7 +87,7 @@ def summarise(df: pd.DataFrame, metrics: list[str] | None = None) -> pd.DataFram
 def ratio_table(summary: pd.DataFrame, reference: str = REFERENCE_POLICY) -> pd.DataFrame:
     """Headline ratios per (workload, market mode): cost saving and JCT ratio of ``reference`` vs others.
 
-    ``saving`` = 1 − cost(reference) / cost(other) (spec §1.12 "cost saving"); ``jct_ratio`` =
+    ``saving`` = 1 − cost(reference) / cost(other) (the paper's "cost saving", §IV-B1); ``jct_ratio`` =
     JCT(other) / JCT(reference) (> 1: the reference is faster); ``pcr_ratio`` = mean pcr_norm of the
     reference (1) over the other's. Means over starts.
     """

@@ -1,7 +1,7 @@
 """Actions the orchestrator returns for a driver to carry out: small frozen values, no behaviour.
 
 A driver turns each action into an effect (launch or stop an instance, start a checkpoint, set a
-timer, record a result) and never decides anything itself (``STYLE.md`` §1). The trial-level actions
+timer, record a result) and never decides anything itself. The trial-level actions
 (``Launch``, ``Checkpoint``, ``Terminate``, ``Stop``) pass through the transition table like events.
 """
 

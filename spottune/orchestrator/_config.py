@@ -63,9 +63,9 @@ class OrchestratorConfig:
     hourly_hop : bool, default=True
         Answer ``HourElapsed`` with a HOP checkpoint and re-provisioning (Algorithm 1). False keeps a
         trial on its instance until it finishes or is revoked (the single-instance and spot-with-restart
-        baselines of the evaluation, spec §1.9).
+        baselines of the evaluation; the paper's single-spot baselines, §IV-A4).
     rungs : sequence of (float, int), default ()
-        Synchronous barriers before θ (issue 13, ``docs/design/earlycurve.md`` §8.12): ``(fraction, keep)`` pairs; every
+        Synchronous barriers before θ (``docs/design/earlycurve.md`` §8.12): ``(fraction, keep)`` pairs; every
         trial trains to ``ceil(fraction·S_max)`` steps and waits there (checkpointed) until every trial has reached
         it or ended, then the ``keep`` trials with the lowest last observed loss continue to the next barrier and
         the rest stop; θ is the last barrier, where ``top_k`` continue. Checked by :func:`check_rungs`; a string

@@ -14,7 +14,7 @@ A driver delivers each one at once, when the fact arises, and journals it as the
 data (the launch outcome, the ``billed`` record, the ``signal`` outcome); it is not written to ``events.jsonl``
 (the launch's error, the ledger row and ``meta["signals"]`` hold the same data).
 
-Source: SpotTune Algorithm 1 (``SPOTTUNE_SPEC.md`` §1.6); the event names follow ``ARCHITECTURE.md``.
+Source: SpotTune Algorithm 1 (the paper's §III-A: a revocation notice, a finished job, an hour on one instance).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class CheckpointReason(enum.StrEnum):
     HOP = "hop"  #: one hour on the instance without revocation: save, terminate, re-provision
     THETA = "theta"  #: the trial reached θ·max_steps: save and pause until the barrier
     END = "end"  #: the trial reached its target steps: save and finish
-    PLATEAU = "plateau"  #: the curve is flat (spec §1.8.4): save and finish early
+    PLATEAU = "plateau"  #: the curve is flat (the paper's plateau rule, §III-C): save and finish early
 
 
 class EndReason(enum.StrEnum):

@@ -6,17 +6,17 @@ no I/O. Every state change goes through :func:`spottune.orchestrator._state.next
 receive and for actions we send, validating first and assigning after, so a rejected trigger leaves
 the trial unchanged.
 
-Decisions ([I], spec §1.6 and §1.14):
+Decisions ([I]: what Algorithm 1 leaves open; decisions D1-D13 of ``docs/design/decisions.md``):
 - launch every trial at ``ExperimentStarted``; relaunch at once after a revocation checkpoint (the
   revoked instance is left for the provider to terminate so its first hour stays refundable);
 - after one hour on an instance: checkpoint (HOP), terminate, re-provision; if a notice arrived
   meanwhile, the instance is not terminated by us (refund); no hop when no step finished on the instance
   yet (a slow start would otherwise relaunch every hour without progress);
 - phase 1 target ``ceil(θ·max_steps)``; barrier once every trial is paused or terminal (D12); rank by
-  the predictor's final value in loss scale (``mode="max"`` metrics become ``1 − value``, spec §1.2);
+  the predictor's final value in loss scale (``mode="max"`` metrics become ``1 − value``, as Eq 4's curve decreases);
   plateaued trials rank by their last observed value and are never continued; the top-k continue to
   ``max_steps``; the rest are stopped; with θ = 1 the ranking uses the actual final values;
-- with ``config.rungs`` (issue 13), the same barrier first at each rung's step, ranked by the last observed
+- with ``config.rungs``, the same barrier first at each rung's step, ranked by the last observed
   value (or by ``rung_predictor``'s predicted final value), keeping the rung's ``keep`` trials; θ is the last
   barrier;
 - a failing trainable is retried up to ``max_failures`` times (Ray's meaning), then FAILED; other
@@ -144,7 +144,7 @@ class Orchestrator:
     predictor : FinalMetricPredictor, optional
         EarlyCurve; default :class:`earlycurve.LastValue` (the last observed loss).
     plateau_rule : callable (steps, losses, max_steps) -> bool, optional
-        Spec §1.8.4 (e.g. ``earlycurve``'s ``is_plateau``); default: never plateau.
+        The paper's plateau rule (§III-C, decision D8; e.g. ``earlycurve``'s ``is_plateau``); default: never plateau.
     stop_rule : StopRule, optional
         External early stopping (e.g. an Optuna pruner, ``spottune.evaluation``): asked after every
         reported step; True stops the running trial at once (STOPPED_EARLY). Default: none.
@@ -331,7 +331,7 @@ class Orchestrator:
                     tr.markets_used.append(event.market)
                 tr.started_s, tr.train_end_s = t, None
                 if event.restored_step is not None and 0 <= event.restored_step < tr.checkpoint_step:
-                    # the confirmed checkpoint was missing or corrupt: the store fell back (issue 11)
+                    # the confirmed checkpoint was missing or corrupt: the store fell back
                     tr.lost_steps += tr.checkpoint_step - event.restored_step
                     tr.checkpoint_step = event.restored_step
                     cut = int(np.searchsorted(tr.steps, tr.checkpoint_step, side="right"))
@@ -450,7 +450,7 @@ class Orchestrator:
     def _saved_reason(self, tr: TrialRecord, event: CheckpointSaved) -> CheckpointReason:
         """What a saved checkpoint means for the trial: a hop or revocation checkpoint that already holds the
         target step (the last step finished as the checkpoint began) ends the segment like the θ or end
-        checkpoint would; relaunching it would have nothing to do, and did so every hour (issue 11)."""
+        checkpoint would; relaunching it would have nothing to do, and did so every hour."""
         if event.reason in (CheckpointReason.HOP, CheckpointReason.REVOCATION) and event.step >= tr.target_steps:
             return CheckpointReason.END if self._final_target(tr) else CheckpointReason.THETA
         return event.reason

@@ -1,4 +1,4 @@
-"""Deadline-aware provisioning: move a trial to stable, fast capacity only when it must (issue 17, F-S3).
+"""Deadline-aware provisioning: move a trial to stable, fast capacity only when it must (F-S3).
 
 A wrapper around the run's market chooser. At every launch decision of a trial it asks the inner chooser
 (SpotTune's cheapest expected USD per step), then checks the deadline with the trial's worst-case remaining
@@ -16,7 +16,7 @@ work (to ``max_steps``):
 
 Limits: the replayed markets have no on-demand capacity, so "up to on-demand" is spot at the on-demand max
 price (immune to price revocations in the legacy market, not to the modern market's capacity
-interruptions). Source: RELATED_SYSTEMS.md §2.2 F-S3; Can't Be Late (NSDI'24).
+interruptions). Source: F-S3; Can't Be Late (NSDI'24).
 """
 
 from __future__ import annotations

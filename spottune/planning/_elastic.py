@@ -1,4 +1,4 @@
-"""Elastic tuning schedules under a deadline and a budget: SEER, E-Hyperband and E-Grid (issue 17, F-S5).
+"""Elastic tuning schedules under a deadline and a budget: SEER, E-Hyperband and E-Grid (F-S5).
 
 A schedule is data: brackets of successive-halving rounds, each round with its duration, the trials it
 trains and the resources per trial. The simulator executes it with
@@ -15,8 +15,8 @@ in the unit of the deadline ``T`` (seconds in spottune), budgets in resources x 
 - :func:`grid_schedule`: E-Grid, SEER's baseline: T/2 exploring as many trials as B affords at ``p_min``
   each, then T/2 exploiting the best trial at ``p_max`` (SEER §4, "E-Grid Search").
 
-Source: Dunlap et al., "Elastic Hyperparameter Tuning on the Cloud" (SoCC'21), Algorithm 1 and §4;
-``RELATED_SYSTEMS.md`` §2.2. Adaptations are decisions DB7-DB9 of ``docs/design/decisions.md``.
+Source: Dunlap et al., "Elastic Hyperparameter Tuning on the Cloud" (SoCC'21), Algorithm 1 and §4.
+Adaptations are decisions DB7-DB9 of ``docs/design/decisions.md``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The cost-lean plan under a deadline and a budget (issue 17, decision DB15): the cheapest feasible plan, not
+"""The cost-lean plan under a deadline and a budget (decision DB15): the cheapest feasible plan, not
 the one that spends the budget.
 
 SEER's plan (:mod:`spottune.planning._seer`) maximises the trials and the training that fit the deadline ``T``

@@ -1,6 +1,6 @@
-"""The plan of a run under a deadline and a dollar budget: SEER's Algorithms 2-3 in vCPU-seconds (issue 17, F-S1).
+"""The plan of a run under a deadline and a dollar budget: SEER's Algorithms 2-3 in vCPU-seconds (F-S1).
 
-SEER (SoCC'21) budgets in resource-minutes. Here a resource is one **vCPU** (``RELATED_SYSTEMS.md`` §2.2,
+SEER (SoCC'21) budgets in resource-minutes. Here a resource is one **vCPU** (decision DB2,
 F-S1): a trial of bracket i runs on an instance with ``P[i]`` vCPUs, ``P = [p_min, p_min nu, ...]`` with
 ``p_min`` / ``p_max`` the smallest / largest vCPU count of the pool. The dollar budget becomes vCPU-seconds
 through the **expected spot price**: per pool market the mean price over the predictor's training window

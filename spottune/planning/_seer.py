@@ -1,8 +1,8 @@
 """SEER's plan of elastic successive halving under a deadline and a budget (Algorithms 2-3).
 
 Source: Dunlap et al., "Elastic Hyperparameter Tuning on the Cloud" (SEER), SoCC'21, Algorithms 1-3 and
-Fact 1; ``RELATED_SYSTEMS.md`` §2.2 recomputes the worked example and notes the paper's typos (the bracket
-budgets of the example are [34.283, 34.283, 11.432], and round 2 ends at 4.29, not 2.84).
+Fact 1. Recomputed, the paper's worked example shows typos: its bracket budgets are [34.283, 34.283, 11.432],
+and round 2 ends at 4.29, not 2.84.
 
 Units are the caller's: the deadline ``T`` and the shortest round ``t_min`` in one time unit (seconds in
 spottune), the budget ``B`` in resource x that unit (vCPU-seconds in spottune, see :mod:`spottune.planning._plan`).

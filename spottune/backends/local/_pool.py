@@ -17,7 +17,7 @@ one warm worker per trial plus the spares are started and waited for; later laun
 the user's ``Terminate``: the hourly hop) the process is recycled into the pool instead of killed; a
 provider termination always kills it (SIGKILL: the instance is gone).
 
-**Leftovers** (issue 15). Every started process is reported to ``on_spawn`` (the run journal records
+**Leftovers** (crash safety). Every started process is reported to ``on_spawn`` (the run journal records
 its PID); a worker exits by itself at EOF on stdin when the driver dies, and
 :func:`kill_leftover_workers` SIGKILLs those still running when a killed run is resumed.
 """

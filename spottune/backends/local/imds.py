@@ -12,7 +12,7 @@ The **emulator** (:class:`ImdsEmulator`) is a small ``http.server`` in a daemon 
 127.0.0.1. One emulator serves many emulated instances, each under its own path prefix, so a worker
 is given ``--imds-url http://127.0.0.1:PORT/i-00001`` where a real one uses
 ``http://169.254.169.254``; the client code is the same. (moto's IMDS answers HTTP 500 for
-``spot/instance-action``, so it cannot stand in; ``DEPENDENCIES.md`` §2c.)
+``spot/instance-action``, so it cannot stand in.)
 """
 
 from __future__ import annotations

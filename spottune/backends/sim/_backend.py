@@ -1,6 +1,7 @@
 """The simulator backend: a discrete-event loop (heapq) on a virtual clock over a spot price replay.
 
-Effects and their timing ([I] decisions, spec §1.9; documented in ``docs/design/decisions.md``, "Orchestrator"):
+Effects and their timing ([I] decisions on the paper's simulation, §IV; documented in ``docs/design/decisions.md``,
+"Orchestrator"):
 
 - **Launch** at t in market m with max price b: the injected revocation model (legacy bid rule or
   modern hazard model, ``spotmarket``) says whether it is fulfilled and when the notice and the

@@ -4,7 +4,7 @@ Both answer ``metrics(trial_id, step)`` for step k >= 1. :class:`TrainableCurves
 :class:`~spottune.trainable.Trainable` forward lazily and caches every step's metrics; a step replayed
 after a rollback (lost segment) returns the cached value without training again. That is exact because
 the trainable API guarantees that a resumed trial produces the same curve as an uninterrupted one (the
-"no work lost" test of the trainable/worker, issue 6); the simulator therefore never writes real
+"no work lost" test of the trainable/worker); the simulator therefore never writes real
 checkpoint files, it only charges their simulated duration.
 """
 
