@@ -577,7 +577,18 @@ class ExperimentSpec:
 
     # -- derived values -----------------------------------------------------------------------------
     def get_workload(self) -> Workload:
-        """The :class:`~spottune.workloads.Workload` this experiment trains."""
+        """The :class:`~spottune.workloads.Workload` this experiment trains.
+
+        Returns
+        -------
+        spottune.workloads.Workload
+            The registered workload named by ``workload`` (or imported from its ``module:attr`` path).
+
+        Raises
+        ------
+        ConfigError
+            If the name is not registered and cannot be imported.
+        """
         return get_workload(self.workload)
 
     @property
@@ -614,14 +625,32 @@ class ExperimentSpec:
         return count_configs(self.search_space, self.num_samples)
 
     def trials(self) -> list[TrialSpec]:
-        """The trials, in a deterministic order, each with its configuration and seed."""
+        """The trials, in a deterministic order, each with its configuration and seed.
+
+        Returns
+        -------
+        list of TrialSpec
+            ``n_trials`` trials, ids ``t00``, ``t01``, ..., in
+            :func:`~spottune.search_space.generate_configs` order.
+        """
         configs = generate_configs(self.search_space, self.num_samples, self.seed)
         width = max(2, len(str(len(configs) - 1)))
         return [TrialSpec(trial_id=f"t{i:0{width}d}", index=i, config=c, seed=trial_seed(self.seed, i))
                 for i, c in enumerate(configs)]
 
     def make_trainable(self, trial: TrialSpec) -> Trainable:
-        """A fresh :class:`~spottune.trainable.Trainable` for ``trial`` (runs ``setup``)."""
+        """A fresh :class:`~spottune.trainable.Trainable` for ``trial`` (runs ``setup``).
+
+        Parameters
+        ----------
+        trial : TrialSpec
+            One of :meth:`trials`; its config and seed are passed to the workload.
+
+        Returns
+        -------
+        spottune.trainable.Trainable
+            A new trainable at step 0, set up for this experiment's ``max_steps``.
+        """
         return self.get_workload().make(trial.config, seed=trial.seed, max_steps=self.max_steps)
 
     # -- dict / YAML --------------------------------------------------------------------------------
@@ -632,6 +661,12 @@ class ExperimentSpec:
         ----------
         include_derived : bool, default True
             Also write the values filled from the workload.
+
+        Returns
+        -------
+        dict
+            Option name to plain value (lists for tuples, an ISO string for ``start_utc``, the search space's
+            plain form).
         """
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
@@ -652,6 +687,16 @@ class ExperimentSpec:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ExperimentSpec":
         """Build from plain data; keys may use ``-`` or ``_`` and the aliases ``trainable``, ``zones``.
+
+        Parameters
+        ----------
+        data : Mapping
+            Option name to value, as :meth:`to_dict` writes it or a YAML file holds it.
+
+        Returns
+        -------
+        ExperimentSpec
+            The validated spec; options not given take their defaults or the workload's values.
 
         Raises
         ------
@@ -674,6 +719,16 @@ class ExperimentSpec:
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str]) -> "ExperimentSpec":
         """Read a YAML file of options (see the module docstring).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A UTF-8 YAML file holding a mapping of options (e.g. ``examples/digits_mlp.yaml``).
+
+        Returns
+        -------
+        ExperimentSpec
+            The validated spec (as :meth:`from_dict`).
 
         Raises
         ------
@@ -700,7 +755,18 @@ class ExperimentSpec:
         return cls.from_dict(data)
 
     def to_yaml(self, path: str | os.PathLike[str] | None = None) -> str:
-        """YAML text of :meth:`to_dict`; also written to ``path`` if given."""
+        """YAML text of :meth:`to_dict`; also written to ``path`` if given.
+
+        Parameters
+        ----------
+        path : str or os.PathLike, optional
+            A file to write the text to (overwritten); None: only return it.
+
+        Returns
+        -------
+        str
+            The YAML text; :meth:`from_yaml` reads it back to an equal spec.
+        """
         text = yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
         if path is not None:
             Path(path).write_text(text)
@@ -715,6 +781,11 @@ class ExperimentSpec:
             Option names (``-`` or ``_``, aliases allowed). None values are ignored, so unset click
             options can be passed straight through. If ``workload`` changes, options that were
             filled from the old workload are filled from the new one.
+
+        Returns
+        -------
+        ExperimentSpec
+            A new, validated spec; this one is unchanged.
 
         Raises
         ------
