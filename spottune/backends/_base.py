@@ -71,7 +71,22 @@ def _plain(value: Any) -> Any:
 
 
 def log_record(kind: str, item: Any, now_s: float) -> dict[str, Any]:
-    """One ``events.jsonl`` line: ``{"t": now_s, "kind": "event"|"action", "type": ..., fields...}``."""
+    """One ``events.jsonl`` line: ``{"t": now_s, "kind": "event"|"action", "type": ..., fields...}``.
+
+    Parameters
+    ----------
+    kind : {"event", "action"}
+        What ``item`` is.
+    item : dataclass
+        An orchestrator event or action.
+    now_s : float
+        Time of the record, seconds since the epoch (UTC; virtual time in the simulator).
+
+    Returns
+    -------
+    dict
+        JSON-ready: the fields of ``item`` as plain values.
+    """
     out: dict[str, Any] = {"t": float(now_s), "kind": kind, "type": type(item).__name__}
     for f in dataclasses.fields(item):
         out[f.name] = _plain(getattr(item, f.name))
@@ -148,6 +163,13 @@ class Driver(abc.ABC):
     @abc.abstractmethod
     def run(self) -> RunRecord:
         """Drive the orchestrator from ``ExperimentStarted`` to ``ExperimentFinished``.
+
+        Returns
+        -------
+        RunRecord
+            Start and end (JCT = end − start, seconds), every event and action, the ledger (one row per
+            instance run: market, start, end, who ended it, USD charged and refunded), the steps of each
+            instance and the run's meta.
 
         Raises
         ------

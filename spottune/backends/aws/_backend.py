@@ -139,6 +139,11 @@ class AwsBackend(Driver):
     def run(self) -> RunRecord:
         """Drive the orchestrator to the end on EC2 (see the module docstring).
 
+        Returns
+        -------
+        spottune.backends.RunRecord
+            The run's record (:meth:`spottune.backends.Driver.run`).
+
         Raises
         ------
         BackendError
@@ -155,6 +160,12 @@ class AwsBackend(Driver):
 
     def resume(self, records: list[dict[str, Any]]) -> None:
         """Continue a killed run from its journal (:meth:`Ec2Transport.resume`, decision AWS14).
+
+        Parameters
+        ----------
+        records : list of dict
+            The killed run's journal (:func:`spottune.journal.read_journal`); the driver's :attr:`journal`
+            replays it.
 
         Raises
         ------

@@ -135,6 +135,12 @@ class SimBackend(ReplayDriver):
         then to go on appending. Training is not repeated: the journaled ``MetricReported`` metrics are
         preloaded into the curves (:meth:`TrainableCurves.preload`); missed events need no delivery (the
         virtual clock stood still while the process was down).
+
+        Parameters
+        ----------
+        records : list of dict
+            The killed run's journal (:func:`spottune.journal.read_journal`); the driver's :attr:`journal`
+            replays it.
         """
         preload = getattr(self.curves, "preload", None)
         if preload is None:
