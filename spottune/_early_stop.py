@@ -77,7 +77,22 @@ class RankStopRule:
         self.rule = rule if rule is not None else RankConfidenceStopping(rungs, k=top_k, seed=seed)
 
     def should_stop(self, trial_id: str, step: int, loss: float) -> bool:
-        """Record ``loss`` (loss scale) after ``step`` steps; True = stop the trial now."""
+        """Record ``loss`` (loss scale) after ``step`` steps; True = stop the trial now.
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial.
+        step : int
+            Steps it has done.
+        loss : float
+            Its metric after ``step`` steps, in loss scale (lower is better; ``mode="max"`` metrics negated).
+
+        Returns
+        -------
+        bool
+            True: stop the trial now (ranked out at a rung).
+        """
         if step >= self.max_steps:
             self.rule.complete(trial_id, loss)
             return False
@@ -105,6 +120,11 @@ def learned_final_predictor(path: str, seed: int = 0, stopper: str = "barrier", 
         which mean the same only for runs of the same length and schedule).
     keys : collection of str, optional
         ``hparams``: the live trials' hyperparameters (:func:`hparams_predictor`).
+
+    Returns
+    -------
+    earlycurve.ResidualCurvePredictor or earlycurve.HyperparameterCurvePredictor or None
+        Fitted on the file's curves (None: ``hparams`` with no barrier before S_max).
 
     Raises
     ------
@@ -146,6 +166,11 @@ def hparams_predictor(previous: Sequence[tuple[Any, Any, float, Mapping[str, Any
     keys : collection of str, optional
         The hyperparameters the live trials have (their configs' keys): the model learns from these only, so a
         column of the previous runs that the trials lack (e.g. a recorded result) is never a feature.
+
+    Returns
+    -------
+    earlycurve.HyperparameterCurvePredictor or None
+        Fitted at the barriers before S_max; None when there is none (θ = 1).
 
     Raises
     ------
@@ -191,6 +216,15 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
         ``predictive``: settings that replace :data:`earlycurve.PREDICTIVE_DEFAULTS`' (keys
         :data:`earlycurve.PREDICTIVE_KEYS`), as the spec and the policies check them
         (:func:`spottune.experiment.parse_predictive_options`); ignored by the other stoppers.
+
+    Returns
+    -------
+    final_predictor : earlycurve.FinalMetricPredictor
+        Ranks the trials at θ: EarlyCurve (``paper``), else the given predictor or the last value.
+    plateau_rule : callable (steps, values, max_steps) -> bool
+        :func:`earlycurve.is_plateau` (the paper's plateau rule, §III-C; decision D8).
+    stop_rule : StopRule or None
+        The rule asked after every step at the rungs before θ (``rank``, ``predictive``), or None.
 
     Raises
     ------
