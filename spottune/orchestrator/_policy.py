@@ -112,7 +112,22 @@ class PredictorAnswer:
 
 def prediction_key(steps: np.ndarray, values: np.ndarray, max_steps: int, kw: Mapping[str, Any]) -> str:
     """The question a final-metric predictor is asked, as 32 hex digits: SHA-256 of the steps and values (float64
-    bytes), ``max_steps`` and, when given, the keyword arguments (a trial's configuration) as sorted JSON."""
+    bytes), ``max_steps`` and, when given, the keyword arguments (a trial's configuration) as sorted JSON.
+
+    Parameters
+    ----------
+    steps, values : ndarray of shape (n_points,)
+        The trial's curve so far: steps, and the metric in loss scale.
+    max_steps : int
+        S_max, steps: where the final value is predicted.
+    kw : mapping
+        Keyword arguments of the question (a trial's configuration), or empty.
+
+    Returns
+    -------
+    str
+        32 lowercase hex digits.
+    """
     digest = hashlib.sha256()
     digest.update(np.ascontiguousarray(steps, dtype=float).tobytes())
     digest.update(b"|")
@@ -154,6 +169,11 @@ class Orchestrator:
     configs : mapping of str to mapping, optional
         Each trial's hyperparameters, given to a predictor whose ``uses_config`` is true as ``config=``
         (:class:`earlycurve.ConfigAwarePredictor`).
+
+    Raises
+    ------
+    ConfigError
+        If ``trial_ids`` is empty or holds a duplicate.
 
     Notes
     -----
@@ -213,14 +233,31 @@ class Orchestrator:
         return self.finished_s is not None
 
     def counts(self) -> dict[TrialState, int]:
-        """Number of trials per state."""
+        """Number of trials per state.
+
+        Returns
+        -------
+        dict of TrialState to int
+            Every state, 0 for a state no trial is in.
+        """
         out = {s: 0 for s in TrialState}
         for tr in self.trials.values():
             out[tr.state] += 1
         return out
 
     def to_user(self, loss: float | None) -> float | None:
-        """Loss scale back to the user's metric direction."""
+        """Loss scale back to the user's metric direction.
+
+        Parameters
+        ----------
+        loss : float or None
+            A value in loss scale (lower is better).
+
+        Returns
+        -------
+        float or None
+            ``loss`` for ``mode="min"``, ``1 − loss`` for ``mode="max"``; None for None.
+        """
         if loss is None:
             return None
         return loss if self.config.mode == "min" else 1.0 - loss
@@ -235,6 +272,11 @@ class Orchestrator:
         """The final-metric predictors' answers since the last call, in the order they were asked (and forget them).
 
         A driver with a journal takes them after every :meth:`handle` and journals them before its actions.
+
+        Returns
+        -------
+        tuple of PredictorAnswer
+            Empty when nothing was asked.
         """
         out = tuple(self._answers)
         self._answers.clear()
@@ -251,6 +293,12 @@ class Orchestrator:
         recall : callable (index, key) -> mapping or None, optional
             Answers of the final-metric predictor journaled by an earlier run of this experiment (see
             :class:`PredictorAnswer`): a question whose journaled answer is recalled is not computed again.
+
+        Returns
+        -------
+        list of Action
+            ``Launch``, ``Checkpoint``, ``Terminate``, ``Stop``, ``ScheduleWakeUp`` or ``ExperimentFinished``, in
+            the order the driver must carry them out; empty for a model event.
 
         Raises
         ------

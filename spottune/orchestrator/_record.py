@@ -43,4 +43,11 @@ class TrialRecord:
     prediction: Prediction | None = None  #: the predictor's answer at the θ barrier
 
     def last_loss(self) -> float | None:
+        """The latest reported value of the trial's metric.
+
+        Returns
+        -------
+        float or None
+            In loss scale; None before the first report.
+        """
         return self.losses[-1] if self.losses else None

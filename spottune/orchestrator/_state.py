@@ -198,6 +198,22 @@ def next_state(trial_id: str, state: TrialState, trigger: type, marker: object =
 
     Tries ``(trigger, marker)`` first, then ``trigger`` alone. Does not change anything.
 
+    Parameters
+    ----------
+    trial_id : str
+        The trial (for the error message).
+    state : TrialState
+        Its current state.
+    trigger : type
+        An event or action class (e.g. :class:`~spottune.orchestrator.RevocationNotice`), or :class:`Kept`.
+    marker : optional
+        The reason that refines it (a :class:`~spottune.orchestrator.CheckpointReason`, ...).
+
+    Returns
+    -------
+    TrialState
+        The state the trial moves to.
+
     Raises
     ------
     UnexpectedEvent
