@@ -97,6 +97,16 @@ def is_transient(exc: BaseException) -> bool:
     """Whether a storage error may go away by itself (connection refused/reset, timeouts, 5xx).
 
     Missing files, permissions and bad data are not transient. Used by the retry loop.
+
+    Parameters
+    ----------
+    exc : BaseException
+        What a storage call raised (fsspec, s3fs, botocore, aiohttp or the OS).
+
+    Returns
+    -------
+    bool
+        True: retry the call after a backoff (:class:`RetryPolicy`).
     """
     if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, _Corrupt)):
         return False

@@ -463,6 +463,13 @@ def resources(*, deadline_s: float, budget_usd: float, history: Any, catalog: An
               nu: float = SEER_NU) -> Resources:
     """The budget in vCPU-seconds and the pool's vCPU ladder (see :func:`plan_run` for the parameters).
 
+    Parameters
+    ----------
+    deadline_s, budget_usd, history, catalog, markets, start_s, window_s, reference_seconds_per_step, boot_s
+        As in :func:`plan_run` (seconds, USD, USD per instance-hour).
+    nu : float, default :data:`SEER_NU` (2)
+        Growth factor of the vCPU ladder (SEER's ν).
+
     Returns
     -------
     Resources
