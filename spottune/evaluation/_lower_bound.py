@@ -292,7 +292,22 @@ class _Program:
 
 
 def lower_bound_usd(history: Any, markets: Sequence[Any], **kwargs: Any) -> float:
-    """Sum over trials of :func:`trial_lower_bounds` (same parameters), USD."""
+    """Sum over trials of :func:`trial_lower_bounds` (same parameters), USD.
+
+    Parameters
+    ----------
+    history : spotmarket.prices.PriceHistory
+        The replayed prices, USD per instance-hour.
+    markets : sequence of Market
+        The pool.
+    **kwargs
+        As in :func:`trial_lower_bounds`.
+
+    Returns
+    -------
+    float
+        USD.
+    """
     return float(np.sum(trial_lower_bounds(history, markets, **kwargs)))
 
 
@@ -361,6 +376,18 @@ def bound_columns(row: dict[str, Any], **kwargs: Any) -> dict[str, float]:
     ``kwargs`` are those of :func:`run_lower_bound` except ``jct_h`` (read from ``row``). The ratio is
     NaN where the bound is undefined or 0 USD (nothing to compare with); ``spottune simulate`` says in one
     line how many runs that was (:func:`undefined_ratio_note`).
+
+    Parameters
+    ----------
+    row : dict
+        One run's table row (``cost_usd``, ``jct_h``).
+    **kwargs
+        See above.
+
+    Returns
+    -------
+    dict of str to float
+        ``lower_bound_usd`` (USD) and ``cost_vs_lower_bound`` (dimensionless).
     """
     lb = run_lower_bound(jct_h=row["jct_h"], **kwargs)["lower_bound_usd"]
     ratio = float(row["cost_usd"]) / lb if math.isfinite(lb) and lb > 0 else math.nan
