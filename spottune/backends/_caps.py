@@ -49,6 +49,11 @@ def check_caps(*, max_price: float, live: Iterable[tuple[float, float]], now_s: 
         What the live instances have accrued so far, USD (the sim and local backends know it from the
         replayed prices); default: the upper bound ``max_price * age``.
 
+    Returns
+    -------
+    str or None
+        None, or one line naming the cap that holds the launch back.
+
     Raises
     ------
     CapExceeded
