@@ -118,7 +118,7 @@ class ImdsClient:
         Parameters
         ----------
         path : str
-            Below ``latest/meta-data/``, e.g. ``spot/instance-action``.
+            Absolute path under the base URL, e.g. ``/latest/meta-data/spot/instance-action``.
 
         Returns
         -------
