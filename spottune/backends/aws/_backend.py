@@ -48,7 +48,13 @@ __all__ = ["AwsBackend", "AwsClients"]
 
 @dataclass(slots=True)
 class AwsClients:
-    """The boto3 clients of one run (tests pass clients with failure-injection hooks)."""
+    """The boto3 clients of one run (tests pass clients with failure-injection hooks).
+
+    Parameters
+    ----------
+    ec2, s3, sqs : botocore.client.BaseClient
+        The clients (:func:`spottune.backends.aws._session.client`).
+    """
 
     ec2: Any
     s3: Any
@@ -56,6 +62,18 @@ class AwsClients:
 
     @classmethod
     def create(cls, settings: AwsSettings) -> "AwsClients":
+        """New clients for the settings' region and endpoint.
+
+        Parameters
+        ----------
+        settings : AwsSettings
+            ``region``, ``endpoint_url`` and ``max_attempts``.
+
+        Returns
+        -------
+        AwsClients
+            EC2 (without retries of capacity errors), S3 and SQS.
+        """
         from spottune.backends.aws._session import client
 
         kw = dict(region=settings.region, endpoint_url=settings.endpoint_url, max_attempts=settings.max_attempts)
