@@ -402,7 +402,8 @@ def segment_argv(*, trial_id: str, instance_id: str, config: Mapping[str, Any], 
     until_step : int
         The step to train to.
     step_wall_s : float
-        Wall seconds a step takes at least (the simulated speed under the time scale).
+        Wall seconds each step waits first: the simulated step time on the instance type divided by the time scale
+        (0: full speed).
     imds_url : str
         The instance's IMDS base URL (the emulator's path for it).
     poll_wall_s : float
