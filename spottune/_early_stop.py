@@ -1,7 +1,7 @@
 """The orchestrator's early stopping: the θ barrier by the last value (default), the paper's EarlyCurve, the
 rank-confidence rule or predictive ASHA.
 
-``stopper="rank"`` (issue 13): :class:`earlycurve.RankConfidenceStopping` at the rungs of
+``stopper="rank"``: :class:`earlycurve.RankConfidenceStopping` at the rungs of
 :data:`earlycurve.RUNG_FRACTIONS` that lie before the θ barrier, asked after every reported step
 through the orchestrator's :class:`~spottune.orchestrator.StopRule` interface, and at the barrier
 (θ is the last rung) the top-k by the **last observed value** (``earlycurve.LastValue``, which ranks
@@ -10,21 +10,22 @@ plateau rule. In a fully parallel run no trial finishes before the barrier, so t
 the rule's *cohort* mode (a trial is stopped when ``top_k`` trials not stopped were lower at the same
 rung).
 
-``stopper="predictive"`` (issue 13, ``docs/design/earlycurve.md`` §8): :class:`earlycurve.PredictiveStopping`
+``stopper="predictive"`` (``docs/design/earlycurve.md`` §8): :class:`earlycurve.PredictiveStopping`
 with the shipped :data:`earlycurve.PREDICTIVE_DEFAULTS`, or the settings of the spec's ``predictive_options``
 (``--predictive-options``; a family's own settings, chosen on tuning studies as for ASHA) (rungs at their fractions
 of ``max_steps`` that lie before the θ barrier, every passed rung re-judged at every step, the slope-corrected score and the
 optimistic bound against the best finished trial), then at the barrier the top-k by the last value,
 as for ``rank``.
 
-``stopper="barrier"`` (issue 13, ``docs/design/earlycurve.md`` §8.10): no rungs; every trial trains to the θ barrier
+``stopper="barrier"`` (``docs/design/earlycurve.md`` §8.10): no rungs; every trial trains to the θ barrier
 and the top-k by the last observed value continue (Algorithm 1's own early stopping with the last value instead of
 EarlyCurve). With θ and ``top_k`` chosen on tuning studies (θ 0.1-0.2, keep 2-3 on the recorded sets) it met
-issue 13's cost target on opda-alexnet and cakelab. It is the default (design ES18): at the user's θ it costs what
+the early-stopping cost target (at most 0.8x the cost of the best-tuned SHA/ASHA/Hyperband at mean top-3
+accuracy ≥ 0.95) on opda-alexnet and cakelab. It is the default (design ES18): at the user's θ it costs what
 ``paper`` costs, and at θ 0.7 the trial it returns is among the true top-3 at least as often as with EarlyCurve on
 every curve set measured (``docs/design/earlycurve.md`` §8.11).
 
-``stopper="hparams"`` (issue 13, ``docs/design/earlycurve.md`` §8.19): ``barrier`` (with its rungs) with every barrier ranked
+``stopper="hparams"`` (``docs/design/earlycurve.md`` §8.19): ``barrier`` (with its rungs) with every barrier ranked
 by :class:`earlycurve.HyperparameterCurvePredictor`, the final loss predicted from the trial's hyperparameters and its
 curve so far, learned from previous runs of the same search space (:func:`hparams_predictor`; in ``spottune run`` the
 ``stopper_curves`` file, which must record each run's hyperparameters). Where the previous runs do not show that it
@@ -76,7 +77,22 @@ class RankStopRule:
         self.rule = rule if rule is not None else RankConfidenceStopping(rungs, k=top_k, seed=seed)
 
     def should_stop(self, trial_id: str, step: int, loss: float) -> bool:
-        """Record ``loss`` (loss scale) after ``step`` steps; True = stop the trial now."""
+        """Record ``loss`` (loss scale) after ``step`` steps; True = stop the trial now.
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial.
+        step : int
+            Steps it has done.
+        loss : float
+            Its metric after ``step`` steps, in loss scale (lower is better; ``mode="max"`` metrics negated).
+
+        Returns
+        -------
+        bool
+            True: stop the trial now (ranked out at a rung).
+        """
         if step >= self.max_steps:
             self.rule.complete(trial_id, loss)
             return False
@@ -104,6 +120,11 @@ def learned_final_predictor(path: str, seed: int = 0, stopper: str = "barrier", 
         which mean the same only for runs of the same length and schedule).
     keys : collection of str, optional
         ``hparams``: the live trials' hyperparameters (:func:`hparams_predictor`).
+
+    Returns
+    -------
+    earlycurve.ResidualCurvePredictor or earlycurve.HyperparameterCurvePredictor or None
+        Fitted on the file's curves (None: ``hparams`` with no barrier before S_max).
 
     Raises
     ------
@@ -145,6 +166,11 @@ def hparams_predictor(previous: Sequence[tuple[Any, Any, float, Mapping[str, Any
     keys : collection of str, optional
         The hyperparameters the live trials have (their configs' keys): the model learns from these only, so a
         column of the previous runs that the trials lack (e.g. a recorded result) is never a feature.
+
+    Returns
+    -------
+    earlycurve.HyperparameterCurvePredictor or None
+        Fitted at the barriers before S_max; None when there is none (θ = 1).
 
     Raises
     ------
@@ -190,6 +216,15 @@ def early_stopping(stopper: str, max_steps: int, theta_steps: int, top_k: int, s
         ``predictive``: settings that replace :data:`earlycurve.PREDICTIVE_DEFAULTS`' (keys
         :data:`earlycurve.PREDICTIVE_KEYS`), as the spec and the policies check them
         (:func:`spottune.experiment.parse_predictive_options`); ignored by the other stoppers.
+
+    Returns
+    -------
+    final_predictor : earlycurve.FinalMetricPredictor
+        Ranks the trials at θ: EarlyCurve (``paper``), else the given predictor or the last value.
+    plateau_rule : callable (steps, values, max_steps) -> bool
+        :func:`earlycurve.is_plateau` (the paper's plateau rule, §III-C; decision D8).
+    stop_rule : StopRule or None
+        The rule asked after every step at the rungs before θ (``rank``, ``predictive``), or None.
 
     Raises
     ------

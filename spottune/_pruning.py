@@ -29,7 +29,30 @@ def make_pruner(kind: str, max_steps: int, min_resource: int | None = None, redu
     """The Optuna pruner ``kind`` ("median", "sha", "hyperband") for a study of ``max_steps`` steps.
 
     ``min_resource`` (steps) and ``reduction_factor`` set SHA's and Hyperband's main knobs (default: the module's
-    ``max(1, max_steps // 27)`` and 3; ``optuna-sha-r3-rf4`` policies, issue 13's peers at their best)."""
+    ``max(1, max_steps // 27)`` and 3; ``optuna-sha-r3-rf4`` policies, the peers at their best settings).
+
+    Parameters
+    ----------
+    kind : {"median", "sha", "hyperband"}
+        :class:`optuna.pruners.MedianPruner` (5 startup trials, warm-up ``max_steps // 10`` steps),
+        :class:`optuna.pruners.SuccessiveHalvingPruner` or :class:`optuna.pruners.HyperbandPruner`.
+    max_steps : int
+        S_max, steps.
+    min_resource : int, optional
+        Steps of the first rung (SHA, Hyperband).
+    reduction_factor : int, default 3
+        SHA's and Hyperband's η.
+
+    Returns
+    -------
+    optuna.pruners.BasePruner
+        The pruner (https://optuna.readthedocs.io/en/stable/reference/pruners.html).
+
+    Raises
+    ------
+    ConfigError
+        On an unknown ``kind``.
+    """
     import optuna
 
     r = max(1, max_steps // 27) if min_resource is None else int(min_resource)
@@ -73,7 +96,22 @@ class OptunaStopRule:
         self.pruned: dict[str, int] = {}
 
     def should_stop(self, trial_id: str, step: int, loss: float) -> bool:
-        """Report ``loss`` at ``step`` to the mirrored Optuna trial and return ``should_prune()``."""
+        """Report ``loss`` at ``step`` to the mirrored Optuna trial and return ``should_prune()``.
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial.
+        step : int
+            Steps it has done; at ``max_steps`` the Optuna trial is told its final value.
+        loss : float
+            Its metric after ``step`` steps, in loss scale.
+
+        Returns
+        -------
+        bool
+            True: the pruner prunes the trial now.
+        """
         import optuna
 
         if trial_id in self._done:

@@ -170,6 +170,16 @@ class ResultGrid:
     def from_path(cls, path: str | Path) -> "ResultGrid":
         """Reload a results folder written by :func:`tune` or ``spottune run``.
 
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The results folder (it holds ``trials.csv``, ``ledger.csv``, ``summary.json``, ``curves.csv``).
+
+        Returns
+        -------
+        ResultGrid
+            The run's trials, ledger, summary and curves as written.
+
         Raises
         ------
         ConfigError
@@ -212,6 +222,11 @@ class ResultGrid:
         (EarlyCurve at S_max), ``selected`` (kept at θ), ``rank`` (1 = best of the top-k, else <NA>),
         ``usd`` (USD charged), ``refunded_usd`` (USD waived), ``revocations``, ``hops``,
         ``failures``, ``lost_steps``, ``instances``, ``markets_used`` (``;``-separated).
+
+        Returns
+        -------
+        pandas.DataFrame
+            Shape (n_trials, n_columns), a new frame (changing it leaves the grid unchanged).
         """
         t = self._trials
         configs = pd.DataFrame([_flat(json.loads(c)) for c in t["config"]], index=t.index)
@@ -227,6 +242,12 @@ class ResultGrid:
             Must be the experiment's ranking metric (the only one recorded per trial); default: it.
         mode : {"min", "max"}, optional
             Default: the experiment's. Ties go to the first trial in trial order.
+
+        Returns
+        -------
+        Result
+            The finished trial with the best final metric value: its id, config, metric value, steps and cost
+            (USD).
 
         Raises
         ------

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-#: RevPred settings of the main job and the evaluation: lighter than ``revpred train`` (spec §1.7,
-#: D6: stride 1-5 min, LSTM 3x64) to meet the 8-minute ``make run`` budget on 2 cores.
+#: RevPred settings of the main job and the evaluation: lighter than ``revpred train`` (the paper's RevPred,
+#: §III-B, at decision D6's sizes: stride 1-5 min, LSTM 3x64) to meet the 8-minute ``make run`` budget on 2 cores.
 LIGHT_REVPRED = {"stride_min": 10, "epochs": 4, "hidden_size": 32, "validation_days": 0.5, "n_threads": 1}
 
 _REVPRED_MODULES = ("features.py", "labels.py", "calibration.py", "model.py", "baselines.py", "training.py", "store.py")

@@ -2,7 +2,7 @@
 
 Options use Ray Tune's vocabulary where it exists (``metric``, ``mode``, ``max_steps``,
 ``num_samples``, ``storage_path``, ``max_failures``) and SpotTune's own names otherwise (``theta``,
-``top_k``; spec §1.2). An :class:`ExperimentSpec` comes from Python, from a YAML file
+``top_k``; the paper's Table I). An :class:`ExperimentSpec` comes from Python, from a YAML file
 (:meth:`ExperimentSpec.from_yaml`), and CLI flags override the file
 (:meth:`ExperimentSpec.with_overrides`). ``ExperimentSpec()`` is the default experiment: ``digits-mlp``
 (16 configurations) on every market of the ``us-east-1_2015`` trace (5 types x 3 zones = 15), θ = 0.7,
@@ -64,16 +64,17 @@ EVALUATION_ONLY_PREDICTORS = ("tributary", "hindsight")
 #: The predictors a spec may name: :data:`PREDICTOR_KINDS` without :data:`EVALUATION_ONLY_PREDICTORS`.
 PREDICTORS = tuple(k for k in PREDICTOR_KINDS if k not in EVALUATION_ONLY_PREDICTORS)
 #: Provisioner objectives: ``refund`` (expected USD per useful step over the decision horizon, choosing
-#: the market and the max price; issue 12) and ``paper`` (SpotTune's Eq 2 with the D1 max price).
+#: the market and the max price; design R1) and ``paper`` (SpotTune's Eq 2 with the D1 max price).
 OBJECTIVES = ("refund", "paper")
 #: How the refund objective's performance matrix predicts an instance type a trial has not run on (design R9):
 #: ``pooled`` learns the speed ratios between types from all trials of the run (:class:`provisioner.PooledSpeedMatrix`),
-#: ``cores`` is the spec's per-trial ``κ / cores`` rule (:class:`provisioner.PerformanceMatrix`, SpotTune §1.4).
+#: ``cores`` is the per-trial ``κ / cores`` rule (:class:`provisioner.PerformanceMatrix`; the paper's T starts from the
+#: CPU cores, §III-A).
 SPEED_MODELS = ("pooled", "cores")
 #: The refund objective's default value of the job's time, USD per job-hour (design R11, chosen by its rule on the
 #: tuning starts: ``benchmarks/bench_time_value.py --per job``).
 DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR = 0.01
-#: Early-stopping rules (issue 13): ``paper`` (EarlyCurve at θ, as published), ``rank`` (the rank-confidence rule
+#: Early-stopping rules: ``paper`` (EarlyCurve at θ, as published), ``rank`` (the rank-confidence rule
 #: at rungs before θ, then the last value's top-k at θ), ``predictive`` (predictive ASHA at rungs before θ, then
 #: the same), ``barrier`` (no rungs, the last value's top-k at θ) and ``hparams`` (``barrier`` with every barrier ranked
 #: by the final loss predicted from the trial's hyperparameters and curve, learned from previous runs of the search
@@ -84,12 +85,12 @@ BARRIER_STOPPERS = ("barrier", "hparams")
 #: The default stopper (design ES18): the θ barrier ranked by the last value; ``paper`` is the faithful one.
 DEFAULT_STOPPER = "barrier"
 BILLING = ("second", "hour")
-#: What a run with both ``deadline`` and ``budget_usd`` executes (issue 17, decision DB14): ``plan`` runs
+#: What a run with both ``deadline`` and ``budget_usd`` executes (decision DB14): ``plan`` runs
 #: SEER's printed plan (``seer-predictive``: brackets, wall-clock rounds, elimination by EarlyCurve's predicted
 #: final value; sim backend only), ``guard`` runs SpotTune's Algorithm 1 under the budget cap and the deadline
 #: guard (the plan is only printed).
 DEADLINE_MODES = ("plan", "seer", "guard")
-#: Start of a run whose spec leaves ``start_utc`` as None (spec D10: the 2015 trace's default window).
+#: Start of a run whose spec leaves ``start_utc`` as None (decision D10: the 2015 trace's default window).
 DEFAULT_START_UTC = pd.Timestamp("2015-05-05T00:00Z")
 #: Largest ``max_steps``: a bigger budget is a typo (it would run for hours of wall time in the simulator).
 MAX_STEPS = 1_000_000
@@ -264,7 +265,7 @@ class ExperimentSpec:
         Price data: a file path or a dataset name resolved by the price loader.
     start_utc : pandas.Timestamp, optional
         Simulated start time (UTC). A string is parsed; a naive time is taken as UTC. None: the
-        run's default :data:`DEFAULT_START_UTC` (2015-05-05 00:00 UTC; spec D10), see
+        run's default :data:`DEFAULT_START_UTC` (2015-05-05 00:00 UTC; decision D10), see
         :attr:`start`. YAML key ``start`` works.
     storage_path : str, optional
         Checkpoint location: a folder, ``file://...``, ``s3://bucket/prefix`` or ``memory://...``.
@@ -278,7 +279,8 @@ class ExperimentSpec:
         ``ray``: every trial segment is an actor on a spot node of an existing Ray cluster (``ray``;
         docs/guide/ray.md).
     market_mode : {"legacy", "modern"}, default "legacy"
-        2017 bid-based revocations (the paper) or today's interruption model (spec §2).
+        2017 bid-based revocations (the paper) or today's interruption model (capacity interruptions
+        with a two-minute notice, no bidding; ``docs/design/decisions.md``, "Market replay").
     max_failures : int, default 2
         Retries of a trial whose trainable raises, before it is FAILED (preemptions never count).
     checkpoint_keep : int, default 2
@@ -291,12 +293,12 @@ class ExperimentSpec:
         Revocation predictor of the provisioner (as ``spottune run --predictor``): ``auto`` is
         ``calibrated`` (trained on the provisioner's own max-price queries, monotone in the max price) in
         legacy mode and ``online-hazard`` (the same plus a per-market interruption rate learned during the
-        run) in modern mode; see :func:`spottune.compose.make_predictor` (issue 12).
+        run) in modern mode; see :func:`spottune.compose.make_predictor`.
     train_days : float, default 4.0
         Days of price history before ``start_utc`` the predictor is trained on.
     boot_s : float, default 120.0
         Launch-to-training latency (spot fulfilment, boot, container start), seconds, paid at every launch
-        (spec D11, revised; :data:`spottune.speed.DEFAULT_BOOT_S` and its sources); 0 is the
+        (decision D11, revised; design R3; :data:`spottune.speed.DEFAULT_BOOT_S` and its sources); 0 is the
         paper's faithful mode.
     objective : {"refund", "paper"}, default "refund"
         What the provisioner minimises: ``refund`` chooses the market and the max price (ladder
@@ -307,19 +309,20 @@ class ExperimentSpec:
         ``refund`` objective: the value of an hour of a trial's wall-clock, USD per trial-hour; the
         provisioner minimises (expected USD + value · expected hours of the segment) per useful step, so a
         faster market wins when a refund saves less per step than the time costs (as ``spottune run
-        --time-value-usd-per-hour``; :class:`provisioner.RefundStepCost`; docs/design/decisions.md, issue 12, R7).
+        --time-value-usd-per-hour``; :class:`provisioner.RefundStepCost`; docs/design/decisions.md, R7).
         0 = dollars only.
     job_time_value_usd_per_hour : float, default :data:`DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR` (0.01)
         ``refund`` objective: the value of an hour of the job's wall-clock, USD per job-hour, shared by the trials
         still heading to the same stop (the θ barrier, a rung or the end): each pays V / n per hour, so the few
         trials left after the barrier and the last stragglers before it buy speed, the many fresh trials hardly
         (as ``spottune run --job-time-value-usd-per-hour``; :class:`provisioner.RefundStepCost`; docs/design/decisions.md,
-        issue 12, R11). 0 = off.
+        R11). 0 = off.
     speed_model : {"pooled", "cores"}, default "pooled"
         ``refund`` objective: how seconds per step on an instance type a trial has not run on are predicted:
         ``pooled`` learns the speed ratios between types jointly from every trial's measured segments (a log-linear
-        model, prior = the spec's rule; :class:`provisioner.PooledSpeedMatrix`, design R9), ``cores`` is the spec's
-        ``κ / cores`` rule per trial (SpotTune §1.4). The ``paper`` objective always uses ``cores``.
+        model, prior = the ``cores`` rule; :class:`provisioner.PooledSpeedMatrix`, design R9), ``cores`` is the
+        ``κ / cores`` rule per trial (the paper's T starts from the CPU cores, §III-A). The ``paper`` objective always
+        uses ``cores``.
     stopper : {"paper", "rank", "predictive", "barrier", "hparams"}, default "barrier"
         Early stopping: ``hparams`` is ``barrier`` (with its rungs) ranked at every barrier by
         :class:`earlycurve.HyperparameterCurvePredictor` fitted on ``stopper_curves``, which must then hold the
@@ -356,7 +359,7 @@ class ExperimentSpec:
         is valid). Choose them on tuning studies of the family with ``spottune curves choose --two-rung``
         (``docs/design/earlycurve.md`` §8.12; design ES19). Default: θ's barrier alone.
     step_time_cov : float, default 0.05
-        Coefficient of variation of simulated step times (spec §1.4: measured < 0.1).
+        Coefficient of variation of simulated step times (the paper's §IV-A5: measured < 0.1).
     billing : {"second", "hour"}, default "second"
         Spot billing granularity (per second as in the paper, or the historical hourly rule).
     max_usd_per_hour, budget_usd : float, optional
@@ -365,7 +368,7 @@ class ExperimentSpec:
     deadline : float or str, optional
         Seconds from the start by which the run must finish (``"6h"``, ``"90min"`` or a number of
         seconds; :func:`spottune.planning.parse_duration`). With ``budget_usd`` the run is planned first
-        (SEER, :func:`spottune.planning.plan_run`) and an infeasible request is refused (issue 17).
+        (SEER, :func:`spottune.planning.plan_run`) and an infeasible request is refused.
     deadline_mode : {"plan", "seer", "guard"}, default "plan"
         With both ``deadline`` and ``budget_usd``: ``plan`` executes the printed cost-lean plan (the cheapest of
         θ barrier + top-k, one round and SEER's plan, an instance class per round, that meets the deadline within
@@ -574,12 +577,23 @@ class ExperimentSpec:
 
     # -- derived values -----------------------------------------------------------------------------
     def get_workload(self) -> Workload:
-        """The :class:`~spottune.workloads.Workload` this experiment trains."""
+        """The :class:`~spottune.workloads.Workload` this experiment trains.
+
+        Returns
+        -------
+        spottune.workloads.Workload
+            The registered workload named by ``workload`` (or imported from its ``module:attr`` path).
+
+        Raises
+        ------
+        ConfigError
+            If the name is not registered and cannot be imported.
+        """
         return get_workload(self.workload)
 
     @property
     def theta_steps(self) -> int:
-        """Steps every trial runs before the θ barrier: ``ceil(theta * max_steps)`` (spec §1.6 line 7)."""
+        """Steps every trial runs before the θ barrier: ``ceil(theta * max_steps)`` (Algorithm 1's phase 1 target)."""
         return self.max_steps if self.theta >= 1 else steps_at(self.theta, self.max_steps)
 
     @property
@@ -611,14 +625,32 @@ class ExperimentSpec:
         return count_configs(self.search_space, self.num_samples)
 
     def trials(self) -> list[TrialSpec]:
-        """The trials, in a deterministic order, each with its configuration and seed."""
+        """The trials, in a deterministic order, each with its configuration and seed.
+
+        Returns
+        -------
+        list of TrialSpec
+            ``n_trials`` trials, ids ``t00``, ``t01``, ..., in
+            :func:`~spottune.search_space.generate_configs` order.
+        """
         configs = generate_configs(self.search_space, self.num_samples, self.seed)
         width = max(2, len(str(len(configs) - 1)))
         return [TrialSpec(trial_id=f"t{i:0{width}d}", index=i, config=c, seed=trial_seed(self.seed, i))
                 for i, c in enumerate(configs)]
 
     def make_trainable(self, trial: TrialSpec) -> Trainable:
-        """A fresh :class:`~spottune.trainable.Trainable` for ``trial`` (runs ``setup``)."""
+        """A fresh :class:`~spottune.trainable.Trainable` for ``trial`` (runs ``setup``).
+
+        Parameters
+        ----------
+        trial : TrialSpec
+            One of :meth:`trials`; its config and seed are passed to the workload.
+
+        Returns
+        -------
+        spottune.trainable.Trainable
+            A new trainable at step 0, set up for this experiment's ``max_steps``.
+        """
         return self.get_workload().make(trial.config, seed=trial.seed, max_steps=self.max_steps)
 
     # -- dict / YAML --------------------------------------------------------------------------------
@@ -629,6 +661,12 @@ class ExperimentSpec:
         ----------
         include_derived : bool, default True
             Also write the values filled from the workload.
+
+        Returns
+        -------
+        dict
+            Option name to plain value (lists for tuples, an ISO string for ``start_utc``, the search space's
+            plain form).
         """
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
@@ -649,6 +687,16 @@ class ExperimentSpec:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ExperimentSpec":
         """Build from plain data; keys may use ``-`` or ``_`` and the aliases ``trainable``, ``zones``.
+
+        Parameters
+        ----------
+        data : Mapping
+            Option name to value, as :meth:`to_dict` writes it or a YAML file holds it.
+
+        Returns
+        -------
+        ExperimentSpec
+            The validated spec; options not given take their defaults or the workload's values.
 
         Raises
         ------
@@ -671,6 +719,16 @@ class ExperimentSpec:
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str]) -> "ExperimentSpec":
         """Read a YAML file of options (see the module docstring).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A UTF-8 YAML file holding a mapping of options (e.g. ``examples/digits_mlp.yaml``).
+
+        Returns
+        -------
+        ExperimentSpec
+            The validated spec (as :meth:`from_dict`).
 
         Raises
         ------
@@ -697,7 +755,18 @@ class ExperimentSpec:
         return cls.from_dict(data)
 
     def to_yaml(self, path: str | os.PathLike[str] | None = None) -> str:
-        """YAML text of :meth:`to_dict`; also written to ``path`` if given."""
+        """YAML text of :meth:`to_dict`; also written to ``path`` if given.
+
+        Parameters
+        ----------
+        path : str or os.PathLike, optional
+            A file to write the text to (overwritten); None: only return it.
+
+        Returns
+        -------
+        str
+            The YAML text; :meth:`from_yaml` reads it back to an equal spec.
+        """
         text = yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
         if path is not None:
             Path(path).write_text(text)
@@ -712,6 +781,11 @@ class ExperimentSpec:
             Option names (``-`` or ``_``, aliases allowed). None values are ignored, so unset click
             options can be passed straight through. If ``workload`` changes, options that were
             filled from the old workload are filled from the new one.
+
+        Returns
+        -------
+        ExperimentSpec
+            A new, validated spec; this one is unchanged.
 
         Raises
         ------

@@ -1,4 +1,4 @@
-"""The run journal: an append-only JSONL file from which a killed run is rebuilt exactly (issue 15).
+"""The run journal: an append-only JSONL file from which a killed run is rebuilt exactly.
 
 One file, ``<results>/journal.jsonl``, one JSON object per line, written as the run goes:
 

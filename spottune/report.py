@@ -24,7 +24,20 @@ def _fmt(x: Any, spec: str = ".4f") -> str:
 
 
 def results_table(res: dict[str, Any]) -> str:
-    """The per-trial table plus the experiment summary, as plain text."""
+    """The per-trial table plus the experiment summary, as plain text.
+
+    Parameters
+    ----------
+    res : dict
+        A results folder as :func:`spottune.results.read_results` returns it.
+
+    Returns
+    -------
+    str
+        One line per trial (state, steps, metric, USD charged and refunded, revocations, hops, markets), then the
+        totals: cost and refunds (USD), JCT (hours), the share of steps on refunded time, events and instances,
+        and the top-k.
+    """
     t, s = res["trials"], res["summary"]
     head = f"{'trial':6} {'state':16} {'steps':>5} {'metric':>9} {'kind':10} {'USD':>8} {'refund':>8} {'rev':>3} {'hop':>3}  markets"
     lines = [head, "-" * len(head)]
@@ -51,6 +64,16 @@ def results_table(res: dict[str, Any]) -> str:
 
 
 def plot_learning_curves(res: dict[str, Any], path: Path) -> None:
+    """Plot every trial's learning curve (metric against steps), the top-k continued in bold, EarlyCurve's fit at θ
+    dashed and the θ barrier dotted, to a PNG.
+
+    Parameters
+    ----------
+    res : dict
+        A results folder as :func:`spottune.results.read_results` returns it (``summary``, ``trials``, ``curves``).
+    path : pathlib.Path
+        The PNG file to write (overwritten).
+    """
     import matplotlib.pyplot as plt
 
     from earlycurve import EarlyCurve
@@ -91,6 +114,16 @@ def plot_learning_curves(res: dict[str, Any], path: Path) -> None:
 
 
 def plot_timeline(res: dict[str, Any], path: Path) -> None:
+    """Plot each trial's instance runs against hours since the start, coloured by market, a cross where the provider
+    revoked one, to a PNG.
+
+    Parameters
+    ----------
+    res : dict
+        A results folder as :func:`spottune.results.read_results` returns it (``ledger``, ``trials``).
+    path : pathlib.Path
+        The PNG file to write (overwritten).
+    """
     import matplotlib.pyplot as plt
 
     led = res["ledger"]
@@ -118,6 +151,16 @@ def plot_timeline(res: dict[str, Any], path: Path) -> None:
 
 
 def plot_cost(res: dict[str, Any], path: Path) -> None:
+    """Plot the cumulative USD charged against hours since the start (each instance run billed when it ends), and
+    what it would be without first-hour refunds, to a PNG.
+
+    Parameters
+    ----------
+    res : dict
+        A results folder as :func:`spottune.results.read_results` returns it (``ledger``).
+    path : pathlib.Path
+        The PNG file to write (overwritten).
+    """
     import matplotlib.pyplot as plt
 
     led = res["ledger"].sort_values("end_s")
@@ -136,7 +179,25 @@ def plot_cost(res: dict[str, Any], path: Path) -> None:
 
 
 def render_report(out: Path, plots: bool = True) -> str:
-    """Read a results folder, (re)write its PNG plots, and return the results table as text."""
+    """Read a results folder, (re)write its PNG plots, and return the results table as text.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        The results folder (written by ``spottune run`` or :func:`spottune.tune`).
+    plots : bool, default True
+        Write ``learning_curves.png``, ``timeline.png`` and ``cost.png`` into it.
+
+    Returns
+    -------
+    str
+        :func:`results_table` of the folder.
+
+    Raises
+    ------
+    ConfigError
+        If a results file is missing or unreadable (:func:`spottune.results.read_results`).
+    """
     res = read_results(out)
     if plots:
         import matplotlib

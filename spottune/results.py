@@ -1,6 +1,6 @@
 """Results on disk: ``trials.csv``, ``ledger.csv``, ``curves.csv``, ``events.jsonl``, ``summary.json``.
 
-Definitions (spec §1.11):
+Definitions (the paper's metrics, §IV-B):
 
 - **cost** ``total_cost_usd``: USD charged over every instance run (the ledger);
   ``refunded_usd``: USD the provider waived (first-hour revocations);
@@ -74,7 +74,7 @@ def trials_frame(orch: Any, ledger: pd.DataFrame, configs: dict[str, Any]) -> pd
 
 def _top_k(orch: Any, record: Any) -> tuple[str, ...]:
     """The run's top-k; when the budget ran short before the end (``record.meta["budget_exhausted"]``), the
-    best k trials so far by their last observed metric (issue 17)."""
+    best k trials so far by their last observed metric."""
     if orch.top_k or not record.meta.get("budget_exhausted"):
         return tuple(orch.top_k)
     seen = sorted((tr.losses[-1], tid) for tid, tr in orch.trials.items() if tr.losses)
@@ -222,7 +222,7 @@ def prepare_output(out: str | os.PathLike[str]) -> Path:
 
 
 class ResultsJournal:
-    """Writes ``events.jsonl``, ``ledger.csv`` and ``trials.csv`` while a run goes on (issue 11 item 5).
+    """Writes ``events.jsonl``, ``ledger.csv`` and ``trials.csv`` while a run goes on.
 
     Use it as the backend's progress callback (it forwards every call to ``progress``). After every
     delivered event it appends the new event and action records to ``events.jsonl`` and the newly

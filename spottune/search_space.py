@@ -74,7 +74,18 @@ def _plain(x: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class GridSearch:
-    """Every value in ``values``, crossed with the other grids (Ray's ``tune.grid_search``)."""
+    """Every value in ``values``, crossed with the other grids (Ray's ``tune.grid_search``).
+
+    Parameters
+    ----------
+    values : tuple
+        The grid's values, in order.
+
+    Raises
+    ------
+    ConfigError
+        If ``values`` is not a non-empty tuple.
+    """
 
     values: tuple[Any, ...]
 
@@ -85,7 +96,18 @@ class GridSearch:
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """One of ``values``, uniformly at random (Ray's ``tune.choice``)."""
+    """One of ``values``, uniformly at random (Ray's ``tune.choice``).
+
+    Parameters
+    ----------
+    values : tuple
+        The values to draw from.
+
+    Raises
+    ------
+    ConfigError
+        If ``values`` is not a non-empty tuple.
+    """
 
     values: tuple[Any, ...]
 
@@ -94,7 +116,18 @@ class Choice:
             raise ConfigError(f"choice is {self.values!r}, but must be a non-empty list of values")
 
     def sample(self, rng: np.random.Generator) -> Any:
-        """One value; consumes one draw of ``rng``."""
+        """One value; consumes one draw of ``rng``.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The configuration generator's seeded generator.
+
+        Returns
+        -------
+        object
+            One of ``values`` (a plain Python value).
+        """
         return _plain(self.values[int(rng.integers(len(self.values)))])
 
 
@@ -106,7 +139,18 @@ def _check_finite_bounds(kind: str, lo: object, hi: object) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Uniform:
-    """A float uniformly in ``[lo, hi)`` (Ray's ``tune.uniform``)."""
+    """A float uniformly in ``[lo, hi)`` (Ray's ``tune.uniform``).
+
+    Parameters
+    ----------
+    lo, hi : float
+        Bounds, in the hyperparameter's units; ``hi`` excluded.
+
+    Raises
+    ------
+    ConfigError
+        Unless both bounds are finite numbers with ``lo < hi``.
+    """
 
     lo: float
     hi: float
@@ -117,13 +161,35 @@ class Uniform:
             raise ConfigError(f"uniform is [{self.lo!r}, {self.hi!r}], but must have lo < hi")
 
     def sample(self, rng: np.random.Generator) -> float:
-        """One value; consumes one draw of ``rng``."""
+        """One value; consumes one draw of ``rng``.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The configuration generator's seeded generator.
+
+        Returns
+        -------
+        float
+            In ``[lo, hi)``.
+        """
         return float(rng.uniform(self.lo, self.hi))
 
 
 @dataclass(frozen=True, slots=True)
 class LogUniform:
-    """A float whose logarithm is uniform in ``[log lo, log hi)`` (Ray's ``tune.loguniform``)."""
+    """A float whose logarithm is uniform in ``[log lo, log hi)`` (Ray's ``tune.loguniform``).
+
+    Parameters
+    ----------
+    lo, hi : float
+        Bounds, in the hyperparameter's units; ``hi`` excluded.
+
+    Raises
+    ------
+    ConfigError
+        Unless both bounds are finite numbers with ``0 < lo < hi``.
+    """
 
     lo: float
     hi: float
@@ -134,13 +200,35 @@ class LogUniform:
             raise ConfigError(f"loguniform is [{self.lo!r}, {self.hi!r}], but must have 0 < lo < hi")
 
     def sample(self, rng: np.random.Generator) -> float:
-        """One value; consumes one draw of ``rng``."""
+        """One value; consumes one draw of ``rng``.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The configuration generator's seeded generator.
+
+        Returns
+        -------
+        float
+            In ``[lo, hi)``.
+        """
         return float(math.exp(rng.uniform(math.log(self.lo), math.log(self.hi))))
 
 
 @dataclass(frozen=True, slots=True)
 class RandInt:
-    """An int uniformly in ``[lo, hi)``; ``hi`` is excluded, as in Ray's ``tune.randint``."""
+    """An int uniformly in ``[lo, hi)``; ``hi`` is excluded, as in Ray's ``tune.randint``.
+
+    Parameters
+    ----------
+    lo, hi : int
+        Bounds; ``hi`` excluded.
+
+    Raises
+    ------
+    ConfigError
+        Unless both bounds are integers with ``lo < hi``.
+    """
 
     lo: int
     hi: int
@@ -153,7 +241,18 @@ class RandInt:
             raise ConfigError(f"randint is [{self.lo!r}, {self.hi!r}], but must have lo < hi (hi is excluded)")
 
     def sample(self, rng: np.random.Generator) -> int:
-        """One value; consumes one draw of ``rng``."""
+        """One value; consumes one draw of ``rng``.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The configuration generator's seeded generator.
+
+        Returns
+        -------
+        int
+            In ``[lo, hi)``.
+        """
         return int(rng.integers(self.lo, self.hi))
 
 
@@ -162,27 +261,102 @@ _RANDOM = (Choice, Uniform, LogUniform, RandInt)
 
 
 def grid_search(values: Sequence[Any]) -> GridSearch:
-    """Every value of ``values``, crossed with the other grids of the space."""
+    """Every value of ``values``, crossed with the other grids of the space.
+
+    Parameters
+    ----------
+    values : sequence
+        The grid's values (a list, tuple or array; not a string or mapping).
+
+    Returns
+    -------
+    GridSearch
+
+    Raises
+    ------
+    ConfigError
+        If ``values`` is not a non-empty list of values.
+    """
     return GridSearch(_as_tuple("grid_search", values))
 
 
 def choice(values: Sequence[Any]) -> Choice:
-    """One of ``values``, drawn uniformly per configuration."""
+    """One of ``values``, drawn uniformly per configuration.
+
+    Parameters
+    ----------
+    values : sequence
+        The values to draw from (a list, tuple or array; not a string or mapping).
+
+    Returns
+    -------
+    Choice
+
+    Raises
+    ------
+    ConfigError
+        If ``values`` is not a non-empty list of values.
+    """
     return Choice(_as_tuple("choice", values))
 
 
 def uniform(lo: float, hi: float) -> Uniform:
-    """A float drawn uniformly in ``[lo, hi)``, in the units of the hyperparameter."""
+    """A float drawn uniformly in ``[lo, hi)``, in the units of the hyperparameter.
+
+    Parameters
+    ----------
+    lo, hi : float
+        Bounds, ``lo < hi``.
+
+    Returns
+    -------
+    Uniform
+
+    Raises
+    ------
+    ConfigError
+        Unless both bounds are finite with ``lo < hi``.
+    """
     return Uniform(lo, hi)
 
 
 def loguniform(lo: float, hi: float) -> LogUniform:
-    """A float drawn log-uniformly in ``[lo, hi)``; requires ``0 < lo < hi``."""
+    """A float drawn log-uniformly in ``[lo, hi)``; requires ``0 < lo < hi``.
+
+    Parameters
+    ----------
+    lo, hi : float
+        Bounds, ``0 < lo < hi``.
+
+    Returns
+    -------
+    LogUniform
+
+    Raises
+    ------
+    ConfigError
+        Unless both bounds are finite with ``0 < lo < hi``.
+    """
     return LogUniform(lo, hi)
 
 
 def randint(lo: int, hi: int) -> RandInt:
-    """An int drawn uniformly in ``[lo, hi)`` (``hi`` excluded)."""
+    """An int drawn uniformly in ``[lo, hi)`` (``hi`` excluded).
+
+    Parameters
+    ----------
+    lo, hi : int
+        Bounds, ``lo < hi``; ``hi`` excluded.
+
+    Returns
+    -------
+    RandInt
+
+    Raises
+    ------
+    ConfigError
+        Unless both bounds are integers with ``lo < hi``.
+    """
     return RandInt(lo, hi)
 
 
@@ -218,7 +392,23 @@ _OTHER_DISTRIBUTIONS = frozenset({
 
 
 def has_domain(space: Mapping[str, Any] | None) -> bool:
-    """Whether the (parsed or YAML-form) space has at least one grid_search or random domain."""
+    """Whether the (parsed or YAML-form) space has at least one grid_search or random domain.
+
+    Parameters
+    ----------
+    space : mapping or None
+        Search space in Python or YAML form.
+
+    Returns
+    -------
+    bool
+        False for a space of constants only (one configuration per sample).
+
+    Raises
+    ------
+    ConfigError
+        If the space does not parse (:func:`parse_space`).
+    """
     return any(isinstance(v, (GridSearch, *_RANDOM)) for _, v in _leaves(parse_space(space)))
 
 
@@ -288,7 +478,23 @@ def _domain_to_dict(value: Any) -> Any:
 
 
 def space_to_dict(space: Mapping[str, Any]) -> dict[str, Any]:
-    """The YAML/JSON form of a search space; ``parse_space(space_to_dict(s)) == parse_space(s)``."""
+    """The YAML/JSON form of a search space; ``parse_space(space_to_dict(s)) == parse_space(s)``.
+
+    Parameters
+    ----------
+    space : mapping
+        Search space in Python or YAML form.
+
+    Returns
+    -------
+    dict
+        Domains as one-key mappings, e.g. ``{"grid_search": [1, 2]}``; constants unchanged.
+
+    Raises
+    ------
+    ConfigError
+        If the space does not parse (:func:`parse_space`).
+    """
     return {k: _domain_to_dict(v) for k, v in parse_space(space).items()}
 
 
@@ -310,7 +516,25 @@ def _assign(config: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 
 
 def count_configs(space: Mapping[str, Any] | None, num_samples: int = 1) -> int:
-    """Number of configurations :func:`generate_configs` returns (``num_samples`` × grid size)."""
+    """Number of configurations :func:`generate_configs` returns (``num_samples`` × grid size).
+
+    Parameters
+    ----------
+    space : mapping or None
+        Search space in Python or YAML form.
+    num_samples : int, default 1
+        Repetitions of the grid.
+
+    Returns
+    -------
+    int
+        ``num_samples`` times the product of the grid sizes.
+
+    Raises
+    ------
+    ConfigError
+        If ``num_samples`` is not an integer >= 1 or the space does not parse.
+    """
     _check_num_samples(num_samples)
     n = num_samples
     for _, v in _leaves(parse_space(space)):

@@ -3,8 +3,9 @@
 A leaf module (it imports nothing of spottune): the experiment spec, planning, the backends, the composition root,
 the evaluation and the CLI all read it.
 
-**Seconds per step** ([I], spec §1.4). A workload declares ``reference_seconds_per_step`` on a 2-vCPU
-general-purpose reference instance with 6.5 ECU (m4.large / r3.large class, ``spottune.trainable``).
+**Seconds per step** ([I]; the paper's performance matrix T of Eq 2, §III-A). A workload declares
+``reference_seconds_per_step`` on a 2-vCPU general-purpose reference instance with 6.5 ECU (m4.large / r3.large
+class, ``spottune.trainable``).
 On another instance the simulator uses::
 
     T_true(i) = T_ref · (c_ref / c_i) · A(n_ref) / A(n_i)
@@ -16,13 +17,13 @@ So doubling the vCPUs never halves the step time: 2 → 16 vCPUs gives A(16) / A
 it is optimistic about large instances until its online update (Algorithm 1, line 36) measures them.
 f = 0.8 is an assumption (typical for small-batch SGD on CPU threads), not a measurement.
 
-**Checkpoint bandwidth** (spec §1.9). Measured [T]: m4.4xlarge (16 cores) 134.22 MB/s, t2.micro
+**Checkpoint bandwidth** (the paper's §IV-F). Measured [T]: m4.4xlarge (16 cores) 134.22 MB/s, t2.micro
 (1 core) 62.83 MB/s; "checkpointing is a CPU-bound process", so [I] interpolate linearly in the
 number of vCPUs between those two points and clamp outside [1, 16]. Restore uses the same bandwidth.
 Sizes are MB (10**6 bytes) as in ``Trainable.checkpoint_size_mb``; the paper's MB are taken as the same
 unit (its own check, speed × 120 s / 1024 = max GB, reads them as binary, a 5 % difference we ignore).
 
-**Launch-to-training latency** (D11, revised; issue 12). :data:`DEFAULT_BOOT_S` = 120 s from the spot
+**Launch-to-training latency** (decision D11, revised; design R3). :data:`DEFAULT_BOOT_S` = 120 s from the spot
 request to the first training step, paid by every policy (baselines included) at every launch; 0 only
 in the explicitly faithful mode (``boot_s: 0`` / ``--boot-s 0``). Sources: a Linux EC2 instance takes
 "one to two minutes" to first availability (ADMIN 65/2021, "Comparing startup times of Linux distros
@@ -46,7 +47,7 @@ DEFAULT_BOOT_S = 120.0
 REFERENCE_VCPUS = 2
 REFERENCE_ECU = 6.5
 PARALLEL_FRACTION = 0.8
-CKPT_POINTS = ((1.0, 62.83), (16.0, 134.22))  # (vCPUs, MB/s), spec §1.9 [T]
+CKPT_POINTS = ((1.0, 62.83), (16.0, 134.22))  # (vCPUs, MB/s), the paper's §IV-F [T]
 
 
 def amdahl(vcpus: float, parallel_fraction: float = PARALLEL_FRACTION) -> float:
@@ -88,7 +89,7 @@ def seconds_per_step(reference_seconds_per_step: float, vcpus: int, ecu: float |
 
 
 def checkpoint_bandwidth_mb_per_s(vcpus: float) -> float:
-    """Checkpoint (and restore) bandwidth to object storage, MB/s, interpolated by vCPUs (spec §1.9).
+    """Checkpoint (and restore) bandwidth to object storage, MB/s, interpolated by vCPUs (the paper's §IV-F).
 
     >>> checkpoint_bandwidth_mb_per_s(1), checkpoint_bandwidth_mb_per_s(16), checkpoint_bandwidth_mb_per_s(64)
     (62.83, 134.22, 134.22)

@@ -28,7 +28,7 @@ Two class attributes describe the workload to the simulator and the provisioner:
 
 - ``reference_seconds_per_step``: simulated seconds one step takes on the **reference instance**, a
   2-vCPU general-purpose instance (m4.large / r3.large class; 2 vCPUs, 8-15 GiB). Instance-speed models
-  scale it by vCPUs (spec §1.4). It is what the paper's workloads would take, not what the small
+  scale it by vCPUs (:mod:`spottune.speed`). It is what the paper's workloads would take, not what the small
   stand-in models here take on a laptop.
 - ``checkpoint_size_mb``: simulated checkpoint size in MB (1 MB = 10**6 bytes), used by the simulator's
   checkpoint/restore time model (size / bandwidth). The real files written by ``save_checkpoint`` may
@@ -144,19 +144,43 @@ class Trainable(abc.ABC):
     # -- user hooks ---------------------------------------------------------------------------------
     @abc.abstractmethod
     def setup(self, config: dict[str, Any]) -> None:
-        """Build the model and load the data for ``config``; called once by ``__init__``."""
+        """Build the model and load the data for ``config``; called once by ``__init__``.
+
+        Parameters
+        ----------
+        config : dict
+            One hyperparameter configuration of the search space (name -> value).
+        """
 
     @abc.abstractmethod
     def step(self) -> dict[str, float]:
-        """Run one training step and return its metrics (name -> float)."""
+        """Run one training step and return its metrics (name -> float).
+
+        Returns
+        -------
+        dict of str to float
+            The step's metrics, e.g. ``{"val_loss": 0.31}``; it must hold the experiment's ``metric``.
+        """
 
     @abc.abstractmethod
     def save_checkpoint(self, checkpoint_dir: str) -> None:
-        """Write the state needed to continue training into the existing folder ``checkpoint_dir``."""
+        """Write the state needed to continue training into the existing folder ``checkpoint_dir``.
+
+        Parameters
+        ----------
+        checkpoint_dir : str
+            An existing, empty folder; everything written there is uploaded with the checkpoint.
+        """
 
     @abc.abstractmethod
     def load_checkpoint(self, checkpoint_dir: str) -> None:
-        """Read back what :meth:`save_checkpoint` wrote; called after ``setup`` on a fresh instance."""
+        """Read back what :meth:`save_checkpoint` wrote; called after ``setup`` on a fresh instance.
+
+        Parameters
+        ----------
+        checkpoint_dir : str
+            A folder holding what :meth:`save_checkpoint` wrote (downloaded from the checkpoint store).
+        """
 
     def cleanup(self) -> None:
         """Release resources; called when the trial's segment ends. Default: nothing."""
@@ -215,6 +239,11 @@ class Trainable(abc.ABC):
 
     def restore(self, checkpoint_dir: str | os.PathLike[str]) -> None:
         """Continue from a checkpoint written by :meth:`save` (on this or another process).
+
+        Parameters
+        ----------
+        checkpoint_dir : str or os.PathLike
+            A folder written by :meth:`save`.
 
         Raises
         ------

@@ -71,7 +71,22 @@ def _plain(value: Any) -> Any:
 
 
 def log_record(kind: str, item: Any, now_s: float) -> dict[str, Any]:
-    """One ``events.jsonl`` line: ``{"t": now_s, "kind": "event"|"action", "type": ..., fields...}``."""
+    """One ``events.jsonl`` line: ``{"t": now_s, "kind": "event"|"action", "type": ..., fields...}``.
+
+    Parameters
+    ----------
+    kind : {"event", "action"}
+        What ``item`` is.
+    item : dataclass
+        An orchestrator event or action.
+    now_s : float
+        Time of the record, seconds since the epoch (UTC; virtual time in the simulator).
+
+    Returns
+    -------
+    dict
+        JSON-ready: the fields of ``item`` as plain values.
+    """
     out: dict[str, Any] = {"t": float(now_s), "kind": kind, "type": type(item).__name__}
     for f in dataclasses.fields(item):
         out[f.name] = _plain(getattr(item, f.name))
@@ -111,7 +126,7 @@ Progress = Callable[[float, Orchestrator, float], None]
 class Driver(abc.ABC):
     """Base class of the backends: one abstract method, :meth:`run`; the contract is the module doc.
 
-    Crash safety (issue 15, ``docs/design/decisions.md`` "Crash safety"): when :attr:`journal` is set (a
+    Crash safety (``docs/design/decisions.md`` "Crash safety"): when :attr:`journal` is set (a
     :class:`spottune.journal.Journal`), the driver records every delivered event and returned action,
     an ``intent`` before every side effect and its ``outcome`` after it. :meth:`resume` is the
     backend's hook to continue a killed run from its journal.
@@ -148,6 +163,13 @@ class Driver(abc.ABC):
     @abc.abstractmethod
     def run(self) -> RunRecord:
         """Drive the orchestrator from ``ExperimentStarted`` to ``ExperimentFinished``.
+
+        Returns
+        -------
+        RunRecord
+            Start and end (JCT = end − start, seconds), every event and action, the ledger (one row per
+            instance run: market, start, end, who ended it, USD charged and refunded), the steps of each
+            instance and the run's meta.
 
         Raises
         ------

@@ -7,7 +7,7 @@
   time alive) plus one hour of the new instance at its max price (what the launch commits before its next
   hourly decision), never above the budget: else ``CapExceeded``. The aws backend ends the run on it; the
   sim and local backends stop launching, end the live instances and keep the best trials so far
-  (:class:`spottune.backends._replay.ReplayDriver`, issue 17).
+  (:class:`spottune.backends._replay.ReplayDriver`).
 """
 
 from __future__ import annotations
@@ -44,10 +44,15 @@ def check_caps(*, max_price: float, live: Iterable[tuple[float, float]], now_s: 
         Also count each live instance as committed through the end of its current hour, at its max price
         (``max_price * (ceil(age / 1 h) h - age)``, its first hour at least): no launch may push
         committed plus expected spend above the budget while the live instances run to their next hourly
-        decision (the sim and local backends, issue 17; the aws backend keeps the accrued rule).
+        decision (the sim and local backends; the aws backend keeps the accrued rule).
     accrued_usd : float, optional
         What the live instances have accrued so far, USD (the sim and local backends know it from the
         replayed prices); default: the upper bound ``max_price * age``.
+
+    Returns
+    -------
+    str or None
+        None, or one line naming the cap that holds the launch back.
 
     Raises
     ------

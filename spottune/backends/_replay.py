@@ -93,34 +93,130 @@ class Instance:
 
     # -- the events about this instance, at engine time t -----------------------------------------------
     def trial_launched(self, t: float) -> ev.TrialLaunched:
+        """The event of this instance ready to train (billing from :attr:`started_s`).
+
+        Parameters
+        ----------
+        t : float
+            Engine seconds of the event.
+
+        Returns
+        -------
+        TrialLaunched
+        """
         return ev.TrialLaunched(time_s=t, trial_id=self.trial_id, instance_id=self.instance_id, market=self.market,
                              started_s=self.started_s)
 
     def metric_reported(self, t: float, metrics: dict[str, float]) -> ev.MetricReported:
-        """The metrics of step ``self.step``."""
+        """The metrics of step ``self.step``.
+
+        Parameters
+        ----------
+        t : float
+            Engine seconds of the event.
+        metrics : dict of str to float
+            What the step returned.
+
+        Returns
+        -------
+        MetricReported
+        """
         return ev.MetricReported(time_s=t, trial_id=self.trial_id, instance_id=self.instance_id, step=self.step,
                               metrics=metrics)
 
     def checkpoint_saved(self, t: float, reason: ev.CheckpointReason, step: int) -> ev.CheckpointSaved:
+        """The event of a checkpoint of this instance that is complete at ``step``.
+
+        Parameters
+        ----------
+        t : float
+            Engine seconds of the event.
+        reason : CheckpointReason
+            The checkpoint's reason.
+        step : int
+            The step saved.
+
+        Returns
+        -------
+        CheckpointSaved
+        """
         return ev.CheckpointSaved(time_s=t, trial_id=self.trial_id, instance_id=self.instance_id, reason=reason,
                                step=step)
 
     def revocation_notice(self, t: float) -> ev.RevocationNotice:
+        """The event of the provider's notice; the termination is at :attr:`termination_s`.
+
+        Parameters
+        ----------
+        t : float
+            Engine seconds of the event.
+
+        Returns
+        -------
+        RevocationNotice
+        """
         return ev.RevocationNotice(time_s=t, trial_id=self.trial_id, instance_id=self.instance_id,
                                 deadline_s=self.termination_s)
 
     def hour_elapsed(self, t: float) -> ev.HourElapsed:
+        """The event of this instance's full hour without revocation.
+
+        Parameters
+        ----------
+        t : float
+            Engine seconds of the event.
+
+        Returns
+        -------
+        HourElapsed
+        """
         return ev.HourElapsed(time_s=t, trial_id=self.trial_id, instance_id=self.instance_id)
 
     def segment_failed(self, t: float, error: str) -> ev.SegmentFailed:
+        """The event of the trainable raising on this instance.
+
+        Parameters
+        ----------
+        t : float
+            Engine seconds of the event.
+        error : str
+            The exception, as text.
+
+        Returns
+        -------
+        SegmentFailed
+        """
         return ev.SegmentFailed(time_s=t, trial_id=self.trial_id, instance_id=self.instance_id, error=error)
 
     def segment_ended(self, t: float, reason: ev.EndReason) -> ev.SegmentEnded:
+        """The event of this instance's end, at the trial's step count :attr:`step`.
+
+        Parameters
+        ----------
+        t : float
+            Engine seconds of the event.
+        reason : EndReason
+            ``provider`` or ``user``.
+
+        Returns
+        -------
+        SegmentEnded
+        """
         return ev.SegmentEnded(time_s=t, trial_id=self.trial_id, instance_id=self.instance_id, steps_done=self.step,
                             reason=reason)
 
     def died_booting(self, t: float) -> ev.LaunchFailed:
-        """The provider ended it before the trial could start: reported as a failed launch."""
+        """The provider ended it before the trial could start: reported as a failed launch.
+
+        Parameters
+        ----------
+        t : float
+            Engine seconds of the event.
+
+        Returns
+        -------
+        LaunchFailed
+        """
         return ev.LaunchFailed(time_s=t, trial_id=self.trial_id, error="terminated while booting")
 
 
@@ -162,7 +258,7 @@ class ReplayDriver(Driver):
     store_monitor: Any = None
     #: Spending caps checked before every launch (:func:`spottune.backends._caps.check_caps`; None: none).
     #: When the budget runs short the driver stops: no further launch, the live instances are ended and
-    #: the run keeps the best trials so far; ``record.meta["budget_exhausted"]`` says why (issue 17).
+    #: the run keeps the best trials so far; ``record.meta["budget_exhausted"]`` says why.
     budget_usd: float | None = None
     max_usd_per_hour: float | None = None
     stopped: bool = False

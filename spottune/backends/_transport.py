@@ -44,7 +44,13 @@ class WorkerTransport(Protocol):
     end_s: float | None
 
     def bind(self, driver: WorkerDriver) -> None:
-        """Called once by the driver's constructor: the driver whose queue, clock and records this transport uses."""
+        """Called once by the driver's constructor: the driver whose queue, clock and records this transport uses.
+
+        Parameters
+        ----------
+        driver : WorkerDriver
+            The driver.
+        """
 
     # -- the four effects ------------------------------------------------------------------------------
     def launch(self, action: Launch) -> None:
@@ -54,18 +60,35 @@ class WorkerTransport(Protocol):
         (billing starts at its ``started_s``) and its worker later reports ``ready``; otherwise it posts
         ``LaunchFailed`` (:meth:`WorkerDriver.post`), after delivering a ``CapacityRefused``
         (:meth:`WorkerDriver.inform`) where the cloud says the market has no capacity.
+
+        Parameters
+        ----------
+        action : spottune.orchestrator.Launch
+            The trial, market, max price (USD/hour), the step to resume and the target step.
         """
 
     def command(self, inst: WorkerInstance, cmd: CheckpointCommand) -> None:
         """Hand ``cmd`` to the worker of ``inst`` (a stdin line, an S3 command object, an actor call).
 
         A worker that is already gone ignores it; its end answers instead.
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+            The instance (its id, trial, market, phase and worker handle).
+        cmd : spottune.backends.local._messages.CheckpointCommand
+            The checkpoint to take (reason, key).
         """
 
     def kill(self, inst: WorkerInstance) -> None:
         """End the worker of ``inst`` now (SIGKILL, ``terminate_instances``, ``ray.kill``); idempotent.
 
         The driver has already moved ``inst`` to ``KILLED``; output the worker wrote before is still read.
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+            The instance (its id, trial, market, phase and worker handle).
         """
 
     def watch(self) -> None:
@@ -85,27 +108,83 @@ class WorkerTransport(Protocol):
 
     def handle(self, kind: str, args: list[Any]) -> bool:
         """One queue item the driver does not know (``(kind, *args)``, enqueued by this transport's threads or
-        timers); False if this transport does not know it either (a driver bug)."""
+        timers); False if this transport does not know it either (a driver bug).
+
+        Parameters
+        ----------
+        kind : str
+            The item's kind.
+        args : list
+            Its arguments.
+
+        Returns
+        -------
+        bool
+            Whether the transport handled it.
+        """
 
     def recycle(self, inst: WorkerInstance) -> bool:
         """At a ``Terminate``: keep the worker of ``inst`` for another segment instead of killing it.
 
         Returns True (and moves ``inst`` to ``RECYCLED``) if it did; False and the driver kills it.
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+            The instance (its id, trial, market, phase and worker handle).
+
+        Returns
+        -------
+        bool
+            True if the worker was kept.
         """
 
     def seen_notice(self, inst: WorkerInstance, report: Notice) -> None:
         """The worker of ``inst`` reports the interruption notice it saw on IMDS: a ``RevocationNotice``
         (:meth:`WorkerDriver.notice_from_worker`) where only the worker can know, a note where the market is
-        replayed (the driver already sent it)."""
+        replayed (the driver already sent it).
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+            The instance (its id, trial, market, phase and worker handle).
+        report : spottune.backends.local._messages.Notice
+            The worker's report (the termination time it read).
+        """
 
     def ended(self, inst: WorkerInstance) -> None:
-        """``inst`` is gone for good (just before its ``SegmentEnded``): free what the transport kept for it."""
+        """``inst`` is gone for good (just before its ``SegmentEnded``): free what the transport kept for it.
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+            The instance (its id, trial, market, phase and worker handle).
+        """
 
     def next_instance_id(self) -> str:
-        """The id the next launch gets (journaled with its ``launch`` intent, before :meth:`launch`)."""
+        """The id the next launch gets (journaled with its ``launch`` intent, before :meth:`launch`).
+
+        Returns
+        -------
+        str
+            Unique in the experiment.
+        """
 
     def price_series(self, inst: WorkerInstance, end_s: float) -> Any:
-        """The prices (``spotmarket.prices.PriceSeries``, USD per instance-hour) ``inst`` is billed at until ``end_s``."""
+        """The prices (``spotmarket.prices.PriceSeries``, USD per instance-hour) ``inst`` is billed at until ``end_s``.
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+            The instance (its id, trial, market, phase and worker handle).
+        end_s : float
+            Engine seconds of the instance's end.
+
+        Returns
+        -------
+        spotmarket.prices.PriceSeries
+            Its market's prices up to ``end_s`` at least.
+        """
 
     def close_leftovers(self) -> None:
         """After ``ExperimentFinished``: end and bill every instance still alive (how: the transport's rule)."""
@@ -120,6 +199,11 @@ class WorkerTransport(Protocol):
     def resume(self, records: list[dict[str, Any]]) -> None:
         """Continue a killed run whose journal holds ``records`` (:meth:`spottune.backends._base.Driver.resume`).
 
+        Parameters
+        ----------
+        records : list of dict
+            The killed run's journal (:func:`spottune.journal.read_journal`).
+
         Raises
         ------
         BackendError
@@ -131,10 +215,32 @@ class WorkerTransport(Protocol):
         what survived the crash and post what was lost (see each transport's ``resume``)."""
 
     def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
-        """Journal replay: the fulfilled launch ``rec`` of ``action`` becomes an instance again."""
+        """Journal replay: the fulfilled launch ``rec`` of ``action`` becomes an instance again.
+
+        Parameters
+        ----------
+        rec : dict
+            The journaled launch ``outcome`` (``instance_id``, ``time_s`` and the transport's own fields).
+        action : spottune.orchestrator.Launch
+            The launch it answered.
+        """
 
     def replay_refused(self, rec: dict[str, Any], action: Launch) -> None:
-        """Journal replay: the refused launch ``rec`` of ``action`` (a capacity refusal excludes its market again)."""
+        """Journal replay: the refused launch ``rec`` of ``action`` (a capacity refusal excludes its market again).
+
+        Parameters
+        ----------
+        rec : dict
+            The journaled launch ``outcome`` with ``fulfilled`` false.
+        action : spottune.orchestrator.Launch
+            The launch it answered.
+        """
 
     def replay_event(self, event: Any) -> None:
-        """Journal replay: ``event`` was delivered again; update what the transport keeps of its instance."""
+        """Journal replay: ``event`` was delivered again; update what the transport keeps of its instance.
+
+        Parameters
+        ----------
+        event : spottune.orchestrator.Event
+            The replayed event.
+        """

@@ -55,7 +55,15 @@ __all__ = ["CheckpointInfo", "CheckpointStore", "FileEntry", "RetryPolicy", "Sto
 
 @dataclass(frozen=True, slots=True)
 class FileEntry:
-    """One file of a checkpoint: its SHA-256 (hex) and size in bytes."""
+    """One file of a checkpoint: its SHA-256 (hex) and size in bytes.
+
+    Parameters
+    ----------
+    sha256 : str
+        64 hex digits.
+    size_bytes : int
+        Bytes.
+    """
 
     sha256: str
     size_bytes: int
@@ -130,6 +138,12 @@ class RetryPolicy:
         Relative jitter in [0, 1); 0 = none (deterministic sleeps).
     seed : int, default 0
         Seed of the jitter.
+
+    Raises
+    ------
+    ConfigError
+        Unless ``attempts`` is an integer >= 1, ``base_delay_s`` >= 0, ``factor`` >= 1, ``max_delay_s`` >= 0 and
+        0 <= ``jitter`` < 1.
     """
 
     attempts: int = 6
@@ -149,7 +163,13 @@ class RetryPolicy:
                               "0 <= jitter < 1")
 
     def delays(self) -> list[float]:
-        """The ``attempts - 1`` sleeps between attempts, wall seconds (same seed: same list)."""
+        """The ``attempts - 1`` sleeps between attempts, wall seconds (same seed: same list).
+
+        Returns
+        -------
+        list of float
+            ``attempts - 1`` sleeps, seconds.
+        """
         rng = random.Random(self.seed)
         out = []
         for i in range(self.attempts - 1):
@@ -198,11 +218,24 @@ class CheckpointStore(abc.ABC):
 
         :meth:`restore` pins the version it returns, so a worker that resumed from the confirmed step
         never deletes it, however many unconfirmed versions it publishes. ``None`` removes the pin.
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial (a path-safe id such as ``t03``).
+        version : int or None
+            The version to keep; None removes the pin.
         """
 
     @abc.abstractmethod
     def probe(self) -> StoreHealth:
-        """Check that the store answers (one listing of the root, no retries); never raises."""
+        """Check that the store answers (one listing of the root, no retries); never raises.
+
+        Returns
+        -------
+        StoreHealth
+            Whether the store answered, and the error and latency (seconds) of the request.
+        """
 
     @abc.abstractmethod
     def save(self, trial_id: str, local_dir: str | os.PathLike[str], *, step: int,
@@ -266,20 +299,65 @@ class CheckpointStore(abc.ABC):
     @abc.abstractmethod
     def latest_good(self, trial_id: str, *, step: int | None = None) -> CheckpointInfo | None:
         """The newest intact version (at ``step``, if given), checked by reading every file; like
-        :meth:`restore` without copying."""
+        :meth:`restore` without copying.
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial (a path-safe id such as ``t03``).
+        step : int, optional
+            Only a version at this step (with :meth:`restore`'s fallback to older ones).
+
+        Returns
+        -------
+        CheckpointInfo or None
+            None if no intact version exists.
+        """
 
     @abc.abstractmethod
     def versions(self, trial_id: str) -> list[CheckpointInfo]:
-        """Published versions, oldest first, from their manifests (files not checked)."""
+        """Published versions, oldest first, from their manifests (files not checked).
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial (a path-safe id such as ``t03``).
+
+        Returns
+        -------
+        list of CheckpointInfo
+            Empty when the trial has none.
+        """
 
     @abc.abstractmethod
     def delete(self, trial_id: str) -> None:
-        """Remove every version and leftover of the trial."""
+        """Remove every version and leftover of the trial.
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial (a path-safe id such as ``t03``).
+        """
 
     # -- Trainable helpers --------------------------------------------------------------------------
     def save_trainable(self, trial_id: str, trainable: Trainable,
                        metadata: Mapping[str, Any] | None = None) -> CheckpointInfo:
-        """``trainable.save()`` into a temporary folder, then :meth:`save` it at ``trainable.iteration``."""
+        """``trainable.save()`` into a temporary folder, then :meth:`save` it at ``trainable.iteration``.
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial (a path-safe id such as ``t03``).
+        trainable : spottune.trainable.Trainable
+            The trainable to save.
+        metadata : mapping, optional
+            Stored in the version's manifest.
+
+        Returns
+        -------
+        CheckpointInfo
+            The published version.
+        """
         with tempfile.TemporaryDirectory(prefix=f"spottune-{trial_id}-") as tmp:
             trainable.save(tmp)
             return self.save(trial_id, tmp, step=trainable.iteration, metadata=metadata)
@@ -287,7 +365,22 @@ class CheckpointStore(abc.ABC):
     def restore_trainable(self, trial_id: str, trainable: Trainable, *,
                           step: int | None = None) -> CheckpointInfo | None:
         """Restore the newest intact version (at ``step``, if given, with :meth:`restore`'s fallback)
-        into ``trainable``; None (and no change) if there is nothing to restore."""
+        into ``trainable``; None (and no change) if there is nothing to restore.
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial (a path-safe id such as ``t03``).
+        trainable : spottune.trainable.Trainable
+            A freshly set-up trainable of the same configuration; :meth:`Trainable.restore` is called on it.
+        step : int, optional
+            The step to restore (the orchestrator's confirmed checkpoint); None: the newest.
+
+        Returns
+        -------
+        CheckpointInfo or None
+            The version restored (possibly older than ``step`` after a fallback), or None.
+        """
         with tempfile.TemporaryDirectory(prefix=f"spottune-{trial_id}-") as tmp:
             info = self.restore(trial_id, Path(tmp) / "ckpt", step=step)
             if info is not None:
@@ -338,6 +431,11 @@ class StoreMonitor:
 
     def reachable(self) -> bool:
         """True if the store answers (or answered within ``min_interval_s``); False during an outage.
+
+        Returns
+        -------
+        bool
+            Whether the store is reachable now.
 
         Raises
         ------

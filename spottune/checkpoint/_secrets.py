@@ -55,13 +55,33 @@ _PROCESS_KEY = secrets.token_bytes(32)
 
 
 def is_secret_name(name: object) -> bool:
-    """Whether an option or field named ``name`` holds a credential (``key``, ``secret``, ``*token*`` ...)."""
+    """Whether an option or field named ``name`` holds a credential (``key``, ``secret``, ``*token*`` ...).
+
+    Parameters
+    ----------
+    name : object
+        An option or field name (compared in lower case).
+
+    Returns
+    -------
+    bool
+    """
     n = str(name).lower()
     return n in _SECRET_EXACT or any(p in n for p in _SECRET_PART)
 
 
 def has_userinfo(text: object) -> bool:
-    """Whether ``text`` is a string holding a URL with user information (``scheme://user[:password]@host``)."""
+    """Whether ``text`` is a string holding a URL with user information (``scheme://user[:password]@host``).
+
+    Parameters
+    ----------
+    text : object
+        Any value; only a string can hold such a URL.
+
+    Returns
+    -------
+    bool
+    """
     return isinstance(text, str) and _URL_USERINFO.search(text) is not None
 
 
@@ -70,6 +90,18 @@ def split_secrets(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
 
     Secret: values under secret-looking names (:func:`is_secret_name`) and strings holding a URL with
     user information; the public part keeps such a URL without its user information.
+
+    Parameters
+    ----------
+    options : mapping
+        fsspec storage options (nested).
+
+    Returns
+    -------
+    public : dict
+        Safe to write to argv, logs and results.
+    secret : dict
+        For the environment only (:data:`STORAGE_SECRETS_ENV`).
     """
     public: dict[str, Any] = {}
     secret: dict[str, Any] = {}
@@ -99,6 +131,18 @@ def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
 def storage_options_from_env(public: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``public`` options plus the secret ones from :data:`STORAGE_SECRETS_ENV` (if set).
 
+    Parameters
+    ----------
+    public : mapping
+        The public storage options (from argv).
+    environ : mapping of str to str, optional
+        The environment to read; default ``os.environ``.
+
+    Returns
+    -------
+    dict
+        The full storage options.
+
     Raises
     ------
     CheckpointError
@@ -122,6 +166,16 @@ def checkpoint_key(environ: Mapping[str, str] | None = None) -> bytes:
     Without the variable, checkpoints written by this process can be read back only by this process
     (a worker of another experiment, or of nobody, cannot forge or replay them).
 
+    Parameters
+    ----------
+    environ : mapping of str to str, optional
+        The environment to read; default ``os.environ``.
+
+    Returns
+    -------
+    bytes
+        The key, at least 16 bytes.
+
     Raises
     ------
     CheckpointError
@@ -142,6 +196,16 @@ def checkpoint_key(environ: Mapping[str, str] | None = None) -> bytes:
 def store_key(environ: Mapping[str, str] | None = None) -> bytes | None:
     """The key that authenticates checkpoint manifests: :data:`CHECKPOINT_KEY_ENV` if set, else None.
 
+    Parameters
+    ----------
+    environ : mapping of str to str, optional
+        The environment to read; default ``os.environ``.
+
+    Returns
+    -------
+    bytes or None
+        The key, or None when the variable is not set.
+
     Raises
     ------
     CheckpointError
@@ -153,6 +217,13 @@ def store_key(environ: Mapping[str, str] | None = None) -> bytes | None:
 
 def write_private(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to a new file only its owner can read and write (mode 0600 from its creation).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file that must not exist yet.
+    text : str
+        Its content.
 
     Raises
     ------
@@ -171,6 +242,16 @@ def experiment_key(folder: str | os.PathLike[str]) -> str:
     ``<folder>/checkpoint.key`` (:data:`KEY_FILE`, mode 0600) by an earlier start of the same run, so
     that a resumed run reads its own checkpoints; else a new random key, written there. The key stays
     on the driver's machine: it is never written to the checkpoint store.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The run's results folder (created if missing).
+
+    Returns
+    -------
+    str
+        The key as hex.
 
     Raises
     ------
@@ -203,7 +284,21 @@ def worker_env(storage_options: Mapping[str, Any], key_hex: str | None = None) -
     The environment holds the secret storage options (:data:`STORAGE_SECRETS_ENV`, only if there are
     any) and the experiment's checkpoint key (:data:`CHECKPOINT_KEY_ENV`; ``key_hex``, else the driver's
     own :data:`CHECKPOINT_KEY_ENV` if set, so that a resumed run can read its function-API checkpoints
-    (``spottune resume``, issue 15), else a new random one).
+    (``spottune resume``), else a new random one).
+
+    Parameters
+    ----------
+    storage_options : mapping
+        The experiment's fsspec storage options.
+    key_hex : str, optional
+        The experiment's checkpoint key, hex (:func:`experiment_key`).
+
+    Returns
+    -------
+    public : dict
+        Storage options without secrets.
+    env : dict of str to str
+        Variables to add to the worker's environment.
     """
     public, secret = split_secrets(storage_options)
     env = {CHECKPOINT_KEY_ENV: key_hex or os.environ.get(CHECKPOINT_KEY_ENV) or secrets.token_hex(32)}
@@ -218,6 +313,16 @@ def redact(value: Any) -> Any:
     Values under secret-looking keys (:func:`is_secret_name`) are replaced whatever they are; in
     strings, the user information of a ``scheme://user[:password]@host`` URL is replaced
     (``scheme://***@host``).
+
+    Parameters
+    ----------
+    value : object
+        Plain data (mappings, lists, tuples, strings, numbers).
+
+    Returns
+    -------
+    object
+        The redacted copy; ``value`` is unchanged.
     """
     if isinstance(value, Mapping):
         return {k: (REDACTED if is_secret_name(k) and v not in (None, "", {}) else redact(v)) for k, v in value.items()}
@@ -229,7 +334,20 @@ def redact(value: Any) -> Any:
 
 
 def redacted_fields(value: Any, prefix: str = "") -> list[str]:
-    """Dotted names of the strings in nested ``value`` that hold a redacted part (``"***"``), in order."""
+    """Dotted names of the strings in nested ``value`` that hold a redacted part (``"***"``), in order.
+
+    Parameters
+    ----------
+    value : object
+        Plain data, as :func:`redact` returns it.
+    prefix : str, default ""
+        Prepended to every name.
+
+    Returns
+    -------
+    list of str
+        E.g. ``["storage_options.key"]``.
+    """
     if isinstance(value, Mapping):
         return [n for k, v in value.items() for n in redacted_fields(v, f"{prefix}{k}.")]
     if isinstance(value, (list, tuple)):
@@ -238,13 +356,40 @@ def redacted_fields(value: Any, prefix: str = "") -> list[str]:
 
 
 def sign(payload: bytes, key: bytes | None = None) -> bytes:
-    """``payload`` prefixed with a magic line and its HMAC-SHA256 tag (hex) under ``key`` (default :func:`checkpoint_key`)."""
+    """``payload`` prefixed with a magic line and its HMAC-SHA256 tag (hex) under ``key`` (default :func:`checkpoint_key`).
+
+    Parameters
+    ----------
+    payload : bytes
+        The bytes to authenticate (a pickled state).
+    key : bytes, optional
+        The HMAC key.
+
+    Returns
+    -------
+    bytes
+        The signed blob, for :func:`verify`.
+    """
     tag = hmac.new(key or checkpoint_key(), payload, hashlib.sha256).hexdigest().encode()
     return _MAGIC + tag + b"\n" + payload
 
 
 def verify(blob: bytes, what: str, key: bytes | None = None) -> bytes:
     """The payload of a :func:`sign`-ed blob, after checking its tag in constant time.
+
+    Parameters
+    ----------
+    blob : bytes
+        A signed blob (:func:`sign`).
+    what : str
+        The file's name, for the error message.
+    key : bytes, optional
+        The HMAC key; default :func:`checkpoint_key`.
+
+    Returns
+    -------
+    bytes
+        The payload.
 
     Raises
     ------

@@ -89,7 +89,7 @@ _TRANSIENT_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, e
                      errno.ENETUNREACH, errno.ENETDOWN, errno.EAGAIN, errno.EPIPE,
                      # s3fs' translations of S3's "please try again" answers: 500 InternalError -> EREMOTEIO,
                      # 503 SlowDown and 409 OperationAborted -> EBUSY (s3fs/errors.py); a store that was just
-                     # restarted answers 500 for a while (issue 15), which must not look like a corrupt version
+                     # restarted answers 500 for a while, which must not look like a corrupt version
                      getattr(errno, "EREMOTEIO", errno.EIO), errno.EBUSY}
 
 
@@ -97,6 +97,16 @@ def is_transient(exc: BaseException) -> bool:
     """Whether a storage error may go away by itself (connection refused/reset, timeouts, 5xx).
 
     Missing files, permissions and bad data are not transient. Used by the retry loop.
+
+    Parameters
+    ----------
+    exc : BaseException
+        What a storage call raised (fsspec, s3fs, botocore, aiohttp or the OS).
+
+    Returns
+    -------
+    bool
+        True: retry the call after a backoff (:class:`RetryPolicy`).
     """
     if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, _Corrupt)):
         return False

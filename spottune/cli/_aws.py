@@ -1,4 +1,4 @@
-"""``spottune cleanup EXPERIMENT``: terminate every EC2 instance tagged with an experiment (issue 14)."""
+"""``spottune cleanup EXPERIMENT``: terminate every EC2 instance tagged with an experiment."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``spottune curves eval`` (issues 4, 13): EarlyCurve against its baselines on recorded learning curves,
+"""``spottune curves eval``: EarlyCurve against its baselines on recorded learning curves,
 and the early stoppers (ours, EarlyCurve at θ, ASHA, Optuna's pruners) side by side; ``spottune curves choose``:
 the θ barrier's setting chosen on a family's own curves.
 

@@ -1,4 +1,4 @@
-"""``spottune prices info|fetch`` (issue 2).
+"""``spottune prices info|fetch``.
 
 ``info`` reads a price file of any supported layout and summarises it per market. ``fetch`` collects
 history from the EC2 API (``describe_spot_price_history``, paginated) and writes the canonical layout.

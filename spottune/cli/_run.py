@@ -1,4 +1,4 @@
-"""``spottune run`` and ``spottune report``: the main job, end to end (issue 6).
+"""``spottune run`` and ``spottune report``: the main job, end to end.
 
 ``spottune run`` with no arguments runs the default experiment, ``ExperimentSpec()``: workload
 ``digits-mlp`` (16 configs), the 15 markets of ``us-east-1_2015``, the RevPred predictor (trained on the

@@ -1,4 +1,4 @@
-"""``spottune simulate``: every policy on identical replays of one workload, over many starts (issue 7).
+"""``spottune simulate``: every policy on identical replays of one workload, over many starts.
 
 Writes ``<output>/table.csv`` and ``table.json`` (one tidy row per policy × start, columns
 ``spottune.evaluation.COLUMNS``), ``summary.csv`` (mean and sd over starts) and ``meta.json`` (the
@@ -101,7 +101,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         The deadline guard's rule.
     time_value_usd_per_hour : float, default 0
         Value of a trial's wall-clock hour in the ``refund`` objective of the SpotTune policies, USD per
-        trial-hour (0 = dollars only; docs/design/decisions.md, issue 12, R7).
+        trial-hour (0 = dollars only; docs/design/decisions.md, R7).
     job_time_value_usd_per_hour : float, default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`
         Value of the job's wall-clock hour in the same objective, USD per job-hour, shared by the trials heading to
         the same stop (R11; 0 = off).

@@ -45,6 +45,18 @@ def store_url(spec: ExperimentSpec, folder: str | Path) -> str:
 
     A plain folder is made absolute (the workers are separate processes); URLs (``s3://``,
     ``file://``) are used as they are, with ``spec.storage_options``.
+
+    Parameters
+    ----------
+    spec : ExperimentSpec
+        Its ``storage_path`` (None: the results folder's ``checkpoints``).
+    folder : str or pathlib.Path
+        The run's results folder.
+
+    Returns
+    -------
+    str
+        An absolute folder path or a URL.
     """
     path = spec.storage_path
     if path is None:
@@ -121,6 +133,11 @@ class Experiment:
 def check_supported(spec: ExperimentSpec) -> None:
     """Refuse, at once, what this build cannot run.
 
+    Parameters
+    ----------
+    spec : ExperimentSpec
+        The experiment to check; nothing is built.
+
     Raises
     ------
     ConfigError
@@ -156,6 +173,11 @@ def build(spec: ExperimentSpec, *, progress: Progress | None = None, output: str
     live_start_s : float, optional
         aws with live prices: the start of the run being resumed (its journaled ``ExperimentStarted``), so
         the provisioner sees the prices it saw then; default: now.
+
+    Returns
+    -------
+    Experiment
+        Every part built and wired, nothing launched yet; :meth:`Experiment.run` runs it.
 
     Raises
     ------
@@ -252,7 +274,25 @@ def _algorithm_1(spec: ExperimentSpec, market: MarketSetup, start_s: float,
 
 def dry_run(spec: ExperimentSpec, *, log_fn: Callable[[str], None] | None = None) -> str:
     """What ``spec`` would launch first (every trial's market and max price, the hourly cost bound), as text;
-    nothing is launched (the aws backend reads prices only). See :func:`spottune.backends.aws.plan`."""
+    nothing is launched (the aws backend reads prices only). See :func:`spottune.backends.aws.plan`.
+
+    Parameters
+    ----------
+    spec : ExperimentSpec
+        The experiment; it is built (prices loaded, predictor trained or read from the cache) but not run.
+    log_fn : callable (str) -> None, optional
+        As in :func:`build`.
+
+    Returns
+    -------
+    str
+        One line per trial (market, max price USD/hour) and the bound on the first hour's cost, USD.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`build`.
+    """
     exp = build(spec, log_fn=log_fn)
     p = launch_plan(exp.orchestrator.chooser, [t.trial_id for t in exp.trials], exp.start_s,
              steps_left=spec.theta * spec.max_steps)
@@ -267,6 +307,28 @@ def run(spec: ExperimentSpec, *, progress: Progress | None = None, output: str |
     ``journal`` (a :class:`spottune.journal.Journal`) records the run; with ``resume`` (the records of
     a killed run's journal, which ``journal`` then replays) the backend's :meth:`~spottune.backends.Driver.resume`
     hook continues that run instead of starting afresh.
+
+    Parameters
+    ----------
+    spec : ExperimentSpec
+        The experiment.
+    progress, output, log_fn
+        As in :func:`build`.
+    journal : spottune.journal.Journal, optional
+        Records every event and action of the run (crash safety); None: no journal.
+    resume : list of dict, optional
+        The records of a killed run's journal (:func:`spottune.journal.read_journal`); None: a fresh run.
+
+    Returns
+    -------
+    dict
+        ``orchestrator``, ``record`` (RunRecord), ``curves``, ``spec``, ``opts``, ``workload``, ``configs``,
+        ``predictor_desc``: see :meth:`Experiment.run`.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`build`.
     """
     started = next((r["e"]["time_s"] for r in resume or () if r["k"] == "event"), None)  # ExperimentStarted
     exp = build(spec, progress=progress, output=output, log_fn=log_fn, live_start_s=started)

@@ -36,6 +36,11 @@ def revocation_model(market_mode: str, history: PriceHistory, seed: int) -> Revo
         Spot prices, USD per instance-hour.
     seed : int
 
+    Returns
+    -------
+    spotmarket.RevocationModel
+        The rule the replay applies to every launch.
+
     Raises
     ------
     ConfigError
@@ -74,7 +79,18 @@ class MarketSetup:
     revocation_model: RevocationModel
 
     def facts(self, instance_type: str) -> tuple[int, float | None]:
-        """(vCPUs, ECU or None) of an instance type: what the backends' speed model reads."""
+        """(vCPUs, ECU or None) of an instance type: what the backends' speed model reads.
+
+        Parameters
+        ----------
+        instance_type : str
+            A type of the catalog, e.g. ``m4.large``.
+
+        Returns
+        -------
+        tuple of (int, float or None)
+            Its vCPUs and ECU (None when the catalog has no ECU for it).
+        """
         it = self.catalog[instance_type]
         return it.vcpus, it.ecu
 
@@ -98,6 +114,11 @@ def build_market(prices: str | None, *, market_mode: str, seed: int, instance_ty
     markets : sequence of Market, optional
         An explicit market list for the pool instead of types x zones (the ray backend: the markets the
         cluster offers); the type and zone filters still apply.
+
+    Returns
+    -------
+    MarketSetup
+        The history, the catalog, the pool, its markets and the revocation model.
 
     Raises
     ------
@@ -123,7 +144,20 @@ def gap_warnings(market: MarketSetup, start_s: float) -> list[str]:
     """One warning line per collection gap of the replayed price data (no record in any of its markets for far longer
     than usual, :meth:`spotmarket.prices.PriceHistory.collection_gaps`) within :data:`GAP_WARNING_S` after
     ``start_s``: the replay reads the prices there as flat, so no price crossing can revoke or refund anything
-    (data/spot_prices/README.md, "Quirks")."""
+    (data/spot_prices/README.md, "Quirks").
+
+    Parameters
+    ----------
+    market : MarketSetup
+        The replayed market.
+    start_s : float
+        Experiment start, seconds since the epoch (UTC).
+
+    Returns
+    -------
+    list of str
+        One line per gap; empty when there is none.
+    """
     def utc(t: float) -> str:
         return f"{to_timestamp(t):%Y-%m-%d %H:%M} UTC"
 

@@ -85,6 +85,18 @@ def fixed_types(catalog: InstanceCatalog, markets: Sequence[Market]) -> dict[str
     """``{"cheapest": type, "fastest": type}`` of the pool: lowest on-demand price; fewest seconds/step.
 
     Ties: the type name. Speed from :func:`spottune.speed.seconds_per_step` (vCPUs, ECU).
+
+    Parameters
+    ----------
+    catalog : provisioner.InstanceCatalog
+        On-demand prices (USD/hour), vCPUs and ECU of the types.
+    markets : sequence of Market
+        The pool (non-empty; its first market's region prices the types).
+
+    Returns
+    -------
+    dict of str to str
+        ``cheapest`` and ``fastest`` instance types (the paper's single-spot baselines, §IV-A4).
     """
     types = sorted({m.instance_type for m in markets})
     region = markets[0].region
@@ -206,7 +218,7 @@ def policy_orchestrator(policy: Policy, *, trial_ids: Sequence[str], configs: Ma
                                    list(trial_ids), max_steps)
     if policy.early_curve:
         at_theta = learned(config) if learned is not None else None
-        if policy.stopper == "hparams" and at_theta is not None:  # docs/earlycurve.md §8.19
+        if policy.stopper == "hparams" and at_theta is not None:  # docs/design/earlycurve.md §8.19
             ranking = {"rung_predictor": at_theta, "configs": dict(configs)}
         fmp, plateau, rank_rule = early_stopping(policy.stopper, max_steps, config.theta_steps, top_k, seed,
                                                  final_predictor=at_theta, predictive=policy.predictive_options)
@@ -322,6 +334,41 @@ def elastic_schedule(kind: str, *, study: StudyLike, history: PriceHistory, cata
     """``(schedule, types)``: the elastic schedule ``kind`` for a deadline (s) and a budget (USD), in
     seconds and vCPUs (the budget in vCPU-seconds at the expected price, DB2; SEER's plan and the lean plan as
     ``spottune run`` prints them, :func:`spottune.planning.plan_run`), and the instance type of each vCPU count.
+
+    Parameters
+    ----------
+    kind : {"seer", "seer-lean", "e-hyperband", "e-grid"}
+        SEER's plan (Dunlap et al., SoCC'21, Algorithms 2-3), the cost-lean plan (decision DB15; SEER's when no
+        lean candidate fits), E-Hyperband or E-Grid (SEER §4).
+    study : StudyLike
+        The trials, ``max_steps`` and the seconds per step on the reference instance.
+    history : spotmarket.prices.PriceHistory
+        Spot prices, USD per instance-hour; the expected price is their mean over ``window_s`` before ``start_s``.
+    catalog : provisioner.InstanceCatalog
+        vCPUs and on-demand prices of the types.
+    markets : sequence of Market
+        The pool.
+    start_s : float
+        Start, seconds since the epoch (UTC).
+    deadline_s : float
+        Seconds from the start by which the study must end.
+    budget_usd : float
+        Dollar budget, USD.
+    boot_s : float
+        Launch-to-training latency, seconds (decision D11).
+    window_s : float
+        Seconds of price history before the start that set the expected price.
+    top_k : int, default 3
+        Trials the lean plan keeps at its last barrier.
+    step_time_cov : float, default 0.0
+        Coefficient of variation of the step times the plan allows for.
+
+    Returns
+    -------
+    schedule : spottune.planning.ElasticSchedule
+        Brackets of rounds in seconds and vCPUs.
+    types : dict of float to str
+        vCPU count -> the instance type that runs it.
 
     Raises
     ------

@@ -65,7 +65,24 @@ def plan_orchestrator(spec: ExperimentSpec, market: MarketSetup, plan: RunPlan |
 
 def executed_schedule(plan: RunPlan, deadline_mode: str) -> tuple[ElasticSchedule, dict[float, str], bool]:
     """(schedule, vCPUs -> instance type, hourly relaunches) that ``deadline_mode`` executes: ``plan``, the lean plan
-    (DB15; SEER's brackets when no lean candidate fits); ``seer``, SEER's brackets without hops (DB14)."""
+    (DB15; SEER's brackets when no lean candidate fits); ``seer``, SEER's brackets without hops (DB14).
+
+    Parameters
+    ----------
+    plan : spottune.planning.RunPlan
+        The run's plan (:func:`plan_spec`), with SEER's brackets.
+    deadline_mode : {"plan", "seer"}
+        Which of the plan's schedules runs.
+
+    Returns
+    -------
+    schedule : spottune.planning.ElasticSchedule
+        The brackets that run, in seconds and vCPUs.
+    types : dict of float to str
+        vCPU count -> instance type.
+    hourly : bool
+        Whether the trials are relaunched at every hour boundary (the lean plan's hop).
+    """
     if deadline_mode == "plan" and plan.lean is not None:
         return plan.lean.schedule, plan.lean.type_map, True
     return (seer_schedule(plan.seer), {float(p): t for p, t in zip(plan.seer.parallelism, plan.instance_types)},
@@ -76,6 +93,20 @@ def plan_spec(spec: ExperimentSpec, market: MarketSetup | None = None, start_s: 
     """The plan of a run with both ``deadline`` and ``budget_usd`` (:func:`spottune.planning.plan_run`), or None.
 
     The expected prices come from the ``train_days`` before the start.
+
+    Parameters
+    ----------
+    spec : ExperimentSpec
+        The experiment; without both ``deadline`` and ``budget_usd`` there is no plan.
+    market : MarketSetup, optional
+        The replayed market; None: built from ``spec`` (prices loaded).
+    start_s : float, optional
+        Start, seconds since the epoch (UTC); needed with ``market``, else ``spec.start``.
+
+    Returns
+    -------
+    spottune.planning.RunPlan or None
+        The plan (SEER's and the lean one, their USD and seconds), or None without a deadline and a budget.
 
     Raises
     ------
@@ -114,7 +145,24 @@ def first_round_commitment_usd(plan: RunPlan, market: MarketSetup, start_s: floa
     of the round at its max price (DB5), the cheapest zone's price at ``start_s`` plus
     ``ELASTIC_DELTA_USD_PER_HOUR`` per instance type (DB9). The cap stops a run whose commitment exceeds the
     budget before it trains, so such a plan is refused (DB14). ``deadline_mode`` says which schedule runs
-    (:func:`executed_schedule`)."""
+    (:func:`executed_schedule`).
+
+    Parameters
+    ----------
+    plan : spottune.planning.RunPlan
+        The run's plan.
+    market : MarketSetup
+        The replayed market (prices at ``start_s``).
+    start_s : float
+        Start, seconds since the epoch (UTC).
+    deadline_mode : {"plan", "seer"}, default "seer"
+        Which schedule runs.
+
+    Returns
+    -------
+    float
+        USD committed once the first round has launched.
+    """
     schedule, types, _ = executed_schedule(plan, deadline_mode)
     total = 0.0
     for b in schedule.brackets:

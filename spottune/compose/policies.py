@@ -151,6 +151,12 @@ class Policy:
         With a deadline and a budget, the deadline guard's stable option is the fastest type whose on-demand hour
         fits ``budget_usd / top_k``, else the cheapest type on demand (DB11); :func:`spec_policy` sets False
         (``spottune run``'s guard has no such cap).
+
+    Raises
+    ------
+    ConfigError
+        On an unknown chooser, predictor, max price, capacity, objective, stopper, schedule, guard overhead or
+        pruner, θ outside (0, 1], or rungs that do not fit θ.
     """
 
     name: str
@@ -278,8 +284,9 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
     stopper : {"paper", "rank", "predictive", "barrier", "hparams"}
         Early stopping of the ``spottune-<θ>...`` policies (``predictive``: predictive ASHA; ``rank``: the rank-confidence rule;
         ``barrier``: the last value's top-k at θ, no rungs; ``hparams``: ``barrier`` ranked by the final loss
-        learned from the study's previous runs, docs/earlycurve.md §8.19; ``paper``: EarlyCurve at θ, as published). A name
-        with the ``-paper`` suffix is the paper's design throughout: its stopper is ``paper`` whatever this says.
+        learned from the study's previous runs, docs/design/earlycurve.md §8.19; ``paper``: EarlyCurve at θ, as
+        published). A name with the ``-paper`` suffix is the paper's design throughout: its stopper is ``paper``
+        whatever this says.
     rungs : str or sequence of (float, int), default ()
         Synchronous barriers before θ of the ``spottune-<θ>...`` policies with stopper ``barrier`` or ``hparams`` and θ < 1
         (:attr:`Policy.rungs`); other policies ignore them.
@@ -290,6 +297,11 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
     predictive_options : mapping or str, optional
         Settings of the ``spottune-<θ>...`` policies with stopper ``predictive`` and θ < 1
         (:attr:`Policy.predictive_options`); other policies ignore them, as θ = 1 ignores ``rungs``.
+
+    Returns
+    -------
+    Policy
+        The named policy with these settings applied.
 
     Raises
     ------
@@ -352,7 +364,26 @@ def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_
 
     ``objective`` is the default objective of SpotTune policies without a suffix, ``stopper`` and ``rungs`` their
     early stopping (with ``predictive_options``), ``provisioning`` that of the SpotTune-provisioned policies
-    (:func:`get_policy`)."""
+    (:func:`get_policy`).
+
+    Parameters
+    ----------
+    text : str
+        Comma-separated names (``spottune simulate --policies``); ``default`` and ``theta-sweep`` expand to
+        their lists.
+    objective, stopper, rungs, provisioning, predictive_options
+        As in :func:`get_policy`.
+
+    Returns
+    -------
+    list of Policy
+        In the order first named.
+
+    Raises
+    ------
+    ConfigError
+        If no name is given, or as :func:`get_policy`.
+    """
     names: list[str] = []
     for part in (p.strip() for p in text.split(",")):
         for n in (DEFAULT_POLICIES if part == "default" else THETA_SWEEP if part == "theta-sweep" else [part]):

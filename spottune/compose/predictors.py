@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 CALIBRATED_HISTORY_DAYS = 28.0
 #: The refund objective prices ``min(p, 0.6)`` of the ``calibrated`` predictor (design R6): calibrated over
 #: all its queries, it over-states the p of the candidates the argmin picks (chosen at p ≈ 0.98, revoked
-#: 55 %). Chosen on the tuning starts (``benchmarks/bench_curse.py``; docs/evaluation.md "Optimizer's curse").
+#: 55 %). Chosen on the tuning starts (``benchmarks/bench_curse.py``; docs/design/evaluation.md "Optimizer's curse").
 CALIBRATED_P_CAP = 0.6
 
 
@@ -105,7 +105,23 @@ def calibrated_predictor(market: MarketSetup, lo_s: float, hi_s: float, seed: in
     window, these settings, the predictor's code and scikit-learn's version); a cache hit gives the same p. It answers
     on the same 10-minute grid (``query_grid_s``), so one provisioning period costs one model call.
     ``feature_set`` names the model's columns (:data:`revpred.ladder_features.FEATURE_SETS`; ``"base"``, the
-    default, is the 14 columns of docs/revpred.md).
+    default, is the 14 columns of docs/design/revpred.md).
+
+    Parameters
+    ----------
+    market : MarketSetup
+        The replayed market: its history, pool markets and catalog.
+    lo_s, hi_s : float
+        Training window, seconds since the epoch (UTC).
+    seed : int
+        Seeds the training.
+    feature_set : str, default "base"
+        The model's columns (see above).
+
+    Returns
+    -------
+    revpred.calibrated.CalibratedRevocation
+        Trained (or read from the cache); p is the probability of a revocation within the next hour.
 
     Raises
     ------
@@ -142,6 +158,20 @@ def empirical_rate_predictor(market: MarketSetup, lo_s: float, hi_s: float, stri
     minutes, whose price rose above ``b − price(t)`` over the current price within the hour: the market's
     own frequency for the same question, with no model. The refund objective's optimizer's-curse
     correction shrinks the calibrated p towards it (``RefundProvisioner(p_prior=...)``).
+
+    Parameters
+    ----------
+    market : MarketSetup
+        The replayed market.
+    lo_s, hi_s : float
+        The window, seconds since the epoch (UTC).
+    stride_min : int, default 10
+        Minutes between the window's decision times.
+
+    Returns
+    -------
+    revpred.EmpiricalRate
+        p per market and max price (USD/hour), from the window's price rises.
 
     Raises
     ------
@@ -217,6 +247,13 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
         ``market.revocation_model`` refuses launches in outages of correlated events (modern mode's default model,
         design P8), else False.
 
+    Returns
+    -------
+    predictor : revpred.protocol.RevocationPredictor
+        p(market, t, max price): the probability of a revocation within the next hour.
+    note : str
+        One line saying which predictor it is (and a fallback, if one was taken).
+
     Raises
     ------
     ConfigError
@@ -233,7 +270,7 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
         return HindsightPredictor(market.revocation_model), "hindsight (p from the replay's own revocations)"
     if kind in ("calibrated", "online-hazard"):
         # cheap to train (seconds), so it reads the history a user has at hand: up to 28 days before the
-        # start (AWS serves 90), never less than the given window (decision P7, docs/design.md)
+        # start (AWS serves 90), never less than the given window (decision P7, docs/design/decisions.md)
         first_s = max(float(market.history[m].start_s) for m in market.markets)
         pred = calibrated_predictor(market, max(first_s, min(lo_s, hi_s - CALIBRATED_HISTORY_DAYS * DAY_S)), hi_s, seed,
                                     feature_set)
@@ -263,6 +300,11 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
 
 def selection_p_cap(predictor: RevocationPredictor) -> float:
     """The refund objective's ceiling on p for ``predictor`` (design R6).
+
+    Parameters
+    ----------
+    predictor : revpred.protocol.RevocationPredictor
+        The provisioner's predictor.
 
     Returns
     -------

@@ -75,16 +75,21 @@ def make_provisioner(history: PriceHistory, catalog: InstanceCatalog, pool: Pool
         count are right before the first measurement (a step longer than the hour is never chosen).
     time_value_usd_per_hour : float, default 0
         ``refund`` only: value of a trial's wall-clock hour, USD per trial-hour
-        (:attr:`provisioner.RefundStepCost.time_value_usd_per_hour`; docs/design.md, R7).
+        (:attr:`provisioner.RefundStepCost.time_value_usd_per_hour`; docs/design/decisions.md, R7).
     job_time_value_usd_per_hour : float, default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`
         ``refund`` only: value of the job's wall-clock hour, USD per job-hour, shared by the trials heading to the
         same stop (:attr:`provisioner.RefundStepCost.job_time_value_usd_per_hour`; R11).
     speed_model : {"pooled", "cores"}, default "pooled"
         ``refund`` only: T's model for the instance types a trial has not run on (``spottune.experiment.SPEED_MODELS``;
-        :class:`provisioner.PooledSpeedMatrix` pivoting at the 2-vCPU reference instance, or the spec's
-        :class:`provisioner.PerformanceMatrix`).
+        :class:`provisioner.PooledSpeedMatrix` pivoting at the 2-vCPU reference instance, or the per-trial
+        ``κ / cores`` rule of :class:`provisioner.PerformanceMatrix`).
     exclusions : provisioner.MarketExclusions, optional
         Where the chooser keeps the markets that refused a launch for capacity; None: none are kept.
+
+    Returns
+    -------
+    provisioner.RefundProvisioner or provisioner.Provisioner
+        The chooser the orchestrator asks at every launch for a market and a max price (USD/hour).
 
     Raises
     ------
@@ -118,6 +123,20 @@ def curve_model(max_steps: int, early_curve: bool = True) -> tuple[FinalMetricPr
 
     ``early_curve``: EarlyCurve at S_max = ``max_steps`` steps and :func:`earlycurve.is_plateau`;
     otherwise the last observed value and no plateau rule (None).
+
+    Parameters
+    ----------
+    max_steps : int
+        S_max, steps: where EarlyCurve predicts the final metric.
+    early_curve : bool, default True
+        EarlyCurve and the plateau rule (the paper's §III-C), or the last value and none.
+
+    Returns
+    -------
+    predictor : earlycurve.FinalMetricPredictor
+        EarlyCurve or :class:`earlycurve.LastValue`.
+    plateau_rule : callable (steps, values, max_steps) -> bool, or None
+        The plateau rule (decision D8), or None.
     """
     if not early_curve:
         return LastValue(), None

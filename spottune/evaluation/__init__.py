@@ -1,10 +1,10 @@
-"""Evaluation of spottune against baselines and peers on identical replays (issue 7).
+"""Evaluation of spottune against baselines and peers on identical replays.
 
 Policies (:mod:`._policies`), hindsight predictor / on-demand market rules (:mod:`._oracle`), the lower
 bound on cost (:mod:`._lower_bound`), Optuna pruners as stop
 rules (:mod:`._pruning`), studies with ground-truth curves (:mod:`._studies`), one run and its row
 (:mod:`._runner`), the tidy table (:mod:`._table`), the figures (:mod:`._plots`) and the SEER-family baselines
-executed on the replay (:mod:`._elastic`, issue 17). The CLI is
+executed on the replay (:mod:`._elastic`). The CLI is
 ``spottune simulate`` (``spottune/cli/_simulate.py``); results are discussed in ``docs/design/evaluation.md``.
 The parts shared with ``spottune run`` and ``spottune.tune()`` (market and revocation model, predictors,
 SpotTune provisioner, curve model) come from the composition root, :mod:`spottune.compose`.

@@ -17,7 +17,7 @@ capacity of every type), max prices, launch times, hold / hop and user terminati
 - a *refunded* segment ends by the provider within its first hour and is free. In legacy mode it is
   revoked at an *up-tick* s of the price (the first record above the max price b): launched at t with
   ``max(price on [t, s)) <= b < price(s)`` and ``s + 120 - t < 3600`` (notice at s, termination s + 120,
-  spec §1.9). Its progress may last until the termination ``s + 120`` (or stop earlier, freeing the
+  the paper's §II-A). Its progress may last until the termination ``s + 120`` (or stop earlier, freeing the
   trial for the next launch).
 - progress of a segment = (progress time - overheads) / seconds per step. Overheads are the
   simulator's (:mod:`spottune.backends.sim._backend`): ``boot_s`` on every segment; restore
@@ -85,7 +85,7 @@ class LowerBoundSettings:
     step_time_cov : float
         Coefficient of variation of the simulator's step-time noise (0 = exact).
     notice_lead_s : float
-        Legacy notice-to-termination time, seconds (spec §1.9: 120).
+        Legacy notice-to-termination time, seconds (the paper's §II-A: 120).
     """
 
     boot_s: float = 0.0
@@ -292,7 +292,22 @@ class _Program:
 
 
 def lower_bound_usd(history: Any, markets: Sequence[Any], **kwargs: Any) -> float:
-    """Sum over trials of :func:`trial_lower_bounds` (same parameters), USD."""
+    """Sum over trials of :func:`trial_lower_bounds` (same parameters), USD.
+
+    Parameters
+    ----------
+    history : spotmarket.prices.PriceHistory
+        The replayed prices, USD per instance-hour.
+    markets : sequence of Market
+        The pool.
+    **kwargs
+        As in :func:`trial_lower_bounds`.
+
+    Returns
+    -------
+    float
+        USD.
+    """
     return float(np.sum(trial_lower_bounds(history, markets, **kwargs)))
 
 
@@ -361,6 +376,18 @@ def bound_columns(row: dict[str, Any], **kwargs: Any) -> dict[str, float]:
     ``kwargs`` are those of :func:`run_lower_bound` except ``jct_h`` (read from ``row``). The ratio is
     NaN where the bound is undefined or 0 USD (nothing to compare with); ``spottune simulate`` says in one
     line how many runs that was (:func:`undefined_ratio_note`).
+
+    Parameters
+    ----------
+    row : dict
+        One run's table row (``cost_usd``, ``jct_h``).
+    **kwargs
+        See above.
+
+    Returns
+    -------
+    dict of str to float
+        ``lower_bound_usd`` (USD) and ``cost_vs_lower_bound`` (dimensionless).
     """
     lb = run_lower_bound(jct_h=row["jct_h"], **kwargs)["lower_bound_usd"]
     ratio = float(row["cost_usd"]) / lb if math.isfinite(lb) and lb > 0 else math.nan

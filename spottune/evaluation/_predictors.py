@@ -1,7 +1,7 @@
 """Revocation predictors of the evaluation, trained once and cached on disk.
 
 RevPred and the Tributary-style LSTM are trained together, for every market of the pool, on the
-``train_days`` before the **earliest** start of the evaluation (spec §1.9 leakage guard: every start is
+``train_days`` before the **earliest** start of the evaluation (leakage guard, decision E6: every start is
 then after the training window). They read features from the price history up to each decision time,
 so one model set serves every later start. [I] Lighter than ``revpred train`` (same settings as
 ``spottune run``, ``spottune.cache.LIGHT_REVPRED``): 10-minute stride, hidden size 32, 4 epochs, so that

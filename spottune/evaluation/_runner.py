@@ -117,6 +117,29 @@ def default_starts(history: Any, markets: list, n: int, *, train_days: float = T
     The first start leaves ``train_days`` (+1 day) after the latest first record of any pool market for
     the predictors' training window; the last leaves ``tail_days`` before the end of the history for
     the longest baseline to finish.
+
+    Parameters
+    ----------
+    history : spotmarket.prices.PriceHistory
+        The replayed prices.
+    markets : list of Market
+        The pool.
+    n : int
+        Number of starts, >= 1.
+    train_days : float, default :data:`TRAIN_DAYS`
+        Days of history the predictors train on before the first start.
+    tail_days : float, default 7.0
+        Days left after the last start.
+
+    Returns
+    -------
+    list of float
+        Start times, seconds since the epoch (UTC), ascending.
+
+    Raises
+    ------
+    SpottuneError
+        If ``n`` < 1 or the history is too short for the window and the tail.
     """
     first = max(float(history[m].start_s) for m in markets) + (train_days + 1.0) * DAY_S
     last = min(float(history[m].end_s) for m in markets) - tail_days * DAY_S
@@ -133,6 +156,16 @@ def tuning_starts(evaluation_starts: list[float]) -> list[float]:
     ``ceil(a + (b − a) / 3)`` and ``ceil(a + 2 (b − a) / 3)``: 2 (n − 1) starts, each at least a third of
     the spacing from every evaluation start (5.2 days for :func:`default_starts` with n = 10 on the 2015
     trace, longer than any run), so settings chosen on them never see an evaluation replay.
+
+    Parameters
+    ----------
+    evaluation_starts : list of float
+        The evaluation starts, seconds since the epoch (UTC), ascending.
+
+    Returns
+    -------
+    list of float
+        Whole hours, seconds since the epoch (UTC), ascending.
 
     Raises
     ------
@@ -151,6 +184,16 @@ def supplementary_starts(evaluation_starts: list[float]) -> list[float]:
     there take under a day, so a replay of ours that chose a setting on a tuning start never overlaps one of these).
     Fixed on 2026-11-27 to settle verdicts that 10 evaluation starts leave open (docs/design/evaluation.md); no setting is
     chosen on them.
+
+    Parameters
+    ----------
+    evaluation_starts : list of float
+        The evaluation starts, seconds since the epoch (UTC), ascending.
+
+    Returns
+    -------
+    list of float
+        Whole hours, seconds since the epoch (UTC), ascending.
 
     Raises
     ------
@@ -313,7 +356,21 @@ def replay(task: Task, policy: Any, env: dict, study: Any) -> tuple[Any, Any, An
 
 
 def run_task(task: Task) -> tuple[dict[str, Any], float]:
-    """Simulate one run; returns (table row, wall seconds). A project error becomes the row's ``error``."""
+    """Simulate one run; returns (table row, wall seconds). A project error becomes the row's ``error``.
+
+    Parameters
+    ----------
+    task : Task
+        One (workload, policy, market mode, start, settings) of ``spottune simulate``.
+
+    Returns
+    -------
+    row : dict
+        The table row (:data:`spottune.evaluation.COLUMNS`): cost (USD), JCT (hours), PCR, top-1 / top-3,
+        refunds, revocations ...
+    wall_s : float
+        Wall seconds the replay took.
+    """
     from spottune.evaluation._lower_bound import bound_columns
 
     t0 = time.perf_counter()

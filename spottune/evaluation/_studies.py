@@ -18,7 +18,7 @@ Three kinds of study, all with every curve known to ``max_steps`` (the ground tr
 - **random-search built-in studies** (``builtin-digits-mlp``, ``builtin-logreg``, ``builtin-linear-svm``): 16
   configurations sampled with the seed from the 128 random-search curves of ``data/learning_curves/builtin/
   builtin_<workload>_curves.csv.gz`` (the workload's grid widened into a random search and really trained,
-  ``benchmarks/builtin_curves.py``; issue 13 item 1), on 50 progress steps as the step benchmarks' grid. Each
+  ``benchmarks/builtin_curves.py``), on 50 progress steps as the step benchmarks' grid. Each
   configuration runs at the workload's speed (its ``reference_seconds_per_step`` x ``max_steps`` / S_max per progress
   step) and checkpoint size; the metric is the workload's (all three minimise).
 
@@ -101,17 +101,35 @@ class Study:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def final(self) -> dict[str, float]:
-        """Each trial's metric at ``max_steps`` (user direction): the ground truth of top-k accuracy."""
+        """Each trial's metric at ``max_steps`` (user direction): the ground truth of top-k accuracy.
+
+        Returns
+        -------
+        dict of str to float
+            Trial id -> final metric value.
+        """
         return {t: float(self.curves[t][self.max_steps - 1][self.metric]) for t in self.trial_ids}
 
     def ranking(self) -> list[str]:
-        """Trial ids, truly best first (ties by id)."""
+        """Trial ids, truly best first (ties by id).
+
+        Returns
+        -------
+        list of str
+            All trial ids.
+        """
         fin = self.final()
         sign = 1.0 if self.mode == "min" else -1.0
         return sorted(self.trial_ids, key=lambda t: (sign * fin[t], t))
 
     def sim_curves(self) -> "StudyCurves":
-        """Metrics source for :class:`~spottune.backends.SimBackend` (per-trial reference speed)."""
+        """Metrics source for :class:`~spottune.backends.SimBackend` (per-trial reference speed).
+
+        Returns
+        -------
+        StudyCurves
+            The recorded curves, the trials' seconds per step on the reference instance and the checkpoint size (MB).
+        """
         return StudyCurves(self.curves, self.reference_seconds_per_step, self.checkpoint_size_mb)
 
 
@@ -137,7 +155,13 @@ def learning_curves_dir() -> Path:
 
 
 def list_studies() -> list[str]:
-    """Every workload name ``spottune simulate`` accepts."""
+    """Every workload name ``spottune simulate`` accepts.
+
+    Returns
+    -------
+    list of str
+        The built-in workloads, then the recorded studies, each sorted.
+    """
     from spottune.workloads import list_workloads
 
     return list_workloads() + sorted(RECORDED)
@@ -161,6 +185,11 @@ def load_study(name: str, seed: int = 0, *, max_steps: int | None = None, n_conf
         ``name`` wins.
     cache : Path, optional
         Curve cache folder (default ``cache_dir() / "curves"``).
+
+    Returns
+    -------
+    Study
+        Its trials, complete curves, metric and mode, speeds and checkpoint size.
 
     Raises
     ------

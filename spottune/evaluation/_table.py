@@ -2,8 +2,8 @@
 
 Columns (units in the names): ``cost_usd`` (USD charged), ``jct_h`` (hours from the start to the best
 models selected), ``pcr`` = 1 / (JCT_h · cost_USD) and ``pcr_norm`` = pcr / pcr of ``spottune-0.7`` on
-the same workload, market mode and start (the paper fixes SpotTune θ = 0.7 at 1 per benchmark, spec
-§1.11; NaN where that run is missing), ``top1`` / ``top3`` (1.0 if the truly best configuration, by its
+the same workload, market mode and start (the paper fixes SpotTune θ = 0.7 at 1 per benchmark,
+§IV-B1; NaN where that run is missing), ``top1`` / ``top3`` (1.0 if the truly best configuration, by its
 metric at S_max, is the chosen best / among the chosen top 3), ``regret`` (true final metric of the
 chosen best minus the best's, in the metric's units, >= 0), ``refunded_share`` (share of executed steps
 run on refunded instance time), ``revocations``, ``hops``, ``lost_steps``, ``ckpt_overhead_share``
@@ -50,6 +50,11 @@ def make_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     ----------
     rows : list of dict
         One per run (keys :data:`COLUMNS`; ``pcr_norm`` is recomputed here).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Shape (n_runs, len(COLUMNS)); units in the column names (``cost_usd``, ``jct_h``).
     """
     df = pd.DataFrame(rows, columns=COLUMNS)
     order = {p: i for i, p in enumerate(dict.fromkeys(r["policy"] for r in rows))}
@@ -59,7 +64,20 @@ def make_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def normalise_pcr(df: pd.DataFrame, reference: str = REFERENCE_POLICY) -> pd.DataFrame:
-    """Set ``pcr_norm`` = pcr / pcr(``reference``) within each (workload, market mode, start)."""
+    """Set ``pcr_norm`` = pcr / pcr(``reference``) within each (workload, market mode, start).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The tidy table (columns ``workload``, ``market_mode``, ``start_index``, ``policy``, ``pcr``).
+    reference : str, default :data:`REFERENCE_POLICY`
+        The policy whose PCR is 1 (the paper fixes SpotTune θ = 0.7 at 1, §IV-B1).
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy; NaN where the reference's run is missing.
+    """
     df = df.copy()
     keys = ["workload", "market_mode", "start_index"]
     ref = df[df["policy"] == reference].set_index(keys)["pcr"]
@@ -71,7 +89,20 @@ def normalise_pcr(df: pd.DataFrame, reference: str = REFERENCE_POLICY) -> pd.Dat
 
 
 def summarise(df: pd.DataFrame, metrics: list[str] | None = None) -> pd.DataFrame:
-    """Mean and sd over starts per (workload, market mode, policy); columns ``<metric>_mean``/``_sd``, ``n``."""
+    """Mean and sd over starts per (workload, market mode, policy); columns ``<metric>_mean``/``_sd``, ``n``.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The tidy table; rows with an ``error`` are left out.
+    metrics : list of str, optional
+        Columns to summarise; default :data:`METRICS`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (workload, market mode, policy), in the table's policy order.
+    """
     metrics = metrics or METRICS
     ok = df[df["error"].fillna("") == ""]
     order = list(dict.fromkeys(df["policy"]))
@@ -87,9 +118,21 @@ def summarise(df: pd.DataFrame, metrics: list[str] | None = None) -> pd.DataFram
 def ratio_table(summary: pd.DataFrame, reference: str = REFERENCE_POLICY) -> pd.DataFrame:
     """Headline ratios per (workload, market mode): cost saving and JCT ratio of ``reference`` vs others.
 
-    ``saving`` = 1 − cost(reference) / cost(other) (spec §1.12 "cost saving"); ``jct_ratio`` =
+    ``saving`` = 1 − cost(reference) / cost(other) (the paper's "cost saving", §IV-B1); ``jct_ratio`` =
     JCT(other) / JCT(reference) (> 1: the reference is faster); ``pcr_ratio`` = mean pcr_norm of the
     reference (1) over the other's. Means over starts.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        :func:`summarise`'s output.
+    reference : str, default :data:`REFERENCE_POLICY`
+        The policy compared with every other.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``workload``, ``market_mode``, ``vs``, ``saving``, ``jct_ratio``, ``pcr_ratio``.
     """
     rows = []
     for (wl, mode), grp in summary.groupby(["workload", "market_mode"], sort=False):
@@ -108,7 +151,20 @@ def ratio_table(summary: pd.DataFrame, reference: str = REFERENCE_POLICY) -> pd.
 
 
 def to_markdown(df: pd.DataFrame, floatfmt: str = ".3g") -> str:
-    """A plain GitHub markdown table (no extra dependency)."""
+    """A plain GitHub markdown table (no extra dependency).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Any table.
+    floatfmt : str, default ".3g"
+        Format of float cells; NaN is an empty cell.
+
+    Returns
+    -------
+    str
+        Header, separator and one line per row.
+    """
     cols = list(df.columns)
 
     def fmt(v: Any) -> str:

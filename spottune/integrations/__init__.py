@@ -1,4 +1,4 @@
-"""Adapters that give other tuners SpotTune's early-stopping rule (issue 13, item 4).
+"""Adapters that give other tuners SpotTune's early-stopping rule.
 
 - :mod:`spottune.integrations.optuna`: ``EarlyCurvePruner``, an Optuna ``BasePruner``;
 - :mod:`spottune.integrations.ray`: ``EarlyCurveScheduler``, a Ray Tune ``TrialScheduler``

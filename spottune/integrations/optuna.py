@@ -111,7 +111,25 @@ class EarlyCurvePruner(BasePruner):
         return self._cache[key]
 
     def prune(self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial) -> bool:
-        """Whether ``trial`` should stop at its last reported step (module docstring)."""
+        """Whether ``trial`` should stop at its last reported step (module docstring).
+
+        Parameters
+        ----------
+        study : optuna.study.Study
+            The single-objective study; its trials' intermediate values are the curves compared.
+        trial : optuna.trial.FrozenTrial
+            The trial that just reported.
+
+        Returns
+        -------
+        bool
+            True: prune the trial now.
+
+        Raises
+        ------
+        ValueError
+            On a multi-objective study.
+        """
         if len(study.directions) > 1:
             raise ValueError("EarlyCurvePruner does not support multi-objective studies")
         if not trial.intermediate_values:

@@ -129,6 +129,22 @@ def _scheduler_class() -> Any:
             self.rule = self._make(1.0)  # rebuilt with the prior negated once mode "max" is known
 
         def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
+            """Take the metric and mode of ``tune.TuneConfig`` unless given to the constructor.
+
+            Parameters
+            ----------
+            metric : str or None
+                Result key of the metric.
+            mode : {"min", "max"} or None
+                Its direction.
+            **spec
+                Ray's other search properties (ignored).
+
+            Returns
+            -------
+            bool
+                False if the constructor already set a metric or mode this call would change, else True.
+            """
             if (self._metric and metric) or (self._mode and mode):
                 return False
             self._metric = self._metric or metric
@@ -136,6 +152,20 @@ def _scheduler_class() -> Any:
             return True
 
         def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+            """Ray's callback for a new trial: check that a metric and a mode are known.
+
+            Parameters
+            ----------
+            tune_controller : ray.tune.execution.tune_controller.TuneController
+                Ray's controller (unused).
+            trial : ray.tune.experiment.Trial
+                The new trial.
+
+            Raises
+            ------
+            ValueError
+                If no metric or no mode ``min`` / ``max`` was given here or to ``tune.TuneConfig``.
+            """
             if not self._metric or self._mode not in ("min", "max"):
                 raise ValueError(f"EarlyCurveScheduler needs a metric and a mode 'min'/'max' (got {self._metric!r}, "
                                  f"{self._mode!r}): pass them here or to tune.TuneConfig()")
@@ -150,6 +180,22 @@ def _scheduler_class() -> Any:
             return -value if self._mode == "max" else value
 
         def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+            """Ray's callback for a reported result: ask the rule at a rung, complete the trial at ``max_t``.
+
+            Parameters
+            ----------
+            tune_controller : ray.tune.execution.tune_controller.TuneController
+                Ray's controller (unused).
+            trial : ray.tune.experiment.Trial
+                The trial that reported.
+            result : dict
+                The result; a result without ``time_attr`` or the metric is ignored.
+
+            Returns
+            -------
+            str
+                ``TrialScheduler.STOP`` (stopped early, or at ``max_t``) or ``TrialScheduler.CONTINUE``.
+            """
             loss = self._loss(result)
             if loss is None:
                 return TrialScheduler.CONTINUE
@@ -160,17 +206,53 @@ def _scheduler_class() -> Any:
             return TrialScheduler.STOP if self.rule.report(trial.trial_id, t, loss) else TrialScheduler.CONTINUE
 
         def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
+            """Ray's callback for a finished trial: its last value becomes a complete curve for the rule.
+
+            Parameters
+            ----------
+            tune_controller : ray.tune.execution.tune_controller.TuneController
+                Ray's controller (unused).
+            trial : ray.tune.experiment.Trial
+                The finished trial.
+            result : dict
+                Its last result (may be None).
+            """
             loss = self._loss(result or {})
             if loss is not None and trial.trial_id not in self.rule.stopped:
                 self.rule.complete(trial.trial_id, loss)
 
         def on_trial_error(self, tune_controller: Any, trial: Any) -> None:
+            """Ray's callback for a failed trial: drop it from later comparisons.
+
+            Parameters
+            ----------
+            tune_controller : ray.tune.execution.tune_controller.TuneController
+                Ray's controller (unused).
+            trial : ray.tune.experiment.Trial
+                The failed trial.
+            """
             self.rule.drop(trial.trial_id)  # a failed trial's early losses must not stop the others
 
         def on_trial_remove(self, tune_controller: Any, trial: Any) -> None:
+            """Ray's callback for a removed trial: drop it from later comparisons.
+
+            Parameters
+            ----------
+            tune_controller : ray.tune.execution.tune_controller.TuneController
+                Ray's controller (unused).
+            trial : ray.tune.experiment.Trial
+                The removed trial.
+            """
             self.rule.drop(trial.trial_id)
 
         def debug_string(self) -> str:
+            """One line for Ray's status output.
+
+            Returns
+            -------
+            str
+                The rungs, the rule's settings and how many trials were stopped early.
+            """
             if isinstance(self.rule, PredictiveStopping):
                 what = f"predictive ASHA, keep {self.rule.keep_first}/{self.rule.keep}"
             else:

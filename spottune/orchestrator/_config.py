@@ -37,7 +37,22 @@ class StopRule(Protocol):
     """
 
     def should_stop(self, trial_id: str, step: int, loss: float) -> bool:
-        """Whether to stop ``trial_id`` after ``step`` steps whose metric, in loss scale, is ``loss``."""
+        """Whether to stop ``trial_id`` after ``step`` steps whose metric, in loss scale, is ``loss``.
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial.
+        step : int
+            Steps it has done.
+        loss : float
+            Its metric after ``step`` steps, in loss scale (lower is better).
+
+        Returns
+        -------
+        bool
+            True: stop the trial now.
+        """
         ...
 
 
@@ -63,13 +78,19 @@ class OrchestratorConfig:
     hourly_hop : bool, default=True
         Answer ``HourElapsed`` with a HOP checkpoint and re-provisioning (Algorithm 1). False keeps a
         trial on its instance until it finishes or is revoked (the single-instance and spot-with-restart
-        baselines of the evaluation, spec §1.9).
+        baselines of the evaluation; the paper's single-spot baselines, §IV-A4).
     rungs : sequence of (float, int), default ()
-        Synchronous barriers before θ (issue 13, ``docs/design/earlycurve.md`` §8.12): ``(fraction, keep)`` pairs; every
+        Synchronous barriers before θ (``docs/design/earlycurve.md`` §8.12): ``(fraction, keep)`` pairs; every
         trial trains to ``ceil(fraction·S_max)`` steps and waits there (checkpointed) until every trial has reached
         it or ended, then the ``keep`` trials with the lowest last observed loss continue to the next barrier and
         the rest stop; θ is the last barrier, where ``top_k`` continue. Checked by :func:`check_rungs`; a string
         ``"0.06:6,0.1:4"`` is accepted. Empty: Algorithm 1's one barrier at θ.
+
+    Raises
+    ------
+    ConfigError
+        On ``max_steps`` < 1, θ outside (0, 1], ``top_k`` < 1, a mode other than ``min`` / ``max``, a negative
+        ``max_failures``, ``launch_retry_s`` <= 0, or rungs :func:`check_rungs` refuses.
     """
 
     max_steps: int
@@ -124,6 +145,18 @@ def steps_at(fraction: float, max_steps: int) -> int:
     """``ceil(fraction·max_steps)`` clamped to ``[1, max_steps]``, steps (Algorithm 1, line 7).
 
     A 1e-9 tolerance absorbs floating-point noise (``0.07 * 100`` is ``7.000000000000001``, whose ceiling would be 8).
+
+    Parameters
+    ----------
+    fraction : float
+        A fraction of S_max, e.g. θ.
+    max_steps : int
+        S_max, steps.
+
+    Returns
+    -------
+    int
+        Steps, in ``[1, max_steps]``.
     """
     return min(max_steps, max(1, math.ceil(fraction * max_steps - 1e-9)))
 
@@ -137,6 +170,11 @@ def check_rungs(rungs: object, theta: float, top_k: int, max_steps: int) -> tupl
         ``"0.06:6,0.1:4"`` (the CLI's ``--rungs``) or pairs; empty or None for none.
     theta, top_k, max_steps
         The run's θ, top-k and ``S_max`` (steps).
+
+    Returns
+    -------
+    tuple of (float, int)
+        ``(fraction, keep)`` pairs in order; empty for none.
 
     Raises
     ------

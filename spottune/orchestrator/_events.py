@@ -14,7 +14,7 @@ A driver delivers each one at once, when the fact arises, and journals it as the
 data (the launch outcome, the ``billed`` record, the ``signal`` outcome); it is not written to ``events.jsonl``
 (the launch's error, the ledger row and ``meta["signals"]`` hold the same data).
 
-Source: SpotTune Algorithm 1 (``SPOTTUNE_SPEC.md`` §1.6); the event names follow ``ARCHITECTURE.md``.
+Source: SpotTune Algorithm 1 (the paper's §III-A: a revocation notice, a finished job, an hour on one instance).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class CheckpointReason(enum.StrEnum):
     HOP = "hop"  #: one hour on the instance without revocation: save, terminate, re-provision
     THETA = "theta"  #: the trial reached θ·max_steps: save and pause until the barrier
     END = "end"  #: the trial reached its target steps: save and finish
-    PLATEAU = "plateau"  #: the curve is flat (spec §1.8.4): save and finish early
+    PLATEAU = "plateau"  #: the curve is flat (the paper's plateau rule, §III-C): save and finish early
 
 
 class EndReason(enum.StrEnum):
@@ -49,7 +49,13 @@ _EVENT = dict(frozen=True, slots=True, kw_only=True)
 
 @dataclass(**_EVENT)
 class ExperimentStarted:
-    """The driver is ready; the orchestrator launches every trial. Sent exactly once, first."""
+    """The driver is ready; the orchestrator launches every trial. Sent exactly once, first.
+
+    Parameters
+    ----------
+    time_s : float
+        Engine seconds of the start (the driver's clock): JCT counts from here.
+    """
 
     time_s: float
 
@@ -85,7 +91,17 @@ class TrialLaunched:
 
 @dataclass(**_EVENT)
 class LaunchFailed:
-    """The spot request was not fulfilled (price above the max price, no capacity); no instance exists."""
+    """The spot request was not fulfilled (price above the max price, no capacity); no instance exists.
+
+    Parameters
+    ----------
+    time_s : float
+        Engine seconds of the event (the driver's clock; virtual time in the simulator).
+    trial_id : str
+        The trial.
+    error : str, default ""
+        The cloud's or the replay's reason, for the log.
+    """
 
     time_s: float
     trial_id: str
@@ -94,7 +110,21 @@ class LaunchFailed:
 
 @dataclass(**_EVENT)
 class MetricReported:
-    """The trial completed ``step`` steps in total (counted from 0, across segments) and reports metrics."""
+    """The trial completed ``step`` steps in total (counted from 0, across segments) and reports metrics.
+
+    Parameters
+    ----------
+    time_s : float
+        Engine seconds of the event (the driver's clock; virtual time in the simulator).
+    trial_id : str
+        The trial.
+    instance_id : str
+        The instance (driver-assigned, unique in the experiment).
+    step : int
+        Steps the trial has completed in total.
+    metrics : mapping of str to float
+        What ``Trainable.step`` returned at that step.
+    """
 
     time_s: float
     trial_id: str
@@ -105,7 +135,19 @@ class MetricReported:
 
 @dataclass(**_EVENT)
 class RevocationNotice:
-    """The provider will terminate the instance at ``deadline_s`` (legacy and modern: ``time_s + 120``)."""
+    """The provider will terminate the instance at ``deadline_s`` (legacy and modern: ``time_s + 120``).
+
+    Parameters
+    ----------
+    time_s : float
+        Engine seconds of the event (the driver's clock; virtual time in the simulator).
+    trial_id : str
+        The trial.
+    instance_id : str
+        The instance (driver-assigned, unique in the experiment).
+    deadline_s : float
+        Engine seconds of the termination (the notice comes 120 s before it).
+    """
 
     time_s: float
     trial_id: str
@@ -115,7 +157,17 @@ class RevocationNotice:
 
 @dataclass(**_EVENT)
 class HourElapsed:
-    """The instance has run for one full hour (3600 s after ``started_s``) without revocation."""
+    """The instance has run for one full hour (3600 s after ``started_s``) without revocation.
+
+    Parameters
+    ----------
+    time_s : float
+        Engine seconds of the event (the driver's clock; virtual time in the simulator).
+    trial_id : str
+        The trial.
+    instance_id : str
+        The instance (driver-assigned, unique in the experiment).
+    """
 
     time_s: float
     trial_id: str
@@ -124,7 +176,21 @@ class HourElapsed:
 
 @dataclass(**_EVENT)
 class CheckpointSaved:
-    """A checkpoint requested with reason ``reason`` is complete and verified at ``step``."""
+    """A checkpoint requested with reason ``reason`` is complete and verified at ``step``.
+
+    Parameters
+    ----------
+    time_s : float
+        Engine seconds of the event (the driver's clock; virtual time in the simulator).
+    trial_id : str
+        The trial.
+    instance_id : str
+        The instance (driver-assigned, unique in the experiment).
+    reason : CheckpointReason
+        The reason of the :class:`~spottune.orchestrator.Checkpoint` action it answers.
+    step : int
+        The trial's step count in the checkpoint.
+    """
 
     time_s: float
     trial_id: str
@@ -139,6 +205,19 @@ class SegmentEnded:
 
     If the trial was still on this instance (no checkpoint saved yet), it resumes from its last good
     checkpoint and ``steps_done - last_checkpoint_step`` steps are lost (counted by the orchestrator).
+
+    Parameters
+    ----------
+    time_s : float
+        Engine seconds of the event (the driver's clock; virtual time in the simulator).
+    trial_id : str
+        The trial.
+    instance_id : str
+        The instance (driver-assigned, unique in the experiment).
+    steps_done : int
+        The trial's step count when the instance ended.
+    reason : EndReason
+        ``provider`` (revoked or interrupted: refundable in the first hour) or ``user``.
     """
 
     time_s: float
@@ -150,7 +229,19 @@ class SegmentEnded:
 
 @dataclass(**_EVENT)
 class SegmentFailed:
-    """The trainable raised; the worker stopped training. Counts against ``max_failures``."""
+    """The trainable raised; the worker stopped training. Counts against ``max_failures``.
+
+    Parameters
+    ----------
+    time_s : float
+        Engine seconds of the event (the driver's clock; virtual time in the simulator).
+    trial_id : str
+        The trial.
+    instance_id : str
+        The instance (driver-assigned, unique in the experiment).
+    error : str, default ""
+        The exception the trainable raised, as text.
+    """
 
     time_s: float
     trial_id: str
@@ -160,7 +251,15 @@ class SegmentFailed:
 
 @dataclass(**_EVENT)
 class WakeUp:
-    """A timer the orchestrator asked for with :class:`~spottune.orchestrator.ScheduleWakeUp` fired."""
+    """A timer the orchestrator asked for with :class:`~spottune.orchestrator.ScheduleWakeUp` fired.
+
+    Parameters
+    ----------
+    time_s : float
+        Engine seconds of the event (the driver's clock; virtual time in the simulator).
+    trial_id : str
+        The trial.
+    """
 
     time_s: float
     trial_id: str
@@ -219,6 +318,17 @@ class MarketSignal:
     1..10, ``rebalance`` with 1.0; :mod:`spottune.backends.aws._signals`), for the revocation predictor.
 
     May arrive before :class:`ExperimentStarted` (the placement scores are read at the start).
+
+    Parameters
+    ----------
+    time_s : float
+        Engine seconds of the event (the driver's clock; virtual time in the simulator).
+    market : spotmarket.prices.Market
+        Instance type, region and availability zone.
+    kind : {"placement_score", "rebalance"}
+        The signal.
+    value : float
+        The Spot placement score (1..10) or 1.0 for a rebalance recommendation.
     """
 
     time_s: float

@@ -6,17 +6,17 @@ no I/O. Every state change goes through :func:`spottune.orchestrator._state.next
 receive and for actions we send, validating first and assigning after, so a rejected trigger leaves
 the trial unchanged.
 
-Decisions ([I], spec §1.6 and §1.14):
+Decisions ([I]: what Algorithm 1 leaves open; decisions D1-D13 of ``docs/design/decisions.md``):
 - launch every trial at ``ExperimentStarted``; relaunch at once after a revocation checkpoint (the
   revoked instance is left for the provider to terminate so its first hour stays refundable);
 - after one hour on an instance: checkpoint (HOP), terminate, re-provision; if a notice arrived
   meanwhile, the instance is not terminated by us (refund); no hop when no step finished on the instance
   yet (a slow start would otherwise relaunch every hour without progress);
 - phase 1 target ``ceil(θ·max_steps)``; barrier once every trial is paused or terminal (D12); rank by
-  the predictor's final value in loss scale (``mode="max"`` metrics become ``1 − value``, spec §1.2);
+  the predictor's final value in loss scale (``mode="max"`` metrics become ``1 − value``, as Eq 4's curve decreases);
   plateaued trials rank by their last observed value and are never continued; the top-k continue to
   ``max_steps``; the rest are stopped; with θ = 1 the ranking uses the actual final values;
-- with ``config.rungs`` (issue 13), the same barrier first at each rung's step, ranked by the last observed
+- with ``config.rungs``, the same barrier first at each rung's step, ranked by the last observed
   value (or by ``rung_predictor``'s predicted final value), keeping the rung's ``keep`` trials; θ is the last
   barrier;
 - a failing trainable is retried up to ``max_failures`` times (Ray's meaning), then FAILED; other
@@ -112,7 +112,22 @@ class PredictorAnswer:
 
 def prediction_key(steps: np.ndarray, values: np.ndarray, max_steps: int, kw: Mapping[str, Any]) -> str:
     """The question a final-metric predictor is asked, as 32 hex digits: SHA-256 of the steps and values (float64
-    bytes), ``max_steps`` and, when given, the keyword arguments (a trial's configuration) as sorted JSON."""
+    bytes), ``max_steps`` and, when given, the keyword arguments (a trial's configuration) as sorted JSON.
+
+    Parameters
+    ----------
+    steps, values : ndarray of shape (n_points,)
+        The trial's curve so far: steps, and the metric in loss scale.
+    max_steps : int
+        S_max, steps: where the final value is predicted.
+    kw : mapping
+        Keyword arguments of the question (a trial's configuration), or empty.
+
+    Returns
+    -------
+    str
+        32 lowercase hex digits.
+    """
     digest = hashlib.sha256()
     digest.update(np.ascontiguousarray(steps, dtype=float).tobytes())
     digest.update(b"|")
@@ -144,7 +159,7 @@ class Orchestrator:
     predictor : FinalMetricPredictor, optional
         EarlyCurve; default :class:`earlycurve.LastValue` (the last observed loss).
     plateau_rule : callable (steps, losses, max_steps) -> bool, optional
-        Spec §1.8.4 (e.g. ``earlycurve``'s ``is_plateau``); default: never plateau.
+        The paper's plateau rule (§III-C, decision D8; e.g. ``earlycurve``'s ``is_plateau``); default: never plateau.
     stop_rule : StopRule, optional
         External early stopping (e.g. an Optuna pruner, ``spottune.evaluation``): asked after every
         reported step; True stops the running trial at once (STOPPED_EARLY). Default: none.
@@ -154,6 +169,11 @@ class Orchestrator:
     configs : mapping of str to mapping, optional
         Each trial's hyperparameters, given to a predictor whose ``uses_config`` is true as ``config=``
         (:class:`earlycurve.ConfigAwarePredictor`).
+
+    Raises
+    ------
+    ConfigError
+        If ``trial_ids`` is empty or holds a duplicate.
 
     Notes
     -----
@@ -213,14 +233,31 @@ class Orchestrator:
         return self.finished_s is not None
 
     def counts(self) -> dict[TrialState, int]:
-        """Number of trials per state."""
+        """Number of trials per state.
+
+        Returns
+        -------
+        dict of TrialState to int
+            Every state, 0 for a state no trial is in.
+        """
         out = {s: 0 for s in TrialState}
         for tr in self.trials.values():
             out[tr.state] += 1
         return out
 
     def to_user(self, loss: float | None) -> float | None:
-        """Loss scale back to the user's metric direction."""
+        """Loss scale back to the user's metric direction.
+
+        Parameters
+        ----------
+        loss : float or None
+            A value in loss scale (lower is better).
+
+        Returns
+        -------
+        float or None
+            ``loss`` for ``mode="min"``, ``1 − loss`` for ``mode="max"``; None for None.
+        """
         if loss is None:
             return None
         return loss if self.config.mode == "min" else 1.0 - loss
@@ -235,6 +272,11 @@ class Orchestrator:
         """The final-metric predictors' answers since the last call, in the order they were asked (and forget them).
 
         A driver with a journal takes them after every :meth:`handle` and journals them before its actions.
+
+        Returns
+        -------
+        tuple of PredictorAnswer
+            Empty when nothing was asked.
         """
         out = tuple(self._answers)
         self._answers.clear()
@@ -251,6 +293,12 @@ class Orchestrator:
         recall : callable (index, key) -> mapping or None, optional
             Answers of the final-metric predictor journaled by an earlier run of this experiment (see
             :class:`PredictorAnswer`): a question whose journaled answer is recalled is not computed again.
+
+        Returns
+        -------
+        list of Action
+            ``Launch``, ``Checkpoint``, ``Terminate``, ``Stop``, ``ScheduleWakeUp`` or ``ExperimentFinished``, in
+            the order the driver must carry them out; empty for a model event.
 
         Raises
         ------
@@ -331,7 +379,7 @@ class Orchestrator:
                     tr.markets_used.append(event.market)
                 tr.started_s, tr.train_end_s = t, None
                 if event.restored_step is not None and 0 <= event.restored_step < tr.checkpoint_step:
-                    # the confirmed checkpoint was missing or corrupt: the store fell back (issue 11)
+                    # the confirmed checkpoint was missing or corrupt: the store fell back
                     tr.lost_steps += tr.checkpoint_step - event.restored_step
                     tr.checkpoint_step = event.restored_step
                     cut = int(np.searchsorted(tr.steps, tr.checkpoint_step, side="right"))
@@ -450,7 +498,7 @@ class Orchestrator:
     def _saved_reason(self, tr: TrialRecord, event: CheckpointSaved) -> CheckpointReason:
         """What a saved checkpoint means for the trial: a hop or revocation checkpoint that already holds the
         target step (the last step finished as the checkpoint began) ends the segment like the θ or end
-        checkpoint would; relaunching it would have nothing to do, and did so every hour (issue 11)."""
+        checkpoint would; relaunching it would have nothing to do, and did so every hour."""
         if event.reason in (CheckpointReason.HOP, CheckpointReason.REVOCATION) and event.step >= tr.target_steps:
             return CheckpointReason.END if self._final_target(tr) else CheckpointReason.THETA
         return event.reason

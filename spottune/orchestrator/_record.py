@@ -13,6 +13,43 @@ class TrialRecord:
     """Everything the orchestrator knows about one trial (read it, never write it from outside).
 
     Curve values are stored in loss scale (``1 − value`` for ``mode="max"``).
+
+    Attributes
+    ----------
+    trial_id : str
+        The trial.
+    state : TrialState
+        Its state in the transition table.
+    target_steps : int
+        The step of its next planned stop (a barrier or S_max).
+    instance_id : str or None
+        Its current instance; None between instances.
+    market : spotmarket.prices.Market or None
+        The current instance's market.
+    launch_market : spotmarket.prices.Market or None
+        The market of its latest Launch.
+    started_s, train_end_s : float
+        Training start of the current segment and the start of its checkpoint, engine seconds.
+    segment_start_step, step : int
+        Steps at the segment's start and the latest reported step.
+    reported_s : float or None
+        Engine seconds of the latest report; ``reported_step`` its step.
+    checkpoint_step : int
+        Its last good checkpoint (0: none).
+    failures, revocations, hops, lost_steps : int
+        Counts over the run.
+    plateaued : bool
+        Finished by the plateau rule.
+    pruned_at : int or None
+        Step at which an external stop rule stopped it.
+    instance_ids, markets_used : list
+        Every instance it ran on and their markets, in order.
+    noticed : set of str
+        Instances whose revocation notice arrived.
+    steps, losses : list
+        Its curve (steps, values in loss scale).
+    predicted_loss : float or None
+        The final loss predicted at the θ barrier; ``prediction`` the predictor's full answer.
     """
 
     trial_id: str
@@ -43,4 +80,11 @@ class TrialRecord:
     prediction: Prediction | None = None  #: the predictor's answer at the θ barrier
 
     def last_loss(self) -> float | None:
+        """The latest reported value of the trial's metric.
+
+        Returns
+        -------
+        float or None
+            In loss scale; None before the first report.
+        """
         return self.losses[-1] if self.losses else None

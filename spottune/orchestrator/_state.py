@@ -23,7 +23,7 @@ The machine, one trial at a time (actions we send are keyed like events we recei
 
 A hop or revocation checkpoint that already holds the target step (the last step finished as the checkpoint
 began) is marked ``end`` or ``theta``, not ``hop``/``revocation``: the trial is done with this segment, and
-relaunching it would have nothing to do (issue 11). A ``MetricReported`` during ``CHECKPOINTING`` keeps its
+relaunching it would have nothing to do. A ``MetricReported`` during ``CHECKPOINTING`` keeps its
 curve point: that step is in the checkpoint being saved.
 
 ``Kept`` is the policy's decision at a barrier (a rung's ``keep`` or θ's top-k): no driver sends or receives
@@ -80,7 +80,7 @@ class TrialState(enum.StrEnum):
     CHECKPOINTING = "checkpointing"  #: training stopped; saving state to the checkpoint store
     PREEMPTED = "preempted"  #: revoked (checkpoint saved, or lost and rolled back); awaits relaunch
     HOPPING = "hopping"  #: hourly hop: checkpoint saved, instance released; awaits re-provisioning
-    PAUSED_AT_THETA = "paused_at_theta"  #: reached θ·max_steps (or a rung); waits for the barrier (spec D12)
+    PAUSED_AT_THETA = "paused_at_theta"  #: reached θ·max_steps (or a rung); waits for the barrier (decision D12)
     KEPT = "kept"  #: kept at a barrier (a rung's keep or θ's top-k); waits for its launch to the next stop
     STOPPED_EARLY = "stopped_early"  #: ranked outside the top-k at the barrier; terminal
     FINISHED = "finished"  #: reached its target steps or plateaued; terminal
@@ -197,6 +197,22 @@ def next_state(trial_id: str, state: TrialState, trigger: type, marker: object =
     """Look up where ``trigger`` (an event or action type, refined by ``marker``) leads from ``state``.
 
     Tries ``(trigger, marker)`` first, then ``trigger`` alone. Does not change anything.
+
+    Parameters
+    ----------
+    trial_id : str
+        The trial (for the error message).
+    state : TrialState
+        Its current state.
+    trigger : type
+        An event or action class (e.g. :class:`~spottune.orchestrator.RevocationNotice`), or :class:`Kept`.
+    marker : optional
+        The reason that refines it (a :class:`~spottune.orchestrator.CheckpointReason`, ...).
+
+    Returns
+    -------
+    TrialState
+        The state the trial moves to.
 
     Raises
     ------

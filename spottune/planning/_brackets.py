@@ -65,19 +65,81 @@ class TypeChooser:
         self.assigned: dict[Hashable, str] = {}
 
     def assign(self, trial_id: Hashable, instance_type: str) -> None:
-        """Run ``trial_id`` on ``instance_type`` from its next launch on."""
+        """Run ``trial_id`` on ``instance_type`` from its next launch on.
+
+        Parameters
+        ----------
+        trial_id : hashable
+            The trial.
+        instance_type : str
+            One of the schedule's types.
+
+        Raises
+        ------
+        ConfigError
+            If ``instance_type`` is not one of the schedule's.
+        """
         if instance_type not in self._by_type:
             raise ConfigError(f"instance type {instance_type} is not one of the schedule's {sorted(self._by_type)}")
         self.assigned[trial_id] = instance_type
 
     def choose(self, trial_id: Hashable, now_s: float, **kw: Any) -> Any:
-        """The cheapest zone of the trial's type now (``NoMarketAvailable`` if none can launch)."""
+        """The cheapest zone of the trial's type now (``NoMarketAvailable`` if none can launch).
+
+        Parameters
+        ----------
+        trial_id : hashable
+            An assigned trial (:meth:`assign`).
+        now_s : float
+            Decision time, seconds since the epoch (UTC).
+        **kw
+            Ignored (the orchestrator's plan keywords).
+
+        Returns
+        -------
+        provisioner.Choice
+            The market and its max price, USD/hour.
+        """
         return self._by_type[self.assigned[trial_id]].choose(trial_id, now_s)
 
     def choose_many(self, trial_ids: Sequence[Hashable], now_s: float, *args: Any, **kw: Any) -> list[Any]:
+        """:meth:`choose` for several trials at one time.
+
+        Parameters
+        ----------
+        trial_ids : sequence of hashable
+            Assigned trials.
+        now_s : float
+            Decision time, seconds since the epoch (UTC).
+        *args, **kw
+            Ignored.
+
+        Returns
+        -------
+        list of provisioner.Choice
+            In the order of ``trial_ids``.
+        """
         return [self.choose(t, now_s) for t in trial_ids]
 
     def record_segment(self, trial_id: Hashable, instance_type: str, seconds: float, steps: int) -> float:
+        """Fold a measured segment into the speed model of the type's chooser.
+
+        Parameters
+        ----------
+        trial_id : hashable
+            The trial.
+        instance_type : str
+            The type it ran on; a type outside the schedule is ignored.
+        seconds : float
+            Training seconds of the segment.
+        steps : int
+            Steps done in it.
+
+        Returns
+        -------
+        float
+            The type's new seconds per step, or 0.0 for a type outside the schedule.
+        """
         chooser = self._by_type.get(instance_type)
         return chooser.record_segment(trial_id, instance_type, seconds, steps) if chooser is not None else 0.0
 
@@ -147,7 +209,20 @@ class BracketOrchestrator(Orchestrator):
 
     def handle(self, event: Any, *, recall: Any = None) -> list:
         """As :meth:`Orchestrator.handle`; a retry timer that fires after the barrier already relaunched its trial
-        for the next round (a trial that sat a wall-clock round out while waiting) is stale and ignored."""
+        for the next round (a trial that sat a wall-clock round out while waiting) is stale and ignored.
+
+        Parameters
+        ----------
+        event : spottune.orchestrator.Event
+            The delivered event.
+        recall : optional
+            As in :meth:`Orchestrator.handle` (a journaled answer replayed on resume).
+
+        Returns
+        -------
+        list of spottune.orchestrator.Action
+            The actions for the driver to carry out, in order (empty for a stale timer).
+        """
         from spottune.orchestrator import WakeUp
 
         if isinstance(event, WakeUp) and event.trial_id in self.trials and self.trials[event.trial_id].state in (

@@ -1,4 +1,4 @@
-"""Deadline-aware provisioning: move a trial to stable, fast capacity only when it must (issue 17, F-S3).
+"""Deadline-aware provisioning: move a trial to stable, fast capacity only when it must (F-S3).
 
 A wrapper around the run's market chooser. At every launch decision of a trial it asks the inner chooser
 (SpotTune's cheapest expected USD per step), then checks the deadline with the trial's worst-case remaining
@@ -16,7 +16,7 @@ work (to ``max_steps``):
 
 Limits: the replayed markets have no on-demand capacity, so "up to on-demand" is spot at the on-demand max
 price (immune to price revocations in the legacy market, not to the modern market's capacity
-interruptions). Source: RELATED_SYSTEMS.md §2.2 F-S3; Can't Be Late (NSDI'24).
+interruptions). Source: F-S3; Can't Be Late (NSDI'24).
 """
 
 from __future__ import annotations
@@ -107,7 +107,20 @@ class DeadlineGuard:
         self.inner.exclusions = value
 
     def at_risk(self, now_s: float, resume_step: int) -> bool:
-        """Whether a trial at ``resume_step`` steps must take the stable option at ``now_s`` (the module's rule)."""
+        """Whether a trial at ``resume_step`` steps must take the stable option at ``now_s`` (the module's rule).
+
+        Parameters
+        ----------
+        now_s : float
+            Decision time, seconds since the epoch (UTC).
+        resume_step : int
+            Steps the trial has done (its checkpoint's step).
+
+        Returns
+        -------
+        bool
+            True when the trial must move to the stable option now; False also when the deadline is lost even there.
+        """
         left_steps = max(0, self.max_steps - int(resume_step))
         if self.rule == "uniform":
             share = min(1.0, max(0.0, (now_s - self.start_s) / (self.deadline_s - self.start_s)))
@@ -118,7 +131,23 @@ class DeadlineGuard:
         return self.deadline_s - now_s - need < self.margin_s
 
     def choose(self, trial_id: Hashable, now_s: float, **kw: Any) -> Any:
-        """The inner choice, or the stable option when :meth:`at_risk` (``resume_step`` keyword, default 0)."""
+        """The inner choice, or the stable option when :meth:`at_risk` (``resume_step`` keyword, default 0).
+
+        Parameters
+        ----------
+        trial_id : hashable
+            The trial to launch.
+        now_s : float
+            Decision time, seconds since the epoch (UTC).
+        **kw
+            The orchestrator's plan keywords (``steps_left``, ``resume_step``, ``heading``), passed to the inner chooser.
+
+        Returns
+        -------
+        provisioner.Choice
+            The market and max price (USD/hour); the stable one (``explanation.policy`` ``deadline:<rule>``) when at
+            risk, and the switch is recorded in :attr:`switches`.
+        """
         choice = self.inner.choose(trial_id, now_s, **kw)
         if not self.at_risk(now_s, int(kw.get("resume_step") or 0)):
             return choice
@@ -131,7 +160,22 @@ class DeadlineGuard:
                                    expected_step_cost_usd=None, p_revocation=None)
 
     def choose_many(self, trial_ids: Sequence[Hashable], now_s: float, *args: Any, **kw: Any) -> list[Any]:
-        """The inner choices (the dry-run's first round: fresh starts, nothing at risk yet unless the rule says)."""
+        """The inner choices (the dry-run's first round: fresh starts, nothing at risk yet unless the rule says).
+
+        Parameters
+        ----------
+        trial_ids : sequence of hashable
+            The trials, in order.
+        now_s : float
+            Decision time, seconds since the epoch (UTC).
+        *args, **kw
+            Passed to the inner chooser.
+
+        Returns
+        -------
+        list of provisioner.Choice
+            In the order of ``trial_ids``.
+        """
         out = list(self.inner.choose_many(trial_ids, now_s, *args, **kw))
         return [self._guard(c, now_s) for c in out]
 

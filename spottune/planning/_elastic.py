@@ -1,4 +1,4 @@
-"""Elastic tuning schedules under a deadline and a budget: SEER, E-Hyperband and E-Grid (issue 17, F-S5).
+"""Elastic tuning schedules under a deadline and a budget: SEER, E-Hyperband and E-Grid (F-S5).
 
 A schedule is data: brackets of successive-halving rounds, each round with its duration, the trials it
 trains and the resources per trial. The simulator executes it with
@@ -15,8 +15,8 @@ in the unit of the deadline ``T`` (seconds in spottune), budgets in resources x 
 - :func:`grid_schedule`: E-Grid, SEER's baseline: T/2 exploring as many trials as B affords at ``p_min``
   each, then T/2 exploiting the best trial at ``p_max`` (SEER §4, "E-Grid Search").
 
-Source: Dunlap et al., "Elastic Hyperparameter Tuning on the Cloud" (SoCC'21), Algorithm 1 and §4;
-``RELATED_SYSTEMS.md`` §2.2. Adaptations are decisions DB7-DB9 of ``docs/design/decisions.md``.
+Source: Dunlap et al., "Elastic Hyperparameter Tuning on the Cloud" (SoCC'21), Algorithm 1 and §4.
+Adaptations are decisions DB7-DB9 of ``docs/design/decisions.md``.
 """
 
 from __future__ import annotations
@@ -44,6 +44,18 @@ def reserve_steps(steps: int, step_time_cov: float) -> int:
     ``n * T * (1 + e)``, ``sd(e) = cov / sqrt(n)``: the round overruns by about ``RESERVE_Z * cov * sqrt(n)``
     steps at worst (2 sd: about 2 % of rounds), so that many are held back, rounded up; 0 when ``cov`` is 0.
     SEER's plan assumes known step times (DB13).
+
+    Parameters
+    ----------
+    steps : int
+        Steps planned in the round.
+    step_time_cov : float
+        Coefficient of variation of one step's time.
+
+    Returns
+    -------
+    int
+        Steps held back, >= 0.
     """
     if steps < 1 or step_time_cov <= 0:
         return 0
@@ -65,6 +77,11 @@ class Bracket:
     rungs : tuple of int or None
         Cumulative steps a trial may reach by the end of each round (a cap on top of what fits in the
         round's duration; the lean plan's rungs, DB15); None: only the duration limits a round.
+
+    Raises
+    ------
+    ConfigError
+        If the rounds' tuples differ in length or are empty, or the rungs are not increasing from 1.
     """
 
     durations: tuple[float, ...]
@@ -110,6 +127,11 @@ class ElasticSchedule:
         True (SEER): all brackets share the round boundaries; after each round the survivors of every
         bracket are re-sorted by descending loss and dealt to the brackets in order. False: each bracket
         is its own successive halving (E-Hyperband, E-Grid).
+
+    Raises
+    ------
+    ConfigError
+        If no bracket has a trial, or migrating brackets differ in their round durations.
     """
 
     name: str
@@ -142,7 +164,18 @@ def seer_schedule(plan: SeerPlan) -> ElasticSchedule:
     """SEER's Algorithm 1 as a schedule: bracket i trains ``floor(N[i]/eta**(k-1))`` trials in round k.
 
     Line 8 of the algorithm ("remove the lowest floor(N[i]/eta**k)") is read as *keep* the best
-    ``floor(N[i]/eta**k)``, the number round k+1 takes (identical for eta = 2; DB7)."""
+    ``floor(N[i]/eta**k)``, the number round k+1 takes (identical for eta = 2; DB7).
+
+    Parameters
+    ----------
+    plan : SeerPlan
+        SEER's plan (:func:`spottune.planning.seer_plan`).
+
+    Returns
+    -------
+    ElasticSchedule
+        ``seer``: SEER's brackets with trials, sharing the round boundaries (``migrate`` True).
+    """
     ks = range(1, plan.rounds + 1)
     brackets = tuple(Bracket(durations=plan.round_durations, live=tuple(plan.live(i, k) for k in ks),
                              resources=(float(p),) * plan.rounds)
@@ -189,6 +222,11 @@ def hyperband_schedule(T: float, B: float, *, eta: float = 4.0, p_min: float = 1
     max_trials : int, optional
         Trials available (a finite study); None: no limit.
 
+    Returns
+    -------
+    ElasticSchedule
+        ``e-hyperband``: Hyperband's brackets, each with its own rounds (no migration).
+
     Raises
     ------
     ConfigError
@@ -219,6 +257,24 @@ def grid_schedule(T: float, B: float, *, p_min: float = 1.0, p_max: float = 4.0,
 
     ``n = floor((B - p_max T/2) / (p_min T/2))`` (at most ``max_trials``): the trials the budget affords
     once the exploitation is paid.
+
+    Parameters
+    ----------
+    T : float
+        Deadline (time unit; seconds in spottune).
+    B : float
+        Budget (resources x time unit; vCPU-seconds in spottune).
+    p_min, p_max : float, default 1 and 4
+        Resources per trial while exploring and while exploiting (vCPUs).
+    t_min : float, default 1
+        Shortest useful round (time unit).
+    max_trials : int, optional
+        Trials available (a finite study); None: no limit.
+
+    Returns
+    -------
+    ElasticSchedule
+        ``e-grid``: one bracket of two rounds, ``n`` trials then 1.
 
     Raises
     ------

@@ -1,4 +1,4 @@
-"""The cost-lean plan under a deadline and a budget (issue 17, decision DB15): the cheapest feasible plan, not
+"""The cost-lean plan under a deadline and a budget (decision DB15): the cheapest feasible plan, not
 the one that spends the budget.
 
 SEER's plan (:mod:`spottune.planning._seer`) maximises the trials and the training that fit the deadline ``T``
@@ -181,6 +181,35 @@ def schedule_cost_usd(schedule: ElasticSchedule, classes: Mapping[float, Instanc
     instance-hour) and each launch is billed. *Steps reached*: the most steps a trial of a bracket's last round
     with trials has at its end (``max_steps``: the schedule trains a model to the end). *First cut*: the fewest
     steps at which a bracket eliminates a trial while others go on (``max_steps`` if none).
+
+    Parameters
+    ----------
+    schedule : ElasticSchedule
+        The schedule, in seconds and vCPUs.
+    classes : mapping of float to InstanceClass
+        vCPU count -> the instance class that runs it (expected USD per instance-hour, seconds per step).
+    max_steps : int
+        S_max, steps.
+    overhead_s : float
+        Seconds of each launch not spent training (boot, restore, checkpoint).
+    step_time_cov : float
+        Coefficient of variation of the step times (:func:`spottune.planning.reserve_steps`).
+    delta_usd_per_hour : float, default 0.01
+        Max price above the current price, USD/hour (DB9); it sets the commitment.
+    hourly_hop : bool, default False
+        One relaunch per instance-hour.
+
+    Returns
+    -------
+    cost_usd : float
+        Expected cost, USD.
+    peak_commitment_usd : float
+        The peak of the spend of the rounds before plus a round's commitment under the hard cap (DB5: every live
+    trial's hours at the class's high price, its current hour at the max price), USD.
+    steps_reached : int
+        See above.
+    first_cut : int
+        See above.
 
     Raises
     ------

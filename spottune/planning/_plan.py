@@ -1,6 +1,6 @@
-"""The plan of a run under a deadline and a dollar budget: SEER's Algorithms 2-3 in vCPU-seconds (issue 17, F-S1).
+"""The plan of a run under a deadline and a dollar budget: SEER's Algorithms 2-3 in vCPU-seconds (F-S1).
 
-SEER (SoCC'21) budgets in resource-minutes. Here a resource is one **vCPU** (``RELATED_SYSTEMS.md`` §2.2,
+SEER (SoCC'21) budgets in resource-minutes. Here a resource is one **vCPU** (decision DB2,
 F-S1): a trial of bracket i runs on an instance with ``P[i]`` vCPUs, ``P = [p_min, p_min nu, ...]`` with
 ``p_min`` / ``p_max`` the smallest / largest vCPU count of the pool. The dollar budget becomes vCPU-seconds
 through the **expected spot price**: per pool market the mean price over the predictor's training window
@@ -37,6 +37,18 @@ SEER_ETA, SEER_NU = 4.0, 2.0
 def parse_duration(value: Any, name: str = "deadline") -> float:
     """Seconds from ``6h``, ``90min``, ``1d``, ``3600s`` or a bare number of seconds.
 
+    Parameters
+    ----------
+    value : str or float
+        A duration with a unit (``h``, ``min``, ``d``, ``s``) or a number of seconds.
+    name : str, default "deadline"
+        The option's name in the error message.
+
+    Returns
+    -------
+    float
+        Seconds, > 0.
+
     Raises
     ------
     ConfigError
@@ -65,7 +77,18 @@ def parse_duration(value: Any, name: str = "deadline") -> float:
 
 
 def format_duration(seconds: float) -> str:
-    """``6 h``, ``1.5 h``, ``45 min`` or ``30 s``."""
+    """``6 h``, ``1.5 h``, ``45 min`` or ``30 s``.
+
+    Parameters
+    ----------
+    seconds : float
+        A duration, seconds.
+
+    Returns
+    -------
+    str
+        Three significant digits in the largest unit that fits (hours, minutes, seconds).
+    """
     if seconds >= HOUR_S:
         return f"{seconds / HOUR_S:.3g} h"
     if seconds >= 60:
@@ -122,7 +145,14 @@ class RunPlan:
         return 1 <= self.n_requested <= self.n_affordable
 
     def cost_usd(self) -> tuple[float, float, float]:
-        """(low, expected, high) USD of the plan: its vCPU-seconds at the three prices of ``usd_per_vcpu_hour``."""
+        """(low, expected, high) USD of the plan: its vCPU-seconds at the three prices of ``usd_per_vcpu_hour``.
+
+        Returns
+        -------
+        tuple of (float, float, float)
+            USD at the 10th percentile, the mean and the 90th percentile of the price per vCPU-hour; zeros when no
+            round fits.
+        """
         vs = 0.0 if self.seer is None else self.seer.spend
         return tuple(vs / HOUR_S * p for p in self.usd_per_vcpu_hour)  # type: ignore[return-value]
 
@@ -133,7 +163,13 @@ class RunPlan:
 
     def rungs(self) -> list[tuple[int, ...]]:
         """Per used bracket, the cumulative steps a surviving trial has at the end of each round (the
-        launch's ``boot_s`` is spent once, in round 1)."""
+        launch's ``boot_s`` is spent once, in round 1).
+
+        Returns
+        -------
+        list of tuple of int
+            One tuple per bracket with trials, one entry (steps) per round; empty when no round fits.
+        """
         out = []
         if self.seer is None:
             return out
@@ -144,7 +180,13 @@ class RunPlan:
         return out
 
     def refusal(self) -> str:
-        """One line: what is feasible (for an infeasible request)."""
+        """One line: what is feasible (for an infeasible request).
+
+        Returns
+        -------
+        str
+            E.g. ``at most 12 trials by 6 h within 40 USD (the experiment has 16); ...``.
+        """
         return (f"at most {self.n_affordable} trials by {format_duration(self.deadline_s)} within "
                 f"{self.budget_usd:g} USD (the experiment has {self.n_requested}); lower num_samples or raise "
                 "the deadline or the budget")
@@ -155,7 +197,18 @@ class RunPlan:
 
         ``mode`` adds a last line saying what runs: ``"plan"``, the lean plan (SEER's brackets when no lean
         candidate fits); ``"seer"``, SEER's brackets (decision DB14); ``"guard"``, SpotTune's Algorithm 1 under
-        the budget cap and the deadline guard; None (default) adds nothing."""
+        the budget cap and the deadline guard; None (default) adds nothing.
+
+        Parameters
+        ----------
+        mode : {"plan", "seer", "guard"}, optional
+            See above.
+
+        Returns
+        -------
+        str
+            Several lines, no trailing newline.
+        """
         lo, mid, hi = self.cost_usd()
         lines = [f"plan: deadline {format_duration(self.deadline_s)}, budget {self.budget_usd:g} USD "
                  f"(SEER, eta {self.seer.eta:g}; {self.usd_per_vcpu_hour[1]:.5f} USD per vCPU-hour "
@@ -264,6 +317,13 @@ def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any
         SEER's schedule is one of its candidates. If no lean candidate fits, ``lean`` is
         None and ``lean_error`` says why.
 
+    Returns
+    -------
+    RunPlan
+        SEER's plan (``seer`` None when no round fits), the trials affordable, the expected cost band (USD) and,
+        with ``max_steps``, the lean plan; an infeasible request is a plan with ``n_affordable < n_requested``
+        (:meth:`RunPlan.refusal`).
+
     Raises
     ------
     ConfigError
@@ -325,7 +385,20 @@ def plan_run(*, deadline_s: float, budget_usd: float, history: Any, catalog: Any
 def instance_classes(res: Resources, reference_seconds_per_step: float) -> list[InstanceClass]:
     """Every instance type of the pool as an :class:`~spottune.planning.InstanceClass`: its cheapest zone's expected
     price (USD per instance-hour), its 90th price percentile (:attr:`Resources.high_usd_per_hour`) and the
-    workload's seconds per step on it (the speed model)."""
+    workload's seconds per step on it (the speed model).
+
+    Parameters
+    ----------
+    res : Resources
+        The pool's types and prices (:func:`resources`).
+    reference_seconds_per_step : float
+        The workload's seconds per step on the 2-vCPU reference instance (:mod:`spottune.speed`).
+
+    Returns
+    -------
+    list of InstanceClass
+        One per instance type, sorted by name.
+    """
     from spottune.speed import seconds_per_step
 
     best: dict[str, InstanceClass] = {}
@@ -370,7 +443,18 @@ class Resources:
     high_usd_per_hour: tuple[tuple[str, float], ...] = ()
 
     def instance_type(self, vcpus: float) -> str:
-        """The type a trial with ``vcpus`` resources runs on (cheapest per vCPU with that count, DB2)."""
+        """The type a trial with ``vcpus`` resources runs on (cheapest per vCPU with that count, DB2).
+
+        Parameters
+        ----------
+        vcpus : float
+            A bracket's resources, vCPUs (one of ``p_min nu**i``).
+
+        Returns
+        -------
+        str
+            An instance type of the pool with exactly that many vCPUs.
+        """
         return _bracket_type(vcpus, self.types)[0]
 
 
@@ -378,6 +462,18 @@ def resources(*, deadline_s: float, budget_usd: float, history: Any, catalog: An
               start_s: float, window_s: float, reference_seconds_per_step: float, boot_s: float,
               nu: float = SEER_NU) -> Resources:
     """The budget in vCPU-seconds and the pool's vCPU ladder (see :func:`plan_run` for the parameters).
+
+    Parameters
+    ----------
+    deadline_s, budget_usd, history, catalog, markets, start_s, window_s, reference_seconds_per_step, boot_s
+        As in :func:`plan_run` (seconds, USD, USD per instance-hour).
+    nu : float, default :data:`SEER_NU` (2)
+        Growth factor of the vCPU ladder (SEER's ν).
+
+    Returns
+    -------
+    Resources
+        The budget in vCPU-seconds at the expected price, the vCPU ladder and the pool's prices.
 
     Raises
     ------

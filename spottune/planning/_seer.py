@@ -1,8 +1,8 @@
 """SEER's plan of elastic successive halving under a deadline and a budget (Algorithms 2-3).
 
 Source: Dunlap et al., "Elastic Hyperparameter Tuning on the Cloud" (SEER), SoCC'21, Algorithms 1-3 and
-Fact 1; ``RELATED_SYSTEMS.md`` §2.2 recomputes the worked example and notes the paper's typos (the bracket
-budgets of the example are [34.283, 34.283, 11.432], and round 2 ends at 4.29, not 2.84).
+Fact 1. Recomputed, the paper's worked example shows typos: its bracket budgets are [34.283, 34.283, 11.432],
+and round 2 ends at 4.29, not 2.84.
 
 Units are the caller's: the deadline ``T`` and the shortest round ``t_min`` in one time unit (seconds in
 spottune), the budget ``B`` in resource x that unit (vCPU-seconds in spottune, see :mod:`spottune.planning._plan`).
@@ -84,7 +84,20 @@ class SeerPlan:
         return tuple(float(x) for x in _cumsum(self.round_durations))
 
     def live(self, bracket: int, k: int) -> int:
-        """Trials of bracket ``bracket`` (0-based) trained in round ``k`` (1-based): floor(N[i] / eta**(k-1))."""
+        """Trials of bracket ``bracket`` (0-based) trained in round ``k`` (1-based): floor(N[i] / eta**(k-1)).
+
+        Parameters
+        ----------
+        bracket : int
+            Bracket index, 0-based.
+        k : int
+            Round, 1-based.
+
+        Returns
+        -------
+        int
+            Trials trained, >= 0.
+        """
         return _floor(self.trials[bracket] / self.eta ** (k - 1))
 
     @property
@@ -96,7 +109,18 @@ class SeerPlan:
                          for k, d in enumerate(self.round_durations)))
 
     def rungs(self, t_min: float = 1.0) -> tuple[float, ...]:
-        """Cumulative training time of a surviving trial at the end of each round, in units of ``t_min``."""
+        """Cumulative training time of a surviving trial at the end of each round, in units of ``t_min``.
+
+        Parameters
+        ----------
+        t_min : float, default 1.0
+            The unit, in the plan's time unit (seconds in spottune).
+
+        Returns
+        -------
+        tuple of float
+            One entry per round.
+        """
         return tuple(e / t_min for e in self.round_ends)
 
 
@@ -134,6 +158,24 @@ def bracket_budgets(B: float, b0: float, nu: float, p_min: float = 1.0,
     ``P = [p_min, p_min nu, ..., p_min nu**(q*-1), min(p_max, p_min nu**q*)]``, ``B[i] = B_0 nu**(q*-1)``
     for i <= q* and the rest ``B - B_0 q* nu**(q*-1)`` to the last; else P stops at p_max and the budget
     is split equally.
+
+    Parameters
+    ----------
+    B : float
+        Total budget (resources x time unit; vCPU-seconds in spottune).
+    b0 : float
+        B_0, the smallest bracket's budget.
+    nu : float
+        Growth factor of the resources per trial between brackets (SEER's ν).
+    p_min, p_max : float, default 1 and inf
+        Smallest and largest resources per trial (vCPUs).
+
+    Returns
+    -------
+    budgets : tuple of float
+        B[i] per bracket (they sum to B).
+    parallelism : tuple of float
+        P[i], resources per trial of each bracket.
 
     Raises
     ------

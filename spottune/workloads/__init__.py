@@ -15,7 +15,7 @@ the paper's Table II workloads (ResNet/CIFAR-10, LoR/Epsilon, LiR/YearPrediction
 synthetic data) so a trial spans hours of simulated time; see ``docs/guide/trainable.md``. The real models
 are small: one real step takes about 0.05-3 ms of CPU.
 
-Every search space has 16 configurations (the paper's grids are lost; spec D13 - invented grids,
+Every search space has 16 configurations (the paper's grids are lost; decision D13 - invented grids,
 documented in each module).
 """
 

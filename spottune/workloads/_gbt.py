@@ -9,7 +9,7 @@ Stands in for the paper's GBTR job on synthetic data (Table II).
   residuals on a random 80 % subsample (drawn from ``self.rng``) and adds ``learning_rate`` times
   its prediction. Training and validation predictions are updated incrementally, so a step costs
   O(1) trees, not O(steps) as ``GradientBoostingRegressor(warm_start=True)`` refits would (measured
-  5-12 ms per step with warm start). Checkpoint, with no pickle (issue 11: loading must not run
+  5-12 ms per step with warm start). Checkpoint, with no pickle (loading must not run
   code from the store): ``model.json`` (initial value, learning rate, number of trees), ``pred.npz``
   (cached predictions; ``allow_pickle=False``) and ``trees.skops`` (the trees, skops format, loaded
   trusting only ``DecisionTreeRegressor`` and its ``Tree``, whose node indices are bounds-checked

@@ -48,6 +48,12 @@ class Workload:
         Default repetitions of the grid.
     description : str
         One line for ``--help`` and reports, incl. the paper workload it stands in for.
+
+    Raises
+    ------
+    ConfigError
+        If ``trainable`` is not a :class:`~spottune.trainable.Trainable` subclass, or the search space does not
+        parse.
     """
 
     name: str
@@ -75,20 +81,58 @@ class Workload:
         return float(self.trainable.checkpoint_size_mb)
 
     def configs(self, seed: int = 0) -> list[dict[str, Any]]:
-        """The default search space's configurations (see :func:`spottune.search_space.generate_configs`)."""
+        """The default search space's configurations (see :func:`spottune.search_space.generate_configs`).
+
+        Parameters
+        ----------
+        seed : int, default 0
+            Seeds the random domains' draws.
+
+        Returns
+        -------
+        list of dict
+            :meth:`n_configs` configurations, in a deterministic order.
+        """
         return generate_configs(self.search_space, self.num_samples, seed)
 
     def n_configs(self) -> int:
-        """Number of configurations of the default search space."""
+        """Number of configurations of the default search space.
+
+        Returns
+        -------
+        int
+            ``num_samples`` times the grid size.
+        """
         return count_configs(self.search_space, self.num_samples)
 
     def make(self, config: Mapping[str, Any], seed: int = 0, max_steps: int | None = None) -> Trainable:
-        """A fresh trial of this workload (runs ``setup``); ``max_steps`` defaults to the workload's."""
+        """A fresh trial of this workload (runs ``setup``); ``max_steps`` defaults to the workload's.
+
+        Parameters
+        ----------
+        config : mapping
+            One hyperparameter configuration.
+        seed : int, default 0
+            Seeds the trial's ``rng``.
+        max_steps : int, optional
+            S_max, steps; default: the workload's.
+
+        Returns
+        -------
+        spottune.trainable.Trainable
+            At step 0.
+        """
         return self.trainable(config, seed=seed, max_steps=self.max_steps if max_steps is None else max_steps)
 
 
 def list_workloads() -> list[str]:
-    """Names of the built-in workloads, sorted."""
+    """Names of the built-in workloads, sorted.
+
+    Returns
+    -------
+    list of str
+        E.g. ``digits-mlp``, ``gbt``, ``linear-svm``, ``linreg``, ``logreg``.
+    """
     return sorted(_BUILTIN)
 
 

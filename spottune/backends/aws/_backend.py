@@ -48,7 +48,13 @@ __all__ = ["AwsBackend", "AwsClients"]
 
 @dataclass(slots=True)
 class AwsClients:
-    """The boto3 clients of one run (tests pass clients with failure-injection hooks)."""
+    """The boto3 clients of one run (tests pass clients with failure-injection hooks).
+
+    Parameters
+    ----------
+    ec2, s3, sqs : botocore.client.BaseClient
+        The clients (:func:`spottune.backends.aws._session.client`).
+    """
 
     ec2: Any
     s3: Any
@@ -56,6 +62,18 @@ class AwsClients:
 
     @classmethod
     def create(cls, settings: AwsSettings) -> "AwsClients":
+        """New clients for the settings' region and endpoint.
+
+        Parameters
+        ----------
+        settings : AwsSettings
+            ``region``, ``endpoint_url`` and ``max_attempts``.
+
+        Returns
+        -------
+        AwsClients
+            EC2 (without retries of capacity errors), S3 and SQS.
+        """
         from spottune.backends.aws._session import client
 
         kw = dict(region=settings.region, endpoint_url=settings.endpoint_url, max_attempts=settings.max_attempts)
@@ -139,6 +157,11 @@ class AwsBackend(Driver):
     def run(self) -> RunRecord:
         """Drive the orchestrator to the end on EC2 (see the module docstring).
 
+        Returns
+        -------
+        spottune.backends.RunRecord
+            The run's record (:meth:`spottune.backends.Driver.run`).
+
         Raises
         ------
         BackendError
@@ -155,6 +178,12 @@ class AwsBackend(Driver):
 
     def resume(self, records: list[dict[str, Any]]) -> None:
         """Continue a killed run from its journal (:meth:`Ec2Transport.resume`, decision AWS14).
+
+        Parameters
+        ----------
+        records : list of dict
+            The killed run's journal (:func:`spottune.journal.read_journal`); the driver's :attr:`journal`
+            replays it.
 
         Raises
         ------

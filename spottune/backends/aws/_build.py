@@ -26,6 +26,20 @@ _SETTING_KEYS = ("bucket", "image", "ami", "instance_profile", "region", "subnet
 def live_market(spec: Any, *, ec2: Any = None, now_s: float | None = None) -> tuple[Any, float] | None:
     """(price history from the EC2 API, now) for ``spec``, or None when ``aws.live_prices`` is false.
 
+    Parameters
+    ----------
+    spec : ExperimentSpec
+        The experiment (its ``aws`` options: ``live_prices``, ``region``, ``endpoint_url``; ``instance_types``).
+    ec2 : botocore client, optional
+        An EC2 client; default: a new one for the region.
+    now_s : float, optional
+        Now, seconds since the epoch (UTC); default: the wall clock.
+
+    Returns
+    -------
+    tuple of (spotmarket.prices.PriceHistory, float) or None
+        The recent spot prices (USD per instance-hour) of the pool and ``now_s``; None without live prices.
+
     Raises
     ------
     spottune.errors.ConfigError
@@ -59,6 +73,19 @@ def settings_from_spec(spec: Any, *, live: bool, output: str | Path | None = Non
     """:class:`AwsSettings` of ``spec`` (``spec.aws``, the caps, ``storage_path``; experiment name from
     ``aws.experiment`` or the output folder's name).
 
+    Parameters
+    ----------
+    spec : ExperimentSpec
+        The experiment (its ``aws`` options).
+    live : bool
+        A real run (``aws.image`` and ``aws.ami`` required).
+    output : str or pathlib.Path, optional
+        The results folder.
+
+    Returns
+    -------
+    AwsSettings
+
     Raises
     ------
     spottune.errors.ConfigError
@@ -87,7 +114,18 @@ def settings_from_spec(spec: Any, *, live: bool, output: str | Path | None = Non
 def exclusion_s(spec: Any) -> float:
     """Seconds a market that refused an aws launch for capacity is left out (``aws.exclusion_s``, default
     :data:`provisioner.DEFAULT_EXCLUSION_S` as in :class:`AwsSettings`): the duration of the chooser's
-    :class:`provisioner.MarketExclusions`."""
+    :class:`provisioner.MarketExclusions`.
+
+    Parameters
+    ----------
+    spec : ExperimentSpec
+        The experiment (its ``aws`` options).
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
     from provisioner import DEFAULT_EXCLUSION_S
 
     return float(dict(spec.aws).get("exclusion_s", DEFAULT_EXCLUSION_S))
@@ -96,7 +134,39 @@ def exclusion_s(spec: Any) -> float:
 def aws_backend(spec: Any, orchestrator: Any, billing: Any, trials: list, market: Any, start_s: float, *, live: bool,
                 output: str | Path | None = None, progress: Any = None) -> Any:
     """The :class:`AwsBackend` of ``spec`` (the chooser was built with :func:`exclusion_s`'s exclusions); with live
-    prices the Spot placement scores of the pool are read for the predictor (:func:`._signals.read_placement_scores`)."""
+    prices the Spot placement scores of the pool are read for the predictor (:func:`._signals.read_placement_scores`).
+
+    Parameters
+    ----------
+    spec : ExperimentSpec
+        The experiment.
+    orchestrator : spottune.orchestrator.Orchestrator
+        The run's orchestrator.
+    billing : spotmarket.Billing
+        The billing rule.
+    trials : list of TrialSpec
+        The trials (config and seed per id).
+    market : MarketSetup
+        The market (live or replayed prices, instance facts).
+    start_s : float
+        Start, seconds since the epoch (UTC).
+    live : bool
+        Prices from the EC2 API (a real run), else a replayed test market.
+    output : str or pathlib.Path, optional
+        The results folder (names the experiment when ``aws.experiment`` is not set).
+    progress : callable, optional
+        The progress callback (:data:`spottune.backends.Progress`).
+
+    Returns
+    -------
+    AwsBackend
+        Not started.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`settings_from_spec`.
+    """
     from spottune.backends.aws._backend import AwsBackend
 
     settings = settings_from_spec(spec, live=live, output=output)

@@ -28,6 +28,21 @@ class TaggedInstance:
     """One instance of an experiment as ``describe_instances`` shows it.
 
     ``launch_time_s``: seconds since the epoch (UTC); ``reason_code``: ``StateReason.Code`` or "".
+
+    Parameters
+    ----------
+    instance_id : str
+        EC2's id.
+    experiment, trial_id, launch_id : str
+        The instance's spottune tags ("" when missing).
+    state : str
+        EC2's state name (``pending``, ``running``, ``shutting-down``, ``terminated`` ...).
+    reason_code : str
+        See above.
+    instance_type, availability_zone : str
+        Its market.
+    launch_time_s : float
+        See above.
     """
 
     instance_id: str
@@ -47,12 +62,38 @@ class TaggedInstance:
 
 
 def ended_by(reason_code: str) -> str:
-    """``provider`` for a spot interruption (``Server.SpotInstanceTermination``), else ``user``."""
+    """``provider`` for a spot interruption (``Server.SpotInstanceTermination``), else ``user``.
+
+    Parameters
+    ----------
+    reason_code : str
+        ``StateReason.Code`` of a terminated instance.
+
+    Returns
+    -------
+    {"provider", "user"}
+        Who ended it, as the ledger says (a provider end is refundable in the first hour).
+    """
     return "provider" if reason_code.startswith(PROVIDER_CODE) else "user"
 
 
 def find_instances(ec2: Any, experiment: str, *, states: Sequence[str] | None = None) -> list[TaggedInstance]:
-    """Every instance tagged ``spottune:experiment=<experiment>`` (optionally only in ``states``), by id."""
+    """Every instance tagged ``spottune:experiment=<experiment>`` (optionally only in ``states``), by id.
+
+    Parameters
+    ----------
+    ec2 : botocore client
+        An EC2 client of the experiment's region.
+    experiment : str
+        The experiment's name (the ``spottune:experiment`` tag).
+    states : sequence of str, optional
+        EC2 state names to keep; None: all.
+
+    Returns
+    -------
+    list of TaggedInstance
+        Sorted by instance id.
+    """
     filters = [{"Name": f"tag:{TAG_EXPERIMENT}", "Values": [experiment]}]
     if states:
         filters.append({"Name": "instance-state-name", "Values": list(states)})
@@ -72,7 +113,20 @@ def find_instances(ec2: Any, experiment: str, *, states: Sequence[str] | None = 
 
 
 def cleanup(ec2: Any, experiment: str) -> list[TaggedInstance]:
-    """Terminate every live instance tagged with ``experiment``; returns those it terminated."""
+    """Terminate every live instance tagged with ``experiment``; returns those it terminated.
+
+    Parameters
+    ----------
+    ec2 : botocore client
+        An EC2 client of the experiment's region.
+    experiment : str
+        The experiment's name (the ``spottune:experiment`` tag).
+
+    Returns
+    -------
+    list of TaggedInstance
+        As they were before the call (empty: nothing to terminate).
+    """
     live = find_instances(ec2, experiment, states=ALIVE_STATES)
     if live:
         ec2.terminate_instances(InstanceIds=[i.instance_id for i in live])

@@ -62,10 +62,29 @@ def user_data(*, image: str, segment_url: str, region: str, workload: str | None
     environment (``docker run -e NAME``: the values are not on the host's command lines);
     :func:`user_data_trust` reads them back.
 
+    Parameters
+    ----------
+    image : str
+        The worker image (ECR URI).
+    segment_url : str
+        S3 URL of the segment's description.
+    region : str
+        The AWS region (for the ECR login).
+    workload : str, optional
+        The spec's workload name.
+    checkpoint_key : str, optional
+        The experiment's checkpoint key, at least 32 lowercase hex digits.
+
+    Returns
+    -------
+    str
+        A bash script.
+
     Raises
     ------
     ValueError
-        If the script exceeds EC2's 16 KB user-data limit.
+        If ``checkpoint_key`` is not at least 32 lowercase hex digits, or the script exceeds EC2's 16 KB
+        user-data limit.
     """
     q = shlex.quote
     if checkpoint_key is not None and not re.fullmatch(r"[0-9a-f]{32,}", checkpoint_key):
@@ -95,6 +114,16 @@ def user_data(*, image: str, segment_url: str, region: str, workload: str | None
 def parse_user_data(script: str) -> str:
     """The segment URL in a script of :func:`user_data`.
 
+    Parameters
+    ----------
+    script : str
+        A user-data script.
+
+    Returns
+    -------
+    str
+        The segment's S3 URL.
+
     Raises
     ------
     ValueError
@@ -108,7 +137,18 @@ def parse_user_data(script: str) -> str:
 
 def user_data_trust(script: str) -> dict[str, str]:
     """The workload and checkpoint key a script of :func:`user_data` hands the agent, as environment
-    variables (``SPOTTUNE_WORKLOAD``, ``SPOTTUNE_CHECKPOINT_KEY``; absent ones left out)."""
+    variables (``SPOTTUNE_WORKLOAD``, ``SPOTTUNE_CHECKPOINT_KEY``; absent ones left out).
+
+    Parameters
+    ----------
+    script : str
+        A user-data script.
+
+    Returns
+    -------
+    dict of str to str
+        Variable name -> value.
+    """
     out = {}
     if (m := _WORKLOAD_LINE.search(script)) is not None:
         out["SPOTTUNE_WORKLOAD"] = shlex.split(m.group(1))[0]
@@ -120,7 +160,32 @@ def user_data_trust(script: str) -> dict[str, str]:
 def launch_request(*, instance_type: str, availability_zone: str, max_price_usd_per_hour: float, ami: str,
                    instance_profile: str, tags: Mapping[str, str], user_data_script: str,
                    subnet_id: str | None = None, security_groups: Sequence[str] = ()) -> dict[str, Any]:
-    """The keyword arguments of ``ec2.run_instances`` for one spot instance (see the module docstring)."""
+    """The keyword arguments of ``ec2.run_instances`` for one spot instance (see the module docstring).
+
+    Parameters
+    ----------
+    instance_type, availability_zone : str
+        The market.
+    max_price_usd_per_hour : float
+        The spot request's max price, USD per instance-hour (sent with 5 decimals).
+    ami : str
+        The host image (Docker installed).
+    instance_profile : str
+        The IAM instance profile's name.
+    tags : mapping of str to str
+        Tags of the instance and its volumes.
+    user_data_script : str
+        :func:`user_data`'s script.
+    subnet_id : str, optional
+        The subnet; None: the zone's default.
+    security_groups : sequence of str, default ()
+        Security group ids.
+
+    Returns
+    -------
+    dict
+        One-time spot instance, terminated on interruption and on shutdown; IMDSv2 tokens required.
+    """
     tag_list = [{"Key": k, "Value": str(v)} for k, v in tags.items()]
     req: dict[str, Any] = {
         "ImageId": ami,
@@ -148,6 +213,18 @@ def launch_request(*, instance_type: str, availability_zone: str, max_price_usd_
 
 def launch(ec2: Any, request: Mapping[str, Any]) -> str:
     """Call ``run_instances``; returns the instance id.
+
+    Parameters
+    ----------
+    ec2 : botocore client
+        An EC2 client.
+    request : mapping
+        :func:`launch_request`'s keyword arguments.
+
+    Returns
+    -------
+    str
+        The instance id.
 
     Raises
     ------

@@ -50,7 +50,13 @@ def fetch_records(client: Any, *, instance_types: list[str], product_description
 
 
 class ApiPrices:
-    """Price series of single markets over single runs, read from the EC2 API."""
+    """Price series of single markets over single runs, read from the EC2 API.
+
+    Parameters
+    ----------
+    ec2 : botocore.client.BaseClient
+        An EC2 client (``describe_spot_price_history``).
+    """
 
     def __init__(self, ec2: Any):
         self.ec2 = ec2
@@ -58,6 +64,18 @@ class ApiPrices:
 
     def series(self, market: Any, start_s: float, end_s: float) -> Any:
         """The market's prices (USD per instance-hour) over ``[start_s, end_s]`` as a ``PriceSeries``.
+
+        Parameters
+        ----------
+        market : spotmarket.prices.Market
+            The market.
+        start_s, end_s : float
+            The run, seconds since the epoch (UTC).
+
+        Returns
+        -------
+        spotmarket.prices.PriceSeries
+            From the price in force at ``start_s`` to ``end_s``.
 
         Raises
         ------

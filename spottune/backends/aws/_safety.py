@@ -24,7 +24,13 @@ __all__ = ["CapExceeded", "Plan", "check_caps", "plan"]
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What a run would launch first: one (trial, market, max price USD/hour) per trial, and the bound."""
+    """What a run would launch first: one (trial, market, max price USD/hour) per trial, and the bound.
+
+    Parameters
+    ----------
+    launches : tuple of (str, str, float)
+        (trial id, market, max price USD/hour), in trial order.
+    """
 
     launches: tuple[tuple[str, str, float], ...]
 
@@ -34,6 +40,20 @@ class Plan:
         return float(sum(p for _, _, p in self.launches))
 
     def render(self, *, max_usd_per_hour: float | None = None, budget_usd: float | None = None) -> str:
+        """The plan as text: one line per launch, the hourly bound and how it meets the caps.
+
+        Parameters
+        ----------
+        max_usd_per_hour : float, optional
+            The run's ``--max-usd-per-hour``, USD/hour: says whether the first launches fit under it.
+        budget_usd : float, optional
+            The run's ``--budget-usd``, USD: shown.
+
+        Returns
+        -------
+        str
+            Several lines, no trailing newline.
+        """
         lines = ["dry run: nothing is launched", f"{'trial':<10} {'market':<36} {'max price USD/h':>16}"]
         lines += [f"{t:<10} {m:<36} {p:>16.5f}" for t, m, p in self.launches]
         lines.append(f"hourly cost bound (sum of max prices): {self.hourly_bound_usd:.5f} USD/h")
@@ -47,7 +67,24 @@ class Plan:
 
 def plan(chooser: Any, trial_ids: Sequence[str], now_s: float, steps_left: float | None = None) -> Plan:
     """The first choice of every trial at ``now_s`` (the orchestrator's first round: fresh starts with
-    ``steps_left`` steps to their first stop, all of them heading there), without launching anything."""
+    ``steps_left`` steps to their first stop, all of them heading there), without launching anything.
+
+    Parameters
+    ----------
+    chooser : provisioner.MarketChooser
+        The run's market chooser.
+    trial_ids : sequence of str
+        The trials, in launch order.
+    now_s : float
+        Decision time, seconds since the epoch (UTC).
+    steps_left : float, optional
+        Steps to the first stop (θ·S_max), for a chooser that plans the horizon.
+
+    Returns
+    -------
+    Plan
+        Nothing is launched.
+    """
     ids = list(trial_ids)
     if getattr(chooser, "plans_horizon", False) and steps_left is not None:
         choices = chooser.choose_many(ids, now_s, [float(steps_left)] * len(ids), [0] * len(ids), [len(ids)] * len(ids))

@@ -19,6 +19,16 @@ def retry_config(max_attempts: int = 8) -> Any:
     """botocore ``Config`` with the ``standard`` retry mode: up to ``max_attempts`` attempts in all, exponential
     backoff with full jitter (base 1 s, cap 20 s) on throttling (``RequestLimitExceeded``, ``Throttling``...)
     and transient errors. Source: https://boto3.amazonaws.com/v1/documentation/api/latest/guide/retries.html
+
+    Parameters
+    ----------
+    max_attempts : int, default 8
+        Attempts in all, the first included.
+
+    Returns
+    -------
+    botocore.config.Config
+        With a 10 s connect and a 30 s read timeout.
     """
     from botocore.config import Config
 
@@ -42,6 +52,18 @@ def no_capacity_retries(ec2: Any, max_attempts: int = 8) -> Any:
     """Replace the ``standard`` retry handler of the EC2 client ``ec2`` by one that does not retry capacity
     errors (module doc); returns ``ec2``. Built from botocore's own parts (``botocore.retries.standard``: the
     same conditions, backoff and retry quota), registered under botocore's id so that it replaces the default.
+
+    Parameters
+    ----------
+    ec2 : botocore.client.BaseClient
+        An EC2 client.
+    max_attempts : int, default 8
+        Attempts in all, the first included.
+
+    Returns
+    -------
+    botocore.client.BaseClient
+        ``ec2``, changed in place.
     """
     from botocore.retries import quota, standard
 
@@ -61,7 +83,23 @@ def no_capacity_retries(ec2: Any, max_attempts: int = 8) -> Any:
 
 def client(service: str, *, region: str, endpoint_url: str | None = None, max_attempts: int = 8) -> Any:
     """A boto3 client of ``service`` (``ec2``, ``s3``, ``sqs``) in ``region``; credentials from the standard chain.
-    The EC2 client does not retry capacity errors (:func:`no_capacity_retries`)."""
+    The EC2 client does not retry capacity errors (:func:`no_capacity_retries`).
+
+    Parameters
+    ----------
+    service : str
+        The AWS service.
+    region : str
+        E.g. ``us-east-1``.
+    endpoint_url : str, optional
+        Another endpoint (a test server such as moto); None: AWS.
+    max_attempts : int, default 8
+        Attempts in all, the first included.
+
+    Returns
+    -------
+    botocore.client.BaseClient
+    """
     import boto3
 
     c = boto3.client(service, region_name=region, endpoint_url=endpoint_url, config=retry_config(max_attempts))

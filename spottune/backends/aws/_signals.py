@@ -77,7 +77,24 @@ def placement_scores(ec2: Any, instance_types: Sequence[str], zones: Sequence[st
 
 def read_placement_scores(ec2: Any, instance_types: Sequence[str], zones: Sequence[str], *,
                           region: str) -> dict[Any, int]:
-    """:func:`placement_scores`, or ``{}`` with a ``RuntimeWarning`` when the API does not answer (module doc)."""
+    """:func:`placement_scores`, or ``{}`` with a ``RuntimeWarning`` when the API does not answer (module doc).
+
+    Parameters
+    ----------
+    ec2 : botocore.client.BaseClient
+        An EC2 client.
+    instance_types : sequence of str
+        The pool's types.
+    zones : sequence of str
+        The pool's availability zones.
+    region : str
+        Their region.
+
+    Returns
+    -------
+    dict of Market to int
+        Spot placement score (1..10) per market; empty when unavailable.
+    """
     from botocore.exceptions import BotoCoreError, ClientError
     from botocore.parsers import ResponseParserError  # moto's "not implemented" is an HTML page
 

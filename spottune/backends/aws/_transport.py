@@ -108,6 +108,13 @@ class Ec2Transport:
         self._unresolved: list[tuple[str, dict[str, Any]]] = []  # launch intents without an outcome
 
     def bind(self, driver: WorkerDriver) -> None:
+        """Keep the driver (its queue, clock and records).
+
+        Parameters
+        ----------
+        driver : WorkerDriver
+            The driver.
+        """
         self.driver = driver
 
     # -- the run --------------------------------------------------------------------------------------
@@ -185,6 +192,20 @@ class Ec2Transport:
             pass
 
     def handle(self, kind: str, args: list[Any]) -> bool:
+        """A report message (``msg``) from the queue or an instance EC2 shows as gone (``gone``).
+
+        Parameters
+        ----------
+        kind : str
+            The queue item's kind.
+        args : list
+            Its arguments.
+
+        Returns
+        -------
+        bool
+            False for a kind this transport does not enqueue.
+        """
         if kind == "msg":
             self._on_message(*args)
         elif kind == "gone":
@@ -195,6 +216,13 @@ class Ec2Transport:
 
     # -- effects ----------------------------------------------------------------------------------------
     def launch(self, action: Launch) -> None:
+        """Check the spending caps, write the segment to S3 and call ``run_instances`` for a one-time spot instance.
+
+        Parameters
+        ----------
+        action : spottune.orchestrator.Launch
+            The trial, market, max price (USD/hour), the step to resume and the target step.
+        """
         s, d = self.settings, self.driver
         t = d.now_s()
         live = [(i.max_price, i.started_s) for i in d.instances.values() if i.alive]
@@ -255,26 +283,78 @@ class Ec2Transport:
 
     def next_instance_id(self) -> str:
         """The launch id the next ``run_instances`` will tag (``spottune:launch``): the ``launch`` intent
-        records it, so that a resume finds the instance of an intent without an outcome by its tag."""
+        records it, so that a resume finds the instance of an intent without an outcome by its tag.
+
+        Returns
+        -------
+        str
+        """
         return f"l{self._launches + 1:05d}"
 
     def command(self, inst: Ec2Instance, cmd: CheckpointCommand) -> None:
+        """Post ``cmd`` as the launch's next S3 command for its agent to poll.
+
+        Parameters
+        ----------
+        inst : Ec2Instance
+            The instance.
+        cmd : CheckpointCommand
+            The checkpoint to take.
+        """
         inst.cmd_seq += 1
         self.control.put_command(inst.launch_id, inst.cmd_seq, encode(cmd))
 
     def kill(self, inst: Ec2Instance) -> None:
+        """``terminate_instances`` the instance (once).
+
+        Parameters
+        ----------
+        inst : Ec2Instance
+            The instance.
+        """
         if not inst.terminated_seen:
             inst.terminated_seen = True
             self.ec2.terminate_instances(InstanceIds=[inst.instance_id])
 
     def recycle(self, inst: Ec2Instance) -> bool:
-        """An instance is never reused for another segment."""
+        """An instance is never reused for another segment.
+
+        Parameters
+        ----------
+        inst : Ec2Instance
+            The instance.
+
+        Returns
+        -------
+        bool
+            True if the worker was kept.
+        """
         return False
 
     def ended(self, inst: Ec2Instance) -> None:
-        """Nothing kept: the instance is terminated or ended by the provider."""
+        """Nothing kept: the instance is terminated or ended by the provider.
+
+        Parameters
+        ----------
+        inst : Ec2Instance
+            The instance.
+        """
 
     def price_series(self, inst: Ec2Instance, end_s: float) -> Any:
+        """The market's prices from the EC2 API over the instance's run.
+
+        Parameters
+        ----------
+        inst : Ec2Instance
+            The instance.
+        end_s : float
+            Engine seconds of its end.
+
+        Returns
+        -------
+        spotmarket.prices.PriceSeries
+            USD per instance-hour.
+        """
         return self.prices.series(inst.market, inst.started_s, end_s)
 
     # -- crash safety (docs/design/decisions.md AWS14) ----------------------------------------------------------
@@ -295,6 +375,11 @@ class Ec2Transport:
            does not know is terminated.
         3. The engine clock restarts at the last journaled time (a replayed market stands still, as in the
            local backend); at ``time_scale`` 1 (a real run: engine time is wall time) it restarts at now.
+
+        Parameters
+        ----------
+        records : list of dict
+            The killed run's journal (:func:`spottune.journal.read_journal`).
 
         Raises
         ------
@@ -326,6 +411,15 @@ class Ec2Transport:
         d.record.meta.setdefault("resumes", []).append({"at_s": start, "records": d.journal.n})
 
     def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
+        """Rebuild the instance of a journaled fulfilled launch (reconciled with EC2 after the replay).
+
+        Parameters
+        ----------
+        rec : dict
+            The journaled launch ``outcome``.
+        action : spottune.orchestrator.Launch
+            The launch it answered.
+        """
         d = self.driver
         vcpus, ecu = d.instance_facts(action.market.instance_type)
         inst = Ec2Instance(instance_id=str(rec["instance_id"]), trial_id=action.trial_id, market=action.market,
@@ -337,12 +431,26 @@ class Ec2Transport:
         self._by_launch[inst.launch_id] = inst
 
     def replay_refused(self, rec: dict[str, Any], action: Launch) -> None:
-        """A capacity refusal excluded its market (outside ``handle``): the replay excludes it again."""
+        """A capacity refusal excluded its market (outside ``handle``): the replay excludes it again.
+
+        Parameters
+        ----------
+        rec : dict
+            The journaled launch ``outcome`` (not fulfilled).
+        action : spottune.orchestrator.Launch
+            The launch it answered.
+        """
         if rec.get("code") in CAPACITY_CODES:
             self.driver.inform(CapacityRefused(time_s=float(rec["time_s"]), market=action.market, reason=rec["code"]))
 
     def replay_event(self, event: Any) -> None:
-        """A replayed ``RevocationNotice`` gives its instance the notice and the deadline again."""
+        """A replayed ``RevocationNotice`` gives its instance the notice and the deadline again.
+
+        Parameters
+        ----------
+        event : spottune.orchestrator.Event
+            The replayed event.
+        """
         from spottune.orchestrator import RevocationNotice
 
         inst = self.driver.instances.get(getattr(event, "instance_id", None))
@@ -423,7 +531,15 @@ class Ec2Transport:
             d.signal(inst.market, REBALANCE, 1.0, d.now_s())
 
     def seen_notice(self, inst: Ec2Instance, report: Notice) -> None:
-        """The worker saw the interruption notice on IMDS: ``RevocationNotice`` with IMDS's deadline."""
+        """The worker saw the interruption notice on IMDS: ``RevocationNotice`` with IMDS's deadline.
+
+        Parameters
+        ----------
+        inst : Ec2Instance
+            The instance.
+        report : Notice
+            The worker's report (IMDS's action and time).
+        """
         self.driver.notice_from_worker(inst, report)
 
     def _on_gone(self, instance_id: str, reason_code: str) -> None:

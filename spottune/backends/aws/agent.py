@@ -142,6 +142,17 @@ class Agent:
 
         ``warm``: a worker already started with ``--standby`` and warm (:func:`standby`); it is handed the
         segment's arguments instead of a new process being started.
+
+        Parameters
+        ----------
+        warm : subprocess.Popen, optional
+            See above; None: a new worker process.
+
+        Returns
+        -------
+        int
+            0, :data:`LEASE_EXIT_CODE` (the lease was lost) or :data:`REFUSED_EXIT_CODE` (the segment asks for
+            another workload).
         """
         argv = [*self.seg["worker_argv"], "--imds-url", self.imds_url]
         refusal = self._refusal(argv)
@@ -240,6 +251,20 @@ def standby(workload: str, store: str, python: str = sys.executable) -> subproce
     """A warm worker (``--standby``: imports done, dataset loaded, store opened), as on a host booted from a
     baked image; returns once it is warm.
 
+    Parameters
+    ----------
+    workload : str
+        The experiment's workload.
+    store : str
+        The checkpoint store's URL.
+    python : str, default ``sys.executable``
+        The interpreter.
+
+    Returns
+    -------
+    subprocess.Popen
+        The worker, waiting on stdin for its segment.
+
     Raises
     ------
     RuntimeError
@@ -258,7 +283,19 @@ def standby(workload: str, store: str, python: str = sys.executable) -> subproce
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m spottune.backends.aws.agent`` (and of the worker image)."""
+    """Entry point of ``python -m spottune.backends.aws.agent`` (and of the worker image).
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Command-line arguments (``--segment``, ``--imds-url``, ``--workload``, ``--standby``); None:
+        ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The process's exit code.
+    """
     from spottune.backends.aws._session import client
 
     p = argparse.ArgumentParser(prog="python -m spottune.backends.aws.agent", description="Run one trial segment.")

@@ -184,6 +184,11 @@ class LocalBackend(Driver):
     def run(self) -> RunRecord:
         """Drive the orchestrator to the end (:meth:`WorkerDriver.run`).
 
+        Returns
+        -------
+        spottune.backends.RunRecord
+            The run's record (:meth:`spottune.backends.Driver.run`).
+
         Raises
         ------
         BackendError
@@ -194,6 +199,12 @@ class LocalBackend(Driver):
 
     def resume(self, records: list[dict[str, Any]]) -> None:
         """Continue a killed run from its journal (:meth:`ProcessTransport.resume`, decision CS4).
+
+        Parameters
+        ----------
+        records : list of dict
+            The killed run's journal (:func:`spottune.journal.read_journal`); the driver's :attr:`journal`
+            replays it.
 
         Raises
         ------

@@ -28,6 +28,11 @@ class ScaledClock:
         Engine time at :meth:`start` (seconds since the epoch, UTC).
     time_scale : float
         Simulated seconds per wall-clock second (> 0).
+
+    Raises
+    ------
+    BackendError
+        If ``time_scale`` <= 0.
     """
 
     def __init__(self, start_s: float, time_scale: float):
@@ -53,15 +58,42 @@ class ScaledClock:
             self._sched.shutdown(wait=False)
 
     def wall_s(self) -> float:
-        """Wall seconds since :meth:`start` (0 before it)."""
+        """Wall seconds since :meth:`start` (0 before it).
+
+        Returns
+        -------
+        float
+            Seconds (monotonic clock).
+        """
         return 0.0 if self._wall0 is None else time.monotonic() - self._wall0
 
     def engine_s(self) -> float:
-        """Engine seconds now."""
+        """Engine seconds now.
+
+        Returns
+        -------
+        float
+            ``start_s`` + wall seconds since :meth:`start` × ``time_scale``.
+        """
         return self.start_s + self.wall_s() * self.time_scale
 
     def call_at(self, t_s: float, fn: Callable[..., Any], *args: Any) -> None:
-        """Run ``fn(*args)`` on the scheduler thread when engine time reaches ``t_s`` (at once if past)."""
+        """Run ``fn(*args)`` on the scheduler thread when engine time reaches ``t_s`` (at once if past).
+
+        Parameters
+        ----------
+        t_s : float
+            Engine seconds.
+        fn : callable
+            Called with ``args``.
+        *args
+            Its arguments.
+
+        Raises
+        ------
+        BackendError
+            If the clock is not started.
+        """
         if self._sched is None:
             raise BackendError("the clock is not started")
         delay_wall = max(0.0, (t_s - self.engine_s()) / self.time_scale)

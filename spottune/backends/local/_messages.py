@@ -35,6 +35,19 @@ class Ready:
     ``step``: the restored step (0: fresh start); ``version``: the checkpoint version or None;
     ``restore_s``: wall seconds of set-up and restore. ``requested_step`` and ``lost_steps`` are set when
     the checkpoint at the requested step was missing or corrupt and an earlier one was restored.
+
+    Parameters
+    ----------
+    step : int
+        The restored step.
+    version : int or None, default None
+        The restored checkpoint version.
+    restore_s : float or None, default None
+        Wall seconds of set-up and restore.
+    pid : int or None, default None
+        The worker's process id (journaled, to find leftovers after a crash).
+    requested_step, lost_steps : int or None, default None
+        The step asked for and the steps lost by the fallback.
     """
 
     kind: ClassVar[str] = "ready"
@@ -48,7 +61,15 @@ class Ready:
 
 @dataclass(frozen=True, slots=True)
 class Metric:
-    """Step ``step`` (1-based, across segments) finished with ``metrics`` (name -> float)."""
+    """Step ``step`` (1-based, across segments) finished with ``metrics`` (name -> float).
+
+    Parameters
+    ----------
+    step : int
+        Steps done in total.
+    metrics : dict of str to float
+        What ``Trainable.step`` returned.
+    """
 
     kind: ClassVar[str] = "metric"
     step: int
@@ -57,7 +78,15 @@ class Metric:
 
 @dataclass(frozen=True, slots=True)
 class Notice:
-    """The worker saw an interruption notice on IMDS (``action``, ``time`` as IMDS gives them)."""
+    """The worker saw an interruption notice on IMDS (``action``, ``time`` as IMDS gives them).
+
+    Parameters
+    ----------
+    action : str or None
+        ``terminate``, ``stop`` or ``hibernate``.
+    time : str or None
+        The interruption's time, ISO-8601 UTC.
+    """
 
     kind: ClassVar[str] = "notice"
     action: str | None = None
@@ -66,7 +95,19 @@ class Notice:
 
 @dataclass(frozen=True, slots=True)
 class Saved:
-    """A checkpoint of ``step`` was published and verified (``save_s`` wall seconds); the worker then exits."""
+    """A checkpoint of ``step`` was published and verified (``save_s`` wall seconds); the worker then exits.
+
+    Parameters
+    ----------
+    step : int
+        The step saved.
+    version : int or None
+        The checkpoint version published.
+    reason : str or None
+        The command's reason.
+    save_s : float or None
+        Wall seconds of the save.
+    """
 
     kind: ClassVar[str] = "checkpoint"
     step: int
@@ -77,7 +118,13 @@ class Saved:
 
 @dataclass(frozen=True, slots=True)
 class Idle:
-    """Training reached ``--until-step`` (``step``); the worker waits for a command."""
+    """Training reached ``--until-step`` (``step``); the worker waits for a command.
+
+    Parameters
+    ----------
+    step : int
+        The step reached.
+    """
 
     kind: ClassVar[str] = "idle"
     step: int
@@ -85,7 +132,15 @@ class Idle:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """The trainable or the store failed ``during`` setup, restore, step or checkpoint (``error``: one line)."""
+    """The trainable or the store failed ``during`` setup, restore, step or checkpoint (``error``: one line).
+
+    Parameters
+    ----------
+    during : str
+        ``setup``, ``restore``, ``step`` or ``checkpoint``.
+    error : str, default ""
+        The exception, on one line.
+    """
 
     kind: ClassVar[str] = "failed"
     during: str
@@ -94,7 +149,13 @@ class Failed:
 
 @dataclass(frozen=True, slots=True)
 class Exited:
-    """The segment ends with exit code ``code``."""
+    """The segment ends with exit code ``code``.
+
+    Parameters
+    ----------
+    code : int
+        The process's exit code.
+    """
 
     kind: ClassVar[str] = "exit"
     code: int
@@ -102,7 +163,15 @@ class Exited:
 
 @dataclass(frozen=True, slots=True)
 class Standby:
-    """A ``--standby`` worker is warm (``warm_up_s`` wall seconds) and waits for a :class:`SegmentCommand`."""
+    """A ``--standby`` worker is warm (``warm_up_s`` wall seconds) and waits for a :class:`SegmentCommand`.
+
+    Parameters
+    ----------
+    pid : int or None
+        The worker's process id.
+    warm_up_s : float or None
+        Wall seconds of the warm-up.
+    """
 
     kind: ClassVar[str] = "standby"
     pid: int | None = None
@@ -116,7 +185,13 @@ _REPORTS: dict[str, type] = {cls.kind: cls for cls in (Ready, Metric, Notice, Sa
 # -- commands ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class CheckpointCommand:
-    """Save a checkpoint now (``reason``: revocation, hop, theta, end, plateau, ...), then exit."""
+    """Save a checkpoint now (``reason``: revocation, hop, theta, end, plateau, ...), then exit.
+
+    Parameters
+    ----------
+    reason : str, default "requested"
+        Why (a :class:`~spottune.orchestrator.CheckpointReason` value).
+    """
 
     kind: ClassVar[str] = "checkpoint"
     reason: str = "requested"
@@ -131,7 +206,13 @@ class ExitCommand:
 
 @dataclass(frozen=True, slots=True)
 class SegmentCommand:
-    """A standby worker's segment: the worker's command-line arguments (:func:`~._pool.segment_argv`)."""
+    """A standby worker's segment: the worker's command-line arguments (:func:`~._pool.segment_argv`).
+
+    Parameters
+    ----------
+    argv : list of str
+        The segment's arguments.
+    """
 
     kind: ClassVar[str] = "argv"
     argv: list[str] = field(default_factory=list)
@@ -143,7 +224,18 @@ _COMMANDS: dict[str, type] = {CheckpointCommand.kind: CheckpointCommand, ExitCom
 
 # -- the wire ----------------------------------------------------------------------------------------------
 def encode(message: Report | Command) -> str:
-    """One JSON line (without the newline) for ``message``; None fields are left out."""
+    """One JSON line (without the newline) for ``message``; None fields are left out.
+
+    Parameters
+    ----------
+    message : Report or Command
+        A report or a command.
+
+    Returns
+    -------
+    str
+        JSON, NaN allowed.
+    """
     fields = {f.name: getattr(message, f.name) for f in dataclasses.fields(message)}
     fields = {k: v for k, v in fields.items() if v is not None}
     if isinstance(message, SegmentCommand):
@@ -173,6 +265,15 @@ def _load(line: str) -> dict[str, Any]:
 def decode_report(line: str) -> Report:
     """The report on one stdout line of a worker.
 
+    Parameters
+    ----------
+    line : str
+        One line of the worker's stdout.
+
+    Returns
+    -------
+    Report
+
     Raises
     ------
     ValueError
@@ -188,6 +289,15 @@ def decode_report(line: str) -> Report:
 
 def decode_command(line: str) -> Command:
     """The command on one stdin line of a worker.
+
+    Parameters
+    ----------
+    line : str
+        One line of the worker's stdin.
+
+    Returns
+    -------
+    Command
 
     Raises
     ------

@@ -17,7 +17,7 @@ one warm worker per trial plus the spares are started and waited for; later laun
 the user's ``Terminate``: the hourly hop) the process is recycled into the pool instead of killed; a
 provider termination always kills it (SIGKILL: the instance is gone).
 
-**Leftovers** (issue 15). Every started process is reported to ``on_spawn`` (the run journal records
+**Leftovers** (crash safety). Every started process is reported to ``on_spawn`` (the run journal records
 its PID); a worker exits by itself at EOF on stdin when the driver dies, and
 :func:`kill_leftover_workers` SIGKILLs those still running when a killed run is resumed.
 """
@@ -71,7 +71,18 @@ class Worker:
     owner: Any = None
 
     def tail(self, n_chars: int = 400) -> str:
-        """The end of its stderr log, on one line."""
+        """The end of its stderr log, on one line.
+
+        Parameters
+        ----------
+        n_chars : int, default 400
+            Characters kept.
+
+        Returns
+        -------
+        str
+            "" if the log cannot be read.
+        """
         try:
             return self.log_path.read_text(errors="replace")[-n_chars:].replace("\n", " ")
         except OSError:
@@ -136,7 +147,25 @@ class WorkerPool:
         return os.path.join(self._options_dir, "storage-options.json")
 
     def spawn(self, argv: list[str], owner: Any = None) -> Worker:
-        """Start ``python -m spottune.backends.local.worker <argv>`` for ``owner``, with its reader thread."""
+        """Start ``python -m spottune.backends.local.worker <argv>`` for ``owner``, with its reader thread.
+
+        Parameters
+        ----------
+        argv : list of str
+            The worker's arguments.
+        owner : object, optional
+            The instance it runs; None: a pooled standby worker.
+
+        Returns
+        -------
+        Worker
+            The started worker (its stderr goes to ``<log_dir>/w<NNNNN>.log``).
+
+        Raises
+        ------
+        BackendError
+            If the pool has no ``log_dir``.
+        """
         if self.log_dir is None:
             raise BackendError("the worker pool has no log_dir")
         self._count += 1
@@ -163,6 +192,25 @@ class WorkerPool:
 
         Returns the worker and whether it was warm. ``argv`` is :func:`segment_argv`'s; the pool adds
         its workload and store.
+
+        Parameters
+        ----------
+        owner : object
+            The instance the worker runs (its :attr:`Worker.owner`).
+        argv : list of str
+            See above.
+
+        Returns
+        -------
+        worker : Worker
+            The worker.
+        warm : bool
+            Whether it had finished its imports and loaded the data.
+
+        Raises
+        ------
+        BackendError
+            As :meth:`spawn`.
         """
         argv = ["--workload", self.workload, "--store", self.store_url, "--storage-options-file", self._options_file,
                 *argv]
@@ -175,7 +223,13 @@ class WorkerPool:
         return worker, warm
 
     def spawn_standby(self) -> Worker:
-        """Start a ``--standby`` worker into the pool."""
+        """Start a ``--standby`` worker into the pool.
+
+        Returns
+        -------
+        Worker
+            Not yet warm.
+        """
         worker = self.spawn(["--standby", "--workload", self.workload, "--store", self.store_url,
                              "--storage-options-file", self._options_file])
         worker.standby_mode = True
@@ -184,6 +238,18 @@ class WorkerPool:
 
     def warm_up(self, n: int, timeout_s: float) -> float:
         """Start ``n`` standby workers and wait until every idle one is warm; returns the wall seconds.
+
+        Parameters
+        ----------
+        n : int
+            Standby workers to start.
+        timeout_s : float
+            Wall seconds to wait for them.
+
+        Returns
+        -------
+        float
+            Wall seconds until every idle worker was warm.
 
         Raises
         ------
@@ -204,7 +270,17 @@ class WorkerPool:
 
     # -- the pool -------------------------------------------------------------------------------------
     def take(self, owner: Any) -> Worker | None:
-        """A live pooled worker for ``owner``, warm ones first; None if the pool is empty."""
+        """A live pooled worker for ``owner``, warm ones first; None if the pool is empty.
+
+        Parameters
+        ----------
+        owner : object
+            The instance the worker will run.
+
+        Returns
+        -------
+        Worker or None
+        """
         self._idle = [w for w in self._idle if w.proc.poll() is None]
         worker = next((w for w in self._idle if w.standby.is_set()), self._idle[0] if self._idle else None)
         if worker is not None:
@@ -218,7 +294,13 @@ class WorkerPool:
             self.spawn_standby()
 
     def recycle(self, worker: Worker) -> None:
-        """The worker's segment ended cleanly: detach it (it prints ``standby`` again) and pool it."""
+        """The worker's segment ended cleanly: detach it (it prints ``standby`` again) and pool it.
+
+        Parameters
+        ----------
+        worker : Worker
+            A worker of this pool.
+        """
         worker.owner = None
         worker.standby.clear()
         self._idle.insert(0, worker)
@@ -231,7 +313,20 @@ class WorkerPool:
     # -- talking and stopping -------------------------------------------------------------------------
     @staticmethod
     def command(worker: Worker | None, cmd: Command) -> bool:
-        """Write a command (:mod:`._messages`) to the worker's stdin; False if it is gone."""
+        """Write a command (:mod:`._messages`) to the worker's stdin; False if it is gone.
+
+        Parameters
+        ----------
+        worker : Worker or None
+            The segment's worker.
+        cmd : Command
+            A checkpoint or segment command.
+
+        Returns
+        -------
+        bool
+            True if written.
+        """
         if worker is None or worker.proc.poll() is not None or worker.proc.stdin is None:
             return False
         try:
@@ -243,7 +338,13 @@ class WorkerPool:
 
     @staticmethod
     def stop(worker: Worker) -> None:
-        """SIGKILL the process (if alive) and wait until its output has been read."""
+        """SIGKILL the process (if alive) and wait until its output has been read.
+
+        Parameters
+        ----------
+        worker : Worker
+            A worker of this pool.
+        """
         if worker.proc.poll() is None:
             worker.proc.kill()
         worker.proc.wait()
@@ -287,6 +388,34 @@ def segment_argv(*, trial_id: str, instance_id: str, config: Mapping[str, Any], 
     """The arguments of one segment, for ``python -m spottune.backends.local.worker`` or a standby worker's ``argv``.
 
     The workload and the store are the pool's; see :func:`spottune.backends.local.worker.parse_args` for each one.
+
+    Parameters
+    ----------
+    trial_id, instance_id : str
+        The trial and the instance.
+    config : mapping
+        The trial's hyperparameters (sent as JSON).
+    seed : int
+        The trial's seed.
+    resume_step : int
+        The checkpoint step to restore (0: fresh).
+    until_step : int
+        The step to train to.
+    step_wall_s : float
+        Wall seconds each step waits first: the simulated step time on the instance type divided by the time scale
+        (0: full speed).
+    imds_url : str
+        The instance's IMDS base URL (the emulator's path for it).
+    poll_wall_s : float
+        Wall seconds between IMDS polls.
+    max_steps : int or None
+        S_max, steps.
+    keep : int
+        Checkpoint versions the store keeps per trial.
+
+    Returns
+    -------
+    list of str
     """
     argv = ["--trial", trial_id, "--config", json.dumps(dict(config)), "--seed", str(seed), "--keep", str(keep),
             "--resume-step", str(resume_step), "--until-step", str(until_step), "--step-wall-s", repr(step_wall_s),

@@ -37,12 +37,24 @@ _MIN_POLL_WALL_S = 0.05  # never poll the emulator more often than 20 times a se
 
 @dataclass(slots=True, kw_only=True)
 class ProcessInstance(WorkerInstance):
-    """A :class:`WorkerInstance` whose worker is a process of the pool (``worker``; None once recycled)."""
+    """A :class:`WorkerInstance` whose worker is a process of the pool (``worker``; None once recycled).
+
+    Parameters
+    ----------
+    worker : Worker or None, default None
+        The pool's worker process; the other fields are :class:`WorkerInstance`'s.
+    """
 
     worker: Worker | None = None
 
     def output_tail(self) -> str:
-        """The end of the worker process's stderr log."""
+        """The end of the worker process's stderr log.
+
+        Returns
+        -------
+        str
+            "" without a worker.
+        """
         return self.worker.tail() if self.worker else ""
 
 
@@ -74,6 +86,13 @@ class ProcessTransport:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
     def bind(self, driver: WorkerDriver) -> None:
+        """Keep the driver (its queue, clock, records and replayed prices).
+
+        Parameters
+        ----------
+        driver : WorkerDriver
+            The driver.
+        """
         self.driver = driver
 
     @property
@@ -110,6 +129,21 @@ class ProcessTransport:
         self.driver.provider_ends_leftovers(self.end_s)
 
     def handle(self, kind: str, args: list[Any]) -> bool:
+        """A ``notice`` item (the replayed market's notice timer): the IMDS emulator tells the worker,
+        ``RevocationNotice`` tells the orchestrator.
+
+        Parameters
+        ----------
+        kind : str
+            The queue item's kind.
+        args : list
+            Its arguments.
+
+        Returns
+        -------
+        bool
+            False for a kind this transport does not enqueue.
+        """
         if kind != "notice":
             return False
         self._on_notice(*args)
@@ -124,6 +158,13 @@ class ProcessTransport:
 
     # -- effects --------------------------------------------------------------------------------------
     def launch(self, action: Launch) -> None:
+        """Register the instance with the IMDS emulator and start its segment on a pooled worker or a new process.
+
+        Parameters
+        ----------
+        action : spottune.orchestrator.Launch
+            The trial, market, max price (USD/hour), the step to resume and the target step.
+        """
         d = self.driver
         t = d.now_s()
         inst = d.market_instance(action, t, ProcessInstance, resume_step=action.resume_step)
@@ -142,13 +183,41 @@ class ProcessTransport:
         inst.stats.update(worker=inst.worker.name, warm=warm, spawn_wall_s=d.clock.wall_s())
 
     def command(self, inst: ProcessInstance, cmd: CheckpointCommand) -> None:
+        """Write ``cmd`` to the worker process's stdin.
+
+        Parameters
+        ----------
+        inst : ProcessInstance
+            The instance.
+        cmd : CheckpointCommand
+            The checkpoint to take.
+        """
         self.pool.command(inst.worker, cmd)
 
     def kill(self, inst: ProcessInstance) -> None:
+        """SIGKILL the worker process (if any) and wait until its output is read.
+
+        Parameters
+        ----------
+        inst : ProcessInstance
+            The instance.
+        """
         if inst.worker is not None:
             self.pool.stop(inst.worker)
 
     def recycle(self, inst: ProcessInstance) -> bool:
+        """At an hourly hop, give a saved standby worker back to the pool instead of killing it.
+
+        Parameters
+        ----------
+        inst : ProcessInstance
+            The instance.
+
+        Returns
+        -------
+        bool
+            True if the worker was kept.
+        """
         w = inst.worker
         if (w is not None and w.standby_mode and inst.phase is Phase.SAVED
                 and w.proc.poll() is None and w.owner is inst):
@@ -159,16 +228,51 @@ class ProcessTransport:
         return False
 
     def seen_notice(self, inst: ProcessInstance, report: Notice) -> None:
-        """The replay already sent ``RevocationNotice``: only when the worker saw it is noted."""
+        """The replay already sent ``RevocationNotice``: only when the worker saw it is noted.
+
+        Parameters
+        ----------
+        inst : ProcessInstance
+            The instance.
+        report : Notice
+            The worker's report (IMDS's action and time).
+        """
         inst.stats["notice_seen_s"] = self.driver.now_s()
 
     def ended(self, inst: ProcessInstance) -> None:
+        """Unregister the instance from the IMDS emulator.
+
+        Parameters
+        ----------
+        inst : ProcessInstance
+            The instance.
+        """
         self.imds.unregister(inst.instance_id)
 
     def next_instance_id(self) -> str:
+        """The driver's next sequential id.
+
+        Returns
+        -------
+        str
+        """
         return self.driver.sequential_id()
 
     def price_series(self, inst: ProcessInstance, end_s: float) -> Any:
+        """The replayed prices of the instance's market.
+
+        Parameters
+        ----------
+        inst : ProcessInstance
+            The instance.
+        end_s : float
+            Engine seconds of its end.
+
+        Returns
+        -------
+        spotmarket.prices.PriceSeries
+            USD per instance-hour.
+        """
         return self.driver.history[inst.market]
 
     # -- crash safety ---------------------------------------------------------------------------------
@@ -196,6 +300,11 @@ class ProcessTransport:
            ended by the user (reason ``restart``) and reported as ``LaunchFailed`` (still booting) or
            ``SegmentEnded(provider)``, so that the trial relaunches from its last checkpoint (the steps
            since are lost, and the orchestrator counts one interruption) (:meth:`reconcile`).
+
+        Parameters
+        ----------
+        records : list of dict
+            The killed run's journal (:func:`spottune.journal.read_journal`).
 
         Raises
         ------
@@ -230,6 +339,15 @@ class ProcessTransport:
                 d.post(LaunchFailed(time_s=d.now_s(), trial_id=inst.trial_id, error="orchestrator restarted"))
 
     def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
+        """Rebuild the instance of a journaled fulfilled launch (its worker died with the killed run).
+
+        Parameters
+        ----------
+        rec : dict
+            The journaled launch ``outcome``.
+        action : spottune.orchestrator.Launch
+            The launch it answered.
+        """
         from spottune.speed import seconds_per_step
 
         d = self.driver
@@ -242,10 +360,24 @@ class ProcessTransport:
             step=action.resume_step, saved_step=action.resume_step, resume_step=action.resume_step)
 
     def replay_refused(self, rec: dict[str, Any], action: Launch) -> None:
-        """A capacity refusal excluded its market (outside ``handle``): the replay excludes it again."""
+        """A capacity refusal excluded its market (outside ``handle``): the replay excludes it again.
+
+        Parameters
+        ----------
+        rec : dict
+            The journaled launch ``outcome`` (not fulfilled).
+        action : spottune.orchestrator.Launch
+            The launch it answered.
+        """
         if rec.get("cause") == Cause.REFUSED_CAPACITY:
             self.driver.inform(CapacityRefused(time_s=float(rec["time_s"]), market=action.market, reason=rec["cause"]))
 
     def replay_event(self, event: Any) -> None:
-        """Nothing to update: a replayed instance's notice and termination come from its launch record."""
+        """Nothing to update: a replayed instance's notice and termination come from its launch record.
+
+        Parameters
+        ----------
+        event : spottune.orchestrator.Event
+            The replayed event.
+        """
 

@@ -12,7 +12,7 @@ The **emulator** (:class:`ImdsEmulator`) is a small ``http.server`` in a daemon 
 127.0.0.1. One emulator serves many emulated instances, each under its own path prefix, so a worker
 is given ``--imds-url http://127.0.0.1:PORT/i-00001`` where a real one uses
 ``http://169.254.169.254``; the client code is the same. (moto's IMDS answers HTTP 500 for
-``spot/instance-action``, so it cannot stand in; ``DEPENDENCIES.md`` §2c.)
+``spot/instance-action``, so it cannot stand in.)
 """
 
 from __future__ import annotations
@@ -44,7 +44,15 @@ class ImdsUnauthorized(PermissionError):
 
 @dataclass(frozen=True, slots=True)
 class InstanceAction:
-    """A scheduled spot interruption: ``action`` (terminate, stop, hibernate) at ``time_utc`` (ISO-8601)."""
+    """A scheduled spot interruption: ``action`` (terminate, stop, hibernate) at ``time_utc`` (ISO-8601).
+
+    Parameters
+    ----------
+    action : str
+        ``terminate``, ``stop`` or ``hibernate``.
+    time_utc : str
+        ISO-8601, e.g. ``2015-05-05T10:02:00Z``.
+    """
 
     action: str
     time_utc: str
@@ -107,6 +115,16 @@ class ImdsClient:
     def get(self, path: str) -> str | None:
         """GET a metadata path; the body, or None on 404.
 
+        Parameters
+        ----------
+        path : str
+            Absolute path under the base URL, e.g. ``/latest/meta-data/spot/instance-action``.
+
+        Returns
+        -------
+        str or None
+            The body, or None on 404.
+
         Raises
         ------
         ImdsUnauthorized
@@ -135,6 +153,11 @@ class ImdsClient:
 
     def instance_action(self) -> InstanceAction | None:
         """The pending spot interruption, or None if none is scheduled.
+
+        Returns
+        -------
+        InstanceAction or None
+            The action and its time, or None.
 
         Raises
         ------
@@ -270,7 +293,13 @@ class ImdsEmulator:
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def start(self) -> "ImdsEmulator":
-        """Bind 127.0.0.1 on a free port and serve in a daemon thread."""
+        """Bind 127.0.0.1 on a free port and serve in a daemon thread.
+
+        Returns
+        -------
+        ImdsEmulator
+            Itself, serving (a second call does nothing).
+        """
         if self._server is None:
             self._server = _Server(("127.0.0.1", 0), _Handler)
             self._server.emulator = self
@@ -302,7 +331,27 @@ class ImdsEmulator:
 
     # -- instances ----------------------------------------------------------------------------------
     def register(self, instance_id: str, *, instance_type: str = "", availability_zone: str = "") -> str:
-        """Add an emulated instance; returns its IMDS base URL (``<url>/<instance_id>``)."""
+        """Add an emulated instance; returns its IMDS base URL (``<url>/<instance_id>``).
+
+        Parameters
+        ----------
+        instance_id : str
+            Non-empty, without ``/``.
+        instance_type : str, default ""
+            Answered at ``instance-type``.
+        availability_zone : str, default ""
+            Answered at ``placement/availability-zone``.
+
+        Returns
+        -------
+        str
+            The instance's IMDS base URL.
+
+        Raises
+        ------
+        ValueError
+            If ``instance_id`` is empty or holds a ``/``.
+        """
         if not instance_id or "/" in instance_id:
             raise ValueError(f"instance id {instance_id!r} must be non-empty and contain no '/'")
         with self._lock:
@@ -312,19 +361,43 @@ class ImdsEmulator:
 
     def notify(self, instance_id: str, *, time_s: float, action: str = "terminate") -> None:
         """Schedule an interruption: from now on ``spot/instance-action`` answers 200 with ``action``
-        at ``time_s`` (engine seconds since the epoch, UTC; shown as ISO-8601 ``...Z``)."""
+        at ``time_s`` (engine seconds since the epoch, UTC; shown as ISO-8601 ``...Z``).
+
+        Parameters
+        ----------
+        instance_id : str
+            A registered instance.
+        time_s : float
+            The interruption's time, engine seconds since the epoch (UTC).
+        action : {"terminate", "stop", "hibernate"}, default "terminate"
+            The action announced.
+        """
         stamp = datetime.fromtimestamp(float(time_s), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         with self._lock:
             self._instances[instance_id]["action"] = {"action": action, "time": stamp}
 
     def rebalance(self, instance_id: str, *, time_s: float) -> None:
         """Post a rebalance recommendation: ``events/recommendations/rebalance`` answers 200 with
-        ``{"noticeTime": ...}`` (``time_s``: engine seconds since the epoch, UTC) from now on."""
+        ``{"noticeTime": ...}`` (``time_s``: engine seconds since the epoch, UTC) from now on.
+
+        Parameters
+        ----------
+        instance_id : str
+            A registered instance.
+        time_s : float
+            The recommendation's time, engine seconds since the epoch (UTC).
+        """
         stamp = datetime.fromtimestamp(float(time_s), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         with self._lock:
             self._instances[instance_id]["rebalance"] = {"noticeTime": stamp}
 
     def unregister(self, instance_id: str) -> None:
-        """Forget an instance (its URL answers 404 afterwards)."""
+        """Forget an instance (its URL answers 404 afterwards).
+
+        Parameters
+        ----------
+        instance_id : str
+            The instance (unknown ids are ignored).
+        """
         with self._lock:
             self._instances.pop(instance_id, None)

@@ -73,6 +73,20 @@ class SegmentActor:
 
         ``storage_options`` (merged over ``--storage-options``) and ``checkpoint_key`` (hex; the actor
         process's ``$SPOTTUNE_CHECKPOINT_KEY``) arrive as method arguments, never on a command line.
+
+        Parameters
+        ----------
+        argv : sequence of str
+            The worker's arguments (:func:`spottune.backends.local.worker.parse_args`).
+        storage_options : mapping, optional
+            Secret storage options.
+        checkpoint_key : str, optional
+            The experiment's checkpoint key, hex.
+
+        Yields
+        ------
+        str
+            The node id (hex), then one JSON report line at a time.
         """
         import os
 
@@ -98,7 +112,18 @@ class SegmentActor:
             yield line
 
     def command(self, line: str) -> bool:
-        """Hand one command line to the worker loop (its stdin)."""
+        """Hand one command line to the worker loop (its stdin).
+
+        Parameters
+        ----------
+        line : str
+            A JSON command line (:mod:`spottune.backends.local._messages`).
+
+        Returns
+        -------
+        bool
+            Always True (a Ray call needs a result to wait on).
+        """
         self._stdin.q.put(line)
         return True
 
@@ -107,7 +132,13 @@ _REMOTE: Any = None
 
 
 def segment_actor() -> Any:
-    """``ray.remote(SegmentActor)`` with ``max_restarts=0`` and ``max_concurrency=2`` (built once)."""
+    """``ray.remote(SegmentActor)`` with ``max_restarts=0`` and ``max_concurrency=2`` (built once).
+
+    Returns
+    -------
+    ray.actor.ActorClass
+        The remote class; ``.options(...).remote()`` starts an actor.
+    """
     global _REMOTE
     if _REMOTE is None:
         import ray

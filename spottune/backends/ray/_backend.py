@@ -114,6 +114,11 @@ class RayBackend(Driver):
     def discover_markets(self) -> list[OfferedMarket]:
         """Connect to the cluster (unless this process already is) and read the markets it offers.
 
+        Returns
+        -------
+        list of OfferedMarket
+            The markets the cluster's spot nodes offer (instance type, zone).
+
         Raises
         ------
         BackendError
@@ -123,6 +128,11 @@ class RayBackend(Driver):
 
     def run(self) -> RunRecord:
         """Drive the orchestrator to the end on the Ray cluster (see the module docstring).
+
+        Returns
+        -------
+        spottune.backends.RunRecord
+            The run's record (:meth:`spottune.backends.Driver.run`).
 
         Raises
         ------
@@ -134,6 +144,11 @@ class RayBackend(Driver):
 
     def resume(self, records: list[dict[str, Any]]) -> None:
         """Not supported: a killed ray run cannot be continued (its actors died with their driver's job).
+
+        Parameters
+        ----------
+        records : list of dict
+            The killed run's journal (:func:`spottune.journal.read_journal`).
 
         Raises
         ------

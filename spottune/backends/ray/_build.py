@@ -19,6 +19,20 @@ __all__ = ["pool_markets", "ray_backend", "settings_from_spec"]
 def pool_markets(spec: Any, history: Any) -> tuple[list[Any], list[Any]]:
     """(markets of ``history`` the cluster offers, every market the cluster offers) for ``spec``.
 
+    Parameters
+    ----------
+    spec : ExperimentSpec
+        The experiment (its ``ray`` options: ``address``, ``log_to_driver``; ``prices``).
+    history : spotmarket.prices.PriceHistory
+        The price history.
+
+    Returns
+    -------
+    markets : list of Market
+        The pool: markets of the history the cluster offers, sorted.
+    offered : list of OfferedMarket
+        Every market the cluster offers.
+
     Raises
     ------
     spottune.errors.BackendError
@@ -40,7 +54,21 @@ def pool_markets(spec: Any, history: Any) -> tuple[list[Any], list[Any]]:
 
 
 def settings_from_spec(spec: Any, *, store_url: str, checkpoint_key: str | None = None) -> RaySettings:
-    """:class:`RaySettings` of ``spec`` (``spec.ray``, ``time_scale``, ``max_steps``, the store, the checkpoint key)."""
+    """:class:`RaySettings` of ``spec`` (``spec.ray``, ``time_scale``, ``max_steps``, the store, the checkpoint key).
+
+    Parameters
+    ----------
+    spec : ExperimentSpec
+        The experiment (its ``ray`` options).
+    store_url : str
+        The checkpoint store.
+    checkpoint_key : str, optional
+        The experiment's checkpoint key, hex.
+
+    Returns
+    -------
+    RaySettings
+    """
     r = dict(spec.ray)
     return RaySettings(store_url=store_url, storage_options=dict(spec.storage_options), time_scale=spec.time_scale,
                        checkpoint_key=checkpoint_key,
@@ -51,7 +79,36 @@ def settings_from_spec(spec: Any, *, store_url: str, checkpoint_key: str | None 
 def ray_backend(spec: Any, orchestrator: Any, billing: Any, trials: list, market: Any, start_s: float, *,
                 offered: list[Any], store_url: str, progress: Any = None, checkpoint_key: str | None = None) -> Any:
     """The :class:`RayBackend` of ``spec`` on the markets ``offered`` (:func:`pool_markets`), checkpointing to
-    ``store_url`` with the experiment's ``checkpoint_key`` (hex; default :class:`RaySettings`')."""
+    ``store_url`` with the experiment's ``checkpoint_key`` (hex; default :class:`RaySettings`').
+
+    Parameters
+    ----------
+    spec : ExperimentSpec
+        The experiment.
+    orchestrator : spottune.orchestrator.Orchestrator
+        The run's orchestrator.
+    billing : spotmarket.Billing
+        The billing rule.
+    trials : list of TrialSpec
+        The trials (config and seed per id).
+    market : MarketSetup
+        The replayed market (prices, instance facts).
+    start_s : float
+        Start, seconds since the epoch (UTC).
+    offered : list of OfferedMarket
+        The cluster's markets (:func:`pool_markets`).
+    store_url : str
+        The checkpoint store.
+    progress : callable, optional
+        The progress callback (:data:`spottune.backends.Progress`).
+    checkpoint_key : str, optional
+        The experiment's checkpoint key, hex.
+
+    Returns
+    -------
+    RayBackend
+        Not started.
+    """
     from spottune.backends.ray._backend import RayBackend
 
     settings = settings_from_spec(spec, store_url=store_url, checkpoint_key=checkpoint_key)

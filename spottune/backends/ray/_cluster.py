@@ -38,6 +38,11 @@ MISSING_RAY = "backend ray needs Ray: pip install 'spottune[ray]'"
 def import_ray() -> Any:
     """The ``ray`` module.
 
+    Returns
+    -------
+    module
+        ``ray``.
+
     Raises
     ------
     BackendError
@@ -52,6 +57,18 @@ def import_ray() -> Any:
 
 def connect(address: str = "auto", *, log_to_driver: bool = False) -> Any:
     """Connect this process to the Ray cluster at ``address`` (unless it already is); returns ``ray``.
+
+    Parameters
+    ----------
+    address : str, default "auto"
+        As :func:`ray.init`'s (``auto``: the local cluster, else ``ray://host:port`` or ``host:port``).
+    log_to_driver : bool, default False
+        Forward the workers' output to this process.
+
+    Returns
+    -------
+    module
+        ``ray``, connected.
 
     Raises
     ------
@@ -70,7 +87,20 @@ def connect(address: str = "auto", *, log_to_driver: bool = False) -> Any:
 
 
 def market_resource(instance_type: str, availability_zone: str) -> str:
-    """The custom resource of a market: ``market:<instance type>/<zone>``."""
+    """The custom resource of a market: ``market:<instance type>/<zone>``.
+
+    Parameters
+    ----------
+    instance_type : str
+        E.g. ``m5.large``.
+    availability_zone : str
+        E.g. ``us-east-1a``.
+
+    Returns
+    -------
+    str
+        The resource name.
+    """
     return f"{RESOURCE_PREFIX}{instance_type}/{availability_zone}"
 
 
@@ -80,6 +110,17 @@ class OfferedMarket:
 
     ``by`` is ``resource`` (a node has the custom resource :func:`market_resource`) or ``labels`` (a node
     has the three labels); ``nodes`` is the number of live nodes offering it.
+
+    Parameters
+    ----------
+    instance_type : str
+        E.g. ``m5.large``.
+    availability_zone : str
+        E.g. ``us-east-1a``.
+    by : {"resource", "labels"}
+        How its nodes offer it.
+    nodes : int
+        Live nodes offering it.
     """
 
     instance_type: str
@@ -94,7 +135,18 @@ class OfferedMarket:
 
 
 def node_markets(node: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """(instance type, zone, by) of every market one ``ray.nodes()`` entry offers."""
+    """(instance type, zone, by) of every market one ``ray.nodes()`` entry offers.
+
+    Parameters
+    ----------
+    node : mapping
+        One entry of ``ray.nodes()`` (its ``Resources`` and ``Labels``).
+
+    Returns
+    -------
+    list of tuple of (str, str, str)
+        ``by`` is ``resource`` or ``labels``; a market offered both ways is listed once, by resource.
+    """
     out = []
     for name in node.get("Resources", {}) or {}:
         if name.startswith(RESOURCE_PREFIX) and "/" in name:
@@ -114,6 +166,16 @@ def offered_markets(nodes: Iterable[Mapping[str, Any]]) -> list[OfferedMarket]:
     """The spot markets the live nodes of ``nodes`` (``ray.nodes()``) offer, sorted by (type, zone).
 
     A market offered both ways is placed by its resource.
+
+    Parameters
+    ----------
+    nodes : iterable of mapping
+        ``ray.nodes()``; dead nodes are skipped.
+
+    Returns
+    -------
+    list of OfferedMarket
+        Sorted by (instance type, zone). ``nodes`` counts the live nodes offering each.
     """
     found: dict[tuple[str, str], list[str]] = {}
     for node in nodes:
@@ -126,7 +188,18 @@ def offered_markets(nodes: Iterable[Mapping[str, Any]]) -> list[OfferedMarket]:
 
 
 def placement(market: OfferedMarket) -> dict[str, Any]:
-    """Actor options that pin a segment to a node of ``market``."""
+    """Actor options that pin a segment to a node of ``market``.
+
+    Parameters
+    ----------
+    market : OfferedMarket
+        A market the cluster offers.
+
+    Returns
+    -------
+    dict
+        ``resources`` (one unit of the market's resource) or ``label_selector`` (the three labels).
+    """
     if market.by == "resource":
         return {"resources": {market_resource(market.instance_type, market.availability_zone): 1}}
     return {"label_selector": {LABEL_MARKET_TYPE: "spot", LABEL_ZONE: market.availability_zone,
@@ -138,6 +211,16 @@ def configured_markets(config: Any) -> list[OfferedMarket]:
 
     A node type (``node_group_configs``) whose resources name a market and whose ``max_count`` is not 0
     offers it even while none of its nodes runs (the autoscaler starts one when a segment asks for it).
+
+    Parameters
+    ----------
+    config : autoscaler_pb2.ClusterConfig or None
+        The autoscaler's configuration from the GCS.
+
+    Returns
+    -------
+    list of OfferedMarket
+        Sorted by (instance type, zone). ``nodes`` is 0.
     """
     if config is None:
         return []
@@ -158,6 +241,11 @@ def cluster_markets() -> list[OfferedMarket]:
     autoscaler's node types' (:func:`configured_markets`, from the GCS), sorted by (type, zone).
 
     A market offered by resource anywhere is placed by its resource.
+
+    Returns
+    -------
+    list of OfferedMarket
+        Sorted by (instance type, zone).
     """
     import ray
     from ray._private import state
@@ -179,6 +267,11 @@ def draining_nodes() -> dict[str, int]:
 
     Ray's ``ray._private.state.state.get_draining_nodes`` (a GCS call; private API of Ray 2.60, the
     one this project pins).
+
+    Returns
+    -------
+    dict of str to int
+        Empty when no node is draining.
     """
     from ray._private import state
 

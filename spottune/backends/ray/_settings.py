@@ -86,5 +86,16 @@ class RaySettings:
     checkpoint_key: str | None = None
 
     def wall(self, engine_s: float) -> float:
-        """Wall seconds of ``engine_s`` engine seconds."""
+        """Wall seconds of ``engine_s`` engine seconds.
+
+        Parameters
+        ----------
+        engine_s : float
+            A duration in engine seconds.
+
+        Returns
+        -------
+        float
+            ``engine_s / time_scale``.
+        """
         return float(engine_s) / self.time_scale

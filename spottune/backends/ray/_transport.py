@@ -120,12 +120,24 @@ class RayActorTransport:
         self._threads: list[threading.Thread] = []
 
     def bind(self, driver: WorkerDriver) -> None:
+        """Keep the driver; the price history's end bounds the run.
+
+        Parameters
+        ----------
+        driver : WorkerDriver
+            The driver.
+        """
         self.driver = driver
         self.end_s = float(driver.history.end_s) if driver.history is not None else None
 
     # -- the run --------------------------------------------------------------------------------------
     def discover_markets(self) -> list[OfferedMarket]:
         """Connect to the cluster (unless this process already is) and read the markets it offers.
+
+        Returns
+        -------
+        list of OfferedMarket
+            Sorted by (instance type, zone).
 
         Raises
         ------
@@ -177,6 +189,21 @@ class RayActorTransport:
         self._bill_nodes()
 
     def handle(self, kind: str, args: list[Any]) -> bool:
+        """A queue item of the actors or the cluster (``placed``, ``died``, ``lost``, ``drain``, ``node_up``,
+        ``node_dead``).
+
+        Parameters
+        ----------
+        kind : str
+            The queue item's kind.
+        args : list
+            Its arguments.
+
+        Returns
+        -------
+        bool
+            False for a kind this transport does not enqueue.
+        """
         handler = {"placed": self._on_placed, "died": self._on_died, "lost": self._on_lost, "drain": self._on_drain,
                    "node_up": self._on_node_up, "node_dead": self._on_node_dead}.get(kind)
         if handler is None:
@@ -244,7 +271,15 @@ class RayActorTransport:
     def seen_notice(self, inst: ActorInstance, report: Notice) -> None:
         """The segment saw the spot notice on its node's IMDS (``ray.imds_url``; it checkpoints on its own):
         ``RevocationNotice`` with IMDS's deadline, as on the aws backend (a real cluster's autoscaler may not
-        drain a node the cloud reclaims)."""
+        drain a node the cloud reclaims).
+
+        Parameters
+        ----------
+        inst : ActorInstance
+            The instance.
+        report : Notice
+            The worker's report (IMDS's action and time).
+        """
         self.driver.notice_from_worker(inst, report)
         if inst.notified and not inst.reason:
             inst.reason = PREEMPTED
@@ -260,6 +295,13 @@ class RayActorTransport:
 
     # -- effects --------------------------------------------------------------------------------------
     def launch(self, action: Launch) -> None:
+        """Start the segment's actor on a node of the market (refused at once if the cluster offers none).
+
+        Parameters
+        ----------
+        action : spottune.orchestrator.Launch
+            The trial, market, max price (USD/hour), the step to resume and the target step.
+        """
         s, d = self.settings, self.driver
         t = d.now_s()
         m = action.market
@@ -366,7 +408,15 @@ class RayActorTransport:
         self.driver.provider_ended(inst)
 
     def command(self, inst: ActorInstance, cmd: CheckpointCommand) -> None:
-        """The command goes to the actor's second concurrency slot (its worker loop's stdin)."""
+        """The command goes to the actor's second concurrency slot (its worker loop's stdin).
+
+        Parameters
+        ----------
+        inst : ActorInstance
+            The instance.
+        cmd : CheckpointCommand
+            The checkpoint to take.
+        """
         if inst.actor is not None and not inst.killed:
             inst.actor.command.remote(encode(cmd))
 
@@ -379,16 +429,46 @@ class RayActorTransport:
                 pass
 
     def kill(self, inst: ActorInstance) -> None:
+        """``ray.kill`` the instance's actor.
+
+        Parameters
+        ----------
+        inst : ActorInstance
+            The instance.
+        """
         self._kill_actor(inst)
 
     def recycle(self, inst: ActorInstance) -> bool:
-        """An actor is never reused for another segment."""
+        """An actor is never reused for another segment.
+
+        Parameters
+        ----------
+        inst : ActorInstance
+            The instance.
+
+        Returns
+        -------
+        bool
+            True if the worker was kept.
+        """
         return False
 
     def ended(self, inst: ActorInstance) -> None:
-        """Nothing kept: the actor is killed or died with its node."""
+        """Nothing kept: the actor is killed or died with its node.
+
+        Parameters
+        ----------
+        inst : ActorInstance
+            The instance.
+        """
 
     def next_instance_id(self) -> str:
+        """The driver's next sequential id.
+
+        Returns
+        -------
+        str
+        """
         return self.driver.sequential_id()
 
     # -- prices and node time ------------------------------------------------------------------------------
@@ -405,6 +485,20 @@ class RayActorTransport:
         return history[market]
 
     def price_series(self, inst: ActorInstance, end_s: float) -> Any:
+        """The prices of the instance's market.
+
+        Parameters
+        ----------
+        inst : ActorInstance
+            The instance.
+        end_s : float
+            Engine seconds of its end.
+
+        Returns
+        -------
+        spotmarket.prices.PriceSeries
+            USD per instance-hour.
+        """
         return self._series(inst.market)
 
     def _bill_nodes(self) -> None:
@@ -439,6 +533,11 @@ class RayActorTransport:
     def resume(self, records: list[dict[str, Any]]) -> None:
         """Not supported: a killed ray run cannot be continued (its actors died with their driver's job).
 
+        Parameters
+        ----------
+        records : list of dict
+            The killed run's journal (:func:`spottune.journal.read_journal`).
+
         Raises
         ------
         BackendError
@@ -450,10 +549,32 @@ class RayActorTransport:
         """Never called: :meth:`resume` refuses."""
 
     def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
-        """Never called: :meth:`resume` refuses."""
+        """Never called: :meth:`resume` refuses.
+
+        Parameters
+        ----------
+        rec : dict
+            The journaled launch ``outcome``.
+        action : spottune.orchestrator.Launch
+            The launch it answered.
+        """
 
     def replay_refused(self, rec: dict[str, Any], action: Launch) -> None:
-        """Never called: :meth:`resume` refuses."""
+        """Never called: :meth:`resume` refuses.
+
+        Parameters
+        ----------
+        rec : dict
+            The journaled launch ``outcome`` (not fulfilled).
+        action : spottune.orchestrator.Launch
+            The launch it answered.
+        """
 
     def replay_event(self, event: Any) -> None:
-        """Never called: :meth:`resume` refuses."""
+        """Never called: :meth:`resume` refuses.
+
+        Parameters
+        ----------
+        event : spottune.orchestrator.Event
+            The replayed event.
+        """

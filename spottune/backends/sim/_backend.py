@@ -1,6 +1,7 @@
 """The simulator backend: a discrete-event loop (heapq) on a virtual clock over a spot price replay.
 
-Effects and their timing ([I] decisions, spec §1.9; documented in ``docs/design/decisions.md``, "Orchestrator"):
+Effects and their timing ([I] decisions on the paper's simulation, §IV; documented in ``docs/design/decisions.md``,
+"Orchestrator"):
 
 - **Launch** at t in market m with max price b: the injected revocation model (legacy bid rule or
   modern hazard model, ``spotmarket``) says whether it is fulfilled and when the notice and the
@@ -134,6 +135,12 @@ class SimBackend(ReplayDriver):
         then to go on appending. Training is not repeated: the journaled ``MetricReported`` metrics are
         preloaded into the curves (:meth:`TrainableCurves.preload`); missed events need no delivery (the
         virtual clock stood still while the process was down).
+
+        Parameters
+        ----------
+        records : list of dict
+            The killed run's journal (:func:`spottune.journal.read_journal`); the driver's :attr:`journal`
+            replays it.
         """
         preload = getattr(self.curves, "preload", None)
         if preload is None:

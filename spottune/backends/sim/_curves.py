@@ -4,7 +4,7 @@ Both answer ``metrics(trial_id, step)`` for step k >= 1. :class:`TrainableCurves
 :class:`~spottune.trainable.Trainable` forward lazily and caches every step's metrics; a step replayed
 after a rollback (lost segment) returns the cached value without training again. That is exact because
 the trainable API guarantees that a resumed trial produces the same curve as an uninterrupted one (the
-"no work lost" test of the trainable/worker, issue 6); the simulator therefore never writes real
+"no work lost" test of the trainable/worker); the simulator therefore never writes real
 checkpoint files, it only charges their simulated duration.
 """
 
@@ -44,7 +44,25 @@ class TrainableCurves:
         return self._live[trial_id]
 
     def attribute(self, name: str, default: float) -> float:
-        """A class attribute of the workload (``reference_seconds_per_step``, ``checkpoint_size_mb``)."""
+        """A class attribute of the workload (``reference_seconds_per_step``, ``checkpoint_size_mb``).
+
+        Parameters
+        ----------
+        name : str
+            The attribute.
+        default : float
+            Returned when the workload does not set it.
+
+        Returns
+        -------
+        float
+            Seconds per step on the reference instance, or MB.
+
+        Raises
+        ------
+        ConfigError
+            If the workload's ``setup`` raised.
+        """
         first = next(iter(self._factories))
         if self._probe is None:
             try:
@@ -56,7 +74,25 @@ class TrainableCurves:
         return float(getattr(self._probe, name, default))
 
     def metrics(self, trial_id: str, step: int) -> dict[str, float]:
-        """Metrics after ``step`` steps (1-based). Raises :class:`TrialFailure` if the trainable raised."""
+        """Metrics after ``step`` steps (1-based). Raises :class:`TrialFailure` if the trainable raised.
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial.
+        step : int
+            Steps done, >= 1.
+
+        Returns
+        -------
+        dict of str to float
+            What ``Trainable.step`` returned at that step.
+
+        Raises
+        ------
+        TrialFailure
+            If the trainable raised (the run turns it into a ``SegmentFailed``).
+        """
         cache = self._cache[trial_id]
         try:
             while len(cache) < step:
@@ -67,7 +103,18 @@ class TrainableCurves:
         return cache[step - 1]
 
     def curve(self, trial_id: str) -> list[dict[str, float]]:
-        """Every step computed so far for the trial."""
+        """Every step computed so far for the trial.
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial.
+
+        Returns
+        -------
+        list of dict of str to float
+            One metrics dict per step, step 1 first.
+        """
         return list(self._cache[trial_id])
 
     def preload(self, trial_id: str, metrics: list[dict[str, float]]) -> None:
@@ -75,6 +122,13 @@ class TrainableCurves:
 
         The trial's trainable is rebuilt and brought forward through these steps only when a later
         step is asked for (the trainable API's resume guarantee makes that exact).
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial.
+        metrics : list of dict of str to float
+            The journaled metrics of steps 1, 2, ... in order.
         """
         if len(metrics) > len(self._cache[trial_id]):
             self._cache[trial_id] = [dict(m) for m in metrics]
@@ -99,13 +153,58 @@ class RecordedCurves:
                        "checkpoint_size_mb": float(checkpoint_size_mb)}
 
     def attribute(self, name: str, default: float) -> float:
+        """A workload attribute recorded with the curves (``reference_seconds_per_step``, ``checkpoint_size_mb``).
+
+        Parameters
+        ----------
+        name : str
+            The attribute.
+        default : float
+            Returned when the workload does not set it.
+
+        Returns
+        -------
+        float
+            Seconds per step on the reference instance, or MB.
+        """
         return self._attrs.get(name, default)
 
     def metrics(self, trial_id: str, step: int) -> dict[str, float]:
+        """Metrics after ``step`` steps (1-based), as recorded.
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial.
+        step : int
+            Steps done, >= 1.
+
+        Returns
+        -------
+        dict of str to float
+            What ``Trainable.step`` returned at that step.
+
+        Raises
+        ------
+        ConfigError
+            If the recorded curve has fewer than ``step`` steps.
+        """
         curve = self._curves[trial_id]
         if not 1 <= step <= len(curve):
             raise ConfigError(f"trial {trial_id}: the recorded curve has {len(curve)} steps, step {step} was asked")
         return dict(curve[step - 1])
 
     def curve(self, trial_id: str) -> list[dict[str, float]]:
+        """The trial's whole recorded curve.
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial.
+
+        Returns
+        -------
+        list of dict of str to float
+            One metrics dict per step, step 1 first.
+        """
         return list(self._curves[trial_id])

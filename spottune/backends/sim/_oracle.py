@@ -89,7 +89,24 @@ class NeverRevoked:
 
     def revocation(self, market: Market, launch_s: float, *, instance_id: str,
                    max_price_usd_per_hour: float | None = None) -> Revocation:
-        """A fulfilled launch with ``notice_s = termination_s = inf`` (cause ``none``)."""
+        """A fulfilled launch with ``notice_s = termination_s = inf`` (cause ``none``).
+
+        Parameters
+        ----------
+        market : spotmarket.prices.Market
+            The launch's market.
+        launch_s : float
+            Launch time, seconds since the epoch (UTC).
+        instance_id : str
+            The instance.
+        max_price_usd_per_hour : float, optional
+            Ignored (nothing revokes the instance).
+
+        Returns
+        -------
+        spotmarket.Revocation
+            Never revoked.
+        """
         return Revocation(market=market, instance_id=instance_id, launch_s=float(launch_s), cause=Cause.NONE,
                           notice_s=math.inf, termination_s=math.inf)
 
@@ -112,7 +129,18 @@ class OnDemandBilling:
         return "OnDemandBilling()"
 
     def flat_series(self, series: PriceSeries) -> PriceSeries:
-        """The market's on-demand price as a constant series over the spot series' span."""
+        """The market's on-demand price as a constant series over the spot series' span.
+
+        Parameters
+        ----------
+        series : spotmarket.prices.PriceSeries
+            The market's spot prices.
+
+        Returns
+        -------
+        spotmarket.prices.PriceSeries
+            One record at the on-demand price, USD per instance-hour (cached per market).
+        """
         m = series.market
         if m not in self._series:
             price = float(self.catalog.on_demand_usd_per_hour(m.instance_type, m.region))
@@ -120,5 +148,22 @@ class OnDemandBilling:
         return self._series[m]
 
     def bill(self, series: PriceSeries, start_s: float, end_s: float, ended_by: str, **kwargs: Any) -> Any:
-        """Ledger row of one run at the on-demand price (see :meth:`spotmarket.Billing.bill`)."""
+        """Ledger row of one run at the on-demand price (see :meth:`spotmarket.Billing.bill`).
+
+        Parameters
+        ----------
+        series : spotmarket.prices.PriceSeries
+            The market's spot prices (only their market and span are used).
+        start_s, end_s : float
+            The run, seconds since the epoch (UTC).
+        ended_by : str
+            ``provider`` or ``user``.
+        **kwargs
+            As in :meth:`spotmarket.Billing.bill`.
+
+        Returns
+        -------
+        spotmarket.LedgerRow
+            The run billed per second at the on-demand price (USD/hour), no refund.
+        """
         return self._billing.bill(self.flat_series(series), start_s, end_s, ended_by, **kwargs)
