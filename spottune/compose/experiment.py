@@ -148,7 +148,7 @@ def check_supported(spec: ExperimentSpec) -> None:
         raise ConfigError(f"backend is {spec.backend!r}, but this build runs only sim, local, aws and ray")
     if spec.backend == "aws" and not spec.aws.get("bucket"):
         raise ConfigError("backend aws needs aws.bucket (an S3 bucket for checkpoints and control objects; "
-                          "docs/aws.md)")
+                          "docs/guide/aws.md)")
     if spec.executes_plan and spec.backend != "sim":
         raise ConfigError("--deadline with --budget-usd executes a plan on the sim backend only; use "
                           "--deadline-mode guard")
