@@ -8,6 +8,10 @@ Options use Ray Tune's vocabulary where it exists (``metric``, ``mode``, ``max_s
 (16 configurations) on every market of the ``us-east-1_2015`` trace (5 types x 3 zones = 15), θ = 0.7,
 top-3, the simulator in the legacy (2017 bid) market mode.
 
+Every field is checked when the spec is built (a pydantic model of the fields' types, bounds and cross-field
+rules; the ``aws`` and ``ray`` mappings against the fields of :class:`AwsOptions` and :class:`RayOptions`, which
+the backends' settings extend); an invalid value raises :class:`~spottune.errors.ConfigError` with one line naming the option, the value and the rule.
+
 Fields left as None that the workload knows (``metric``, ``mode``, ``max_steps``, ``search_space``,
 ``num_samples``) are filled from it at construction, and re-derived if an override changes the
 workload.
@@ -30,15 +34,18 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import pandas as pd
 import yaml
+from provisioner import DEFAULT_EXCLUSION_S
+from pydantic import (AfterValidator, AllowInfNan, BaseModel, BeforeValidator, ConfigDict, Field, Strict,
+                      ValidationError, ValidationInfo, create_model, field_validator)
 
 from spottune.speed import DEFAULT_BOOT_S
 from spottune.errors import ConfigError
@@ -47,7 +54,7 @@ from spottune.search_space import count_configs, generate_configs, has_domain, p
 from spottune.trainable import Trainable, trial_seed
 from spottune.workloads import Workload, get_workload
 
-__all__ = ["BACKENDS", "BILLING", "DEADLINE_MODES", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "PREDICTOR_KINDS", "EVALUATION_ONLY_PREDICTORS", "SPEED_MODELS", "RAY_KEYS", "DEFAULT_STOPPER", "STOPPERS", "BARRIER_STOPPERS", "ExperimentSpec",
+__all__ = ["AWS_KEYS", "AwsOptions", "RAY_KEYS", "RayOptions", "BACKENDS", "BILLING", "DEADLINE_MODES", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "PREDICTOR_KINDS", "EVALUATION_ONLY_PREDICTORS", "SPEED_MODELS", "DEFAULT_STOPPER", "STOPPERS", "BARRIER_STOPPERS", "ExperimentSpec",
            "TrialSpec"]
 
 BACKENDS = ("sim", "local", "aws", "ray")
@@ -103,14 +110,6 @@ MAX_TRIALS = 10_000
 MAX_BOOT_S = 3600.0
 #: Slowest local, ray or aws time scale, simulated seconds per wall-clock second (1 is real time).
 MIN_TIME_SCALE = 1.0
-#: Keys of ``ExperimentSpec.aws`` (fields of :class:`spottune.backends.aws.AwsSettings`, plus ``live_prices``).
-AWS_KEYS = ("bucket", "image", "ami", "instance_profile", "region", "experiment", "subnets", "security_groups",
-            "prefix", "endpoint_url", "live_prices", "lease_s", "lease_save_s", "linger_s", "exclusion_s", "describe_every_s")
-
-#: Keys of ``ExperimentSpec.ray`` (fields of :class:`spottune.backends.ray.RaySettings`; docs/guide/ray.md).
-RAY_KEYS = ("address", "prices", "imds_url", "poll_s", "watch_s", "notice_s", "lost_after_s", "num_cpus",
-            "log_to_driver")
-
 #: ``storage_path`` URL schemes the checkpoint store reads ("" is a plain folder).
 STORAGE_SCHEMES = ("", "file", "s3", "s3a", "memory")
 _FROM_WORKLOAD = ("metric", "mode", "max_steps", "search_space", "num_samples")
@@ -231,8 +230,404 @@ def check_predictive_rungs(options: Mapping[str, Any] | None, theta: float, max_
                           "the θ barrier would stop nothing)")
 
 
-def _is_real(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+# -- the aws and ray options ----------------------------------------------------------------------------------------
+# Field types below are checked as annotated (pydantic): a value of another type is refused in one line naming the
+# key, the value and the type in words (:func:`_option_rule`), or a field's own ``_Rule``.
+
+
+class _Refused(ValueError):
+    """A validator's refusal of a field's value under ``rule`` (the field's own rule when None); the message shows
+    ``value`` when given (a normalised form), else the value given."""
+
+    def __init__(self, rule: str | None = None, *, value: Any = None):
+        super().__init__(rule or "refused")
+        self.rule, self.value = rule, value
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """``Annotated`` metadata of a field: what its value must be, as the refusal message says it."""
+
+    text: str
+
+
+def _real_only(value: Any) -> Any:
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool)):  # no str, Fraction, Decimal, numpy int
+        raise _Refused()
+    return value
+
+
+def _name_or_int(value: Any) -> Any:
+    return str(value) if _is_int(value) else value  # YAML reads a numeric name (a bucket, an experiment) as an int
+
+
+def _one_slash(key: str) -> str:
+    if key.count("/") != 1:
+        raise _Refused()
+    return key
+
+
+#: A finite int or float (not bool), as a float.
+_Real = Annotated[float, BeforeValidator(_real_only), Strict(), AllowInfNan(False)]
+#: An int (not bool).
+_Int = Annotated[int, Strict()]
+#: A non-empty str.
+_Name = Annotated[str, Strict(), Field(min_length=1)]
+#: A str; an int is taken as its digits.
+_Text = Annotated[str, BeforeValidator(_name_or_int), Strict()]
+#: A bool (not 0 or 1, not "yes").
+_Flag = Annotated[bool, Strict()]
+
+
+@dataclass(slots=True, kw_only=True)
+class AwsOptions:
+    """The keys of an experiment spec's ``aws`` mapping (:data:`AWS_KEYS`), their types and the AWS backend's
+    defaults; :class:`spottune.backends.aws.AwsSettings` is these plus what the driver sets. A spec holds only the
+    keys it is given, each checked against the field's type (a string may be given as an integer).
+
+    Parameters
+    ----------
+    bucket : str
+        S3 bucket of the control objects (segments, commands, the lease); required by ``backend: aws``.
+    image : str, default "spottune-worker:latest"
+        Worker image URI (ECR) the user data runs (``docker run --network host IMAGE``).
+    ami : str, default "ami-12c6146b"
+        Host AMI with Docker (e.g. the ECS-optimized Amazon Linux 2023 AMI of the region).
+    instance_profile : str, default "spottune-worker"
+        Name (or ARN) of the instance profile the workers run as (S3, SQS; docs/guide/aws.md).
+    region : str, default "us-east-1"
+    experiment : str
+        The experiment's name: the value of the ``spottune:experiment`` tag of every instance, the SQS
+        queue name (``spottune-<experiment>.fifo``) and the S3 folder of its control objects. A spec that leaves
+        it out gets the output folder's name.
+    subnets : mapping zone -> subnet id, default {}
+        Subnet per availability zone (default VPC when absent).
+    security_groups : sequence of str, default ()
+    prefix : str, default "spottune"
+        S3 key prefix of the control objects.
+    endpoint_url : str, optional
+        AWS endpoint (a moto server in tests); None: the real AWS endpoints.
+    live_prices : bool, default True
+        Price the run from the EC2 API's recent spot prices, starting now; false replays the spec's ``prices``
+        from its start (a test endpoint seeded with that trace).
+    lease_s : float, default 600.0
+        Engine seconds an agent waits after the last renewal of the orchestrator's lease before it shuts
+        its instance down (the dead-man switch); the lease is renewed every ``lease_s / 4``.
+    lease_save_s : float, default 60.0
+        Engine seconds an agent that found the lease stale waits for the checkpoint it asks its worker for,
+        before it shuts the instance down anyway.
+    linger_s : float, default 600.0
+        Engine seconds an agent whose worker has exited waits to be terminated (by us after a hop, by the
+        provider after a notice) before it shuts the instance down itself.
+    exclusion_s : float, default 1800.0
+        Engine seconds a market that refused a launch for capacity stays out of the choice.
+    describe_every_s : float, default 15.0
+        Engine seconds between ``describe_instances`` calls (who ended which instance).
+    """
+
+    bucket: _Text
+    image: _Text = "spottune-worker:latest"
+    ami: _Text = "ami-12c6146b"
+    instance_profile: _Text = "spottune-worker"
+    region: _Text = "us-east-1"
+    experiment: _Text
+    subnets: Mapping[_Text, _Text] = field(default_factory=dict)
+    security_groups: Sequence[_Text] = ()
+    prefix: _Text = "spottune"
+    endpoint_url: _Text | None = None
+    live_prices: _Flag = True
+    lease_s: _Real = 600.0
+    lease_save_s: _Real = 60.0
+    linger_s: _Real = 600.0
+    exclusion_s: _Real = DEFAULT_EXCLUSION_S
+    describe_every_s: _Real = 15.0
+
+
+@dataclass(slots=True, kw_only=True)
+class RayOptions:
+    """The keys of an experiment spec's ``ray`` mapping (:data:`RAY_KEYS`), their types and the Ray backend's
+    defaults; :class:`spottune.backends.ray.RaySettings` is these plus what the driver sets. A spec holds only the
+    keys it is given, each checked against the field's type and rule.
+
+    Parameters
+    ----------
+    address : str, default "auto"
+        Ray cluster address for ``ray.init``: ``auto`` (the cluster this machine belongs to, ``ray start``),
+        ``HOST:PORT`` of the head's GCS, or ``ray://HOST:10001`` (Ray Client). Ignored when this process is
+        already connected (``ray.is_initialized()``).
+    prices : mapping market -> float, default {}
+        A price table, USD per instance-hour (>= 0), keyed ``"<instance type>/<zone>"`` (e.g.
+        ``{"m5.large/us-east-1a": 0.035}``); a market in it is billed at that constant price instead of
+        the replayed price history.
+    imds_url : str, default "none"
+        IMDS root a segment polls for the spot interruption notice (``http://169.254.169.254`` on EC2
+        nodes); ``none``: no polling (a laptop, or any cluster whose nodes are not EC2 instances).
+    poll_s : float, default 5.0
+        Engine seconds between a segment's IMDS polls (AWS recommends 5 s).
+    watch_s : float, default 1.0
+        Engine seconds between two looks at the cluster's nodes (draining, dead); the wall interval is
+        ``watch_s / time_scale`` but never below 0.05 s.
+    notice_s : float, default 120.0
+        Engine seconds between a drain without deadline and the node's end, assumed for the deadline of
+        the ``RevocationNotice`` (AWS gives two minutes).
+    lost_after_s : float, default 60.0
+        Wall seconds an actor may stay unreachable (``ActorUnavailableError``) while its node is still
+        alive in the GCS before the segment is failed (a node lost without a drain is marked dead by
+        the GCS's health checks, about 15 s with Ray's defaults).
+    num_cpus : float, default 0.0
+        CPUs each segment actor reserves besides its market (0: the market resource alone limits how
+        many segments share a node).
+    log_to_driver : bool, default False
+        Forward the actors' stdout and stderr to this process (Ray's ``log_to_driver``); they are always
+        in the nodes' Ray logs (``/tmp/ray/session_latest/logs``).
+    """
+
+    address: Annotated[_Name, _Rule("'auto', HOST:PORT or ray://HOST:PORT")] = "auto"
+    prices: Annotated[Mapping[Annotated[str, Strict(), AfterValidator(_one_slash)], Annotated[_Real, Field(ge=0)]],
+                      _Rule("a mapping '<instance type>/<zone>' -> USD per instance-hour >= 0")] = field(
+        default_factory=dict)
+    imds_url: _Text = "none"
+    poll_s: _Real = 5.0
+    watch_s: _Real = 1.0
+    notice_s: _Real = 120.0
+    lost_after_s: _Real = 60.0
+    num_cpus: _Real = 0.0
+    log_to_driver: _Flag = False
+
+
+#: Keys of ``ExperimentSpec.aws``: the fields of :class:`AwsOptions`.
+AWS_KEYS = tuple(f.name for f in dataclasses.fields(AwsOptions))
+#: Keys of ``ExperimentSpec.ray``: the fields of :class:`RayOptions` (docs/guide/ray.md).
+RAY_KEYS = tuple(f.name for f in dataclasses.fields(RayOptions))
+
+
+def _option_rule(tp: Any, *, plural: bool = False) -> str:
+    """What a value of the annotation ``tp`` must be, in words (``plural``: what its items must be)."""
+    origin, args = get_origin(tp), get_args(tp)
+    if origin is Annotated:
+        return _option_rule(args[0], plural=plural)
+    if origin in (Union, UnionType):
+        return " or ".join(_option_rule(a, plural=plural) for a in args)
+    if origin is not None and isinstance(origin, type) and issubclass(origin, Mapping):
+        return (f"{'mappings' if plural else 'a mapping'} of {_option_rule(args[0], plural=True)} to "
+                f"{_option_rule(args[1], plural=True)}")
+    if origin is not None and isinstance(origin, type) and issubclass(origin, Sequence):
+        return f"{'lists' if plural else 'a list'} of {_option_rule(args[0], plural=True)}"
+    words = {str: ("a string", "strings"), float: ("a finite number", "finite numbers"),
+             int: ("an integer", "integers"), bool: ("true or false", "true or false"), type(None): ("None", "None")}
+    return words.get(tp, (str(tp), str(tp)))[plural]
+
+
+def _options_model(options: type) -> type[BaseModel]:
+    """The pydantic model of a spec mapping whose keys are the fields of the dataclass ``options``: each of the
+    field's annotated type, with its ``_Rule`` or its type in words (:func:`_option_rule`) as the rule; no other
+    key. Every key is optional here (a backend that needs one says so when it is built)."""
+    fields: dict[str, Any] = {}
+    for name, tp in get_type_hints(options, include_extras=True).items():
+        rules = [m for m in getattr(tp, "__metadata__", ()) if isinstance(m, _Rule)]
+        fields[name] = (tp if rules else Annotated[tp, _Rule(_option_rule(tp))], None)
+    return create_model(f"_{options.__name__}Model", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+_AwsModel = _options_model(AwsOptions)
+_RayModel = _options_model(RayOptions)
+
+
+# -- validation (pydantic) -------------------------------------------------------------------------------------
+# Every field below carries its rule, the text after "but must be" in the one-line ConfigError
+# "<name> is <value>, but must be <rule>" (:func:`_check_fields`). A validator refuses a value with
+# ``_Refused(rule)`` (a rule other than the field's own) or with a whole ConfigError (a message of another form).
+
+
+def _storage_url(path: str) -> str:
+    if _storage_scheme(path) not in STORAGE_SCHEMES:
+        raise _Refused()
+    return path
+
+
+def _at_least_real_time(value: float) -> float:
+    if value < MIN_TIME_SCALE:
+        raise _Refused(f"a number >= {MIN_TIME_SCALE:g} (simulated s per wall s; {MIN_TIME_SCALE:g} is real time)")
+    return value
+
+
+def _one_of(choices: Sequence[str]) -> Any:
+    return Annotated[Literal[tuple(choices)], _Rule(f"one of {', '.join(choices)}")]
+
+
+_USD = Annotated[_Real | None, Field(gt=0), _Rule("a number of USD > 0, or None")]
+
+
+class _SpecFields(BaseModel):
+    """The checks of an :class:`ExperimentSpec`'s fields after :meth:`ExperimentSpec.__post_init__` has filled and
+    normalised them, in the order the first failure is reported (:func:`_check_fields`). Validators that need
+    other fields read them from ``info.data`` (absent when they failed: then that earlier failure is reported)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, strict=True)
+
+    metric: Annotated[_Name, _Rule("a non-empty metric name")]
+    mode: Annotated[Literal["min", "max"], _Rule("'min' or 'max'")]
+    max_steps: Annotated[_Int, Field(ge=1, le=MAX_STEPS), _Rule(f"an integer >= 1 and <= {MAX_STEPS:,}")]
+    theta: Annotated[_Real, Field(gt=0, le=1), _Rule("0 < theta <= 1")]
+    search_space: Any
+    num_samples: Annotated[_Int, Field(ge=1), _Rule("an integer >= 1")]
+    top_k: Annotated[_Int, Field(ge=1), _Rule("an integer with 1 <= top_k <= {n_trials} (the number of trials)")]
+    prices: Annotated[_Name, _Rule("a price file path or dataset name")]
+    storage_path: Annotated[Annotated[_Name, AfterValidator(_storage_url)] | None,
+                            _Rule(f"a folder, a {', '.join(s + '://' for s in STORAGE_SCHEMES[1:])} URL, or None")]
+    seed: Annotated[_Int, Field(ge=0), _Rule("an integer >= 0")]
+    backend: _one_of(BACKENDS)
+    market_mode: _one_of(MARKET_MODES)
+    max_failures: Annotated[_Int, Field(ge=0), _Rule("an integer >= 0")]
+    checkpoint_keep: Annotated[_Int, Field(ge=1), _Rule("an integer >= 1")]
+    time_scale: Annotated[_Real, Field(gt=0), AfterValidator(_at_least_real_time),
+                          _Rule("a number > 0 (simulated s per wall s)")]
+    max_usd_per_hour: _USD
+    budget_usd: _USD
+    aws: Annotated[_AwsModel, _Rule("a mapping with keys among " + ", ".join(AWS_KEYS))]
+    ray: Annotated[_RayModel, _Rule("a mapping with keys among " + ", ".join(RAY_KEYS))]
+    predictor: _one_of(PREDICTORS)
+    train_days: Annotated[_Real, Field(gt=0, le=MAX_TRAIN_DAYS),
+                          _Rule(f"a number of days with 0 < train_days <= {MAX_TRAIN_DAYS:g}")]
+    boot_s: Annotated[_Real, Field(ge=0, lt=MAX_BOOT_S),
+                      _Rule(f"a number of seconds with 0 <= boot_s < {MAX_BOOT_S:g} (an instance is relaunched every "
+                            "hour, so a longer boot never trains a step)")]
+    objective: _one_of(OBJECTIVES)
+    time_value_usd_per_hour: Annotated[_Real, Field(ge=0), _Rule("a finite number of USD per trial-hour >= 0")]
+    job_time_value_usd_per_hour: Annotated[_Real, Field(ge=0), _Rule("a finite number of USD per job-hour >= 0")]
+    speed_model: _one_of(SPEED_MODELS)
+    stopper: _one_of(STOPPERS)
+    predictive_options: Any
+    stopper_curves: Annotated[_Name | None, _Rule("a curve file path, or None")]
+    rungs: Any
+    step_time_cov: Annotated[_Real, Field(ge=0, lt=1), _Rule("0 <= step_time_cov < 1")]
+    billing: _one_of(BILLING)
+    deadline_mode: _one_of(DEADLINE_MODES)
+
+    @field_validator("num_samples")
+    @classmethod
+    def _trial_count(cls, num_samples: int, info: ValidationInfo) -> int:
+        if "search_space" not in info.data:
+            return num_samples
+        space = info.data["search_space"]
+        n_trials = count_configs(space, num_samples)
+        if n_trials > MAX_TRIALS:
+            raise ConfigError(f"num_samples is {num_samples!r}, which makes {n_trials:,} trials, but an experiment "
+                              f"may have at most {MAX_TRIALS:,} (num_samples x the grid size)")
+        if n_trials > 1 and not has_domain(space):
+            what = "is empty" if not space else "has no grid_search or random domain"
+            raise ConfigError(f"search_space is {space_to_dict(space)!r}, but it {what}, so all {n_trials} trial(s) "
+                              "would train the same configuration; give at least one grid_search, choice, uniform, "
+                              "loguniform or randint")
+        return num_samples
+
+    @field_validator("top_k")
+    @classmethod
+    def _top_k_of_trials(cls, top_k: int, info: ValidationInfo) -> int:
+        n_trials = _n_trials(info.data)
+        if n_trials is not None and top_k > n_trials:
+            raise _Refused()
+        return top_k
+
+    @field_validator("backend")
+    @classmethod
+    def _shared_store(cls, backend: str, info: ValidationInfo) -> str:
+        path = info.data.get("storage_path")
+        if path is not None and backend != "sim" and _storage_scheme(path) == "memory":
+            raise ConfigError(f"storage_path is {path!r}, but must be a folder or an s3:// URL with backend "
+                              f"{backend!r} (a memory:// store lives in one process; the workers cannot share it)")
+        return backend
+
+    @field_validator("predictive_options")
+    @classmethod
+    def _predictive(cls, value: Any, info: ValidationInfo) -> Any:
+        if not {"stopper", "theta", "max_steps"} <= set(info.data):
+            return value
+        options = parse_predictive_options(value, info.data["stopper"])
+        check_predictive_rungs(options, info.data["theta"], info.data["max_steps"])
+        return options
+
+    @field_validator("stopper_curves")
+    @classmethod
+    def _curves_for_stopper(cls, curves: str | None, info: ValidationInfo) -> str | None:
+        stopper = info.data.get("stopper")
+        if curves is not None and stopper == "paper":
+            raise _Refused(f"None with stopper {stopper!r} (the learned ranking is for stopper rank, predictive, "
+                           "barrier or hparams)")
+        if curves is None and stopper == "hparams":
+            raise _Refused("a curve file of previous runs with their hyperparameters with stopper 'hparams' (its "
+                           "ranking is learned from them)")
+        return curves
+
+    @field_validator("rungs")
+    @classmethod
+    def _barriers(cls, rungs: Any, info: ValidationInfo) -> Any:
+        data = info.data
+        if not {"theta", "top_k", "max_steps", "stopper"} <= set(data) or _n_trials(data) is None:
+            return rungs
+        rungs = check_rungs(rungs, data["theta"], data["top_k"], data["max_steps"])
+        if rungs and rungs[0][1] >= _n_trials(data):
+            f, keep = rungs[0]
+            raise ConfigError(f"rungs keep {keep} trials at {f:g}, but the experiment has {_n_trials(data)}; a rung "
+                              "must keep fewer than all the trials (else it stops nothing)")
+        if rungs and data["stopper"] not in BARRIER_STOPPERS:
+            raise _Refused(f"empty with stopper {data['stopper']!r} (rungs are barriers of stoppers 'barrier' and "
+                           "'hparams'; 'rank' and 'predictive' have their own)", value=rungs)
+        return rungs
+
+
+def _n_trials(data: Mapping[str, Any]) -> int | None:
+    """Trials of the validated ``search_space`` and ``num_samples`` in ``data``; None when either failed."""
+    if "search_space" not in data or "num_samples" not in data:
+        return None
+    return count_configs(data["search_space"], data["num_samples"])
+
+
+def _rule_of(model: type[BaseModel], name: str) -> str:
+    return next(m.text for m in model.model_fields[name].metadata if isinstance(m, _Rule))
+
+
+def _check_fields(values: Mapping[str, Any]) -> _SpecFields:
+    """Validate an :class:`ExperimentSpec`'s field ``values`` (name -> value) with :class:`_SpecFields`.
+
+    Returns
+    -------
+    _SpecFields
+        The validated fields (``predictive_options`` parsed, ``rungs`` normalised).
+
+    Raises
+    ------
+    ConfigError
+        The first failure in field order, in one line: ``<name> is <value>, but must be <rule>`` (``aws.<key> is
+        ...`` for a value of the ``aws`` or ``ray`` mapping), or a validator's own message.
+    """
+    data = {name: values[name] for name in _SpecFields.model_fields}
+    for section in ("aws", "ray"):  # any mapping, as a dict; a model refuses its other keys and other types
+        if isinstance(data[section], Mapping):
+            data[section] = dict(data[section])
+    try:
+        return _SpecFields.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+    name = errors[0]["loc"][0]
+    mine = [e for e in errors if e["loc"][0] == name]
+    options = {"aws": _AwsModel, "ray": _RayModel}.get(name)
+    if options is not None:  # the shape and the keys of an aws or ray mapping before its values
+        mine.sort(key=lambda e: len(e["loc"]) > 1 and e["type"] not in ("extra_forbidden", "invalid_key"))
+    error = mine[0]
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, ConfigError):
+        raise cause.with_traceback(None) from None
+    rule = cause.rule if isinstance(cause, _Refused) else None
+    value = cause.value if isinstance(cause, _Refused) and cause.value is not None else values[name]
+    if options is not None and len(error["loc"]) > 1 and error["loc"][1] in options.model_fields:
+        key = error["loc"][1]  # a value of the aws or ray mapping
+        raise ConfigError(f"{name}.{key} is {value[key]!r}, but must be {rule or _rule_of(options, key)}") from None
+    if rule is None:
+        rule = _rule_of(_SpecFields, name)
+        if "{n_trials}" in rule:
+            rule = rule.format(n_trials=_n_trials(data))
+    raise ConfigError(f"{name} is {value!r}, but must be {rule}") from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -378,21 +773,24 @@ class ExperimentSpec:
         only. ``guard`` runs SpotTune's Algorithm 1 under the budget cap and the deadline guard and only prints
         the plan. Ignored without both.
     aws : mapping, default {}
-        AWS backend settings (:class:`spottune.backends.aws.AwsSettings` fields: ``bucket``, ``image``,
-        ``ami``, ``instance_profile``, ``region``, ``experiment``, ``subnets``, ``security_groups``,
-        ``prefix``, ``live_prices``); docs/guide/aws.md.
+        AWS backend settings (:data:`AWS_KEYS`, the fields of :class:`AwsOptions`: ``bucket``,
+        ``image``, ``ami``, ``instance_profile``, ``region``, ``experiment``, ``subnets``, ``security_groups``,
+        ``prefix``, ``endpoint_url``, the timings in engine seconds ``lease_s``, ``lease_save_s``, ``linger_s``,
+        ``exclusion_s``, ``describe_every_s``, and ``live_prices``, a bool); each value of the field's type (a
+        string may be given as an integer); docs/guide/aws.md.
     ray : mapping, default {}
-        Ray backend settings (:class:`spottune.backends.ray.RaySettings` fields, :data:`RAY_KEYS`):
+        Ray backend settings (:data:`RAY_KEYS`, the fields of :class:`RayOptions`):
         ``address`` (``auto``, ``HOST:PORT``; ``spottune run --ray-address``), ``prices`` (a price table,
         USD per instance-hour keyed ``"<instance type>/<zone>"``, billed instead of the replayed history),
         ``imds_url`` (``http://169.254.169.254`` on EC2 nodes; default ``none``), ``poll_s``, ``watch_s``,
-        ``notice_s``, ``lost_after_s``, ``num_cpus``, ``log_to_driver``; docs/guide/ray.md.
+        ``notice_s``, ``lost_after_s``, ``num_cpus``, ``log_to_driver``; each value of the field's type;
+        docs/guide/ray.md.
 
     Raises
     ------
     ConfigError
-        On any invalid value; the message names the option, the value and the rule, e.g.
-        ``theta is 1.5, but must be 0 < theta <= 1``.
+        On any invalid value, the first in field order; the message names the option, the value and the rule,
+        e.g. ``theta is 1.5, but must be 0 < theta <= 1`` or ``aws.lease_s is '600', but must be a finite number``.
     """
 
     workload: str = "digits-mlp"
@@ -492,88 +890,16 @@ class ExperimentSpec:
         return ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
 
     def _validate(self) -> None:
-        def need(ok: bool, name: str, rule: str) -> None:
-            if not ok:
-                raise ConfigError(f"{name} is {getattr(self, name)!r}, but must be {rule}")
+        """Check every field (:class:`_SpecFields`); keep the parsed ``predictive_options`` and normalised ``rungs``.
 
-        need(isinstance(self.metric, str) and bool(self.metric), "metric", "a non-empty metric name")
-        need(self.mode in ("min", "max"), "mode", "'min' or 'max'")
-        need(_is_int(self.max_steps) and 1 <= self.max_steps <= MAX_STEPS, "max_steps",
-             f"an integer >= 1 and <= {MAX_STEPS:,}")
-        need(_is_real(self.theta) and 0 < self.theta <= 1, "theta", "0 < theta <= 1")
-        need(_is_int(self.num_samples) and self.num_samples >= 1, "num_samples", "an integer >= 1")
-        n_trials = count_configs(self.search_space, self.num_samples)
-        if n_trials > MAX_TRIALS:
-            raise ConfigError(f"num_samples is {self.num_samples!r}, which makes {n_trials:,} trials, but an experiment "
-                              f"may have at most {MAX_TRIALS:,} (num_samples x the grid size)")
-        if n_trials > 1 and not has_domain(self.search_space):
-            what = "is empty" if not self.search_space else "has no grid_search or random domain"
-            raise ConfigError(f"search_space is {space_to_dict(self.search_space)!r}, but it {what}, so all "
-                              f"{n_trials} trial(s) would train the same configuration; give at least one "
-                              "grid_search, choice, uniform, loguniform or randint")
-        need(_is_int(self.top_k) and 1 <= self.top_k <= n_trials, "top_k",
-             f"an integer with 1 <= top_k <= {n_trials} (the number of trials)")
-        need(isinstance(self.prices, str) and bool(self.prices), "prices", "a price file path or dataset name")
-        need(self.storage_path is None or (isinstance(self.storage_path, str) and bool(self.storage_path)
-                                           and _storage_scheme(self.storage_path) in STORAGE_SCHEMES),
-             "storage_path", f"a folder, a {', '.join(s + '://' for s in STORAGE_SCHEMES[1:])} URL, or None")
-        need(_is_int(self.seed) and self.seed >= 0, "seed", "an integer >= 0")
-        need(self.backend in BACKENDS, "backend", f"one of {', '.join(BACKENDS)}")
-        need(self.storage_path is None or self.backend == "sim" or _storage_scheme(self.storage_path) != "memory",
-             "storage_path", f"a folder or an s3:// URL with backend {self.backend!r} (a memory:// store lives in "
-             "one process; the workers cannot share it)")
-        need(self.market_mode in MARKET_MODES, "market_mode", f"one of {', '.join(MARKET_MODES)}")
-        need(_is_int(self.max_failures) and self.max_failures >= 0, "max_failures", "an integer >= 0")
-        need(_is_int(self.checkpoint_keep) and self.checkpoint_keep >= 1, "checkpoint_keep", "an integer >= 1")
-        need(_is_real(self.time_scale) and self.time_scale > 0, "time_scale", "a number > 0 (simulated s per wall s)")
-        need(self.time_scale >= MIN_TIME_SCALE, "time_scale",
-             f"a number >= {MIN_TIME_SCALE:g} (simulated s per wall s; {MIN_TIME_SCALE:g} is real time)")
-        for cap in ("max_usd_per_hour", "budget_usd"):
-            need(getattr(self, cap) is None or (_is_real(getattr(self, cap)) and getattr(self, cap) > 0), cap,
-                 "a number of USD > 0, or None")
-        need(isinstance(self.aws, Mapping) and set(self.aws) <= set(AWS_KEYS), "aws",
-             f"a mapping with keys among {', '.join(AWS_KEYS)}")
-        need(isinstance(self.ray, Mapping) and set(self.ray) <= set(RAY_KEYS), "ray",
-             f"a mapping with keys among {', '.join(RAY_KEYS)}")
-        address, table = self.ray.get("address", "auto"), self.ray.get("prices", {})
-        if not (isinstance(address, str) and address):
-            raise ConfigError(f"ray.address is {address!r}, but must be 'auto', HOST:PORT or ray://HOST:PORT")
-        if not (isinstance(table, Mapping) and all(isinstance(k, str) and k.count("/") == 1 and _is_real(v) and v >= 0
-                                                   for k, v in table.items())):
-            raise ConfigError(f"ray.prices is {table!r}, but must be a mapping '<instance type>/<zone>' -> "
-                              "USD per instance-hour >= 0")
-        need(self.predictor in PREDICTORS, "predictor", f"one of {', '.join(PREDICTORS)}")
-        need(_is_real(self.train_days) and 0 < self.train_days <= MAX_TRAIN_DAYS, "train_days",
-             f"a number of days with 0 < train_days <= {MAX_TRAIN_DAYS:g}")
-        need(_is_real(self.boot_s) and 0 <= self.boot_s < MAX_BOOT_S, "boot_s",
-             f"a number of seconds with 0 <= boot_s < {MAX_BOOT_S:g} (an instance is relaunched every hour, so a "
-             "longer boot never trains a step)")
-        need(self.objective in OBJECTIVES, "objective", f"one of {', '.join(OBJECTIVES)}")
-        need(_is_real(self.time_value_usd_per_hour) and self.time_value_usd_per_hour >= 0, "time_value_usd_per_hour", "a finite number of USD per trial-hour >= 0")
-        need(_is_real(self.job_time_value_usd_per_hour) and self.job_time_value_usd_per_hour >= 0,
-             "job_time_value_usd_per_hour", "a finite number of USD per job-hour >= 0")
-        need(self.speed_model in SPEED_MODELS, "speed_model", f"one of {', '.join(SPEED_MODELS)}")
-        need(self.stopper in STOPPERS, "stopper", f"one of {', '.join(STOPPERS)}")
-        object.__setattr__(self, "predictive_options", parse_predictive_options(self.predictive_options, self.stopper))
-        check_predictive_rungs(self.predictive_options, self.theta, self.max_steps)
-        need(self.stopper_curves is None or (isinstance(self.stopper_curves, str) and bool(self.stopper_curves)),
-             "stopper_curves", "a curve file path, or None")
-        need(self.stopper_curves is None or self.stopper != "paper", "stopper_curves",
-             f"None with stopper {self.stopper!r} (the learned ranking is for stopper rank, predictive, barrier or hparams)")
-        need(self.stopper_curves is not None or self.stopper != "hparams", "stopper_curves",
-             "a curve file of previous runs with their hyperparameters with stopper 'hparams' (its ranking is learned "
-             "from them)")
-        object.__setattr__(self, "rungs", check_rungs(self.rungs, self.theta, self.top_k, self.max_steps))
-        if self.rungs and self.rungs[0][1] >= n_trials:
-            f, keep = self.rungs[0]
-            raise ConfigError(f"rungs keep {keep} trials at {f:g}, but the experiment has {n_trials}; a rung must keep "
-                              "fewer than all the trials (else it stops nothing)")
-        need(not self.rungs or self.stopper in BARRIER_STOPPERS, "rungs",
-             f"empty with stopper {self.stopper!r} (rungs are barriers of stoppers 'barrier' and 'hparams'; 'rank' and "
-             "'predictive' have their own)")
-        need(_is_real(self.step_time_cov) and 0 <= self.step_time_cov < 1, "step_time_cov", "0 <= step_time_cov < 1")
-        need(self.billing in BILLING, "billing", f"one of {', '.join(BILLING)}")
-        need(self.deadline_mode in DEADLINE_MODES, "deadline_mode", f"one of {', '.join(DEADLINE_MODES)}")
+        Raises
+        ------
+        ConfigError
+            The first invalid field, in one line (:func:`_check_fields`).
+        """
+        checked = _check_fields({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+        object.__setattr__(self, "predictive_options", checked.predictive_options)
+        object.__setattr__(self, "rungs", checked.rungs)
 
     # -- derived values -----------------------------------------------------------------------------
     def get_workload(self) -> Workload:

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from spottune.backends.aws._settings import AwsSettings
+from spottune.experiment import AWS_KEYS
 
 __all__ = ["aws_backend", "exclusion_s", "live_market", "settings_from_spec"]
 
-_SETTING_KEYS = ("bucket", "image", "ami", "instance_profile", "region", "subnets", "security_groups", "prefix",
-                 "endpoint_url", "lease_s", "lease_save_s", "linger_s", "exclusion_s", "describe_every_s")
+#: The ``spec.aws`` keys passed on to :class:`AwsSettings` as they are (``experiment`` falls back to the output
+#: folder's name).
+_SETTING_KEYS = tuple(k for k in AWS_KEYS if k != "experiment")
 
 
 def live_market(spec: Any, *, ec2: Any = None, now_s: float | None = None) -> tuple[Any, float] | None:
