@@ -47,6 +47,7 @@ from provisioner import DEFAULT_EXCLUSION_S
 from pydantic import (AfterValidator, AllowInfNan, BaseModel, BeforeValidator, ConfigDict, Field, Strict,
                       ValidationError, ValidationInfo, create_model, field_validator)
 
+from spottune.checkpoint._secrets import has_userinfo, redact
 from spottune.speed import DEFAULT_BOOT_S
 from spottune.errors import ConfigError
 from spottune.orchestrator._config import check_rungs, steps_at
@@ -440,6 +441,9 @@ _RayModel = _options_model(RayOptions)
 
 
 def _storage_url(path: str) -> str:
+    if has_userinfo(path):  # the URL reaches every worker's command line (and this message): no credentials in it
+        raise ConfigError(f"storage_path is {redact(path)!r}, but must not hold user information; give credentials "
+                          "in storage_options or the environment (AWS_ACCESS_KEY_ID, ...)")
     if _storage_scheme(path) not in STORAGE_SCHEMES:
         raise _Refused()
     return path

@@ -362,6 +362,7 @@ CASES = [
     ("run-storage-memory-local", "spottune", f"{RUN} --backend local --storage-path memory://x", "memory://"),
     ("run-storage-memory-ray", "spottune", f"{RUN} --backend ray --storage-path memory://x", "backend 'ray'"),
     ("run-storage-memory-aws", "spottune", f"{RUN} --backend aws --storage-path memory://x", "backend 'aws'"),
+    ("run-storage-userinfo", "spottune", f"{RUN} --storage-path s3://me:pw@host/b", "s3://***@host/b"),
     ("run-aws-without-bucket", "spottune", f"{RUN} --backend aws", "aws.bucket"),
     ("run-backend-unknown", "spottune", f"{RUN} --backend gpu", "'gpu' is not one of"),
     ("run-market-mode-unknown", "spottune", f"{RUN} --market-mode future", "'future' is not one of"),
@@ -604,6 +605,7 @@ CASES = [
      "stride"),
     ("revpred-info-empty-folder", "revpred", "info {keep}", "revpred.json"),
     # -- spottune.tune ------------------------------------------------------------------------------------------
+    ("api-storage-userinfo", "api", f"{API}, storage_path='gopher://me:pw@host/b'", "gopher://***@host/b"),
     ("api-output-int", "api", f"{API}, output=123", "output is 123"),
     ("api-output-list", "api", f"{API}, output=['a']", "output is ['a']"),
     ("api-output-empty", "api", f"{API}, output=''", "output is ''"),
