@@ -50,7 +50,7 @@ from typing import Any
 from spottune.errors import ConfigError, JournalMismatch
 
 __all__ = ["JOURNAL_FILE", "JOURNAL_VERSION", "Journal", "JournalRecords", "decode_event",
-           "encode", "open_run", "read_journal"]
+           "encode", "holds_run", "open_run", "read_journal"]
 
 #: The journal's file name inside a results folder.
 JOURNAL_FILE = "journal.jsonl"
@@ -136,14 +136,19 @@ def read_journal(path: str | os.PathLike[str], *, repair: bool = False) -> "Jour
     Raises
     ------
     ConfigError
-        If the file is missing, a complete line is not JSON, the positions ``n`` are not 0, 1, 2, ...,
-        or the first record is not the ``spec`` line of version :data:`JOURNAL_VERSION`.
+        If the file is missing or holds no complete line (no run began: "holds no run to resume"), a
+        complete line is not JSON, the positions ``n`` are not 0, 1, 2, ..., or the first record is not the
+        ``spec`` line of version :data:`JOURNAL_VERSION`.
     """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path.parent} holds no journal ({path.name} is missing): it is not a resumable run")
     raw = path.read_bytes()
     end = raw.rfind(b"\n") + 1
+    if end == 0:  # no complete spec line: the run was killed before it began
+        raise ConfigError(f"{path.parent} holds no run to resume: {path.name} has no complete experiment spec "
+                          f"line (the run was stopped before it began); start it again with "
+                          f"`spottune run --output {path.parent}`")
     records = JournalRecords()
     for i, line in enumerate(raw[:end].splitlines()):
         try:
@@ -165,6 +170,36 @@ def read_journal(path: str | os.PathLike[str], *, repair: bool = False) -> "Jour
     if repair and end < len(raw):  # only a journal found sound is cut
         _cut(path, end)
     return records
+
+
+def _fsync_dir(folder: Path) -> None:
+    """fsync a folder, so that a file created or renamed in it survives a power loss (where the OS allows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def holds_run(path: str | os.PathLike[str]) -> bool:
+    """Whether the journal file ``path`` holds a run: it exists and its first line is complete.
+
+    A journal without a complete first line is what a run killed while writing its ``spec`` line left
+    (before that line was written atomically: an empty file, or a cut line); no run began there.
+    """
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 16):
+                if b"\n" in chunk:
+                    return True
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return False
+    return False
 
 
 def _cut(path: Path, end: int) -> None:
@@ -191,7 +226,8 @@ class Journal:
     Parameters
     ----------
     path : path
-        The journal file; created (with the ``spec`` line) unless ``replay`` is given.
+        The journal file; created unless ``replay`` is given, with the ``spec`` line written atomically
+        (a temporary file, fsync'd, then linked into place) before anything else.
     spec : mapping, optional
         The experiment spec as plain data, written as the first line of a new journal.
     trials : list, optional
@@ -231,11 +267,39 @@ class Journal:
         self._fh: Any = None
         self._flushed = self._synced = time.monotonic()
         if replay is None:
-            self._fh = open(self.path, "x", encoding="utf-8", newline="")
-            self.append("spec", spec=dict(spec or {}), trials=list(trials or []), version=JOURNAL_VERSION)
+            self._create(dict(spec or {}), list(trials or []))
         else:
             self.n = 1  # the spec line is not compared
             self._open_if_done()
+
+    def _create(self, spec: dict[str, Any], trials: list) -> None:
+        """Write the ``spec`` line atomically: a temporary file holding the whole line is fsync'd, then linked
+        to :attr:`path` (which must not exist) and the folder fsync'd. A crash leaves either no journal or
+        one whose first line is complete; then the file is opened for appending."""
+        record = {"n": 0, "k": "spec", "spec": spec, "trials": trials, "version": JOURNAL_VERSION}
+        if self.fault is not None:
+            self.fault(0, record)
+        # the spec keeps its key order (a search space's grid order gives the trial ids)
+        line = (json.dumps(record, default=_json_default) + "\n").encode()
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            try:
+                os.link(tmp, self.path)  # refuses an existing journal, as open(..., "x") would
+            except FileExistsError:
+                raise
+            except OSError:  # a file system without hard links
+                if self.path.exists():
+                    raise FileExistsError(f"{self.path} exists") from None
+                os.replace(tmp, self.path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(self.path.parent)
+        self.n = 1
+        self._fh = open(self.path, "a", encoding="utf-8", newline="")
 
     @property
     def replaying(self) -> bool:
@@ -371,8 +435,9 @@ def open_run(folder: str | os.PathLike[str], spec: Any = None) -> tuple[Any, Jou
     Raises
     ------
     ConfigError
-        A new run in a folder that already holds one (``journal.jsonl`` or ``summary.json``): one line
-        that points to ``spottune resume``; a resume of a folder without a journal or with a damaged one.
+        A new run in a folder that already holds one (``summary.json``, or a ``journal.jsonl`` whose spec line
+        is complete: :func:`holds_run`): one line that points to ``spottune resume``; a resume of a folder
+        without a journal, with one that holds no complete spec line (no run began), or with a damaged one.
     """
     from spottune.experiment import ExperimentSpec
     from spottune.results import redact
@@ -380,9 +445,11 @@ def open_run(folder: str | os.PathLike[str], spec: Any = None) -> tuple[Any, Jou
     folder = Path(folder)
     path = folder / JOURNAL_FILE
     if spec is not None:
-        if path.exists() or (folder / "summary.json").exists():
+        if (folder / "summary.json").exists() or holds_run(path):
             raise ConfigError(f"{folder} already holds a run; continue it with `spottune resume {folder}` "
                               f"(spottune.tune(resume=...)) or choose another output folder")
+        if path.exists():  # a journal without a complete spec line: no run began here
+            path.unlink()
         journal = Journal(path, spec=redact(spec.to_dict()), trials=_trials(spec))
         return spec, journal, None
     records = read_journal(path)  # cut only once the run is found resumable: a refused resume changes nothing
