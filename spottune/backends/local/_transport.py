@@ -206,8 +206,7 @@ class ProcessTransport:
         killed = kill_leftover_workers(records, self.settings.store_url)
         d.replay_journal()
         d.restart_clock(d.log_s)  # the replayed market resumes where it stood
-        d.record.meta.setdefault("resumes", []).append({"at_s": d.log_s, "records": d.journal.n,
-                                                         "killed_workers": killed})
+        d.note_resume({"at_s": d.log_s, "records": d.journal.n, "killed_workers": killed})
 
     def reconcile(self) -> None:
         """After a resume, on the driver thread with the clock running: see :meth:`resume`, step 3."""
