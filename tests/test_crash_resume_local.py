@@ -1,9 +1,10 @@
 """Crash safety on the local backend (issue 15): a real ``kill -9`` of ``spottune run``, then ``spottune resume``.
 
-The orchestrator process is SIGKILLed while its workers train; the resume must kill the leftover
-workers (none may survive), replay the journal, relaunch every running trial from its last confirmed
-checkpoint, and finish with the final metrics and top-k of an uninterrupted run (the trainable API's
-resume guarantee makes them exact; the uninterrupted reference is the simulator on the same spec).
+The orchestrator process is SIGKILLed while its workers train; each worker then saves its steps and
+exits by itself (none may survive), and the resume replays the journal, continues every running trial
+from the checkpoint its worker saved (no step the dead orchestrator journaled is trained again), and
+finishes with the final metrics and top-k of an uninterrupted run (the trainable API's resume guarantee
+makes them exact; the uninterrupted reference is the simulator on the same spec).
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from spottune.checkpoint import open_store
+from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, experiment_key, store_key
 from spottune.compose import run
 from spottune.experiment import ExperimentSpec
 from spottune.journal import JOURNAL_FILE, read_journal
 from spottune.results import _ledger_frame, trials_frame
+from tests._wait import wait_until
 
 BIN = Path(sys.executable).parent
 TINY = ("workload: logreg\nsearch_space: {lr: {grid_search: [0.05, 0.8]}}\nmax_steps: 30\ntheta: 0.5\n"
@@ -68,8 +72,23 @@ def test_kill_9_of_a_local_run_then_resume(tmp_path):
     proc.wait()
     proc.stderr.close()
     crashed = read_journal(journal)
-    assert _workers_of(store), "the killed run left no worker behind: the test would prove nothing"
     assert not (out / "summary.json").exists()
+    # its workers notice that the orchestrator is gone, save the steps it may not have seen, and exit
+    wait_until(lambda: not _workers_of(store), 60, what="the orphaned workers to save and exit")
+    lease = {}
+    for trial_id in ("t00", "t01"):
+        newest = open_store(store, key=store_key({CHECKPOINT_KEY_ENV: experiment_key(out)})).latest_good(trial_id)
+        if newest is not None and newest.metadata.get("reason") == "lease":
+            lease[trial_id] = newest.step
+    # where each trial stood in the journal at the crash: its last reported step and its last confirmed save
+    reported: dict[str, int] = {}
+    saved: dict[str, int] = {}
+    for rec in crashed:
+        if rec["k"] == "event" and rec["e"]["type"] == "MetricReported":
+            reported[rec["e"]["trial_id"]] = rec["e"]["step"]
+        if rec["k"] == "event" and rec["e"]["type"] == "CheckpointSaved":
+            saved[rec["e"]["trial_id"]] = rec["e"]["step"]
+    assert lease and all(step >= reported[t] for t, step in lease.items())
 
     result = subprocess.run([str(BIN / "spottune"), "resume", str(out), "--no-progress"], capture_output=True,
                             text=True, timeout=300)
@@ -78,17 +97,22 @@ def test_kill_9_of_a_local_run_then_resume(tmp_path):
 
     records = read_journal(journal)
     assert records[:len(crashed)] == crashed  # the journal continued, it was not rewritten
-    # no step lost beyond the last confirmed checkpoint: each relaunch resumes from it
-    saved: dict[str, int] = {}
-    for rec in crashed:
-        if rec["k"] == "event" and rec["e"]["type"] == "CheckpointSaved":
-            saved[rec["e"]["trial_id"]] = rec["e"]["step"]
+    # each trial its worker saved relaunches from that save, past every step journaled before the crash: no
+    # journaled step is trained again (a relaunch from the last confirmed checkpoint redid them all)
     first_launch = {}
     for rec in records[len(crashed):]:
         if rec["k"] == "action" and rec["a"]["type"] == "Launch":
             first_launch.setdefault(rec["a"]["trial_id"], rec["a"]["resume_step"])
-    for trial_id, step in first_launch.items():
-        assert step == saved.get(trial_id, 0)
+    assert {t: first_launch[t] for t in lease} == lease
+    redone_before = sum(reported[t] - saved.get(t, 0) for t in lease)  # what the old relaunch redid
+    assert redone_before > 0
+    for trial_id in reported:
+        after = [r["e"]["step"] for r in records[len(crashed):]
+                 if r["k"] == "event" and r["e"]["type"] == "MetricReported" and r["e"]["trial_id"] == trial_id]
+        assert after == sorted(set(after)) and all(step > reported[trial_id] for step in after)  # each step once
+        if trial_id in lease:  # the steps the journal lacked come first, from the save's metadata
+            assert after[:lease[trial_id] - reported[trial_id]] == list(range(reported[trial_id] + 1,
+                                                                              lease[trial_id] + 1))
     # the ledger keeps every run billed before the crash; the runs killed by the crash end at the restart
     ledger = pd.read_csv(out / "ledger.csv")
     billed_before = {r["id"] for r in crashed if r["k"] == "billed"}
@@ -107,4 +131,5 @@ def test_kill_9_of_a_local_run_then_resume(tmp_path):
     assert list(mine["metric"]) == list(theirs["metric"])  # bit for bit, the predicted ones of stopped trials too
     summary = json.loads((out / "summary.json").read_text())
     assert [t["trial_id"] for t in summary["top_k"]] == list(ref["orchestrator"].top_k)
-    assert len(summary["settings"]["resumes"]) == 1
+    (resume,) = summary["settings"]["resumes"]
+    assert resume["worker_saves"] == lease and resume["killed_workers"] == []
