@@ -236,7 +236,12 @@ class ProcessTransport:
             saved = self._orphan_save(inst) if inst.launched and tr.instance_id == inst.instance_id else None
             if saved is not None and d.adopt_orphan_save(inst, saved.step, saved.metadata.get("metrics")):
                 taken[inst.trial_id] = saved.step
-                d.end(inst, d.now_s(), "user", "restart")
+                if inst.alive and tr.instance_id != inst.instance_id and inst.notice_s <= d.now_s() \
+                        and math.isfinite(inst.termination_s):  # noticed by the market: the provider ends it
+                    d.timer(inst.termination_s, "terminate", inst)
+                    inst.phase = Phase.SAVED
+                else:
+                    d.end(inst, d.now_s(), "user", "restart")
                 continue
             d.end(inst, d.now_s(), "user", "restart")
             if inst.launched:

@@ -22,11 +22,11 @@ Lifecycle:
    training pauses and the worker waits for a command.
 5. **The driver is gone** (EOF on stdin, or its end of stdout closed: the orchestrator died): a worker
    that trained since its restore saves a checkpoint at once (reason ``lease``, as the AWS agent's
-   does when the orchestrator's lease goes stale), with the metrics of every step of this segment in
-   the checkpoint's metadata (``metrics``: ``[[step, {name: value}], ...]``), then exits 0; one that
-   has nothing new exits without saving. A resumed run continues from that checkpoint and reports
-   the steps the dead orchestrator never journaled from those metrics (decision CS4), so a crash
-   redoes at most the step in flight.
+   does when the orchestrator's lease goes stale), then exits 0; one that has nothing new exits
+   without saving. Every checkpoint's metadata holds the metrics of each step of its segment
+   (``metrics``: ``[[step, {name: value}], ...]``, and ``restored_step``), so a resumed run continues
+   from a save the dead orchestrator never confirmed and reports the steps it never journaled from
+   there (decision CS4): a crash redoes at most the step in flight.
 
 Every report is one JSON object per line on stdout, with an ``event`` key (typed in
 :mod:`spottune.backends.local._messages`; the handlers of one segment are :class:`_Segment`'s methods):
@@ -351,9 +351,9 @@ class _Segment:
 
     def checkpoint(self, reason: str) -> int:
         t = time.monotonic()
-        metadata: dict[str, Any] = {"reason": reason, "instance_id": self.args.instance_id}
-        if reason == "lease":  # the driver may never have seen these steps: a resumed one reports them from here
-            metadata.update(restored_step=self.restored, metrics=self.reported)
+        # the segment's metrics: a driver that died before it saw them (or this save) reports them from here
+        metadata: dict[str, Any] = {"reason": reason, "instance_id": self.args.instance_id,
+                                    "restored_step": self.restored, "metrics": self.reported}
         try:
             info = self.store.save_trainable(self.args.trial, self.trainable, metadata=metadata)
         except Exception as exc:
