@@ -76,6 +76,7 @@ class ProcessTransport:
                                on_spawn=self._spawned, checkpoint_key=settings.checkpoint_key)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._store: Any = None  # opened by a resume, to find the checkpoints workers saved when the driver died
+        self._saves: dict[str, Any] = {}  # instance id -> the checkpoint its worker saved on its own (a resume)
 
     def bind(self, driver: WorkerDriver) -> None:
         self.driver = driver
@@ -197,9 +198,10 @@ class ProcessTransport:
            ``CapacityRefused``), checkpoint steps and pending wake-ups
            rebuild the driver's state (:meth:`WorkerDriver.replay_journal`).
         3. The driver's run then restarts the clock at the last journaled time (the replayed market stood
-           still while the process was down), re-arms the pending wake-ups and the provider ends of
-           instances the trials had left, and ends every instance whose worker was killed: billed as
-           ended by the user (reason ``restart``). A running trial whose worker saved its steps when the
+           still while the process was down), or later by the steps a worker trained after its last
+           journaled report before it saved them (at its instance's speed: they took engine time),
+           re-arms the pending wake-ups and the provider ends of instances the trials had left, and ends
+           every instance whose worker was killed: billed as ended by the user (reason ``restart``). A running trial whose worker saved its steps when the
            driver died continues from that checkpoint (:meth:`WorkerDriver.adopt_orphan_save`: the steps
            the journal lacks are reported from the checkpoint's metadata, then the save is confirmed);
            any other is reported as ``LaunchFailed`` (still booting) or ``SegmentEnded(provider)``, so
@@ -214,7 +216,23 @@ class ProcessTransport:
         d = self.driver
         killed = kill_leftover_workers(records, self.settings.store_url, grace_s=ORPHAN_SAVE_WALL_S)
         d.replay_journal()
-        d.restart_clock(d.log_s)  # the replayed market resumes where it stood
+        # the workers' own saves; the steps they trained after their last journaled report took engine time too
+        last: dict[str, float] = {}
+        for rec in records:
+            e = rec.get("e") if rec.get("k") == "event" else None
+            if e is not None and e.get("type") in ("TrialLaunched", "MetricReported"):
+                last[e["instance_id"]] = float(e["time_s"])
+        self._saves, stop_s = {}, d.log_s
+        for inst in d.instances.values():
+            tr = d.orchestrator.trials[inst.trial_id]
+            if inst.alive and inst.launched and tr.instance_id == inst.instance_id:
+                info = self._orphan_save(inst)
+                if info is not None:
+                    self._saves[inst.instance_id] = info
+                    stop_s = max(stop_s, last.get(inst.instance_id, d.log_s)
+                                 + max(0, info.step - inst.step) * inst.seconds_per_step)
+        d.log_s = stop_s
+        d.restart_clock(stop_s)  # the replayed market resumes where it stood when the last worker stopped
         d.note_resume({"at_s": d.log_s, "records": d.journal.n, "killed_workers": killed},
                       journal=False)  # journaled by reconcile(), with the checkpoints it took over
 
@@ -233,7 +251,7 @@ class ProcessTransport:
                 d.timer(inst.termination_s, "terminate", inst)  # left by its trial: the provider ends it
                 inst.phase = Phase.SAVED
                 continue
-            saved = self._orphan_save(inst) if inst.launched and tr.instance_id == inst.instance_id else None
+            saved = self._saves.get(inst.instance_id)
             if saved is not None and d.adopt_orphan_save(inst, saved.step, saved.metadata.get("metrics")):
                 taken[inst.trial_id] = saved.step
                 if inst.alive and tr.instance_id != inst.instance_id and inst.notice_s <= d.now_s() \
