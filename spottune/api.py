@@ -36,6 +36,7 @@ import pandas as pd
 
 from spottune.errors import ConfigError
 from spottune.experiment import ExperimentSpec
+from spottune.journal import JOURNAL_FILE, holds_run
 
 __all__ = ["Result", "ResultGrid", "tune"]
 
@@ -350,6 +351,8 @@ class _Undo:
             top = p
         self.top = top
         self.before = None if top is not None or not target.is_dir() else set(os.listdir(target))
+        if self.before is not None and not holds_run(target / JOURNAL_FILE):
+            self.before.discard(JOURNAL_FILE)  # no run began there: the new run replaces it (spottune.journal.open_run)
 
     def __call__(self) -> None:
         try:

@@ -3,7 +3,8 @@
 A "crash" is an exception raised by the journal's fault hook just before record n is written (the
 process state after it is lost: the test builds everything afresh from the files, as ``spottune
 resume`` does). After the resume, the run must be the uninterrupted one: same trials (final metrics,
-states, steps), same top-k, same ledger, the same journal byte for byte.
+states, steps), same top-k, same ledger, the same journal byte for byte apart from its ``resume`` lines (one per
+resume, outside the numbered records).
 """
 
 from __future__ import annotations
@@ -47,6 +48,15 @@ def _resume(folder):
         return run(spec, output=folder, journal=journal, resume=records)
     finally:
         journal.close()
+
+
+def _numbered(path):
+    """The journal's bytes without its ``resume`` lines (the records of the run itself)."""
+    return b"".join(line for line in path.read_bytes().splitlines(keepends=True) if not line.startswith(b'{"k":"resume"'))
+
+
+def _resume_lines(path):
+    return [json.loads(line) for line in path.read_bytes().splitlines() if line.startswith(b'{"k":"resume"')]
 
 
 def _frames(result):
@@ -114,7 +124,8 @@ def test_resume_after_a_crash_reaches_the_uninterrupted_result(reference, tmp_pa
     assert trials.equals(ref_trials)  # final metrics, states, steps, lost steps, USD
     assert ledger.equals(ref_ledger)
     assert result["orchestrator"].top_k == ref_result["orchestrator"].top_k
-    assert (tmp_path / JOURNAL_FILE).read_bytes() == ref_bytes
+    assert _numbered(tmp_path / JOURNAL_FILE) == ref_bytes
+    assert [r["records"] for r in _resume_lines(tmp_path / JOURNAL_FILE)] == [n]  # the resume, where it continued
 
 
 def test_a_crash_then_a_second_crash_during_the_resume(reference, tmp_path):
@@ -128,7 +139,33 @@ def test_a_crash_then_a_second_crash_during_the_resume(reference, tmp_path):
     journal.close()
     result = _resume(tmp_path)
     assert _frames(result)[0].equals(_frames(ref_result)[0])
-    assert (tmp_path / JOURNAL_FILE).read_bytes() == ref_bytes
+    assert _numbered(tmp_path / JOURNAL_FILE) == ref_bytes
+
+
+def test_every_resume_is_journaled_and_listed_after_three_crashes(reference, tmp_path):
+    ref_result, records, ref_bytes = reference
+    points = [len(records) // 4, len(records) // 2, 3 * len(records) // 4]
+    with pytest.raises(Crash):
+        _run(tmp_path, fault=_crash_at(points[0]))
+    for n in points[1:]:  # each resume crashes again, after its replay, while appending
+        spec, journal, recs = open_run(tmp_path)
+        journal.fault = _crash_at(n)
+        with pytest.raises(Crash):
+            run(spec, output=tmp_path, journal=journal, resume=recs)
+        journal.close()
+    result = _resume(tmp_path)
+    journaled = _resume_lines(tmp_path / JOURNAL_FILE)
+    assert [r["records"] for r in journaled] == points  # one resume line per resume, where it continued
+    assert read_journal(tmp_path / JOURNAL_FILE).resumes == [{k: v for k, v in r.items() if k != "k"}
+                                                             for r in journaled]
+    times = [r["e"]["time_s"] for r in records if r["k"] == "event"]
+    assert [r["at_s"] for r in journaled] == [max(times[:sum(1 for r in records[:n] if r["k"] == "event")])
+                                              for n in points]
+    summary = write_results(tmp_path, result)
+    assert summary["settings"]["resumes"] == [{k: v for k, v in r.items() if k != "k"} for r in journaled]
+    assert json.loads((tmp_path / "summary.json").read_text())["settings"]["resumes"] == summary["settings"]["resumes"]
+    assert _numbered(tmp_path / JOURNAL_FILE) == ref_bytes  # the run's own records are the uninterrupted ones
+    assert _frames(result)[0].equals(_frames(ref_result)[0])
 
 
 def test_a_line_cut_by_the_crash_is_dropped_and_the_run_continues(reference, tmp_path):
@@ -140,7 +177,7 @@ def test_a_line_cut_by_the_crash_is_dropped_and_the_run_continues(reference, tmp
     assert len(read_journal(tmp_path / JOURNAL_FILE)) == 100
     result = _resume(tmp_path)
     assert _frames(result)[1].equals(_frames(ref_result)[1])
-    assert (tmp_path / JOURNAL_FILE).read_bytes() == ref_bytes
+    assert _numbered(tmp_path / JOURNAL_FILE) == ref_bytes
 
 
 def test_a_replayed_action_that_differs_is_a_journal_mismatch(reference, tmp_path):
@@ -201,6 +238,8 @@ def test_write_results_of_a_resumed_run_match(reference, tmp_path):
         _run(tmp_path / "a", fault=_crash_at(len(records) // 2))
     summary = write_results(tmp_path / "a", _resume(tmp_path / "a"))
     ref = write_results(tmp_path / "ref", ref_result)
+    assert [r["records"] for r in summary["settings"].pop("resumes")] == [len(records) // 2]
+    assert "resumes" not in ref["settings"]
     assert summary == ref
     for name in ("trials.csv", "ledger.csv", "curves.csv", "events.jsonl"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes()
@@ -241,7 +280,7 @@ def test_kill_9_of_spottune_run_then_spottune_resume(reference, tmp_path):
     done = subprocess.run([spottune, "resume", str(out), "--no-progress"], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    assert (out / JOURNAL_FILE).read_bytes() == ref_bytes
+    assert _numbered(out / JOURNAL_FILE) == ref_bytes
     trials = pd.read_csv(out / "trials.csv")
     ref_trials = trials_frame(ref_result["orchestrator"], _ledger_frame(ref_result["record"]), ref_result["configs"])
     assert list(trials["metric"]) == list(ref_trials["metric"]) and list(trials["state"]) == list(ref_trials["state"])

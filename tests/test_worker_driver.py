@@ -203,3 +203,51 @@ def test_the_driver_runs_an_experiment_through_any_transport():
     assert [(row.instance_id, str(row.ended_by), row.reason) for row in record.ledger] == [("i-00001", "user", "end")]
     assert record.instance_steps == {"i-00001": (3, 0)}  # three steps run, none lost (saved at 3)
     assert orch.trials["t0"].state is TrialState.FINISHED and record.meta["backend"] == "scripted"
+
+
+def _crashed_mid_segment(max_steps=10, reported=2):
+    """A driver whose trial t0 runs on i-00001 and has reported ``reported`` steps when the orchestrator dies; the
+    queue of what came after is lost (a fresh one, as in a resumed process)."""
+    import queue
+
+    from spottune.orchestrator import ExperimentStarted
+
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=max_steps, theta=1.0, top_k=1, metric="loss"), Fixed())
+    driver = WorkerDriver(orch, history(), None, Billing(), FACTS.__getitem__, T0, transport=ScriptedTransport(),
+                          trials={"t0": ({}, 0)}, time_scale=1.0, reference_seconds_per_step=60.0, max_wall_s=10.0)
+    driver.clock.start()
+    driver._deliver(ExperimentStarted(time_s=T0))
+    while orch.trials["t0"].step < reported:
+        driver._handle(driver._q.get_nowait())
+    driver._q = queue.Queue()
+    return orch, driver, driver.instances["i-00001"]
+
+
+def test_a_resume_continues_from_the_save_a_worker_made_when_its_driver_died():
+    orch, driver, inst = _crashed_mid_segment()
+    try:
+        n = len(driver.record.log)
+        assert driver.adopt_orphan_save(inst, 6, [[s, {"loss": 1.0 / s}] for s in range(1, 7)])
+        while not any(r["type"] == "Launch" for r in driver.record.log[n:]):  # the save answers the Checkpoint
+            driver._handle(driver._q.get_nowait())
+    finally:
+        driver.clock.stop()
+    flow = [(r["kind"], r["type"], r.get("step"), r.get("reason"), r.get("resume_step")) for r in driver.record.log[n:]]
+    assert flow == [*[("event", "MetricReported", s, None, None) for s in (3, 4, 5, 6)],
+                    ("event", "RevocationNotice", None, None, None), ("action", "Checkpoint", None, "revocation", None),
+                    ("event", "CheckpointSaved", 6, "revocation", None),
+                    ("action", "Launch", None, None, 6)]  # relaunched from the worker's save, not from step 0
+    tr = orch.trials["t0"]
+    assert tr.checkpoint_step == 6 and tr.lost_steps == 0 and tr.revocations == 1
+    assert tr.steps == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("step, metrics", [(6, [[s, {"loss": 1.0 / s}] for s in (1, 2, 3, 4, 6)]),  # step 5 missing
+                                           (6, None),  # no metrics
+                                           (1, [[1, {"loss": 1.0}]])])  # older than the last reported step
+def test_a_worker_save_without_the_missing_steps_is_not_taken(step, metrics):
+    orch, driver, inst = _crashed_mid_segment()
+    driver.clock.stop()
+    n = len(driver.record.log)
+    assert not driver.adopt_orphan_save(inst, step, metrics)
+    assert driver.record.log[n:] == [] and orch.trials["t0"].state is TrialState.RUNNING and driver._q.empty()

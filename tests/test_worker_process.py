@@ -151,10 +151,51 @@ def test_sigterm_checkpoints_and_eof_exits(tmp_path):
     w.proc.terminate()
     saved = w.until("checkpoint")
     assert saved["reason"] == "sigterm" and w.finish() == 0
-    w2 = Worker(str(tmp_path / "s"), "none", until=1000, resume=saved["step"])
+    w2 = Worker(str(tmp_path / "s"), "none", until=1000, resume=saved["step"], step_wall_s=60.0)
     assert w2.until("ready")["step"] == saved["step"]
-    w2.proc.stdin.close()  # the driver is gone
+    w2.proc.stdin.close()  # the driver is gone before a step: nothing new to save
     assert w2.finish() == 0 and not any(m["event"] == "checkpoint" for m in w2.lines)
+
+
+@pytest.mark.process
+def test_a_worker_whose_driver_is_gone_saves_its_steps_then_exits(tmp_path):
+    """EOF on stdin (the driver died): a lease checkpoint at the current step, holding the segment's metrics."""
+    store = str(tmp_path / "s")
+    w = Worker(store, "none", until=1000)
+    w.until("ready")
+    while len(w.metrics()) < 5:
+        w.next()
+    w.proc.stdin.close()
+    saved = w.until("checkpoint")
+    assert w.finish() == 0
+    reported = [m for m in w.lines if m["event"] == "metric"]
+    assert saved["reason"] == "lease" and saved["step"] == reported[-1]["step"] >= 5
+    info = open_store(store).latest_good("t0")
+    assert info.step == saved["step"] and info.metadata["reason"] == "lease"
+    assert info.metadata["restored_step"] == 0
+    assert info.metadata["metrics"] == [[m["step"], m["metrics"]] for m in reported]
+    w2 = Worker(store, "none", until=saved["step"] + 3, resume=saved["step"])  # resumes there, bit for bit
+    assert w2.until("ready")["step"] == saved["step"]
+    w2.until("idle")
+    w2.send(cmd="exit")
+    assert w2.finish() == 0
+    assert [m["metrics"] for m in reported] + w2.metrics() == reference(saved["step"] + 3)
+
+
+@pytest.mark.process
+def test_a_worker_whose_driver_stopped_reading_saves_then_exits(tmp_path):
+    """The driver's end of stdout closed (a broken pipe), stdin still open: the same lease checkpoint."""
+    store = str(tmp_path / "s")
+    w = Worker(store, "none", until=1000)
+    w.until("ready")
+    while len(w.metrics()) < 3:
+        w.next()
+    w.proc.stdout.close()
+    assert w.proc.wait(timeout=30) == 0
+    info = open_store(store).latest_good("t0")
+    assert info.metadata["reason"] == "lease" and info.step >= 3
+    assert [s for s, _ in info.metadata["metrics"]] == list(range(1, info.step + 1))
+    assert [m for _, m in info.metadata["metrics"]] == reference(info.step)
 
 
 def test_trainable_failure_is_reported(tmp_path):

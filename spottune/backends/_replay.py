@@ -511,6 +511,16 @@ class ReplayDriver(Driver):
     def _release(self, inst: Any) -> None:
         """Free what runs the instance before it is billed (the local backend kills its worker)."""
 
+    def note_resume(self, entry: dict[str, Any], *, journal: bool = True) -> dict[str, Any]:
+        """This run continues a killed one: ``record.meta["resumes"]`` lists the journal's earlier resumes (its
+        ``resume`` lines), then ``entry``, which goes to the journal too (``journal=False``: the caller writes it
+        later, with :meth:`spottune.journal.Journal.resumed`, once it is complete). Returns ``entry``."""
+        earlier = [dict(r) for r in getattr(self.journal, "resumes", ())]
+        self.record.meta.setdefault("resumes", earlier).append(entry)
+        if journal and self.journal is not None:
+            self.journal.resumed(entry)
+        return entry
+
     # -- what a subclass supplies ---------------------------------------------------------------------
     @abc.abstractmethod
     def _event_time(self, event: Any) -> float:

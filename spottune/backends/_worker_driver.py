@@ -605,6 +605,8 @@ class WorkerDriver(ReplayDriver):
         actions = self._handle_event(event)
         for action in actions:
             self.record.log.append(log_record("action", action, now))
+            if isinstance(action, ev.Checkpoint) and action.instance_id in self._instances:
+                self._instances[action.instance_id].pending = action  # answered by a CheckpointSaved, if journaled
             if isinstance(action, ev.Launch):
                 launches[action.trial_id] = action
             elif isinstance(action, ev.ScheduleWakeUp):
@@ -627,6 +629,7 @@ class WorkerDriver(ReplayDriver):
             case ev.CheckpointSaved() if inst is not None:
                 inst.saved_step = self._checkpoint_step[inst.trial_id] = event.step
                 inst.phase = Phase.SAVED
+                inst.pending = None
         self.transport.replay_event(event)
 
     def _replay_billed(self, rec: dict[str, Any]) -> None:
@@ -658,6 +661,56 @@ class WorkerDriver(ReplayDriver):
         for trial_id, tr in self.orchestrator.trials.items():
             if str(tr.state) == "launching" and trial_id not in waiting:
                 self._post(LaunchFailed(time_s=now, trial_id=trial_id, error="orchestrator restarted"))
+
+    def adopt_orphan_save(self, inst: WorkerInstance, step: int, metrics: Any) -> bool:
+        """Resume: the worker of ``inst`` saved ``step`` on its own after the orchestrator died (a ``lease`` save,
+        :mod:`spottune.backends.local.worker`; ``metrics``: its metadata's ``[[step, {name: value}], ...]``); the
+        trial continues from there instead of from its last confirmed checkpoint.
+
+        The steps the dead orchestrator never journaled (after ``inst.step``, up to ``step``) are delivered as
+        ``MetricReported`` from ``metrics`` (one per step, as the worker reported them); then the save answers
+        the ``Checkpoint`` in flight at the crash (or one a delivered step asked for), or, for a trial still
+        running, a ``RevocationNotice`` (deadline now: the worker is gone) makes the orchestrator ask for it and
+        the save answers at once (the unconfirmed save of :meth:`_checkpoint`). The trial then relaunches from
+        ``step``; like the rollback it replaces, it counts one interruption for the trial. Billing ``inst`` is the
+        caller's (every other instance killed by the crash is billed the same way).
+
+        Returns False, changing nothing, unless ``inst`` is its trial's running instance (or its checkpointing
+        one, with the ``Checkpoint`` journaled), ``step`` is past the trial's confirmed checkpoint and not before
+        ``inst.step``, and ``metrics`` holds every step between.
+        """
+        from spottune.orchestrator import RevocationNotice, TrialState
+
+        tr = self.orchestrator.trials[inst.trial_id]
+        if not (inst.alive and inst.launched and tr.instance_id == inst.instance_id
+                and (tr.state is TrialState.RUNNING or (tr.state is TrialState.CHECKPOINTING and inst.pending))):
+            return False
+        step = int(step)
+        try:
+            by_step = {int(s): {str(k): float(v) for k, v in dict(m).items()} for s, m in metrics or ()}
+        except (TypeError, ValueError):
+            return False
+        if step <= self._checkpoint_step[inst.trial_id] or step < inst.step \
+                or any(s not in by_step for s in range(inst.step + 1, step + 1)):
+            return False
+        now = self.now_s()
+        for s in range(inst.step + 1, step + 1):
+            if not inst.alive or tr.instance_id != inst.instance_id:
+                return True  # a delivered step stopped the trial (a prune): it is done with this instance
+            inst.step = s
+            inst.executed += 1
+            self._deliver(inst.metric_reported(now, by_step[s]))
+        if not inst.alive or tr.instance_id != inst.instance_id:
+            return True
+        inst.saved_step = self._checkpoint_step[inst.trial_id] = step
+        if inst.pending is not None:
+            action, inst.pending = inst.pending, None
+            self._deliver(inst.checkpoint_saved(now, action.reason, step))
+        else:
+            inst.unconfirmed_save = step
+            self._deliver(RevocationNotice(time_s=now, trial_id=inst.trial_id, instance_id=inst.instance_id,
+                                           deadline_s=now))
+        return True
 
     def rearm_wakeups(self) -> None:
         """After a resume, with the clock running: the wake-ups the replay left pending go on the clock again."""

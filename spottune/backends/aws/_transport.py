@@ -408,7 +408,7 @@ class Ec2Transport:
         d.log_s = last
         start = last if self.settings.time_scale != 1.0 else max(last, time.time())
         d.restart_clock(start)
-        d.record.meta.setdefault("resumes", []).append({"at_s": start, "records": d.journal.n})
+        d.note_resume({"at_s": start, "records": d.journal.n}, journal=False)  # journaled by reconcile()
 
     def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
         """Rebuild the instance of a journaled fulfilled launch (reconciled with EC2 after the replay).
@@ -511,6 +511,7 @@ class Ec2Transport:
             self.ec2.terminate_instances(InstanceIds=[i.instance_id for i in unknown])
             done["unknown"] = [i.instance_id for i in unknown]
         d.record.meta["resumes"][-1].update(done)
+        d.journal.resumed(d.record.meta["resumes"][-1])
 
     # -- what the cloud says ------------------------------------------------------------------------------
     def _on_message(self, env: Envelope) -> None:

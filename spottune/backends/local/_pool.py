@@ -18,8 +18,9 @@ the user's ``Terminate``: the hourly hop) the process is recycled into the pool 
 provider termination always kills it (SIGKILL: the instance is gone).
 
 **Leftovers** (crash safety). Every started process is reported to ``on_spawn`` (the run journal records
-its PID); a worker exits by itself at EOF on stdin when the driver dies, and
-:func:`kill_leftover_workers` SIGKILLs those still running when a killed run is resumed.
+its PID); a worker saves a checkpoint and exits by itself at EOF on stdin when the driver dies, and
+:func:`kill_leftover_workers` SIGKILLs those still running (after a grace period for that save) when a
+killed run is resumed.
 """
 
 from __future__ import annotations
@@ -126,6 +127,7 @@ class WorkerPool:
         # storage options go to a 0600 file, never a command line (visible in `ps`, /proc/<pid>/cmdline)
         self._secret_env = {CHECKPOINT_KEY_ENV: worker_env({}, checkpoint_key)[1][CHECKPOINT_KEY_ENV]}
         self._options = json.dumps(dict(storage_options))
+        self.checkpoint_key = self._secret_env[CHECKPOINT_KEY_ENV]  # hex: the driver reads the workers' saves with it
         self._options_dir: str | None = None
         self.log_dir = log_dir
         self.spares = max(0, int(spares))
@@ -433,8 +435,12 @@ def _cmdline(pid: int) -> str | None:
         return None
 
 
-def kill_leftover_workers(records: list[dict[str, Any]], store_url: str, timeout_s: float = 10.0) -> list[int]:
+def kill_leftover_workers(records: list[dict[str, Any]], store_url: str, timeout_s: float = 10.0,
+                          grace_s: float = 0.0) -> list[int]:
     """SIGKILL the worker processes a killed run left behind; returns their PIDs.
+
+    A worker whose driver died saves a checkpoint and exits by itself (:mod:`spottune.backends.local.worker`):
+    those still running are first given ``grace_s`` wall seconds to do so; only the ones left are killed.
 
     Parameters
     ----------
@@ -446,6 +452,8 @@ def kill_leftover_workers(records: list[dict[str, Any]], store_url: str, timeout
         left alone.
     timeout_s : float
         Wall seconds to wait for the killed processes to be gone.
+    grace_s : float
+        Wall seconds to wait for the leftover workers to exit by themselves before killing them.
 
     Raises
     ------
@@ -453,10 +461,18 @@ def kill_leftover_workers(records: list[dict[str, Any]], store_url: str, timeout
         If a killed process still runs after ``timeout_s``.
     """
     pids = [int(r["pid"]) for r in records if r.get("k") == "outcome" and r.get("op") == "spawn"]
+
+    def ours(pid: int) -> bool:
+        cmd = _cmdline(pid)
+        return (cmd is not None and "spottune.backends.local.worker" in cmd and store_url in cmd
+                and not _zombie(pid))
+
+    deadline = time.monotonic() + grace_s
+    while any(ours(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)  # saving the steps their dead driver never confirmed
     killed = []
     for pid in pids:
-        cmd = _cmdline(pid)
-        if cmd is None or "spottune.backends.local.worker" not in cmd or store_url not in cmd:
+        if not ours(pid):
             continue
         try:
             os.kill(pid, signal.SIGKILL)

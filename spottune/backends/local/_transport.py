@@ -33,6 +33,9 @@ from spottune.orchestrator import CapacityRefused, EndReason, Launch, LaunchFail
 __all__ = ["ProcessInstance", "ProcessTransport"]
 
 _MIN_POLL_WALL_S = 0.05  # never poll the emulator more often than 20 times a second
+#: Wall seconds a resume gives the workers of the killed run to finish the checkpoint they save on their own
+#: when their driver dies, before it kills them.
+ORPHAN_SAVE_WALL_S = 10.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -84,6 +87,8 @@ class ProcessTransport:
                                on_eof=lambda inst, code: self.driver.enqueue(("eof", inst, code)),
                                on_spawn=self._spawned, checkpoint_key=settings.checkpoint_key)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._store: Any = None  # opened by a resume, to find the checkpoints workers saved when the driver died
+        self._saves: dict[str, Any] = {}  # instance id -> the checkpoint its worker saved on its own (a resume)
 
     def bind(self, driver: WorkerDriver) -> None:
         """Keep the driver (its queue, clock, records and replayed prices).
@@ -287,19 +292,25 @@ class ProcessTransport:
         """Continue a killed run: kill its leftover workers, replay its journal, then relaunch (decision CS4).
 
         1. Every worker process the journal names (``spawn`` outcomes) that still runs, and is a spottune
-           worker of this store (its command line says so: a reused PID is left alone), is SIGKILLed.
-           Adopting them is impossible: their stdin and stdout were pipes to the dead process.
+           worker of this store (its command line says so: a reused PID is left alone), is SIGKILLed, after
+           :data:`ORPHAN_SAVE_WALL_S` wall seconds in which it may finish the checkpoint it saves on its own
+           when its driver dies (a ``lease`` save). Adopting them is impossible: their stdin and stdout were
+           pipes to the dead process.
         2. The journaled events are delivered again to the fresh orchestrator; each returned action is
            checked against the journaled one (:class:`~spottune.errors.JournalMismatch`); launches, billed
            runs (ledger rows, and their ``InstanceEnded`` delivered again), capacity refusals (their
            ``CapacityRefused``), checkpoint steps and pending wake-ups
            rebuild the driver's state (:meth:`WorkerDriver.replay_journal`).
         3. The driver's run then restarts the clock at the last journaled time (the replayed market stood
-           still while the process was down), re-arms the pending wake-ups and the provider ends of
-           instances the trials had left, and ends every instance whose worker was killed: billed as
-           ended by the user (reason ``restart``) and reported as ``LaunchFailed`` (still booting) or
-           ``SegmentEnded(provider)``, so that the trial relaunches from its last checkpoint (the steps
-           since are lost, and the orchestrator counts one interruption) (:meth:`reconcile`).
+           still while the process was down), or later by the steps a worker trained after its last
+           journaled report before it saved them (at its instance's speed: they took engine time),
+           re-arms the pending wake-ups and the provider ends of instances the trials had left, and ends
+           every instance whose worker was killed: billed as ended by the user (reason ``restart``). A running trial whose worker saved its steps when the
+           driver died continues from that checkpoint (:meth:`WorkerDriver.adopt_orphan_save`: the steps
+           the journal lacks are reported from the checkpoint's metadata, then the save is confirmed);
+           any other is reported as ``LaunchFailed`` (still booting) or ``SegmentEnded(provider)``, so
+           that it relaunches from its last confirmed checkpoint (the steps since are lost). Either way
+           the orchestrator counts one interruption (:meth:`reconcile`).
 
         Parameters
         ----------
@@ -312,17 +323,34 @@ class ProcessTransport:
             If the driver has no journal, or the journal holds a record out of order.
         """
         d = self.driver
-        killed = kill_leftover_workers(records, self.settings.store_url)
+        killed = kill_leftover_workers(records, self.settings.store_url, grace_s=ORPHAN_SAVE_WALL_S)
         d.replay_journal()
-        d.restart_clock(d.log_s)  # the replayed market resumes where it stood
-        d.record.meta.setdefault("resumes", []).append({"at_s": d.log_s, "records": d.journal.n,
-                                                         "killed_workers": killed})
+        # the workers' own saves; the steps they trained after their last journaled report took engine time too
+        last: dict[str, float] = {}
+        for rec in records:
+            e = rec.get("e") if rec.get("k") == "event" else None
+            if e is not None and e.get("type") in ("TrialLaunched", "MetricReported"):
+                last[e["instance_id"]] = float(e["time_s"])
+        self._saves, stop_s = {}, d.log_s
+        for inst in d.instances.values():
+            tr = d.orchestrator.trials[inst.trial_id]
+            if inst.alive and inst.launched and tr.instance_id == inst.instance_id:
+                info = self._orphan_save(inst)
+                if info is not None:
+                    self._saves[inst.instance_id] = info
+                    stop_s = max(stop_s, last.get(inst.instance_id, d.log_s)
+                                 + max(0, info.step - inst.step) * inst.seconds_per_step)
+        d.log_s = stop_s
+        d.restart_clock(stop_s)  # the replayed market resumes where it stood when the last worker stopped
+        d.note_resume({"at_s": d.log_s, "records": d.journal.n, "killed_workers": killed},
+                      journal=False)  # journaled by reconcile(), with the checkpoints it took over
 
     def reconcile(self) -> None:
         """After a resume, on the driver thread with the clock running: see :meth:`resume`, step 3."""
         d = self.driver
         d.rearm_wakeups()
         d.post_lost_events(d.now_s())
+        taken: dict[str, int] = {}
         for inst in list(d.instances.values()):
             if not inst.alive:
                 continue
@@ -332,11 +360,42 @@ class ProcessTransport:
                 d.timer(inst.termination_s, "terminate", inst)  # left by its trial: the provider ends it
                 inst.phase = Phase.SAVED
                 continue
+            saved = self._saves.get(inst.instance_id)
+            if saved is not None and d.adopt_orphan_save(inst, saved.step, saved.metadata.get("metrics")):
+                taken[inst.trial_id] = saved.step
+                if inst.alive and tr.instance_id != inst.instance_id and inst.notice_s <= d.now_s() \
+                        and math.isfinite(inst.termination_s):  # noticed by the market: the provider ends it
+                    d.timer(inst.termination_s, "terminate", inst)
+                    inst.phase = Phase.SAVED
+                else:
+                    d.end(inst, d.now_s(), "user", "restart")
+                continue
             d.end(inst, d.now_s(), "user", "restart")
             if inst.launched:
                 d.post(inst.segment_ended(d.now_s(), EndReason.PROVIDER))
             else:
                 d.post(LaunchFailed(time_s=d.now_s(), trial_id=inst.trial_id, error="orchestrator restarted"))
+        entry = d.record.meta["resumes"][-1]
+        entry["worker_saves"] = taken  # trial -> the step its worker saved when the driver died, continued from
+        d.journal.resumed(entry)
+
+    def _orphan_save(self, inst: ProcessInstance) -> Any:
+        """The checkpoint ``inst``'s worker saved on its own when the driver died, or None: the trial's newest
+        intact version in the store (manifest authenticated with the experiment's key), if ``inst`` wrote it."""
+        from spottune.checkpoint import open_store
+        from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, store_key
+
+        try:
+            if self._store is None:
+                self._store = open_store(self.settings.store_url, self.settings.storage_options,
+                                         key=store_key({CHECKPOINT_KEY_ENV: self.pool.checkpoint_key}))
+            info = self._store.latest_good(inst.trial_id)
+        except Exception as exc:  # unreadable store: relaunch from the confirmed checkpoint, as without one
+            self.driver.record.meta.setdefault("resume_store_errors", []).append(f"{inst.trial_id}: {exc}")
+            return None
+        if info is None or info.metadata.get("instance_id") != inst.instance_id:
+            return None
+        return info
 
     def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
         """Rebuild the instance of a journaled fulfilled launch (its worker died with the killed run).

@@ -18,9 +18,15 @@ Lifecycle:
    seconds (AWS recommends 5 s). On a notice the worker checkpoints at once (reason
    ``revocation``) and exits: it does not wait for the orchestrator's round trip.
 4. Commands arrive as JSON lines on stdin: ``{"cmd": "checkpoint", "reason": "hop"}`` (save, then
-   exit) and ``{"cmd": "exit"}``. SIGTERM means "checkpoint and exit" too. EOF on stdin (the
-   driver is gone) exits without saving. At ``--until-step`` training pauses and the worker waits
-   for a command.
+   exit) and ``{"cmd": "exit"}``. SIGTERM means "checkpoint and exit" too. At ``--until-step``
+   training pauses and the worker waits for a command.
+5. **The driver is gone** (EOF on stdin, or its end of stdout closed: the orchestrator died): a worker
+   that trained since its restore saves a checkpoint at once (reason ``lease``, as the AWS agent's
+   does when the orchestrator's lease goes stale), then exits 0; one that has nothing new exits
+   without saving. Every checkpoint's metadata holds the metrics of each step of its segment
+   (``metrics``: ``[[step, {name: value}], ...]``, and ``restored_step``), so a resumed run continues
+   from a save the dead orchestrator never confirmed and reports the steps it never journaled from
+   there (decision CS4): a crash redoes at most the step in flight.
 
 Every report is one JSON object per line on stdout, with an ``event`` key (typed in
 :mod:`spottune.backends.local._messages`; the handlers of one segment are :class:`_Segment`'s methods):
@@ -38,7 +44,7 @@ Every report is one JSON object per line on stdout, with an ``event`` key (typed
 ``standby``    ``pid``, ``warm_up_s``: a ``--standby`` worker is warm and waits for ``{"argv": [...]}``
 =============  ===============================================================================
 
-Exit codes: 0 after a checkpoint, an exit command or EOF; 1 if the trainable or the store failed
+Exit codes: 0 after a checkpoint, an exit command or the driver's end; 1 if the trainable or the store failed
 (after a ``failed`` line); 2 on bad arguments.
 
 ``--standby`` starts a pre-warmed worker that waits for its arguments on stdin (:func:`standby`); the
@@ -155,17 +161,41 @@ def _options_file(path: str) -> dict[str, Any]:
 
 
 class _Out:
-    """Report writer (thread-safe, flushed per line): one :mod:`._messages` report per line."""
+    """Report writer (thread-safe, flushed per line): one :mod:`._messages` report per line.
 
-    def __init__(self, stream: TextIO):
+    If the reader is gone (a broken pipe: the driver died), reports are dropped from then on, ``broken``
+    is set and ``on_broken`` is called (the segment then saves and exits, as at EOF on stdin).
+    """
+
+    def __init__(self, stream: TextIO, on_broken: Any = None):
         self.stream = stream
         self.lock = threading.Lock()
+        self.broken = False
+        self.on_broken = on_broken
 
     def __call__(self, report: Report) -> None:
         line = encode(report)
         with self.lock:
-            self.stream.write(line + "\n")
-            self.stream.flush()
+            if self.broken:
+                return
+            try:
+                self.stream.write(line + "\n")
+                self.stream.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                self.broken = True
+                _silence(self.stream)
+        if self.broken and self.on_broken is not None:
+            self.on_broken()
+
+
+def _silence(stream: TextIO) -> None:
+    """Point a broken output stream's descriptor at /dev/null, so that nothing fails when it is flushed at exit."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, stream.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):  # not a real file (a test's StringIO)
+        pass
 
 
 def _one_line(exc: BaseException) -> str:
@@ -193,6 +223,7 @@ class _Signals:
         self.commands: queue.Queue[Command | None] = queue.Queue()
         self.notice: Any = None
         self.sigterm = False
+        self.orphaned = False  #: the driver is gone (its end of stdout closed)
         self.stop_polling = threading.Event()
         self._reading = False
 
@@ -207,6 +238,11 @@ class _Signals:
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         self.sigterm = True
+        self.wake.set()
+
+    def driver_gone(self) -> None:
+        """The driver's end of stdout closed (it died): wake the segment, which saves and exits."""
+        self.orphaned = True
         self.wake.set()
 
     def new_segment(self) -> None:
@@ -261,6 +297,8 @@ class _Segment:
         self.store: Any = None
         self.due = 0.0
         self.idle_reported = False
+        self.restored = 0  # the step restored: a lease save is made only past it
+        self.reported: list[list[Any]] = []  # [step, metrics] of every step of this segment (a lease save's metadata)
 
     # -- start and end ------------------------------------------------------------------------------
     def start(self) -> int | None:
@@ -284,7 +322,7 @@ class _Segment:
                 info = self.store.restore_trainable(args.trial, self.trainable, step=step)
         except Exception as exc:
             return self.fail("restore", exc)
-        step = self.trainable.iteration
+        step = self.restored = self.trainable.iteration
         fallback = args.resume_step > 0 and step < args.resume_step  # the store fell back (missing/corrupt)
         self.out(Ready(step=step, version=None if info is None else info.version,
                        restore_s=round(time.monotonic() - t0, 6), pid=os.getpid(),
@@ -313,9 +351,11 @@ class _Segment:
 
     def checkpoint(self, reason: str) -> int:
         t = time.monotonic()
+        # the segment's metrics: a driver that died before it saw them (or this save) reports them from here
+        metadata: dict[str, Any] = {"reason": reason, "instance_id": self.args.instance_id,
+                                    "restored_step": self.restored, "metrics": self.reported}
         try:
-            info = self.store.save_trainable(self.args.trial, self.trainable,
-                                             metadata={"reason": reason, "instance_id": self.args.instance_id})
+            info = self.store.save_trainable(self.args.trial, self.trainable, metadata=metadata)
         except Exception as exc:
             return self.fail("checkpoint", exc)
         self.out(Saved(step=info.step, version=info.version, reason=reason, save_s=round(time.monotonic() - t, 6)))
@@ -332,6 +372,15 @@ class _Segment:
     def on_sigterm(self) -> int | None:
         return self.checkpoint("sigterm") if self.sig.sigterm else None
 
+    def on_driver_gone(self) -> int | None:
+        """The driver died (EOF on stdin, or its end of stdout closed): save what it may not have seen, then exit."""
+        if self.trainable.iteration > self.restored:
+            return self.checkpoint("lease")
+        return self.finish(0)
+
+    def on_orphaned(self) -> int | None:
+        return self.on_driver_gone() if self.sig.orphaned else None
+
     def on_command(self) -> int | None:
         try:
             cmd = self.sig.commands.get_nowait()
@@ -340,7 +389,7 @@ class _Segment:
         match cmd:
             case None:  # EOF: the driver is gone
                 self.sig.commands.put(None)  # keep the EOF visible to a standby loop
-                return self.finish(0)
+                return self.on_driver_gone()
             case CheckpointCommand(reason=reason):
                 return self.checkpoint(reason)
             case ExitCommand():
@@ -367,13 +416,14 @@ class _Segment:
             metrics = self.trainable.train()
         except Exception as exc:
             return self.fail("step", exc)
+        self.reported.append([self.trainable.iteration, metrics])
         self.out(Metric(step=self.trainable.iteration, metrics=metrics))
         self.due = max(self.due + self.args.step_wall_s, time.monotonic() - self.args.step_wall_s)
         return None
 
     def loop(self) -> int:
         while True:
-            for handler in (self.on_notice, self.on_sigterm, self.on_command):
+            for handler in (self.on_notice, self.on_sigterm, self.on_orphaned, self.on_command):
                 code = handler()
                 if code is not None:
                     return code
@@ -388,7 +438,7 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
     """Run one segment (see the module docstring); returns the exit code."""
     sig = (signals or _Signals()).start(stdin or sys.stdin)
     sig.new_segment()
-    segment = _Segment(args, _Out(stdout or sys.stdout), sig)
+    segment = _Segment(args, _Out(stdout or sys.stdout, on_broken=sig.driver_gone), sig)
     code = segment.start()
     return code if code is not None else segment.loop()
 
@@ -435,8 +485,8 @@ def standby(argv: Sequence[str], stdin: TextIO | None = None, stdout: TextIO | N
     p.add_argument("--storage-options-file", default=None)
     pre = p.parse_args(argv)
     stdin = stdin or sys.stdin
-    out = _Out(stdout or sys.stdout)
     sig = _Signals().start(stdin)
+    out = _Out(stdout or sys.stdout, on_broken=sig.driver_gone)
     t0 = time.monotonic()
     options = json.loads(pre.storage_options)
     if pre.storage_options_file:
@@ -449,7 +499,7 @@ def standby(argv: Sequence[str], stdin: TextIO | None = None, stdout: TextIO | N
     while True:
         out(Standby(pid=os.getpid(), warm_up_s=warm_up_s))
         while True:
-            if sig.sigterm:
+            if sig.sigterm or sig.orphaned:
                 return 0
             try:
                 msg = sig.commands.get(timeout=1.0)

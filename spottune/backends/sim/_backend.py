@@ -134,7 +134,9 @@ class SimBackend(ReplayDriver):
         ``replay=records``) checks every event, action, intent and billed run against the journaled one,
         then to go on appending. Training is not repeated: the journaled ``MetricReported`` metrics are
         preloaded into the curves (:meth:`TrainableCurves.preload`); missed events need no delivery (the
-        virtual clock stood still while the process was down).
+        virtual clock stood still while the process was down). The resume is journaled (a ``resume`` line,
+        written once the journaled records are used up) and listed in ``record.meta["resumes"]`` after the
+        journal's earlier ones.
 
         Parameters
         ----------
@@ -142,6 +144,8 @@ class SimBackend(ReplayDriver):
             The killed run's journal (:func:`spottune.journal.read_journal`); the driver's :attr:`journal`
             replays it.
         """
+        times = [float(r["e"]["time_s"]) for r in records if r.get("k") == "event"]
+        self.note_resume({"at_s": max(times, default=self.record.start_s), "records": len(records)})
         preload = getattr(self.curves, "preload", None)
         if preload is None:
             return

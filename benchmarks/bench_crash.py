@@ -1,0 +1,243 @@
+"""Crash cost: what a ``kill -9`` of the orchestrator at a random moment costs once the run is resumed.
+
+For each backend, one uninterrupted run, then ``--crashes`` runs each killed once at a seeded random moment and
+resumed to the end (``spottune resume``). Per crash:
+
+- ``cost_ratio``: the resumed run's total cost ÷ the uninterrupted run's (local: ÷ the mean of its uninterrupted
+  runs, whose spread is reported too: a local run's timing follows the wall clock);
+- ``steps_redone``: steps trained again after the resume that had already been reported (journaled) before the
+  crash (``MetricReported`` events after the crash for a step at or below the trial's last journaled step);
+- ``steps_redone_from_confirmed``: what a relaunch of every running trial from its last *confirmed* checkpoint
+  would have redone (the rule before the workers saved on their own when their driver died: decision CS4);
+- ``worker_saves``: the trials the resume continued from a checkpoint their worker saved after the crash.
+
+Backends:
+
+- ``sim``: the crash is an exception raised by the journal's fault hook before a seeded random record (the process
+  state after it is lost; the resume reads only the files), as ``tests/test_crash_resume.py`` does. The simulator
+  resumes by deterministic re-execution (CS3), so the resumed run is the uninterrupted one.
+- ``local``: a real ``spottune run --backend local`` SIGKILLed once a seeded random number of steps has been
+  journaled, its workers left behind, then ``spottune resume``.
+
+Usage: ``python benchmarks/bench_crash.py [--crashes 10] [--seed 0]`` -> ``benchmarks/results/crash.json``;
+``--markdown`` prints the table of the stored JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common  # noqa: E402,F401  (puts the project root on sys.path)
+import numpy as np  # noqa: E402
+
+from _common import ROOT, run_or_print  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "results" / "crash.json"
+#: The sim experiment (the crash-safety tests' spec).
+SIM_SPEC = dict(workload="logreg", search_space={"lr": {"grid_search": [0.01, 0.05, 0.2, 0.8]},
+                                                 "l2": {"grid_search": [0.0, 0.01]}},
+                max_steps=40, theta=0.5, top_k=2, predictor="constant",
+                instance_types=["r3.large", "c3.xlarge", "m3.medium"], availability_zones=["us-east-1a", "us-east-1b"],
+                seed=7)
+#: The local experiment: 4 trials of 60 steps, θ 0.5, top-2, on two markets of one zone, at 900x wall time.
+LOCAL_SPEC = dict(workload="logreg", search_space={"lr": {"grid_search": [0.01, 0.05, 0.2, 0.8]}}, max_steps=60,
+                  theta=0.5, top_k=2, instance_types=["r3.large", "c3.xlarge"], availability_zones=["us-east-1b"],
+                  predictor="none")
+TIME_SCALE = 900
+
+
+class _Crash(Exception):
+    pass
+
+
+def _redone(records_before: list[dict], records_after: list[dict]) -> tuple[int, int]:
+    """(steps reported again after the crash, steps a relaunch from the last confirmed checkpoint would redo)."""
+    reported: dict[str, int] = {}
+    confirmed: dict[str, int] = {}
+    running: dict[str, bool] = {}
+    for rec in records_before:
+        e = rec.get("e") if rec.get("k") == "event" else None
+        if e is None:
+            continue
+        t = e.get("trial_id")
+        if e["type"] == "MetricReported":
+            reported[t] = e["step"]
+        elif e["type"] == "CheckpointSaved":
+            confirmed[t], running[t] = e["step"], False
+        elif e["type"] == "TrialLaunched":
+            running[t] = True
+        elif e["type"] == "SegmentEnded" and e["reason"] == "provider":
+            running[t] = False
+    again = sum(1 for rec in records_after if rec.get("k") == "event" and rec["e"]["type"] == "MetricReported"
+                and rec["e"]["step"] <= reported.get(rec["e"]["trial_id"], 0))
+    would = sum(max(0, reported.get(t, 0) - confirmed.get(t, 0)) for t, on in running.items() if on)
+    return again, would
+
+
+def bench_sim(crashes: int, seed: int) -> dict:
+    from spottune.compose import run
+    from spottune.experiment import ExperimentSpec
+    from spottune.journal import JOURNAL_FILE, open_run, read_journal
+    from spottune.results import write_results
+
+    def once(folder: Path, fault=None, resume: bool = False) -> dict:
+        folder.mkdir(parents=True, exist_ok=True)
+        spec, journal, records = open_run(folder) if resume else open_run(folder, ExperimentSpec(**SIM_SPEC))
+        journal.fault = fault
+        try:
+            return run(spec, output=folder, journal=journal, resume=records)
+        finally:
+            journal.close()
+
+    with tempfile.TemporaryDirectory(prefix="bench-crash-sim-") as tmp:
+        ref_dir = Path(tmp) / "ref"
+        ref = write_results(ref_dir, once(ref_dir))
+        n_records = len(read_journal(ref_dir / JOURNAL_FILE))
+        points = sorted(np.random.default_rng(seed).choice(np.arange(2, n_records - 1), crashes, replace=False))
+        rows = []
+        for i, n in enumerate(int(p) for p in points):
+            folder = Path(tmp) / f"c{i}"
+
+            def fault(pos, record, n=n):
+                if pos == n:
+                    raise _Crash(n)
+            try:
+                once(folder, fault)
+            except _Crash:
+                pass
+            before = read_journal(folder / JOURNAL_FILE)
+            t0 = time.perf_counter()
+            summary = write_results(folder, once(folder, resume=True))
+            after = read_journal(folder / JOURNAL_FILE)[len(before):]
+            again, _ = _redone(before, after)  # the simulator re-executes: no relaunch from a confirmed checkpoint
+            rows.append({"crash_record": n, "of_records": n_records, "resume_s": round(time.perf_counter() - t0, 3),
+                         "cost_usd": summary["total_cost_usd"],
+                         "cost_ratio": summary["total_cost_usd"] / ref["total_cost_usd"],
+                         "jct_ratio": summary["jct_h"] / ref["jct_h"], "steps_redone": again,
+                         "same_top_k": [t["trial_id"] for t in summary["top_k"]] == [t["trial_id"] for t in ref["top_k"]]})
+    return {"spec": SIM_SPEC, "uninterrupted_cost_usd": [ref["total_cost_usd"]], "crashes": rows}
+
+
+def _cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", "from spottune.cli import main; main()", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def bench_local(crashes: int, seed: int, uninterrupted: int) -> dict:
+    import yaml
+
+    from spottune.journal import JOURNAL_FILE, read_journal
+
+    with tempfile.TemporaryDirectory(prefix="bench-crash-local-") as tmp:
+        cfg = Path(tmp) / "spec.yaml"
+        cfg.write_text(yaml.safe_dump(LOCAL_SPEC, sort_keys=False))
+        run_args = ["run", "--config", str(cfg), "--backend", "local", "--time-scale", str(TIME_SCALE), "--no-progress"]
+        refs, steps_total = [], []
+        for i in range(uninterrupted):
+            out = Path(tmp) / f"ref{i}"
+            done = _cli(*run_args, "--output", str(out))
+            if done.returncode != 0:
+                raise RuntimeError(done.stderr)
+            refs.append(json.loads((out / "summary.json").read_text()))
+            steps_total.append(sum(1 for r in read_journal(out / JOURNAL_FILE)
+                                   if r["k"] == "event" and r["e"]["type"] == "MetricReported"))
+        ref_cost = statistics.mean(s["total_cost_usd"] for s in refs)
+        ref_jct = statistics.mean(s["jct_h"] for s in refs)
+        rng = np.random.default_rng(seed)
+        rows = []
+        for i in range(crashes):
+            k = int(rng.integers(2, int(0.9 * min(steps_total))))  # crash once k steps are journaled
+            out = Path(tmp) / f"c{i}"
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+            proc = subprocess.Popen([sys.executable, "-c", "from spottune.cli import main; main()", *run_args,
+                                     "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    env=env, cwd=ROOT, start_new_session=True)
+            journal = out / JOURNAL_FILE
+            deadline = time.monotonic() + 300
+            while proc.poll() is None and time.monotonic() < deadline:
+                text = journal.read_text() if journal.exists() else ""
+                if text.count('"type":"MetricReported"') >= k:
+                    break
+                time.sleep(0.01)
+            os.kill(proc.pid, signal.SIGKILL)  # the orchestrator only: its workers are left behind
+            proc.wait()
+            if (out / "summary.json").exists():
+                raise RuntimeError(f"crash {i}: the run finished before it was killed")
+            before = read_journal(journal)
+            t0 = time.perf_counter()
+            done = _cli("resume", str(out), "--no-progress")
+            if done.returncode != 0:
+                raise RuntimeError(done.stderr)
+            resume_s = time.perf_counter() - t0
+            summary = json.loads((out / "summary.json").read_text())
+            after = read_journal(journal)[len(before):]
+            again, would = _redone(before, after)
+            (entry,) = summary["settings"]["resumes"]
+            rows.append({"crash_after_steps": k, "resume_wall_s": round(resume_s, 2),
+                         "cost_usd": summary["total_cost_usd"], "cost_ratio": summary["total_cost_usd"] / ref_cost,
+                         "jct_ratio": summary["jct_h"] / ref_jct, "steps_redone": again,
+                         "steps_redone_from_confirmed": would, "worker_saves": entry.get("worker_saves", {}),
+                         "killed_workers": len(entry.get("killed_workers", [])),
+                         "restart_rows": sum(1 for row in (out / "ledger.csv").read_text().splitlines()[1:]
+                                             if ",restart," in row),
+                         "top_k": [t["trial_id"] for t in summary["top_k"]]})
+    return {"spec": LOCAL_SPEC, "time_scale": TIME_SCALE, "uninterrupted_cost_usd": [s["total_cost_usd"] for s in refs],
+            "uninterrupted_jct_hours": [s["jct_h"] for s in refs],
+            "uninterrupted_top_k": [[t["trial_id"] for t in s["top_k"]] for s in refs], "crashes": rows}
+
+
+def run(args: argparse.Namespace) -> dict:
+    t0 = time.perf_counter()
+    out = {"crashes_per_backend": args.crashes, "seed": args.seed, "backends": {}}
+    if "sim" in args.backends:
+        out["backends"]["sim"] = bench_sim(args.crashes, args.seed)
+    if "local" in args.backends:
+        out["backends"]["local"] = bench_local(args.crashes, args.seed, args.uninterrupted)
+    for b in out["backends"].values():
+        rows = b["crashes"]
+        ratios = [r["cost_ratio"] for r in rows]
+        b["summary"] = {"cost_ratio_median": statistics.median(ratios), "cost_ratio_max": max(ratios),
+                        "steps_redone_total": sum(r["steps_redone"] for r in rows),
+                        "steps_redone_max": max(r["steps_redone"] for r in rows),
+                        "steps_redone_from_confirmed_total": sum(r["steps_redone_from_confirmed"] for r in rows)
+                        if all("steps_redone_from_confirmed" in r for r in rows) else None}
+    out["wall_s"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def markdown(r: dict) -> str:
+    lines = ["| backend | crashes | resumed ÷ uninterrupted cost: median (max) | steps redone: total (max per crash) "
+             "| from the last confirmed checkpoint it would be |", "| --- | --- | --- | --- | --- |"]
+    for name, b in r["backends"].items():
+        s = b["summary"]
+        lines.append(f"| {name} | {len(b['crashes'])} | {s['cost_ratio_median']:.2f}x ({s['cost_ratio_max']:.2f}x) | "
+                     f"{s['steps_redone_total']} ({s['steps_redone_max']}) | "
+                     f"{'-' if s['steps_redone_from_confirmed_total'] is None else s['steps_redone_from_confirmed_total']} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--crashes", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--uninterrupted", type=int, default=2, help="uninterrupted local runs (the cost's reference)")
+    p.add_argument("--backends", nargs="+", default=["sim", "local"], choices=["sim", "local"])
+    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--markdown", action="store_true", help="print the table of the stored JSON")
+    return run_or_print(p.parse_args(argv), run, markdown)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
