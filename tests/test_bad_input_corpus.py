@@ -470,11 +470,11 @@ CASES = [
     ("yaml-checkpoint-keep-0", "spottune", f"{RUN} --config {{y-keep}}", "checkpoint_keep is 0"),
     ("yaml-workload-number", "spottune", f"{RUN} --config {{y-workload-int}}", "7"),
     # -- spottune resume: journal files -----------------------------------------------------------------------
-    ("resume-journal-empty", "spottune", "resume --no-progress {j-empty.dir}", "not a spottune journal"),
+    ("resume-journal-empty", "spottune", "resume --no-progress {j-empty.dir}", "holds no run to resume"),
     ("resume-journal-text", "spottune", "resume --no-progress {j-text.dir}", "line 1 is not JSON"),
     ("resume-journal-binary", "spottune", "resume --no-progress {j-binary.dir}", "not JSON"),
     ("resume-journal-list", "spottune", "resume --no-progress {j-list.dir}", "line 1 is not a journal record"),
-    ("resume-journal-torn-spec", "spottune", "resume --no-progress {j-torn.dir}", "not a spottune journal"),
+    ("resume-journal-torn-spec", "spottune", "resume --no-progress {j-torn.dir}", "holds no run to resume"),
     ("resume-journal-not-spec", "spottune", "resume --no-progress {j-not-spec.dir}", "not a spottune journal"),
     ("resume-journal-bad-position", "spottune", "resume --no-progress {j-bad-n.dir}", "position 3, expected 0"),
     ("resume-journal-version", "spottune", "resume --no-progress {j-version.dir}", "version 99"),
