@@ -99,8 +99,16 @@ def _fields(item: Any) -> dict[str, Any]:
 def encode(item: Any) -> dict[str, Any]:
     """An event or action (a dataclass) as the plain JSON data the journal holds for it.
 
-    ``{"type": class name, field: value, ...}``: floats kept exactly (JSON's shortest round-trip repr;
-    ``inf`` and ``nan`` as ``Infinity`` and ``NaN``), enums by value, markets as ``"AZ/TYPE/PRODUCT"``.
+    Parameters
+    ----------
+    item : dataclass
+        An event or action of :mod:`spottune.orchestrator`.
+
+    Returns
+    -------
+    dict
+        ``{"type": class name, field: value, ...}``: floats kept exactly (JSON's shortest round-trip repr;
+        ``inf`` and ``nan`` as ``Infinity`` and ``NaN``), enums by value, markets as ``"AZ/TYPE/PRODUCT"``.
     """
     return json.loads(_dumps(_fields(item)))
 
@@ -108,10 +116,23 @@ def encode(item: Any) -> dict[str, Any]:
 def decode_event(data: Mapping[str, Any]) -> Any:
     """The event :func:`encode` wrote (``spottune.orchestrator`` event types only).
 
+    Parameters
+    ----------
+    data : mapping
+        An ``event`` record's ``e``: ``{"type": class name, field: value, ...}``.
+
+    Returns
+    -------
+    spottune.orchestrator event
+        Of the type ``data["type"]`` names; its market parsed (:class:`spotmarket.prices.Market`), the reason
+        of a ``CheckpointSaved`` or ``SegmentEnded`` as its enum; times in seconds since the epoch, as journaled.
+
     Raises
     ------
     ConfigError
         On an unknown event type (the journal is not spottune's or is damaged).
+    TypeError
+        If the fields are not those of that type (a damaged journal).
     """
     from spotmarket.prices import Market
     from spottune import orchestrator as ev
@@ -131,17 +152,33 @@ def decode_event(data: Mapping[str, Any]) -> Any:
 
 
 def read_journal(path: str | os.PathLike[str], *, repair: bool = False) -> "JournalRecords":
-    """Every complete record of a journal file, in order (a list of dict, with the raw ``lines``).
+    """Every complete record of a journal file, in order.
 
     A last line without its newline (the process died while writing it) is dropped, and with
     ``repair=True`` cut from the file so that appends continue after the last complete record.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The journal file (``<results>/journal.jsonl``, :data:`JOURNAL_FILE`).
+    repair : bool, default False
+        Cut a torn last line from the file (only once the journal is found sound).
+
+    Returns
+    -------
+    JournalRecords
+        The numbered records (a list of dict: ``n`` = 0, 1, 2, ..., the first the ``spec`` line), with
+        ``lines`` (each as written), ``end`` (bytes of the complete lines) and ``resumes`` (the ``resume``
+        lines).
 
     Raises
     ------
     ConfigError
         If the file is missing or holds no complete line (no run began: "holds no run to resume"), a
-        complete line is not JSON, the positions ``n`` are not 0, 1, 2, ..., or the first record is not the
-        ``spec`` line of version :data:`JOURNAL_VERSION`.
+        complete line is not a JSON object, the positions ``n`` are not 0, 1, 2, ..., or the first record is
+        not the ``spec`` line of version :data:`JOURNAL_VERSION`.
+    OSError
+        If the file cannot be read, or (``repair``) cut.
     """
     path = Path(path)
     if not path.is_file():
@@ -198,6 +235,21 @@ def holds_run(path: str | os.PathLike[str]) -> bool:
 
     A journal without a complete first line is what a run killed while writing its ``spec`` line left
     (before that line was written atomically: an empty file, or a cut line); no run began there.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The journal file (``<results>/journal.jsonl``).
+
+    Returns
+    -------
+    bool
+        True if the file holds a newline; False if it holds none or is missing (or ``path`` is a folder).
+
+    Raises
+    ------
+    OSError
+        If the file exists but cannot be read (e.g. ``PermissionError``).
     """
     try:
         with open(path, "rb") as fh:
@@ -218,9 +270,22 @@ def _cut(path: Path, end: int) -> None:
 
 
 class JournalRecords(list):
-    """The records of a journal (a list of dict), with ``lines``: each record's line as written, ``end``: the
-    size in bytes of the complete lines, and ``resumes``: the ``resume`` lines (each without its ``k``), which
-    are not among the records."""
+    """The records of a journal (a list of dict, :func:`read_journal`), and what else the file holds.
+
+    Parameters
+    ----------
+    *args : iterable of dict, optional
+        Initial records, as ``list`` takes them.
+
+    Attributes
+    ----------
+    lines : list of str
+        Each record's line as written (without its newline).
+    end : int
+        The size in bytes of the complete lines.
+    resumes : list of dict
+        The ``resume`` lines (each without its ``k``), which are not among the records.
+    """
 
     def __init__(self, *args: Any):
         super().__init__(*args)
@@ -245,10 +310,11 @@ class Journal:
         The records of an existing journal (:func:`read_journal` with ``repair=True``): appends are
         compared with them, in order, until they are used up, then written after them.
     flush_interval_s : float, default 0.05
-        Longest time a record waits in the process's buffer before it is handed to the OS (a
+        Longest time a record waits in the process's buffer before it is handed to the OS, wall seconds (a
         ``kill -9`` loses at most that much; with :attr:`sync_intents` every record is handed at once).
     fsync_interval_s : float, default 1.0
-        Longest time between two ``os.fsync`` calls while appending (a power loss loses at most that much).
+        Longest time between two ``os.fsync`` calls while appending, wall seconds (a power loss loses at
+        most that much).
     fault : callable (n, record) -> None, optional
         Fault injection for tests: called before record ``n`` is written (or compared); raising
         there is a crash at that point.
@@ -258,6 +324,17 @@ class Journal:
     sync_intents : bool
         Set for a driver with real side effects (local, aws): every record goes to the OS at once and
         every intent is fsync'd before the side effect it announces.
+    n : int
+        The position of the next record (the spec line is 0).
+    resumes : list of dict
+        The earlier ``resume`` lines of a replayed journal.
+
+    Raises
+    ------
+    FileExistsError
+        If a new journal (no ``replay``) is created where ``path`` exists.
+    OSError
+        If the journal or its temporary file cannot be written.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, spec: Mapping[str, Any] | None = None,
@@ -314,7 +391,12 @@ class Journal:
 
     @property
     def replaying(self) -> bool:
-        """True while appends are still compared with journaled records."""
+        """True while appends are still compared with journaled records.
+
+        Returns
+        -------
+        bool
+        """
         return self.n < len(self._expected)
 
     def _open_if_done(self) -> None:
@@ -324,13 +406,18 @@ class Journal:
                 self._write_resume()
 
     def resumed(self, entry: Mapping[str, Any]) -> None:
-        """Record that this run continues a killed one: a ``resume`` line ``{"k": "resume", **entry}`` (``entry``:
-        JSON data, e.g. ``records``: the journaled records replayed, ``at_s``: the engine time it continues at).
+        """Record that this run continues a killed one: a ``resume`` line ``{"k": "resume", **entry}``.
 
         The line is written once the journaled records are used up (at once if they are), after the last of
         them, and handed to the OS at once. It carries no position ``n``: replay skips it
         (:func:`read_journal` gives it in ``resumes``), so the records of a resumed run are those of the
         uninterrupted one. At most one per run (a second call replaces a line not yet written).
+
+        Parameters
+        ----------
+        entry : mapping
+            JSON data, e.g. ``records``: the journaled records replayed, ``at_s``: the engine time it continues
+            at (seconds since the epoch).
         """
         self._resume = dict(entry)
         if self._fh is not None and not self.replaying:
@@ -346,13 +433,20 @@ class Journal:
     def append(self, kind: str, **fields: Any) -> None:
         """Record ``kind`` with ``fields``, or check it against the journal while replaying.
 
-        Field values are JSON data, or enums, markets, numpy scalars and mappings (written as
-        :func:`encode` says).
+        Parameters
+        ----------
+        kind : str
+            The record's ``k`` (``event``, ``action``, ``intent``, ``outcome``, ``billed``, ``memo``, ...).
+        **fields
+            Its other fields: JSON data, or enums, markets, numpy scalars and mappings (written as
+            :func:`encode` says).
 
         Raises
         ------
         JournalMismatch
             While replaying, if the record differs from the journaled one at this position.
+        OSError
+            If the record cannot be written or fsync'd.
         """
         record = {"n": self.n, "k": kind, **fields}
         if self.fault is not None:
@@ -382,6 +476,16 @@ class Journal:
         For a driver that rebuilds its own state from the records (the local backend) rather than
         re-executing the run; it must still pass events and actions through :meth:`event` and
         :meth:`actions` so that they are compared.
+
+        Returns
+        -------
+        dict
+            The record as journaled (with its ``n`` and ``k``).
+
+        Raises
+        ------
+        IndexError
+            If no journaled record is left to replay.
         """
         if not self.replaying:
             raise IndexError("the journal has no record left to replay")
@@ -391,15 +495,41 @@ class Journal:
         return record
 
     def peek(self) -> dict[str, Any] | None:
-        """While replaying: the next journaled record (not consumed); None once replayed."""
+        """While replaying: the next journaled record, not consumed.
+
+        Returns
+        -------
+        dict or None
+            The record as journaled; None once replayed.
+        """
         return self._expected[self.n] if self.replaying else None
 
     def event(self, event: Any) -> None:
-        """Record an event before it is handed to the orchestrator."""
+        """Record an event before it is handed to the orchestrator (an ``event`` record, ``e``: the event's fields).
+
+        Parameters
+        ----------
+        event : spottune.orchestrator event
+
+        Raises
+        ------
+        JournalMismatch
+            While replaying, if it differs from the journaled record.
+        """
         self.append("event", e=_fields(event))
 
     def actions(self, actions: Iterable[Any]) -> None:
-        """Record the actions ``handle`` returned, in order."""
+        """Record the actions ``handle`` returned, in order (one ``action`` record each, ``a``: its fields).
+
+        Parameters
+        ----------
+        actions : iterable of spottune.orchestrator actions
+
+        Raises
+        ------
+        JournalMismatch
+            While replaying, if one differs from the journaled record.
+        """
         for action in actions:
             self.append("action", a=_fields(action))
 
@@ -408,6 +538,17 @@ class Journal:
 
         Each is ``{"k": "memo", "key": its key, "p": the prediction}``, or ``"error"`` when the predictor raised;
         a recalled answer is written as it was journaled (and so compared with itself while replaying).
+
+        Parameters
+        ----------
+        answers : iterable of spottune.orchestrator.PredictorAnswer
+            Each with ``key``, ``prediction``, ``error`` (None unless the predictor raised) and ``recalled``
+            (the journaled answer, or None).
+
+        Raises
+        ------
+        JournalMismatch
+            While replaying, if one differs from the journaled record.
         """
         for a in answers:
             if a.error is not None:
@@ -416,14 +557,27 @@ class Journal:
                 self.append("memo", key=a.key, p=a.recalled["p"] if a.recalled is not None else _fields(a.prediction))
 
     def recall(self, index: int, key: str) -> dict[str, Any] | None:
-        """While replaying: the journaled answer of the ``index``-th final-metric prediction (0-based) of the
-        ``handle`` call whose event is the last record, if that record is a ``memo`` of ``key``; else None.
+        """While replaying: the journaled answer of the ``index``-th final-metric prediction of the ``handle`` call
+        whose event is the last record, if that record is a ``memo`` of ``key``.
 
         EarlyCurve's fits are a pure function of their input (the contract of
         :class:`earlycurve.FinalMetricPredictor`), so a replay may take the journaled answer for the same
-        input instead of fitting again; the key (SHA-256 of the curve, ``S_max`` and a configuration:
-        :func:`spottune.orchestrator.prediction_key`) is checked here, and any other input is computed and
+        input instead of fitting again; the key is checked here, and any other input is computed and
         then fails :meth:`append`'s comparison (:class:`~spottune.errors.JournalMismatch`).
+
+        Parameters
+        ----------
+        index : int
+            The prediction's position within the ``handle`` call, 0-based.
+        key : str
+            Its key: SHA-256 of the curve, ``S_max`` and a configuration
+            (:func:`spottune.orchestrator.prediction_key`).
+
+        Returns
+        -------
+        dict or None
+            The ``memo`` record (``p``: the prediction as journaled, or ``error``); None if there is none for
+            ``key`` there (or the journal is not replaying that far).
         """
         i = self.n + int(index)
         if i < len(self._expected):
@@ -433,15 +587,51 @@ class Journal:
         return None
 
     def intent(self, op: str, key: str, **details: Any) -> None:
-        """Record a side effect ``op`` on ``key`` before it is carried out (fsync'd for real drivers)."""
+        """Record a side effect ``op`` on ``key`` before it is carried out (fsync'd for real drivers).
+
+        Parameters
+        ----------
+        op : str
+            The side effect, e.g. ``"launch"``, ``"checkpoint"``.
+        key : str
+            What it acts on (a trial or instance id): the record's ``id``.
+        **details
+            Further fields, as :meth:`append` takes them.
+
+        Raises
+        ------
+        JournalMismatch
+            While replaying, if it differs from the journaled record.
+        """
         self.append("intent", op=op, id=key, **details)
 
     def outcome(self, op: str, key: str, **details: Any) -> None:
-        """Record what side effect ``op`` on ``key`` produced."""
+        """Record what side effect ``op`` on ``key`` produced.
+
+        Parameters
+        ----------
+        op : str
+            The side effect, e.g. ``"launch"`` (with ``fulfilled``) or ``"signal"``.
+        key : str
+            What it acted on (a trial or instance id, a market): the record's ``id``.
+        **details
+            Further fields, as :meth:`append` takes them.
+
+        Raises
+        ------
+        JournalMismatch
+            While replaying, if it differs from the journaled record.
+        """
         self.append("outcome", op=op, id=key, **details)
 
     def close(self) -> None:
-        """Flush, fsync and close (idempotent)."""
+        """Flush, fsync and close (idempotent).
+
+        Raises
+        ------
+        OSError
+            If the buffered records cannot be written or fsync'd.
+        """
         if self._fh is not None:
             self._fh.flush()
             os.fsync(self._fh.fileno())
@@ -462,15 +652,22 @@ def open_run(folder: str | os.PathLike[str], spec: Any = None) -> tuple[Any, Jou
 
     Returns
     -------
-    (ExperimentSpec, Journal, records or None)
-        ``records`` are the journaled records the new :class:`Journal` replays (None for a new run).
+    spec : ExperimentSpec
+        ``spec``, or for a resume the journaled one (redacted storage credentials given again).
+    journal : Journal
+        A new journal (its ``spec`` line written, credentials redacted), or one that replays ``records``.
+    records : JournalRecords or None
+        The journaled records the new :class:`Journal` replays (None for a new run).
 
     Raises
     ------
     ConfigError
         A new run in a folder that already holds one (``summary.json``, or a ``journal.jsonl`` whose spec line
         is complete: :func:`holds_run`): one line that points to ``spottune resume``; a resume of a folder
-        without a journal, with one that holds no complete spec line (no run began), or with a damaged one.
+        without a journal, with one that holds no complete spec line (no run began), with a damaged one, or
+        whose redacted storage credentials are not given again in ``$SPOTTUNE_STORAGE_SECRETS``.
+    JournalMismatch
+        If the resumed spec's trials (``[trial_id, config, seed]``) differ from the journaled ones.
     """
     from spottune.experiment import ExperimentSpec
     from spottune.results import redact

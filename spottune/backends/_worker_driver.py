@@ -134,6 +134,11 @@ class WorkerInstance(Instance):
     def to(self, trigger: str) -> None:
         """Apply ``trigger`` by :data:`TRANSITIONS`.
 
+        Parameters
+        ----------
+        trigger : {"ready", "checkpoint", "saved", "failed", "kill", "recycle"}
+            What happened to the worker (a report, a command sent, or the driver's own effect).
+
         Raises
         ------
         BackendError
@@ -147,11 +152,23 @@ class WorkerInstance(Instance):
 
     @property
     def gone(self) -> bool:
-        """The worker no longer runs this instance (killed or recycled)."""
+        """The worker no longer runs this instance (killed or recycled).
+
+        Returns
+        -------
+        bool
+            True in phase ``KILLED`` or ``RECYCLED``.
+        """
         return self.phase in (Phase.KILLED, Phase.RECYCLED)
 
     def output_tail(self) -> str:
-        """The end of what the worker wrote to its log, for a failure message ("" when the transport keeps none)."""
+        """The end of what the worker wrote to its log, for a failure message.
+
+        Returns
+        -------
+        str
+            The log's last lines; "" here and for a transport that keeps no log (a transport's subclass overrides it).
+        """
         return ""
 
 
@@ -162,7 +179,8 @@ class WorkerDriver(ReplayDriver):
     ----------
     orchestrator, history, revocation_model, billing, instance_facts, start_s, progress
         As :class:`~spottune.backends._replay.ReplayDriver` (``history`` and ``revocation_model`` may be None
-        when the transport prices and ends instances itself).
+        when the transport prices and ends instances itself; ``start_s``: engine time of ``ExperimentStarted``,
+        seconds since the epoch).
     transport : WorkerTransport
         How segments reach their workers; bound to this driver here.
     trials : mapping trial_id -> (config, seed)
@@ -200,17 +218,35 @@ class WorkerDriver(ReplayDriver):
     # -- what transports use -------------------------------------------------------------------------
     @property
     def instances(self) -> dict[str, Any]:
-        """Every instance of the run by id, alive or not (``WorkerInstance`` or a transport's subclass)."""
+        """Every instance of the run by id, alive or not.
+
+        Returns
+        -------
+        dict of str to WorkerInstance
+            Instance id -> its ``WorkerInstance`` (or a transport's subclass); the driver's own dict, not a copy.
+        """
         return self._instances
 
     @property
     def resuming(self) -> bool:
-        """The run continues a killed one (:meth:`resume` was called)."""
+        """The run continues a killed one (:meth:`resume` was called).
+
+        Returns
+        -------
+        bool
+            True once :meth:`replay_journal` has rebuilt the driver's state from the journal.
+        """
         return self._resumed is not None
 
     @property
     def log_s(self) -> float:
-        """Engine time of the event being (or last) delivered, seconds since the epoch; a resume may move it on."""
+        """Engine time of the event being (or last) delivered; a resume may move it on (the setter stores a float).
+
+        Returns
+        -------
+        float
+            Seconds since the epoch (engine time).
+        """
         return self._log_s
 
     @log_s.setter
@@ -218,37 +254,95 @@ class WorkerDriver(ReplayDriver):
         self._log_s = float(value)
 
     def now_s(self) -> float:
-        """Engine seconds now (never earlier than the last delivered event)."""
+        """Engine time now, never earlier than the last delivered event.
+
+        Returns
+        -------
+        float
+            Seconds since the epoch: the accelerated clock's engine time, or :attr:`log_s` if that is later.
+        """
         return max(self.clock.engine_s(), self._log_s)
 
     def enqueue(self, item: tuple[Any, ...]) -> None:
-        """Put ``(kind, *args)`` on the queue the driver's thread handles (any thread may call this)."""
+        """Put an item on the queue the driver's thread handles (any thread may call this).
+
+        Parameters
+        ----------
+        item : tuple
+            ``(kind, *args)``: a kind the driver handles (``"event"``, ``"line"``, ``"eof"``, ``"hour"``,
+            ``"terminate"``, ``"ended"``, ``"wake"``, ``"budget"``) or one the transport's ``handle`` accepts,
+            then that handler's arguments (e.g. ``("line", inst, report)``, ``("eof", inst, returncode)``).
+        """
         self._q.put(item)
 
     def at(self, t_s: float, item: tuple[Any, ...]) -> None:
-        """Enqueue ``item`` when engine time reaches ``t_s``."""
+        """Enqueue ``item`` when engine time reaches ``t_s`` (a date job on the accelerated clock).
+
+        Parameters
+        ----------
+        t_s : float
+            Engine time, seconds since the epoch.
+        item : tuple
+            ``(kind, *args)``, as :meth:`enqueue` takes it.
+        """
         self.clock.call_at(t_s, self._q.put, item)
 
     def post(self, event: Any) -> None:
-        """Deliver ``event`` after the one being delivered."""
+        """Deliver ``event`` after the one being delivered (it joins the back of the driver's queue).
+
+        Parameters
+        ----------
+        event : spottune.orchestrator event
+            E.g. ``SegmentEnded`` or ``LaunchFailed``; its ``time_s`` is engine time, seconds since the epoch.
+        """
         self._post(event)
 
     def add_instance(self, inst: WorkerInstance) -> None:
-        """Register a fulfilled launch's instance and put its hourly tick on the clock (``started_s`` + 1 h)."""
+        """Register a fulfilled launch's instance and put its hourly tick on the clock.
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+            The new instance; its first ``hour`` item is due at ``inst.started_s`` + 3600 engine seconds.
+        """
         from spotmarket import HOUR_S
 
         self._instances[inst.instance_id] = inst
         self._timer(inst.started_s + HOUR_S, "hour", inst)
 
     def timer(self, t_s: float, kind: str, inst: WorkerInstance) -> None:
-        """At engine time ``t_s``, handle ``kind`` for ``inst`` (``hour``, ``terminate``, or a transport's own)."""
+        """At engine time ``t_s``, handle ``kind`` for ``inst``.
+
+        Parameters
+        ----------
+        t_s : float
+            Engine time, seconds since the epoch.
+        kind : str
+            ``"hour"`` (an ``HourElapsed``), ``"terminate"`` (the provider ends the instance:
+            :meth:`provider_ended`) or a kind the transport's ``handle`` accepts.
+        inst : WorkerInstance
+        """
         self._timer(t_s, kind, inst)
 
     def market_instance(self, action: Launch, t: float, cls: type[WorkerInstance], **extra: Any) -> Any:
         """Ask the replayed market (the revocation model) for ``action``'s instance at engine time ``t``.
 
-        Returns the registered instance (``cls``), its notice, termination and hourly tick on the clock; or None
-        after posting ``LaunchFailed`` (a refusal; a capacity refusal also excludes the market).
+        Parameters
+        ----------
+        action : Launch
+            The orchestrator's launch (market, max price in USD per instance-hour, resume step).
+        t : float
+            Engine time of the launch, seconds since the epoch.
+        cls : type
+            The instance class to build: ``WorkerInstance`` or a transport's subclass.
+        **extra
+            Further fields of ``cls`` (a transport's handles).
+
+        Returns
+        -------
+        WorkerInstance or None
+            The registered instance (a ``cls``), its notice, termination and hourly tick on the clock; or None
+            after posting ``LaunchFailed`` (a refusal; a capacity refusal also excludes the market).
 
         Raises
         ------
@@ -262,11 +356,24 @@ class WorkerDriver(ReplayDriver):
 
     def provider_ends_leftovers(self, end_s: float) -> None:
         """After ``ExperimentFinished`` in a replayed market: the provider ends the instances still alive
-        (revoked and saved ones), each billed to its termination or ``end_s``, whichever is first."""
+        (revoked and saved ones); each worker is killed and its instance billed.
+
+        Parameters
+        ----------
+        end_s : float
+            The run's end, seconds since the epoch: each instance is billed to its termination or ``end_s``,
+            whichever is first.
+        """
         self._close_leftovers(end_s)
 
     def sequential_id(self) -> str:
-        """``i-00001``, ``i-00002``, ...: the next id by the number of instances so far."""
+        """The next instance id by the number of instances so far (for a transport without provider ids).
+
+        Returns
+        -------
+        str
+            ``i-00001``, ``i-00002``, ...
+        """
         return ReplayDriver._next_instance_id(self)
 
     # -- clock hooks of ReplayDriver -----------------------------------------------------------------
@@ -291,6 +398,15 @@ class WorkerDriver(ReplayDriver):
     # -- the loop -------------------------------------------------------------------------------------
     def run(self) -> RunRecord:
         """Drive the orchestrator from ``ExperimentStarted`` to ``ExperimentFinished`` (or a resume's end).
+
+        The transport is opened and the clock started; a resumed driver (:meth:`replay_journal` done) reconciles
+        with the transport instead of starting. The queue is served on the calling thread.
+
+        Returns
+        -------
+        RunRecord
+            The run's record (event log, ledger in USD, steps run and lost per instance); ``meta["worker"]`` maps
+            each instance id to its worker stats (wall seconds, restore and save seconds, exit code).
 
         Raises
         ------
@@ -363,7 +479,13 @@ class WorkerDriver(ReplayDriver):
         self._q.put(("ended", inst, EndReason.USER))
 
     def kill(self, inst: WorkerInstance) -> None:
-        """End the worker of ``inst`` (the instance is gone); its output already written is still read."""
+        """End the worker of ``inst`` (the instance is gone); its output already written is still read.
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+            Left alone once recycled (its process runs another segment).
+        """
         if inst.phase is Phase.RECYCLED:
             return  # the process runs another segment now
         inst.to("kill")
@@ -384,7 +506,15 @@ class WorkerDriver(ReplayDriver):
         # if the worker is already gone, its end (failure, termination) answers instead
 
     def send_or_defer(self, inst: WorkerInstance, event: Any) -> None:
-        """Deliver ``event`` about ``inst`` now, or after its ``TrialLaunched`` if it is not ready yet."""
+        """Deliver ``event`` about ``inst`` now, or after its ``TrialLaunched`` if it is not ready yet.
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+        event : spottune.orchestrator event
+            ``RevocationNotice`` or ``HourElapsed`` about ``inst`` (a deferred one is delivered with the time of
+            the ``TrialLaunched``).
+        """
         if inst.launched:
             self._deliver(event)
         else:
@@ -406,7 +536,23 @@ class WorkerDriver(ReplayDriver):
 
     # -- worker reports -------------------------------------------------------------------------------
     def on_report(self, inst: WorkerInstance, report: Report) -> None:
-        """One report of ``inst``'s worker (:mod:`spottune.backends.local._messages`), to its handler."""
+        """One report of ``inst``'s worker, to its handler; the reports of an instance already billed are dropped.
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+        report : Report
+            A line of the worker's stdout, decoded (:mod:`spottune.backends.local._messages`): ``Ready``,
+            ``Metric``, ``Saved``, ``Notice`` (the transport's ``seen_notice``) or ``Failed``; ``Idle`` and
+            ``Exited`` need no answer (the process end is :meth:`on_exit`).
+
+        Raises
+        ------
+        BackendError
+            If the worker restored another step than the ``Launch`` asked for (other than an earlier good
+            checkpoint the store fell back to, reported with ``lost_steps``), or the report does not fit the
+            instance's phase (:meth:`WorkerInstance.to`).
+        """
         if not inst.alive and not isinstance(report, Saved):
             return
         handler = {Ready: self._on_ready, Metric: self._on_metric, Saved: self._on_saved,
@@ -454,7 +600,15 @@ class WorkerDriver(ReplayDriver):
     def notice_from_worker(self, inst: WorkerInstance, report: Notice) -> None:
         """For transports that learn of an interruption notice only from the worker's IMDS poll (aws, ray; where
         the market is replayed, the replay sends it): ``RevocationNotice`` with IMDS's deadline (two minutes if
-        it cannot be read); at most one per instance (``inst.notified``)."""
+        it cannot be read); at most one per instance (``inst.notified``).
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+            Its ``notice_s`` and ``termination_s`` (seconds since the epoch) are set from the notice.
+        report : Notice
+            The worker's ``notice`` report; ``time``: the termination time from IMDS (ISO 8601, UTC).
+        """
         now = self.now_s()
         inst.stats["notice_seen_s"] = now
         if inst.notified or not inst.alive or inst.gone:
@@ -472,21 +626,56 @@ class WorkerDriver(ReplayDriver):
         self.failed(inst, f"{report.during}: {report.error}")
 
     def failed(self, inst: WorkerInstance, error: str) -> None:
-        """The trainable (or the worker) failed on this instance: ``SegmentFailed``."""
+        """The trainable (or the worker) failed on this instance: ``SegmentFailed`` (after ``TrialLaunched`` if the
+        worker failed before it was ready).
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+        error : str
+            What failed, one line (the worker's ``during: error``, or the exit code and the log's tail).
+
+        Raises
+        ------
+        BackendError
+            If the instance's phase has no ``failed`` transition (``SAVED``, ``FAILED``, ``RECYCLED``:
+            :data:`TRANSITIONS`).
+        """
         inst.to("failed")
         if not inst.launched:  # setup or restore raised: the trainable failed on this instance
             self._launched(inst)
         self._deliver(inst.segment_failed(self.now_s(), error))
 
     def on_exit(self, inst: WorkerInstance, returncode: int) -> None:
-        """The worker of ``inst`` exited with ``returncode``: a failure unless it was clean or already ended."""
+        """The worker of ``inst`` exited: a failure unless it was clean or already ended.
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+        returncode : int
+            The worker's exit code (0: clean; the worker's own codes are 1 after a failure, 2 on bad arguments).
+
+        Raises
+        ------
+        BackendError
+            If the worker of an instance still alive exits non-zero after it reported its save (phase ``SAVED``
+            has no ``failed`` transition, :meth:`failed`).
+        """
         inst.stats["returncode"] = returncode
         if inst.phase in (Phase.KILLED, Phase.FAILED) or not inst.alive or returncode == 0:
             return
         self.failed(inst, f"worker exited with code {returncode}: {inst.output_tail()}")
 
     def provider_ended(self, inst: WorkerInstance) -> None:
-        """The provider ends ``inst`` now (its termination time): kill its worker, then ``SegmentEnded``."""
+        """The provider ends ``inst`` now (its termination time): kill its worker, then ``SegmentEnded``.
+
+        Nothing happens if the instance is already billed or its worker is gone.
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+            Billed to ``inst.termination_s`` (seconds since the epoch) once its queued output is read.
+        """
         if not inst.alive or inst.gone:
             return
         self.kill(inst)  # its remaining output is now queued ahead of the "ended" item
@@ -507,18 +696,63 @@ class WorkerDriver(ReplayDriver):
             self._deliver(inst.segment_ended(self.now_s(), reason))
 
     def end(self, inst: WorkerInstance, t: float, ended_by: str, reason: str) -> None:
-        """Bill ``inst`` once, ended at engine time ``t`` by ``"provider"`` or ``"user"`` for ``reason``."""
+        """Bill ``inst`` once (a second call does nothing): a ledger row, its steps run and lost, a ``billed``
+        journal record, and an ``InstanceEnded`` for an orchestrator that observes instances.
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+        t : float
+            End of billing, seconds since the epoch (engine time).
+        ended_by : {"provider", "user"}
+            Who ended the instance (the billing rule differs: ``spotmarket.Billing``).
+        reason : str
+            Why, for the ledger (a ``spotmarket.Cause`` or the ``Terminate`` reason).
+
+        Raises
+        ------
+        spottune.errors.JournalMismatch
+            While the journal is replaying, if the ``billed`` record differs from the journaled one.
+        """
         self._end(inst, t, ended_by, reason)
 
     # -- market signals ---------------------------------------------------------------------------------
     def inform(self, event: Any) -> None:
-        """Deliver a model event (``CapacityRefused``, ``InstanceEnded``, ``MarketSignal``) to the orchestrator, which
-        passes it to its models; a transport never touches them itself."""
+        """Deliver a model event to the orchestrator, which passes it to its models; a transport never touches
+        them itself.
+
+        Parameters
+        ----------
+        event : spottune.orchestrator event
+            ``CapacityRefused``, ``InstanceEnded`` or ``MarketSignal`` (:data:`spottune.orchestrator.MODEL_EVENTS`).
+
+        Raises
+        ------
+        BackendError
+            If the orchestrator answers it with actions (an orchestrator bug).
+        """
         self._inform(event)
 
     def signal(self, market: Any, kind: str, value: float, t: float) -> None:
         """Journal one market signal (:mod:`spottune.backends.aws._signals`) and hand it to the predictor (a
-        resume replays it from the journal)."""
+        resume replays it from the journal); it is also listed in ``record.meta["signals"]``.
+
+        Parameters
+        ----------
+        market : spotmarket.prices.Market
+        kind : str
+            The signal's kind (``spottune.backends.aws._signals``: a placement score or a rebalance
+            recommendation).
+        value : float
+            Its value (a placement score 1..10; 1.0 for a rebalance recommendation).
+        t : float
+            Engine time of the signal, seconds since the epoch.
+
+        Raises
+        ------
+        spottune.errors.JournalMismatch
+            While the journal is replaying, if the ``signal`` outcome differs from the journaled one.
+        """
         if self.journal is not None:
             self.journal.outcome("signal", str(market), signal=kind, value=float(value), time_s=float(t))
         self._apply_signal(market, kind, float(value), float(t))
@@ -533,6 +767,12 @@ class WorkerDriver(ReplayDriver):
         """Continue a killed run from its journal: the transport's rule (:meth:`WorkerTransport.resume`), on
         :meth:`replay_journal`.
 
+        Parameters
+        ----------
+        records : list of dict
+            The run's journaled records (:func:`spottune.journal.read_journal`, via
+            :func:`spottune.journal.open_run`).
+
         Raises
         ------
         BackendError
@@ -541,7 +781,13 @@ class WorkerDriver(ReplayDriver):
         self.transport.resume(records)
 
     def restart_clock(self, start_s: float) -> None:
-        """A resume: the engine clock starts again at ``start_s``."""
+        """A resume: the engine clock starts again at ``start_s`` (same time scale).
+
+        Parameters
+        ----------
+        start_s : float
+            Engine time the clock restarts at, seconds since the epoch.
+        """
         self.clock = ScaledClock(start_s, self.clock.time_scale)
 
     def replay_journal(self) -> None:
@@ -554,7 +800,9 @@ class WorkerDriver(ReplayDriver):
         BackendError
             If the driver has no journal, or the journal holds a record out of order.
         spottune.errors.JournalMismatch
-            If an action or a billed amount differs from the journaled one.
+            If an action or a billed amount (USD) differs from the journaled one.
+        spottune.errors.ConfigError
+            If a journaled event is of an unknown type (:func:`spottune.journal.decode_event`).
         """
         journal = self.journal
         if journal is None:
@@ -586,7 +834,13 @@ class WorkerDriver(ReplayDriver):
 
     @property
     def replayed_launches(self) -> dict[str, Launch]:
-        """After :meth:`replay_journal`: trial id -> its last journaled ``Launch``."""
+        """After :meth:`replay_journal`: each trial's last journaled ``Launch``.
+
+        Returns
+        -------
+        dict of str to Launch
+            Trial id -> ``Launch`` (empty before a replay).
+        """
         return self._replayed_launches
 
     def _replay_record(self, rec: dict[str, Any]) -> None:
@@ -653,6 +907,11 @@ class WorkerDriver(ReplayDriver):
 
         An instance billed whose ``SegmentEnded`` was still queued gets it; a trial whose ``Launch`` was
         journaled but never carried out (no instance of it waits) gets ``LaunchFailed``.
+
+        Parameters
+        ----------
+        now : float
+            Engine time of the posted events, seconds since the epoch.
         """
         for inst in self._instances.values():
             if not inst.alive and inst.launched and self.orchestrator.trials[inst.trial_id].instance_id == inst.instance_id:
@@ -664,8 +923,8 @@ class WorkerDriver(ReplayDriver):
 
     def adopt_orphan_save(self, inst: WorkerInstance, step: int, metrics: Any) -> bool:
         """Resume: the worker of ``inst`` saved ``step`` on its own after the orchestrator died (a ``lease`` save,
-        :mod:`spottune.backends.local.worker`; ``metrics``: its metadata's ``[[step, {name: value}], ...]``); the
-        trial continues from there instead of from its last confirmed checkpoint.
+        :mod:`spottune.backends.local.worker`); the trial continues from there instead of from its last
+        confirmed checkpoint.
 
         The steps the dead orchestrator never journaled (after ``inst.step``, up to ``step``) are delivered as
         ``MetricReported`` from ``metrics`` (one per step, as the worker reported them); then the save answers
@@ -675,9 +934,22 @@ class WorkerDriver(ReplayDriver):
         ``step``; like the rollback it replaces, it counts one interruption for the trial. Billing ``inst`` is the
         caller's (every other instance killed by the crash is billed the same way).
 
-        Returns False, changing nothing, unless ``inst`` is its trial's running instance (or its checkpointing
-        one, with the ``Checkpoint`` journaled), ``step`` is past the trial's confirmed checkpoint and not before
-        ``inst.step``, and ``metrics`` holds every step between.
+        Parameters
+        ----------
+        inst : WorkerInstance
+            An instance rebuilt by :meth:`replay_journal`.
+        step : int
+            The step the save holds (steps count from 1 across the trial's segments).
+        metrics : sequence of [step, mapping of str to float]
+            The save's metadata ``metrics``: ``[[step, {name: value}], ...]``, every step of its segment.
+
+        Returns
+        -------
+        bool
+            True once the save is adopted (also when a delivered step stopped the trial, e.g. a prune). False,
+            changing nothing, unless ``inst`` is its trial's running instance (or its checkpointing one, with the
+            ``Checkpoint`` journaled), ``step`` is past the trial's confirmed checkpoint and not before
+            ``inst.step``, and ``metrics`` holds every step between.
         """
         from spottune.orchestrator import RevocationNotice, TrialState
 
@@ -723,6 +995,20 @@ def driver_attribute(name: str, doc: str, *, part: str = "driver") -> property:
 
     The local, aws and ray backends hold a :class:`WorkerDriver` and a transport (composition); what callers
     read or set on a backend (``record``, ``journal``, ``budget_usd``, ...) lives there.
+
+    Parameters
+    ----------
+    name : str
+        The attribute of the part, e.g. ``"record"``.
+    doc : str
+        The property's docstring.
+    part : str, default "driver"
+        The backend's attribute holding it: ``"driver"`` or ``"transport"``.
+
+    Returns
+    -------
+    property
+        A read-write property for the backend's class body.
     """
 
     def get(self: Any) -> Any:

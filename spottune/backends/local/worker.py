@@ -89,7 +89,29 @@ __all__ = ["main", "parse_args", "run", "standby"]
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Parse the worker's command line (see the module docstring)."""
+    """Parse the worker's command line (see the module docstring).
+
+    A ``--checkpoint-key-file`` is read and its key put in ``$SPOTTUNE_CHECKPOINT_KEY`` for the store.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments without the program name (None: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    argparse.Namespace
+        ``config`` and ``storage_options`` as dicts (``--storage-options-file`` merged over the latter);
+        ``resume_step``, ``until_step`` and ``max_steps`` in steps; ``step_wall_s`` and ``poll_s`` in wall
+        seconds.
+
+    Raises
+    ------
+    SystemExit
+        Exit code 2, with the usage line on stderr, on bad arguments: a missing required one, ``--config`` or
+        ``--storage-options`` not a JSON object, an unreadable options or key file (or not a key), a negative
+        ``--until-step`` or ``--step-wall-s``, or ``--poll-s`` not positive.
+    """
     p = argparse.ArgumentParser(prog="python -m spottune.backends.local.worker", description="Run one trial segment.")
     p.add_argument("--trial", required=True, help="trial id (checkpoint key)")
     p.add_argument("--workload", required=True, help="built-in workload name or 'module:Class'")
@@ -435,7 +457,29 @@ class _Segment:
 
 def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | None = None,
         signals: _Signals | None = None) -> int:
-    """Run one segment (see the module docstring); returns the exit code."""
+    """Run one segment (see the module docstring): restore, train to ``--until-step``, report, checkpoint when
+    told or warned.
+
+    Failures of the trainable or the store are reported on ``stdout`` (a ``failed`` line), not raised.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The segment's arguments (:func:`parse_args`).
+    stdin : text stream, optional
+        Where commands arrive, one JSON line each (None: ``sys.stdin``).
+    stdout : text stream, optional
+        Where reports go, one JSON line each (None: ``sys.stdout``).
+    signals : _Signals, optional
+        The process's command reader and SIGTERM handler, shared by the segments of a standby worker
+        (None: new ones).
+
+    Returns
+    -------
+    int
+        The exit code: 0 after a checkpoint, an exit command or the driver's end; 1 if the trainable or
+        the store failed.
+    """
     sig = (signals or _Signals()).start(stdin or sys.stdin)
     sig.new_segment()
     segment = _Segment(args, _Out(stdout or sys.stdout, on_broken=sig.driver_gone), sig)
@@ -476,6 +520,29 @@ def standby(argv: Sequence[str], stdin: TextIO | None = None, stdout: TextIO | N
     holding a segment's arguments, runs that segment, and, if it ended with exit code 0, prints
     ``standby`` again and waits for the next one (the driver recycles it after an hourly hop). EOF,
     ``{"cmd": "exit"}``, SIGTERM or a failed segment end the process.
+
+    Parameters
+    ----------
+    argv : sequence of str
+        ``--standby --workload W`` and optionally ``--store URL``, ``--storage-options JSON``,
+        ``--storage-options-file PATH`` (an unreadable file is logged to stderr and left out).
+    stdin : text stream, optional
+        Where segment arguments and commands arrive (None: ``sys.stdin``).
+    stdout : text stream, optional
+        Where reports go (None: ``sys.stdout``).
+
+    Returns
+    -------
+    int
+        The exit code: 0 on EOF, an exit command, SIGTERM or the driver's end; otherwise the code of the
+        segment that ended the process (1: the trainable or the store failed).
+
+    Raises
+    ------
+    SystemExit
+        Exit code 2 on bad standby arguments, or on a segment's bad arguments (:func:`parse_args`).
+    ValueError
+        If ``--storage-options`` is not JSON.
     """
     p = argparse.ArgumentParser(prog="python -m spottune.backends.local.worker --standby")
     p.add_argument("--standby", action="store_true")
@@ -516,7 +583,26 @@ def standby(argv: Sequence[str], stdin: TextIO | None = None, stdout: TextIO | N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m spottune.backends.local.worker``; returns the exit code."""
+    """Entry point of ``python -m spottune.backends.local.worker``: a standby worker with ``--standby``
+    (:func:`standby`), else one segment (:func:`run`).
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments without the program name (None: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit code (0, 1; see the module docstring).
+
+    Raises
+    ------
+    SystemExit
+        Exit code 2 on bad arguments.
+    ValueError
+        With ``--standby``, if ``--storage-options`` is not JSON.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--standby" in argv:
         return standby(argv)
