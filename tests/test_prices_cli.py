@@ -82,6 +82,7 @@ def test_info_errors_are_one_line_exit_2(tmp_path: Path, capsys, monkeypatch) ->
     assert not (tmp_path / "o.csv").exists()
 
 
+@pytest.mark.process
 def test_console_script_error_end_to_end(tmp_path: Path) -> None:
     """The real process: stderr is one line, exit code 2 (the in-process tests above cover the rest)."""
     cmd = [sys.executable, "-c", "from spottune.cli import main; main()", "prices", "info"]

@@ -120,6 +120,7 @@ def run_with_notices(store, imds, cuts, storage_options=None):
     return curve
 
 
+@pytest.mark.process
 def test_notice_checkpoint_and_resume_give_the_uninterrupted_curve(tmp_path, imds):
     cuts = [5, 12, 13, 30]
     curve = run_with_notices(str(tmp_path / "store"), imds, cuts)
@@ -135,6 +136,7 @@ def test_notice_resume_on_s3(seaweedfs, s3_store_url, imds):
     assert open_store(s3_store_url, seaweedfs["storage_options"]).latest_good("t0").step == 20
 
 
+@pytest.mark.process
 def test_checkpoint_command_discards_the_step_in_flight(tmp_path):
     w = Worker(str(tmp_path / "s"), "none", until=1000, step_wall_s=0.5)  # slow steps: a command lands mid-step
     w.until("ready")
@@ -145,6 +147,7 @@ def test_checkpoint_command_discards_the_step_in_flight(tmp_path):
     assert saved["step"] == w.metrics()[-1]["step"] and saved["reason"] == "hop"
 
 
+@pytest.mark.process
 def test_sigterm_checkpoints_and_eof_exits(tmp_path):
     w = Worker(str(tmp_path / "s"), "none", until=1000)
     w.until("metric")
@@ -198,6 +201,7 @@ def test_a_worker_whose_driver_stopped_reading_saves_then_exits(tmp_path):
     assert [m for _, m in info.metadata["metrics"]] == reference(info.step)
 
 
+@pytest.mark.process
 def test_trainable_failure_is_reported(tmp_path):
     w = Worker(str(tmp_path / "s"), "none", until=100, extra=("--config", json.dumps({"lr": 0.1, "fail_at": 3})))
     assert w.finish() == 1
@@ -233,6 +237,7 @@ def test_imds_client_against_the_emulator(imds):
     assert ImdsClient(url).instance_action() is None  # unknown instance: 404 on the token route -> v1 -> 404
 
 
+@pytest.mark.process
 def test_standby_worker_runs_several_segments(tmp_path):
     store = str(tmp_path / "s")
     proc = subprocess.Popen([sys.executable, "-m", "spottune.backends.local.worker", "--standby", "--workload", WORKLOAD,
