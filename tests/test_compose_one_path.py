@@ -28,17 +28,17 @@ SMALL = dict(workload="logreg", search_space={"lr": {"grid_search": [0.01, 0.05,
 RUN_FIELDS = ("launch_retry_s", "guard_overhead", "guard_budget_cap")
 
 
-def describe(obj, shared, depth=0):
-    """A comparable tree of ``obj``: its class and every attribute, recursively; ``shared`` objects by their name."""
-    if id(obj) in shared:
-        return ("shared", shared[id(obj)])
+def describe(obj, common, depth=0):
+    """A comparable tree of ``obj``: its class and every attribute, recursively; ``common`` objects by their name."""
+    if id(obj) in common:
+        return ("common", common[id(obj)])
     if obj is None or isinstance(obj, (bool, int, float, str, np.integer, np.floating)):
         return obj
     if isinstance(obj, (list, tuple, set, frozenset)):
-        items = [describe(x, shared, depth + 1) for x in obj]
+        items = [describe(x, common, depth + 1) for x in obj]
         return sorted(items, key=repr) if isinstance(obj, (set, frozenset)) else items
     if isinstance(obj, dict):
-        return {repr(k): describe(v, shared, depth + 1) for k, v in obj.items()}
+        return {repr(k): describe(v, common, depth + 1) for k, v in obj.items()}
     if isinstance(obj, np.ndarray):
         return ("array", obj.tolist())
     if isinstance(obj, np.random.Generator):
@@ -52,7 +52,7 @@ def describe(obj, shared, depth=0):
             if hasattr(obj, name) and name != "__weakref__":
                 fields[name] = getattr(obj, name)
     return (f"{type(obj).__module__}.{type(obj).__qualname__}",
-            {k: describe(v, shared, depth + 1) for k, v in sorted(fields.items())})
+            {k: describe(v, common, depth + 1) for k, v in sorted(fields.items())})
 
 
 def _run(spec):
@@ -71,7 +71,7 @@ def _predictor(exp):
     return getattr(chooser, "inner", chooser).predictor
 
 
-def _shared(exp):
+def _common_parts(exp):
     m = exp.market
     return {id(m.history): "history", id(m.catalog): "catalog", id(m.pool): "pool",
             id(m.revocation_model): "revocation model", id(_predictor(exp)): "predictor",
@@ -102,8 +102,8 @@ def test_run_and_simulate_build_the_same_orchestrator_for_the_same_spec(extra):
     assert differ == {"name", "description", "launch_retry_s", "guard_overhead", "guard_budget_cap"}
     same = dataclasses.replace(named, **{k: getattr(run_policy, k) for k in RUN_FIELDS})
     sim = _simulated(spec, exp, same)
-    shared = _shared(exp)
-    assert describe(sim.orchestrator, shared) == describe(exp.orchestrator, shared)
+    common = _common_parts(exp)
+    assert describe(sim.orchestrator, common) == describe(exp.orchestrator, common)
     assert type(sim.orchestrator.chooser) is type(exp.orchestrator.chooser)
     assert sim.revocation_model is exp.backend.revocation_model
 
@@ -111,10 +111,10 @@ def test_run_and_simulate_build_the_same_orchestrator_for_the_same_spec(extra):
 def test_the_documented_fields_are_what_differs_between_a_run_and_its_simulated_policy():
     spec = ExperimentSpec(**SMALL, deadline="6h", budget_usd=0.38, deadline_mode="guard")  # cap 0.19 USD/h binds
     exp = _run(spec)
-    shared = _shared(exp)
-    run_tree = describe(exp.orchestrator, shared)
+    common = _common_parts(exp)
+    run_tree = describe(exp.orchestrator, common)
     sim = _simulated(spec, exp, _named(spec))
-    assert describe(sim.orchestrator, shared) != run_tree
+    assert describe(sim.orchestrator, common) != run_tree
     # launch back-off 300 s and the guard's fixed 60 s overhead and budget cap: simulate's values
     o = sim.orchestrator
     assert o.config.launch_retry_s == 300.0 and exp.orchestrator.config.launch_retry_s == 60.0
@@ -122,21 +122,21 @@ def test_the_documented_fields_are_what_differs_between_a_run_and_its_simulated_
     assert o.chooser.stable_price is not None or o.chooser.stable_market is not None
     for name in RUN_FIELDS:  # each field alone moves the simulated orchestrator towards the run's
         one = dataclasses.replace(_named(spec), **{name: getattr(spec_policy(spec), name)})
-        assert describe(_simulated(spec, exp, one).orchestrator, shared) != describe(o, shared)
+        assert describe(_simulated(spec, exp, one).orchestrator, common) != describe(o, common)
     all_three = dataclasses.replace(_named(spec), **{k: getattr(spec_policy(spec), k) for k in RUN_FIELDS})
-    assert describe(_simulated(spec, exp, all_three).orchestrator, shared) == run_tree
+    assert describe(_simulated(spec, exp, all_three).orchestrator, common) == run_tree
 
 
 def test_the_check_sees_a_difference_in_the_chooser():
     spec = ExperimentSpec(**SMALL)
     exp = _run(spec)
-    shared = _shared(exp)
+    common = _common_parts(exp)
     same = dataclasses.replace(_named(spec), **{k: getattr(spec_policy(spec), k) for k in RUN_FIELDS})
-    assert describe(_simulated(spec, exp, same).orchestrator, shared) == describe(exp.orchestrator, shared)
+    assert describe(_simulated(spec, exp, same).orchestrator, common) == describe(exp.orchestrator, common)
     other = _simulated(spec, exp, dataclasses.replace(same, failover=False)).orchestrator
-    assert describe(other, shared) != describe(exp.orchestrator, shared)
+    assert describe(other, common) != describe(exp.orchestrator, common)
     other = compose.assemble(same, **_kwargs(spec, exp), speed_model="cores").orchestrator
-    assert describe(other, shared) != describe(exp.orchestrator, shared)
+    assert describe(other, common) != describe(exp.orchestrator, common)
 
 
 def _kwargs(spec, exp):
