@@ -181,15 +181,19 @@ class CalibratedRevocation:
             raise RevPredError(f"the training period holds only {'revoked' if y[0] else 'unrevoked'} queries; "
                                "train on a longer period")
         X = self._X(train)
-        self.model_ = HistGradientBoostingClassifier(
-            max_iter=self.max_iter, learning_rate=self.learning_rate, min_samples_leaf=self.min_samples_leaf,
-            l2_regularization=self.l2_regularization, monotonic_cst=list(self.features.monotone_cst),
-            categorical_features=list(self.features.categorical), early_stopping=False, random_state=self.seed).fit(X, y)
-        self.base_rate_ = float(y.mean())
-        self.calibrator_ = None
-        if self.calibration != "none":
-            cal = self.queries(cal_lo_s, cal_hi_s)
-            self._fit_calibration(self.model_.predict_proba(self._X(cal))[:, 1], cal["y"].to_numpy())
+        # [I] one OpenMP thread, as in _predict: on a busy 2-core machine OpenMP's spinning threads made one fit take
+        # 35 s that took 3.5 s on one thread (the same trees: the predictions were checked equal)
+        with _threads().limit(limits=1, user_api="openmp"):
+            self.model_ = HistGradientBoostingClassifier(
+                max_iter=self.max_iter, learning_rate=self.learning_rate, min_samples_leaf=self.min_samples_leaf,
+                l2_regularization=self.l2_regularization, monotonic_cst=list(self.features.monotone_cst),
+                categorical_features=list(self.features.categorical), early_stopping=False,
+                random_state=self.seed).fit(X, y)
+            self.base_rate_ = float(y.mean())
+            self.calibrator_ = None
+            if self.calibration != "none":
+                cal = self.queries(cal_lo_s, cal_hi_s)
+                self._fit_calibration(self.model_.predict_proba(self._X(cal))[:, 1], cal["y"].to_numpy())
         self.periods_ = {"train": (float(train_lo_s), float(train_hi_s)), "calibration": (float(cal_lo_s), float(cal_hi_s)),
                          "n_train": int(y.size), "n_calibration": 0 if self.calibration == "none" else int(len(cal))}
         return self
