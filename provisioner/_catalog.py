@@ -15,8 +15,9 @@ Sources, merged by :meth:`InstanceCatalog.load` ([I] catalog sources, see ``docs
    g6, p4d, p5) is known. Where the 2017 file also has a type, its vCPUs, memory, ECU and GPUs are kept (the
    replayed 2015/2017 experiments stay as they were) and the snapshot adds the rest.
 5. ``on_demand_us-east-1_current.csv``: us-east-1 Linux on-demand list prices of current types (its
-   ``basis`` column says how each was checked), then any ``on_demand_files`` and ``on_demand_prices`` given
-   to :meth:`InstanceCatalog.load` (``--on-demand-prices FILE``; the AWS Price List API in a live aws run).
+   ``basis`` column says how each was checked), then the ``on_demand_prices`` given to
+   :meth:`InstanceCatalog.load` (the AWS Price List API in a live aws run), then its ``on_demand_files``
+   (``--on-demand-prices FILE``).
 
 When both files price a type in the same region, the **regional file wins** (source 2 over source 1):
 it names its region, keeps three decimals where the other rounds to two (m3.medium 0.067 vs 0.07,
@@ -316,9 +317,9 @@ class InstanceCatalog:
             ``instance_types.csv`` of the ``instance_types`` data folder (:func:`spotmarket.data.data_dirs`),
             left out when not found.
         on_demand_files : iterable of path
-            More files in the regional layout (``--on-demand-prices FILE``); they win over the bundled prices.
+            More files in the regional layout (``--on-demand-prices FILE``); they win over every other price.
         on_demand_prices : mapping region -> mapping type -> float, optional
-            Prices in USD per instance-hour (the AWS Price List API's answer); they win over every file.
+            Prices in USD per instance-hour (the AWS Price List API's answer); they win over the bundled files.
         on_demand_label : str
             How :attr:`InstanceSpec.source` names ``on_demand_prices``.
 
@@ -372,8 +373,7 @@ class InstanceCatalog:
                     rpaths.append(find_data_file(name, data_dir))
                 except CatalogError:  # optional: a region without it has no on-demand prices
                     pass
-        rpaths += [Path(p) for p in on_demand_files]
-        for rp in rpaths:
+        def read_file(rp: Path) -> None:
             for line, row in _read_rows(rp, ("instance_type", "region", "on_demand_price_usd_per_hour")):
                 value = _float(row["on_demand_price_usd_per_hour"], rp, line, "on_demand_price_usd_per_hour")
                 if not value > 0:
@@ -381,9 +381,14 @@ class InstanceCatalog:
                 basis = row.get("basis") or ""
                 label = rp.name + (f" ({basis})" if basis else "")
                 prices.setdefault(row["instance_type"], {})[row["region"]] = (value, label)  # later file wins
-        for region, by_type in (on_demand_prices or {}).items():
+
+        for rp in rpaths:
+            read_file(rp)
+        for region, by_type in (on_demand_prices or {}).items():  # the API: over the bundled files
             for it, value in by_type.items():
                 prices.setdefault(it, {})[region] = (float(value), on_demand_label)
+        for rp in on_demand_files:  # the user's own files: over everything
+            read_file(Path(rp))
 
         orphans = sorted(set(prices) - set(facts))
         if orphans:

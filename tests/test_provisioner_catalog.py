@@ -140,6 +140,8 @@ def test_given_prices_win_over_the_bundled_ones(tmp_path):
     assert cat["c5.large"].on_demand("us-east-1") == 0.09 and "mine.csv" in cat["c5.large"].source
     assert dict(cat["g4dn.xlarge"].on_demand_usd_per_hour) == {"us-east-1": 0.5, "eu-west-1": 0.587}
     assert "us-east-1 price: AWS Price List API" in cat["g4dn.xlarge"].source
+    cat = InstanceCatalog.load(on_demand_files=[own], on_demand_prices={"us-east-1": {"c5.large": 0.08}})
+    assert cat["c5.large"].on_demand("us-east-1") == 0.09  # the user's file wins over the API
     bad = tmp_path / "bad.csv"
     bad.write_text("instance_type,region,os,on_demand_price_usd_per_hour\nc5.large,us-east-1,Linux,0\n")
     with pytest.raises(CatalogError, match=r"bad.csv:2: .* must be > 0"):
