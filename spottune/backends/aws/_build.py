@@ -107,7 +107,7 @@ def on_demand_from_api(spec: Any, *, pricing: Any = None, cache_path: str | Path
         got = get_on_demand_prices(spec.instance_types, region, pricing=pricing, cache_path=cache_path)
     except (BotoCoreError, ClientError) as exc:
         if log_fn is not None:
-            log_fn(f"warning: AWS Price List API not asked ({type(exc).__name__}: {exc}); on-demand prices come from "
+            log_fn(f"warning: AWS Price List API not asked ({exc}); on-demand prices come from "
                    "the bundled tables and --on-demand-prices")
         return None
     return {region: got}
