@@ -21,7 +21,8 @@ f = 0.8 is an assumption (typical for small-batch SGD on CPU threads), not a mea
 the GPUs, so vCPUs and ECU say little about its speed; its ``reference_seconds_per_step`` is then on a **1-GPU**
 reference instance (:data:`REFERENCE_GPUS`; g4dn.xlarge class) and ``T(i) = T_ref · A(1) / A(g_i)`` with g the
 type's GPUs (same Amdahl form and f; ``seconds_per_step(..., gpus=g)``). The GPU model (T4, A10G, L4, V100, A100,
-H100) is not priced in: the provisioner's online update measures it. Post-2017 types have no ECU (AWS stopped
+H100) is not priced in: the provisioner's online update measures it. The backends' step pacing does not pass
+``gpus`` yet (it paces by vCPUs and ECU). Post-2017 types have no ECU (AWS stopped
 publishing it), so on CPUs they run at the reference per-core speed.
 
 **Checkpoint bandwidth** (the paper's §IV-F). Measured [T]: m4.4xlarge (16 cores) 134.22 MB/s, t2.micro
