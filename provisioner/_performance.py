@@ -75,16 +75,21 @@ class PerformanceMatrix:
         self._kappa: dict[Hashable, float] = {}
 
     @classmethod
-    def from_catalog(cls, catalog: InstanceCatalog, instance_types: Iterable[str], **kwargs) -> "PerformanceMatrix":
-        """Matrix over ``instance_types`` with cores = the catalog's vCPUs.
+    def from_catalog(cls, catalog: InstanceCatalog, instance_types: Iterable[str], *, units: str = "vcpus",
+                     **kwargs) -> "PerformanceMatrix":
+        """Matrix over ``instance_types`` with cores = the catalog's vCPUs, or its GPUs for a GPU trainable.
 
         Parameters
         ----------
         catalog : InstanceCatalog
         instance_types : iterable of str
             The columns, e.g. the pool's types.
+        units : {"vcpus", "gpus"}, default "vcpus"
+            What the prior ``κ / cores`` divides by: the paper's vCPUs, or the GPUs of each type when the
+            trainable declares ``gpu`` > 0 (decisions.md IC3: its steps run on the GPUs, so a type's vCPUs say
+            little about its speed).
         **kwargs
-            ``kappa_s`` and ``alpha`` of the constructor.
+            ``kappa_s`` and ``alpha`` of the constructor (and ``reference_cores`` of a subclass).
 
         Returns
         -------
@@ -94,8 +99,12 @@ class PerformanceMatrix:
         ------
         UnknownInstanceType
             If a type is not in the catalog.
+        ProvisionerConfigError
+            If ``units`` is unknown, or is ``gpus`` and a type has no GPU.
         """
-        return cls({it: catalog[it].vcpus for it in instance_types}, **kwargs)
+        if units not in ("vcpus", "gpus"):
+            raise ProvisionerConfigError(f"units is {units!r}, but must be 'vcpus' or 'gpus'")
+        return cls({it: getattr(catalog[it], units) for it in instance_types}, **kwargs)
 
     # -- reading --------------------------------------------------------------------------------------
     def column(self, instance_type: str) -> int:

@@ -46,6 +46,8 @@ class Pool:
         Keep types with at least this many vCPUs.
     min_memory_gib : float
         Keep types with at least this much memory, GiB.
+    min_gpus : float
+        Keep types with at least this many GPUs (a trainable's ``resources["gpu"]``; decisions.md IC2).
     markets : iterable of Market, optional
         An explicit market list instead of types × zones. The type, zone, vCPU and memory filters
         still apply; ``product_description`` does not (each market names its own).
@@ -62,6 +64,7 @@ class Pool:
     product_description: str = DEFAULT_PRODUCT
     min_vcpus: int = 0
     min_memory_gib: float = 0.0
+    min_gpus: float = 0.0
     markets: tuple[Market, ...] | None = None
 
     def __post_init__(self) -> None:
@@ -72,6 +75,8 @@ class Pool:
             raise ProvisionerConfigError(f"min_vcpus is {self.min_vcpus}, but must be >= 0")
         if self.min_memory_gib < 0:
             raise ProvisionerConfigError(f"min_memory_gib is {self.min_memory_gib}, but must be >= 0")
+        if self.min_gpus < 0:
+            raise ProvisionerConfigError(f"min_gpus is {self.min_gpus}, but must be >= 0")
 
     def resolve(self, history: PriceHistory, catalog: InstanceCatalog) -> list[Market]:
         """The pool's markets, sorted by (zone, type, product).
@@ -140,14 +145,24 @@ class Pool:
                     _log.warning(note)
         for it in sorted({m.instance_type for m in candidates}):
             catalog[it]  # UnknownInstanceType if missing: never a default
-        kept = [
-            m for m in candidates
-            if catalog[m.instance_type].vcpus >= self.min_vcpus and catalog[m.instance_type].memory_gib >= self.min_memory_gib
-        ]
+        def fits(it: str) -> bool:
+            spec = catalog[it]
+            return spec.vcpus >= self.min_vcpus and spec.memory_gib >= self.min_memory_gib and spec.gpus >= self.min_gpus
+
+        kept = [m for m in candidates if fits(m.instance_type)]
+        too_small = sorted({m.instance_type for m in candidates} - {m.instance_type for m in kept})
         if not kept:
             raise NoMarketAvailable(
                 f"no market passes the pool filters (types={self.instance_types}, zones={self.availability_zones}, "
-                f"product={self.product_description!r}, min_vcpus={self.min_vcpus}, min_memory_gib={self.min_memory_gib}); "
-                f"{len(candidates)} market(s) before the vCPU/memory filters"
+                f"product={self.product_description!r}, min_vcpus={self.min_vcpus}, min_memory_gib={self.min_memory_gib}, "
+                f"min_gpus={self.min_gpus:g}); {len(candidates)} market(s) before the vCPU/memory/GPU filters"
+                + (f", of the types {', '.join(too_small[:8])}" if too_small else "")
             )
+        if too_small and self.instance_types is not None:
+            note = (f"pool: {len(too_small)} listed instance type(s) have fewer vCPUs, GiB or GPUs than a trial needs "
+                    f"(vCPUs >= {self.min_vcpus}, memory >= {self.min_memory_gib:g} GiB, GPUs >= {self.min_gpus:g}) and "
+                    "are left out: " + ", ".join(too_small))
+            if note not in _NOTED:
+                _NOTED.add(note)
+                _log.warning(note)
         return kept

@@ -24,7 +24,7 @@ from spotmarket.errors import DataNotFoundError
 #: Environment variable naming a data folder searched before the bundled one.
 DATA_ENV = "SPOTTUNE_DATA"
 #: The kinds of bundled data: one sub-folder of ``data/`` each.
-KINDS = ("spot_prices", "learning_curves", "interruption_traces")
+KINDS = ("spot_prices", "learning_curves", "interruption_traces", "instance_types")
 
 
 def project_root() -> Path:
@@ -43,7 +43,7 @@ def data_dirs(kind: str) -> list[Path]:
 
     Parameters
     ----------
-    kind : {"spot_prices", "learning_curves", "interruption_traces"}
+    kind : {"spot_prices", "learning_curves", "interruption_traces", "instance_types"}
 
     Raises
     ------
@@ -80,7 +80,7 @@ def find_data_file(kind: str, path_or_name: str | PathLike[str]) -> Path:
 
     Parameters
     ----------
-    kind : {"spot_prices", "learning_curves", "interruption_traces"}
+    kind : {"spot_prices", "learning_curves", "interruption_traces", "instance_types"}
     path_or_name : str or path-like
         An explicit path, or a bare file name (no folder part) to look up.
 

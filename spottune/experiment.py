@@ -52,7 +52,7 @@ from spottune.speed import DEFAULT_BOOT_S
 from spottune.errors import ConfigError
 from spottune.orchestrator._config import check_rungs, steps_at
 from spottune.search_space import count_configs, generate_configs, has_domain, parse_space, space_to_dict
-from spottune.trainable import Trainable, trial_seed
+from spottune.trainable import Trainable, parse_resources, trial_seed
 from spottune.workloads import Workload, get_workload
 
 __all__ = ["AWS_KEYS", "AwsOptions", "RAY_KEYS", "RayOptions", "BACKENDS", "BILLING", "DEADLINE_MODES", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "PREDICTOR_KINDS", "EVALUATION_ONLY_PREDICTORS", "SPEED_MODELS", "DEFAULT_STOPPER", "STOPPERS", "BARRIER_STOPPERS", "ExperimentSpec",
@@ -507,6 +507,8 @@ class _SpecFields(BaseModel):
     step_time_cov: Annotated[_Real, Field(ge=0, lt=1), _Rule("0 <= step_time_cov < 1")]
     billing: _one_of(BILLING)
     deadline_mode: _one_of(DEADLINE_MODES)
+    resources: Any
+    on_demand_prices: Annotated[_Name | None, _Rule("an on-demand price file path, or None")]
 
     @field_validator("num_samples")
     @classmethod
@@ -790,6 +792,15 @@ class ExperimentSpec:
         ``notice_s``, ``lost_after_s``, ``num_cpus``, ``log_to_driver``; each value of the field's type;
         docs/guide/ray.md.
 
+    resources : mapping, optional
+        What one trial needs: ``{"cpu": vCPUs, "gpu": GPUs, "memory_gib": GiB}``, each optional (Ray's
+        ``resources_per_trial`` names; :func:`spottune.trainable.parse_resources`). The pool keeps the instance
+        types that have at least that much; with ``gpu`` > 0 the speed prior counts GPUs (decisions.md IC2, IC3).
+        Default: the trainable's ``resources``, else no requirement.
+    on_demand_prices : str, optional
+        A CSV of on-demand prices (``instance_type, region, os, on_demand_price_usd_per_hour``, USD per
+        instance-hour) that wins over the bundled tables (``spottune run --on-demand-prices FILE``; decisions.md IC1).
+
     Raises
     ------
     ConfigError
@@ -836,6 +847,8 @@ class ExperimentSpec:
     deadline_mode: str = "plan"
     aws: Mapping[str, Any] = field(default_factory=dict)
     ray: Mapping[str, Any] = field(default_factory=dict)
+    resources: Mapping[str, float] | None = None
+    on_demand_prices: str | None = None
     _derived: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
 
     # -- construction -------------------------------------------------------------------------------
@@ -850,6 +863,11 @@ class ExperimentSpec:
                     raise ConfigError(f"{name} is None, but must be given: workload {self.workload!r} has no default")
                 set_(name, value)
                 derived.append(name)
+        if self.resources is None and wl.resources:
+            set_("resources", wl.resources)
+            derived.append("resources")
+        else:
+            set_("resources", parse_resources(self.resources) or None)
         set_("_derived", tuple(derived))
         set_("search_space", parse_space(self.search_space))
         set_("instance_types", self._names("instance_types", self.instance_types))

@@ -17,6 +17,14 @@ So doubling the vCPUs never halves the step time: 2 → 16 vCPUs gives A(16) / A
 it is optimistic about large instances until its online update (Algorithm 1, line 36) measures them.
 f = 0.8 is an assumption (typical for small-batch SGD on CPU threads), not a measurement.
 
+**GPU trainables** (decisions.md IC3, [I]). A trainable that declares ``resources = {"gpu": n}`` runs its steps on
+the GPUs, so vCPUs and ECU say little about its speed; its ``reference_seconds_per_step`` is then on a **1-GPU**
+reference instance (:data:`REFERENCE_GPUS`; g4dn.xlarge class) and ``T(i) = T_ref · A(1) / A(g_i)`` with g the
+type's GPUs (same Amdahl form and f; ``seconds_per_step(..., gpus=g)``). The GPU model (T4, A10G, L4, V100, A100,
+H100) is not priced in: the provisioner's online update measures it. The backends' step pacing does not pass
+``gpus`` yet (it paces by vCPUs and ECU). Post-2017 types have no ECU (AWS stopped
+publishing it), so on CPUs they run at the reference per-core speed.
+
 **Checkpoint bandwidth** (the paper's §IV-F). Measured [T]: m4.4xlarge (16 cores) 134.22 MB/s, t2.micro
 (1 core) 62.83 MB/s; "checkpointing is a CPU-bound process", so [I] interpolate linearly in the
 number of vCPUs between those two points and clamp outside [1, 16]. Restore uses the same bandwidth.
@@ -45,6 +53,8 @@ import math
 DEFAULT_BOOT_S = 120.0
 
 REFERENCE_VCPUS = 2
+#: GPUs of the reference instance of a GPU trainable (decisions.md IC3).
+REFERENCE_GPUS = 1
 REFERENCE_ECU = 6.5
 PARALLEL_FRACTION = 0.8
 CKPT_POINTS = ((1.0, 62.83), (16.0, 134.22))  # (vCPUs, MB/s), the paper's §IV-F [T]
@@ -56,7 +66,7 @@ def amdahl(vcpus: float, parallel_fraction: float = PARALLEL_FRACTION) -> float:
 
 
 def seconds_per_step(reference_seconds_per_step: float, vcpus: int, ecu: float | None = None,
-                     parallel_fraction: float = PARALLEL_FRACTION) -> float:
+                     parallel_fraction: float = PARALLEL_FRACTION, *, gpus: int | None = None) -> float:
     """True seconds per step of a workload on an instance with ``vcpus`` vCPUs and ``ecu`` ECU.
 
     Parameters
@@ -66,12 +76,22 @@ def seconds_per_step(reference_seconds_per_step: float, vcpus: int, ecu: float |
     vcpus : int
         vCPUs of the instance, >= 1.
     ecu : float or None
-        EC2 Compute Units; None (burstable types) = the reference per-core speed.
+        EC2 Compute Units; None (burstable and post-2017 types) = the reference per-core speed.
+    parallel_fraction : float
+        Amdahl's parallel fraction f.
+    gpus : int, optional
+        For a GPU trainable: the instance's GPUs (>= 1); then ``reference_seconds_per_step`` is on one GPU and
+        vCPUs and ECU are not used.
 
     Returns
     -------
     float
         Seconds per step.
+
+    Raises
+    ------
+    ValueError
+        If ``reference_seconds_per_step`` <= 0, ``vcpus`` < 1 or ``gpus`` < 1.
 
     Examples
     --------
@@ -79,7 +99,14 @@ def seconds_per_step(reference_seconds_per_step: float, vcpus: int, ecu: float |
     60.0
     >>> round(seconds_per_step(60.0, 16, 52.0), 2)   # 8x the cores, 2.4x the speed
     25.0
+    >>> round(seconds_per_step(60.0, 4, None, gpus=4), 2)   # a GPU trainable on 4 GPUs: A(4) = 2.5
+    24.0
     """
+    if gpus is not None:
+        if not (reference_seconds_per_step > 0 and gpus >= 1):
+            raise ValueError(f"need reference_seconds_per_step > 0 and gpus >= 1, got {reference_seconds_per_step}, {gpus}")
+        return (reference_seconds_per_step * amdahl(REFERENCE_GPUS, parallel_fraction)
+                / amdahl(gpus, parallel_fraction))
     if not (reference_seconds_per_step > 0 and vcpus >= 1):
         raise ValueError(f"need reference_seconds_per_step > 0 and vcpus >= 1, got {reference_seconds_per_step}, {vcpus}")
     per_core_ref = REFERENCE_ECU / REFERENCE_VCPUS

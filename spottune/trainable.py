@@ -34,6 +34,14 @@ Two class attributes describe the workload to the simulator and the provisioner:
   checkpoint/restore time model (size / bandwidth). The real files written by ``save_checkpoint`` may
   be smaller.
 
+A third says what one trial needs (:func:`parse_resources`; Ray's ``resources_per_trial`` /
+``tune.with_resources`` names, EC2 attribute-based selection's habit):
+
+- ``resources``: ``{"cpu": 2, "gpu": 1, "memory_gib": 8}`` (each optional); the pool keeps the instance types
+  with at least that many vCPUs, GPUs and GiB of memory, and with ``gpu`` > 0 the speed prior of a type not yet
+  measured counts its GPUs, not its vCPUs (docs/design/decisions.md IC2, IC3). The experiment spec's
+  ``resources`` overrides it.
+
 See ``docs/guide/trainable.md`` for a worked example.
 """
 
@@ -52,7 +60,56 @@ import numpy as np
 
 from spottune.errors import CheckpointError, ConfigError
 
-__all__ = ["FRAMEWORK_STATE_FILE", "Trainable", "from_function", "trial_seed"]
+__all__ = ["FRAMEWORK_STATE_FILE", "RESOURCE_KEYS", "Trainable", "from_function", "parse_resources", "trial_seed"]
+
+#: Keys of a resource declaration: vCPUs, GPUs, memory in GiB (Ray's ``cpu`` / ``gpu``; Ray's ``memory`` is in
+#: bytes, so the unit is named here).
+RESOURCE_KEYS = ("cpu", "gpu", "memory_gib")
+
+
+def parse_resources(value: Any, what: str = "resources") -> dict[str, float]:
+    """Check and normalise a trial's resource declaration.
+
+    Parameters
+    ----------
+    value : mapping or None
+        ``{"cpu": vCPUs, "gpu": GPUs, "memory_gib": GiB}``, each key optional, case-insensitive (Ray's ``CPU`` /
+        ``GPU`` too); None or empty: no requirement.
+    what : str
+        The option's name in error messages.
+
+    Returns
+    -------
+    dict
+        The given keys of :data:`RESOURCE_KEYS` with float values, in that order.
+
+    Raises
+    ------
+    ConfigError
+        If ``value`` is not a mapping, a key is unknown (``memory``: Ray's bytes, say ``memory_gib``), or a value
+        is not a finite number >= 0.
+
+    Examples
+    --------
+    >>> parse_resources({"GPU": 1, "cpu": 4})
+    {'cpu': 4.0, 'gpu': 1.0}
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{what} is {value!r}, but must be a mapping with keys among {', '.join(RESOURCE_KEYS)}")
+    out: dict[str, float] = {}
+    for key, v in value.items():
+        k = str(key).lower()
+        if k not in RESOURCE_KEYS:
+            hint = " (GiB; Ray's memory is in bytes)" if k == "memory" else ""
+            raise ConfigError(f"{what} has key {key!r}, but the keys must be among {', '.join(RESOURCE_KEYS)}"
+                              + (f"; say memory_gib{hint}" if hint else ""))
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)) and float(v) >= 0
+        if not ok:
+            raise ConfigError(f"{what}.{k} is {v!r}, but must be a finite number >= 0")
+        out[k] = float(v)
+    return {k: out[k] for k in RESOURCE_KEYS if k in out}
 
 #: File the framework writes beside the user's checkpoint files (step counter and RNG state).
 FRAMEWORK_STATE_FILE = ".spottune_trainable.json"
@@ -110,6 +167,8 @@ class Trainable(abc.ABC):
         Simulated seconds per step on the 2-vCPU reference instance.
     checkpoint_size_mb : float
         Simulated checkpoint size in MB (10**6 bytes).
+    resources : mapping
+        What one trial needs (:func:`parse_resources`), e.g. ``{"gpu": 1}``; default none.
 
     Examples
     --------
@@ -132,6 +191,7 @@ class Trainable(abc.ABC):
 
     reference_seconds_per_step: ClassVar[float] = 10.0
     checkpoint_size_mb: ClassVar[float] = 1.0
+    resources: ClassVar[Mapping[str, float]] = {}
 
     def __init__(self, config: Mapping[str, Any] | None = None, *, seed: int = 0, max_steps: int | None = None):
         self.config: dict[str, Any] = dict(config or {})

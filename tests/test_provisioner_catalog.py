@@ -16,7 +16,8 @@ def catalog():
 def test_covers_the_2015_trace_and_the_paper_pool(catalog):
     for it in TRACE_2015_TYPES + PAPER_TYPES:
         assert catalog[it].on_demand("us-east-1") > 0
-    assert len(catalog) == 54  # 53 noahgift rows + g2.2xlarge
+    # 1,395 DescribeInstanceTypes types + the 2017 file's and PUBLIC_FACTS' types the snapshot lacks
+    assert len(catalog) == 1411
 
 
 def test_g2_2xlarge_comes_from_public_facts(catalog):
@@ -24,7 +25,8 @@ def test_g2_2xlarge_comes_from_public_facts(catalog):
     assert (g2.vcpus, g2.memory_gib, g2.ecu, g2.gpus) == (8, 15.0, 26.0, 1)
     assert g2.on_demand("us-east-1") == 0.65
     assert "public AWS facts" in g2.source and "on_demand_us-east-1_2015.csv" in g2.source
-    assert set(PUBLIC_FACTS) == {"g2.2xlarge"}  # the only 2015-trace type without specs in the files
+    # the only 2015-trace type without specs in the files, and the P3 types the snapshot lacks
+    assert set(PUBLIC_FACTS) == {"g2.2xlarge", "p3.2xlarge", "p3.8xlarge", "p3.16xlarge"}
 
 
 def test_regional_2015_file_wins_over_noahgift(catalog):
@@ -40,11 +42,11 @@ def test_paper_table_iii_facts(catalog):
 
 
 def test_missing_type_is_an_error_not_a_default(catalog):
-    with pytest.raises(UnknownInstanceType, match="r5.large.*not in the catalog.*did you mean"):
-        catalog["r5.large"]
+    with pytest.raises(UnknownInstanceType, match=r"'c5.lrge' is not in the catalog; did you mean c5.large"):
+        catalog["c5.lrge"]
     with pytest.raises(KeyError):  # still a KeyError for generic handlers
         catalog["p9.huge"]
-    assert "r5.large" not in catalog
+    assert "c5.lrge" not in catalog
 
 
 def test_missing_region_or_na_price_is_an_error(catalog):
@@ -102,3 +104,56 @@ def test_default_lookup_follows_the_price_data_order(tmp_path, monkeypatch):
     monkeypatch.setenv("SPOTTUNE_DATA", str(tmp_path))
     assert find_data_file("extra_on_demand.csv") == tmp_path / "extra_on_demand.csv"
     assert find_data_file("on_demand_2017_noahgift.csv").name == "on_demand_2017_noahgift.csv"
+
+
+def test_current_types_come_from_describe_instance_types(catalog):
+    """The docs' example pool and the GPU families: facts from the bundled DescribeInstanceTypes snapshot."""
+    c5 = catalog["c5.large"]
+    assert (c5.vcpus, c5.memory_gib, c5.ecu, c5.gpus, c5.architectures) == (2, 4.0, None, 0, ("x86_64",))
+    assert c5.network == "Up to 10 Gigabit" and c5.on_demand("us-east-1") == 0.085
+    g4 = catalog["g4dn.xlarge"]
+    assert (g4.vcpus, g4.memory_gib, g4.gpus, g4.gpu_memory_gib, g4.gpu_model) == (4, 16.0, 1, 16.0, "T4")
+    assert g4.on_demand("us-east-1") == 0.526
+    assert "DescribeInstanceTypes" in g4.source and "on_demand_us-east-1_current.csv" in g4.source
+    p5 = catalog["p5.48xlarge"]
+    assert (p5.vcpus, p5.gpus, p5.gpu_memory_gib, p5.gpu_model) == (192, 8, 640.0, "H100")
+    assert dict(p5.on_demand_usd_per_hour) == {}  # not in the bundled table: Price List API or --on-demand-prices
+    assert catalog["m7g.large"].architectures == ("arm64",)
+    for t in ("c5", "c6i", "c7i", "m5", "m6i", "m7i", "r5", "r6i"):
+        assert catalog[f"{t}.large"].on_demand("us-east-1") > 0 and catalog[f"{t}.large"].gpus == 0
+    for t in ("g4dn.xlarge", "g5.xlarge", "g6.xlarge", "p3.2xlarge"):
+        assert catalog[t].gpus == 1 and catalog[t].on_demand("us-east-1") > 0
+
+
+def test_the_2017_file_keeps_its_facts_and_the_snapshot_adds_the_rest(catalog):
+    r3 = catalog["r3.large"]
+    assert (r3.vcpus, r3.memory_gib, r3.ecu) == (2, 15.25, 6.5)  # the snapshot says 15,360 MiB = 15.0 GiB
+    assert r3.network == "Moderate" and r3.architectures == ("x86_64",)
+    assert r3.source.startswith("specs: on_demand_2017_noahgift.csv + instance_types.csv")
+
+
+def test_given_prices_win_over_the_bundled_ones(tmp_path):
+    own = tmp_path / "mine.csv"
+    own.write_text("instance_type,region,os,on_demand_price_usd_per_hour\nc5.large,us-east-1,Linux,0.09\n"
+                   "g4dn.xlarge,eu-west-1,Linux,0.587\n")
+    cat = InstanceCatalog.load(on_demand_files=[own], on_demand_prices={"us-east-1": {"g4dn.xlarge": 0.5}})
+    assert cat["c5.large"].on_demand("us-east-1") == 0.09 and "mine.csv" in cat["c5.large"].source
+    assert dict(cat["g4dn.xlarge"].on_demand_usd_per_hour) == {"us-east-1": 0.5, "eu-west-1": 0.587}
+    assert "us-east-1 price: AWS Price List API" in cat["g4dn.xlarge"].source
+    cat = InstanceCatalog.load(on_demand_files=[own], on_demand_prices={"us-east-1": {"c5.large": 0.08}})
+    assert cat["c5.large"].on_demand("us-east-1") == 0.09  # the user's file wins over the API
+    bad = tmp_path / "bad.csv"
+    bad.write_text("instance_type,region,os,on_demand_price_usd_per_hour\nc5.large,us-east-1,Linux,0\n")
+    with pytest.raises(CatalogError, match=r"bad.csv:2: .* must be > 0"):
+        InstanceCatalog.load(on_demand_files=[bad])
+
+
+def test_the_compact_table_is_derived_from_the_snapshot(tmp_path):
+    """data/instance_types/instance_types.csv is what provisioner._instance_types makes of the bundled snapshot."""
+    from provisioner._instance_types import main
+
+    here = find_data_file("on_demand_2017_noahgift.csv").parents[1] / "instance_types"
+    out = tmp_path / "it.csv"
+    assert main([str(here / "instance_types.json.gz"), str(out)]) == 0
+    assert out.read_bytes() == (here / "instance_types.csv").read_bytes()
+    assert len(out.read_text().splitlines()) == 1 + 1395

@@ -185,6 +185,10 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
                    "meets the deadline within the budget), 'seer' SEER's printed brackets (both wall-clock rounds, "
                    "elimination by EarlyCurve's prediction; sim backend only), 'guard' runs Algorithm 1 under "
                    "the budget cap and the deadline guard (the plan is only printed).")
+@click.option("--on-demand-prices", type=click.Path(dir_okay=False), default=None,
+              help="A CSV of on-demand prices (instance_type, region, os, on_demand_price_usd_per_hour; USD per "
+                   "instance-hour) that wins over the bundled tables (data/spot_prices/on_demand_*.csv) and, in a live "
+                   "aws run, over the AWS Price List API.")
 @click.option("--dry-run", is_flag=True, default=False,
               help="Print the first launches (markets, max prices, hourly cost bound), or with --deadline and "
                    "--budget-usd the plan, and launch nothing.")

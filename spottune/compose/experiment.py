@@ -23,7 +23,7 @@ from spotmarket.prices import load_history, to_seconds
 from spottune._early_stop import learned_final_predictor
 from spottune.backends import (Driver, LocalBackend, LocalSettings, Progress, SimBackend, SimSettings,
                                TrainableCurves)
-from spottune.backends.aws._build import aws_backend, live_market
+from spottune.backends.aws._build import aws_backend, live_market, on_demand_from_api
 from spottune.backends.aws._safety import plan as launch_plan
 from spottune.backends.ray._build import pool_markets, ray_backend
 from spottune.compose.market import DAY_S, MarketSetup, build_market, check_start, gap_warnings
@@ -195,9 +195,11 @@ def build(spec: ExperimentSpec, *, progress: Progress | None = None, output: str
     if spec.backend == "ray":  # the chooser's pool: the markets the cluster offers (decision R2)
         history = load_history(spec.prices)
         pool, offered = pool_markets(spec, history)
+    api = on_demand_from_api(spec, log_fn=log_fn) if live is not None else None  # the Price List API, cached
     market = build_market(spec.prices, market_mode=spec.market_mode, seed=seed,
                           instance_types=spec.instance_types, availability_zones=spec.availability_zones,
-                          history=history, markets=pool)
+                          history=history, markets=pool, resources=spec.resources,
+                          on_demand_prices=spec.on_demand_prices, api_prices=api)
     start_s = float(to_seconds(spec.start)) if live is None else live[1]
     check_start(market, start_s, spec.train_days)
     if live is None and log_fn is not None:

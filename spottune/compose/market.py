@@ -7,7 +7,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from provisioner import InstanceCatalog, Pool
@@ -97,7 +98,9 @@ class MarketSetup:
 
 def build_market(prices: str | None, *, market_mode: str, seed: int, instance_types: Sequence[str] | None = None,
                  availability_zones: Sequence[str] | None = None, history: PriceHistory | None = None,
-                 markets: Sequence[Market] | None = None) -> MarketSetup:
+                 markets: Sequence[Market] | None = None, resources: Mapping[str, float] | None = None,
+                 on_demand_prices: str | None = None,
+                 api_prices: Mapping[str, Mapping[str, float]] | None = None) -> MarketSetup:
     """Load the price history and build the market of one experiment.
 
     Parameters
@@ -114,6 +117,13 @@ def build_market(prices: str | None, *, market_mode: str, seed: int, instance_ty
     markets : sequence of Market, optional
         An explicit market list for the pool instead of types x zones (the ray backend: the markets the
         cluster offers); the type and zone filters still apply.
+    resources : mapping, optional
+        What one trial needs (``cpu``, ``gpu``, ``memory_gib``; :func:`spottune.trainable.parse_resources`): the pool
+        keeps the types with at least that many vCPUs, GPUs and GiB (decisions.md IC2).
+    on_demand_prices : str, optional
+        A CSV of on-demand prices (USD per instance-hour) that wins over the bundled tables (``--on-demand-prices``).
+    api_prices : mapping region -> mapping type -> float, optional
+        On-demand prices from the AWS Price List API (USD per instance-hour); they win over every file.
 
     Returns
     -------
@@ -129,8 +139,12 @@ def build_market(prices: str | None, *, market_mode: str, seed: int, instance_ty
     if market_mode not in MARKET_MODES:  # before minutes of loading
         raise ConfigError(f"market_mode is {market_mode!r}, but must be one of {', '.join(MARKET_MODES)}")
     history = load_history(prices) if history is None else history  # given: live prices (aws backend)
-    catalog = InstanceCatalog.load()
-    pool = Pool(instance_types=instance_types, availability_zones=availability_zones, markets=markets)
+    catalog = InstanceCatalog.load(on_demand_files=[on_demand_prices] if on_demand_prices else (),
+                                   on_demand_prices=api_prices)
+    need = dict(resources or {})
+    pool = Pool(instance_types=instance_types, availability_zones=availability_zones, markets=markets,
+                min_vcpus=math.ceil(need.get("cpu", 0.0)), min_memory_gib=need.get("memory_gib", 0.0),
+                min_gpus=need.get("gpu", 0.0))
     markets = pool.resolve(history, catalog)
     return MarketSetup(history=history, catalog=catalog, pool=pool, markets=markets, market_mode=market_mode,
                        revocation_model=revocation_model(market_mode, history, seed))

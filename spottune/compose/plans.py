@@ -118,7 +118,8 @@ def plan_spec(spec: ExperimentSpec, market: MarketSetup | None = None, start_s: 
         return None
     if market is None:
         market = build_market(spec.prices, market_mode=spec.market_mode, seed=spec.seed,
-                              instance_types=spec.instance_types, availability_zones=spec.availability_zones)
+                              instance_types=spec.instance_types, availability_zones=spec.availability_zones,
+                              resources=spec.resources, on_demand_prices=spec.on_demand_prices)
         start_s = float(to_seconds(spec.start))
     wl = spec.get_workload()
     plan = plan_run(deadline_s=spec.deadline, budget_usd=spec.budget_usd, history=market.history,

@@ -22,7 +22,7 @@ from spottune.errors import ConfigError
 from spottune.experiment import DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR, OBJECTIVES, SPEED_MODELS
 from spottune.planning import DeadlineGuard
 from spottune.planning._brackets import RESTORE_CHECKPOINT_S
-from spottune.speed import DEFAULT_BOOT_S, REFERENCE_VCPUS, seconds_per_step, transfer_seconds
+from spottune.speed import DEFAULT_BOOT_S, REFERENCE_GPUS, REFERENCE_VCPUS, seconds_per_step, transfer_seconds
 
 __all__ = ["GUARD_OVERHEADS", "PlateauRule", "curve_model", "deadline_guard", "make_provisioner"]
 
@@ -72,7 +72,9 @@ def make_provisioner(history: PriceHistory, catalog: InstanceCatalog, pool: Pool
     reference_seconds_per_step : float, optional
         ``refund`` only: the workload's declared seconds per step on the 2-vCPU reference instance; sets
         T's prior ``κ = T_ref · 2`` s·core/step (default κ = 1), so that the horizon and the whole-step
-        count are right before the first measurement (a step longer than the hour is never chosen).
+        count are right before the first measurement (a step longer than the hour is never chosen). When the
+        pool asks for GPUs (``pool.min_gpus`` > 0, a trainable declaring ``gpu``) the reference is one GPU
+        and the prior is ``κ / GPUs`` with ``κ = T_ref · 1`` (decisions.md IC3).
     time_value_usd_per_hour : float, default 0
         ``refund`` only: value of a trial's wall-clock hour, USD per trial-hour
         (:attr:`provisioner.RefundStepCost.time_value_usd_per_hour`; docs/design/decisions.md, R7).
@@ -111,9 +113,12 @@ def make_provisioner(history: PriceHistory, catalog: InstanceCatalog, pool: Pool
     cost = RefundStepCost(boot_s=DEFAULT_BOOT_S if boot_s is None else float(boot_s), checkpoint_s=ckpt,
                           time_value_usd_per_hour=time_value_usd_per_hour,
                           job_time_value_usd_per_hour=job_time_value_usd_per_hour)
-    kappa = {} if reference_seconds_per_step is None else {"kappa_s": REFERENCE_VCPUS * float(reference_seconds_per_step)}
-    perf = (PooledSpeedMatrix.from_catalog(catalog, sorted(types), reference_cores=REFERENCE_VCPUS, **kappa)
-            if speed_model == "pooled" else PerformanceMatrix.from_catalog(catalog, sorted(types), **kappa))
+    # the prior's units: vCPUs (reference 2, the paper's κ / cores), or GPUs for a trainable that declares GPUs
+    # (reference 1 GPU; every pool type has one, the pool's filter saw to that; decisions.md IC3)
+    units, ref_units = ("gpus", REFERENCE_GPUS) if pool.min_gpus > 0 else ("vcpus", REFERENCE_VCPUS)
+    kappa = {} if reference_seconds_per_step is None else {"kappa_s": ref_units * float(reference_seconds_per_step)}
+    perf = (PooledSpeedMatrix.from_catalog(catalog, sorted(types), units=units, reference_cores=ref_units, **kappa)
+            if speed_model == "pooled" else PerformanceMatrix.from_catalog(catalog, sorted(types), units=units, **kappa))
     return RefundProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf,
                              p_cap=selection_p_cap(predictor), exclusions=exclusions)
 

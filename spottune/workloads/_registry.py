@@ -71,6 +71,13 @@ class Workload:
         object.__setattr__(self, "search_space", parse_space(self.search_space))
 
     @property
+    def resources(self) -> dict[str, float]:
+        """What one trial needs, from the trainable's ``resources`` (:func:`spottune.trainable.parse_resources`)."""
+        from spottune.trainable import parse_resources
+
+        return parse_resources(getattr(self.trainable, "resources", None), f"workload {self.name}: resources")
+
+    @property
     def reference_seconds_per_step(self) -> float:
         """Simulated seconds per step on the 2-vCPU reference instance (from the trainable)."""
         return float(self.trainable.reference_seconds_per_step)

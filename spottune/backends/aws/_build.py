@@ -18,7 +18,7 @@ from typing import Any
 from spottune.backends.aws._settings import AwsSettings
 from spottune.experiment import AWS_KEYS
 
-__all__ = ["aws_backend", "exclusion_s", "live_market", "settings_from_spec"]
+__all__ = ["aws_backend", "exclusion_s", "live_market", "on_demand_from_api", "settings_from_spec"]
 
 #: The ``spec.aws`` keys passed on to :class:`AwsSettings` as they are (``experiment`` falls back to the output
 #: folder's name).
@@ -69,6 +69,48 @@ def live_market(spec: Any, *, ec2: Any = None, now_s: float | None = None) -> tu
 
     return PriceHistory(records_to_table(recs, source="describe_spot_price_history"),
                         end=pd.Timestamp(now, unit="s", tz="UTC")), now
+
+
+def on_demand_from_api(spec: Any, *, pricing: Any = None, cache_path: str | Path | None = None,
+                       log_fn: Any = None) -> dict[str, dict[str, float]] | None:
+    """On-demand prices of the pool's types in the run's region from the AWS Price List API (cached), for a live run.
+
+    Parameters
+    ----------
+    spec : ExperimentSpec
+        The experiment (``instance_types``; ``aws.region``, ``aws.endpoint_url``).
+    pricing : botocore client, optional
+        A ``pricing`` client (default: one in us-east-1, two attempts).
+    cache_path : path, optional
+        The cache file (default :data:`._pricelist.CACHE_FILE` in ``$SPOTTUNE_CACHE``).
+    log_fn : callable, optional
+        Receives one line when the API cannot be asked and the bundled tables answer instead.
+
+    Returns
+    -------
+    dict or None
+        ``{region: {type: USD per instance-hour}}``; None with a test endpoint (``aws.endpoint_url``: moto has no
+        Price List API), without ``instance_types``, or when the API refuses (no credentials, no network, access
+        denied): the catalog's bundled prices and ``--on-demand-prices`` then answer (decisions.md IC1).
+    """
+    a = dict(spec.aws)
+    if a.get("endpoint_url") or not spec.instance_types:
+        return None
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from spottune.backends.aws._pricelist import get_on_demand_prices
+    from spottune.backends.aws._session import client
+
+    region = a.get("region", "us-east-1")
+    try:
+        pricing = pricing or client("pricing", region="us-east-1", max_attempts=2)
+        got = get_on_demand_prices(spec.instance_types, region, pricing=pricing, cache_path=cache_path)
+    except (BotoCoreError, ClientError) as exc:
+        if log_fn is not None:
+            log_fn(f"warning: AWS Price List API not asked ({exc}); on-demand prices come from "
+                   "the bundled tables and --on-demand-prices")
+        return None
+    return {region: got}
 
 
 def settings_from_spec(spec: Any, *, live: bool, output: str | Path | None = None) -> AwsSettings:
