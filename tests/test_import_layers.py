@@ -38,8 +38,9 @@ LAYERS: dict[str, int] = {
     "backends": 7,
     "compose": 8,
     "evaluation": 9, "api": 9, "integrations": 9,
-    "cli": 10,
-    "spottune": 11,
+    "service": 10,
+    "cli": 11,
+    "spottune": 12,
 }
 
 
