@@ -184,3 +184,50 @@ def test_online_fair_share_refuses_unknown_teams_and_modes():
     with pytest.raises(ConfigError, match="loads names unknown team 'x'; teams are a"):
         share.allocate({"x": 1})
     assert share.hour == 0
+
+
+def test_the_noisy_search_decides_a_probe_once_its_confidence_interval_clears_the_threshold():
+    from spottune.scheduling import NoisyBinarySearchDemand
+
+    search = NoisyBinarySearchDemand(1.0, threshold=0.9, noise_scale=0.05, delta=0.01)
+    # half-width 0.05 * sqrt(2 ln(200) / n): 0.163 at n = 1, 0.0814 at n = 4, 0.0728 at n = 5
+    for _ in range(4):
+        search.observe_reward(0.5, 0.98)  # 0.08 above τ: not yet clear
+    assert (search.low, search.high) == (0.0, 1.0)
+    search.observe_reward(0.5, 0.98)
+    assert (search.low, search.high) == (0.0, 0.5)  # met at 0.5 with 5 rewards
+    search.observe_reward(0.25, 0.98)
+    search.observe_reward(0.2, 0.1)  # another allocation: a new test, decided at once (0.8 below τ)
+    assert (search.low, search.high) == (0.2, 0.5)
+    search.observe_reward(0.7, 0.0)  # outside the interval: nothing to learn
+    assert (search.low, search.high) == (0.2, 0.5)
+
+
+@pytest.mark.slow  # 10^4 hours of 4 teams: about 3 s on a loaded 2-core machine
+def test_noisy_rewards_average_loss_falls_with_time_and_truthful_teams_keep_their_entitlement():
+    """Payoffs f_i(x) = 1 - exp(-beta_i x) plus Gaussian noise (sd 0.05), τ = 0.95, so θ_i = ln(20) / beta_i."""
+    beta = {"a": 30.0, "b": 12.0, "c": 8.0, "d": 5.0}
+    theta = {t: np.log(20.0) / b for t, b in beta.items()}
+    loads = dict.fromkeys(beta, 1.0)
+    capacity = 1.5
+    rng = np.random.default_rng(0)
+    share = OnlineFairShare(dict.fromkeys(beta, 1.0), capacity_usd_per_hour=capacity, theta_max_usd_per_hour=1.0,
+                            threshold=0.95)
+    teams = sorted(beta)
+    demand = np.array([theta[t] for t in teams])
+    entitled = np.minimum(capacity / len(teams), demand)  # the entitlement-only counterfactual's useful USD/hour
+    losses, shortfall = [], np.zeros(len(teams))
+    for _ in range(10_000):
+        rnd = share.allocate(loads)
+        alloc = np.array([rnd.allocations[t] for t in teams])
+        losses.append(round_loss(demand, alloc, capacity).loss)
+        shortfall += entitled - np.minimum(alloc, demand)
+        share.observe_rewards(rnd, loads, {t: 1 - np.exp(-beta[t] * rnd.allocations[t]) + rng.normal(0, 0.05)
+                                           for t in teams})
+    cum = np.cumsum(losses)
+    assert cum[-1] / 10_000 < 0.5 * cum[999] / 1000
+    assert (shortfall / 10_000 <= 0.02).all()
+    for t in teams:  # near θ the payoff's slope is beta (1 - τ): the search ends where rewards no longer tell apart
+        low, high = share.interval(t)
+        assert high - low < 0.01
+        assert 1 - np.exp(-beta[t] * low) < 0.95 + 0.01 and 1 - np.exp(-beta[t] * high) > 0.95 - 0.01

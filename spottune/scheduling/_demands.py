@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from spottune.errors import ConfigError
 from spottune.scheduling._fairness import max_min_fair
 
-__all__ = ["FAIR_SHARE_MODES", "BinarySearchDemand", "FairShareRound", "OnlineFairShare"]
+__all__ = ["FAIR_SHARE_MODES", "BinarySearchDemand", "FairShareRound", "NoisyBinarySearchDemand", "OnlineFairShare"]
 
 #: The two mechanisms of :class:`OnlineFairShare`.
 FAIR_SHARE_MODES = ("efficient", "strategy-proof")
@@ -81,6 +81,58 @@ class BinarySearchDemand:
             self.probes += 1
 
 
+class NoisyBinarySearchDemand(BinarySearchDemand):
+    """Binary search on noisy rewards: each allocation is repeated until a Hoeffding interval of the mean reward lies
+    on one side of the threshold τ (or ``max_samples`` are in), then the interval's end moves there (decision SV3) [I].
+
+    The paper's noisy models use a quasi-MLE (parametric) or an infinite binary tree with monotone confidence bounds
+    (nonparametric); this is the simpler sequential test of each midpoint, correct with probability ``1 - delta`` per
+    probe when rewards are ``noise_scale``-sub-Gaussian around a non-decreasing f(x) whose threshold crossing is θ.
+
+    Parameters
+    ----------
+    theta_max : float
+        Upper bound on θ (USD/hour per unit of load), > 0.
+    threshold : float
+        τ, the reward that counts as "met" (e.g. 0.95 of the team's trials on track).
+    tolerance : float, optional
+        Default ``theta_max / 1024``.
+    noise_scale : float, default 0.5
+        Sub-Gaussian scale of one reward (0.5 bounds any reward in [0, 1]).
+    delta : float, default 0.01
+        Error probability per probe.
+    max_samples : int, default 200
+        Rewards after which a probe is decided by the sign of ``mean - threshold``.
+    """
+
+    def __init__(self, theta_max: float, threshold: float, tolerance: float | None = None, *,
+                 noise_scale: float = 0.5, delta: float = 0.01, max_samples: int = 200):
+        super().__init__(theta_max, tolerance)
+        self.threshold = float(threshold)
+        self.noise_scale, self.delta, self.max_samples = noise_scale, delta, max_samples
+        self._x: float | None = None
+        self._sum, self._n = 0.0, 0
+
+    def observe_reward(self, per_unit: float, reward: float) -> None:
+        """Record one reward at an allocation of ``per_unit`` (USD/hour per unit of load).
+
+        Rewards are pooled while the allocation stays the same (the probe, or less when contention cut it: a test at
+        any point is informative); a new allocation starts a new test. Once a test is decided,
+        :meth:`BinarySearchDemand.observe` moves the interval's end to that point.
+        """
+        if self.width <= self.tolerance or not (self.low < per_unit < self.high):
+            return  # decided already, or outside the interval: nothing to learn there
+        if self._x is None or not math.isclose(per_unit, self._x, rel_tol=1e-9, abs_tol=1e-12):
+            self._x, self._sum, self._n = per_unit, 0.0, 0
+        self._sum += float(reward)
+        self._n += 1
+        mean = self._sum / self._n
+        half = self.noise_scale * math.sqrt(2.0 * math.log(2.0 / self.delta) / self._n)
+        if abs(mean - self.threshold) > half or self._n >= self.max_samples:
+            x, self._x, self._sum, self._n = self._x, None, 0.0, 0
+            self.observe(x, mean >= self.threshold)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FairShareRound:
     """One hour's split.
@@ -118,6 +170,9 @@ class OnlineFairShare:
         See the module docstring (decision SV3).
     tolerance_usd_per_hour : float, optional
         Binary-search tolerance; default ``theta_max / 1024``.
+    threshold : float, optional
+        With a threshold τ the feedback is noisy: :meth:`observe_rewards` takes each team's reward and each probe is
+        decided by :class:`NoisyBinarySearchDemand`'s sequential test. Without, :meth:`observe` takes met / not met.
 
     Raises
     ------
@@ -126,7 +181,8 @@ class OnlineFairShare:
     """
 
     def __init__(self, entitlements: Mapping[str, float], *, capacity_usd_per_hour: float,
-                 theta_max_usd_per_hour: float, mode: str = "efficient", tolerance_usd_per_hour: float | None = None):
+                 theta_max_usd_per_hour: float, mode: str = "efficient", tolerance_usd_per_hour: float | None = None,
+                 threshold: float | None = None):
         if not entitlements:
             raise ConfigError("entitlements is empty, but must name at least one team")
         if mode not in FAIR_SHARE_MODES:
@@ -134,8 +190,10 @@ class OnlineFairShare:
         self.entitlements = {t: _positive(f"entitlements[{t!r}]", e) for t, e in sorted(entitlements.items())}
         self.capacity = _positive("capacity_usd_per_hour", capacity_usd_per_hour)
         self.mode = mode
-        self.searches = {t: BinarySearchDemand(theta_max_usd_per_hour, tolerance_usd_per_hour)
-                         for t in self.entitlements}
+        self.searches: dict[str, BinarySearchDemand] = {
+            t: (BinarySearchDemand(theta_max_usd_per_hour, tolerance_usd_per_hour) if threshold is None else
+                NoisyBinarySearchDemand(theta_max_usd_per_hour, threshold, tolerance_usd_per_hour))
+            for t in self.entitlements}
         self.hour = 0
         self._plan: list[str | None] = []  # strategy-proof: the coming hours, a team to explore or None
         self._bracket = 0
@@ -211,6 +269,30 @@ class OnlineFairShare:
             if t is None or t not in met or n[t] <= 0:
                 continue
             self.searches[t].observe(rnd.allocations[t] / n[t], bool(met[t]))
+
+    def observe_rewards(self, rnd: FairShareRound, loads: Mapping[str, float], rewards: Mapping[str, float]) -> None:
+        """Noisy feedback (an ``OnlineFairShare`` built with a ``threshold``): each team's reward for the hour.
+
+        Parameters
+        ----------
+        rnd : FairShareRound
+        loads : mapping of str to float
+        rewards : mapping of str to float
+            E.g. the fraction of the team's trials on track; teams without an entry teach nothing.
+
+        Raises
+        ------
+        ConfigError
+            If this mechanism was built without a threshold.
+        """
+        n = self._loads(loads)
+        teams = [rnd.exploring] if self.mode == "strategy-proof" else list(n)
+        for t in teams:
+            search = self.searches.get(t) if t is not None else None
+            if not isinstance(search, NoisyBinarySearchDemand):
+                raise ConfigError("observe_rewards needs an OnlineFairShare built with a threshold (noisy feedback)")
+            if t in rewards and n[t] > 0:
+                search.observe_reward(rnd.allocations[t] / n[t], rewards[t])
 
     def interval(self, team: str) -> tuple[float, float]:
         """``(low, high)`` of the team's unit demand, USD/hour per unit of load."""
