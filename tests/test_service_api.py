@@ -92,6 +92,13 @@ def test_tokens_decide_who_sees_and_changes_what(service, admin, teams):
     ({"team": "vision", "name": "x", "spec": {**QUICK, "colour": "red"}}, 422, None),
     ({"team": "vision", "name": "x", "spec": {**QUICK, "backend": "local"}}, 422,
      "spec: backend is 'local', but this server runs studies on 'sim'"),
+    ({"team": "vision", "name": "x", "spec": {**QUICK, "workload": "os:System"}}, 422,
+     "spec: workload is 'os:System', but a study on the service must name a built-in workload: the server imports no "
+     "code of its tenants"),
+    ({"team": "vision", "name": "x", "spec": {**QUICK, "storage_path": "/etc"}}, 422,
+     "spec: storage_path is '/etc', but a study on the service may not name server paths"),
+    ({"team": "vision", "name": "x", "spec": {**QUICK, "prices": "/etc/passwd"}}, 422,
+     "spec: prices is '/etc/passwd', but a study on the service must name a bundled price dataset, not a path"),
     ({"team": "vision", "name": "x", "spec": QUICK, "trial_budget": 0}, 422,
      "trial_budget: Input should be greater than or equal to 1"),
     ({"team": "vision", "name": "no spaces", "spec": QUICK}, 422, None),

@@ -35,7 +35,7 @@ from spottune.errors import SpottuneError
 from spottune.scheduling import max_min_fair
 from spottune.service._store import TERMINAL_STATES, Org, Store, Study, Team, hash_token, new_token, study_view
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "tenant_refusal"]
 
 #: Largest request body accepted, bytes (a spec is a few kB).
 DEFAULT_MAX_BODY_BYTES = 1_000_000
@@ -119,6 +119,35 @@ def _validation_line(exc: RequestValidationError) -> str:
     err = exc.errors()[0] if exc.errors() else {}
     where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
     return f"{where}: {err.get('msg', 'invalid request')}"
+
+
+def tenant_refusal(spec: Any) -> str | None:
+    """Why a team may not run this spec on the shared server, or None (decision SV9).
+
+    A study runs inside the server's process with the server's files: it may name only built-in workloads and
+    bundled price datasets, and neither a checkpoint folder nor a curve file of its own (the server keeps
+    checkpoints in the study's results folder).
+
+    Parameters
+    ----------
+    spec : spottune.experiment.ExperimentSpec
+
+    Returns
+    -------
+    str or None
+        One line naming the field, its value and the rule.
+    """
+    from spottune.workloads import list_workloads
+
+    if spec.workload not in list_workloads():
+        return (f"workload is {spec.workload!r}, but a study on the service must name a built-in workload "
+                f"({', '.join(list_workloads())}): the server imports no code of its tenants")
+    if "/" in spec.prices or "\\" in spec.prices:
+        return f"prices is {spec.prices!r}, but a study on the service must name a bundled price dataset, not a path"
+    for name in ("storage_path", "stopper_curves"):
+        if getattr(spec, name) is not None:
+            return f"{name} is {getattr(spec, name)!r}, but a study on the service may not name server paths"
+    return None
 
 
 def create_app(store: Store, *, admin_token: str, runner: Any = None, backend: str = "sim",
@@ -212,12 +241,20 @@ def create_app(store: Store, *, admin_token: str, runner: Any = None, backend: s
 
         if not who.admin and body.team != who.team:
             raise _fail(403, f"the token of team {who.team} cannot submit for team {body.team}")
+        for key in ("workload", "trainable"):  # before parsing: parsing would import a "module:Class"
+            value = body.spec.get(key)
+            if isinstance(value, str) and ":" in value:
+                raise _fail(422, f"spec: {key} is {value!r}, but a study on the service must name a built-in workload: "
+                                 "the server imports no code of its tenants")
         try:
             spec = ExperimentSpec.from_dict(body.spec)
         except SpottuneError as exc:
             raise _fail(422, f"spec: {str(exc).splitlines()[0]}") from None
         if spec.backend != backend:
             raise _fail(422, f"spec: backend is {spec.backend!r}, but this server runs studies on {backend!r}")
+        refusal = tenant_refusal(spec)
+        if refusal is not None:
+            raise _fail(422, f"spec: {refusal}")
         try:
             with store.session.begin() as s:
                 team = store.team_by_name(s, body.team)
