@@ -255,6 +255,13 @@ def create_app(store: Store, *, admin_token: str, runner: Any = None, backend: s
         refusal = tenant_refusal(spec)
         if refusal is not None:
             raise _fail(422, f"spec: {refusal}")
+        if body.trial_budget is not None and body.trial_budget < spec.n_trials:
+            from spottune.service._budgeted import check_budgetable
+
+            try:
+                check_budgetable([t.config for t in spec.trials()])
+            except SpottuneError as exc:
+                raise _fail(422, str(exc)) from None
         try:
             with store.session.begin() as s:
                 team = store.team_by_name(s, body.team)

@@ -1,6 +1,7 @@
 """The study runner: a background thread of the server that runs queued studies through :func:`spottune.tune`.
 
-One study at a time (decision SV8), the next one taken from the teams with queued studies in round-robin order
+One study at a time (decision SV8); a study whose trial budget is smaller than its search space tries that many
+configurations, picked by cost-aware GP-UCB (:mod:`spottune.service._budgeted`, SV10), the next one taken from the teams with queued studies in round-robin order
 (ease.ml's fall-back rule; GREEDY needs the studies' GP bounds, which the runner does not compute yet). A study
 runs exactly as ``spottune run`` would run its spec, in ``<data dir>/studies/<id>``; cancelling a running study
 stops it at its next event. A study left ``running`` by a killed server is continued from its journal
@@ -132,7 +133,7 @@ class StudyRunner:
         """Run (or continue) one claimed study and record how it ended."""
         with self.store.session.begin() as s:
             study = s.get(Study, study_id)
-            spec, out = json.loads(study.spec_json), Path(study.output)
+            spec, out, budget = json.loads(study.spec_json), Path(study.output), study.trial_budget
             if study.cancel_requested:
                 self.cancel(study_id)
         tune = self._tune_fn()
@@ -140,11 +141,18 @@ class StudyRunner:
         try:
             from spottune.journal import JOURNAL_FILE, holds_run
 
-            if resume and holds_run(out / JOURNAL_FILE):
-                grid = tune(resume=out, progress=self._progress(study_id))
+            from spottune.experiment import ExperimentSpec
+
+            parsed = ExperimentSpec.from_dict(spec)
+            if budget is not None and budget < parsed.n_trials:  # GP-UCB picks which configurations run
+                from spottune.service._budgeted import run_budgeted
+
+                out.mkdir(parents=True, exist_ok=True)
+                summary = run_budgeted(spec, parsed, budget, out, tune=tune, progress=self._progress(study_id))
+            elif resume and holds_run(out / JOURNAL_FILE):
+                summary = summarise(tune(resume=out, progress=self._progress(study_id)))
             else:
-                grid = tune(spec, output=out, progress=self._progress(study_id))
-            summary = summarise(grid)
+                summary = summarise(tune(spec, output=out, progress=self._progress(study_id)))
         except StudyCancelled as exc:
             if self._stop.is_set() and study_id not in self._cancel:
                 return  # the server stops: the study stays running and continues from its journal next start
