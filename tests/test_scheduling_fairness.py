@@ -231,3 +231,23 @@ def test_noisy_rewards_average_loss_falls_with_time_and_truthful_teams_keep_thei
         low, high = share.interval(t)
         assert high - low < 0.01
         assert 1 - np.exp(-beta[t] * low) < 0.95 + 0.01 and 1 - np.exp(-beta[t] * high) > 0.95 - 0.01
+
+
+def _useful_usd_hours(hours, reported_load_a):
+    """Team a's useful allocation (min(allocation, true demand)) summed over the hours, in the strategy-proof mode,
+    when it reports ``reported_load_a`` active trials for its true 1 (rewards are measured, not reported)."""
+    thetas = {"a": 0.3, "b": 0.4, "c": 0.5}
+    share = OnlineFairShare(dict.fromkeys(thetas, 1.0), capacity_usd_per_hour=1.0, theta_max_usd_per_hour=1.0,
+                            mode="strategy-proof", tolerance_usd_per_hour=1 / 64)
+    reported = {"a": reported_load_a, "b": 1.0, "c": 1.0}
+    useful = 0.0
+    for _ in range(hours):
+        rnd = share.allocate(reported)
+        useful += min(rnd.allocations["a"], thetas["a"])
+        share.observe(rnd, reported, {t: rnd.allocations[t] >= thetas[t] - 1e-12 for t in thetas})
+    return useful
+
+
+def test_a_team_that_inflates_its_load_gains_at_most_a_constant_in_the_strategy_proof_mode():
+    gains = [_useful_usd_hours(hours, 2.0) - _useful_usd_hours(hours, 1.0) for hours in (300, 1200)]
+    assert 0 <= gains[0] < 0.01 and gains[1] == pytest.approx(gains[0], abs=1e-9)  # bounded, not growing with T
