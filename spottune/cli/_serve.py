@@ -61,7 +61,10 @@ def serve(db_url: str | None, data_dir: str, host: str, port: int, org_budget_us
                       org_budget_usd_per_hour=org_budget_usd_per_hour, backend=backend)
     click.echo(f"spottune serve on http://{host}:{port} (store {service.store.url}; admin token in {token_file} "
                "unless given)", err=True)
-    service.run()
+    try:
+        service.run()
+    except KeyboardInterrupt:  # Ctrl-C: uvicorn has shut down cleanly; a running study continues at the next start
+        click.echo("spottune serve stopped", err=True)
 
 
 @click.group("team", help="Admin: manage teams (needs the admin token).")
