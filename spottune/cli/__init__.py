@@ -25,7 +25,7 @@ PROJECT_ERRORS = (SpottuneError, SpotMarketError, RevPredError, EarlyCurveError,
 
 
 def _register() -> None:
-    from spottune.cli import _aws, _curves, _prices, _run, _simulate
+    from spottune.cli import _aws, _curves, _prices, _run, _serve, _simulate
 
     cli.add_command(_aws.cleanup)
 
@@ -35,6 +35,8 @@ def _register() -> None:
     cli.add_command(_run.report)
     cli.add_command(_run.resume)
     cli.add_command(_simulate.simulate)
+    for command in (_serve.serve, _serve.submit, _serve.status, _serve.cancel, _serve.team):
+        cli.add_command(command)
 
 
 _register()

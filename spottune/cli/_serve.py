@@ -1,0 +1,146 @@
+"""``spottune serve`` and its client commands: ``submit``, ``status``, ``cancel`` and ``team add|list``.
+
+The server holds teams, studies and the org budget in a database and runs studies on the simulator
+(:mod:`spottune.service`, docs/guide/service.md). The client commands reach it at ``--url`` (``$SPOTTUNE_URL``,
+default ``http://127.0.0.1:8000``) with ``--token`` (``$SPOTTUNE_TOKEN``): a team's token, or the admin's.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+_URL = click.option("--url", envvar="SPOTTUNE_URL", default=None,
+                    help="The service (default $SPOTTUNE_URL, else http://127.0.0.1:8000).")
+_TOKEN = click.option("--token", envvar="SPOTTUNE_TOKEN", default=None,
+                      help="Bearer token: a team's, or the admin's (default $SPOTTUNE_TOKEN).")
+
+
+def _client(url: str | None, token: str | None):  # noqa: ANN202
+    from spottune.service.client import ServiceClient, ServiceError
+
+    if not token:
+        raise ServiceError("no token: give --token or set SPOTTUNE_TOKEN (a team's token, or the admin's)")
+    return ServiceClient(url, token)
+
+
+@click.command("serve", help="Run the multi-tenant service: teams, studies and the org budget behind an HTTP API; "
+               "queued studies run one at a time on the simulator.")
+@click.option("--db", "db_url", default=None,
+              help="SQLAlchemy database URL (default: sqlite:///<data dir>/service.db).")
+@click.option("--data-dir", default="spottune-service", show_default=True, type=click.Path(file_okay=False),
+              help="Folder of the default database, the admin token file and the studies' results.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port (0: a free one).")
+@click.option("--org-budget-usd-per-hour", type=float, default=None,
+              help="The org's budget, USD/hour, split among the teams with work (kept in the database).")
+@click.option("--backend", type=click.Choice(["sim"]), default="sim", show_default=True,
+              help="Where studies run (this build: the simulator).")
+@click.option("--admin-token", envvar="SPOTTUNE_ADMIN_TOKEN", default=None,
+              help="The admin's token (default $SPOTTUNE_ADMIN_TOKEN, else the one in <data dir>/admin-token, "
+                   "made on first start).")
+def serve(db_url: str | None, data_dir: str, host: str, port: int, org_budget_usd_per_hour: float | None,
+          backend: str, admin_token: str | None) -> None:
+    from spottune.service import Service
+    from spottune.service._store import new_token
+
+    folder = Path(data_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    token_file = folder / "admin-token"
+    if not admin_token:
+        if token_file.exists():
+            admin_token = token_file.read_text().strip()
+        else:
+            admin_token = new_token()
+            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(admin_token + "\n")
+    service = Service(admin_token=admin_token, db_url=db_url, data_dir=folder, host=host, port=port,
+                      org_budget_usd_per_hour=org_budget_usd_per_hour, backend=backend)
+    click.echo(f"spottune serve on http://{host}:{port} (store {service.store.url}; admin token in {token_file} "
+               "unless given)", err=True)
+    try:
+        service.run()
+    except KeyboardInterrupt:  # Ctrl-C: uvicorn has shut down cleanly; a running study continues at the next start
+        click.echo("spottune serve stopped", err=True)
+
+
+@click.group("team", help="Admin: manage teams (needs the admin token).")
+def team() -> None:
+    pass
+
+
+@team.command("add", help="Create a team and print its token (shown once).")
+@click.argument("name")
+@click.option("--entitlement", type=float, default=1.0, show_default=True,
+              help="The team's share of the org budget (weights, normalised over the teams).")
+@_URL
+@_TOKEN
+def team_add(name: str, entitlement: float, url: str | None, token: str | None) -> None:
+    with _client(url, token) as c:
+        click.echo(c.create_team(name, entitlement)["token"])
+
+
+@team.command("list", help="The teams and their entitlements.")
+@_URL
+@_TOKEN
+def team_list(url: str | None, token: str | None) -> None:
+    with _client(url, token) as c:
+        for t in c.teams():
+            click.echo(f"{t['name']}\t{t['entitlement']:g}")
+
+
+@click.command("submit", help="Submit a study: an experiment spec (YAML, the keys of `spottune run --config`) for a "
+               "team. Prints the study's id.")
+@click.argument("study_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--team", required=True, help="The team the study belongs to.")
+@click.option("--name", default=None, help="Study name (default: the file's name without .yaml).")
+@click.option("--trial-budget", type=click.IntRange(min=1), default=None, help="Trials the study may run in all.")
+@_URL
+@_TOKEN
+def submit(study_file: str, team: str, name: str | None, trial_budget: int | None, url: str | None,
+           token: str | None) -> None:
+    with _client(url, token) as c:
+        study = c.submit(study_file, team=team, name=name, trial_budget=trial_budget)
+    click.echo(f"{study['id']}\t{study['name']}\t{study['state']}")
+
+
+def _cost(study: dict) -> str:
+    summary = study.get("summary") or {}
+    usd = summary.get("total_cost_usd")
+    return f"{usd:.4f}" if isinstance(usd, (int, float)) else "-"
+
+
+@click.command("status", help="Your studies (the admin: every team's), or one study in detail.")
+@click.argument("study", required=False)
+@_URL
+@_TOKEN
+def status(study: str | None, url: str | None, token: str | None) -> None:
+    with _client(url, token) as c:
+        if study is None:
+            studies = c.studies()
+            click.echo("id\tteam\tname\tstate\tusd")
+            for s in studies:
+                click.echo(f"{s['id']}\t{s['team']}\t{s['name']}\t{s['state']}\t{_cost(s)}")
+            return
+        s = c.study(study)
+    best = (s.get("summary") or {}).get("best")
+    for key in ("id", "team", "name", "state", "trial_budget", "output", "error", "created_utc", "started_utc",
+                "ended_utc"):
+        if s.get(key) is not None:
+            click.echo(f"{key}: {s[key]}")
+    click.echo(f"usd: {_cost(s)}")
+    if best:
+        click.echo(f"best: {best['trial_id']} {best['metric']}={best['value']:.6g} config={best['config']}")
+
+
+@click.command("cancel", help="Cancel a queued or running study (by id or name).")
+@click.argument("study")
+@_URL
+@_TOKEN
+def cancel(study: str, url: str | None, token: str | None) -> None:
+    with _client(url, token) as c:
+        s = c.cancel(study)
+    click.echo(f"{s['id']}\t{s['name']}\t{s['state']}" + ("" if s["state"] == "cancelled" else " (stopping)"))

@@ -1,0 +1,112 @@
+"""``spottune serve``: the store, the study runner and the HTTP API in one process (uvicorn)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from spottune.errors import ConfigError
+from spottune.service._app import create_app
+from spottune.service._runner import StudyRunner
+from spottune.service._store import Store
+
+__all__ = ["BACKENDS", "Service", "default_db_url"]
+
+#: Backends the service runs studies on in this build.
+BACKENDS = ("sim",)
+
+
+def default_db_url(data_dir: str | Path) -> str:
+    """``sqlite:///<data_dir>/service.db``: the default store, a SQLite file."""
+    return f"sqlite:///{Path(data_dir) / 'service.db'}"
+
+
+class Service:
+    """A configured service: store, runner and app; :meth:`run` serves it, :meth:`start` serves it on a thread.
+
+    Parameters
+    ----------
+    admin_token : str
+    db_url : str, optional
+        Default :func:`default_db_url` of ``data_dir``.
+    data_dir : str or Path, default "spottune-service"
+        The studies' results folders go under ``data_dir/studies``.
+    host : str, default "127.0.0.1"
+    port : int, default 8000
+        0 picks a free port (see :attr:`port` once started).
+    org_budget_usd_per_hour : float, optional
+        Sets the org budget at start (USD/hour).
+    backend : {"sim"}, default "sim"
+    tune : callable, optional
+        Replaces :func:`spottune.tune` in the runner.
+
+    Raises
+    ------
+    ConfigError
+        On an unknown backend, a negative budget or a database that cannot be opened.
+    """
+
+    def __init__(self, *, admin_token: str, db_url: str | None = None, data_dir: str | Path = "spottune-service",
+                 host: str = "127.0.0.1", port: int = 8000, org_budget_usd_per_hour: float | None = None,
+                 backend: str = "sim", tune: Any = None):
+        if backend not in BACKENDS:
+            raise ConfigError(f"--backend is {backend!r}, but this build serves only {', '.join(BACKENDS)}")
+        if org_budget_usd_per_hour is not None and not org_budget_usd_per_hour >= 0:
+            raise ConfigError(f"--org-budget-usd-per-hour is {org_budget_usd_per_hour!r}, but must be >= 0")
+        self.data_dir = Path(data_dir)
+        self.store = Store(db_url or default_db_url(self.data_dir))
+        if org_budget_usd_per_hour is not None:
+            self.store.set_org_budget(org_budget_usd_per_hour)
+        self.runner = StudyRunner(self.store, self.data_dir, tune=tune)
+        self.app = create_app(self.store, admin_token=admin_token, runner=self.runner, backend=backend)
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host=host, port=port, log_level="warning",
+                                                    access_log=False))
+        self.host = host
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The port served (the chosen one when started with port 0)."""
+        servers = getattr(self.server, "servers", None) or []
+        for server in servers:
+            for sock in server.sockets:
+                return int(sock.getsockname()[1])
+        return int(self.server.config.port)
+
+    @property
+    def url(self) -> str:
+        """``http://host:port``."""
+        return f"http://{self.host}:{self.port}"
+
+    def run(self) -> None:
+        """Serve in this thread until interrupted (Ctrl-C), then stop the runner."""
+        self.runner.start()
+        try:
+            self.server.run()
+        finally:
+            self.runner.stop()
+
+    def start(self, timeout_s: float = 30.0) -> Service:
+        """Serve on a daemon thread; return once it accepts connections."""
+        import time
+
+        self.runner.start()
+        self._thread = threading.Thread(target=self.server.run, name="spottune-serve", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise ConfigError(f"the service did not start on {self.host}:{self.server.config.port}")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and the runner (a running study stays ``running`` and continues at the next start)."""
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+        self.runner.stop()
+        self.store.engine.dispose()
