@@ -25,6 +25,7 @@ import pytest
 from provisioner import MarketExclusions
 from spotmarket import Billing, LegacyBidRevocation
 from spottune.backends.aws import AwsBackend, AwsClients, find_instances
+from spottune.backends.aws._channel import Inbox, Outbox
 from spottune.journal import JOURNAL_FILE, Journal, read_journal
 from spottune.orchestrator import Orchestrator, OrchestratorConfig
 from tests._aws_host import REGION, Ec2Hosts, end_in_moto
@@ -262,3 +263,29 @@ def test_a_resume_after_the_lease_continues_from_the_agents_saves(moto, tmp_path
         assert (rows[iid].ended_by, rows[iid].reason) == ("user", "Client.InstanceInitiatedShutdown"), rows[iid]
     assert sorted(entry["ended_while_down"]) == sorted(hosts.booted[:2]) and entry["kept"] == []
     assert not [r for r in record.ledger if r.reason == "restart"]
+
+
+def test_a_report_leaves_the_queue_only_once_acknowledged(moto):  # noqa: F811
+    """A batch received by a process that dies before acknowledging it (the orchestrator crashed before it had
+    journaled the reports) comes back to the next process after the visibility timeout, in order; once
+    acknowledged it is gone."""
+    sqs = boto3.client("sqs", endpoint_url=moto, region_name=REGION)
+    url = sqs.create_queue(QueueName="spottune-ack.fifo", Attributes={"FifoQueue": "true",
+                                                                     "ContentBasedDeduplication": "false"})["QueueUrl"]
+    out = Outbox(sqs, url, "l00001", "t0")
+    for step in (1, 2, 3):
+        out.send("report", f"step {step}")
+    crashed = Inbox(sqs, url)
+    assert [e.seq for e in crashed.receive(wait_s=0, visibility_s=1)] == [1, 2, 3]  # then the process dies
+    resumed, got = Inbox(sqs, url), []
+
+    def handled():  # each batch acknowledged once handled, as the backend's reader does
+        got.extend(resumed.receive(wait_s=0, visibility_s=1))
+        resumed.ack()
+        return len(got) >= 3
+
+    wait_until(handled, 10, interval_s=0.1, what="the unacknowledged reports come back")
+    assert [(e.seq, e.body) for e in got] == [(1, "step 1"), (2, "step 2"), (3, "step 3")]
+    out.send("report", "step 4")
+    assert [e.seq for e in wait_until(lambda: Inbox(sqs, url).receive(wait_s=0, visibility_s=1), 10,
+                                      interval_s=0.1, what="the next report")] == [4]
