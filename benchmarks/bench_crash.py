@@ -313,8 +313,11 @@ def bench_aws(crashes: int, seed: int, uninterrupted: int) -> dict:
             folder.mkdir()
             path = folder / JOURNAL_FILE
 
+            crash_at = []
+
             def fault(pos, record, n=n):
                 if pos == n:
+                    crash_at.append(time.perf_counter())
                     raise _Crash(n)
 
             _, crashed = backend(url, folder, exp, Journal(path, spec={"bench": exp}, fault=fault))
@@ -329,7 +332,7 @@ def bench_aws(crashes: int, seed: int, uninterrupted: int) -> dict:
                 except _Crash:
                     pass
                 crashed.journal.close()
-                t_down = time.perf_counter()
+                t_down = crash_at[0]  # the crashed process's threads were still stopping after it
                 if down != "none":  # the lease runs out: aged at once rather than waited for (agents check it)
                     crashed.control.put_json(crashed.control.key("lease.json"),
                                              {"renewed_at": 0.0, "valid_s": crashed.settings.wall(spec["lease_s"])})
