@@ -10,12 +10,15 @@ AWS1-AWS15 in docs/design/decisions.md):
 - **command**: the segment's next command object in S3 (the agent reads it and writes it to the worker's stdin).
 - **kill**: ``terminate_instances``.
 - **watch**: three threads, each only enqueuing: the experiment's SQS FIFO queue (:mod:`._channel`: the
-  worker's report lines, its exit, rebalance recommendations), ``describe_instances`` by tag every
+  worker's report lines, its exit, rebalance recommendations; a batch is deleted from the queue only once
+  the driver has handled, and journaled, every message of it), ``describe_instances`` by tag every
   ``describe_every_s`` (:mod:`._discovery`: endings and their state reasons), and the lease renewal.
 - **ends**: a worker's ``notice`` report becomes ``RevocationNotice`` with IMDS's deadline; a state reason
   ``Server.SpotInstanceTermination`` ends the segment as ``provider``; an instance that ended on its own
   otherwise fails the segment and is billed as ``user``. At the end, revoked-and-saved instances are left to
   the provider for up to ``linger_s``, then every live instance tagged with the experiment is terminated.
+- **resume** (decision AWS14): the instances still on their segment are kept and their reports read again;
+  a trial whose agent saved when the lease went stale continues from that save.
 """
 
 from __future__ import annotations
