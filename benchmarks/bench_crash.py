@@ -18,9 +18,19 @@ Backends:
   resumes by deterministic re-execution (CS3), so the resumed run is the uninterrupted one.
 - ``local``: a real ``spottune run --backend local`` SIGKILLed once a seeded random number of steps has been
   journaled, its workers left behind, then ``spottune resume``.
+- ``aws``: the aws backend on a moto server with the tests' harness playing the EC2 hosts (``tests/_aws_host.py``:
+  agents and workers are real local processes). The orchestrator crashes in-process before a seeded random
+  journal record (its clean-up disabled: a ``kill -9`` runs none; its lease renewal stops), stays down for a
+  seeded choice of no time (the resume adopts the live instances) or until every agent has found the lease
+  stale, saved and powered off (the resume continues from those saves; the lease object is aged rather than
+  waited out), then a new backend resumes the journal to the end. ``downtime`` says which; ``lease_steps`` is
+  one lease period in steps; ``cost_ratio_downtime_billed`` adds what the instances alive at the crash cost
+  while it was down (the resumed engine clock restarts where the journal stopped, so that time is billed in
+  neither ratio otherwise).
 
-Usage: ``python benchmarks/bench_crash.py [--crashes 10] [--seed 0]`` -> ``benchmarks/results/crash.json``;
-``--markdown`` prints the table of the stored JSON.
+Usage: ``python benchmarks/bench_crash.py [--crashes 10] [--seed 0] [--backends sim local aws]`` ->
+``benchmarks/results/crash.json`` (a backend not run keeps its stored entry); ``--markdown`` prints the table
+of the stored JSON.
 """
 
 from __future__ import annotations
@@ -198,6 +208,169 @@ def bench_local(crashes: int, seed: int, uninterrupted: int) -> dict:
             "uninterrupted_top_k": [[t["trial_id"] for t in s["top_k"]] for s in refs], "crashes": rows}
 
 
+#: The aws experiment: 3 trials of ``Walk``, 36 steps of 120 s (no pruning), one market (flat 0.02 USD/h, no
+#: revocation), at 500x wall time; the lease is 5,000 engine s (10 wall s, about 42 steps).
+AWS_SPEC = dict(workload="tests.test_worker_process:Walk", trials={"t0": 0.02, "t1": 0.05, "t2": 0.01}, max_steps=36,
+                theta=1.0, top_k=2, reference_seconds_per_step=120.0, time_scale=500.0, lease_s=5000.0,
+                market="us-east-1a r3.large", price_usd_per_hour=0.02, max_price_usd_per_hour=0.10)
+
+
+class _OneMarket:
+    """The aws benchmark's chooser: always market A at max price 0.10 USD/h (a ``provisioner`` chooser's interface)."""
+
+    observes_instances = False
+
+    def __init__(self, market):
+        self.market = market
+
+    def exclude(self, market, now_s, reason):
+        pass
+
+    def excluded(self, now_s):
+        return {}
+
+    def observe(self, market, launch_s, end_s, interrupted):
+        pass
+
+    def signal(self, market, time_s, kind, value):
+        pass
+
+    def choose(self, trial_id, now_s):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(market=self.market, max_price_usd_per_hour=AWS_SPEC["max_price_usd_per_hour"])
+
+    def choose_many(self, ids, now_s):
+        return [self.choose(t, now_s) for t in ids]
+
+    def record_segment(self, *args):
+        pass
+
+
+def bench_aws(crashes: int, seed: int, uninterrupted: int) -> dict:
+    import boto3
+
+    from spotmarket import Billing
+    from spotmarket.prices import Market
+    from spottune.backends.aws import AwsBackend, AwsClients, AwsSettings
+    from spottune.journal import JOURNAL_FILE, Journal, read_journal
+    from spottune.orchestrator import Orchestrator, OrchestratorConfig
+    from tests._aws_host import Ec2Hosts, moto_server
+    from tests._wait import wait_until
+    from tests.test_sim_backend import T0, history
+
+    spec = AWS_SPEC
+    market = Market(*spec["market"].split())
+    trials = {t: ({"lr": lr}, 200 + i) for i, (t, lr) in enumerate(spec["trials"].items())}
+    key = "5eed" * 16  # the experiment's checkpoint key (spottune run keeps it in the results folder)
+
+    class _Crash(Exception):
+        pass
+
+    def backend(url, folder, exp, journal):
+        orch = Orchestrator(list(trials), OrchestratorConfig(max_steps=spec["max_steps"], theta=spec["theta"],
+                                                             top_k=spec["top_k"], metric="loss"), _OneMarket(market))
+        s = AwsSettings(experiment=exp, bucket="spottune-bench", store_url=str(folder / "store"), endpoint_url=url,
+                        storage_options={"endpoint_url": url}, time_scale=spec["time_scale"], pace_steps=True,
+                        poll_s=5.0, describe_every_s=60.0, lease_s=spec["lease_s"], linger_s=20_000.0,
+                        max_steps=spec["max_steps"], reference_seconds_per_step=spec["reference_seconds_per_step"],
+                        max_wall_s=120.0, checkpoint_key=key)
+        b = AwsBackend(orch, Billing(), spec["workload"], trials, lambda _: (2, 6.5), T0, s,
+                       clients=AwsClients.create(s))
+        b.journal, journal.sync_intents = journal, True
+        return orch, b
+
+    def usd(record) -> float:
+        return float(sum(row.charged_usd for row in record.ledger))
+
+    def final(orch) -> dict:
+        return {t: [tr.step, tr.last_loss()] for t, tr in sorted(orch.trials.items())}
+
+    rows, refs = [], []
+    with tempfile.TemporaryDirectory(prefix="bench-crash-aws-") as tmp, moto_server(history()) as url:
+        boto3.client("s3", endpoint_url=url).create_bucket(Bucket="spottune-bench")
+        n_records = []
+        for i in range(uninterrupted):
+            folder, exp = Path(tmp) / f"ref{i}", f"bench-ref{i}"
+            folder.mkdir()
+            orch, b = backend(url, folder, exp, Journal(folder / JOURNAL_FILE, spec={"bench": exp}))
+            hosts = Ec2Hosts(url, exp, workload=spec["workload"], store="", log_dir=folder, warm=3)
+            hosts.attach(b.ec2)
+            hosts.start()
+            try:
+                record = b.run()
+            finally:
+                b.journal.close()
+                hosts.stop()
+            refs.append({"cost_usd": usd(record), "final": final(orch)})
+            n_records.append(len(read_journal(folder / JOURNAL_FILE)))
+        ref_cost = statistics.mean(r["cost_usd"] for r in refs)
+        rng = np.random.default_rng(seed)
+        for i in range(crashes):
+            n = int(rng.integers(5, int(0.9 * min(n_records))))
+            down = "past the lease" if rng.random() < 0.5 else "none"
+            folder, exp = Path(tmp) / f"c{i}", f"bench-c{i}"
+            folder.mkdir()
+            path = folder / JOURNAL_FILE
+
+            crash_at = []
+
+            def fault(pos, record, n=n):
+                if pos == n:
+                    crash_at.append(time.perf_counter())
+                    raise _Crash(n)
+
+            _, crashed = backend(url, folder, exp, Journal(path, spec={"bench": exp}, fault=fault))
+            crashed.transport.sweep = lambda: None  # a killed process cleans nothing up
+            hosts = Ec2Hosts(url, exp, workload=spec["workload"], store="", log_dir=folder, warm=3)
+            hosts.attach(crashed.ec2)
+            hosts.start()
+            try:
+                try:
+                    crashed.run()
+                    raise RuntimeError(f"crash {i}: the run finished before record {n}")
+                except _Crash:
+                    pass
+                crashed.journal.close()
+                t_down = crash_at[0]  # the crashed process's threads were still stopping after it
+                if down != "none":  # the lease runs out: aged at once rather than waited for (agents check it)
+                    crashed.control.put_json(crashed.control.key("lease.json"),
+                                             {"renewed_at": 0.0, "valid_s": crashed.settings.wall(spec["lease_s"])})
+                    wait_until(lambda: hosts.booted and hosts.running() == [], 60, interval_s=0.1,
+                               what="every agent finds the lease stale, saves and powers off")
+                before = read_journal(path, repair=True)
+                journal = Journal(path, replay=before)
+                orch, resumed = backend(url, folder, exp, journal)
+                resumed.resume(before)
+                hosts.attach(resumed.ec2)
+                t0 = time.perf_counter()
+                record = resumed.run()
+                journal.close()
+                hosts.settle()
+                left = hosts.running()
+            finally:
+                hosts.stop()
+            after = read_journal(path)[len(before):]
+            again, would = _redone(before, after)
+            entry = record.meta["resumes"][-1]
+            # what the instances alive at the crash cost while it was down (the resumed clock restarts where the
+            # journal stopped, so that time is billed in neither run: added here, at the market's price)
+            alive = ({r["instance_id"] for r in before if r["k"] == "outcome" and r["op"] == "launch" and r["fulfilled"]}
+                     - {r["id"] for r in before if r["k"] == "billed"})
+            down_usd = len(alive) * (t0 - t_down) * spec["time_scale"] * spec["price_usd_per_hour"] / 3600.0
+            rows.append({"crash_record": n, "downtime": down, "down_wall_s": round(t0 - t_down, 2),
+                         "resume_wall_s": round(time.perf_counter() - t0, 2), "cost_usd": usd(record),
+                         "cost_ratio": usd(record) / ref_cost, "alive_at_crash": len(alive),
+                         "cost_ratio_downtime_billed": (usd(record) + down_usd) / ref_cost, "steps_redone": again,
+                         "steps_redone_from_confirmed": would, "kept": len(entry.get("kept", [])),
+                         "worker_saves": entry.get("worker_saves", {}),
+                         "restart_rows": sum(1 for row in record.ledger if row.reason == "restart"),
+                         "same_final_metrics": final(orch) == refs[0]["final"], "left_running": len(left)})
+    return {"spec": spec, "lease_steps": spec["lease_s"] / spec["reference_seconds_per_step"],
+            "uninterrupted_cost_usd": [r["cost_usd"] for r in refs],
+            "uninterrupted_same_final_metrics": all(r["final"] == refs[0]["final"] for r in refs), "crashes": rows}
+
+
 def run(args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     out = {"crashes_per_backend": args.crashes, "seed": args.seed, "backends": {}}
@@ -205,26 +378,45 @@ def run(args: argparse.Namespace) -> dict:
         out["backends"]["sim"] = bench_sim(args.crashes, args.seed)
     if "local" in args.backends:
         out["backends"]["local"] = bench_local(args.crashes, args.seed, args.uninterrupted)
+    if "aws" in args.backends:
+        out["backends"]["aws"] = bench_aws(args.crashes, args.seed, args.uninterrupted)
     for b in out["backends"].values():
-        rows = b["crashes"]
-        ratios = [r["cost_ratio"] for r in rows]
-        b["summary"] = {"cost_ratio_median": statistics.median(ratios), "cost_ratio_max": max(ratios),
-                        "steps_redone_total": sum(r["steps_redone"] for r in rows),
-                        "steps_redone_max": max(r["steps_redone"] for r in rows),
-                        "steps_redone_from_confirmed_total": sum(r["steps_redone_from_confirmed"] for r in rows)
-                        if all("steps_redone_from_confirmed" in r for r in rows) else None}
+        b["summary"] = _summary(b["crashes"])
+        by_downtime = {}
+        for r in b["crashes"]:
+            by_downtime.setdefault(r.get("downtime"), []).append(r)
+        if len(by_downtime) > 1 or None not in by_downtime:
+            b["summary_by_downtime"] = {k: _summary(v) for k, v in by_downtime.items()}
     out["wall_s"] = round(time.perf_counter() - t0, 1)
+    stored = json.loads(args.out.read_text()) if args.out.exists() else {}
+    for name, b in stored.get("backends", {}).items():  # a backend not run keeps its stored entry
+        out["backends"].setdefault(name, b)
     return out
+
+
+def _summary(rows: list[dict]) -> dict:
+    ratios = [r["cost_ratio"] for r in rows]
+    return {"crashes": len(rows), "cost_ratio_median": statistics.median(ratios), "cost_ratio_max": max(ratios),
+            "steps_redone_total": sum(r["steps_redone"] for r in rows),
+            "steps_redone_max": max(r["steps_redone"] for r in rows),
+            "steps_redone_from_confirmed_total": sum(r["steps_redone_from_confirmed"] for r in rows)
+            if all("steps_redone_from_confirmed" in r for r in rows) else None,
+            **({"cost_ratio_downtime_billed_median": statistics.median(r["cost_ratio_downtime_billed"] for r in rows),
+                "cost_ratio_downtime_billed_max": max(r["cost_ratio_downtime_billed"] for r in rows)}
+               if all("cost_ratio_downtime_billed" in r for r in rows) else {})}
 
 
 def markdown(r: dict) -> str:
     lines = ["| backend | crashes | resumed ÷ uninterrupted cost: median (max) | steps redone: total (max per crash) "
              "| from the last confirmed checkpoint it would be |", "| --- | --- | --- | --- | --- |"]
     for name, b in r["backends"].items():
-        s = b["summary"]
-        lines.append(f"| {name} | {len(b['crashes'])} | {s['cost_ratio_median']:.2f}x ({s['cost_ratio_max']:.2f}x) | "
-                     f"{s['steps_redone_total']} ({s['steps_redone_max']}) | "
-                     f"{'-' if s['steps_redone_from_confirmed_total'] is None else s['steps_redone_from_confirmed_total']} |")
+        parts = [(name, b["summary"])]
+        parts += [(f"{name}, down: {k}", v) for k, v in b.get("summary_by_downtime", {}).items()]
+        for label, s in parts:
+            lines.append(f"| {label} | {len(b['crashes']) if label == name else s['crashes']} | "
+                         f"{s['cost_ratio_median']:.2f}x ({s['cost_ratio_max']:.2f}x) | "
+                         f"{s['steps_redone_total']} ({s['steps_redone_max']}) | "
+                         f"{'-' if s['steps_redone_from_confirmed_total'] is None else s['steps_redone_from_confirmed_total']} |")
     return "\n".join(lines)
 
 
@@ -232,8 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--crashes", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--uninterrupted", type=int, default=2, help="uninterrupted local runs (the cost's reference)")
-    p.add_argument("--backends", nargs="+", default=["sim", "local"], choices=["sim", "local"])
+    p.add_argument("--uninterrupted", type=int, default=2, help="uninterrupted local and aws runs (the cost's reference)")
+    p.add_argument("--backends", "--backend", nargs="+", default=["sim", "local", "aws"], choices=["sim", "local", "aws"])
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--markdown", action="store_true", help="print the table of the stored JSON")
     return run_or_print(p.parse_args(argv), run, markdown)

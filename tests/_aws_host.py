@@ -3,7 +3,10 @@
 :func:`moto_server` starts ``ThreadedMotoServer`` on 127.0.0.1 (EC2, S3, SQS, IAM in one server) with
 ``describe_spot_price_history`` answering from a seeded :class:`spotmarket.prices.PriceHistory` (moto's own
 answer is a constant fake; the handler is replaced in-process before the server serves, as in
-``tests/test_prices_cli.py``), like EC2: the changes in the window plus the price in force at its start.
+``tests/test_prices_cli.py``), like EC2: the changes in the window plus the price in force at its start. Its
+SQS FIFO queues hand back a message group's messages in order once their visibility timeout has passed, as SQS
+does (moto counts a group as in flight while any of its expired messages is not yet received again, so it
+returned the last one first: ``pending_message_groups`` is replaced in-process the same way).
 
 :class:`Ec2Hosts` plays the hosts of one experiment: it watches ``describe_instances`` for new instances
 tagged with the experiment, reads their user data, and runs the agent and its worker as local processes
@@ -65,6 +68,7 @@ def moto_server(history: Any) -> Iterator[str]:
     from moto.core.responses import ActionResult
     from moto.ec2.responses.spot_instances import SpotInstances
     from moto.server import ThreadedMotoServer
+    from moto.sqs.models import Queue
 
     rows = _price_rows(history)
 
@@ -89,11 +93,16 @@ def moto_server(history: Any) -> Iterator[str]:
                  for t, az, it, pd_, p in out]
         return ActionResult({"SpotPriceHistory": items})
 
+    def pending_message_groups(self):  # noqa: ANN001 - moto's Queue
+        return {m.group_id for m in self._pending_messages if m.group_id is not None and not m.visible}
+
     saved = SpotInstances.describe_spot_price_history
+    saved_groups = Queue.pending_message_groups
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     SpotInstances.describe_spot_price_history = describe_spot_price_history
+    Queue.pending_message_groups = property(pending_message_groups)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     _, port = server.get_host_and_port()
@@ -111,6 +120,7 @@ def moto_server(history: Any) -> Iterator[str]:
         reset()
         server.stop()
         SpotInstances.describe_spot_price_history = saved
+        Queue.pending_message_groups = saved_groups
         for k, v in old.items():
             if v is None:
                 os.environ.pop(k, None)

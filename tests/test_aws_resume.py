@@ -8,9 +8,13 @@ running or revoked. The crashed backend's own clean-up is disabled (a ``kill -9`
 down, EC2 interrupts one running instance (``Server.SpotInstanceTermination``). The first resumed run crashes
 too, between the journaled intent of its second launch and its ``run_instances``. The second resume must
 reach the final metrics and top-k of the uninterrupted run (the local backend on the same market and
-seeds), bill every instance ever launched exactly once, feed the predictor the signals it had, and end
-with no tagged instance running. The first launch of the run is refused for capacity (the market exclusion
+seeds), bill every instance ever launched exactly once, feed the predictor the signals it had, keep every
+instance still on its trial's segment (adopted: no ledger row ``restart``, decision AWS14), and end with no
+tagged instance running. The first launch of the run is refused for capacity (the market exclusion
 it causes, outside ``handle``, must come back on replay).
+
+A second scenario stays down past the lease: the agents save their workers' steps (``lease``) and power off;
+the resumed run continues each trial from that save, so it redoes no step.
 """
 
 from __future__ import annotations
@@ -21,14 +25,22 @@ import pytest
 from provisioner import MarketExclusions
 from spotmarket import Billing, LegacyBidRevocation
 from spottune.backends.aws import AwsBackend, AwsClients, find_instances
+from spottune.backends.aws._channel import Inbox, Outbox
 from spottune.journal import JOURNAL_FILE, Journal, read_journal
+from spottune.orchestrator import Orchestrator, OrchestratorConfig
 from tests._aws_host import REGION, Ec2Hosts, end_in_moto
 from tests.test_aws_backend import (CONFIGS, FACTS, HIST, SEEDS, Cheapest, local, moto,  # noqa: F401 - fixtures
                                     orchestrator, settings)
+from tests._wait import wait_until
 from tests.test_sim_backend import T0
 from tests.test_worker_process import WORKLOAD
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
+
+
+#: The experiment's checkpoint key: a resumed run reads its instances' saves with it (``spottune run`` keeps it in
+#: the results folder).
+KEY = "5eed" * 16
 
 
 class Crash(Exception):
@@ -51,7 +63,8 @@ def _backend(url, tmp_path, experiment, journal):
     # linger_s: an agent whose worker saved and exited waits for the provider (the harness terminates a revoked
     # host >= MIN_NOTICE_WALL_S wall s after its notice, and not while the orchestrator is down) instead of
     # powering off first
-    s = settings(url, experiment, store=str(tmp_path / "store"), lease_s=20000.0, linger_s=20000.0, max_wall_s=90.0)
+    s = settings(url, experiment, store=str(tmp_path / "store"), lease_s=20000.0, linger_s=20000.0, max_wall_s=90.0,
+                 checkpoint_key=KEY)
     backend = AwsBackend(orch, Billing(), WORKLOAD, {t: (CONFIGS[t], SEEDS[t]) for t in CONFIGS}, FACTS.__getitem__,
                          T0, s, clients=AwsClients.create(s))
     backend.journal = journal
@@ -151,26 +164,128 @@ def test_a_crashed_orchestrator_resumes_to_the_uninterrupted_result(moto, local,
     # interrupted while we were down, within its first hour: the provider ended it, nothing is charged
     assert (rows[interrupted].ended_by, rows[interrupted].reason) == ("provider", "Server.SpotInstanceTermination")
     assert rows[interrupted].charged_usd == 0.0 and rows[interrupted].refunded_usd > 0.0
-    # the launch whose outcome was cut: found by its tag, terminated, billed as ours
-    assert (rows[cut_instance].ended_by, rows[cut_instance].reason) == ("user", "restart")
+    # the launch whose outcome was cut: found by its tag and kept (its worker's reports read from the queue)
     meta = first
     assert meta["intents_launched"] == [cut_instance]
     assert interrupted in meta["ended_while_down"]
-    assert cut_instance in meta["terminated"]
-    assert set(running) - {interrupted} <= set(meta["terminated"]) | set(meta["adopted"]) | set(meta["ended_while_down"])
+    assert cut_instance in meta["kept"] and rows[cut_instance].reason != "restart"
+    # every instance still on its trial's segment was kept, none terminated and billed for the restart
+    assert set(running) - {interrupted} <= set(meta["kept"]) | set(meta["adopted"])
+    assert meta["terminated"] == [] and [r.instance_id for r in record.ledger if r.reason == "restart"] == []
+    assert record.meta["resumes"][-1]["terminated"] == []
     # the second resume: the intent whose run_instances never happened is not found by its tag
     second = record.meta["resumes"][-1]
     assert second["intents_not_launched"] == [calls[1]] and second["intents_launched"] == []
     assert not any(i.launch_id == calls[1] for i in every)
     for iid in meta["adopted"]:  # revoked and left by its trial before the crash: the provider ended it, refundable
         assert rows[iid].ended_by == "provider" and rows[iid].charged_usd == 0.0, rows[iid]
-    # no step lost beyond the last confirmed checkpoint: each relaunch after the restart resumes from it
-    saved = {}
-    for rec in records:
+    # no step lost beyond the last confirmed checkpoint: each relaunch after the crash resumes from its trial's
+    # newest one (the kept instances went on training and saving)
+    saved, relaunched = {}, []
+    for i, rec in enumerate(read_journal(path)):
         if rec["k"] == "event" and rec["e"]["type"] == "CheckpointSaved":
             saved[rec["e"]["trial_id"]] = rec["e"]["step"]
-    first = {}
-    for rec in read_journal(path)[len(records):]:  # the first relaunch of each trial after the first crash
+        elif rec["k"] == "action" and rec["a"]["type"] == "Launch" and i >= len(records):
+            relaunched.append((rec["a"]["trial_id"], rec["a"]["resume_step"], saved.get(rec["a"]["trial_id"], 0)))
+    assert relaunched and all(step == newest for _, step, newest in relaunched), relaunched
+
+
+#: The lease scenario: two trials of 24 steps (no pruning) and a lease of 1,000 engine s (2 wall s at 500x).
+LEASE_TRIALS, LEASE_STEPS, LEASE_S = ("t0", "t1"), 24, 1000.0
+
+
+def test_a_resume_after_the_lease_continues_from_the_agents_saves(moto, tmp_path):  # noqa: F811
+    """The orchestrator crashes once both trials have journaled 5 steps and stays down until every agent has
+    found the lease stale, saved its worker's steps and powered off. The resume continues each trial from that
+    save: no step is trained twice (at most one lease period, ``lease_s`` / seconds per step, would be), each step
+    of each trial is journaled exactly once, and the instances are billed as they ended (powered off by their
+    agents: ``Client.InstanceInitiatedShutdown``), none as ``restart``."""
+    exp, path = "exp-lease", tmp_path / JOURNAL_FILE
+    metrics = []
+
+    def crash_after_five_each(n, record):
+        if record["k"] == "event" and record["e"]["type"] == "MetricReported":
+            metrics.append(record["e"]["trial_id"])
+            if min(metrics.count(t) for t in LEASE_TRIALS) >= 5:
+                raise Crash(f"crash before record {n}")
+
+    def backend(journal):
+        orch = Orchestrator(list(LEASE_TRIALS), OrchestratorConfig(max_steps=LEASE_STEPS, theta=1.0, top_k=2,
+                                                                    metric="loss", hourly_hop=False), Cheapest())
+        s = settings(moto, exp, store=str(tmp_path / "store"), lease_s=LEASE_S, linger_s=20000.0, max_wall_s=60.0,
+                     max_steps=LEASE_STEPS, checkpoint_key=KEY)
+        b = AwsBackend(orch, Billing(), WORKLOAD, {t: (CONFIGS[t], SEEDS[t]) for t in LEASE_TRIALS}, FACTS.__getitem__,
+                       T0, s, clients=AwsClients.create(s))
+        b.journal, journal.sync_intents = journal, True
+        b.transport.sweep = lambda: None  # a killed process cleans nothing up
+        return orch, b
+
+    _, crashed = backend(Journal(path, spec={"test": exp}, fault=crash_after_five_each))
+    hosts = Ec2Hosts(moto, exp, workload=WORKLOAD, store=crashed.settings.store_url, log_dir=tmp_path, warm=2)
+    hosts.attach(crashed.ec2)
+    hosts.start()
+    try:
+        with pytest.raises(Crash):
+            crashed.run()
+        crashed.journal.close()
+        wait_until(lambda: len(hosts.booted) == 2 and hosts.running() == [], 30, interval_s=0.1,
+                   what="both agents find the lease stale, save and power off")
+        records = read_journal(path, repair=True)
+        journal = Journal(path, replay=records)
+        orch, resumed = backend(journal)
+        resumed.resume(records)
+        hosts.attach(resumed.ec2)
+        record = resumed.run()
+        journal.close()
+        hosts.settle()
+        left = hosts.running()
+    finally:
+        hosts.stop()
+
+    assert left == [] and hosts.errors == [] and sorted(hosts.shutdowns) == sorted(hosts.booted[:2])
+    steps = {t: [r["e"]["step"] for r in read_journal(path) if r["k"] == "event"
+                 and r["e"]["type"] == "MetricReported" and r["e"]["trial_id"] == t] for t in LEASE_TRIALS}
+    before = {t: max(r["e"]["step"] for r in records if r["k"] == "event" and r["e"]["type"] == "MetricReported"
+                     and r["e"]["trial_id"] == t) for t in LEASE_TRIALS}
+    entry = record.meta["resumes"][-1]
+    saves = entry["worker_saves"]
+    assert sorted(saves) == list(LEASE_TRIALS) and all(saves[t] >= before[t] for t in LEASE_TRIALS), (saves, before)
+    for t in LEASE_TRIALS:
+        assert steps[t] == list(range(1, LEASE_STEPS + 1)), (t, steps[t])  # every step once: none redone, no gap
+        assert orch.trials[t].step == LEASE_STEPS
+    relaunch = {}
+    for rec in read_journal(path)[len(records):]:
         if rec["k"] == "action" and rec["a"]["type"] == "Launch":
-            first.setdefault(rec["a"]["trial_id"], rec["a"]["resume_step"])
-    assert first and all(step == saved.get(t, 0) for t, step in first.items())
+            relaunch.setdefault(rec["a"]["trial_id"], rec["a"]["resume_step"])
+    assert relaunch == saves  # each trial relaunched from its agent's save, not from step 0
+    rows = {row.instance_id: row for row in record.ledger}
+    for iid in hosts.booted[:2]:
+        assert (rows[iid].ended_by, rows[iid].reason) == ("user", "Client.InstanceInitiatedShutdown"), rows[iid]
+    assert sorted(entry["ended_while_down"]) == sorted(hosts.booted[:2]) and entry["kept"] == []
+    assert not [r for r in record.ledger if r.reason == "restart"]
+
+
+def test_a_report_leaves_the_queue_only_once_acknowledged(moto):  # noqa: F811
+    """A batch received by a process that dies before acknowledging it (the orchestrator crashed before it had
+    journaled the reports) comes back to the next process after the visibility timeout, in order; once
+    acknowledged it is gone."""
+    sqs = boto3.client("sqs", endpoint_url=moto, region_name=REGION)
+    url = sqs.create_queue(QueueName="spottune-ack.fifo", Attributes={"FifoQueue": "true",
+                                                                     "ContentBasedDeduplication": "false"})["QueueUrl"]
+    out = Outbox(sqs, url, "l00001", "t0")
+    for step in (1, 2, 3):
+        out.send("report", f"step {step}")
+    crashed = Inbox(sqs, url)
+    assert [e.seq for e in crashed.receive(wait_s=0, visibility_s=1)] == [1, 2, 3]  # then the process dies
+    resumed, got = Inbox(sqs, url), []
+
+    def handled():  # each batch acknowledged once handled, as the backend's reader does
+        got.extend(resumed.receive(wait_s=0, visibility_s=1))
+        resumed.ack()
+        return len(got) >= 3
+
+    wait_until(handled, 10, interval_s=0.1, what="the unacknowledged reports come back")
+    assert [(e.seq, e.body) for e in got] == [(1, "step 1"), (2, "step 2"), (3, "step 3")]
+    out.send("report", "step 4")
+    assert [e.seq for e in wait_until(lambda: Inbox(sqs, url).receive(wait_s=0, visibility_s=1), 10,
+                                      interval_s=0.1, what="the next report")] == [4]

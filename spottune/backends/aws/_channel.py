@@ -5,7 +5,9 @@
   :class:`Envelope` ``{"launch", "trial", "seq", "kind", "body"}``. Message group = trial (order per trial),
   deduplication id = ``<launch>-<seq>``: a resent message is dropped by SQS within 5 minutes, and by
   :class:`Inbox` (which remembers the last sequence number of every launch) after that. The queue outlives
-  the orchestrator, so nothing is lost while it restarts.
+  the orchestrator, and a message is deleted only once the orchestrator has handled (journaled) it
+  (:meth:`Inbox.ack`, decision AWS14): a crash loses no report, one received but not yet handled comes
+  back after its visibility timeout.
 - **Segments** (orchestrator -> agent, once): ``s3://<bucket>/<prefix>/<experiment>/segments/<launch>.json``,
   written before the launch; the user data points at it.
 - **Commands** (orchestrator -> agent): ``.../commands/<launch>.json`` = ``{"seq": n, "line": <command>}``;
@@ -140,7 +142,12 @@ class Outbox:
 
 
 class Inbox:
-    """The orchestrator's side: receive, drop duplicates (per launch, by sequence number), delete.
+    """The orchestrator's side: receive, drop duplicates (per launch, by sequence number), delete once handled.
+
+    A new envelope's message stays in the queue (invisible for the receive's visibility timeout) until
+    :meth:`ack`: the orchestrator acknowledges a batch once it has handled and journaled every envelope of
+    it, so a crash in between loses nothing (decision AWS14). Duplicates and foreign messages are deleted
+    at once.
 
     Parameters
     ----------
@@ -153,39 +160,56 @@ class Inbox:
     def __init__(self, sqs: Any, queue_url: str):
         self.sqs, self.queue_url = sqs, queue_url
         self._last: dict[str, int] = {}
+        self._unacked: list[str] = []
         self.duplicates = 0
 
-    def receive(self, wait_s: int = 0) -> list[Envelope]:
+    def receive(self, wait_s: int = 0, visibility_s: int | None = None) -> list[Envelope]:
         """Messages waiting now (up to 10, oldest first per trial), each once.
 
         Parameters
         ----------
         wait_s : int, default 0
             SQS long-poll seconds (0 to 20).
+        visibility_s : int, optional
+            Seconds a received message stays hidden from other receives (SQS ``VisibilityTimeout``); None:
+            the queue's (30 s).
 
         Returns
         -------
         list of Envelope
-            New envelopes; duplicates and foreign messages are dropped, every received message is deleted.
+            New envelopes, left in the queue until :meth:`ack`; duplicates and foreign messages are dropped
+            and deleted.
         """
+        extra = {} if visibility_s is None else {"VisibilityTimeout": int(visibility_s)}
         out = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait_s,
-                                       AttributeNames=["All"])
+                                       AttributeNames=["All"], **extra)
         msgs = out.get("Messages", [])
-        envs = []
+        envs, drop = [], []
         for m in msgs:
             try:
                 env = Envelope.loads(m["Body"])
             except ValueError:
+                drop.append(m["ReceiptHandle"])
                 continue
             if env.seq <= self._last.get(env.launch, 0):
                 self.duplicates += 1
+                drop.append(m["ReceiptHandle"])
                 continue
             self._last[env.launch] = env.seq
             envs.append(env)
-        if msgs:
-            self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)])
+            self._unacked.append(m["ReceiptHandle"])
+        self._delete(drop)
         return envs
+
+    def ack(self) -> None:
+        """Delete the messages of every envelope :meth:`receive` returned so far (they are handled)."""
+        handles, self._unacked = self._unacked, []
+        self._delete(handles)
+
+    def _delete(self, handles: list[str]) -> None:
+        for i in range(0, len(handles), 10):  # an expired receipt handle fails alone: its duplicate is dropped later
+            self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
+                {"Id": str(j), "ReceiptHandle": h} for j, h in enumerate(handles[i:i + 10])])
 
 
 class Control:

@@ -10,12 +10,15 @@ AWS1-AWS15 in docs/design/decisions.md):
 - **command**: the segment's next command object in S3 (the agent reads it and writes it to the worker's stdin).
 - **kill**: ``terminate_instances``.
 - **watch**: three threads, each only enqueuing: the experiment's SQS FIFO queue (:mod:`._channel`: the
-  worker's report lines, its exit, rebalance recommendations), ``describe_instances`` by tag every
+  worker's report lines, its exit, rebalance recommendations; a batch is deleted from the queue only once
+  the driver has handled, and journaled, every message of it), ``describe_instances`` by tag every
   ``describe_every_s`` (:mod:`._discovery`: endings and their state reasons), and the lease renewal.
 - **ends**: a worker's ``notice`` report becomes ``RevocationNotice`` with IMDS's deadline; a state reason
   ``Server.SpotInstanceTermination`` ends the segment as ``provider``; an instance that ended on its own
   otherwise fails the segment and is billed as ``user``. At the end, revoked-and-saved instances are left to
   the provider for up to ``linger_s``, then every live instance tagged with the experiment is terminated.
+- **resume** (decision AWS14): the instances still on their segment are kept and their reports read again;
+  a trial whose agent saved when the lease went stale continues from that save.
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ log = logging.getLogger(__name__)
 _MIN_POLL_WALL_S = 0.05
 _AGENT_POLL_WALL_S = 0.1  # an agent reads its command object at most 10 times a second
 _DESCRIBE_WALL_S = 0.1  # describe_instances at most 10 times a second
+#: Wall seconds a received report stays hidden from other receives (SQS visibility timeout). It is deleted once
+#: handled (journaled); after a crash, the reports received but not handled come back to the resumed run after
+#: this long (decision AWS14).
+VISIBILITY_WALL_S = 3
 
 
 @dataclass(slots=True, kw_only=True)
@@ -63,13 +70,17 @@ class Ec2Instance(WorkerInstance):
     cmd_seq : int
         Commands sent so far (each is its own S3 object).
     resumed : bool
-        Rebuilt from the journal after a restart: its reports are no longer read.
+        Rebuilt from the journal after a restart: its reports are no longer read (unless it is adopted).
+    adopted : bool
+        Rebuilt from the journal and still running its segment: kept, its reports read again; the ones the
+        journal already holds are dropped (decision AWS14).
     """
 
     launch_id: str = ""
     terminated_seen: bool = False
     cmd_seq: int = 0
     resumed: bool = False
+    adopted: bool = False
 
 
 class Ec2Transport:
@@ -106,6 +117,10 @@ class Ec2Transport:
         self._threads: list[threading.Thread] = []
         self._inbox: Inbox | None = None
         self._unresolved: list[tuple[str, dict[str, Any]]] = []  # launch intents without an outcome
+        self._saves: dict[str, Any] = {}  # resume: instance id -> the checkpoint its worker saved on its own
+        self._hours: set[str] = set()  # resume: instances whose HourElapsed is journaled
+        self._rebalanced: list[tuple[str, float]] = []  # resume: journaled rebalance signals (market, engine s)
+        self._store: Any = None
 
     def bind(self, driver: WorkerDriver) -> None:
         """Keep the driver (its queue, clock and records).
@@ -156,8 +171,17 @@ class Ec2Transport:
     def _read_queue(self) -> None:
         if self._inbox is None:
             self._inbox = Inbox(self.clients.sqs, self.queue_url)
-        for env in self._inbox.receive(wait_s=1):  # long polling: returns as soon as a message is there
+        envs = self._inbox.receive(wait_s=1, visibility_s=VISIBILITY_WALL_S)  # long polling: returns at a message
+        if not envs:
+            return
+        handled = threading.Event()
+        for env in envs:
             self.driver.enqueue(("msg", env))
+        self.driver.enqueue(("handled", handled))  # after the batch: each envelope is handled, its event journaled
+        while not handled.wait(0.05):
+            if self._stop.is_set():
+                return  # not deleted: a resumed run receives them again
+        self._inbox.ack()  # only now are the messages deleted from the queue (decision AWS14)
 
     def _watch_instances(self) -> None:
         for inst in find_instances(self.ec2, self.settings.experiment):
@@ -192,7 +216,8 @@ class Ec2Transport:
             pass
 
     def handle(self, kind: str, args: list[Any]) -> bool:
-        """A report message (``msg``) from the queue or an instance EC2 shows as gone (``gone``).
+        """A report message (``msg``) from the queue, the end of a batch of them (``handled``: they may be deleted
+        from the queue) or an instance EC2 shows as gone (``gone``).
 
         Parameters
         ----------
@@ -208,6 +233,8 @@ class Ec2Transport:
         """
         if kind == "msg":
             self._on_message(*args)
+        elif kind == "handled":
+            args[0].set()
         elif kind == "gone":
             self._on_gone(*args)
         else:
@@ -364,17 +391,28 @@ class Ec2Transport:
         1. The journal is replayed into the fresh orchestrator (:meth:`WorkerDriver.replay_journal`: every
            action checked, ledger rows re-billed at the API's prices and compared); each journaled launch
            becomes an instance again (its AWS id and ``spottune:launch`` tag), a ``RevocationNotice`` gives it
-           its deadline.
+           its deadline. For each trial's running instance, the trial's newest checkpoint in the store is read
+           (manifest authenticated with the experiment's key): one its worker saved on its own after the
+           crash (metadata ``instance_id`` = the launch) is that instance's save.
         2. The driver's run then reconciles with EC2 (:meth:`reconcile`): the experiment's instances are listed
-           by tag (:func:`find_instances`); a launch intent without an outcome is looked up by its launch tag;
-           every instance the journal knows and that still runs is terminated (billed as ``user``, reason
-           ``restart``) and its trial relaunches from its last confirmed checkpoint, except an instance
-           already revoked and left by its trial, which is adopted (the provider ends it, refundable); one
-           that ended while the orchestrator was down is billed as its state reason says
-           (``Server.SpotInstanceTermination``: provider, first hour refunded); a tagged instance the journal
-           does not know is terminated.
-        3. The engine clock restarts at the last journaled time (a replayed market stands still, as in the
-           local backend); at ``time_scale`` 1 (a real run: engine time is wall time) it restarts at now.
+           by tag (:func:`find_instances`); a launch intent without an outcome is looked up by its launch tag.
+           An instance still running its trial's segment (booting, training or checkpointing) is **adopted**:
+           kept, not billed, its reports read again from the queue (a report is deleted from the queue only
+           once handled and journaled, so the ones that came while the orchestrator was down, or were
+           received but not handled at the crash, are all there; those the journal holds are dropped by
+           step), its hourly tick and a ``Checkpoint`` in flight re-armed. An instance whose agent found the
+           lease stale and saved its steps (a ``lease`` save) continues from that save
+           (:meth:`WorkerDriver.adopt_orphan_save`) and is billed as it ended (its state reason, e.g.
+           ``Client.InstanceInitiatedShutdown``; one still powering off is terminated, reason ``lease``). An
+           instance already revoked and left by its trial is adopted (the provider ends it, refundable); one
+           that ended while the orchestrator was down without a save is billed as its state reason says
+           (``Server.SpotInstanceTermination``: provider, first hour refunded) and its trial relaunches from
+           its last confirmed checkpoint; any other (a ``Terminate`` in flight) is terminated (user,
+           ``restart``); a tagged instance the journal does not know is terminated.
+        3. The engine clock restarts at the last journaled time, or later by the steps a worker saved after its
+           last journaled report (at its instance's speed: they took engine time); a replayed market stands
+           still, as in the local backend; at ``time_scale`` 1 (a real run: engine time is wall time) it
+           restarts at now.
 
         Parameters
         ----------
@@ -389,7 +427,17 @@ class Ec2Transport:
         d = self.driver
         pending: dict[str, dict[str, Any]] = {}
         numbers = [0]
+        reported: dict[str, float] = {}  # instance id -> engine time of its last journaled report
         for rec in records:
+            if rec.get("k") == "event":
+                e = rec["e"]
+                if e.get("type") in ("TrialLaunched", "MetricReported"):
+                    reported[e["instance_id"]] = float(e["time_s"])
+                elif e.get("type") == "HourElapsed":
+                    self._hours.add(e["instance_id"])
+                continue
+            if rec.get("op") == "signal" and rec.get("signal") == REBALANCE:
+                self._rebalanced.append((str(rec["id"]), float(rec["time_s"])))
             if rec.get("op") != "launch":
                 continue
             if rec["k"] == "intent":
@@ -405,10 +453,38 @@ class Ec2Transport:
         # an effect may be later than the event that caused it (the clock runs while actions are carried out)
         last = max([d.log_s, *(float(r["time_s"]) for r in records if r["k"] == "outcome" and "time_s" in r),
                     *(float(r["end_s"]) for r in records if r["k"] == "billed")])
-        d.log_s = last
-        start = last if self.settings.time_scale != 1.0 else max(last, time.time())
+        stop_s = last
+        for inst in d.instances.values():
+            if inst.alive and inst.launched and d.orchestrator.trials[inst.trial_id].instance_id == inst.instance_id:
+                info = self._orphan_save(inst)
+                if info is not None:
+                    self._saves[inst.instance_id] = info
+                    if info.metadata.get("reason") == "lease":  # an adopted worker's own steps come as reports
+                        stop_s = max(stop_s, reported.get(inst.instance_id, last)
+                                     + max(0, info.step - inst.step) * inst.seconds_per_step)
+        d.log_s = stop_s
+        start = stop_s if self.settings.time_scale != 1.0 else max(stop_s, time.time())
         d.restart_clock(start)
         d.note_resume({"at_s": start, "records": d.journal.n}, journal=False)  # journaled by reconcile()
+
+    def _orphan_save(self, inst: Ec2Instance) -> Any:
+        """The checkpoint the worker of ``inst`` saved on its own (a ``lease`` save, or one at a notice), or
+        None: the trial's newest intact version in the store (manifest authenticated with the experiment's
+        key), if this launch wrote it (metadata ``instance_id``: the worker's instance id is the launch id)."""
+        from spottune.checkpoint import open_store
+        from spottune.checkpoint._secrets import store_key
+
+        try:
+            if self._store is None:
+                self._store = open_store(self.settings.store_url, self.settings.storage_options,
+                                         key=store_key({CHECKPOINT_KEY_ENV: self.checkpoint_key}))
+            info = self._store.latest_good(inst.trial_id)
+        except Exception as exc:  # noqa: BLE001 - unreadable store: relaunch from the confirmed checkpoint
+            self.driver.record.meta.setdefault("resume_store_errors", []).append(f"{inst.trial_id}: {exc}")
+            return None
+        if info is None or info.metadata.get("instance_id") != inst.launch_id:
+            return None
+        return info
 
     def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
         """Rebuild the instance of a journaled fulfilled launch (reconciled with EC2 after the replay).
@@ -464,8 +540,8 @@ class Ec2Transport:
         now = d.now_s()
         tagged = {t.instance_id: t for t in find_instances(self.ec2, self.settings.experiment)}
         by_launch = {t.launch_id: t for t in tagged.values()}
-        done: dict[str, list[str]] = {"terminated": [], "ended_while_down": [], "adopted": [], "unknown": [],
-                                      "intents_launched": [], "intents_not_launched": []}
+        done: dict[str, Any] = {"terminated": [], "ended_while_down": [], "adopted": [], "kept": [], "unknown": [],
+                                "intents_launched": [], "intents_not_launched": [], "worker_saves": {}}
         for trial_id, intent in self._unresolved:  # launch intents without an outcome: look them up by tag
             lid = str(intent.get("instance_id", ""))
             found = by_launch.get(lid)
@@ -485,23 +561,35 @@ class Ec2Transport:
             if not inst.alive:
                 continue
             t = tagged.get(inst.instance_id)
-            left = inst.launched and d.orchestrator.trials[inst.trial_id].instance_id != inst.instance_id
-            if t is not None and t.alive and left and inst.notified:
+            live = t is not None and t.alive
+            current = d.orchestrator.trials[inst.trial_id].instance_id == inst.instance_id
+            if live and inst.launched and not current and inst.notified:
                 inst.phase = Phase.SAVED  # revoked and saved: the provider ends it (describe_instances)
                 done["adopted"].append(inst.instance_id)
                 continue
-            if t is not None and t.alive:
+            save = self._saves.get(inst.instance_id)
+            lease = save is not None and (not live or save.metadata.get("reason") == "lease")
+            if live and not lease and (current or not inst.launched):
+                self._adopt(inst)  # still on its segment: kept, its reports read again
+                done["kept"].append(inst.instance_id)
+                continue
+            if live:
                 d.kill(inst)  # terminate_instances
-                d.end(inst, now, "user", "restart")
+                by, code, end_s = "user", "lease" if lease else "restart", now
                 done["terminated"].append(inst.instance_id)
             else:  # it ended while we were down: who ended it is in its state reason
                 code = t.reason_code if t is not None else ""
                 by = ended_by(code)
+                code = code or "ended while the orchestrator was down"
+                end_s = min(inst.termination_s, now) if by == "provider" else now
                 inst.terminated_seen = True
                 d.kill(inst)
-                d.end(inst, min(inst.termination_s, now) if by == "provider" else now, by,
-                      code or "ended while the orchestrator was down")
                 done["ended_while_down"].append(inst.instance_id)
+            if lease and d.adopt_orphan_save(inst, save.step, save.metadata.get("metrics")):
+                done["worker_saves"][inst.trial_id] = int(save.step)  # the trial continues from its worker's save
+                d.end(inst, end_s, by, code)
+                continue
+            d.end(inst, end_s, by, code)
             if inst.launched:  # the trial rolls back to its last confirmed checkpoint
                 d.post(inst.segment_ended(now, EndReason.PROVIDER))
             else:
@@ -512,6 +600,38 @@ class Ec2Transport:
             done["unknown"] = [i.instance_id for i in unknown]
         d.record.meta["resumes"][-1].update(done)
         d.journal.resumed(d.record.meta["resumes"][-1])
+
+    def _adopt(self, inst: Ec2Instance) -> None:
+        """Keep a live instance still on its trial's segment: read its reports again, re-arm its hourly tick
+        (unless its ``HourElapsed`` is journaled) and a ``Checkpoint`` in flight (sent again: a worker that
+        already saved ignores it, its ``saved`` report answers), and go on numbering its commands."""
+        from spotmarket import HOUR_S
+
+        d = self.driver
+        inst.resumed, inst.adopted = False, True
+        got = self.control.get_command(inst.launch_id)
+        inst.cmd_seq = got[0] if got is not None else 0
+        if inst.instance_id not in self._hours:
+            d.timer(inst.started_s + HOUR_S, "hour", inst)
+        if any(m == str(inst.market) and t_s >= inst.started_s for m, t_s in self._rebalanced):
+            inst.stats["rebalance"] = "journaled"  # its hint came before the crash: not signalled again
+        if inst.pending is not None and inst.phase is Phase.RUNNING:
+            inst.to("checkpoint")
+            self.command(inst, CheckpointCommand(reason=str(inst.pending.reason)))
+
+    @staticmethod
+    def _journaled(inst: Ec2Instance, report: Any) -> bool:
+        """A report of an adopted instance that the journal already holds (received, handled and journaled
+        before the crash, not yet deleted from the queue)."""
+        from spottune.backends.local._messages import Metric, Ready, Saved
+
+        if isinstance(report, Ready):
+            return inst.launched
+        if isinstance(report, Metric):
+            return int(report.step) <= inst.step
+        if isinstance(report, Saved):
+            return inst.phase is Phase.SAVED and inst.pending is None and int(report.step) <= inst.saved_step
+        return False
 
     # -- what the cloud says ------------------------------------------------------------------------------
     def _on_message(self, env: Envelope) -> None:
@@ -524,10 +644,14 @@ class Ec2Transport:
                 report = decode_report(str(env.body))
             except ValueError:
                 return
+            if inst.adopted and self._journaled(inst, report):
+                return  # handled before the crash (decision AWS14)
             d.on_report(inst, report)
         elif env.kind == "exit":
             d.on_exit(inst, int(env.body))
         elif env.kind == "rebalance":
+            if inst.adopted and "rebalance" in inst.stats:
+                return  # signalled before the crash
             inst.stats["rebalance"] = env.body
             d.signal(inst.market, REBALANCE, 1.0, d.now_s())
 
