@@ -381,6 +381,10 @@ class RayOptions:
     log_to_driver : bool, default False
         Forward the actors' stdout and stderr to this process (Ray's ``log_to_driver``); they are always
         in the nodes' Ray logs (``/tmp/ray/session_latest/logs``).
+    lease_s : float, default 600.0
+        Engine seconds a segment actor waits after the driver's last lease renewal before it saves a
+        ``lease`` checkpoint and ends (the driver died; decision R11); the wall lease is
+        ``lease_s / time_scale`` but never below 10 s, renewed every quarter of it.
     """
 
     address: Annotated[_Name, _Rule("'auto', HOST:PORT or ray://HOST:PORT")] = "auto"
@@ -394,6 +398,7 @@ class RayOptions:
     lost_after_s: _Real = 60.0
     num_cpus: _Real = 0.0
     log_to_driver: _Flag = False
+    lease_s: _Real = 600.0
 
 
 #: Keys of ``ExperimentSpec.aws``: the fields of :class:`AwsOptions`.

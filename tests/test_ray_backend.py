@@ -326,3 +326,76 @@ def test_the_backend_and_the_ray_tune_scheduler_share_no_code():
             assert not any(d.startswith("spottune.integrations") for d in deps), name
         if name.startswith("spottune.integrations"):
             assert not any(d.startswith("spottune.backends") for d in deps), name
+
+
+def _named_actors():
+    import ray
+
+    return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == "spottune")
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_a_killed_driver_resumes_from_its_actors_saves(tmp_path, cloud):
+    """Decision R11: ``spottune run --backend ray`` SIGKILLed mid-training leaves its named detached actors
+    training; ``spottune resume`` at once has each save (``release``) and kills it; resumed later, after the
+    lease ran out, finds the actors gone after their own ``lease`` save. Either way each running trial continues
+    from its worker's save: every step is reported exactly once, the resume is journaled, no actor is left."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from spottune.cli import cli
+    from spottune.journal import JOURNAL_FILE, read_journal
+    from tests._ray_cloud import ROOT
+    from tests._wait import wait_until
+
+    spec = (f"workload: '{WORKLOAD}'\nmetric: loss\nmode: min\nsearch_space: {{lr: {{grid_search: [0.05, 0.1]}}}}\n"
+            "max_steps: 60\ntheta: 1.0\ntop_k: 1\ninstance_types: [r3.large]\nzones: [us-east-1a]\npredictor: none\n")
+    # the released run's lease (40 s wall at 300x) outlasts a slow resume; the other's is the 10 s floor
+    leases = {"release": "ray: {lease_s: 12000.0}\n", "lease": ""}
+    for case, lease in leases.items():
+        (tmp_path / f"{case}.yaml").write_text(spec + lease)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    cases = ("release", "lease")
+    procs = {case: subprocess.Popen([sys.executable, "-c", "from spottune.cli import main; main()", "run",
+                                     "--config", str(tmp_path / f"{case}.yaml"), "--backend", "ray", "--ray-address",
+                                     cloud.cluster.address, "--time-scale", "300", "--no-progress",
+                                     "--output", str(tmp_path / case)],
+                                    env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for case in cases}  # both runs at once (each has its own key, so its own actor names)
+
+    def both_training(journal):
+        lines = journal.read_text().splitlines() if journal.exists() else []
+        return all(any('"step":5,"time_s"' in x and f'"trial_id":"{t}"' in x for x in lines) for t in ("t00", "t01"))
+
+    wait_until(lambda: all(both_training(tmp_path / c / JOURNAL_FILE) for c in cases), 120, interval_s=0.005,
+               what="both trials of both runs past step 5")
+    before = {}
+    for case in cases:
+        os.kill(procs[case].pid, signal.SIGKILL)
+        procs[case].wait()
+        before[case] = len(read_journal(tmp_path / case / JOURNAL_FILE))
+    assert len(_named_actors()) == 4  # they outlive their drivers
+    for case in cases:
+        out = tmp_path / case
+        journal = out / JOURNAL_FILE
+        if case == "lease":  # no renewal: each saves (reason lease) and ends within the 10 s wall lease
+            wait_until(lambda: not _named_actors(), 60, interval_s=0.1, what="the actors' lease ran out")
+        result = CliRunner().invoke(cli, ["resume", str(out), "--no-progress"])
+        assert result.exit_code == 0, result.output
+        assert len(read_journal(journal)) > before[case]
+        (entry,) = json.loads((out / "summary.json").read_text())["settings"]["resumes"]
+        expect = {"release": "released", "lease": "gone"}[case]
+        assert list(entry["actors"].values()) == [expect, expect], case  # the two live segments' actors
+        assert sorted(entry["worker_saves"]) == ["t00", "t01"], case
+        steps = {}
+        for r in read_journal(journal):
+            if r["k"] == "event" and r["e"]["type"] == "MetricReported":
+                steps.setdefault(r["e"]["trial_id"], []).append(r["e"]["step"])
+        assert steps == {"t00": list(range(1, 61)), "t01": list(range(1, 61))}, case  # none redone, none missing
+    assert _named_actors() == []

@@ -51,7 +51,7 @@ from spottune.journal import decode_event
 from spottune.orchestrator import (Checkpoint, EndReason, Launch, LaunchFailed, MarketSignal, Orchestrator,
                                    Terminate)
 
-__all__ = ["TRANSITIONS", "Phase", "WorkerDriver", "WorkerInstance", "driver_attribute"]
+__all__ = ["TRANSITIONS", "Phase", "WorkerDriver", "WorkerInstance", "driver_attribute", "orphan_save"]
 
 
 class Phase(enum.Enum):
@@ -988,6 +988,38 @@ class WorkerDriver(ReplayDriver):
         """After a resume, with the clock running: the wake-ups the replay left pending go on the clock again."""
         for trial_id, at_s in self._resumed or ():
             self._wake_at(trial_id, at_s)
+
+
+def orphan_save(store: Callable[[], Any], inst: WorkerInstance, meta: dict[str, Any]) -> Any:
+    """Resume: the checkpoint the worker of ``inst`` saved on its own when its driver died (a ``lease`` save), or None.
+
+    It is the trial's newest intact version in the store (manifest authenticated with the experiment's key), if
+    ``inst``'s worker wrote it (its metadata's ``instance_id``); decision CS4.
+
+    Parameters
+    ----------
+    store : callable
+        Returns the opened checkpoint store (:func:`spottune.checkpoint.open_store`); called here, so that an
+        unreachable store is caught like an unreadable one.
+    inst : WorkerInstance
+        An instance rebuilt by :meth:`WorkerDriver.replay_journal`.
+    meta : dict
+        The run record's ``meta``: an unreadable store is noted in its ``resume_store_errors``.
+
+    Returns
+    -------
+    spottune.checkpoint.CheckpointInfo or None
+        The save (its ``step`` and ``metadata``), or None: no save of ``inst``, or the store could not be read
+        (the trial then relaunches from its confirmed checkpoint, as without one).
+    """
+    try:
+        info = store().latest_good(inst.trial_id)
+    except Exception as exc:  # noqa: BLE001 - unreadable store: relaunch from the confirmed checkpoint
+        meta.setdefault("resume_store_errors", []).append(f"{inst.trial_id}: {exc}")
+        return None
+    if info is None or info.metadata.get("instance_id") != inst.instance_id:
+        return None
+    return info
 
 
 def driver_attribute(name: str, doc: str, *, part: str = "driver") -> property:
