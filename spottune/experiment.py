@@ -792,7 +792,7 @@ class ExperimentSpec:
         ``address`` (``auto``, ``HOST:PORT``; ``spottune run --ray-address``), ``prices`` (a price table,
         USD per instance-hour keyed ``"<instance type>/<zone>"``, billed instead of the replayed history),
         ``imds_url`` (``http://169.254.169.254`` on EC2 nodes; default ``none``), ``poll_s``, ``watch_s``,
-        ``notice_s``, ``lost_after_s``, ``num_cpus``, ``log_to_driver``; each value of the field's type;
+        ``notice_s``, ``lost_after_s``, ``num_cpus``, ``log_to_driver``, ``lease_s``; each value of the field's type;
         docs/guide/ray.md.
 
     Raises

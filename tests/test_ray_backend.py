@@ -392,7 +392,8 @@ def test_a_killed_driver_resumes_from_its_actors_saves(tmp_path, cloud):
         (entry,) = json.loads((out / "summary.json").read_text())["settings"]["resumes"]
         expect = {"release": "released", "lease": "gone"}[case]
         assert list(entry["actors"].values()) == [expect, expect], case  # the two live segments' actors
-        assert sorted(entry["worker_saves"]) == ["t00", "t01"], case
+        # a trial whose segment had not trained since its restore (an hourly hop just before) has no save to take
+        assert entry["worker_saves"] and set(entry["worker_saves"]) <= {"t00", "t01"}, case
         steps = {}
         for r in read_journal(journal):
             if r["k"] == "event" and r["e"]["type"] == "MetricReported":
