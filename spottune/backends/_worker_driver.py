@@ -48,8 +48,8 @@ from spottune.backends.local._clock import ScaledClock
 from spottune.backends.local._messages import CheckpointCommand, Failed, Metric, Notice, Ready, Report, Saved
 from spottune.errors import BackendError
 from spottune.journal import decode_event
-from spottune.orchestrator import (Checkpoint, EndReason, Launch, LaunchFailed, MarketSignal, Orchestrator,
-                                   Terminate)
+from spottune.orchestrator import (CapacityRefused, Checkpoint, EndReason, Launch, LaunchFailed, MarketSignal,
+                                   Orchestrator, Terminate)
 
 __all__ = ["TRANSITIONS", "Phase", "WorkerDriver", "WorkerInstance", "driver_attribute", "orphan_save"]
 
@@ -733,6 +733,22 @@ class WorkerDriver(ReplayDriver):
         """
         self._inform(event)
 
+    def refuse_capacity(self, market: Any, t: float, reason: str) -> None:
+        """Journal that ``market`` cannot take a launch now (a ``capacity`` outcome) and hand ``CapacityRefused``
+        to the orchestrator (a chooser with exclusions leaves the market out; a resume replays it).
+
+        Parameters
+        ----------
+        market : spotmarket.prices.Market
+        t : float
+            Engine time, seconds since the epoch.
+        reason : str
+            Why, one line (kept as the exclusion's reason).
+        """
+        if self.journal is not None:
+            self.journal.outcome("capacity", str(market), reason=reason, time_s=float(t))
+        self._inform(CapacityRefused(time_s=float(t), market=market, reason=reason))
+
     def signal(self, market: Any, kind: str, value: float, t: float) -> None:
         """Journal one market signal (:mod:`spottune.backends.aws._signals`) and hand it to the predictor (a
         resume replays it from the journal); it is also listed in ``record.meta["signals"]``.
@@ -849,6 +865,12 @@ class WorkerDriver(ReplayDriver):
             from spotmarket.prices import Market
 
             self._apply_signal(Market.parse(rec["id"]), rec["signal"], float(rec["value"]), float(rec["time_s"]))
+        elif rec["k"] == "outcome" and rec["op"] == "capacity":
+            from spotmarket.prices import Market
+
+            self._inform(CapacityRefused(time_s=float(rec["time_s"]), market=Market.parse(rec["id"]),
+                                         reason=str(rec["reason"])))
+
 
     def _replay_event(self, event: Any, launches: dict[str, Any], wakes: list[tuple[str, float]]) -> None:
         from spottune import orchestrator as ev

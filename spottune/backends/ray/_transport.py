@@ -38,8 +38,8 @@ from spottune.speed import seconds_per_step
 from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance, orphan_save
 from spottune.backends.local._messages import CheckpointCommand, Exited, Notice, decode_report, encode
 from spottune.backends.local._pool import segment_argv
-from spottune.backends.ray._cluster import (OfferedMarket, cluster_markets, connect, draining_nodes, import_ray,
-                                            node_markets, placement)
+from spottune.backends.ray._cluster import (OfferedMarket, autoscaler_markets, cluster_markets, connect,
+                                            draining_nodes, import_ray, node_markets, placement)
 from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, split_secrets, worker_env
 from spottune.errors import BackendError
 from spottune.orchestrator import EndReason, Launch, LaunchFailed, RevocationNotice
@@ -57,6 +57,10 @@ log = logging.getLogger(__name__)
 _MIN_WALL_S = 0.05
 #: The wall lease of a segment actor is never shorter (a loaded driver must not lose its own actors).
 MIN_LEASE_WALL_S = 10.0
+#: The wall bound on a launch's wait for a node is never shorter (a Ray worker start takes 1-2.5 s here).
+MIN_PLACE_WALL_S = 10.0
+#: Ledger reason of a launch that got no node within ``place_s`` (or whose market's last node went).
+UNPLACED = "unplaced"
 #: Wall seconds a resume waits for each live actor of the killed run to finish its ``lease`` save.
 RELEASE_WALL_S = 30.0
 _ACTIVE = (Phase.BOOTING, Phase.RUNNING, Phase.CHECKPOINTING)
@@ -128,6 +132,7 @@ class RayActorTransport:
         self._seen: set[tuple[str, str]] = set()  # what the watcher reported: ("up"|"drain"|"dead", node id)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._autoscaled: set[str] = set()  # markets the autoscaler's node types offer (they never leave the pool)
         self._saves: dict[str, Any] = {}  # instance id -> its worker's own save, taken over by a resume
         self._store: Any = None
 
@@ -169,6 +174,7 @@ class RayActorTransport:
         connect(self.settings.address, log_to_driver=self.settings.log_to_driver)
         if not self._markets_given:
             self.markets = {m.key: m for m in cluster_markets()}
+            self._autoscaled = {m.key for m in autoscaler_markets()}
         if not self.markets:
             raise BackendError("ray backend: the Ray cluster offers no spot market (a node resource "
                                "'market:<instance type>/<zone>' or the labels ray.io/market-type: spot, "
@@ -228,7 +234,8 @@ class RayActorTransport:
             False for a kind this transport does not enqueue.
         """
         handler = {"placed": self._on_placed, "died": self._on_died, "lost": self._on_lost, "drain": self._on_drain,
-                   "node_up": self._on_node_up, "node_dead": self._on_node_dead}.get(kind)
+                   "node_up": self._on_node_up, "node_dead": self._on_node_dead,
+                   "unplaced": self._on_unplaced}.get(kind)
         if handler is None:
             return False
         handler(*args)
@@ -273,6 +280,12 @@ class RayActorTransport:
                 put(("drain", nid, int(deadline_ms), seen_wall))
 
     def _on_node_up(self, nid: str, markets: list[tuple[str, str, str]]) -> None:
+        for itype, zone, _ in markets:
+            key = f"{itype}/{zone}"
+            if key not in self.markets and any(w["market"] == key for w in
+                                               self.driver.record.meta.get("markets_withdrawn", ())):
+                self.driver.record.meta.setdefault("markets_returned", []).append(
+                    {"market": key, "time_s": self.driver.now_s()})
         if nid not in self._nodes:
             self._nodes[nid] = _Node(nid, [f"{t}/{z}" for t, z, _ in markets], self.driver.now_s())
             for itype, zone, by in markets:  # a node of a market not offered at the start: offered from now on
@@ -289,6 +302,7 @@ class RayActorTransport:
         node.extra.update(drain_seen_s=now, drain_seen_wall=seen_wall, deadline_ms=deadline_ms)
         for iid in sorted(self._on_node.get(nid, ())):
             self._notice(self.driver.instances[iid], node)
+        self._withdraw_unserved(node, "its last node is draining")
 
     def _notice(self, inst: ActorInstance, node: _Node) -> None:
         """The node of ``inst`` is being drained: ``RevocationNotice`` with the drain's deadline."""
@@ -325,7 +339,29 @@ class RayActorTransport:
         for iid in sorted(self._on_node.get(nid, ())):
             inst = self.driver.instances[iid]
             self._provider_end(inst, inst.reason or (PREEMPTED if node.drain_deadline_s is not None else NODE_LOST))
+        self._withdraw_unserved(node, "its last node died")
 
+    def _withdraw_unserved(self, node: _Node, why: str) -> None:
+        """A market of ``node`` that no other live, undrained node offers and no autoscaler node type offers
+        leaves the pool: a capacity refusal (journaled) makes a chooser with exclusions go elsewhere, a launch
+        there is refused at once, and a launch still waiting for a node there fails now. A node of it that
+        comes up later brings it back (:meth:`_on_node_up`)."""
+        d = self.driver
+        for key in node.markets:
+            if key not in self.markets or key in self._autoscaled:
+                continue
+            if any(n.end_s is None and n.drain_deadline_s is None and key in n.markets for n in self._nodes.values()):
+                continue
+            from spotmarket.prices import Market
+
+            del self.markets[key]
+            itype, _, zone = key.partition("/")
+            now = d.now_s()
+            d.record.meta.setdefault("markets_withdrawn", []).append({"market": key, "time_s": now, "why": why})
+            d.refuse_capacity(Market(zone, itype), now, f"ray: no node of {key} is left ({why})")
+            for inst in list(d.instances.values()):
+                if inst.key == key and not inst.node_id:
+                    self._on_unplaced(inst, f"no node of {key} is left ({why})", refuse=False)
     # -- effects --------------------------------------------------------------------------------------
     def launch(self, action: Launch) -> None:
         """Start the segment's actor on a node of the market (refused at once if the cluster offers none).
@@ -344,6 +380,7 @@ class RayActorTransport:
             error = f"the Ray cluster offers no node of market {key}"
             if d.journal is not None:
                 d.journal.outcome("launch", action.trial_id, instance_id="", fulfilled=False, time_s=t, error=error)
+            d.refuse_capacity(m, t, f"ray: {error}")
             d.post(LaunchFailed(time_s=t, trial_id=action.trial_id, error=error))
             return
         iid = d.sequential_id()
@@ -371,6 +408,8 @@ class RayActorTransport:
                              saved_step=action.resume_step, resume_step=action.resume_step, actor=actor, key=key)
         inst.stats.update(trial=action.trial_id, market=key, launch_wall_s=d.clock.wall_s())
         d.add_instance(inst)
+        d.at(t + max(MIN_PLACE_WALL_S, s.wall(s.place_s)) * s.time_scale,
+             ("unplaced", inst, f"no node of {key} within {s.place_s:g} s"))
         reader = threading.Thread(target=self._read, args=(inst, stream), daemon=True, name=f"ray-{iid}")
         reader.start()
 
@@ -422,7 +461,24 @@ class RayActorTransport:
             return
         put(("eof", inst, code))
 
+    def _on_unplaced(self, inst: ActorInstance, why: str, refuse: bool = True) -> None:
+        """The launch of ``inst`` got no node: its actor is killed, it is billed to now (user, ``unplaced``), the market
+        is refused for capacity (``refuse``; a chooser with exclusions goes elsewhere), and the trial gets
+        ``LaunchFailed``."""
+        d = self.driver
+        if inst.node_id or not inst.alive or inst.gone:
+            return
+        now = d.now_s()
+        d.kill(inst)
+        inst.stats["unplaced"] = why
+        d.end(inst, now, "user", UNPLACED)
+        if refuse:
+            d.refuse_capacity(inst.market, now, f"ray: {why}")
+        d.post(LaunchFailed(time_s=now, trial_id=inst.trial_id, error=why))
+
     def _on_placed(self, inst: ActorInstance, nid: str) -> None:
+        if not inst.alive or inst.gone:
+            return  # its launch already failed (no node in time)
         inst.node_id = nid
         inst.stats.update(node=nid, placed_wall_s=self.driver.clock.wall_s())
         self._on_node.setdefault(nid, set()).add(inst.instance_id)
