@@ -286,6 +286,7 @@ class CheapestLearning(Cheapest):
         pass
 
 
+@pytest.mark.slow
 def test_a_market_whose_last_node_went_leaves_the_pool_and_its_trials_finish_elsewhere(tmp_path, cloud):
     """A's only node is drained mid-segment and removed, and no node replaces it (no autoscaler): A leaves the
     pool at the drain (a journaled capacity refusal), the trials checkpoint and relaunch on B, never on A again,
