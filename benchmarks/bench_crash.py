@@ -28,9 +28,15 @@ Backends:
   while it was down (the resumed engine clock restarts where the journal stopped, so that time is billed in
   neither ratio otherwise).
 
-Usage: ``python benchmarks/bench_crash.py [--crashes 10] [--seed 0] [--backends sim local aws]`` ->
-``benchmarks/results/crash.json`` (a backend not run keeps its stored entry); ``--markdown`` prints the table
-of the stored JSON.
+- ``ray``: the same with ``spottune run --backend ray`` on a Ray cluster that outlives the driver (a head and one
+  node per market on 127.0.0.1, ``ray.cluster_utils.Cluster``, started by this process): the killed driver's
+  segment actors (named, detached) go on training until ``spottune resume`` releases them (decision R11). Per
+  crash also ``actors`` (what became of each live actor) and ``lease_steps`` (one lease period in steps of the
+  fastest instance: the bound on the steps redone).
+
+Usage: ``python benchmarks/bench_crash.py [--crashes 10] [--seed 0] [--backends sim local aws ray]`` ->
+``benchmarks/results/crash.json`` (the backends not run are kept from the stored file); ``--markdown`` prints the
+table of the stored JSON.
 """
 
 from __future__ import annotations
@@ -145,67 +151,113 @@ def _cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout, env=env, cwd=ROOT)
 
 
-def bench_local(crashes: int, seed: int, uninterrupted: int) -> dict:
+def _cli_crashes(tmp: Path, spec: dict, run_args: list[str], crashes: int, seed: int, uninterrupted: int) -> dict:
+    """``uninterrupted`` runs, then ``crashes`` runs SIGKILLed at a seeded random number of journaled steps and
+    resumed; the rows of :func:`bench_local` and :func:`bench_ray`."""
     import yaml
 
     from spottune.journal import JOURNAL_FILE, read_journal
 
-    with tempfile.TemporaryDirectory(prefix="bench-crash-local-") as tmp:
-        cfg = Path(tmp) / "spec.yaml"
-        cfg.write_text(yaml.safe_dump(LOCAL_SPEC, sort_keys=False))
-        run_args = ["run", "--config", str(cfg), "--backend", "local", "--time-scale", str(TIME_SCALE), "--no-progress"]
-        refs, steps_total = [], []
-        for i in range(uninterrupted):
-            out = Path(tmp) / f"ref{i}"
-            done = _cli(*run_args, "--output", str(out))
-            if done.returncode != 0:
-                raise RuntimeError(done.stderr)
-            refs.append(json.loads((out / "summary.json").read_text()))
-            steps_total.append(sum(1 for r in read_journal(out / JOURNAL_FILE)
-                                   if r["k"] == "event" and r["e"]["type"] == "MetricReported"))
-        ref_cost = statistics.mean(s["total_cost_usd"] for s in refs)
-        ref_jct = statistics.mean(s["jct_h"] for s in refs)
-        rng = np.random.default_rng(seed)
-        rows = []
-        for i in range(crashes):
-            k = int(rng.integers(2, int(0.9 * min(steps_total))))  # crash once k steps are journaled
-            out = Path(tmp) / f"c{i}"
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-            proc = subprocess.Popen([sys.executable, "-c", "from spottune.cli import main; main()", *run_args,
-                                     "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    env=env, cwd=ROOT, start_new_session=True)
-            journal = out / JOURNAL_FILE
-            deadline = time.monotonic() + 300
-            while proc.poll() is None and time.monotonic() < deadline:
-                text = journal.read_text() if journal.exists() else ""
-                if text.count('"type":"MetricReported"') >= k:
-                    break
-                time.sleep(0.01)
-            os.kill(proc.pid, signal.SIGKILL)  # the orchestrator only: its workers are left behind
-            proc.wait()
-            if (out / "summary.json").exists():
-                raise RuntimeError(f"crash {i}: the run finished before it was killed")
-            before = read_journal(journal)
-            t0 = time.perf_counter()
-            done = _cli("resume", str(out), "--no-progress")
-            if done.returncode != 0:
-                raise RuntimeError(done.stderr)
-            resume_s = time.perf_counter() - t0
-            summary = json.loads((out / "summary.json").read_text())
-            after = read_journal(journal)[len(before):]
-            again, would = _redone(before, after)
-            (entry,) = summary["settings"]["resumes"]
-            rows.append({"crash_after_steps": k, "resume_wall_s": round(resume_s, 2),
-                         "cost_usd": summary["total_cost_usd"], "cost_ratio": summary["total_cost_usd"] / ref_cost,
-                         "jct_ratio": summary["jct_h"] / ref_jct, "steps_redone": again,
-                         "steps_redone_from_confirmed": would, "worker_saves": entry.get("worker_saves", {}),
-                         "killed_workers": len(entry.get("killed_workers", [])),
-                         "restart_rows": sum(1 for row in (out / "ledger.csv").read_text().splitlines()[1:]
-                                             if ",restart," in row),
-                         "top_k": [t["trial_id"] for t in summary["top_k"]]})
-    return {"spec": LOCAL_SPEC, "time_scale": TIME_SCALE, "uninterrupted_cost_usd": [s["total_cost_usd"] for s in refs],
+    cfg = tmp / "spec.yaml"
+    cfg.write_text(yaml.safe_dump(spec, sort_keys=False))
+    run_args = ["run", "--config", str(cfg), *run_args, "--time-scale", str(TIME_SCALE), "--no-progress"]
+    refs, steps_total = [], []
+    for i in range(uninterrupted):
+        out = tmp / f"ref{i}"
+        done = _cli(*run_args, "--output", str(out))
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr)
+        refs.append(json.loads((out / "summary.json").read_text()))
+        steps_total.append(sum(1 for r in read_journal(out / JOURNAL_FILE)
+                               if r["k"] == "event" and r["e"]["type"] == "MetricReported"))
+    ref_cost = statistics.mean(s["total_cost_usd"] for s in refs)
+    ref_jct = statistics.mean(s["jct_h"] for s in refs)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(crashes):
+        k = int(rng.integers(2, int(0.9 * min(steps_total))))  # crash once k steps are journaled
+        out = tmp / f"c{i}"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        proc = subprocess.Popen([sys.executable, "-c", "from spottune.cli import main; main()", *run_args,
+                                 "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env=env, cwd=ROOT, start_new_session=True)
+        journal = out / JOURNAL_FILE
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline:
+            text = journal.read_text() if journal.exists() else ""
+            if text.count('"type":"MetricReported"') >= k:
+                break
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)  # the orchestrator only: its workers are left behind
+        proc.wait()
+        if (out / "summary.json").exists():
+            raise RuntimeError(f"crash {i}: the run finished before it was killed")
+        before = read_journal(journal)
+        t0 = time.perf_counter()
+        done = _cli("resume", str(out), "--no-progress")
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr)
+        resume_s = time.perf_counter() - t0
+        summary = json.loads((out / "summary.json").read_text())
+        after = read_journal(journal)[len(before):]
+        again, would = _redone(before, after)
+        (entry,) = summary["settings"]["resumes"]
+        row = {"crash_after_steps": k, "resume_wall_s": round(resume_s, 2),
+               "cost_usd": summary["total_cost_usd"], "cost_ratio": summary["total_cost_usd"] / ref_cost,
+               "jct_ratio": summary["jct_h"] / ref_jct, "steps_redone": again,
+               "steps_redone_from_confirmed": would, "worker_saves": entry.get("worker_saves", {}),
+               "restart_rows": sum(1 for row in (out / "ledger.csv").read_text().splitlines()[1:]
+                                   if ",restart," in row),
+               "top_k": [t["trial_id"] for t in summary["top_k"]]}
+        if "killed_workers" in entry:
+            row["killed_workers"] = len(entry["killed_workers"])
+        if "actors" in entry:
+            row["actors"] = entry["actors"]
+        rows.append(row)
+    return {"spec": spec, "time_scale": TIME_SCALE, "uninterrupted_cost_usd": [s["total_cost_usd"] for s in refs],
             "uninterrupted_jct_hours": [s["jct_h"] for s in refs],
             "uninterrupted_top_k": [[t["trial_id"] for t in s["top_k"]] for s in refs], "crashes": rows}
+
+
+def bench_local(crashes: int, seed: int, uninterrupted: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="bench-crash-local-") as tmp:
+        return _cli_crashes(Path(tmp), LOCAL_SPEC, ["--backend", "local"], crashes, seed, uninterrupted)
+
+
+def bench_ray(crashes: int, seed: int, uninterrupted: int) -> dict:
+    """The local experiment on a Ray cluster on 127.0.0.1 that outlives each killed driver: a head without CPUs
+    and one node per market of the spec (its custom resource ``market:<type>/<zone>``, 4 segments each)."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from provisioner import InstanceCatalog
+    from spottune.backends.ray import market_resource
+    from spottune.backends.ray._transport import MIN_LEASE_WALL_S
+    from spottune.experiment import RayOptions
+    from spottune.speed import seconds_per_step
+    from spottune.workloads import get_workload
+
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), saved or "") if p)  # the nodes import spottune
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    try:
+        for itype in LOCAL_SPEC["instance_types"]:
+            for zone in LOCAL_SPEC["availability_zones"]:
+                cluster.add_node(num_cpus=1, resources={market_resource(itype, zone): 4})
+        cluster.wait_for_nodes()
+        with tempfile.TemporaryDirectory(prefix="bench-crash-ray-") as tmp:
+            out = _cli_crashes(Path(tmp), LOCAL_SPEC, ["--backend", "ray", "--ray-address", cluster.address],
+                               crashes, seed, uninterrupted)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    lease_wall_s = max(MIN_LEASE_WALL_S, RayOptions().lease_s / TIME_SCALE)
+    catalog = InstanceCatalog.load()  # the fastest instance of the spec: the most steps in one lease
+    sps = min(seconds_per_step(get_workload(LOCAL_SPEC["workload"]).reference_seconds_per_step, catalog[t].vcpus,
+                               catalog[t].ecu) for t in LOCAL_SPEC["instance_types"])
+    out.update(lease_wall_s=lease_wall_s, lease_steps=int(lease_wall_s * TIME_SCALE // sps))
+    return out
 
 
 #: The aws experiment: 3 trials of ``Walk``, 36 steps of 120 s (no pruning), one market (flat 0.02 USD/h, no
@@ -380,6 +432,10 @@ def run(args: argparse.Namespace) -> dict:
         out["backends"]["local"] = bench_local(args.crashes, args.seed, args.uninterrupted)
     if "aws" in args.backends:
         out["backends"]["aws"] = bench_aws(args.crashes, args.seed, args.uninterrupted)
+    if "ray" in args.backends:
+        t1 = time.perf_counter()
+        out["backends"]["ray"] = bench_ray(args.crashes, args.seed, args.uninterrupted)
+        out["backends"]["ray"]["wall_s"] = round(time.perf_counter() - t1, 1)
     for b in out["backends"].values():
         b["summary"] = _summary(b["crashes"])
         by_downtime = {}
@@ -388,9 +444,15 @@ def run(args: argparse.Namespace) -> dict:
         if len(by_downtime) > 1 or None not in by_downtime:
             b["summary_by_downtime"] = {k: _summary(v) for k, v in by_downtime.items()}
     out["wall_s"] = round(time.perf_counter() - t0, 1)
-    stored = json.loads(args.out.read_text()) if args.out.exists() else {}
-    for name, b in stored.get("backends", {}).items():  # a backend not run keeps its stored entry
-        out["backends"].setdefault(name, b)
+    if args.out.exists():  # keep the stored backends not run now (with the provenance of their run)
+        old = json.loads(args.out.read_text())
+        for name, b in old.get("backends", {}).items():
+            if name not in out["backends"]:
+                b.setdefault("provenance", old.get("provenance"))
+                b.setdefault("crashes_per_backend", old.get("crashes_per_backend"))
+                out["backends"][name] = b
+        order = ["sim", "local", "aws", "ray"]
+        out["backends"] = dict(sorted(out["backends"].items(), key=lambda kv: order.index(kv[0])))
     return out
 
 
@@ -406,9 +468,15 @@ def _summary(rows: list[dict]) -> dict:
                if all("cost_ratio_downtime_billed" in r for r in rows) else {})}
 
 
+def _lease(b: dict) -> str:
+    lease = b.get("lease_steps")
+    return "-" if lease is None else f"{lease:.0f}"
+
+
 def markdown(r: dict) -> str:
     lines = ["| backend | crashes | resumed ÷ uninterrupted cost: median (max) | steps redone: total (max per crash) "
-             "| from the last confirmed checkpoint it would be |", "| --- | --- | --- | --- | --- |"]
+             "| from the last confirmed checkpoint it would be | one lease period, steps |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for name, b in r["backends"].items():
         parts = [(name, b["summary"])]
         parts += [(f"{name}, down: {k}", v) for k, v in b.get("summary_by_downtime", {}).items()]
@@ -416,7 +484,8 @@ def markdown(r: dict) -> str:
             lines.append(f"| {label} | {len(b['crashes']) if label == name else s['crashes']} | "
                          f"{s['cost_ratio_median']:.2f}x ({s['cost_ratio_max']:.2f}x) | "
                          f"{s['steps_redone_total']} ({s['steps_redone_max']}) | "
-                         f"{'-' if s['steps_redone_from_confirmed_total'] is None else s['steps_redone_from_confirmed_total']} |")
+                         f"{'-' if s['steps_redone_from_confirmed_total'] is None else s['steps_redone_from_confirmed_total']} "
+                         f"| {_lease(b) if label == name else ''} |")
     return "\n".join(lines)
 
 
@@ -424,8 +493,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--crashes", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--uninterrupted", type=int, default=2, help="uninterrupted local and aws runs (the cost's reference)")
-    p.add_argument("--backends", "--backend", nargs="+", default=["sim", "local", "aws"], choices=["sim", "local", "aws"])
+    p.add_argument("--uninterrupted", type=int, default=2, help="uninterrupted local, aws and ray runs (the cost's reference)")
+    p.add_argument("--backends", "--backend", nargs="+", default=["sim", "local", "aws", "ray"],
+                   choices=["sim", "local", "aws", "ray"])
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--markdown", action="store_true", help="print the table of the stored JSON")
     return run_or_print(p.parse_args(argv), run, markdown)

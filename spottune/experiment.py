@@ -381,6 +381,14 @@ class RayOptions:
     log_to_driver : bool, default False
         Forward the actors' stdout and stderr to this process (Ray's ``log_to_driver``); they are always
         in the nodes' Ray logs (``/tmp/ray/session_latest/logs``).
+    place_s : float, default 600.0
+        Engine seconds a segment actor may wait for a node of its market before its launch fails
+        (``LaunchFailed``, and a capacity refusal: the trial goes to another market); the wall bound is
+        ``place_s / time_scale`` but never below 10 s.
+    lease_s : float, default 600.0
+        Engine seconds a segment actor waits after the driver's last lease renewal before it saves a
+        ``lease`` checkpoint and ends (the driver died; decision R11); the wall lease is
+        ``lease_s / time_scale`` but never below 10 s, renewed every quarter of it.
     """
 
     address: Annotated[_Name, _Rule("'auto', HOST:PORT or ray://HOST:PORT")] = "auto"
@@ -394,6 +402,8 @@ class RayOptions:
     lost_after_s: _Real = 60.0
     num_cpus: _Real = 0.0
     log_to_driver: _Flag = False
+    lease_s: _Real = 600.0
+    place_s: _Real = 600.0
 
 
 #: Keys of ``ExperimentSpec.aws``: the fields of :class:`AwsOptions`.
@@ -789,8 +799,8 @@ class ExperimentSpec:
         ``address`` (``auto``, ``HOST:PORT``; ``spottune run --ray-address``), ``prices`` (a price table,
         USD per instance-hour keyed ``"<instance type>/<zone>"``, billed instead of the replayed history),
         ``imds_url`` (``http://169.254.169.254`` on EC2 nodes; default ``none``), ``poll_s``, ``watch_s``,
-        ``notice_s``, ``lost_after_s``, ``num_cpus``, ``log_to_driver``; each value of the field's type;
-        docs/guide/ray.md.
+        ``notice_s``, ``lost_after_s``, ``num_cpus``, ``log_to_driver``, ``lease_s``, ``place_s``; each value
+        of the field's type; docs/guide/ray.md.
 
     resources : mapping, optional
         What one trial needs: ``{"cpu": vCPUs, "gpu": GPUs, "memory_gib": GiB}``, each optional (Ray's

@@ -156,8 +156,9 @@ class SpotCloud:
         th.start()
         self._threads.append(th)
 
-    def preempt(self, market: Any, termination_s: float, clock: Any) -> None:
-        """Drain every node of ``market`` for preemption with a deadline, remove them at it, add a fresh one."""
+    def preempt(self, market: Any, termination_s: float, clock: Any, replace: bool = True) -> None:
+        """Drain every node of ``market`` for preemption with a deadline, remove them at it, add a fresh one
+        (``replace``; False: no autoscaler brings the market back)."""
         import ray
         from ray.core.generated import autoscaler_pb2
 
@@ -177,7 +178,28 @@ class SpotCloud:
             row["removed_wall"] = time.time()
         self.drains += rows
         self.nodes[market] = []
-        self._adds.put(market)
+        if replace:
+            self._adds.put(market)
+
+    def drain_after(self, backend: Any, market: Any, trial_id: str, step: int) -> None:
+        """Once ``trial_id`` has reported ``step``, :meth:`preempt` ``market`` at once (deadline
+        :data:`MIN_NOTICE_WALL_S`) without a replacement node: the market is gone for the rest of the run."""
+
+        def watch() -> None:
+            trial = backend.orchestrator.trials[trial_id]
+            while trial.step < step:
+                if backend.orchestrator.done:
+                    raise AssertionError(f"{trial_id} never reached step {step}")
+                time.sleep(0.005)
+            clock = backend.clock
+            self.preempt(market, clock.engine_s(), clock, replace=False)
+
+        self._spawn(watch)
+
+    def restore(self, market: Any) -> None:
+        """Main thread: give ``market`` a node again (after :meth:`drain_after`), for the module's next tests."""
+        if not self.nodes.get(market):
+            self.nodes[market] = [self.cluster.add_node(**node_args(market, self.by[market]))]
 
     def lose_after(self, backend: Any, market: Any, trial_id: str, step: int) -> None:
         """Once ``trial_id`` has reported ``step`` (read from the backend's orchestrator), :meth:`lose` the node

@@ -21,7 +21,7 @@ def test_the_allowed_keys_are_the_option_fields_the_settings_extend():
                         "security_groups", "prefix", "endpoint_url", "live_prices", "lease_s", "lease_save_s",
                         "linger_s", "exclusion_s", "describe_every_s")
     assert RAY_KEYS == ("address", "prices", "imds_url", "poll_s", "watch_s", "notice_s", "lost_after_s", "num_cpus",
-                        "log_to_driver")
+                        "log_to_driver", "lease_s", "place_s")
     assert issubclass(AwsSettings, AwsOptions) and issubclass(RaySettings, RayOptions)
     aws = {f.name: f for f in dataclasses.fields(AwsSettings)}
     assert set(AWS_KEYS) < set(aws) and "store_url" not in AWS_KEYS and "poll_s" not in AWS_KEYS
@@ -40,7 +40,8 @@ def test_every_key_with_a_value_of_its_type_is_accepted_as_given():
            "describe_every_s": 15, "lease_s": 600.0, "lease_save_s": 60, "linger_s": 600, "exclusion_s": 1800,
            "live_prices": False}
     ray = {"address": "ray://h:10001", "prices": {"m5.large/us-east-1a": 0.035}, "imds_url": "none", "poll_s": 5,
-           "watch_s": 1.0, "notice_s": 120, "lost_after_s": 60, "num_cpus": 0, "log_to_driver": True}
+           "watch_s": 1.0, "notice_s": 120, "lost_after_s": 60, "num_cpus": 0, "log_to_driver": True,
+           "lease_s": 900.0, "place_s": 300.0}
     assert set(aws) == set(AWS_KEYS) and set(ray) == set(RAY_KEYS)
     spec = ExperimentSpec(aws=aws, ray=ray)
     assert spec.aws == aws and spec.ray == ray and ExperimentSpec.from_dict(spec.to_dict()) == spec
@@ -64,7 +65,7 @@ def test_every_key_with_a_value_of_its_type_is_accepted_as_given():
     # the keys of a mapping before its values; the first failing field of the spec
     ({"ray": {"bogus": 1, "address": ""}}, "ray is {'bogus': 1, 'address': ''}, but must be a mapping with keys "
                                            "among address, prices, imds_url, poll_s, watch_s, notice_s, lost_after_s, "
-                                           "num_cpus, log_to_driver"),
+                                           "num_cpus, log_to_driver, lease_s, place_s"),
     ({"aws": {"lease_s": "x"}, "ray": {"bogus": 1}}, "aws.lease_s is 'x', but must be a finite number"),
     ({"theta": 2, "aws": {"lease_s": "x"}}, "theta is 2.0, but must be 0 < theta <= 1"),
 ])

@@ -259,6 +259,61 @@ def test_a_node_lost_without_drain_is_a_provider_end_and_a_dead_actor_a_failure(
     assert t0.losses == [ref.train()["loss"] for _ in range(30)]
 
 
+class CheapestLearning(Cheapest):
+    """:class:`Cheapest` among the markets no capacity refusal excluded (a ``provisioner.LearningChooser``: the
+    orchestrator hands it the backend's ``CapacityRefused``)."""
+
+    observes_instances = False
+
+    def __init__(self, hist):
+        super().__init__(hist)
+        self.out = {}
+
+    def choose(self, trial_id, now_s):
+        pool = [m for m in (A, B) if m not in self.out]
+        return _Choice(min(pool, key=lambda m: (self.hist[m].price_at(now_s), str(m))), MAX_PRICE)
+
+    def exclude(self, market, now_s, reason):
+        self.out[market] = reason
+
+    def excluded(self, now_s):
+        return dict(self.out)
+
+    def observe(self, *args):
+        pass
+
+    def signal(self, *args):
+        pass
+
+
+@pytest.mark.slow
+def test_a_market_whose_last_node_went_leaves_the_pool_and_its_trials_finish_elsewhere(tmp_path, cloud):
+    """A's only node is drained mid-segment and removed, and no node replaces it (no autoscaler): A leaves the
+    pool at the drain (a journaled capacity refusal), the trials checkpoint and relaunch on B, never on A again,
+    and the run ends (no launch waits for a node that will not come)."""
+    configs = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05}}
+    hist = history()
+    chooser = CheapestLearning(hist)
+    orch = orchestrator(sorted(configs), chooser, max_steps=40, top_k=2)
+    backend = RayBackend(orch, hist, Billing(), WORKLOAD, {t: (configs[t], 100 + i) for i, t in enumerate(sorted(configs))},
+                         FACTS.__getitem__, T0, RaySettings(store_url=str(tmp_path / "store"), time_scale=600.0,
+                                                            pace_steps=True, watch_s=60.0, max_wall_s=90.0))
+    cloud.drain_after(backend, A, "t0", 10)
+    try:
+        rec = cloud.serve(backend.run)
+        cloud.join()
+    finally:
+        cloud.restore(A)
+    assert cloud.errors == [] and len(cloud.drains) >= 1
+    for tid, tr in orch.trials.items():
+        assert tr.state is TrialState.FINISHED and tr.step == 40, tid
+        launches = [r["market"] for r in rec.log if r["kind"] == "action" and r["type"] == "Launch" and r["trial_id"] == tid]
+        assert launches[0] == str(A) and launches[-1] == str(B), tid
+        assert str(A) not in launches[launches.index(str(B)):], tid  # never back to the market that left
+    assert rec.meta["markets_withdrawn"][0]["market"] == "r3.large/us-east-1a"
+    assert list(chooser.out) == [A]  # the capacity refusal the backend reported when A's last node drained
+
+
 def test_spec_and_cli_without_ray_give_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     """``--ray-address`` is the spec's ``ray.address``; bad ``ray`` keys are one ConfigError line; without Ray
     installed ``spottune run --backend ray`` says how to install it (one line, exit 2)."""
@@ -326,3 +381,81 @@ def test_the_backend_and_the_ray_tune_scheduler_share_no_code():
             assert not any(d.startswith("spottune.integrations") for d in deps), name
         if name.startswith("spottune.integrations"):
             assert not any(d.startswith("spottune.backends") for d in deps), name
+
+
+def _named_actors():
+    import ray
+
+    return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == "spottune")
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_a_killed_driver_resumes_from_its_actors_saves(tmp_path, cloud):
+    """Decision R11: ``spottune run --backend ray`` SIGKILLed mid-training leaves its named detached actors
+    training; ``spottune resume`` at once has each save (``release``) and kills it; resumed later, after the
+    lease ran out, finds the actors gone after their own ``lease`` save. Either way each running trial continues
+    from its worker's save: every step is reported exactly once, the resume is journaled, no actor is left."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from spottune.cli import cli
+    from spottune.journal import JOURNAL_FILE, read_journal
+    from tests._ray_cloud import ROOT
+    from tests._wait import wait_until
+
+    spec = (f"workload: '{WORKLOAD}'\nmetric: loss\nmode: min\nsearch_space: {{lr: {{grid_search: [0.05, 0.1]}}}}\n"
+            "max_steps: 60\ntheta: 1.0\ntop_k: 1\ninstance_types: [r3.large]\nzones: [us-east-1a]\npredictor: none\n")
+    # the released run's lease (40 s wall at 120x) outlasts a slow resume; the other's is the 10 s floor; at 120x
+    # an hour is 30 wall seconds, so that a segment rarely hops (a fresh segment has nothing to save) meanwhile
+    leases = {"release": "ray: {lease_s: 4800.0}\n", "lease": ""}
+    for case, lease in leases.items():
+        (tmp_path / f"{case}.yaml").write_text(spec + lease)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    cases = ("release", "lease")
+    procs = {case: subprocess.Popen([sys.executable, "-c", "from spottune.cli import main; main()", "run",
+                                     "--config", str(tmp_path / f"{case}.yaml"), "--backend", "ray", "--ray-address",
+                                     cloud.cluster.address, "--time-scale", "120", "--no-progress",
+                                     "--output", str(tmp_path / case)],
+                                    env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for case in cases}  # both runs at once (each has its own key, so its own actor names)
+
+    def both_training(journal):
+        lines = journal.read_text().splitlines() if journal.exists() else []
+        return all(any('"step":5,"time_s"' in x and f'"trial_id":"{t}"' in x for x in lines) for t in ("t00", "t01"))
+
+    wait_until(lambda: all(both_training(tmp_path / c / JOURNAL_FILE) for c in cases), 120, interval_s=0.005,
+               what="both trials of both runs past step 5")
+    before = {}
+    for case in cases:
+        os.kill(procs[case].pid, signal.SIGKILL)
+        procs[case].wait()
+        before[case] = len(read_journal(tmp_path / case / JOURNAL_FILE))
+    assert len(_named_actors()) == 4  # they outlive their drivers
+    taken = {}
+    for case in cases:
+        out = tmp_path / case
+        journal = out / JOURNAL_FILE
+        if case == "lease":  # no renewal: each saves (reason lease) and ends within the 10 s wall lease
+            wait_until(lambda: not _named_actors(), 60, interval_s=0.1, what="the actors' lease ran out")
+        result = CliRunner().invoke(cli, ["resume", str(out), "--no-progress"])
+        assert result.exit_code == 0, result.output
+        assert len(read_journal(journal)) > before[case]
+        (entry,) = json.loads((out / "summary.json").read_text())["settings"]["resumes"]
+        expect = {"release": "released", "lease": "gone"}[case]
+        assert list(entry["actors"].values()) == [expect, expect], case  # the two live segments' actors
+        # a trial whose segment had not trained since its restore (an hourly hop just before) has no save to take
+        assert set(entry["worker_saves"]) <= {"t00", "t01"}, case
+        taken[case] = entry["worker_saves"]
+        steps = {}
+        for r in read_journal(journal):
+            if r["k"] == "event" and r["e"]["type"] == "MetricReported":
+                steps.setdefault(r["e"]["trial_id"], []).append(r["e"]["step"])
+        assert steps == {"t00": list(range(1, 61)), "t01": list(range(1, 61))}, case  # none redone, none missing
+    assert any(taken.values()), taken  # the trials continued from their workers' saves
+    assert _named_actors() == []

@@ -48,10 +48,10 @@ from spottune.backends.local._clock import ScaledClock
 from spottune.backends.local._messages import CheckpointCommand, Failed, Metric, Notice, Ready, Report, Saved
 from spottune.errors import BackendError
 from spottune.journal import decode_event
-from spottune.orchestrator import (Checkpoint, EndReason, Launch, LaunchFailed, MarketSignal, Orchestrator,
-                                   Terminate)
+from spottune.orchestrator import (CapacityRefused, Checkpoint, EndReason, Launch, LaunchFailed, MarketSignal,
+                                   Orchestrator, Terminate)
 
-__all__ = ["TRANSITIONS", "Phase", "WorkerDriver", "WorkerInstance", "driver_attribute"]
+__all__ = ["TRANSITIONS", "Phase", "WorkerDriver", "WorkerInstance", "driver_attribute", "orphan_save"]
 
 
 class Phase(enum.Enum):
@@ -733,6 +733,22 @@ class WorkerDriver(ReplayDriver):
         """
         self._inform(event)
 
+    def refuse_capacity(self, market: Any, t: float, reason: str) -> None:
+        """Journal that ``market`` cannot take a launch now (a ``capacity`` outcome) and hand ``CapacityRefused``
+        to the orchestrator (a chooser with exclusions leaves the market out; a resume replays it).
+
+        Parameters
+        ----------
+        market : spotmarket.prices.Market
+        t : float
+            Engine time, seconds since the epoch.
+        reason : str
+            Why, one line (kept as the exclusion's reason).
+        """
+        if self.journal is not None:
+            self.journal.outcome("capacity", str(market), reason=reason, time_s=float(t))
+        self._inform(CapacityRefused(time_s=float(t), market=market, reason=reason))
+
     def signal(self, market: Any, kind: str, value: float, t: float) -> None:
         """Journal one market signal (:mod:`spottune.backends.aws._signals`) and hand it to the predictor (a
         resume replays it from the journal); it is also listed in ``record.meta["signals"]``.
@@ -849,6 +865,12 @@ class WorkerDriver(ReplayDriver):
             from spotmarket.prices import Market
 
             self._apply_signal(Market.parse(rec["id"]), rec["signal"], float(rec["value"]), float(rec["time_s"]))
+        elif rec["k"] == "outcome" and rec["op"] == "capacity":
+            from spotmarket.prices import Market
+
+            self._inform(CapacityRefused(time_s=float(rec["time_s"]), market=Market.parse(rec["id"]),
+                                         reason=str(rec["reason"])))
+
 
     def _replay_event(self, event: Any, launches: dict[str, Any], wakes: list[tuple[str, float]]) -> None:
         from spottune import orchestrator as ev
@@ -988,6 +1010,38 @@ class WorkerDriver(ReplayDriver):
         """After a resume, with the clock running: the wake-ups the replay left pending go on the clock again."""
         for trial_id, at_s in self._resumed or ():
             self._wake_at(trial_id, at_s)
+
+
+def orphan_save(store: Callable[[], Any], inst: WorkerInstance, meta: dict[str, Any]) -> Any:
+    """Resume: the checkpoint the worker of ``inst`` saved on its own when its driver died (a ``lease`` save), or None.
+
+    It is the trial's newest intact version in the store (manifest authenticated with the experiment's key), if
+    ``inst``'s worker wrote it (its metadata's ``instance_id``); decision CS4.
+
+    Parameters
+    ----------
+    store : callable
+        Returns the opened checkpoint store (:func:`spottune.checkpoint.open_store`); called here, so that an
+        unreachable store is caught like an unreadable one.
+    inst : WorkerInstance
+        An instance rebuilt by :meth:`WorkerDriver.replay_journal`.
+    meta : dict
+        The run record's ``meta``: an unreadable store is noted in its ``resume_store_errors``.
+
+    Returns
+    -------
+    spottune.checkpoint.CheckpointInfo or None
+        The save (its ``step`` and ``metadata``), or None: no save of ``inst``, or the store could not be read
+        (the trial then relaunches from its confirmed checkpoint, as without one).
+    """
+    try:
+        info = store().latest_good(inst.trial_id)
+    except Exception as exc:  # noqa: BLE001 - unreadable store: relaunch from the confirmed checkpoint
+        meta.setdefault("resume_store_errors", []).append(f"{inst.trial_id}: {exc}")
+        return None
+    if info is None or info.metadata.get("instance_id") != inst.instance_id:
+        return None
+    return info
 
 
 def driver_attribute(name: str, doc: str, *, part: str = "driver") -> property:

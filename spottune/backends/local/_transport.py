@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spotmarket import Cause
-from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance
+from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance, orphan_save
 from spottune.backends.local._messages import CheckpointCommand, Notice
 from spottune.backends.local._pool import Worker, WorkerPool, kill_leftover_workers, segment_argv
 from spottune.backends.local.imds import ImdsEmulator
@@ -380,22 +380,17 @@ class ProcessTransport:
         d.journal.resumed(entry)
 
     def _orphan_save(self, inst: ProcessInstance) -> Any:
-        """The checkpoint ``inst``'s worker saved on its own when the driver died, or None: the trial's newest
-        intact version in the store (manifest authenticated with the experiment's key), if ``inst`` wrote it."""
-        from spottune.checkpoint import open_store
-        from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, store_key
+        """The checkpoint the worker of ``inst`` saved on its own when the driver died (:func:`orphan_save`), or None."""
+        def store() -> Any:
+            from spottune.checkpoint import open_store
+            from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, store_key
 
-        try:
             if self._store is None:
                 self._store = open_store(self.settings.store_url, self.settings.storage_options,
                                          key=store_key({CHECKPOINT_KEY_ENV: self.pool.checkpoint_key}))
-            info = self._store.latest_good(inst.trial_id)
-        except Exception as exc:  # unreadable store: relaunch from the confirmed checkpoint, as without one
-            self.driver.record.meta.setdefault("resume_store_errors", []).append(f"{inst.trial_id}: {exc}")
-            return None
-        if info is None or info.metadata.get("instance_id") != inst.instance_id:
-            return None
-        return info
+            return self._store
+
+        return orphan_save(store, inst, self.driver.record.meta)
 
     def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
         """Rebuild the instance of a journaled fulfilled launch (its worker died with the killed run).

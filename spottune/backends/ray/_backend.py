@@ -11,7 +11,7 @@ backends); only the effects differ, and they are the Ray-actor transport's
   ``market:<type>/<zone>`` or the labels ``ray.io/market-type``, ``ray.io/availability-zone``,
   ``ray.io/instance-type``) are the chooser's pool; a ``Launch`` for a market the cluster does not offer
   is answered ``LaunchFailed``.
-- **Launch** = a :class:`~._actor.SegmentActor` (``max_restarts=0``, ``max_concurrency=2``) pinned to a
+- **Launch** = a :class:`~._actor.SegmentActor` (``max_restarts=0``, ``max_concurrency=4``) pinned to a
   node of the chosen market by its resource or a ``label_selector``; billing starts at the ``Launch``
   (the autoscaler starts a node if none is free), ``TrialLaunched`` at the worker's ``ready``.
 - **Reports** stream from the actor's generator method (one reader thread per segment); **commands**
@@ -143,7 +143,8 @@ class RayBackend(Driver):
         return self.driver.run()
 
     def resume(self, records: list[dict[str, Any]]) -> None:
-        """Not supported: a killed ray run cannot be continued (its actors died with their driver's job).
+        """Continue a killed run from its journal: the killed run's live actors save what they trained and
+        are killed, each running trial continues from that save (:meth:`RayActorTransport.resume`, decision R11).
 
         Parameters
         ----------
@@ -153,6 +154,6 @@ class RayBackend(Driver):
         Raises
         ------
         BackendError
-            Always ("the ray backend cannot resume a run"; docs/guide/ray.md, what is left out).
+            If the cluster cannot be reached, or the journal holds a record out of order.
         """
         self.driver.resume(records)

@@ -236,6 +236,24 @@ def configured_markets(config: Any) -> list[OfferedMarket]:
     return [found[k] for k in sorted(found)]
 
 
+def autoscaler_markets() -> list[OfferedMarket]:
+    """The markets the connected cluster's autoscaler node types offer (:func:`configured_markets` of the GCS's
+    cluster config; empty without an autoscaler).
+
+    Returns
+    -------
+    list of OfferedMarket
+        Sorted by (instance type, zone); ``nodes`` is 0.
+    """
+    from ray._private import state
+
+    try:
+        config = state.state.get_cluster_config()
+    except Exception:  # noqa: BLE001 - no autoscaler state in this cluster
+        config = None
+    return configured_markets(config)
+
+
 def cluster_markets() -> list[OfferedMarket]:
     """Every market the connected cluster offers: its live nodes' (:func:`offered_markets`) and its
     autoscaler's node types' (:func:`configured_markets`, from the GCS), sorted by (type, zone).
@@ -251,11 +269,7 @@ def cluster_markets() -> list[OfferedMarket]:
     from ray._private import state
 
     live = {(m.instance_type, m.availability_zone): m for m in offered_markets(ray.nodes())}
-    try:
-        config = state.state.get_cluster_config()
-    except Exception:  # noqa: BLE001 - no autoscaler state in this cluster
-        config = None
-    for m in configured_markets(config):
+    for m in autoscaler_markets():
         key = (m.instance_type, m.availability_zone)
         if key not in live or live[key].by != "resource":
             live[key] = OfferedMarket(m.instance_type, m.availability_zone, "resource", live[key].nodes if key in live else 0)

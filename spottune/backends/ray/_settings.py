@@ -17,7 +17,8 @@ class RaySettings(RayOptions):
 
     The experiment spec's ``ray`` options are the fields of :class:`spottune.experiment.RayOptions` (``address``,
     ``prices``, ``imds_url``, ``poll_s``, ``watch_s``, ``notice_s``, ``lost_after_s``, ``num_cpus``,
-    ``log_to_driver``), which this class extends with what the driver sets; every field is a keyword.
+    ``log_to_driver``, ``lease_s``, ``place_s``), which this class extends with what the driver sets; every
+    field is a keyword.
 
     Parameters
     ----------

@@ -3,7 +3,7 @@
 :class:`RayActorTransport` is the ray backend's :class:`~spottune.backends._transport.WorkerTransport`
 (docs/design/decisions.md R1-R8):
 
-- **launch**: a :class:`~._actor.SegmentActor` (``max_restarts=0``, ``max_concurrency=2``) pinned to a node of
+- **launch**: a :class:`~._actor.SegmentActor` (``max_restarts=0``, ``max_concurrency=4``) pinned to a node of
   the chosen market by its resource or a ``label_selector`` (:mod:`._cluster`); a market the cluster does not
   offer is answered ``LaunchFailed``. Billing starts at the launch.
 - **command**: the actor's second concurrency slot (its worker loop's stdin).
@@ -15,10 +15,16 @@
   any other actor death is ``SegmentFailed``.
 - **prices**: the price table's constant price for a market it names, else the replayed history; node time per
   market goes to ``meta["nodes"]`` (an estimate of the cluster's bill).
+- **crash safety** (decision R11): every actor is named (:func:`~._actor.actor_name`: the run's tag and the
+  instance id, namespace ``spottune``) and detached, so it outlives a killed driver; a renewal thread renews
+  each live actor's lease every quarter of it. An actor whose lease runs out saves a ``lease`` checkpoint and
+  ends; :meth:`RayActorTransport.resume` finds the killed run's live actors by name, has them save at once
+  (``release``), kills them and continues each running trial from its worker's save.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import threading
@@ -29,14 +35,14 @@ from typing import Any
 
 from spotmarket import Cause
 from spottune.speed import seconds_per_step
-from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance
+from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance, orphan_save
 from spottune.backends.local._messages import CheckpointCommand, Exited, Notice, decode_report, encode
 from spottune.backends.local._pool import segment_argv
-from spottune.backends.ray._cluster import (OfferedMarket, cluster_markets, connect, draining_nodes, import_ray,
-                                            node_markets, placement)
+from spottune.backends.ray._cluster import (OfferedMarket, autoscaler_markets, cluster_markets, connect,
+                                            draining_nodes, import_ray, node_markets, placement)
 from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, split_secrets, worker_env
 from spottune.errors import BackendError
-from spottune.orchestrator import Launch, LaunchFailed
+from spottune.orchestrator import EndReason, Launch, LaunchFailed, RevocationNotice
 
 __all__ = ["NODE_LOST", "PREEMPTED", "ActorInstance", "RayActorTransport"]
 
@@ -49,6 +55,14 @@ NODE_LOST = "node-lost"
 
 log = logging.getLogger(__name__)
 _MIN_WALL_S = 0.05
+#: The wall lease of a segment actor is never shorter (a loaded driver must not lose its own actors).
+MIN_LEASE_WALL_S = 10.0
+#: The wall bound on a launch's wait for a node is never shorter (a Ray worker start takes 1-2.5 s here).
+MIN_PLACE_WALL_S = 10.0
+#: Ledger reason of a launch that got no node within ``place_s`` (or whose market's last node went).
+UNPLACED = "unplaced"
+#: Wall seconds a resume waits for each live actor of the killed run to finish its ``lease`` save.
+RELEASE_WALL_S = 30.0
 _ACTIVE = (Phase.BOOTING, Phase.RUNNING, Phase.CHECKPOINTING)
 
 
@@ -118,7 +132,20 @@ class RayActorTransport:
         self._seen: set[tuple[str, str]] = set()  # what the watcher reported: ("up"|"drain"|"dead", node id)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._autoscaled: set[str] = set()  # markets the autoscaler's node types offer (they never leave the pool)
+        self._saves: dict[str, Any] = {}  # instance id -> its worker's own save, taken over by a resume
+        self._store: Any = None
 
+    @property
+    def run_tag(self) -> str:
+        """The run's tag in its actors' names: 16 hex digits of SHA-256 over the checkpoint key and the store
+        (the same for a resume of the run, which keeps both; the key itself never leaves this process)."""
+        return hashlib.sha256(f"{self.checkpoint_key}|{self.settings.store_url}".encode()).hexdigest()[:16]
+
+    @property
+    def lease_wall_s(self) -> float:
+        """Wall seconds of an actor's lease: ``lease_s / time_scale``, at least :data:`MIN_LEASE_WALL_S`."""
+        return max(MIN_LEASE_WALL_S, self.settings.wall(self.settings.lease_s))
     def bind(self, driver: WorkerDriver) -> None:
         """Keep the driver; the price history's end bounds the run.
 
@@ -147,6 +174,7 @@ class RayActorTransport:
         connect(self.settings.address, log_to_driver=self.settings.log_to_driver)
         if not self._markets_given:
             self.markets = {m.key: m for m in cluster_markets()}
+            self._autoscaled = {m.key for m in autoscaler_markets()}
         if not self.markets:
             raise BackendError("ray backend: the Ray cluster offers no spot market (a node resource "
                                "'market:<instance type>/<zone>' or the labels ray.io/market-type: spot, "
@@ -159,9 +187,10 @@ class RayActorTransport:
 
     def watch(self) -> None:
         self._look()  # the nodes at the start
-        th = threading.Thread(target=self._watch, daemon=True, name="ray-watch")
-        th.start()
-        self._threads.append(th)
+        for target, name in ((self._watch, "ray-watch"), (self._renew, "ray-lease")):
+            th = threading.Thread(target=target, daemon=True, name=name)
+            th.start()
+            self._threads.append(th)
 
     def stop(self) -> None:
         self._stop.set()
@@ -205,7 +234,8 @@ class RayActorTransport:
             False for a kind this transport does not enqueue.
         """
         handler = {"placed": self._on_placed, "died": self._on_died, "lost": self._on_lost, "drain": self._on_drain,
-                   "node_up": self._on_node_up, "node_dead": self._on_node_dead}.get(kind)
+                   "node_up": self._on_node_up, "node_dead": self._on_node_dead,
+                   "unplaced": self._on_unplaced}.get(kind)
         if handler is None:
             return False
         handler(*args)
@@ -219,6 +249,16 @@ class RayActorTransport:
                 self._look()
             except Exception as exc:  # noqa: BLE001 - a GCS hiccup: log, look again next time
                 log.warning("ray backend: watching the cluster failed: %s: %s", type(exc).__name__, exc)
+
+    def _renew(self) -> None:
+        """Renew the lease of every live actor, every quarter of it (fire and forget)."""
+        while not self._stop.wait(self.lease_wall_s / 4):
+            try:
+                for inst in list(self.driver.instances.values()):
+                    if inst.alive and inst.actor is not None and not inst.killed:
+                        inst.actor.renew.remote()
+            except Exception as exc:  # noqa: BLE001 - a dict resized meanwhile or a dead actor: next time
+                log.debug("ray backend: lease renewal: %s: %s", type(exc).__name__, exc)
 
     def _look(self) -> None:
         """One look at the GCS: new nodes, new draining nodes, dead nodes (each reported once, in that order)."""
@@ -240,6 +280,12 @@ class RayActorTransport:
                 put(("drain", nid, int(deadline_ms), seen_wall))
 
     def _on_node_up(self, nid: str, markets: list[tuple[str, str, str]]) -> None:
+        for itype, zone, _ in markets:
+            key = f"{itype}/{zone}"
+            if key not in self.markets and any(w["market"] == key for w in
+                                               self.driver.record.meta.get("markets_withdrawn", ())):
+                self.driver.record.meta.setdefault("markets_returned", []).append(
+                    {"market": key, "time_s": self.driver.now_s()})
         if nid not in self._nodes:
             self._nodes[nid] = _Node(nid, [f"{t}/{z}" for t, z, _ in markets], self.driver.now_s())
             for itype, zone, by in markets:  # a node of a market not offered at the start: offered from now on
@@ -256,6 +302,7 @@ class RayActorTransport:
         node.extra.update(drain_seen_s=now, drain_seen_wall=seen_wall, deadline_ms=deadline_ms)
         for iid in sorted(self._on_node.get(nid, ())):
             self._notice(self.driver.instances[iid], node)
+        self._withdraw_unserved(node, "its last node is draining")
 
     def _notice(self, inst: ActorInstance, node: _Node) -> None:
         """The node of ``inst`` is being drained: ``RevocationNotice`` with the drain's deadline."""
@@ -292,7 +339,29 @@ class RayActorTransport:
         for iid in sorted(self._on_node.get(nid, ())):
             inst = self.driver.instances[iid]
             self._provider_end(inst, inst.reason or (PREEMPTED if node.drain_deadline_s is not None else NODE_LOST))
+        self._withdraw_unserved(node, "its last node died")
 
+    def _withdraw_unserved(self, node: _Node, why: str) -> None:
+        """A market of ``node`` that no other live, undrained node offers and no autoscaler node type offers
+        leaves the pool: a capacity refusal (journaled) makes a chooser with exclusions go elsewhere, a launch
+        there is refused at once, and a launch still waiting for a node there fails now. A node of it that
+        comes up later brings it back (:meth:`_on_node_up`)."""
+        d = self.driver
+        for key in node.markets:
+            if key not in self.markets or key in self._autoscaled:
+                continue
+            if any(n.end_s is None and n.drain_deadline_s is None and key in n.markets for n in self._nodes.values()):
+                continue
+            from spotmarket.prices import Market
+
+            del self.markets[key]
+            itype, _, zone = key.partition("/")
+            now = d.now_s()
+            d.record.meta.setdefault("markets_withdrawn", []).append({"market": key, "time_s": now, "why": why})
+            d.refuse_capacity(Market(zone, itype), now, f"ray: no node of {key} is left ({why})")
+            for inst in list(d.instances.values()):
+                if inst.key == key and not inst.node_id:
+                    self._on_unplaced(inst, f"no node of {key} is left ({why})", refuse=False)
     # -- effects --------------------------------------------------------------------------------------
     def launch(self, action: Launch) -> None:
         """Start the segment's actor on a node of the market (refused at once if the cluster offers none).
@@ -311,6 +380,7 @@ class RayActorTransport:
             error = f"the Ray cluster offers no node of market {key}"
             if d.journal is not None:
                 d.journal.outcome("launch", action.trial_id, instance_id="", fulfilled=False, time_s=t, error=error)
+            d.refuse_capacity(m, t, f"ray: {error}")
             d.post(LaunchFailed(time_s=t, trial_id=action.trial_id, error=error))
             return
         iid = d.sequential_id()
@@ -326,7 +396,7 @@ class RayActorTransport:
                               keep=s.checkpoint_keep)]
         from spottune.backends.ray._actor import segment_actor
 
-        actor = segment_actor().options(num_cpus=s.num_cpus, **placement(offered)).remote()
+        actor = self._new_actor(iid, offered)
         # storage options and the key are method arguments (Ray's object store), never a command line
         stream = actor.run.options(num_returns="streaming").remote(argv, public, self.checkpoint_key)
         if d.journal is not None:
@@ -338,8 +408,35 @@ class RayActorTransport:
                              saved_step=action.resume_step, resume_step=action.resume_step, actor=actor, key=key)
         inst.stats.update(trial=action.trial_id, market=key, launch_wall_s=d.clock.wall_s())
         d.add_instance(inst)
+        d.at(t + max(MIN_PLACE_WALL_S, s.wall(s.place_s)) * s.time_scale,
+             ("unplaced", inst, f"no node of {key} within {s.place_s:g} s"))
         reader = threading.Thread(target=self._read, args=(inst, stream), daemon=True, name=f"ray-{iid}")
         reader.start()
+
+    def _new_actor(self, iid: str, offered: OfferedMarket) -> Any:
+        """A named detached :class:`~._actor.SegmentActor` for ``iid`` on a node of ``offered`` (an actor left
+        with that name by a killed run that was never resumed is killed first)."""
+        from spottune.backends.ray._actor import NAMESPACE, actor_name, segment_actor
+
+        name = actor_name(self.run_tag, iid)
+        options = dict(num_cpus=self.settings.num_cpus, name=name, namespace=NAMESPACE, lifetime="detached",
+                       **placement(offered))
+        try:
+            return segment_actor().options(**options).remote(self.lease_wall_s)
+        except ValueError:  # the name is taken
+            old = self._find_actor(iid)
+            if old is not None:
+                self._ray.kill(old, no_restart=True)
+            return segment_actor().options(**options).remote(self.lease_wall_s)
+
+    def _find_actor(self, iid: str) -> Any:
+        """The live actor named for ``iid`` in this run, or None."""
+        from spottune.backends.ray._actor import NAMESPACE, actor_name
+
+        try:
+            return self._ray.get_actor(actor_name(self.run_tag, iid), namespace=NAMESPACE)
+        except ValueError:
+            return None
 
     def _read(self, inst: ActorInstance, stream: Any) -> None:
         """Reader thread of one segment: the node id, every report, then the end (or the actor's death)."""
@@ -364,7 +461,24 @@ class RayActorTransport:
             return
         put(("eof", inst, code))
 
+    def _on_unplaced(self, inst: ActorInstance, why: str, refuse: bool = True) -> None:
+        """The launch of ``inst`` got no node: its actor is killed, it is billed to now (user, ``unplaced``), the market
+        is refused for capacity (``refuse``; a chooser with exclusions goes elsewhere), and the trial gets
+        ``LaunchFailed``."""
+        d = self.driver
+        if inst.node_id or not inst.alive or inst.gone:
+            return
+        now = d.now_s()
+        d.kill(inst)
+        inst.stats["unplaced"] = why
+        d.end(inst, now, "user", UNPLACED)
+        if refuse:
+            d.refuse_capacity(inst.market, now, f"ray: {why}")
+        d.post(LaunchFailed(time_s=now, trial_id=inst.trial_id, error=why))
+
     def _on_placed(self, inst: ActorInstance, nid: str) -> None:
+        if not inst.alive or inst.gone:
+            return  # its launch already failed (no node in time)
         inst.node_id = nid
         inst.stats.update(node=nid, placed_wall_s=self.driver.clock.wall_s())
         self._on_node.setdefault(nid, set()).add(inst.instance_id)
@@ -454,13 +568,14 @@ class RayActorTransport:
         return False
 
     def ended(self, inst: ActorInstance) -> None:
-        """Nothing kept: the actor is killed or died with its node.
+        """Nothing kept: the actor is killed (it is detached: it would otherwise outlive the run until its lease).
 
         Parameters
         ----------
         inst : ActorInstance
             The instance.
         """
+        self._kill_actor(inst)
 
     def next_instance_id(self) -> str:
         """The driver's next sequential id.
@@ -529,9 +644,20 @@ class RayActorTransport:
         d.record.meta["nodes"] = rows
         d.record.meta["node_usd"] = total
 
-    # -- crash safety: not supported ------------------------------------------------------------------------
+    # -- crash safety ------------------------------------------------------------------------------------
     def resume(self, records: list[dict[str, Any]]) -> None:
-        """Not supported: a killed ray run cannot be continued (its actors died with their driver's job).
+        """Continue a killed run: replay its journal, take over its live actors' saves, then relaunch (R11).
+
+        1. Connect to the cluster; the journaled events are delivered again to the fresh orchestrator
+           (:meth:`WorkerDriver.replay_journal`, as on the local backend: decision CS4).
+        2. Every instance still alive in the journal whose actor still lives (found by name:
+           :func:`~._actor.actor_name`) is released: its worker saves what it trained since its restore
+           (a ``lease`` checkpoint) and stops, waited for at most :data:`RELEASE_WALL_S` wall seconds; then
+           the actor is killed. An actor whose lease already ran out saved and ended on its own.
+        3. The clock restarts at the last journaled time, or later by the steps a worker trained after its
+           last journaled report before it saved them (they took engine time, at its instance's speed).
+           :meth:`reconcile` then continues each running trial from its worker's save
+           (:meth:`WorkerDriver.adopt_orphan_save`), or relaunches it from its last confirmed checkpoint.
 
         Parameters
         ----------
@@ -541,15 +667,105 @@ class RayActorTransport:
         Raises
         ------
         BackendError
-            Always ("the ray backend cannot resume a run"; docs/guide/ray.md, what is left out).
+            If the cluster cannot be reached, the driver has no journal, or the journal holds a record out
+            of order.
         """
-        raise BackendError("the ray backend cannot resume a run (docs/guide/ray.md)")
+        d = self.driver
+        connect(self.settings.address, log_to_driver=self.settings.log_to_driver)
+        d.replay_journal()
+        actors: dict[str, str] = {}
+        released = []
+        for inst in d.instances.values():
+            if not inst.alive:
+                continue
+            actor = self._find_actor(inst.instance_id)
+            if actor is None:
+                actors[inst.instance_id] = "gone"
+                continue
+            released.append((inst.instance_id, actor, actor.release.remote(RELEASE_WALL_S)))
+        for iid, actor, ref in released:
+            try:
+                done = bool(self._ray.get(ref, timeout=RELEASE_WALL_S + 10))
+            except Exception as exc:  # noqa: BLE001 - it died meanwhile (its lease ran out): its save is in the store
+                done = type(exc).__name__
+            actors[iid] = "released" if done is True else f"killed ({done or 'save not finished'})"
+            try:
+                self._ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        last: dict[str, float] = {}
+        for rec in records:
+            e = rec.get("e") if rec.get("k") == "event" else None
+            if e is not None and e.get("type") in ("TrialLaunched", "MetricReported"):
+                last[e["instance_id"]] = float(e["time_s"])
+        self._saves, stop_s = {}, d.log_s
+        for inst in d.instances.values():
+            tr = d.orchestrator.trials[inst.trial_id]
+            if inst.alive and inst.launched and tr.instance_id == inst.instance_id:
+                info = self._orphan_save(inst)
+                if info is not None:
+                    self._saves[inst.instance_id] = info
+                    stop_s = max(stop_s, last.get(inst.instance_id, d.log_s)
+                                 + max(0, info.step - inst.step) * inst.seconds_per_step)
+        d.log_s = stop_s
+        d.restart_clock(stop_s)
+        d.note_resume({"at_s": d.log_s, "records": d.journal.n, "actors": actors}, journal=False)
+
+    def _orphan_save(self, inst: ActorInstance) -> Any:
+        """The checkpoint the worker of ``inst`` saved on its own (:func:`orphan_save`), or None."""
+        def store() -> Any:
+            from spottune.checkpoint import open_store
+            from spottune.checkpoint._secrets import store_key
+
+            if self._store is None:
+                self._store = open_store(self.settings.store_url, self.settings.storage_options,
+                                         key=store_key({CHECKPOINT_KEY_ENV: self.checkpoint_key}))
+            return self._store
+
+        return orphan_save(store, inst, self.driver.record.meta)
 
     def reconcile(self) -> None:
-        """Never called: :meth:`resume` refuses."""
+        """After a resume, on the driver thread with the clock running (see :meth:`resume`, step 3).
+
+        A trial running at the crash continues from its worker's save if there is one (its instance billed to
+        now, ended by the user, reason ``restart``); else it relaunches from its last confirmed checkpoint
+        (``SegmentEnded(provider)``, or ``LaunchFailed`` for one still booting). An instance its trial had left
+        (revoked and saved) is billed to its drain deadline or now, whichever is first. The resume is journaled
+        with the trials continued from their workers' saves (``worker_saves``) and what became of each actor.
+        """
+        d = self.driver
+        d.rearm_wakeups()
+        d.post_lost_events(d.now_s())
+        taken: dict[str, int] = {}
+        now = d.now_s()  # every actor of the killed run ended by now (the instances are billed to it)
+        for inst in list(d.instances.values()):
+            if not inst.alive:
+                continue
+            tr = d.orchestrator.trials[inst.trial_id]
+            inst.phase = Phase.KILLED  # its actor was killed by resume() or ended on its own
+            inst.killed = True
+            if inst.launched and tr.instance_id != inst.instance_id:
+                if inst.notified and math.isfinite(inst.termination_s):
+                    d.end(inst, min(inst.termination_s, now), "provider", inst.reason)
+                else:
+                    d.end(inst, now, "user", "restart")
+                continue
+            saved = self._saves.get(inst.instance_id)
+            if saved is not None and d.adopt_orphan_save(inst, saved.step, saved.metadata.get("metrics")):
+                taken[inst.trial_id] = saved.step
+                d.end(inst, now, "user", "restart")
+                continue
+            d.end(inst, now, "user", "restart")
+            if inst.launched:
+                d.post(inst.segment_ended(now, EndReason.PROVIDER))
+            else:
+                d.post(LaunchFailed(time_s=now, trial_id=inst.trial_id, error="orchestrator restarted"))
+        entry = d.record.meta["resumes"][-1]
+        entry["worker_saves"] = taken
+        d.journal.resumed(entry)
 
     def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
-        """Never called: :meth:`resume` refuses.
+        """Rebuild the instance of a journaled fulfilled launch (its actor is found by name in :meth:`resume`).
 
         Parameters
         ----------
@@ -558,9 +774,19 @@ class RayActorTransport:
         action : spottune.orchestrator.Launch
             The launch it answered.
         """
+        d = self.driver
+        m = action.market
+        vcpus, ecu = d.instance_facts(m.instance_type)
+        iid = rec["instance_id"]
+        d.instances[iid] = ActorInstance(
+            instance_id=iid, trial_id=action.trial_id, market=m, max_price=action.max_price_usd_per_hour,
+            started_s=float(rec["time_s"]), notice_s=float(rec["notice_s"]), termination_s=float(rec["termination_s"]),
+            seconds_per_step=seconds_per_step(d.ref_sps, vcpus, ecu), vcpus=vcpus, reason=str(rec["cause"]),
+            step=action.resume_step, saved_step=action.resume_step, resume_step=action.resume_step,
+            key=f"{m.instance_type}/{m.availability_zone}")
 
     def replay_refused(self, rec: dict[str, Any], action: Launch) -> None:
-        """Never called: :meth:`resume` refuses.
+        """Nothing to rebuild: a market the cluster did not offer answered ``LaunchFailed`` (a journaled event).
 
         Parameters
         ----------
@@ -571,10 +797,16 @@ class RayActorTransport:
         """
 
     def replay_event(self, event: Any) -> None:
-        """Never called: :meth:`resume` refuses.
+        """A replayed ``RevocationNotice`` (a drain or IMDS notice) marks its instance noticed, with its deadline.
 
         Parameters
         ----------
         event : spottune.orchestrator.Event
             The replayed event.
         """
+        if isinstance(event, RevocationNotice):
+            inst = self.driver.instances.get(event.instance_id)
+            if inst is not None and not inst.notified:
+                inst.notified = True
+                inst.notice_s, inst.termination_s = float(event.time_s), float(event.deadline_s)
+                inst.reason = inst.reason or PREEMPTED
