@@ -155,7 +155,8 @@ def check_supported(spec: ExperimentSpec) -> None:
 
 
 def build(spec: ExperimentSpec, *, progress: Progress | None = None, output: str | Path | None = None,
-          log_fn: Callable[[str], None] | None = None, live_start_s: float | None = None) -> Experiment:
+          log_fn: Callable[[str], None] | None = None, live_start_s: float | None = None,
+          dry_run: bool = False) -> Experiment:
     """Build every part of ``spec``: market, predictor, provisioner, curve model, orchestrator, backend.
 
     Parameters
@@ -173,6 +174,9 @@ def build(spec: ExperimentSpec, *, progress: Progress | None = None, output: str
     live_start_s : float, optional
         aws with live prices: the start of the run being resumed (its journaled ``ExperimentStarted``), so
         the provisioner sees the prices it saw then; default: now.
+    dry_run : bool, default False
+        Built to be looked at (:func:`dry_run`), never run: the aws backend does not require ``aws.image`` and
+        ``aws.ami``.
 
     Returns
     -------
@@ -199,7 +203,7 @@ def build(spec: ExperimentSpec, *, progress: Progress | None = None, output: str
                           instance_types=spec.instance_types, availability_zones=spec.availability_zones,
                           history=history, markets=pool)
     start_s = float(to_seconds(spec.start)) if live is None else live[1]
-    check_start(market, start_s, spec.train_days)
+    check_start(market, start_s, spec.train_days, live=live is not None)
     if live is None and log_fn is not None:
         for note in gap_warnings(market, start_s):
             log_fn(note)
@@ -220,7 +224,7 @@ def build(spec: ExperimentSpec, *, progress: Progress | None = None, output: str
                                   progress=progress)
     elif spec.backend == "aws":
         backend = aws_backend(spec, orch, Billing(spec.billing), trials, market, start_s, live=live is not None,
-                              output=output, progress=progress)
+                              output=output, progress=progress, dry_run=dry_run)
     elif spec.backend == "ray":
         folder = Path(output) if output is not None else Path(tempfile.mkdtemp(prefix="spottune-run-"))
         backend = ray_backend(spec, orch, Billing(spec.billing), trials, market, start_s, offered=offered,
@@ -293,7 +297,7 @@ def dry_run(spec: ExperimentSpec, *, log_fn: Callable[[str], None] | None = None
     ConfigError
         As :func:`build`.
     """
-    exp = build(spec, log_fn=log_fn)
+    exp = build(spec, log_fn=log_fn, dry_run=True)
     p = launch_plan(exp.orchestrator.chooser, [t.trial_id for t in exp.trials], exp.start_s,
              steps_left=spec.theta * spec.max_steps)
     return p.render(max_usd_per_hour=spec.max_usd_per_hour, budget_usd=spec.budget_usd)
