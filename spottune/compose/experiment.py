@@ -238,8 +238,8 @@ def build(spec: ExperimentSpec, *, progress: Progress | None = None, output: str
                                  checkpoint_key=experiment_key(folder))
         backend = LocalBackend(*parts, spec.workload, {t.trial_id: (t.config, t.seed) for t in trials}, market.facts,
                                start_s, settings, progress=progress)
-    if spec.backend != "aws":  # the aws backend checks its own (AwsSettings); the same rule, _caps.check_caps
-        backend.budget_usd, backend.max_usd_per_hour = spec.budget_usd, spec.max_usd_per_hour
+    # one guard for every backend (ReplayDriver's, decision DB5); the aws backend has it from its settings too
+    backend.budget_usd, backend.max_usd_per_hour = spec.budget_usd, spec.max_usd_per_hour
     return Experiment(spec=spec, market=market, start_s=start_s, trials=trials, predictor_desc=desc,
                       orchestrator=orch, backend=backend, curves=curves,
                       configs={t.trial_id: t.config for t in trials}, plan=plan)

@@ -3,7 +3,7 @@
 :class:`Ec2Transport` is the aws backend's :class:`~spottune.backends._transport.WorkerTransport` (decisions
 AWS1-AWS15 in docs/design/decisions.md):
 
-- **launch** (:mod:`._launch`): spending caps first (:mod:`._safety`), then the segment description goes to
+- **launch** (:mod:`._launch`): the driver checks the spending caps first (decision DB5), then the segment description goes to
   S3 and one ``run_instances`` (spot, max price, zone, tags, user data) starts the instance. A refusal is
   ``LaunchFailed`` with the AWS error code; a capacity refusal is first delivered as ``CapacityRefused``
   (:meth:`WorkerDriver.inform`), so the chooser excludes the market.
@@ -35,7 +35,6 @@ from spottune.backends.aws._discovery import cleanup, ended_by, find_instances
 from spottune.backends.aws._launch import (CAPACITY_CODES, TAG_EXPERIMENT, TAG_LAUNCH, TAG_TRIAL, LaunchRefused,
                                            launch, launch_request, user_data)
 from spottune.backends.aws._prices import ApiPrices
-from spottune.backends.aws._safety import check_caps
 from spottune.backends.aws._signals import PLACEMENT_SCORE, REBALANCE
 from spottune.backends.local._messages import CheckpointCommand, Notice, decode_report, encode
 from spottune.backends.local._pool import segment_argv
@@ -216,7 +215,8 @@ class Ec2Transport:
 
     # -- effects ----------------------------------------------------------------------------------------
     def launch(self, action: Launch) -> None:
-        """Check the spending caps, write the segment to S3 and call ``run_instances`` for a one-time spot instance.
+        """Write the segment to S3 and call ``run_instances`` for a one-time spot instance (the driver checked the
+        spending caps before, as for every backend: decision DB5).
 
         Parameters
         ----------
@@ -224,14 +224,7 @@ class Ec2Transport:
             The trial, market, max price (USD/hour), the step to resume and the target step.
         """
         s, d = self.settings, self.driver
-        t = d.now_s()
-        live = [(i.max_price, i.started_s) for i in d.instances.values() if i.alive]
-        wait = check_caps(max_price=action.max_price_usd_per_hour, live=live, now_s=t, spent_usd=d.usd,
-                          max_usd_per_hour=s.max_usd_per_hour, budget_usd=s.budget_usd)
-        if wait is not None:
-            self._launch_outcome(action.trial_id, launch="", instance_id="", fulfilled=False, time_s=t, error=wait)
-            d.post(LaunchFailed(time_s=t, trial_id=action.trial_id, error=wait))
-            return
+        t = d.now_s()  # the spending caps were checked by the driver (ReplayDriver._refused_by_caps, DB5)
         market = action.market
         self._launches += 1
         lid = f"l{self._launches:05d}"  # refused launches are numbered too: a launch id is never reused
