@@ -524,3 +524,21 @@ def test_the_budget_guard_counts_the_live_instances_first_hours(moto, tmp_path):
     assert committed_at_max_price(record) == pytest.approx(0.20)  # <= 0.25
     assert sum(r.charged_usd for r in record.ledger) <= 0.25
     assert [r.reason for r in record.ledger] == ["budget", "budget"]
+
+
+def test_hosts_that_never_report_are_named_not_waited_for(moto, tmp_path):
+    """No host runs the user data (a plain moto server): after report_timeout_s each launch is named in a warning
+    and its segment fails; with max_failures 1 the trial fails after two silent launches and the run ends."""
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=MAX_STEPS, theta=THETA, top_k=1, metric="loss",
+                                                   max_failures=1), Cheapest())
+    s = settings(moto, "exp-silent", store=str(tmp_path / "store"), report_timeout_s=600.0, max_wall_s=60.0)
+    backend = AwsBackend(orch, Billing(), WORKLOAD, {"t0": (CONFIGS["t0"], SEEDS["t0"])}, FACTS.__getitem__, T0, s,
+                         clients=AwsClients.create(s))
+    with pytest.warns(RuntimeWarning, match=r"has not reported within 600 s of its launch: its user data did not "
+                                            r"start the agent"):
+        record = backend.run()
+    assert orch.trials["t0"].state is TrialState.FAILED
+    assert len(record.meta["silent_instances"]) == 2 == len(record.ledger)
+    assert [r.reason for r in record.ledger] == ["failure", "failure"]
+    assert find_instances(backend.ec2, "exp-silent") and all(
+        i.state == "terminated" for i in find_instances(backend.ec2, "exp-silent"))

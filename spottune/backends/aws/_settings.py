@@ -46,6 +46,12 @@ class AwsSettings(AwsOptions):
         As :class:`spottune.backends.LocalSettings`.
     max_wall_s : float, default 86400.0
         Give up (``BackendError``) after this many wall seconds.
+    report_timeout_s : float, default 900.0
+        Engine seconds a launched instance may stay silent (no report of its worker) before the run says so: a
+        warning naming the instance, and its segment fails (``SegmentFailed``: terminated and retried within
+        ``max_failures``). A host whose user data never runs (a plain moto server runs none) is told apart from
+        a slow boot this way, instead of a silent wait (decision AWS16). Booting, pulling the image and
+        restoring take a few minutes on EC2.
     python : str
         Interpreter of the agent's worker (``sys.executable``; the image's python on AWS).
     checkpoint_key : str, optional
@@ -68,6 +74,7 @@ class AwsSettings(AwsOptions):
     checkpoint_keep: int = 2
     reference_seconds_per_step: float | None = None
     max_wall_s: float = 86400.0
+    report_timeout_s: float = 900.0
     python: str = sys.executable
     log_dir: str | None = None
     checkpoint_key: str | None = None

@@ -191,7 +191,8 @@ class Ec2Transport:
             pass
 
     def handle(self, kind: str, args: list[Any]) -> bool:
-        """A report message (``msg``) from the queue or an instance EC2 shows as gone (``gone``).
+        """A report message (``msg``) from the queue, an instance EC2 shows as gone (``gone``), or the report
+        timeout of a launch (``silent``, :meth:`_on_silent`).
 
         Parameters
         ----------
@@ -209,6 +210,8 @@ class Ec2Transport:
             self._on_message(*args)
         elif kind == "gone":
             self._on_gone(*args)
+        elif kind == "silent":
+            self._on_silent(*args)
         else:
             return False
         return True
@@ -269,6 +272,7 @@ class Ec2Transport:
         inst.stats.update(launch=lid, launch_wall_s=d.clock.wall_s())
         self._by_launch[lid] = inst
         d.add_instance(inst)
+        d.timer(t + s.report_timeout_s, "silent", inst)  # a host that never reports is named, not waited for
 
     def _launch_outcome(self, trial_id: str, **details: Any) -> None:
         if self.driver.journal is not None:
@@ -535,6 +539,24 @@ class Ec2Transport:
             The worker's report (IMDS's action and time).
         """
         self.driver.notice_from_worker(inst, report)
+
+    def _on_silent(self, inst: Ec2Instance) -> None:
+        """``report_timeout_s`` after a launch: an instance whose worker has not reported (still booting) is
+        named in a warning and its segment fails (the orchestrator terminates it and retries within
+        ``max_failures``): a run never waits silently for hosts that do not run their user data."""
+        import warnings
+
+        d, s = self.driver, self.settings
+        if not inst.alive or inst.gone or inst.phase is not Phase.BOOTING:
+            return
+        msg = (f"instance {inst.instance_id} ({inst.market}, launch {inst.launch_id}) has not reported within "
+               f"{s.report_timeout_s:g} s of its launch: its user data did not start the agent (`docker run "
+               f"{s.image} --segment ...`), or it cannot reach the SQS queue; failing the segment. A plain moto "
+               "server runs no user data (docs/guide/aws.md, \"Trying it on a laptop\")")
+        log.warning("aws backend: %s", msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=1)
+        d.record.meta.setdefault("silent_instances", []).append(inst.instance_id)
+        d.failed(inst, msg)
 
     def _on_gone(self, instance_id: str, reason_code: str) -> None:
         d = self.driver
