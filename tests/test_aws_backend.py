@@ -420,13 +420,14 @@ def test_cleanup_command_terminates_what_is_tagged(moto):
 @pytest.mark.slow
 def test_tune_on_the_aws_backend_restores_from_s3_and_writes_results(moto, tmp_path):
     """The composition root's aws path end to end: spottune.tune(backend="aws") against the moto server (replayed
-    prices, no revocation), checkpoints in S3 on moto, the usual results folder, nothing left running."""
+    prices, no revocation), checkpoints in S3 on moto, the usual results folder, nothing left running. Each host
+    runs its user-data script: the image's entry point ``agent --segment URL``, then the power-off."""
     import json
 
     import spottune
 
     exp = "exp-tune"
-    hosts = Ec2Hosts(moto, exp, workload=WORKLOAD, store="", log_dir=tmp_path, warm=2).start()
+    hosts = Ec2Hosts(moto, exp, workload=WORKLOAD, store="", log_dir=tmp_path, user_data=True).start()
     try:
         grid = spottune.tune(workload=WORKLOAD, search_space={"lr": spottune.grid_search([0.02, 0.05])}, max_steps=8,
                              metric="loss", mode="min",
@@ -447,6 +448,9 @@ def test_tune_on_the_aws_backend_restores_from_s3_and_writes_results(moto, tmp_p
     summary = json.loads((tmp_path / "res" / "summary.json").read_text())
     assert summary["settings"]["backend"] == "aws" and summary["settings"]["experiment"] == exp
     assert len(grid.ledger) == len(hosts.booted) >= 3  # 2 fresh launches + the winner after the θ pause
+    scripts = sorted(tmp_path.glob("h*.user-data.sh"))
+    assert len(scripts) == len(hosts.booted) and all("--segment" in p.read_text() for p in scripts)
+    # the hosts ran nothing but their scripts (docker run IMAGE --segment URL): the trained steps came through them
     s3 = boto3.client("s3", endpoint_url=moto)
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="spottune-test", Prefix=f"{exp}/ckpt/")["Contents"]]
     assert keys  # the workers saved (and the winner restored) through S3
@@ -531,10 +535,10 @@ def test_hosts_that_never_report_are_named_not_waited_for(moto, tmp_path):
     and its segment fails; with max_failures 1 the trial fails after two silent launches and the run ends."""
     orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=MAX_STEPS, theta=THETA, top_k=1, metric="loss",
                                                    max_failures=1), Cheapest())
-    s = settings(moto, "exp-silent", store=str(tmp_path / "store"), report_timeout_s=600.0, max_wall_s=60.0)
+    s = settings(moto, "exp-silent", store=str(tmp_path / "store"), report_timeout_s=1.5, max_wall_s=60.0)
     backend = AwsBackend(orch, Billing(), WORKLOAD, {"t0": (CONFIGS["t0"], SEEDS["t0"])}, FACTS.__getitem__, T0, s,
                          clients=AwsClients.create(s))
-    with pytest.warns(RuntimeWarning, match=r"has not reported within 600 s of its launch: its user data did not "
+    with pytest.warns(RuntimeWarning, match=r"has not reported within 1.5 s of its launch: its user data did not "
                                             r"start the agent"):
         record = backend.run()
     assert orch.trials["t0"].state is TrialState.FAILED

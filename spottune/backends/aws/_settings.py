@@ -47,7 +47,7 @@ class AwsSettings(AwsOptions):
     max_wall_s : float, default 86400.0
         Give up (``BackendError``) after this many wall seconds.
     report_timeout_s : float, default 900.0
-        Engine seconds a launched instance may stay silent (no report of its worker) before the run says so: a
+        Wall seconds (engine seconds on AWS, where ``time_scale`` is 1) a launched instance may stay silent (no report of its worker) before the run says so: a
         warning naming the instance, and its segment fails (``SegmentFailed``: terminated and retried within
         ``max_failures``). A host whose user data never runs (a plain moto server runs none) is told apart from
         a slow boot this way, instead of a silent wait (decision AWS16). Booting, pulling the image and

@@ -272,7 +272,8 @@ class Ec2Transport:
         inst.stats.update(launch=lid, launch_wall_s=d.clock.wall_s())
         self._by_launch[lid] = inst
         d.add_instance(inst)
-        d.timer(t + s.report_timeout_s, "silent", inst)  # a host that never reports is named, not waited for
+        # a host that never reports is named, not waited for; a boot takes wall time, whatever the engine's scale
+        d.timer(t + s.report_timeout_s * s.time_scale, "silent", inst)
 
     def _launch_outcome(self, trial_id: str, **details: Any) -> None:
         if self.driver.journal is not None:
