@@ -1,7 +1,7 @@
 """The EC2/SQS transport: each segment's worker runs on its own EC2 spot instance.
 
 :class:`Ec2Transport` is the aws backend's :class:`~spottune.backends._transport.WorkerTransport` (decisions
-AWS1-AWS15 in docs/design/decisions.md):
+AWS1-AWS16 in docs/design/decisions.md):
 
 - **launch** (:mod:`._launch`): the driver checks the spending caps first (decision DB5), then the segment description goes to
   S3 and one ``run_instances`` (spot, max price, zone, tags, user data) starts the instance. A refusal is
