@@ -508,19 +508,13 @@ def test_without_placement_scores_the_run_goes_on_with_a_warning(moto):
         assert read_placement_scores(ec2, ["r3.large"], ["us-east-1a"], region=REGION) == {}
 
 
-def committed_at_max_price(record):
-    """USD the run's instances committed at their max prices: every instance-hour begun (the first at least), at the
-    max price of its launch; what the budget guard must keep under the budget (decision DB5)."""
-    import math
-
-    return sum(r.max_price_usd_per_hour * max(1, math.ceil(r.billed_s / 3600.0 - 1e-6)) for r in record.ledger)
-
-
 @pytest.mark.slow  # two hosts warm up (a few seconds each on a loaded machine)
 def test_the_budget_guard_counts_the_live_instances_first_hours(moto, tmp_path):
     """Four trials on A at max price 0.10 USD/h under --budget-usd 0.25: the third launch would commit 0.30 USD (two
     live first hours + its own), so the run stops there with two instances launched and ended; before the shared
     guard the aws backend counted only their accrued time (0 at the start) and launched all four (0.40 USD)."""
+    from tests.test_budget_cap import committed_at_max_price
+
     orch, record, hosts, left = aws_run(moto, tmp_path, "exp-budget", budget_usd=0.25, warm=2)
     assert left == [] and hosts.errors == []
     assert "would exceed --budget-usd 0.25" in record.meta["budget_exhausted"]
