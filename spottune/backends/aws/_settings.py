@@ -19,7 +19,8 @@ class AwsSettings(AwsOptions):
     The experiment spec's ``aws`` options are the fields of :class:`spottune.experiment.AwsOptions` (``bucket``,
     ``image``, ``ami``, ``instance_profile``, ``region``, ``experiment``, ``subnets``, ``security_groups``,
     ``prefix``, ``endpoint_url``, ``live_prices``, ``lease_s``, ``lease_save_s``, ``linger_s``, ``exclusion_s``,
-    ``describe_every_s``), which this class extends with what the driver sets; every field is a keyword.
+    ``describe_every_s``, ``report_timeout_s``), which this class extends with what the driver sets; every field
+    is a keyword.
 
     Parameters
     ----------
@@ -46,12 +47,6 @@ class AwsSettings(AwsOptions):
         As :class:`spottune.backends.LocalSettings`.
     max_wall_s : float, default 86400.0
         Give up (``BackendError``) after this many wall seconds.
-    report_timeout_s : float, default 900.0
-        Wall seconds (engine seconds on AWS, where ``time_scale`` is 1) a launched instance may stay silent (no report of its worker) before the run says so: a
-        warning naming the instance, and its segment fails (``SegmentFailed``: terminated and retried within
-        ``max_failures``). A host whose user data never runs (a plain moto server runs none) is told apart from
-        a slow boot this way, instead of a silent wait (decision AWS16). Booting, pulling the image and
-        restoring take a few minutes on EC2.
     python : str
         Interpreter of the agent's worker (``sys.executable``; the image's python on AWS).
     checkpoint_key : str, optional
@@ -74,7 +69,6 @@ class AwsSettings(AwsOptions):
     checkpoint_keep: int = 2
     reference_seconds_per_step: float | None = None
     max_wall_s: float = 86400.0
-    report_timeout_s: float = 900.0
     python: str = sys.executable
     log_dir: str | None = None
     checkpoint_key: str | None = None
