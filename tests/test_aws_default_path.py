@@ -73,6 +73,8 @@ def test_a_calm_market_gives_a_plan(tmp_path, endpoint):
     rows = [ln.split() for ln in result.output.splitlines() if ln.startswith("t0")]
     assert len(rows) == 4 and all(r[1].endswith("/m3.medium/Linux/UNIX") for r in rows)
     assert all(float(r[-1]) > CALM_USD_PER_HOUR for r in rows)
+    assert result.output.splitlines()[-1] == ("note: a real run needs aws.image and aws.ami (the worker image in ECR, "
+                                              "a host AMI with Docker)")
 
 
 def test_the_live_start_is_the_history_end_for_any_now(endpoint):

@@ -290,7 +290,8 @@ def dry_run(spec: ExperimentSpec, *, log_fn: Callable[[str], None] | None = None
     Returns
     -------
     str
-        One line per trial (market, max price USD/hour) and the bound on the first hour's cost, USD.
+        One line per trial (market, max price USD/hour), the bound on the first hour's cost, USD, the caps'
+        verdicts, and for the aws backend with live prices a note naming ``aws.image`` / ``aws.ami`` if missing.
 
     Raises
     ------
@@ -300,7 +301,12 @@ def dry_run(spec: ExperimentSpec, *, log_fn: Callable[[str], None] | None = None
     exp = build(spec, log_fn=log_fn, dry_run=True)
     p = launch_plan(exp.orchestrator.chooser, [t.trial_id for t in exp.trials], exp.start_s,
              steps_left=spec.theta * spec.max_steps)
-    return p.render(max_usd_per_hour=spec.max_usd_per_hour, budget_usd=spec.budget_usd)
+    text = p.render(max_usd_per_hour=spec.max_usd_per_hour, budget_usd=spec.budget_usd)
+    missing = [f"aws.{k}" for k in ("image", "ami") if spec.backend == "aws" and spec.aws.get("live_prices", True)
+               and not spec.aws.get(k)]
+    if missing:  # a dry run needs neither (it launches nothing); say so before the real run refuses
+        text += f"\nnote: a real run needs {' and '.join(missing)} (the worker image in ECR, a host AMI with Docker)"
+    return text
 
 
 def run(spec: ExperimentSpec, *, progress: Progress | None = None, output: str | Path | None = None,
