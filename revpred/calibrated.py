@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
-from revpred.errors import RevPredError
+from revpred.errors import OneClassError, RevPredError
 from revpred.ladder import DELTA_LADDER_USD_PER_HOUR, check_ladder, ladder_queries
 from revpred.ladder_features import LadderFeatures
 from revpred.queries import broadcast_queries, group_by_market
@@ -169,7 +169,8 @@ class CalibratedRevocation:
         Raises
         ------
         RevPredError
-            Overlapping periods, or a training period whose labels hold one class only.
+            Overlapping periods; :class:`revpred.errors.OneClassError` for a training period whose labels hold
+            one class only.
         """
         from sklearn.ensemble import HistGradientBoostingClassifier
 
@@ -178,8 +179,8 @@ class CalibratedRevocation:
         train = self.queries(train_lo_s, train_hi_s)
         y = train["y"].to_numpy()
         if y.min() == y.max():
-            raise RevPredError(f"the training period holds only {'revoked' if y[0] else 'unrevoked'} queries; "
-                               "train on a longer period")
+            raise OneClassError(f"the training period holds only {'revoked' if y[0] else 'unrevoked'} queries; "
+                                "train on a longer period", revoked=bool(y[0]))
         X = self._X(train)
         # [I] one OpenMP thread, as in _predict: on a busy 2-core machine OpenMP's spinning threads made one fit take
         # 35 s that took 3.5 s on one thread (the same trees: the predictions were checked equal)

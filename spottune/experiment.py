@@ -324,6 +324,10 @@ class AwsOptions:
         Engine seconds a market that refused a launch for capacity stays out of the choice.
     describe_every_s : float, default 15.0
         Engine seconds between ``describe_instances`` calls (who ended which instance).
+    report_timeout_s : float, default 900.0
+        Wall seconds (engine seconds on AWS) a launched instance may stay silent (no report of its worker)
+        before the run names it in a warning and fails its segment (it is terminated and retried within
+        ``max_failures``): a host whose user data never starts the agent is not waited for (decision AWS16).
     """
 
     bucket: _Text
@@ -342,6 +346,7 @@ class AwsOptions:
     linger_s: _Real = 600.0
     exclusion_s: _Real = DEFAULT_EXCLUSION_S
     describe_every_s: _Real = 15.0
+    report_timeout_s: _Real = 900.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -792,7 +797,8 @@ class ExperimentSpec:
         AWS backend settings (:data:`AWS_KEYS`, the fields of :class:`AwsOptions`: ``bucket``,
         ``image``, ``ami``, ``instance_profile``, ``region``, ``experiment``, ``subnets``, ``security_groups``,
         ``prefix``, ``endpoint_url``, the timings in engine seconds ``lease_s``, ``lease_save_s``, ``linger_s``,
-        ``exclusion_s``, ``describe_every_s``, and ``live_prices``, a bool); each value of the field's type (a
+        ``exclusion_s``, ``describe_every_s``, ``report_timeout_s`` (wall seconds), and ``live_prices``, a bool);
+        each value of the field's type (a
         string may be given as an integer); docs/guide/aws.md.
     ray : mapping, default {}
         Ray backend settings (:data:`RAY_KEYS`, the fields of :class:`RayOptions`):

@@ -10,7 +10,13 @@ returned the last one first: ``pending_message_groups`` is replaced in-process t
 
 :class:`Ec2Hosts` plays the hosts of one experiment: it watches ``describe_instances`` for new instances
 tagged with the experiment, reads their user data, and runs the agent and its worker as local processes
-(pre-warmed: a host booted from a baked image) each with its own path on an IMDS emulator. With a
+each with its own path on an IMDS emulator. With ``user_data=True`` a host **runs its user-data script** with
+bash, as cloud-init would: ``docker run ... IMAGE --segment URL`` starts the image's entry point
+(``python -m spottune.backends.aws.agent --segment URL``; :data:`DOCKER_SHIM` stands in for Docker, with the
+host's environment standing in for the instance profile and the metadata service), ``aws ecr`` and
+``shutdown`` are no-ops, and the script's end powers the host off. Otherwise (the default, for the scenarios
+whose timing rides on a fast clock) a host is pre-warmed (``agent --standby``: a host booted from a baked image)
+and handed the segment URL and the user data's environment on its stdin. With a
 revocation model and the backend's clock it replays the market: a launch the market refuses gets
 ``SpotMaxPriceTooLow`` (a botocore ``before-call`` hook on the backend's EC2 client); at a revocation's
 notice time the emulator shows ``spot/instance-action``; at its termination time (but never less than
@@ -49,6 +55,43 @@ ACCOUNT = "123456789012"
 #: linger must be longer, or it powers the host off first (tests/test_aws_backend.py LINGER_S).
 MIN_NOTICE_WALL_S = 2.0
 REGION = "us-east-1"
+
+
+#: The ``docker`` of a host that runs its user data: ``login`` succeeds; ``run [--rm] [--network N] [-e NAME[=V]]...
+#: IMAGE ARGS...`` runs the image's entry point (``python -m spottune.backends.aws.agent ARGS...``) with the host's
+#: environment (moto's endpoint and credentials stand for the instance profile, ``$SPOTTUNE_IMDS_URL`` for the
+#: metadata service) plus the ``-e`` variables, as the container would see them.
+DOCKER_SHIM = """import os, sys
+args = sys.argv[1:]
+if args[:1] == ["login"]:
+    sys.stdin.read()
+    sys.exit(0)
+if args[:1] != ["run"]:
+    sys.exit(f"docker shim: only login and run, not {args!r}")
+env, i = dict(os.environ), 1
+while args[i].startswith("-"):
+    if args[i] == "-e":
+        name, eq, value = args[i + 1].partition("=")
+        if eq:
+            env[name] = value
+        i += 2
+    elif args[i] == "--network":
+        i += 2
+    else:
+        i += 1
+os.execve(sys.executable, [sys.executable, "-m", "spottune.backends.aws.agent", *args[i + 1:]], env)
+"""
+
+
+def _shims(folder: Path) -> Path:
+    """A folder of ``docker`` (:data:`DOCKER_SHIM`), ``aws`` and ``shutdown`` for hosts that run their user data."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, body in (("docker", f"#!{sys.executable}\n{DOCKER_SHIM}"), ("aws", "#!/bin/sh\necho password\n"),
+                       ("shutdown", "#!/bin/sh\nexit 0\n")):
+        path = folder / name
+        path.write_text(body)
+        path.chmod(0o755)
+    return folder
 
 
 def _price_rows(history: Any) -> list[tuple[float, str, str, str, float]]:
@@ -171,19 +214,26 @@ class Ec2Hosts:
     clock : ScaledClock, optional
         The backend's clock (engine time).
     warm : int
-        Pre-warmed hosts kept ready.
+        Pre-warmed hosts kept ready (none with ``user_data``).
+    user_data : bool
+        Each host runs its user-data script (the image's real entry point, ``agent --segment URL``); slower to
+        boot than a pre-warmed host.
     """
 
     def __init__(self, endpoint: str, experiment: str, *, workload: str, store: str, log_dir: Path,
-                 revocation: Any = None, clock: Any = None, warm: int = 4, storage_options: str = "{}"):
+                 revocation: Any = None, clock: Any = None, warm: int = 4, storage_options: str = "{}",
+                 user_data: bool = False):
         self.endpoint, self.experiment = endpoint, experiment
         self.workload, self.store, self.log_dir = workload, store, log_dir
-        self.revocation, self.clock, self.warm = revocation, clock, warm
+        self.revocation, self.clock, self.warm = revocation, clock, 0 if user_data else warm
+        self.user_data = user_data
         self.ec2 = boto3.client("ec2", endpoint_url=endpoint, region_name=REGION)
         self.imds = ImdsEmulator(require_token=True).start()
         self.env = {**os.environ, "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
                     "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION,
                     "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        if user_data:
+            self.env["PATH"] = os.pathsep.join([str(_shims(log_dir / "host-bin")), os.environ.get("PATH", "")])
         self._pool: list[tuple[subprocess.Popen, str]] = []
         self._n = 0
         self._warm: set[str] = set()
@@ -344,6 +394,17 @@ class Ec2Hosts:
     def _boot(self, tagged: Any) -> None:
         attr = self.ec2.describe_instance_attribute(InstanceId=tagged.instance_id, Attribute="userData")
         script = base64.b64decode(attr["UserData"]["Value"]).decode()
+        if self.user_data:
+            self._n += 1
+            host = f"h{self._n:04d}"
+            path = self.log_dir / f"{host}.user-data.sh"
+            path.write_text(script)
+            log = open(self.log_dir / f"{host}.log", "wb")
+            proc = subprocess.Popen(["bash", str(path)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    env={**self.env, "SPOTTUNE_IMDS_URL": self.imds.register(host)}, cwd=str(ROOT),
+                                    start_new_session=True)
+            self._booted(tagged, proc, host)
+            return
         segment = json.dumps({"segment": parse_user_data(script), "env": user_data_trust(script)})
         if not self._pool:
             self._spawn()
@@ -353,6 +414,10 @@ class Ec2Hosts:
         self._spawn()  # boot a replacement in the background
         proc.stdin.write(segment + "\n")
         proc.stdin.flush()
+        self._booted(tagged, proc, host)
+
+    def _booted(self, tagged: Any, proc: subprocess.Popen, host: str) -> None:
+        """The host of ``tagged`` runs: remember it and put the market's revocation of it on the clock."""
         self.hosts[tagged.instance_id] = (proc, host)
         self.booted.append(tagged.instance_id)
         rev = self._revs.get(tagged.launch_id)

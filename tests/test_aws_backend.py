@@ -114,14 +114,14 @@ def settings(url, experiment, store=None, **kw):
     return AwsSettings(**base)
 
 
-def aws_run(url, tmp_path, experiment, *, inject=None, **kw):
+def aws_run(url, tmp_path, experiment, *, inject=None, warm=6, **kw):
     exclusions = MarketExclusions(1800.0)
     orch = orchestrator(Cheapest(exclusions))
     s = settings(url, experiment, store=str(tmp_path / "store"), **kw)
     backend = AwsBackend(orch, Billing(), WORKLOAD, {t: (CONFIGS[t], SEEDS[t]) for t in CONFIGS}, FACTS.__getitem__,
                          T0, s, clients=AwsClients.create(s))
     hosts = Ec2Hosts(url, experiment, workload=WORKLOAD, store=s.store_url, log_dir=tmp_path,
-                     revocation=LegacyBidRevocation(HIST), clock=backend.clock, warm=6)
+                     revocation=LegacyBidRevocation(HIST), clock=backend.clock, warm=warm)
     hosts.attach(backend.ec2)
     if inject:
         inject(hosts)
@@ -420,13 +420,14 @@ def test_cleanup_command_terminates_what_is_tagged(moto):
 @pytest.mark.slow
 def test_tune_on_the_aws_backend_restores_from_s3_and_writes_results(moto, tmp_path):
     """The composition root's aws path end to end: spottune.tune(backend="aws") against the moto server (replayed
-    prices, no revocation), checkpoints in S3 on moto, the usual results folder, nothing left running."""
+    prices, no revocation), checkpoints in S3 on moto, the usual results folder, nothing left running. Each host
+    runs its user-data script: the image's entry point ``agent --segment URL``, then the power-off."""
     import json
 
     import spottune
 
     exp = "exp-tune"
-    hosts = Ec2Hosts(moto, exp, workload=WORKLOAD, store="", log_dir=tmp_path, warm=2).start()
+    hosts = Ec2Hosts(moto, exp, workload=WORKLOAD, store="", log_dir=tmp_path, user_data=True).start()
     try:
         grid = spottune.tune(workload=WORKLOAD, search_space={"lr": spottune.grid_search([0.02, 0.05])}, max_steps=8,
                              metric="loss", mode="min",
@@ -447,6 +448,9 @@ def test_tune_on_the_aws_backend_restores_from_s3_and_writes_results(moto, tmp_p
     summary = json.loads((tmp_path / "res" / "summary.json").read_text())
     assert summary["settings"]["backend"] == "aws" and summary["settings"]["experiment"] == exp
     assert len(grid.ledger) == len(hosts.booted) >= 3  # 2 fresh launches + the winner after the θ pause
+    scripts = sorted(tmp_path.glob("h*.user-data.sh"))
+    assert len(scripts) == len(hosts.booted) and all("--segment" in p.read_text() for p in scripts)
+    # the hosts ran nothing but their scripts (docker run IMAGE --segment URL): the trained steps came through them
     s3 = boto3.client("s3", endpoint_url=moto)
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="spottune-test", Prefix=f"{exp}/ckpt/")["Contents"]]
     assert keys  # the workers saved (and the winner restored) through S3
@@ -502,3 +506,37 @@ def test_without_placement_scores_the_run_goes_on_with_a_warning(moto):
     ec2 = client("ec2", region=REGION, endpoint_url=moto, max_attempts=1)
     with pytest.warns(RuntimeWarning, match="Spot placement scores are unavailable"):
         assert read_placement_scores(ec2, ["r3.large"], ["us-east-1a"], region=REGION) == {}
+
+
+@pytest.mark.slow  # two hosts warm up (a few seconds each on a loaded machine)
+def test_the_budget_guard_counts_the_live_instances_first_hours(moto, tmp_path):
+    """Four trials on A at max price 0.10 USD/h under --budget-usd 0.25: the third launch would commit 0.30 USD (two
+    live first hours + its own), so the run stops there with two instances launched and ended; before the shared
+    guard the aws backend counted only their accrued time (0 at the start) and launched all four (0.40 USD)."""
+    from tests.test_budget_cap import committed_at_max_price
+
+    orch, record, hosts, left = aws_run(moto, tmp_path, "exp-budget", budget_usd=0.25, warm=2)
+    assert left == [] and hosts.errors == []
+    assert "would exceed --budget-usd 0.25" in record.meta["budget_exhausted"]
+    assert [str(r.market) for r in record.ledger] == [str(A)] * 2
+    assert committed_at_max_price(record) == pytest.approx(0.20)  # <= 0.25
+    assert sum(r.charged_usd for r in record.ledger) <= 0.25
+    assert [r.reason for r in record.ledger] == ["budget", "budget"]
+
+
+def test_hosts_that_never_report_are_named_not_waited_for(moto, tmp_path):
+    """No host runs the user data (a plain moto server): after report_timeout_s each launch is named in a warning
+    and its segment fails; with max_failures 1 the trial fails after two silent launches and the run ends."""
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=MAX_STEPS, theta=THETA, top_k=1, metric="loss",
+                                                   max_failures=1), Cheapest())
+    s = settings(moto, "exp-silent", store=str(tmp_path / "store"), report_timeout_s=1.5, max_wall_s=60.0)
+    backend = AwsBackend(orch, Billing(), WORKLOAD, {"t0": (CONFIGS["t0"], SEEDS["t0"])}, FACTS.__getitem__, T0, s,
+                         clients=AwsClients.create(s))
+    with pytest.warns(RuntimeWarning, match=r"has not reported within 1.5 s of its launch: its user data did not "
+                                            r"start the agent"):
+        record = backend.run()
+    assert orch.trials["t0"].state is TrialState.FAILED
+    assert len(record.meta["silent_instances"]) == 2 == len(record.ledger)
+    assert [r.reason for r in record.ledger] == ["failure", "failure"]
+    assert find_instances(backend.ec2, "exp-silent") and all(
+        i.state == "terminated" for i in find_instances(backend.ec2, "exp-silent"))

@@ -113,3 +113,60 @@ def test_the_hourly_commitment_binds_at_the_max_price_not_the_price():
     assert usd == pytest.approx(0.06) and rec.end_s == pytest.approx(T0 + 3 * 3600)
     rec, usd = _held(0.17, 0.02)
     assert "budget_exhausted" not in rec.meta and usd == pytest.approx(0.02 * 10 / 3, rel=1e-5)
+
+
+def committed_at_max_price(record):
+    """USD a run's instances committed at their max prices: every instance-hour begun (the first at least, as the
+    guard counts it at the launch), at the max price of its launch. The guard (DB5) keeps it within the budget when
+    the price stays at or below the max price (the legacy rule)."""
+    import math
+
+    return sum(r.max_price_usd_per_hour * max(1, math.ceil(r.billed_s / 3600.0 - 1e-6)) for r in record.ledger)
+
+
+def _first_launches(kind, tmp_path, budget):
+    """The three trials of the contract at max price 0.021 USD/h on the sim or the local backend, under ``budget``."""
+    from spottune.backends import LocalBackend, LocalSettings
+    from tests.test_worker_process import WORKLOAD
+
+    hist = history(spike_at_s=600.0, hours=12)
+    orch = Orchestrator(list(CONFIGS), OrchestratorConfig(max_steps=MAX_STEPS, theta=THETA, top_k=1, metric="loss",
+                                                          max_failures=1), Tight())
+    if kind == "sim":
+        curves = TrainableCurves({t: (lambda t=t: Walk(CONFIGS[t], seed=SEEDS[t])) for t in CONFIGS})
+        backend = SimBackend(orch, hist, LegacyBidRevocation(hist), Billing(), curves, FACTS.__getitem__, T0,
+                             SimSettings(boot_s=0.0, step_time_cov=0.0, checkpoint_overhead_s=0.0))
+    else:
+        backend = LocalBackend(orch, hist, LegacyBidRevocation(hist), Billing(), WORKLOAD,
+                               {t: (CONFIGS[t], SEEDS[t]) for t in CONFIGS}, FACTS.__getitem__, T0,
+                               LocalSettings(store_url=str(tmp_path / "store"), time_scale=1800.0, max_wall_s=60.0))
+    backend.budget_usd = budget
+    return backend.run()
+
+
+@pytest.mark.parametrize("kind", ["sim", pytest.param("local", marks=pytest.mark.process)])
+def test_the_first_launches_commit_no_more_than_the_budget(kind, tmp_path):
+    # 0.021 + 0.021 = 0.042 <= 0.05; the third launch would commit 0.063: the run stops at its start on every
+    # backend (the aws backend: tests/test_aws_backend.py::test_the_budget_guard_counts_the_live_instances_first_hours)
+    rec = _first_launches(kind, tmp_path, 0.05)
+    assert "would exceed --budget-usd 0.05" in rec.meta["budget_exhausted"]
+    assert len(rec.ledger) == 2 and [r.reason for r in rec.ledger] == ["budget", "budget"]
+    assert committed_at_max_price(rec) == pytest.approx(0.042)
+
+
+def test_the_dry_run_says_whether_the_budget_lets_the_first_launches_go():
+    from spottune.backends.aws import Plan
+
+    plan = Plan((("t0", "a", 0.02), ("t1", "a", 0.03), ("t2", "b", 0.05)))
+    assert plan.budget_verdict(0.10) == (
+        "--budget-usd 0.1: ok, the first launches commit 0.10000 USD (first hours at max price), 0.00000 USD left; "
+        "the guard checks again before every launch and at every instance-hour")
+    assert plan.budget_verdict(0.06).startswith(
+        "--budget-usd 0.06: the run would stop at its start: launch 3 of 3 (t2) would commit 0.10000 USD")
+    # the hourly cap holds t2 back: it commits nothing yet
+    assert plan.budget_verdict(0.06, max_usd_per_hour=0.05) == (
+        "--budget-usd 0.06: ok, the first launches commit 0.05000 USD (first hours at max price, 1 launch(es) "
+        "waiting for the hourly cap), 0.01000 USD left; the guard checks again before every launch and at every "
+        "instance-hour")
+    assert plan.render(budget_usd=0.01).splitlines()[-1].startswith(
+        "--budget-usd 0.01: the run would stop at its start: launch 1 of 3 (t0)")

@@ -19,7 +19,7 @@ from spottune.experiment import AWS_KEYS, RAY_KEYS, AwsOptions, ExperimentSpec, 
 def test_the_allowed_keys_are_the_option_fields_the_settings_extend():
     assert AWS_KEYS == ("bucket", "image", "ami", "instance_profile", "region", "experiment", "subnets",
                         "security_groups", "prefix", "endpoint_url", "live_prices", "lease_s", "lease_save_s",
-                        "linger_s", "exclusion_s", "describe_every_s")
+                        "linger_s", "exclusion_s", "describe_every_s", "report_timeout_s")
     assert RAY_KEYS == ("address", "prices", "imds_url", "poll_s", "watch_s", "notice_s", "lost_after_s", "num_cpus",
                         "log_to_driver", "lease_s", "place_s")
     assert issubclass(AwsSettings, AwsOptions) and issubclass(RaySettings, RayOptions)
@@ -30,7 +30,7 @@ def test_the_allowed_keys_are_the_option_fields_the_settings_extend():
     assert (settings.region, settings.lease_s, settings.security_groups, settings.live_prices) == (
         "us-east-1", 600.0, (), True)
     with pytest.raises(ConfigError, match=r"^aws is \{'store_url': 's3://b'\}, but must be a mapping with keys among "
-                                          r"bucket, image, .*, describe_every_s$"):
+                                          r"bucket, image, .*, describe_every_s, report_timeout_s$"):
         ExperimentSpec(aws={"store_url": "s3://b"})
 
 
@@ -38,7 +38,7 @@ def test_every_key_with_a_value_of_its_type_is_accepted_as_given():
     aws = {"experiment": 2024, "bucket": "b", "image": "i", "ami": "a", "instance_profile": "p", "region": "r",
            "prefix": "p", "endpoint_url": None, "subnets": {"us-east-1a": "subnet-1"}, "security_groups": ["sg-1"],
            "describe_every_s": 15, "lease_s": 600.0, "lease_save_s": 60, "linger_s": 600, "exclusion_s": 1800,
-           "live_prices": False}
+           "live_prices": False, "report_timeout_s": 600}
     ray = {"address": "ray://h:10001", "prices": {"m5.large/us-east-1a": 0.035}, "imds_url": "none", "poll_s": 5,
            "watch_s": 1.0, "notice_s": 120, "lost_after_s": 60, "num_cpus": 0, "log_to_driver": True,
            "lease_s": 900.0, "place_s": 300.0}

@@ -251,3 +251,32 @@ def test_a_worker_save_without_the_missing_steps_is_not_taken(step, metrics):
     n = len(driver.record.log)
     assert not driver.adopt_orphan_save(inst, step, metrics)
     assert driver.record.log[n:] == [] and orch.trials["t0"].state is TrialState.RUNNING and driver._q.empty()
+
+
+class SilentWorkerTransport(ScriptedTransport):
+    """A worker that gets ready and then trains nothing (a segment held past its hours)."""
+
+    def launch(self, action):
+        d = self.driver
+        inst = WorkerInstance(instance_id=d.sequential_id(), trial_id=action.trial_id, market=action.market,
+                              max_price=action.max_price_usd_per_hour, started_s=d.now_s(), notice_s=math.inf,
+                              termination_s=math.inf, seconds_per_step=60.0, vcpus=2, step=action.resume_step,
+                              saved_step=action.resume_step, resume_step=action.resume_step)
+        d.add_instance(inst)
+        d.enqueue(("line", inst, Ready(step=action.resume_step)))
+
+
+def test_an_instance_a_transport_adds_is_checked_by_the_budget_every_hour():
+    """The hourly budget check (DB5) of the instances the aws and ray transports add (``add_instance``): max price
+    0.1 USD/h at a flat 0.02; at 3 h, 0.06 USD accrued + the next hour at 0.1 > 0.15, so the run stops there."""
+    orch = Orchestrator(["t0"], OrchestratorConfig(max_steps=3, theta=1.0, top_k=1, metric="loss", hourly_hop=False),
+                        Fixed())
+    driver = WorkerDriver(orch, history(), None, Billing(), FACTS.__getitem__, T0, transport=SilentWorkerTransport(),
+                          trials={"t0": ({}, 0)}, time_scale=7200.0, reference_seconds_per_step=60.0, max_wall_s=20.0)
+    driver.budget_usd = 0.15
+    record = driver.run()
+    assert "at 3.00 h would exceed --budget-usd 0.15" in record.meta["budget_exhausted"]
+    (row,) = record.ledger
+    assert (row.reason, row.max_price_usd_per_hour) == ("budget", 0.1)
+    assert T0 + 3 * 3600 <= row.end_s < T0 + 4 * 3600  # at the 3 h check (a wall millisecond is 7.2 engine s)
+    assert row.charged_usd <= 0.15

@@ -5,9 +5,10 @@
   refused (``LaunchFailed``, retried by the orchestrator when others have ended).
 - **budget**: USD billed so far plus an upper bound of what the live instances have accrued (max price x
   time alive) plus one hour of the new instance at its max price (what the launch commits before its next
-  hourly decision), never above the budget: else ``CapExceeded``. The aws backend ends the run on it; the
-  sim and local backends stop launching, end the live instances and keep the best trials so far
-  (:class:`spottune.backends._replay.ReplayDriver`).
+  hourly decision), never above the budget: else ``CapExceeded``. Every backend (sim, local, aws, ray) then
+  stops launching, ends the live instances and keeps the best trials so far
+  (:class:`spottune.backends._replay.ReplayDriver`, decision DB5), and checks again at every hour boundary of a
+  live instance.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def check_caps(*, max_price: float, live: Iterable[tuple[float, float]], now_s: 
         Also count each live instance as committed through the end of its current hour, at its max price
         (``max_price * (ceil(age / 1 h) h - age)``, its first hour at least): no launch may push
         committed plus expected spend above the budget while the live instances run to their next hourly
-        decision (the sim and local backends; the aws backend keeps the accrued rule).
+        decision (the drivers of every backend pass True; False is the launch rule alone).
     accrued_usd : float, optional
         What the live instances have accrued so far, USD (the sim and local backends know it from the
         replayed prices); default: the upper bound ``max_price * age``.

@@ -358,7 +358,7 @@ class ReplayDriver(Driver):
             return False
         from spottune.backends._caps import CapExceeded, check_caps
 
-        now = self._log_s
+        now = self._cap_time()
         alive = [i for i in self._instances.values() if i.alive]
         live = [(i.max_price, i.started_s) for i in alive if i.notice_s > now]
         accrued = self._accrued_usd(alive, now)
@@ -374,6 +374,10 @@ class ReplayDriver(Driver):
             return True
         return False
 
+    def _cap_time(self) -> float:
+        """Engine time of a cap check: the event being delivered (a driver whose clock runs on overrides it)."""
+        return self._log_s
+
     def _accrued_usd(self, alive: list[Instance], now: float) -> float:
         """USD the ``alive`` instances have accrued by ``now`` at the replayed prices, plus, for a noticed one, the
         rest until its announced termination at its max price (it ends there whatever we do)."""
@@ -384,7 +388,7 @@ class ReplayDriver(Driver):
         """The budget runs short: launch nothing more, end every live instance now (billed to now)."""
         self.stopped = True
         self.record.meta["budget_exhausted"] = why
-        now = self._log_s
+        now = self._cap_time()
         for inst in list(self._instances.values()):
             if inst.alive:
                 self._release(inst)

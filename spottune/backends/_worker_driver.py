@@ -298,17 +298,21 @@ class WorkerDriver(ReplayDriver):
         self._post(event)
 
     def add_instance(self, inst: WorkerInstance) -> None:
-        """Register a fulfilled launch's instance and put its hourly tick on the clock.
+        """Register a fulfilled launch's instance and put its hourly tick on the clock, and under a budget its
+        hourly budget check (the same one the replayed markets schedule, decision DB5).
 
         Parameters
         ----------
         inst : WorkerInstance
-            The new instance; its first ``hour`` item is due at ``inst.started_s`` + 3600 engine seconds.
+            The new instance; its first ``hour`` item (and ``budget`` item when :attr:`budget_usd` is set) is due
+            at ``inst.started_s`` + 3600 engine seconds.
         """
         from spotmarket import HOUR_S
 
         self._instances[inst.instance_id] = inst
         self._timer(inst.started_s + HOUR_S, "hour", inst)
+        if self.budget_usd is not None:  # after the hourly tick: a hop at the boundary needs no new hour
+            self._timer(inst.started_s + HOUR_S, "budget", inst)
 
     def timer(self, t_s: float, kind: str, inst: WorkerInstance) -> None:
         """At engine time ``t_s``, handle ``kind`` for ``inst``.
@@ -379,6 +383,9 @@ class WorkerDriver(ReplayDriver):
     # -- clock hooks of ReplayDriver -----------------------------------------------------------------
     def _event_time(self, event: Any) -> float:
         return max(self._log_s, float(event.time_s))
+
+    def _cap_time(self) -> float:
+        return self.now_s()  # the clock runs on while an event is delivered: instances start at now_s
 
     def _post(self, event: Any) -> None:
         self._q.put(("event", event))

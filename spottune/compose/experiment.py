@@ -155,7 +155,8 @@ def check_supported(spec: ExperimentSpec) -> None:
 
 
 def build(spec: ExperimentSpec, *, progress: Progress | None = None, output: str | Path | None = None,
-          log_fn: Callable[[str], None] | None = None, live_start_s: float | None = None) -> Experiment:
+          log_fn: Callable[[str], None] | None = None, live_start_s: float | None = None,
+          dry_run: bool = False) -> Experiment:
     """Build every part of ``spec``: market, predictor, provisioner, curve model, orchestrator, backend.
 
     Parameters
@@ -173,6 +174,9 @@ def build(spec: ExperimentSpec, *, progress: Progress | None = None, output: str
     live_start_s : float, optional
         aws with live prices: the start of the run being resumed (its journaled ``ExperimentStarted``), so
         the provisioner sees the prices it saw then; default: now.
+    dry_run : bool, default False
+        Built to be looked at (:func:`dry_run`), never run: the aws backend does not require ``aws.image`` and
+        ``aws.ami``.
 
     Returns
     -------
@@ -201,7 +205,7 @@ def build(spec: ExperimentSpec, *, progress: Progress | None = None, output: str
                           history=history, markets=pool, resources=spec.resources,
                           on_demand_prices=spec.on_demand_prices, api_prices=api)
     start_s = float(to_seconds(spec.start)) if live is None else live[1]
-    check_start(market, start_s, spec.train_days)
+    check_start(market, start_s, spec.train_days, live=live is not None)
     if live is None and log_fn is not None:
         for note in gap_warnings(market, start_s):
             log_fn(note)
@@ -222,7 +226,7 @@ def build(spec: ExperimentSpec, *, progress: Progress | None = None, output: str
                                   progress=progress)
     elif spec.backend == "aws":
         backend = aws_backend(spec, orch, Billing(spec.billing), trials, market, start_s, live=live is not None,
-                              output=output, progress=progress)
+                              output=output, progress=progress, dry_run=dry_run)
     elif spec.backend == "ray":
         folder = Path(output) if output is not None else Path(tempfile.mkdtemp(prefix="spottune-run-"))
         backend = ray_backend(spec, orch, Billing(spec.billing), trials, market, start_s, offered=offered,
@@ -236,8 +240,8 @@ def build(spec: ExperimentSpec, *, progress: Progress | None = None, output: str
                                  checkpoint_key=experiment_key(folder))
         backend = LocalBackend(*parts, spec.workload, {t.trial_id: (t.config, t.seed) for t in trials}, market.facts,
                                start_s, settings, progress=progress)
-    if spec.backend != "aws":  # the aws backend checks its own (AwsSettings); the same rule, _caps.check_caps
-        backend.budget_usd, backend.max_usd_per_hour = spec.budget_usd, spec.max_usd_per_hour
+    # one guard for every backend (ReplayDriver's, decision DB5); the aws backend has it from its settings too
+    backend.budget_usd, backend.max_usd_per_hour = spec.budget_usd, spec.max_usd_per_hour
     return Experiment(spec=spec, market=market, start_s=start_s, trials=trials, predictor_desc=desc,
                       orchestrator=orch, backend=backend, curves=curves,
                       configs={t.trial_id: t.config for t in trials}, plan=plan)
@@ -288,17 +292,23 @@ def dry_run(spec: ExperimentSpec, *, log_fn: Callable[[str], None] | None = None
     Returns
     -------
     str
-        One line per trial (market, max price USD/hour) and the bound on the first hour's cost, USD.
+        One line per trial (market, max price USD/hour), the bound on the first hour's cost, USD, the caps'
+        verdicts, and for the aws backend with live prices a note naming ``aws.image`` / ``aws.ami`` if missing.
 
     Raises
     ------
     ConfigError
         As :func:`build`.
     """
-    exp = build(spec, log_fn=log_fn)
+    exp = build(spec, log_fn=log_fn, dry_run=True)
     p = launch_plan(exp.orchestrator.chooser, [t.trial_id for t in exp.trials], exp.start_s,
              steps_left=spec.theta * spec.max_steps)
-    return p.render(max_usd_per_hour=spec.max_usd_per_hour, budget_usd=spec.budget_usd)
+    text = p.render(max_usd_per_hour=spec.max_usd_per_hour, budget_usd=spec.budget_usd)
+    missing = [f"aws.{k}" for k in ("image", "ami") if spec.backend == "aws" and spec.aws.get("live_prices", True)
+               and not spec.aws.get(k)]
+    if missing:  # a dry run needs neither (it launches nothing); say so before the real run refuses
+        text += f"\nnote: a real run needs {' and '.join(missing)} (the worker image in ECR, a host AMI with Docker)"
+    return text
 
 
 def run(spec: ExperimentSpec, *, progress: Progress | None = None, output: str | Path | None = None,

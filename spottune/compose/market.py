@@ -181,8 +181,11 @@ def gap_warnings(market: MarketSetup, start_s: float) -> list[str]:
             for a, b in market.history.collection_gaps() if a < start_s + GAP_WARNING_S and b > start_s]
 
 
-def check_start(market: MarketSetup, start_s: float, train_days: float) -> None:
+def check_start(market: MarketSetup, start_s: float, train_days: float, *, live: bool = False) -> None:
     """The start must leave ``train_days`` of price history of every pool market before it, inside the history.
+
+    A replay needs prices after its start (``start_s < history.end_s``); live prices (the aws backend) end
+    at now, and the run starts then: ``start_s == history.end_s`` is allowed (decision AWS16).
 
     Parameters
     ----------
@@ -191,6 +194,8 @@ def check_start(market: MarketSetup, start_s: float, train_days: float) -> None:
         Experiment start, seconds since the epoch (UTC).
     train_days : float
         Days of history the predictor is trained on before the start.
+    live : bool, default False
+        The history ends at now (live prices): the start may equal its end.
 
     Raises
     ------
@@ -204,9 +209,9 @@ def check_start(market: MarketSetup, start_s: float, train_days: float) -> None:
         raise ConfigError(f"train_days is {train_days:g}, but every pool market has prices only from {to_timestamp(first)} "
                           f"to {to_timestamp(hi)} ({(hi - first) / DAY_S:.3g} days), and a start needs train_days of "
                           "them before it; lower --train-days or give longer price data")
-    if not lo <= start_s < hi:
+    if not (lo <= start_s <= hi if live else lo <= start_s < hi):
         raise ConfigError(
-            f"start is {to_timestamp(start_s)}, but must lie in [{to_timestamp(lo)}, {to_timestamp(hi)}): every "
+            f"start is {to_timestamp(start_s)}, but must lie in [{to_timestamp(lo)}, {to_timestamp(hi)}{']' if live else ')'}: every "
             f"pool market has prices from {to_timestamp(first)} to {to_timestamp(hi)}, and a start needs train_days "
             f"({train_days:g}) of them before it"
         )

@@ -18,6 +18,7 @@ import provisioner
 from revpred import RevPredError
 from revpred.baselines import ConstantHazard, EmpiricalRate
 from revpred.calibrated import CalibratedRevocation
+from revpred.errors import OneClassError
 from revpred.labels import market_seed, max_rise, random_max_prices, revocation_labels, sample_times
 from revpred.ladder import DELTA_LADDER_USD_PER_HOUR
 from revpred.online_hazard import OnlineHazard
@@ -225,7 +226,9 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
         :func:`calibrated_predictor` on up to :data:`CALIBRATED_HISTORY_DAYS` days before ``hi_s`` (never
         fewer than ``[lo_s, hi_s]``, never before the history). ``online-hazard``: the same combined with
         :class:`revpred.online_hazard.OnlineHazard` (prior from ``market.revocation_model.calibration``
-        when it has one; learns from the run through ``observe``).
+        when it has one; learns from the run through ``observe``). On a calm market (the window's labels hold
+        one class only, :class:`revpred.errors.OneClassError`) both use :func:`constant_hazard` on that window
+        instead, and the note says so.
     market : MarketSetup
     lo_s, hi_s : float
         Training window, seconds since the epoch (UTC), before every start it serves.
@@ -272,10 +275,16 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
         # cheap to train (seconds), so it reads the history a user has at hand: up to 28 days before the
         # start (AWS serves 90), never less than the given window (decision P7, docs/design/decisions.md)
         first_s = max(float(market.history[m].start_s) for m in market.markets)
-        pred = calibrated_predictor(market, max(first_s, min(lo_s, hi_s - CALIBRATED_HISTORY_DAYS * DAY_S)), hi_s, seed,
-                                    feature_set)
+        cal_lo_s = max(first_s, min(lo_s, hi_s - CALIBRATED_HISTORY_DAYS * DAY_S))
+        try:
+            pred = calibrated_predictor(market, cal_lo_s, hi_s, seed, feature_set)
+            pred_desc = pred.describe()
+        except OneClassError as exc:  # a calm market (no revocation at any max price): the constant hazard (AWS16)
+            pred = constant_hazard(market.history, market.markets, cal_lo_s, hi_s, seed)
+            pred_desc = (f"constant hazard per market fitted on {(hi_s - cal_lo_s) / DAY_S:g} days (the calibrated "
+                         f"model cannot be trained: {'every' if exc.revoked else 'no'} query was revoked)")
         if kind == "calibrated":
-            return pred, f"{pred.describe()}, before the start"
+            return pred, f"{pred_desc}, before the start"
         model = market.revocation_model
         cal = getattr(model, "calibration", None)  # the modern model's; None: the default
         if given_capacity is None:
@@ -283,7 +292,7 @@ def make_predictor(kind: str, market: MarketSetup, lo_s: float, hi_s: float, see
         launch = "a fulfilled launch" if given_capacity else "a launch at any time"
         return (OnlineHazard.from_calibration(cal, pred, given_capacity=given_capacity),
                 f"online-hazard: gamma-Poisson interruption rate per market (prior from the interruption "
-                f"traces for {launch}, updated by the run) combined with {pred.describe()}")
+                f"traces for {launch}, updated by the run) combined with {pred_desc}")
     note = ""
     if kind in ("revpred", "tributary"):
         kinds = tuple(learned_kinds) if kind in learned_kinds else (kind,)

@@ -9,7 +9,8 @@ with the local and ray backends); only the effects differ, and they are the EC2/
   max price, zone, IMDSv2 hop limit 2, shutdown = terminate, instance profile, tags, user data). A refusal
   is ``LaunchFailed`` with the AWS error code; a capacity refusal also excludes the market for
   ``exclusion_s`` (a ``CapacityRefused`` event; the chooser's :class:`provisioner.MarketExclusions`). Throttling is retried by
-  botocore (``standard`` mode). Spending caps are checked first (:mod:`._safety`).
+  botocore (``standard`` mode). Spending caps are checked first, by the driver as in every backend (DB5):
+  before each launch and at each hour boundary of a live instance; a budget that runs short stops the run.
 - **Reports** come from the experiment's SQS FIFO queue (:mod:`._channel`): the worker's own report lines,
   relayed by the agent (:mod:`spottune.backends.aws.agent`); the worker's ``notice`` report (it saw
   ``spot/instance-action`` on IMDS) becomes ``RevocationNotice`` with the deadline IMDS gave.
@@ -129,6 +130,9 @@ class AwsBackend(Driver):
         self.driver = WorkerDriver(orchestrator, None, None, billing, instance_facts, start_s, progress,
                                    transport=self.transport, trials=trials, time_scale=settings.time_scale,
                                    reference_seconds_per_step=ref_sps, max_wall_s=settings.max_wall_s)
+        # the spending caps are the driver's, as in every backend: checked before each launch and at each hour
+        # boundary of a live instance; a budget that runs short stops the run (decision DB5)
+        self.driver.budget_usd, self.driver.max_usd_per_hour = settings.budget_usd, settings.max_usd_per_hour
         self.driver.record.meta.update(
             experiment=settings.experiment, region=settings.region, time_scale=settings.time_scale,
             store=settings.store_url, reference_seconds_per_step=ref_sps, poll_s=settings.poll_s,
@@ -143,6 +147,9 @@ class AwsBackend(Driver):
     start_s = driver_attribute("start_s", "Engine time at the start, seconds since the epoch (UTC).")
     trials = driver_attribute("trials", "trial_id -> (config, seed).")
     ref_sps = driver_attribute("ref_sps", "Simulated seconds per step on the reference instance.")
+    budget_usd = driver_attribute("budget_usd", "Spending cap over the run, USD (None: none; ``AwsSettings.budget_usd``).")
+    max_usd_per_hour = driver_attribute("max_usd_per_hour",
+                                        "Cap on the live instances' max prices, USD/h (None: none).")
     clients = driver_attribute("clients", "The run's :class:`AwsClients`.", part="transport")
     ec2 = driver_attribute("ec2", "The run's boto3 EC2 client.", part="transport")
     control = driver_attribute("control", "The experiment's S3 control objects (segments, commands, lease).",
@@ -166,8 +173,9 @@ class AwsBackend(Driver):
         ------
         BackendError
             On an AWS error the run cannot go on with (a missing bucket, no credentials, a refused
-            permission: one line naming the call), a spending cap (``CapExceeded``), or a run longer than
-            ``max_wall_s``. Every instance of the experiment is terminated on the way out.
+            permission: one line naming the call), or a run longer than ``max_wall_s``. Every instance of the
+            experiment is terminated on the way out. A spending cap that runs short is no error: the run stops
+            (``record.meta["budget_exhausted"]`` says why) and keeps the best trials so far.
         """
         from botocore.exceptions import BotoCoreError, ClientError
 

@@ -40,7 +40,8 @@ def live_market(spec: Any, *, ec2: Any = None, now_s: float | None = None) -> tu
     Returns
     -------
     tuple of (spotmarket.prices.PriceHistory, float) or None
-        The recent spot prices (USD per instance-hour) of the pool and ``now_s``; None without live prices.
+        The recent spot prices (USD per instance-hour) of the pool, ending at now, and now as the history
+        stores it (``history.end_s``: ``now_s`` to the nanosecond); None without live prices.
 
     Raises
     ------
@@ -67,8 +68,11 @@ def live_market(spec: Any, *, ec2: Any = None, now_s: float | None = None) -> tu
         raise ConfigError(f"describe_spot_price_history returned no price for {', '.join(spec.instance_types)}")
     import pandas as pd
 
-    return PriceHistory(records_to_table(recs, source="describe_spot_price_history"),
-                        end=pd.Timestamp(now, unit="s", tz="UTC")), now
+    history = PriceHistory(records_to_table(recs, source="describe_spot_price_history"),
+                           end=pd.Timestamp(now, unit="s", tz="UTC"))
+    # the start is the history's own end: the float -> nanosecond timestamp -> float round trip moves now
+    # by up to a microsecond either way, and a start past the end would be refused (decision AWS16)
+    return history, float(history.end_s)
 
 
 def on_demand_from_api(spec: Any, *, pricing: Any = None, cache_path: str | Path | None = None,
@@ -113,7 +117,8 @@ def on_demand_from_api(spec: Any, *, pricing: Any = None, cache_path: str | Path
     return {region: got}
 
 
-def settings_from_spec(spec: Any, *, live: bool, output: str | Path | None = None) -> AwsSettings:
+def settings_from_spec(spec: Any, *, live: bool, output: str | Path | None = None,
+                       require_image: bool = True) -> AwsSettings:
     """:class:`AwsSettings` of ``spec`` (``spec.aws``, the caps, ``storage_path``; experiment name from
     ``aws.experiment`` or the output folder's name).
 
@@ -125,6 +130,9 @@ def settings_from_spec(spec: Any, *, live: bool, output: str | Path | None = Non
         A real run (``aws.image`` and ``aws.ami`` required).
     output : str or pathlib.Path, optional
         The results folder.
+    require_image : bool, default True
+        With ``live``, refuse a spec without ``aws.image`` or ``aws.ami``; False for a dry run, which
+        launches nothing (it says what is missing instead).
 
     Returns
     -------
@@ -138,7 +146,7 @@ def settings_from_spec(spec: Any, *, live: bool, output: str | Path | None = Non
     from spottune.errors import ConfigError
 
     a = dict(spec.aws)
-    missing = [k for k in ("image", "ami") if live and not a.get(k)]
+    missing = [k for k in ("image", "ami") if live and require_image and not a.get(k)]
     if missing:  # the defaults are placeholders for a test endpoint
         raise ConfigError(f"backend aws needs aws.{' and aws.'.join(missing)} (the worker image in ECR, a host AMI "
                           "with Docker; docs/guide/aws.md)")
@@ -176,7 +184,7 @@ def exclusion_s(spec: Any) -> float:
 
 
 def aws_backend(spec: Any, orchestrator: Any, billing: Any, trials: list, market: Any, start_s: float, *, live: bool,
-                output: str | Path | None = None, progress: Any = None) -> Any:
+                output: str | Path | None = None, progress: Any = None, dry_run: bool = False) -> Any:
     """The :class:`AwsBackend` of ``spec`` (the chooser was built with :func:`exclusion_s`'s exclusions); with live
     prices the Spot placement scores of the pool are read for the predictor (:func:`._signals.read_placement_scores`).
 
@@ -200,6 +208,8 @@ def aws_backend(spec: Any, orchestrator: Any, billing: Any, trials: list, market
         The results folder (names the experiment when ``aws.experiment`` is not set).
     progress : callable, optional
         The progress callback (:data:`spottune.backends.Progress`).
+    dry_run : bool, default False
+        Built to be looked at, never run: ``aws.image`` and ``aws.ami`` are not required.
 
     Returns
     -------
@@ -213,7 +223,7 @@ def aws_backend(spec: Any, orchestrator: Any, billing: Any, trials: list, market
     """
     from spottune.backends.aws._backend import AwsBackend
 
-    settings = settings_from_spec(spec, live=live, output=output)
+    settings = settings_from_spec(spec, live=live, output=output, require_image=not dry_run)
     backend = AwsBackend(orchestrator, billing, spec.workload, {t.trial_id: (t.config, t.seed) for t in trials},
                          market.facts, start_s, settings, progress=progress)
     if live:  # AWS's own capacity signal, read once (a replayed test market has none: moto lacks the call)

@@ -6,9 +6,12 @@ Two caps (``spottune run --max-usd-per-hour``, ``--budget-usd``):
 - **hourly**: the max prices of the live instances plus the new one's, USD/hour, never above the cap. One
   instance whose max price alone exceeds it can never launch: ``CapExceeded`` ends the run; otherwise the
   launch is refused (``LaunchFailed``, retried by the orchestrator when others have ended).
-- **budget**: USD billed so far plus an upper bound of what the live instances have accrued (max price x
-  time alive) plus one hour of the new instance at its max price, never above the budget: else
-  ``CapExceeded`` ends the run (every instance is terminated on the way out).
+- **budget**: USD billed so far plus what the live instances have accrued plus the rest of their current hour
+  and one hour of the new instance, both at their max prices, never above the budget (decision DB5, the
+  driver's check in every backend, also at each hour boundary of a live instance): else the run stops, every
+  live instance is ended and the best trials so far are kept.
+
+:meth:`Plan.render` says, before anything runs, how the first launches meet both caps.
 """
 
 from __future__ import annotations
@@ -47,7 +50,9 @@ class Plan:
         max_usd_per_hour : float, optional
             The run's ``--max-usd-per-hour``, USD/hour: says whether the first launches fit under it.
         budget_usd : float, optional
-            The run's ``--budget-usd``, USD: shown.
+            The run's ``--budget-usd``, USD: the verdict of the budget guard (DB5) on the first launches, in
+            trial order (each commits its first hour at its max price; a launch held back by the hourly cap
+            commits nothing yet): ok with what is left, or the launch at which the run would stop.
 
         Returns
         -------
@@ -61,8 +66,44 @@ class Plan:
             lines.append(f"--max-usd-per-hour {max_usd_per_hour:g}: "
                          + ("ok" if self.hourly_bound_usd <= max_usd_per_hour else "launches would wait for the cap"))
         if budget_usd is not None:
-            lines.append(f"--budget-usd {budget_usd:g}")
+            lines.append(self.budget_verdict(budget_usd, max_usd_per_hour))
         return "\n".join(lines)
+
+    def budget_verdict(self, budget_usd: float, max_usd_per_hour: float | None = None) -> str:
+        """One line: whether the budget guard (decision DB5) lets the first launches go.
+
+        Each launch, in trial order, commits its first hour at its max price; a launch the hourly cap holds back
+        commits nothing yet (it waits). The guard stops the run at the first launch whose commitment would
+        take the total above the budget.
+
+        Parameters
+        ----------
+        budget_usd : float
+            ``--budget-usd``, USD.
+        max_usd_per_hour : float, optional
+            ``--max-usd-per-hour``, USD/hour.
+
+        Returns
+        -------
+        str
+            ``--budget-usd B: ok ...`` or ``--budget-usd B: the run would stop at its start ...``.
+        """
+        committed, waiting, running = 0.0, 0, 0.0
+        for i, (trial, _, price) in enumerate(self.launches):
+            if max_usd_per_hour is not None and running + price > max_usd_per_hour + 1e-12:
+                waiting += 1
+                continue
+            if committed + price > budget_usd:
+                return (f"--budget-usd {budget_usd:g}: the run would stop at its start: launch {i + 1} of "
+                        f"{len(self.launches)} ({trial}) would commit {committed + price:.5f} USD (first hours at "
+                        f"max price) > {budget_usd:g}, and nothing would be trained; raise --budget-usd, run fewer "
+                        "trials or cheaper instance types")
+            committed += price
+            running += price
+        held = f", {waiting} launch(es) waiting for the hourly cap" if waiting else ""
+        return (f"--budget-usd {budget_usd:g}: ok, the first launches commit {committed:.5f} USD (first hours at "
+                f"max price{held}), {budget_usd - committed:.5f} USD left; the guard checks again before every "
+                "launch and at every instance-hour")
 
 
 def plan(chooser: Any, trial_ids: Sequence[str], now_s: float, steps_left: float | None = None) -> Plan:

@@ -19,7 +19,8 @@ class AwsSettings(AwsOptions):
     The experiment spec's ``aws`` options are the fields of :class:`spottune.experiment.AwsOptions` (``bucket``,
     ``image``, ``ami``, ``instance_profile``, ``region``, ``experiment``, ``subnets``, ``security_groups``,
     ``prefix``, ``endpoint_url``, ``live_prices``, ``lease_s``, ``lease_save_s``, ``linger_s``, ``exclusion_s``,
-    ``describe_every_s``), which this class extends with what the driver sets; every field is a keyword.
+    ``describe_every_s``, ``report_timeout_s``), which this class extends with what the driver sets; every field
+    is a keyword.
 
     Parameters
     ----------

@@ -1,9 +1,9 @@
 """The EC2/SQS transport: each segment's worker runs on its own EC2 spot instance.
 
 :class:`Ec2Transport` is the aws backend's :class:`~spottune.backends._transport.WorkerTransport` (decisions
-AWS1-AWS15 in docs/design/decisions.md):
+AWS1-AWS16 in docs/design/decisions.md):
 
-- **launch** (:mod:`._launch`): spending caps first (:mod:`._safety`), then the segment description goes to
+- **launch** (:mod:`._launch`): the driver checks the spending caps first (decision DB5), then the segment description goes to
   S3 and one ``run_instances`` (spot, max price, zone, tags, user data) starts the instance. A refusal is
   ``LaunchFailed`` with the AWS error code; a capacity refusal is first delivered as ``CapacityRefused``
   (:meth:`WorkerDriver.inform`), so the chooser excludes the market.
@@ -38,7 +38,6 @@ from spottune.backends.aws._discovery import cleanup, ended_by, find_instances
 from spottune.backends.aws._launch import (CAPACITY_CODES, TAG_EXPERIMENT, TAG_LAUNCH, TAG_TRIAL, LaunchRefused,
                                            launch, launch_request, user_data)
 from spottune.backends.aws._prices import ApiPrices
-from spottune.backends.aws._safety import check_caps
 from spottune.backends.aws._signals import PLACEMENT_SCORE, REBALANCE
 from spottune.backends.local._messages import CheckpointCommand, Notice, decode_report, encode
 from spottune.backends.local._pool import segment_argv
@@ -217,7 +216,8 @@ class Ec2Transport:
 
     def handle(self, kind: str, args: list[Any]) -> bool:
         """A report message (``msg``) from the queue, the end of a batch of them (``handled``: they may be deleted
-        from the queue) or an instance EC2 shows as gone (``gone``).
+        from the queue), an instance EC2 shows as gone (``gone``), or the report timeout of a launch (``silent``,
+        :meth:`_on_silent`).
 
         Parameters
         ----------
@@ -237,13 +237,16 @@ class Ec2Transport:
             args[0].set()
         elif kind == "gone":
             self._on_gone(*args)
+        elif kind == "silent":
+            self._on_silent(*args)
         else:
             return False
         return True
 
     # -- effects ----------------------------------------------------------------------------------------
     def launch(self, action: Launch) -> None:
-        """Check the spending caps, write the segment to S3 and call ``run_instances`` for a one-time spot instance.
+        """Write the segment to S3 and call ``run_instances`` for a one-time spot instance (the driver checked the
+        spending caps before, as for every backend: decision DB5).
 
         Parameters
         ----------
@@ -251,14 +254,7 @@ class Ec2Transport:
             The trial, market, max price (USD/hour), the step to resume and the target step.
         """
         s, d = self.settings, self.driver
-        t = d.now_s()
-        live = [(i.max_price, i.started_s) for i in d.instances.values() if i.alive]
-        wait = check_caps(max_price=action.max_price_usd_per_hour, live=live, now_s=t, spent_usd=d.usd,
-                          max_usd_per_hour=s.max_usd_per_hour, budget_usd=s.budget_usd)
-        if wait is not None:
-            self._launch_outcome(action.trial_id, launch="", instance_id="", fulfilled=False, time_s=t, error=wait)
-            d.post(LaunchFailed(time_s=t, trial_id=action.trial_id, error=wait))
-            return
+        t = d.now_s()  # the spending caps were checked by the driver (ReplayDriver._refused_by_caps, DB5)
         market = action.market
         self._launches += 1
         lid = f"l{self._launches:05d}"  # refused launches are numbered too: a launch id is never reused
@@ -303,6 +299,8 @@ class Ec2Transport:
         inst.stats.update(launch=lid, launch_wall_s=d.clock.wall_s())
         self._by_launch[lid] = inst
         d.add_instance(inst)
+        # a host that never reports is named, not waited for; a boot takes wall time, whatever the engine's scale
+        d.timer(t + s.report_timeout_s * s.time_scale, "silent", inst)
 
     def _launch_outcome(self, trial_id: str, **details: Any) -> None:
         if self.driver.journal is not None:
@@ -666,6 +664,24 @@ class Ec2Transport:
             The worker's report (IMDS's action and time).
         """
         self.driver.notice_from_worker(inst, report)
+
+    def _on_silent(self, inst: Ec2Instance) -> None:
+        """``report_timeout_s`` after a launch: an instance whose worker has not reported (still booting) is
+        named in a warning and its segment fails (the orchestrator terminates it and retries within
+        ``max_failures``): a run never waits silently for hosts that do not run their user data."""
+        import warnings
+
+        d, s = self.driver, self.settings
+        if not inst.alive or inst.gone or inst.phase is not Phase.BOOTING:
+            return
+        msg = (f"instance {inst.instance_id} ({inst.market}, launch {inst.launch_id}) has not reported within "
+               f"{s.report_timeout_s:g} s of its launch: its user data did not start the agent (`docker run "
+               f"{s.image} --segment ...`), or it cannot reach the SQS queue; failing the segment. A plain moto "
+               "server runs no user data (docs/guide/aws.md, \"Trying it on a laptop\")")
+        log.warning("aws backend: %s", msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=1)
+        d.record.meta.setdefault("silent_instances", []).append(inst.instance_id)
+        d.failed(inst, msg)
 
     def _on_gone(self, instance_id: str, reason_code: str) -> None:
         d = self.driver
