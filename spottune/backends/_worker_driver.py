@@ -1013,13 +1013,55 @@ class WorkerDriver(ReplayDriver):
                                            deadline_s=now))
         return True
 
+    def worker_saves(self, records: list[dict[str, Any]], find: Callable[[WorkerInstance], Any], since_s: float,
+                     trained_after: Callable[[Any], bool] = lambda info: True) -> tuple[dict[str, Any], float]:
+        """Resume: the checkpoints the running trials' workers saved on their own, and when the last of them stopped.
+
+        Parameters
+        ----------
+        records : list of dict
+            The killed run's journal (its ``TrialLaunched`` and ``MetricReported`` events date each instance's
+            last journaled report).
+        find : callable
+            ``find(inst)`` returns the save of ``inst``'s worker (:func:`orphan_save`) or None.
+        since_s : float
+            The last journaled engine time, seconds since the epoch: the clock restarts there at the earliest.
+        trained_after : callable, optional
+            ``trained_after(save)`` is True when the steps of ``save`` beyond the journal were trained after the
+            worker's last journaled report, so they took engine time (default: every save).
+
+        Returns
+        -------
+        saves : dict of str to CheckpointInfo
+            Instance id -> its worker's save, for every running trial's instance that has one.
+        stop_s : float
+            Engine time the clock restarts at, seconds since the epoch: ``since_s``, or later by the steps a worker
+            trained after its last journaled report (at its instance's speed; decision CS4).
+        """
+        reported: dict[str, float] = {}
+        for rec in records:
+            e = rec.get("e") if rec.get("k") == "event" else None
+            if e is not None and e.get("type") in ("TrialLaunched", "MetricReported"):
+                reported[e["instance_id"]] = float(e["time_s"])
+        saves, stop_s = {}, since_s
+        for inst in self._instances.values():
+            if inst.alive and inst.launched and self.orchestrator.trials[inst.trial_id].instance_id == inst.instance_id:
+                info = find(inst)
+                if info is None:
+                    continue
+                saves[inst.instance_id] = info
+                if trained_after(info):
+                    stop_s = max(stop_s, reported.get(inst.instance_id, since_s)
+                                 + max(0, info.step - inst.step) * inst.seconds_per_step)
+        return saves, stop_s
+
     def rearm_wakeups(self) -> None:
         """After a resume, with the clock running: the wake-ups the replay left pending go on the clock again."""
         for trial_id, at_s in self._resumed or ():
             self._wake_at(trial_id, at_s)
 
 
-def orphan_save(store: Callable[[], Any], inst: WorkerInstance, meta: dict[str, Any]) -> Any:
+def orphan_save(store: Callable[[], Any], inst: WorkerInstance, meta: dict[str, Any], worker_id: str | None = None) -> Any:
     """Resume: the checkpoint the worker of ``inst`` saved on its own when its driver died (a ``lease`` save), or None.
 
     It is the trial's newest intact version in the store (manifest authenticated with the experiment's key), if
@@ -1034,6 +1076,9 @@ def orphan_save(store: Callable[[], Any], inst: WorkerInstance, meta: dict[str, 
         An instance rebuilt by :meth:`WorkerDriver.replay_journal`.
     meta : dict
         The run record's ``meta``: an unreadable store is noted in its ``resume_store_errors``.
+    worker_id : str, optional
+        The id ``inst``'s worker writes in its saves' metadata (default ``inst.instance_id``; the aws worker writes
+        its launch id).
 
     Returns
     -------
@@ -1046,7 +1091,7 @@ def orphan_save(store: Callable[[], Any], inst: WorkerInstance, meta: dict[str, 
     except Exception as exc:  # noqa: BLE001 - unreadable store: relaunch from the confirmed checkpoint
         meta.setdefault("resume_store_errors", []).append(f"{inst.trial_id}: {exc}")
         return None
-    if info is None or info.metadata.get("instance_id") != inst.instance_id:
+    if info is None or info.metadata.get("instance_id") != (worker_id or inst.instance_id):
         return None
     return info
 

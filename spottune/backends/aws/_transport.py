@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spottune.speed import seconds_per_step
-from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance
+from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance, orphan_save
 from spottune.backends.aws._channel import Control, Envelope, Inbox, queue_name
 from spottune.backends.aws._discovery import cleanup, ended_by, find_instances
 from spottune.backends.aws._launch import (CAPACITY_CODES, TAG_EXPERIMENT, TAG_LAUNCH, TAG_TRIAL, LaunchRefused,
@@ -425,14 +425,10 @@ class Ec2Transport:
         d = self.driver
         pending: dict[str, dict[str, Any]] = {}
         numbers = [0]
-        reported: dict[str, float] = {}  # instance id -> engine time of its last journaled report
         for rec in records:
             if rec.get("k") == "event":
-                e = rec["e"]
-                if e.get("type") in ("TrialLaunched", "MetricReported"):
-                    reported[e["instance_id"]] = float(e["time_s"])
-                elif e.get("type") == "HourElapsed":
-                    self._hours.add(e["instance_id"])
+                if rec["e"].get("type") == "HourElapsed":
+                    self._hours.add(rec["e"]["instance_id"])
                 continue
             if rec.get("op") == "signal" and rec.get("signal") == REBALANCE:
                 self._rebalanced.append((str(rec["id"]), float(rec["time_s"])))
@@ -451,38 +447,27 @@ class Ec2Transport:
         # an effect may be later than the event that caused it (the clock runs while actions are carried out)
         last = max([d.log_s, *(float(r["time_s"]) for r in records if r["k"] == "outcome" and "time_s" in r),
                     *(float(r["end_s"]) for r in records if r["k"] == "billed")])
-        stop_s = last
-        for inst in d.instances.values():
-            if inst.alive and inst.launched and d.orchestrator.trials[inst.trial_id].instance_id == inst.instance_id:
-                info = self._orphan_save(inst)
-                if info is not None:
-                    self._saves[inst.instance_id] = info
-                    if info.metadata.get("reason") == "lease":  # an adopted worker's own steps come as reports
-                        stop_s = max(stop_s, reported.get(inst.instance_id, last)
-                                     + max(0, info.step - inst.step) * inst.seconds_per_step)
+        # a kept instance's steps beyond the journal come as its reports; a lease save's were trained before it
+        self._saves, stop_s = d.worker_saves(records, self._orphan_save, last,
+                                             trained_after=lambda info: info.metadata.get("reason") == "lease")
         d.log_s = stop_s
         start = stop_s if self.settings.time_scale != 1.0 else max(stop_s, time.time())
         d.restart_clock(start)
         d.note_resume({"at_s": start, "records": d.journal.n}, journal=False)  # journaled by reconcile()
 
     def _orphan_save(self, inst: Ec2Instance) -> Any:
-        """The checkpoint the worker of ``inst`` saved on its own (a ``lease`` save, or one at a notice), or
-        None: the trial's newest intact version in the store (manifest authenticated with the experiment's
-        key), if this launch wrote it (metadata ``instance_id``: the worker's instance id is the launch id)."""
-        from spottune.checkpoint import open_store
-        from spottune.checkpoint._secrets import store_key
+        """The checkpoint the worker of ``inst`` saved on its own (a ``lease`` save, or one at a notice), or None
+        (:func:`orphan_save`; the worker's instance id is the launch id)."""
+        def store() -> Any:
+            from spottune.checkpoint import open_store
+            from spottune.checkpoint._secrets import store_key
 
-        try:
             if self._store is None:
                 self._store = open_store(self.settings.store_url, self.settings.storage_options,
                                          key=store_key({CHECKPOINT_KEY_ENV: self.checkpoint_key}))
-            info = self._store.latest_good(inst.trial_id)
-        except Exception as exc:  # noqa: BLE001 - unreadable store: relaunch from the confirmed checkpoint
-            self.driver.record.meta.setdefault("resume_store_errors", []).append(f"{inst.trial_id}: {exc}")
-            return None
-        if info is None or info.metadata.get("instance_id") != inst.launch_id:
-            return None
-        return info
+            return self._store
+
+        return orphan_save(store, inst, self.driver.record.meta, worker_id=inst.launch_id)
 
     def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
         """Rebuild the instance of a journaled fulfilled launch (reconciled with EC2 after the replay).

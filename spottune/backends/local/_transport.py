@@ -325,21 +325,7 @@ class ProcessTransport:
         d = self.driver
         killed = kill_leftover_workers(records, self.settings.store_url, grace_s=ORPHAN_SAVE_WALL_S)
         d.replay_journal()
-        # the workers' own saves; the steps they trained after their last journaled report took engine time too
-        last: dict[str, float] = {}
-        for rec in records:
-            e = rec.get("e") if rec.get("k") == "event" else None
-            if e is not None and e.get("type") in ("TrialLaunched", "MetricReported"):
-                last[e["instance_id"]] = float(e["time_s"])
-        self._saves, stop_s = {}, d.log_s
-        for inst in d.instances.values():
-            tr = d.orchestrator.trials[inst.trial_id]
-            if inst.alive and inst.launched and tr.instance_id == inst.instance_id:
-                info = self._orphan_save(inst)
-                if info is not None:
-                    self._saves[inst.instance_id] = info
-                    stop_s = max(stop_s, last.get(inst.instance_id, d.log_s)
-                                 + max(0, info.step - inst.step) * inst.seconds_per_step)
+        self._saves, stop_s = d.worker_saves(records, self._orphan_save, d.log_s)
         d.log_s = stop_s
         d.restart_clock(stop_s)  # the replayed market resumes where it stood when the last worker stopped
         d.note_resume({"at_s": d.log_s, "records": d.journal.n, "killed_workers": killed},
