@@ -71,7 +71,7 @@ class Task:
     job_time_value_usd_per_hour : float, default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`
         Value of the job's wall-clock hour in the ``refund`` objective, USD per job-hour, shared by the trials
         heading to the same stop (R11).
-    provisioning : {"spottune", "restart"}, default "spottune"
+    provisioning : {"spottune", "refund-hop", "restart"}, default "spottune"
         Provisioning of the SpotTune-provisioned policies (:func:`spottune.evaluation.get_policy`).
     speed_model : {"pooled", "cores"}, default "pooled"
         The refund objective's performance matrix (``spottune.experiment.SPEED_MODELS``, design R9).
