@@ -72,7 +72,7 @@ from spottune.planning._brackets import LAUNCH_RETRY_S
 from spottune.planning._elastic import SCHEDULES
 
 __all__ = ["CHOOSERS", "DEFAULT_POLICIES", "ELASTIC", "FIXED", "NEVER_REVOKED_FACTOR", "PROVISIONINGS", "THETA_SWEEP",
-           "Policy", "get_policy", "parse_policies", "spec_policy"]
+           "Policy", "get_policy", "guarded", "parse_policies", "spec_policy"]
 
 #: The predictor kinds a policy may name (:data:`spottune.experiment.PREDICTOR_KINDS`).
 KINDS = PREDICTOR_KINDS
