@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -119,12 +120,20 @@ def _starts(trace: str, workload: str, mode: str, n: int, tuning: bool) -> str:
 def run(args) -> dict:
     from spottune.cli._simulate import simulate_all
 
+    if args.merge:  # rows of several runs (e.g. one arm each), summarised together
+        parts = [json.loads(Path(f).read_text()) for f in args.merge.split(",")]
+        rows = [r for part in parts for r in part["rows"]]
+        arms = list(dict.fromkeys(a for part in parts for a in part["config"]["arms"]))
+        config = {**parts[0]["config"], "arms": arms, "merged": args.merge.split(",")}
+        return {"config": config, "rows": rows, "summary": summarise(rows, arms)}
     cases = [tuple(c.split(":")) for c in args.cases.split(",")] if args.cases else list(CASES)
+    pols = tuple(args.policies.split(","))
     if args.tuning:
         arms = {**{f"margin-{m:g}": (POLICIES[:1], {"provisioning": "spottune"}, False, m) for m in args.margins},
                 "restart": (POLICIES[:1], {"provisioning": "restart"}, False, None)}
     else:
-        arms = {a: (*v, None) for a, v in ARMS.items() if a in args.arms.split(",")}
+        arms = {a: (tuple(p for p in v[0] if p.replace("-hindsight", "") in pols), *v[1:], None)
+                for a, v in ARMS.items() if a in args.arms.split(",")}
     rows = []
     for trace, workload, mode in cases:
         times = _starts(trace, workload, mode, args.starts, args.tuning)
@@ -137,7 +146,8 @@ def run(args) -> dict:
                       "error": r["error"] if isinstance(r["error"], str) else "",
                       **{k: float(r[k]) for k in METRICS}} for r in table.to_dict("records")]
             print(f"{trace} {workload} {mode} {arm}: done", file=sys.stderr, flush=True)
-    return {"config": {"starts": args.starts, "tuning": args.tuning, "cases": cases, "arms": list(arms),
+            args.out.with_suffix(".partial.json").write_text(json.dumps({"config": {"arms": list(arms)}, "rows": rows}))
+    return {"config": {"starts": args.starts, "tuning": args.tuning, "cases": cases, "arms": list(arms), "policies": pols,
                        "jobs": args.jobs, "margins": list(args.margins) if args.tuning else None},
             "rows": rows, "summary": summarise(rows, list(arms))}
 
@@ -208,6 +218,8 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--cases", default="", help="trace:workload:mode,... (default: all 12 cells)")
     ap.add_argument("--arms", default="spottune,restart,reference")
+    ap.add_argument("--policies", default=",".join(POLICIES), help="policies of the evaluation arms")
+    ap.add_argument("--merge", default="", help="comma-separated JSON files of earlier runs: summarise their rows")
     ap.add_argument("--margins", type=lambda t: tuple(float(x) for x in t.split(",")), default=MARGINS)
     ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, or provisioning_tuning.json with --tuning")
     ap.add_argument("--tuning", action="store_true", help="the margins on the tuning starts (choose there)")
