@@ -16,7 +16,7 @@ probabilities (predictor ``hindsight``) and the simulator's true speed ratios be
 oracle below; the honest-speed rule off). The gap between ``spottune`` and ``reference`` is what estimation costs.
 
 ``--tuning`` runs the margins ``--margins`` of the guarded provisioner (``spottune-0.7``) and restart on the tuning
-starts between the evaluation ones (:func:`spottune.evaluation.tuning_starts`) -> ``provisioning_tuning.json``; the
+starts between the evaluation ones (:func:`spottune.evaluation.tuning_starts`) -> ``provisioning_margin_tuning.json``; the
 default margin was chosen there (rule: the smallest pooled cost ratio; docs/design/decisions.md, R12). Nothing is
 chosen on the evaluation starts.
 
@@ -221,11 +221,11 @@ def main(argv=None) -> int:
     ap.add_argument("--policies", default=",".join(POLICIES), help="policies of the evaluation arms")
     ap.add_argument("--merge", default="", help="comma-separated JSON files of earlier runs: summarise their rows")
     ap.add_argument("--margins", type=lambda t: tuple(float(x) for x in t.split(",")), default=MARGINS)
-    ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, or provisioning_tuning.json with --tuning")
+    ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, or provisioning_margin_tuning.json with --tuning")
     ap.add_argument("--tuning", action="store_true", help="the margins on the tuning starts (choose there)")
     ap.add_argument("--markdown", action="store_true", help="print the table from the JSON and exit")
     args = ap.parse_args(argv)
-    args.out = args.out or (OUT.with_name("provisioning_tuning.json") if args.tuning else OUT)
+    args.out = args.out or (OUT.with_name("provisioning_margin_tuning.json") if args.tuning else OUT)
     return run_or_print(args, run, markdown)
 
 

@@ -50,7 +50,7 @@ class GuardedProvisioner(RefundProvisioner):
     ----------
     *args, **kwargs
         As :class:`~provisioner.RefundProvisioner` (``p_shrink`` is the revocation probability's shrinkage).
-    margin : float in [0, 1], default 0.1
+    margin : float in [0, 1], default 0.25
         m: another candidate is taken only when its step cost (USD per useful step) is below ``(1 − m)`` times the
         restart candidate's (module docstring; decision R12).
     honest_speed : bool, default True
@@ -80,7 +80,7 @@ class GuardedProvisioner(RefundProvisioner):
     policy = "spottune-guarded"
     order = ("restart_guard", "step_cost_usd", "expected_usd", "max_price_usd_per_hour")
 
-    def __init__(self, *args, margin: float = 0.1, honest_speed: bool = True,
+    def __init__(self, *args, margin: float = 0.25, honest_speed: bool = True,
                  reference_cores: float = REFERENCE_CORES, **kwargs):
         if isinstance(margin, bool) or not (isinstance(margin, (int, float)) and 0.0 <= margin <= 1.0):
             raise ProvisionerConfigError(f"margin is {margin!r}, but must be a fraction in [0, 1]")

@@ -337,8 +337,9 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
 
 def guarded(policy: Policy) -> Policy:
     """``policy`` with SpotTune's default provisioning when it has the SpotTune chooser and objective ``refund``:
-    :class:`provisioner.GuardedProvisioner` at :data:`spottune.compose.provisioning.DEFAULT_RESTART_MARGIN` and no
-    hourly hop (decision R12); any other policy unchanged.
+    :class:`provisioner.GuardedProvisioner` at :data:`spottune.compose.provisioning.DEFAULT_RESTART_MARGIN`, no
+    hourly hop, and spot-restart's handling of a capacity refusal (ask again after the back-off, no failover: a
+    failover leaves restart's market without pricing the move); decision R12. Any other policy unchanged.
 
     Parameters
     ----------
@@ -350,7 +351,7 @@ def guarded(policy: Policy) -> Policy:
     """
     if policy.chooser != "spottune" or policy.objective != "refund" or policy.restart_margin is not None:
         return policy
-    return replace(policy, restart_margin=DEFAULT_RESTART_MARGIN, hourly_hop=False,
+    return replace(policy, restart_margin=DEFAULT_RESTART_MARGIN, hourly_hop=False, failover=False,
                    description=f"{policy.description}; restart unless beaten by {DEFAULT_RESTART_MARGIN:.0%}, no hop")
 
 
