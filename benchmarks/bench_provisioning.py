@@ -124,7 +124,9 @@ def run(args) -> dict:
         parts = [json.loads(Path(f).read_text()) for f in args.merge.split(",")]
         rows = [r for part in parts for r in part["rows"]]
         arms = list(dict.fromkeys(a for part in parts for a in part["config"]["arms"]))
-        config = {**parts[0]["config"], "arms": arms, "merged": args.merge.split(",")}
+        cases = [c for part in parts for c in part["config"].get("cases", [])]
+        config = {**parts[0]["config"], "arms": arms, "cases": cases,
+                  "merged": [Path(f).name for f in args.merge.split(",")]}
         return {"config": config, "rows": rows, "summary": summarise(rows, arms)}
     cases = [tuple(c.split(":")) for c in args.cases.split(",")] if args.cases else list(CASES)
     pols = tuple(args.policies.split(","))
