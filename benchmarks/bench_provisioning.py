@@ -105,7 +105,7 @@ ARMS = {"spottune": (POLICIES, {"provisioning": "spottune"}, False),
         "reference": (("spottune-0.7-hindsight",), {"provisioning": "spottune", "speed_model": "cores"}, True)}
 
 
-def _starts(trace: str, workload: str, mode: str, n: int, tuning: bool) -> str:
+def _starts(trace: str, workload: str, mode: str, n: int, tuning: bool, indices: str = "") -> str:
     from spotmarket.prices import to_timestamp
     from spottune.evaluation import default_starts, tuning_starts
     from spottune.evaluation._runner import environment
@@ -114,6 +114,8 @@ def _starts(trace: str, workload: str, mode: str, n: int, tuning: bool) -> str:
     starts = default_starts(env["history"], env["markets"], n)
     if tuning:
         starts = tuning_starts(starts)
+    if indices:  # a part of the starts (a run continued in pieces; --merge joins them)
+        starts = [starts[int(i)] for i in indices.split(",")]
     return ",".join(to_timestamp(s).isoformat() for s in starts)
 
 
@@ -138,7 +140,7 @@ def run(args) -> dict:
                 for a, v in ARMS.items() if a in args.arms.split(",")}
     rows = []
     for trace, workload, mode in cases:
-        times = _starts(trace, workload, mode, args.starts, args.tuning)
+        times = _starts(trace, workload, mode, args.starts, args.tuning, args.indices)
         for arm, (policies, kwargs, oracle, m) in arms.items():
             with tempfile.TemporaryDirectory() as d, (speed_oracle() if oracle else contextlib.nullcontext()), margin(m):
                 table = simulate_all(workload, ",".join(policies), args.starts, mode, Path(d), jobs=args.jobs,
@@ -221,6 +223,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", default="", help="trace:workload:mode,... (default: all 12 cells)")
     ap.add_argument("--arms", default="spottune,restart,reference")
     ap.add_argument("--policies", default=",".join(POLICIES), help="policies of the evaluation arms")
+    ap.add_argument("--indices", default="", help="comma-separated indices of the starts to run (default: all)")
     ap.add_argument("--merge", default="", help="comma-separated JSON files of earlier runs: summarise their rows")
     ap.add_argument("--margins", type=lambda t: tuple(float(x) for x in t.split(",")), default=MARGINS)
     ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, or provisioning_margin_tuning.json with --tuning")
