@@ -12,11 +12,13 @@ replay and the same seeds (a baseline is another object, not a flag).
 name                       recipe
 =========================  ==========================================================================
 spottune-<θ>[-<pred>]      SpotTune with predictor <pred> (default ``auto``; ``revpred``, ``tributary``, ``constant``,
-[-<objective>]             ``hindsight``, ``none``, ``calibrated``, ``online-hazard``), hourly hop,
+[-<objective>]             ``hindsight``, ``none``, ``calibrated``, ``online-hazard``),
                            EarlyCurve at θ and the plateau rule. Objective ``refund`` (market and max
-                           price from the ladder by expected USD per useful step,
-                           ``provisioner.RefundProvisioner``) or ``paper`` (Eq 2, D1 max price); without
-                           the suffix, ``spottune simulate --objective`` (default refund).
+                           price from the ladder by expected USD per useful step; by default
+                           ``provisioner.GuardedProvisioner``: spot-restart's choice unless another
+                           beats it by the margin, no hourly hop, no failover, design R12) or ``paper``
+                           (Eq 2, D1 max price, hourly hop); without the suffix, ``spottune simulate
+                           --objective`` (default refund).
                            ``spottune-0.7``, ``spottune-0.7-paper``, ``spottune-0.7-constant-paper``,
                            θ sweep.
 single-cheapest            one instance per trial of the cheapest type (lowest on-demand price in the
