@@ -202,16 +202,15 @@ def summarise(rows: list[dict], arms: list[str]) -> dict:
 
 def markdown(r: dict) -> str:
     arms = [a for a in r["config"]["arms"] if a != "restart"]
-    lines = ["| trace, workload, mode, policy | n | " + " | ".join(f"{a}: cost ÷ restart [95 % CI], JCT ÷ restart"
-                                                          for a in arms) + " |",
-             "| --- | --- |" + " --- |" * len(arms)]
+    lines = ["| trace, workload, mode, policy | " + " | ".join(f"{a}: cost ÷ restart [95 % CI], JCT ÷ restart (starts)"
+                                                      for a in arms) + " |",
+             "| --- |" + " --- |" * len(arms)]
     for key, v in r["summary"]["cells"].items():
-        n = max((v[a]["n"] for a in arms if a in v), default=0)
         cells = [f"{v[a]['cost_ratio']:.2f} [{v[a]['cost_ratio_ci'][0]:.2f}, {v[a]['cost_ratio_ci'][1]:.2f}], "
-                 f"{v[a]['jct_ratio']:.2f}" if a in v else "" for a in arms]
-        lines.append(f"| {key} | {n} | {' | '.join(cells)} |")
+                 f"{v[a]['jct_ratio']:.2f} ({v[a]['n']})" if a in v else "" for a in arms]
+        lines.append(f"| {key} | {' | '.join(cells)} |")
     for key, v in r["summary"]["pooled"].items():
-        lines.append(f"| pooled {key} ({v['cells']} cells) | | {v['cost_ratio']:.2f} "
+        lines.append(f"| pooled {key} ({v['cells']} cells) | {v['cost_ratio']:.2f} "
                      f"[{v['cost_ratio_ci'][0]:.2f}, {v['cost_ratio_ci'][1]:.2f}] |" + " |" * (len(arms) - 1))
     return "\n".join(lines)
 
