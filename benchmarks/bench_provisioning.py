@@ -1,35 +1,35 @@
 """What SpotTune's provisioner buys, with the stopper held fixed: ``spottune-0.7`` and ``spottune-1.0`` under
-SpotTune's provisioning and under spot-restart's (``spottune simulate --provisioning spottune|restart``) ->
-``benchmarks/results/provisioning.json``; and what its speed model buys (``--speed-model pooled|cores``).
+SpotTune's provisioning and under spot-restart's (``spottune simulate --provisioning spottune|restart``) on both
+shipped traces (us-east-1 2015 and eu-west-1 2021-08), three workloads and both market modes ->
+``benchmarks/results/provisioning.json``.
 
-The refund-aware provisioning work compares SpotTune with baselines that also differ in early stopping (single-spot and spot-restart train
-every trial to S_max), so a cost ratio there mixes the provisioner's effect with θ's. Here only the provisioning
-differs: the same policy, study, starts and seeds, run once with the default provisioning (the refund objective's
-market and max price, the ``auto`` predictor, hourly hops) and once with spot-restart's (the cheapest market at each
-launch, max price = on-demand, no hop, relaunch after a revocation). At θ = 1 the restart-provisioned run is the
-``spot-restart`` baseline itself.
+Only the provisioning differs: the same policy, study, starts and seeds, run once with the default provisioning
+(:class:`provisioner.GuardedProvisioner`: spot-restart's choice unless another market and max price beat it by the
+margin, no hourly hop; decision R12) and once with spot-restart's (the cheapest market at each launch, max price =
+on-demand, no hop). At θ = 1 the restart-provisioned run is the ``spot-restart`` baseline itself. Each cell reports
+the ratio of mean costs (SpotTune's ÷ restart's) with a paired bootstrap interval over the starts (the same start
+resampled in both arms), JCT ÷ restart's beside it, and the pooled ratio (geometric mean of the cells' ratios, each
+cell's starts resampled).
 
-The arm ``cores`` (``spottune-0.7`` only) is SpotTune's provisioning with the spec's speed model (``--speed-model cores``:
-each trial's row is ``κ_h / cores_i`` until measured, and rescaled from its own measured cells only) instead of the
-default ``pooled`` one (:class:`provisioner.PooledSpeedMatrix`: speed ratios between types learned from all trials;
-design R9).
+The arm ``reference`` (``spottune-0.7`` only) is the same objective told what it cannot know: hindsight revocation
+probabilities (predictor ``hindsight``) and the simulator's true speed ratios between instance types (the speed
+oracle below; the honest-speed rule off). The gap between ``spottune`` and ``reference`` is what estimation costs.
 
-The arm ``speed-oracle`` (``spottune-0.7`` only) is a diagnosis, not a policy: SpotTune's provisioning with its
-performance matrix told the simulator's own speed ratios between instance types (``spottune.speed``)
-instead of the paper's cores rule (``T[h][i] = κ_h / cores_i``, which assumes that speed grows linearly
-with vCPUs). A trial's measured cells are kept; its unmeasured ones follow its measured ones by the true ratios. It
-bounds what a better speed prior could save; no deployable provisioner knows these ratios in advance.
+``--tuning`` runs the margins ``--margins`` of the guarded provisioner (``spottune-0.7``) and restart on the tuning
+starts between the evaluation ones (:func:`spottune.evaluation.tuning_starts`) -> ``provisioning_margin_tuning.json``; the
+default margin was chosen there (rule: the smallest pooled cost ratio; docs/design/decisions.md, R12). Nothing is
+chosen on the evaluation starts.
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_provisioning.py [--starts 10] [--jobs 2]`` (about 13 min on
-two cores); ``--markdown`` prints the table from the JSON. ``--tuning`` runs ``spottune``, ``cores`` and ``speed-oracle``
-on the tuning starts between the evaluation ones (:func:`spottune.evaluation.tuning_starts`, 18 for 10) of three cases
--> ``provisioning_tuning.json``: the default speed model was chosen there.
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_provisioning.py --starts 20 --jobs 2`` (the full size:
+12 cells x 20 starts; several hours on two quiet cores); ``--cases`` picks cells (``trace:workload:mode``, comma-
+separated), ``--markdown`` prints the table from the JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -38,24 +38,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, run_or_print  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "provisioning.json"
-#: (workload, market mode): The refund-aware provisioning work's workloads and modes
-CASES = (("digits-mlp", "legacy"), ("opda-alexnet", "legacy"), ("gbt", "legacy"), ("digits-mlp", "modern"),
-         ("opda-alexnet", "modern"), ("gbt", "modern"))
+#: trace name -> ``spottune simulate --prices`` (None: the default, us-east-1 2015)
+TRACES = {"us-east-1_2015": None, "eu-west-1_2021-08": str(ROOT / "data" / "spot_prices" / "eu-west-1_2021-08.csv.gz")}
+WORKLOADS = ("digits-mlp", "opda-alexnet", "gbt")
+MODES = ("legacy", "modern")
+#: (trace, workload, market mode): every cell of the benchmark
+CASES = tuple((t, w, m) for t in TRACES for w in WORKLOADS for m in MODES)
 POLICIES = ("spottune-0.7", "spottune-1.0")
 METRICS = ("cost_usd", "jct_h", "refunded_share", "top3", "instances", "hops", "revocations")
+MARGINS = (0.0, 0.1, 0.25)
 
 
 @contextlib.contextmanager
 def speed_oracle():
-    """Patch :class:`provisioner.PerformanceMatrix` so that its unmeasured cells follow the simulator's speed model
-    (module docstring; a diagnosis). Worker processes forked inside the block inherit the patch."""
+    """Patch :class:`provisioner.PerformanceMatrix` so that its unmeasured cells follow the simulator's speed model,
+    and turn the guarded provisioner's honest-speed rule off (the reference arm; module docstring). Worker processes
+    forked inside the block inherit the patch."""
     import numpy as np
 
-    from provisioner import InstanceCatalog, PerformanceMatrix
+    from provisioner import GuardedProvisioner, InstanceCatalog, PerformanceMatrix
     from spottune.speed import seconds_per_step
 
     catalog = InstanceCatalog.load()
     prior, rescale = PerformanceMatrix._prior, PerformanceMatrix._rescale
+    honest = GuardedProvisioner.honest_seconds_per_step
 
     def shape(self):  # seconds per step of each column relative to the 2-vCPU reference, as the simulator runs it
         return np.array([seconds_per_step(1.0, catalog[t].vcpus, catalog[t].ecu) for t in self.instance_types])
@@ -72,86 +78,158 @@ def speed_oracle():
         row[~mask] = ref * shape(self)[~mask]
 
     PerformanceMatrix._prior, PerformanceMatrix._rescale = true_prior, true_rescale
+    GuardedProvisioner.honest_seconds_per_step = lambda self, T, leaving=True: T
     try:
         yield
     finally:
         PerformanceMatrix._prior, PerformanceMatrix._rescale = prior, rescale
+        GuardedProvisioner.honest_seconds_per_step = honest
+
+
+@contextlib.contextmanager
+def margin(value: float | None):
+    """Set the guarded provisioner's margin of the policies built inside the block (forked workers inherit it)."""
+    from spottune.compose import policies
+
+    old = policies.DEFAULT_RESTART_MARGIN
+    policies.DEFAULT_RESTART_MARGIN = old if value is None else float(value)
+    try:
+        yield
+    finally:
+        policies.DEFAULT_RESTART_MARGIN = old
 
 
 #: arm -> (policies, simulate keyword arguments, speed oracle patched in)
 ARMS = {"spottune": (POLICIES, {"provisioning": "spottune"}, False),
-        "cores": (POLICIES[:1], {"provisioning": "spottune", "speed_model": "cores"}, False),
         "restart": (POLICIES, {"provisioning": "restart"}, False),
-        "speed-oracle": (POLICIES[:1], {"provisioning": "spottune", "speed_model": "cores"}, True)}
-TUNING_CASES = (("digits-mlp", "legacy"), ("opda-alexnet", "legacy"), ("digits-mlp", "modern"))
-TUNING_ARMS = ("spottune", "cores", "speed-oracle")
+        "reference": (("spottune-0.7-hindsight",), {"provisioning": "spottune", "speed_model": "cores"}, True)}
 
 
-def run(args) -> dict:
+def _starts(trace: str, workload: str, mode: str, n: int, tuning: bool, indices: str = "") -> str:
     from spotmarket.prices import to_timestamp
-    from spottune.cli._simulate import simulate_all
     from spottune.evaluation import default_starts, tuning_starts
     from spottune.evaluation._runner import environment
 
-    cases, arms = (TUNING_CASES, TUNING_ARMS) if args.tuning else (CASES, tuple(ARMS))
+    env = environment(workload, 0, mode, TRACES[trace], None)
+    starts = default_starts(env["history"], env["markets"], n)
+    if tuning:
+        starts = tuning_starts(starts)
+    if indices:  # a part of the starts (a run continued in pieces; --merge joins them)
+        starts = [starts[int(i)] for i in indices.split(",")]
+    return ",".join(to_timestamp(s).isoformat() for s in starts)
+
+
+def run(args) -> dict:
+    from spottune.cli._simulate import simulate_all
+
+    if args.merge:  # rows of several runs (e.g. one arm each), summarised together
+        parts = [json.loads(Path(f).read_text()) for f in args.merge.split(",")]
+        rows = [r for part in parts for r in part["rows"]]
+        arms = list(dict.fromkeys(a for part in parts for a in part["config"]["arms"]))
+        cases = [c for part in parts for c in part["config"].get("cases", [])]
+        config = {**parts[0]["config"], "arms": arms, "cases": cases,
+                  "merged": [Path(f).name for f in args.merge.split(",")]}
+        return {"config": config, "rows": rows, "summary": summarise(rows, arms)}
+    cases = [tuple(c.split(":")) for c in args.cases.split(",")] if args.cases else list(CASES)
+    pols = tuple(args.policies.split(","))
+    if args.tuning:
+        arms = {**{f"margin-{m:g}": (POLICIES[:1], {"provisioning": "spottune"}, False, m) for m in args.margins},
+                "restart": (POLICIES[:1], {"provisioning": "restart"}, False, None)}
+    else:
+        arms = {a: (tuple(p for p in v[0] if p.replace("-hindsight", "") in pols), *v[1:], None)
+                for a, v in ARMS.items() if a in args.arms.split(",")}
     rows = []
-    for workload, mode in cases:
-        times = None
-        if args.tuning:
-            env = environment(workload, 0, mode, None, None)
-            starts = tuning_starts(default_starts(env["history"], env["markets"], args.starts))
-            times = ",".join(to_timestamp(s).isoformat() for s in starts)
-        for arm in arms:
-            policies, kwargs, oracle = ARMS[arm]
-            policies = POLICIES[:1] if args.tuning else policies
-            with tempfile.TemporaryDirectory() as d, (speed_oracle() if oracle else contextlib.nullcontext()):
+    for trace, workload, mode in cases:
+        times = _starts(trace, workload, mode, args.starts, args.tuning, args.indices)
+        for arm, (policies, kwargs, oracle, m) in arms.items():
+            with tempfile.TemporaryDirectory() as d, (speed_oracle() if oracle else contextlib.nullcontext()), margin(m):
                 table = simulate_all(workload, ",".join(policies), args.starts, mode, Path(d), jobs=args.jobs,
-                                     progress=False, start_times=times, **kwargs)
-            rows += [{"workload": workload, "market_mode": mode, "provisioning": arm, "policy": r["policy"],
-                      "start": r["start"], "error": r["error"] if isinstance(r["error"], str) else "",
-                      **{m: float(r[m]) for m in METRICS}} for r in table.to_dict("records")]
-            print(f"{workload} {mode} {arm}: done", file=sys.stderr, flush=True)
-    summary = {}
-    for workload, mode in cases:
-        for policy in POLICIES:
-            mean = {}
-            for arm in arms:
-                rs = [r for r in rows if (r["workload"], r["market_mode"], r["provisioning"], r["policy"])
-                      == (workload, mode, arm, policy)]
-                if rs:
-                    mean[arm] = {"n": len(rs), "errors": sum(bool(r["error"]) for r in rs),
-                                 **{m: sum(r[m] for r in rs) / len(rs) for m in METRICS}}
-            if len(mean) < len(arms) - 2:  # spottune-1.0 has only the spottune and restart arms
+                                     progress=False, start_times=times, prices=TRACES[trace], **kwargs)
+            rows += [{"trace": trace, "workload": workload, "market_mode": mode, "provisioning": arm,
+                      "policy": r["policy"].replace("-hindsight", ""), "start": r["start"],
+                      "error": r["error"] if isinstance(r["error"], str) else "",
+                      **{k: float(r[k]) for k in METRICS}} for r in table.to_dict("records")]
+            print(f"{trace} {workload} {mode} {arm}: done", file=sys.stderr, flush=True)
+            args.out.with_suffix(".partial.json").write_text(json.dumps({"config": {"arms": list(arms)}, "rows": rows}))
+    return {"config": {"starts": args.starts, "tuning": args.tuning, "cases": cases, "arms": list(arms), "policies": pols,
+                       "jobs": args.jobs, "margins": list(args.margins) if args.tuning else None},
+            "rows": rows, "summary": summarise(rows, list(arms))}
+
+
+def summarise(rows: list[dict], arms: list[str]) -> dict:
+    """Per (trace, workload, mode, policy) and arm: the ratio of mean cost to restart's with a paired bootstrap
+    interval over the starts, and the ratio of mean JCT; ``pooled``: per arm and policy, the geometric mean of the
+    cells' cost ratios with its interval (each cell's starts resampled together)."""
+    import numpy as np
+
+    from _common import bootstrap_interval
+
+    cells: dict = {}
+    for r in rows:
+        cells.setdefault((r["trace"], r["workload"], r["market_mode"], r["policy"]), {}) \
+            .setdefault(r["provisioning"], {})[r["start"]] = r
+    out, logs = {}, {}
+    rng = np.random.default_rng(0)
+    for key, by_arm in cells.items():
+        base = by_arm.get("restart")
+        if not base:
+            continue
+        entry = {}
+        for arm, runs in by_arm.items():
+            if arm == "restart":
                 continue
-            base = mean["restart" if "restart" in mean else "cores"]  # on tuning starts: against the spec's model
-            summary[f"{workload} {mode} {policy}"] = {
-                **mean, **{f"{arm}_cost_ratio": m["cost_usd"] / base["cost_usd"] for arm, m in mean.items()},
-                **{f"{arm}_jct_ratio": m["jct_h"] / base["jct_h"] for arm, m in mean.items()}}
-    return {"config": {"starts": args.starts, "tuning": args.tuning, "cases": cases, "arms": arms,
-                       "ratios_against": "cores" if args.tuning else "restart", "jobs": args.jobs},
-            "rows": rows, "summary": summary}
+            common = sorted(set(runs) & set(base))
+            pair = np.array([[runs[s]["cost_usd"], base[s]["cost_usd"], runs[s]["jct_h"], base[s]["jct_h"]]
+                             for s in common if not runs[s]["error"] and not base[s]["error"]])
+            if len(pair) == 0:
+                continue
+            ratio = pair[:, 0].mean() / pair[:, 1].mean()
+            lo, hi = bootstrap_interval(pair[:, :2], lambda m: m[:, 0] / m[:, 1])
+            entry[arm] = {"n": len(pair), "cost_usd": pair[:, 0].mean(), "restart_cost_usd": pair[:, 1].mean(),
+                          "cost_ratio": ratio, "cost_ratio_ci": [lo, hi], "jct_ratio": pair[:, 2].mean() / pair[:, 3].mean()}
+            idx = rng.integers(0, len(pair), size=(2000, len(pair)))
+            boot = pair[idx, 0].mean(axis=1) / pair[idx, 1].mean(axis=1)
+            logs.setdefault((arm, key[3]), []).append((np.log(ratio), np.log(boot)))
+        out[" ".join(key)] = entry
+    pooled = {}
+    for (arm, policy), items in logs.items():
+        point = float(np.exp(np.mean([a for a, _ in items])))
+        boot = np.exp(np.mean([b for _, b in items], axis=0))
+        lo, hi = np.percentile(boot, [2.5, 97.5])
+        pooled[f"{arm} {policy}"] = {"cells": len(items), "cost_ratio": point, "cost_ratio_ci": [float(lo), float(hi)]}
+    return {"cells": out, "pooled": pooled}
 
 
 def markdown(r: dict) -> str:
-    arms, base = r["config"]["arms"], r["config"]["ratios_against"]
-    lines = [f"| workload, mode, policy | {' | '.join(arms)} |", "| --- |" + " --- |" * len(arms),
-             f"| (USD / JCT h / refunded share; USD and JCT ÷ {base}'s) |" + " |" * len(arms)]
-    for key, v in r["summary"].items():
-        cells = [f"{v[a]['cost_usd']:.3f} / {v[a]['jct_h']:.2f} / {v[a]['refunded_share']:.0%} "
-                 f"({v[a + '_cost_ratio']:.2f}, {v[a + '_jct_ratio']:.2f})" if a in v else "" for a in arms]
+    arms = [a for a in r["config"]["arms"] if a != "restart"]
+    lines = ["| trace, workload, mode, policy | " + " | ".join(f"{a}: cost ÷ restart [95 % CI], JCT ÷ restart (starts)"
+                                                      for a in arms) + " |",
+             "| --- |" + " --- |" * len(arms)]
+    for key, v in r["summary"]["cells"].items():
+        cells = [f"{v[a]['cost_ratio']:.2f} [{v[a]['cost_ratio_ci'][0]:.2f}, {v[a]['cost_ratio_ci'][1]:.2f}], "
+                 f"{v[a]['jct_ratio']:.2f} ({v[a]['n']})" if a in v else "" for a in arms]
         lines.append(f"| {key} | {' | '.join(cells)} |")
+    for key, v in r["summary"]["pooled"].items():
+        lines.append(f"| pooled {key} ({v['cells']} cells) | {v['cost_ratio']:.2f} "
+                     f"[{v['cost_ratio_ci'][0]:.2f}, {v['cost_ratio_ci'][1]:.2f}] |" + " |" * (len(arms) - 1))
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--starts", type=int, default=10)
+    ap.add_argument("--starts", type=int, default=20, help="evaluation starts per cell (tuning: 2 (n - 1) between them)")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, or provisioning_tuning.json with --tuning")
-    ap.add_argument("--tuning", action="store_true", help="the speed-model arms on the tuning starts (choose there)")
+    ap.add_argument("--cases", default="", help="trace:workload:mode,... (default: all 12 cells)")
+    ap.add_argument("--arms", default="spottune,restart,reference")
+    ap.add_argument("--policies", default=",".join(POLICIES), help="policies of the evaluation arms")
+    ap.add_argument("--indices", default="", help="comma-separated indices of the starts to run (default: all)")
+    ap.add_argument("--merge", default="", help="comma-separated JSON files of earlier runs: summarise their rows")
+    ap.add_argument("--margins", type=lambda t: tuple(float(x) for x in t.split(",")), default=MARGINS)
+    ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, or provisioning_margin_tuning.json with --tuning")
+    ap.add_argument("--tuning", action="store_true", help="the margins on the tuning starts (choose there)")
     ap.add_argument("--markdown", action="store_true", help="print the table from the JSON and exit")
     args = ap.parse_args(argv)
-    args.out = args.out or (OUT.with_name("provisioning_tuning.json") if args.tuning else OUT)
+    args.out = args.out or (OUT.with_name("provisioning_margin_tuning.json") if args.tuning else OUT)
     return run_or_print(args, run, markdown)
 
 

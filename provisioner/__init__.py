@@ -39,6 +39,7 @@ from provisioner._refund import (
     revocation_within,
 )
 from provisioner._curse import LaunchLedger, shrink_p
+from provisioner._guarded import GuardedProvisioner
 from provisioner._refund_provisioner import P_CAP, RefundProvisioner
 from provisioner.errors import (
     CatalogError,
@@ -62,6 +63,7 @@ __all__ = [
     "FastestMarketChooser",
     "FixedMaxPrice",
     "FixedTypeChooser",
+    "GuardedProvisioner",
     "HOUR_S",
     "InstanceCatalog",
     "MarketExclusions",

@@ -168,6 +168,9 @@ class RefundProvisioner(BaseChooser):
         with np.errstate(divide="ignore", invalid="ignore"):
             cost = np.where(steps > 0, priced / np.where(steps > 0, steps, 1.0), np.inf)
         bad = ~np.broadcast_to(ok[None], cost.shape)
+        #: every (trial, market, rung) of the last round, for a subclass that prices one rung of its own
+        #: (:class:`provisioner.GuardedProvisioner`): objective, USD, useful steps, max prices, p, launchable, p priced
+        self._last_round = (cost, usd, steps, b_all, p_all, ok, p_obj)
         capped = None
         if self.ledger is not None:
             bad, capped = self._cap(now_s, bad, cost, usd, b_all)

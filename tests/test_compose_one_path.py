@@ -133,7 +133,7 @@ def test_the_check_sees_a_difference_in_the_chooser():
     common = _common_parts(exp)
     same = dataclasses.replace(_named(spec), **{k: getattr(spec_policy(spec), k) for k in RUN_FIELDS})
     assert describe(_simulated(spec, exp, same).orchestrator, common) == describe(exp.orchestrator, common)
-    other = _simulated(spec, exp, dataclasses.replace(same, failover=False)).orchestrator
+    other = _simulated(spec, exp, dataclasses.replace(same, failover=not same.failover)).orchestrator
     assert describe(other, common) != describe(exp.orchestrator, common)
     other = compose.assemble(same, **_kwargs(spec, exp), speed_model="cores").orchestrator
     assert describe(other, common) != describe(exp.orchestrator, common)

@@ -74,3 +74,18 @@ def test_spottune_run_prints_the_warning(monkeypatch, capsys):
     assert code == 0, err
     assert "warning: the start lies in a 56.4 h collection gap of the price data" in err
     assert "dry run: nothing is launched" in out
+
+
+def test_default_starts_move_past_the_collection_gaps():
+    # 20 starts on the 2015 trace: the 11th, 2015-06-11 10:00, lies in the 56.4 h gap (to 2015-06-12 00:09:14); it
+    # moves to the first whole hour after it, the others (clear for two days after them) stay where they were
+    from spottune.compose import build_market
+    from spottune.evaluation import default_starts
+
+    market = build_market(None, market_mode="legacy", seed=0)
+    moved = default_starts(market.history, market.markets, 20)
+    plain = default_starts(market.history, market.markets, 20, gap_window_s=0)
+    assert [(p, m) for p, m in zip(plain, moved) if p != m] == [
+        (to_seconds("2015-06-11T10:00Z"), to_seconds("2015-06-12T01:00Z"))]
+    gaps = market.history.collection_gaps()
+    assert all(not (s < b and a < s + 2 * 86400) for s in moved for a, b in gaps)

@@ -10,6 +10,7 @@ from provisioner import (
     CheapestMarketChooser,
     FixedMaxPrice,
     FixedTypeChooser,
+    GuardedProvisioner,
     InstanceCatalog,
     Pool,
     Provisioner,
@@ -18,6 +19,7 @@ from provisioner import (
 from spotmarket.prices import Market
 from revpred.protocol import ConstantRevocation
 from spottune.backends import SimBackend, SimSettings
+from spottune.compose import DEFAULT_RESTART_MARGIN
 from spottune.errors import ConfigError
 from spottune.evaluation import (
     DEFAULT_POLICIES,
@@ -100,7 +102,8 @@ def test_every_default_policy_parses(name):
 
 def test_policy_names_and_errors():
     p = get_policy("spottune-0.3-tributary")
-    assert (p.theta, p.predictor, p.hourly_hop, p.early_curve) == (0.3, "tributary", True, True)
+    assert (p.theta, p.predictor, p.hourly_hop, p.early_curve) == (0.3, "tributary", False, True)  # guarded: no hop (R12)
+    assert p.restart_margin == DEFAULT_RESTART_MARGIN
     assert p.objective == "refund" and get_policy("spottune-0.3-tributary", "paper").objective == "paper"
     for name, pred, obj in [("spottune-0.7-paper", "auto", "paper"), ("spottune-0.7-constant-paper", "constant", "paper"),
                             ("spottune-0.7-online-hazard-paper", "online-hazard", "paper"),
@@ -118,11 +121,14 @@ def test_policy_names_and_errors():
 
 def test_recipes_assemble_the_right_parts():
     asm, _ = _run("spottune-0.7-hindsight")
-    assert isinstance(asm.chooser, RefundProvisioner) and asm.orchestrator.config.theta == 0.7
+    assert isinstance(asm.chooser, GuardedProvisioner) and asm.orchestrator.config.theta == 0.7
+    assert asm.chooser.margin == DEFAULT_RESTART_MARGIN and not asm.orchestrator.config.hourly_hop  # R12
     assert asm.chooser.objective.boot_s == 120.0  # the simulator's default launch-to-training latency
     paper, _ = _run("spottune-0.7-hindsight-paper")
     assert type(paper.chooser) is Provisioner and paper.chooser.objective.name == "eq2"
-    assert asm.orchestrator.config.hourly_hop and asm.orchestrator.plateau_rule is not None
+    assert paper.orchestrator.config.hourly_hop and asm.orchestrator.plateau_rule is not None
+    hop, _ = _run("spottune-0.7-hindsight", provisioning="refund-hop")  # the unguarded refund objective, hourly hops
+    assert type(hop.chooser) is RefundProvisioner and hop.orchestrator.config.hourly_hop
     assert isinstance(asm.chooser.predictor, OraclePredictor)
     asm, _ = _run("single-fastest")
     assert isinstance(asm.chooser, FixedTypeChooser) and asm.chooser.instance_type == "c3.xlarge"
@@ -172,8 +178,9 @@ def test_spot_restart_is_revoked_relaunches_and_never_hops():
 def test_spottune_hops_every_hour():
     # one market (r3.large, the reference instance: 300 s per step), no spike: each trial trains 30 steps =
     # 9000 s = 2.5 h, so it hops at 1 h and 2 h of instance time (1 h + a 1 s HOP checkpoint per segment)
-    # and ends in its third segment: 2 hops per trial, 8 in all, never revoked.
-    asm, record = _run("spottune-1.0", history=_history(spike=False, types=("r3.large",)))
+    # and ends in its third segment: 2 hops per trial, 8 in all, never revoked (the refund-hop provisioning; the
+    # default guarded one does not hop, decision R12).
+    asm, record = _run("spottune-1.0", history=_history(spike=False, types=("r3.large",)), provisioning="refund-hop")
     trials = asm.orchestrator.trials
     assert {t: (tr.state, tr.hops, tr.revocations) for t, tr in trials.items()} == {
         t: (TrialState.FINISHED, 2, 0) for t in ("t0", "t1", "t2", "t3")}
@@ -282,7 +289,7 @@ def test_restart_provisioning_gives_the_spottune_provisioned_policies_spot_resta
 def test_simulate_refuses_a_deadline_under_restart_provisioning_and_an_unknown_speed_model(tmp_path):
     from spottune.cli._simulate import simulate_all
 
-    with pytest.raises(ConfigError, match="--deadline needs --provisioning spottune, not 'restart'"):
+    with pytest.raises(ConfigError, match="--deadline needs --provisioning spottune or refund-hop, not 'restart'"):
         simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, deadline="6h", provisioning="restart")
     with pytest.raises(ConfigError, match="--speed-model is 'linear', but must be one of pooled, cores"):
         simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, speed_model="linear")

@@ -192,13 +192,15 @@ def test_the_deadline_guard_hands_its_exclusions_to_the_chooser_that_skips_them(
 
 
 def test_which_policies_fail_over():
-    """SpotTune's policies and spot-restart-failover fail over; the single-spot baselines and spot-restart (also
-    as another policy's ``provisioning="restart"``) ask their choice again after the back-off (design E12)."""
+    """The paper's SpotTune, the refund-hop provisioning and spot-restart-failover fail over; the single-spot
+    baselines, spot-restart (also as another policy's ``provisioning="restart"``) and SpotTune's guarded default, which
+    keeps spot-restart's handling of a refusal (design R12), ask their choice again after the back-off (design E12)."""
     from spottune.compose import get_policy
 
     assert {n: get_policy(n).failover for n in ("spottune-0.7", "spottune-0.7-revpred-paper", "optuna-sha",
                                                 "spot-restart-failover", "spot-restart", "single-cheapest",
                                                 "single-fastest", "on-demand")} == {
-        "spottune-0.7": True, "spottune-0.7-revpred-paper": True, "optuna-sha": True, "spot-restart-failover": True,
+        "spottune-0.7": False, "spottune-0.7-revpred-paper": True, "optuna-sha": False, "spot-restart-failover": True,
         "spot-restart": False, "single-cheapest": False, "single-fastest": False, "on-demand": False}
     assert get_policy("spottune-0.7", provisioning="restart").failover is False
+    assert get_policy("spottune-0.7", provisioning="refund-hop").failover is True

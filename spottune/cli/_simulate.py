@@ -105,10 +105,11 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     job_time_value_usd_per_hour : float, default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`
         Value of the job's wall-clock hour in the same objective, USD per job-hour, shared by the trials heading to
         the same stop (R11; 0 = off).
-    provisioning : {"spottune", "restart"}, default "spottune"
-        Provisioning of the SpotTune and Optuna policies: the SpotTune provisioner, or spot-restart's (cheapest market
-        at each launch, max price = on-demand, no hop), which compares stoppers on a provisioning that does not
-        depend on when a trial will stop (:func:`spottune.evaluation.get_policy`).
+    provisioning : {"spottune", "refund-hop", "restart"}, default "spottune"
+        Provisioning of the SpotTune and Optuna policies: the SpotTune provisioner (spot-restart's choice unless another
+        beats it by the margin, no hop; design R12), the unguarded refund objective with hourly hops, or
+        spot-restart's (cheapest market at each launch, max price = on-demand, no hop), which compares stoppers on a
+        provisioning that does not depend on when a trial will stop (:func:`spottune.evaluation.get_policy`).
     speed_model : {"pooled", "cores"}, default "pooled"
         The refund objective's performance matrix (``spottune.experiment.SPEED_MODELS``, design R9).
     predictive_options : mapping or str, optional
@@ -158,8 +159,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     from spottune.planning import DEADLINE_RULES, parse_duration
 
     deadline_s = None if deadline is None else parse_duration(deadline)
-    if deadline_s is not None and provisioning != "spottune":
-        raise ConfigError(f"--deadline needs --provisioning spottune, not {provisioning!r} (the deadline guard works "
+    if deadline_s is not None and provisioning == "restart":
+        raise ConfigError(f"--deadline needs --provisioning spottune or refund-hop, not {provisioning!r} (the deadline guard works "
                           "through SpotTune's provisioner)")
     if budget_usd is not None and not budget_usd > 0:
         raise ConfigError(f"--budget-usd is {budget_usd:g}, but must be > 0")
@@ -296,8 +297,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
 @click.option("--deadline-rule", type=click.Choice(["slack", "uniform"]), default="slack", show_default=True,
               help="Deadline guard: slack = stable capacity as late as possible; uniform = Can't Be Late's rule.")
 @click.option("--provisioning", type=click.Choice(list(PROVISIONINGS)), default=PROVISIONINGS[0], show_default=True,
-              help="Provisioning of the SpotTune and Optuna policies: spottune = the SpotTune provisioner with hourly "
-                   "hops; restart = spot-restart's (cheapest market at each launch, max price = on-demand, no hop), to "
+              help="Provisioning of the SpotTune and Optuna policies: spottune = the SpotTune provisioner (spot-restart's "
+                   "choice unless another market and max price beat it by a margin, no hourly hop); refund-hop = the "
+                   "refund objective's choice with hourly hops (the default before 2026-11-29); restart = spot-restart's (cheapest market at each launch, max price = on-demand, no hop), to "
                    "compare stoppers on a provisioning that does not depend on when a trial will stop.")
 @click.option("--speed-model", type=click.Choice(list(SPEED_MODELS)), default=SPEED_MODELS[0], show_default=True,
               help="Refund objective of the SpotTune policies: speed on instance types a trial has not run on; pooled = "

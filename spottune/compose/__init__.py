@@ -49,19 +49,20 @@ from spottune.compose.orchestrators import (LEAN_THETA, Assembly, assemble, elas
                                             policy_orchestrator)
 from spottune.compose.plans import executed_schedule, first_round_commitment_usd, plan_orchestrator, plan_spec
 from spottune.compose.policies import (CHOOSERS, DEFAULT_POLICIES, ELASTIC, FIXED, NEVER_REVOKED_FACTOR, PROVISIONINGS,
-                                       THETA_SWEEP, Policy, get_policy, parse_policies, spec_policy)
+                                       THETA_SWEEP, Policy, get_policy, guarded, parse_policies, spec_policy)
 from spottune.compose.predictors import (CALIBRATED_HISTORY_DAYS, CALIBRATED_P_CAP, PREDICTOR_KINDS,
                                          calibrated_predictor, constant_hazard, empirical_rate_predictor,
                                          make_predictor, selection_p_cap)
-from spottune.compose.provisioning import GUARD_OVERHEADS, curve_model, deadline_guard, make_provisioner
+from spottune.compose.provisioning import (DEFAULT_RESTART_MARGIN, GUARD_OVERHEADS, GUARD_P_SHRINK, curve_model,
+                                          deadline_guard, make_provisioner)
 
 __all__ = [
-    "CALIBRATED_HISTORY_DAYS", "CALIBRATED_P_CAP", "CHOOSERS", "DAY_S", "DEFAULT_POLICIES", "ELASTIC", "FIXED",
-    "GAP_WARNING_S", "GUARD_OVERHEADS", "LEAN_THETA", "NEVER_REVOKED_FACTOR", "PREDICTOR_KINDS", "PROVISIONINGS",
+    "CALIBRATED_HISTORY_DAYS", "CALIBRATED_P_CAP", "CHOOSERS", "DAY_S", "DEFAULT_POLICIES", "DEFAULT_RESTART_MARGIN", "ELASTIC", "FIXED",
+    "GAP_WARNING_S", "GUARD_OVERHEADS", "GUARD_P_SHRINK", "LEAN_THETA", "NEVER_REVOKED_FACTOR", "PREDICTOR_KINDS", "PROVISIONINGS",
     "THETA_SWEEP", "Assembly", "Experiment", "MarketSetup", "Policy", "assemble", "build", "build_market",
     "calibrated_predictor", "check_start", "check_supported", "constant_hazard", "curve_model", "deadline_guard",
     "dry_run", "elastic_schedule", "empirical_rate_predictor", "executed_schedule", "first_round_commitment_usd",
-    "fixed_types", "gap_warnings", "get_policy", "make_predictor", "make_provisioner", "parse_policies",
+    "fixed_types", "gap_warnings", "get_policy", "guarded", "make_predictor", "make_provisioner", "parse_policies",
     "plan_orchestrator", "plan_spec", "policy_orchestrator", "revocation_model", "run", "selection_p_cap",
     "spec_policy", "store_url",
 ]

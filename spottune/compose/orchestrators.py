@@ -200,7 +200,8 @@ def policy_orchestrator(policy: Policy, *, trial_ids: Sequence[str], configs: Ma
                                    time_value_usd_per_hour=time_value_usd_per_hour,
                                    job_time_value_usd_per_hour=job_time_value_usd_per_hour, speed_model=speed_model,
                                    checkpoint_size_mb=float(checkpoint_size_mb),
-                                   reference_seconds_per_step=reference_seconds_per_step, exclusions=exclusions)
+                                   reference_seconds_per_step=reference_seconds_per_step, exclusions=exclusions,
+                                   restart_margin=policy.restart_margin)
     elif policy.chooser == "cheapest-market":
         chooser = CheapestMarketChooser(history, catalog, pool, rng, max_price_rule=rule, exclusions=exclusions)
     else:

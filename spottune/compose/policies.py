@@ -12,11 +12,13 @@ replay and the same seeds (a baseline is another object, not a flag).
 name                       recipe
 =========================  ==========================================================================
 spottune-<θ>[-<pred>]      SpotTune with predictor <pred> (default ``auto``; ``revpred``, ``tributary``, ``constant``,
-[-<objective>]             ``hindsight``, ``none``, ``calibrated``, ``online-hazard``), hourly hop,
+[-<objective>]             ``hindsight``, ``none``, ``calibrated``, ``online-hazard``),
                            EarlyCurve at θ and the plateau rule. Objective ``refund`` (market and max
-                           price from the ladder by expected USD per useful step,
-                           ``provisioner.RefundProvisioner``) or ``paper`` (Eq 2, D1 max price); without
-                           the suffix, ``spottune simulate --objective`` (default refund).
+                           price from the ladder by expected USD per useful step; by default
+                           ``provisioner.GuardedProvisioner``: spot-restart's choice unless another
+                           beats it by the margin, no hourly hop, no failover, design R12) or ``paper``
+                           (Eq 2, D1 max price, hourly hop); without the suffix, ``spottune simulate
+                           --objective`` (default refund).
                            ``spottune-0.7``, ``spottune-0.7-paper``, ``spottune-0.7-constant-paper``,
                            θ sweep.
 single-cheapest            one instance per trial of the cheapest type (lowest on-demand price in the
@@ -62,7 +64,7 @@ from typing import Any
 from provisioner import DEFAULT_EXCLUSION_S
 from spottune._pruning import PRUNERS
 from spottune.backends.aws._build import exclusion_s
-from spottune.compose.provisioning import GUARD_OVERHEADS
+from spottune.compose.provisioning import DEFAULT_RESTART_MARGIN, GUARD_OVERHEADS
 from spottune.errors import ConfigError
 from spottune.experiment import (BARRIER_STOPPERS, DEFAULT_STOPPER, OBJECTIVES, PREDICTOR_KINDS, STOPPERS,
                                  ExperimentSpec, check_predictive_rungs, parse_predictive_options)
@@ -72,7 +74,7 @@ from spottune.planning._brackets import LAUNCH_RETRY_S
 from spottune.planning._elastic import SCHEDULES
 
 __all__ = ["CHOOSERS", "DEFAULT_POLICIES", "ELASTIC", "FIXED", "NEVER_REVOKED_FACTOR", "PROVISIONINGS", "THETA_SWEEP",
-           "Policy", "get_policy", "parse_policies", "spec_policy"]
+           "Policy", "get_policy", "guarded", "parse_policies", "spec_policy"]
 
 #: The predictor kinds a policy may name (:data:`spottune.experiment.PREDICTOR_KINDS`).
 KINDS = PREDICTOR_KINDS
@@ -80,10 +82,13 @@ KINDS = PREDICTOR_KINDS
 _ORCHESTRATOR_DEFAULTS = {f.name: f.default for f in fields(OrchestratorConfig)}
 
 CHOOSERS = ("spottune", "cheapest-market", "fixed-cheapest", "fixed-fastest", "bracket-type")
-#: Provisioning of the SpotTune-provisioned policies (``spottune-<θ>``, ``optuna-*``): ``spottune`` (the default: the
-#: SpotTune provisioner, hourly hop) or ``restart`` (spot-restart's: cheapest market at each launch, max price = on-demand,
-#: no hop), which compares the stoppers on a provisioning that does not depend on when a trial will stop.
-PROVISIONINGS = ("spottune", "restart")
+#: Provisioning of the SpotTune-provisioned policies (``spottune-<θ>``, ``optuna-*``): ``spottune`` (the default: with the
+#: refund objective, :class:`provisioner.GuardedProvisioner`, spot-restart's choice unless another candidate beats it by
+#: :data:`spottune.compose.provisioning.DEFAULT_RESTART_MARGIN`, no hourly hop; decision R12), ``refund-hop`` (the
+#: refund objective's choice unguarded, with hourly hops: the default before 2026-11-29), or ``restart`` (spot-restart's:
+#: cheapest market at each launch, max price = on-demand, no hop), which compares the stoppers on a provisioning that
+#: does not depend on when a trial will stop.
+PROVISIONINGS = ("spottune", "refund-hop", "restart")
 NEVER_REVOKED_FACTOR = 10.0  #: single-spot max price = this x the highest price of the whole history
 
 
@@ -151,6 +156,11 @@ class Policy:
         With a deadline and a budget, the deadline guard's stable option is the fastest type whose on-demand hour
         fits ``budget_usd / top_k``, else the cheapest type on demand (DB11); :func:`spec_policy` sets False
         (``spottune run``'s guard has no such cap).
+    restart_margin : float in [0, 1] or None, default None
+        SpotTune chooser with objective ``refund`` only: :class:`provisioner.GuardedProvisioner` with this margin
+        (spot-restart's choice unless another candidate's step cost is below ``1 − margin`` times its; decision R12);
+        None: the unguarded :class:`provisioner.RefundProvisioner`. :func:`get_policy` sets
+        :data:`spottune.compose.provisioning.DEFAULT_RESTART_MARGIN` and no hourly hop for provisioning ``spottune``.
 
     Raises
     ------
@@ -181,6 +191,7 @@ class Policy:
     max_failures: int = _ORCHESTRATOR_DEFAULTS["max_failures"]
     guard_overhead: str = "fixed"
     guard_budget_cap: bool = True
+    restart_margin: float | None = None
 
     def __post_init__(self) -> None:
         if self.chooser not in CHOOSERS:
@@ -200,6 +211,10 @@ class Policy:
         if (self.schedule is None) != (self.chooser != "bracket-type") or self.schedule not in (None, *SCHEDULES):
             raise ConfigError(f"policy {self.name}: schedule {self.schedule!r} needs chooser bracket-type and one of "
                               f"{SCHEDULES}")
+        if self.restart_margin is not None and not (
+                self.chooser == "spottune" and self.objective == "refund" and 0.0 <= self.restart_margin <= 1.0):
+            raise ConfigError(f"policy {self.name}: restart_margin {self.restart_margin!r} needs the SpotTune chooser, "
+                              "objective refund and a fraction in [0, 1]")
         if self.guard_overhead not in GUARD_OVERHEADS:
             raise ConfigError(f"policy {self.name}: guard_overhead is {self.guard_overhead!r}, but must be one of "
                               f"{GUARD_OVERHEADS}")
@@ -290,7 +305,10 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
     rungs : str or sequence of (float, int), default ()
         Synchronous barriers before θ of the ``spottune-<θ>...`` policies with stopper ``barrier`` or ``hparams`` and θ < 1
         (:attr:`Policy.rungs`); other policies ignore them.
-    provisioning : {"spottune", "restart"}, default "spottune"
+    provisioning : {"spottune", "refund-hop", "restart"}, default "spottune"
+        ``spottune``: the SpotTune-provisioned policies with objective ``refund`` keep spot-restart's choice unless
+        another candidate beats it by the margin, without hourly hops (:attr:`Policy.restart_margin`, decision R12);
+        ``refund-hop``: the refund objective's choice unguarded, with hourly hops (the default before 2026-11-29);
         ``restart`` gives the SpotTune-provisioned policies (``spottune-<θ>...``, ``optuna-...``) spot-restart's
         provisioning instead (cheapest market at each launch, max price = on-demand, no hourly hop, no predictor;
         :data:`PROVISIONINGS`); the other policies keep their own.
@@ -314,7 +332,29 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
     if provisioning == "restart" and policy.chooser == "spottune":
         policy = replace(policy, **_RESTART_PROVISIONING, failover=False,
                          description=f"{policy.description}; spot-restart provisioning")
+    elif provisioning == "spottune":
+        policy = guarded(policy)
     return policy
+
+
+def guarded(policy: Policy) -> Policy:
+    """``policy`` with SpotTune's default provisioning when it has the SpotTune chooser and objective ``refund``:
+    :class:`provisioner.GuardedProvisioner` at :data:`spottune.compose.provisioning.DEFAULT_RESTART_MARGIN`, no
+    hourly hop, and spot-restart's handling of a capacity refusal (ask again after the back-off, no failover: a
+    failover leaves restart's market without pricing the move); decision R12. Any other policy unchanged.
+
+    Parameters
+    ----------
+    policy : Policy
+
+    Returns
+    -------
+    Policy
+    """
+    if policy.chooser != "spottune" or policy.objective != "refund" or policy.restart_margin is not None:
+        return policy
+    return replace(policy, restart_margin=DEFAULT_RESTART_MARGIN, hourly_hop=False, failover=False,
+                   description=f"{policy.description}; restart unless beaten by {DEFAULT_RESTART_MARGIN:.0%}, no hop")
 
 
 def _named_policy(name: str, objective: str, stopper: str, rungs: str | Sequence[tuple[float, int]],
@@ -395,8 +435,8 @@ def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_
 
 
 def spec_policy(spec: ExperimentSpec) -> Policy:
-    """The policy ``spottune run`` executes for ``spec`` (θ barrier, top-k and early stopping of Algorithm 1, hourly hop,
-    SpotTune's provisioner): the spec's ``predictor``, ``theta``, ``objective``, ``stopper``, ``rungs``,
+    """The policy ``spottune run`` executes for ``spec`` (θ barrier, top-k and early stopping of Algorithm 1, SpotTune's
+    provisioner; with objective ``refund`` the guarded one without hourly hops, :func:`guarded`): the spec's ``predictor``, ``theta``, ``objective``, ``stopper``, ``rungs``,
     ``predictive_options`` and ``max_failures``, and the fields where a run has always been wired differently from the
     simulated ``spottune-<θ>`` policies: the orchestrator's default launch back-off (60 s), a deadline guard that counts
     the pool's slowest checkpoint restore and has no budget cap, and failover (design E12) only on the backends whose
@@ -411,10 +451,10 @@ def spec_policy(spec: ExperimentSpec) -> Policy:
     Policy
         Named ``spec``.
     """
-    return Policy(name="spec", description=f"spottune run: θ={spec.theta:g}, predictor {spec.predictor}, objective "
+    return guarded(Policy(name="spec", description=f"spottune run: θ={spec.theta:g}, predictor {spec.predictor}, objective "
                   f"{spec.objective}, stopper {spec.stopper}", predictor=spec.predictor, theta=spec.theta,
                   objective=spec.objective, stopper=spec.stopper, rungs=spec.rungs,
                   predictive_options=spec.predictive_options, failover=spec.backend in ("sim", "local", "aws"),
                   exclusion_s=exclusion_s(spec) if spec.backend == "aws" else DEFAULT_EXCLUSION_S,
                   launch_retry_s=_ORCHESTRATOR_DEFAULTS["launch_retry_s"], max_failures=spec.max_failures,
-                  guard_overhead="checkpoint-transfer", guard_budget_cap=False)
+                  guard_overhead="checkpoint-transfer", guard_budget_cap=False))

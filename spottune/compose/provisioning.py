@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from earlycurve import EarlyCurve, FinalMetricPredictor, LastValue, is_plateau
-from provisioner import (InstanceCatalog, MarketExclusions, MaxPriceSource, PerformanceMatrix, Pool, PooledSpeedMatrix, Provisioner,
-                         RefundProvisioner, RefundStepCost)
+from provisioner import (GuardedProvisioner, InstanceCatalog, MarketExclusions, MaxPriceSource, PerformanceMatrix, Pool,
+                         PooledSpeedMatrix, Provisioner, RefundProvisioner, RefundStepCost)
 from revpred.protocol import RevocationPredictor
 from spotmarket.prices import Market, PriceHistory
 from spottune.backends.sim import SimSettings
@@ -24,7 +24,16 @@ from spottune.planning import DeadlineGuard
 from spottune.planning._brackets import RESTORE_CHECKPOINT_S
 from spottune.speed import DEFAULT_BOOT_S, REFERENCE_GPUS, REFERENCE_VCPUS, seconds_per_step, transfer_seconds
 
-__all__ = ["GUARD_OVERHEADS", "PlateauRule", "curve_model", "deadline_guard", "make_provisioner"]
+__all__ = ["DEFAULT_RESTART_MARGIN", "GUARD_OVERHEADS", "GUARD_P_SHRINK", "PlateauRule", "curve_model", "deadline_guard",
+           "make_provisioner"]
+
+#: The margin m of SpotTune's default provisioning (:class:`provisioner.GuardedProvisioner`): another candidate than
+#: spot-restart's is taken only when its step cost is below (1 − m) times the restart candidate's. Chosen on the
+#: tuning starts of both shipped traces (docs/design/decisions.md, R12; ``benchmarks/bench_provisioning.py --tuning``).
+DEFAULT_RESTART_MARGIN = 0.25
+#: [I] The guarded provisioner's shrinkage of p towards the round's mean at the same rung (decision R5's correction,
+#: R12): half the way, so that a refund bet that rests on one market's high p is priced at the pool's rate for half.
+GUARD_P_SHRINK = 0.5
 
 #: How :func:`deadline_guard` counts the seconds of a launch that do not train, besides the boot:
 #: ``checkpoint-transfer``, the slowest checkpoint restore of the pool's instance types (checkpoint bandwidth model,
@@ -43,7 +52,8 @@ def make_provisioner(history: PriceHistory, catalog: InstanceCatalog, pool: Pool
                      time_value_usd_per_hour: float = 0.0,
                      job_time_value_usd_per_hour: float = DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR,
                      speed_model: str = "pooled",
-                     exclusions: MarketExclusions | None = None) -> Provisioner | RefundProvisioner:
+                     exclusions: MarketExclusions | None = None,
+                     restart_margin: float | None = None) -> Provisioner | RefundProvisioner:
     """SpotTune's market chooser over the pool's markets, with the objective ``objective``.
 
     Parameters
@@ -87,10 +97,14 @@ def make_provisioner(history: PriceHistory, catalog: InstanceCatalog, pool: Pool
         ``κ / cores`` rule of :class:`provisioner.PerformanceMatrix`).
     exclusions : provisioner.MarketExclusions, optional
         Where the chooser keeps the markets that refused a launch for capacity; None: none are kept.
+    restart_margin : float in [0, 1], optional
+        ``refund`` only: :class:`provisioner.GuardedProvisioner` with this margin (spot-restart's choice unless
+        another candidate's step cost is below ``1 − restart_margin`` times its; honest speeds, p shrunk by
+        :data:`GUARD_P_SHRINK`; decision R12); None: the unguarded :class:`provisioner.RefundProvisioner`.
 
     Returns
     -------
-    provisioner.RefundProvisioner or provisioner.Provisioner
+    provisioner.GuardedProvisioner, provisioner.RefundProvisioner or provisioner.Provisioner
         The chooser the orchestrator asks at every launch for a market and a max price (USD/hour).
 
     Raises
@@ -119,6 +133,11 @@ def make_provisioner(history: PriceHistory, catalog: InstanceCatalog, pool: Pool
     kappa = {} if reference_seconds_per_step is None else {"kappa_s": ref_units * float(reference_seconds_per_step)}
     perf = (PooledSpeedMatrix.from_catalog(catalog, sorted(types), units=units, reference_cores=ref_units, **kappa)
             if speed_model == "pooled" else PerformanceMatrix.from_catalog(catalog, sorted(types), units=units, **kappa))
+    if restart_margin is not None:
+        # [I] the guard's honest speed of an unmeasured type counts vCPUs (reference 2) even for a GPU trainable
+        return GuardedProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf,
+                                  p_cap=selection_p_cap(predictor), exclusions=exclusions, margin=restart_margin,
+                                  p_shrink=GUARD_P_SHRINK, reference_cores=REFERENCE_VCPUS)
     return RefundProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf,
                              p_cap=selection_p_cap(predictor), exclusions=exclusions)
 

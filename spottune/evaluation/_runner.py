@@ -24,6 +24,9 @@ from spottune.evaluation._studies import load_study
 from spottune.experiment import DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR, DEFAULT_STOPPER
 
 DAY_S = 86400.0
+#: Seconds after each default start kept clear of the price data's collection gaps (:func:`default_starts`): two days,
+#: longer than a run of the shipped workloads under SpotTune and spot-restart.
+GAP_FREE_WINDOW_S = 2 * DAY_S
 TRAIN_DAYS = 4.0
 
 
@@ -71,7 +74,7 @@ class Task:
     job_time_value_usd_per_hour : float, default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`
         Value of the job's wall-clock hour in the ``refund`` objective, USD per job-hour, shared by the trials
         heading to the same stop (R11).
-    provisioning : {"spottune", "restart"}, default "spottune"
+    provisioning : {"spottune", "refund-hop", "restart"}, default "spottune"
         Provisioning of the SpotTune-provisioned policies (:func:`spottune.evaluation.get_policy`).
     speed_model : {"pooled", "cores"}, default "pooled"
         The refund objective's performance matrix (``spottune.experiment.SPEED_MODELS``, design R9).
@@ -111,12 +114,16 @@ class Task:
 
 
 def default_starts(history: Any, markets: list, n: int, *, train_days: float = TRAIN_DAYS,
-                   tail_days: float = 7.0) -> list[float]:
-    """``n`` start times spread evenly over the history, on whole hours (seconds since the epoch).
+                   tail_days: float = 7.0, gap_window_s: float = GAP_FREE_WINDOW_S) -> list[float]:
+    """``n`` start times spread evenly over the history, on whole hours (seconds since the epoch), clear of the
+    collection gaps of the price data.
 
     The first start leaves ``train_days`` (+1 day) after the latest first record of any pool market for
     the predictors' training window; the last leaves ``tail_days`` before the end of the history for
-    the longest baseline to finish.
+    the longest baseline to finish. A start whose first ``gap_window_s`` seconds overlap a collection gap
+    (:meth:`spotmarket.prices.PriceHistory.collection_gaps`: hours without a record in any market, which a replay reads
+    as flat prices, so nothing is revoked or refunded there) moves to the first whole hour after the gap, as long as
+    that stays before the last start; otherwise it stays (and the run's note says how long it spent in the gap).
 
     Parameters
     ----------
@@ -130,6 +137,8 @@ def default_starts(history: Any, markets: list, n: int, *, train_days: float = T
         Days of history the predictors train on before the first start.
     tail_days : float, default 7.0
         Days left after the last start.
+    gap_window_s : float, default :data:`GAP_FREE_WINDOW_S` (2 days)
+        Seconds after each start that should be clear of collection gaps (0: starts are not moved).
 
     Returns
     -------
@@ -146,7 +155,17 @@ def default_starts(history: Any, markets: list, n: int, *, train_days: float = T
     if n < 1 or last <= first:
         raise SpottuneError(f"cannot place {n} starts in the price history")
     starts = np.linspace(first, last, n) if n > 1 else np.array([first])
-    return [float(math.ceil(s / 3600.0) * 3600.0) for s in starts]
+    out = [float(math.ceil(s / 3600.0) * 3600.0) for s in starts]
+    gaps = history.collection_gaps(COLLECTION_GAP_S) if gap_window_s > 0 else []
+    for i, s in enumerate(out):
+        moved = s
+        for a, b in gaps:  # ascending and disjoint: one pass moves past every gap the window meets
+            if moved < b and a < moved + gap_window_s:
+                moved = float(math.ceil(b / 3600.0) * 3600.0)
+        if moved <= last:
+            out[i] = moved
+    return sorted(out)
+
 
 
 def tuning_starts(evaluation_starts: list[float]) -> list[float]:

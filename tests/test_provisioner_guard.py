@@ -1,0 +1,117 @@
+"""The guarded provisioner (decision R12): spot-restart's choice unless another candidate beats it by the margin,
+with honest speeds of unmeasured types; hand-computed step costs and the expected choice of each case."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from provisioner import (GuardedProvisioner, InstanceCatalog, Pool, ProvisionerConfigError, RefundStepCost,
+                         refund_step_cost_usd)
+from spotmarket.prices import Market
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_provisioner_refund import NOW, R4A, R4B, TablePredictor, chooser, history  # noqa: E402
+
+G2 = Market("us-east-1a", "g2.2xlarge")  # 8 vCPUs, a GPU type: the cores rule's prior says 4x r4.large's speed
+M3 = Market("us-east-1a", "m3.medium")  # 1 vCPU
+OBJ = RefundStepCost(boot_s=120.0, checkpoint_s=2.0)
+KW = dict(boot_s=120.0, restore_s=2.0, checkpoint_s=2.0)  # a resumed trial: boot, restore, checkpoint (seconds)
+
+
+def guarded(prices, predictor, **kw):
+    return GuardedProvisioner(history(prices), InstanceCatalog.load(), predictor, Pool(), np.random.default_rng(0),
+                              objective=OBJ, **kw)
+
+
+def tight(market, price):
+    """p = 0.9 at the tight rungs (max price <= price + 0.001 USD/h) of ``market``, 0 elsewhere."""
+    return lambda m, b: 0.9 if m == market and b <= price + 0.001 + 1e-12 else 0.0
+
+
+def test_a_refund_bet_leaves_restart_only_beyond_the_margin():
+    # two zones of r4.large (0.5 s/step each): restart = @1a, the cheaper one, at its on-demand 0.13 USD/h (p = 0);
+    # the bet = @1a at the tightest rung 0.0201 USD/h with p = 0.9.
+    restart = refund_step_cost_usd(0.0, 0.02, 0.5, 3600.0, **KW)
+    bet = refund_step_cost_usd(0.9, 0.02, 0.5, 3600.0, **KW)
+    assert restart == pytest.approx(0.02 * 0.5 / 3476.0) and bet / restart == pytest.approx(0.26959, abs=1e-5)
+    prices, pred = {R4A: 0.02, R4B: 0.05}, TablePredictor(tight(R4A, 0.02))
+    left = guarded(prices, pred, margin=0.5).choose("t", NOW, resume_step=5)  # 0.27 < 1 - 0.5: leaves
+    assert (left.market, left.max_price_usd_per_hour) == (R4A, pytest.approx(0.0201))
+    assert left.expected_step_cost_usd == pytest.approx(bet)
+    ch = guarded(prices, pred, margin=0.8)  # 0.27 > 1 - 0.8: keeps restart's choice
+    kept = ch.choose("t", NOW, resume_step=5)
+    assert (kept.market, kept.max_price_usd_per_hour) == (R4A, pytest.approx(0.13))
+    assert kept.expected_step_cost_usd == pytest.approx(restart) and kept.p_revocation == 0.0
+    assert kept.explanation.order[0] == "restart_guard" and ch.decisions == {"restart": 1, "left": 0}
+
+
+def test_a_cpu_trial_does_not_bet_on_a_gpu_type_whose_speed_is_a_guess():
+    # r4.large@1a 0.02 USD/h, never revoked; g2.2xlarge 0.07 USD/h revoked with p = 0.9 at its tight rungs. The cores
+    # rule believes g2 runs 0.125 s/step (8 vCPUs): the unguarded choice bets on its refund.
+    prices, pred = {R4A: 0.02, G2: 0.07}, TablePredictor(tight(G2, 0.07))
+    assert chooser(prices, pred, objective=OBJ).choose("t", NOW, resume_step=5).market == G2
+    restart = refund_step_cost_usd(0.0, 0.02, 0.5, 3600.0, **KW)
+    believed = refund_step_cost_usd(0.9, 0.07, 0.125, 3600.0, **KW)
+    honest = refund_step_cost_usd(0.9, 0.07, 0.5, 3600.0, **KW)  # no speed-up above 2 vCPUs until measured
+    assert believed / restart == pytest.approx(0.235866, abs=1e-6) and honest / restart == pytest.approx(0.943579, abs=1e-6)
+    kept = guarded(prices, pred, margin=0.1).choose("t", NOW, resume_step=5)  # 0.944 > 0.9
+    assert (kept.market, kept.max_price_usd_per_hour) == (R4A, pytest.approx(0.13))
+    g2 = next(c for c in kept.explanation.candidates if c.market == G2)
+    assert g2.step_cost_usd == pytest.approx(honest) and g2.seconds_per_step == pytest.approx(0.125)
+    assert guarded(prices, pred, margin=0.0).choose("t", NOW, resume_step=5).market == G2  # 0.944 < 1
+    assert guarded(prices, pred, margin=0.1, honest_speed=False).choose("t", NOW, resume_step=5).market == G2
+    # once a trial has run on g2 (0.125 s/step measured), the measurement replaces the guess: 0.236 < 0.9
+    ch = guarded(prices, pred, margin=0.1)
+    ch.record_segment("u", "g2.2xlarge", 300.0, 2400)
+    c = ch.choose("u", NOW, resume_step=5)
+    assert c.market == G2 and c.expected_step_cost_usd == pytest.approx(believed)
+
+
+def test_an_unmeasured_small_restart_type_is_priced_at_the_reference_speed():
+    # m3.medium (1 vCPU) 0.0081 USD/h is restart's market; r4.large@1b 0.0161 USD/h; p = 0 everywhere. The cores rule:
+    # m3 1.0 s/step, r4 0.5. Priced at its own 1.0 s/step, restart would lose to r4 by 0.6 %; unmeasured it is taken
+    # at the reference 0.5 s/step and kept even at margin 0. Measured at 1.0 s/step, r4 wins at margin 0 and not at 0.1.
+    prices, pred = {M3: 0.0081, R4B: 0.0161}, TablePredictor(lambda m, b: 0.0)
+    m3, m3_ref = (refund_step_cost_usd(0.0, 0.0081, t, 3600.0, **KW) for t in (1.0, 0.5))
+    r4 = refund_step_cost_usd(0.0, 0.0161, 0.5, 3600.0, **KW)
+    assert r4 / m3 == pytest.approx(0.0161 / 0.0162) and m3_ref < r4  # the same whole steps in the hour
+    kept = guarded(prices, pred, margin=0.0).choose("t", NOW, resume_step=5)
+    assert (kept.market, kept.max_price_usd_per_hour) == (M3, pytest.approx(0.067))
+    assert kept.expected_step_cost_usd == pytest.approx(m3_ref)
+    for margin, market in ((0.0, R4B), (0.1, M3)):
+        ch = guarded(prices, pred, margin=margin)
+        ch.record_segment("t", "m3.medium", 100.0, 100)
+        c = ch.choose("t", NOW, resume_step=5)
+        assert c.market == market, margin
+        assert c.expected_step_cost_usd == pytest.approx(r4 if market == R4B else m3)
+
+
+def test_margin_one_is_spot_restart():
+    # whatever the bets, margin 1 keeps the cheapest market at its on-demand price for every trial of the round
+    prices, pred = {R4A: 0.02, R4B: 0.019, G2: 0.07}, TablePredictor(tight(G2, 0.07))
+    choices = guarded(prices, pred, margin=1.0).choose_many(["a", "b"], NOW, [None, 50], [5, 0])
+    assert [(c.market, round(c.max_price_usd_per_hour, 6)) for c in choices] == [(R4B, 0.13), (R4B, 0.13)]
+
+
+def test_bad_settings_are_refused():
+    pred = TablePredictor(lambda m, b: 0.0)
+    for bad in (-0.1, 1.5, True, "0.1"):
+        with pytest.raises(ProvisionerConfigError, match="margin"):
+            guarded({R4A: 0.02}, pred, margin=bad)
+    with pytest.raises(ProvisionerConfigError, match="reference_cores"):
+        guarded({R4A: 0.02}, pred, reference_cores=0.0)
+
+
+def test_the_default_provisioning_is_guarded_without_hops():
+    from spottune.compose import DEFAULT_RESTART_MARGIN, get_policy
+
+    p = get_policy("spottune-0.7")
+    assert (p.restart_margin, p.hourly_hop) == (DEFAULT_RESTART_MARGIN, False)
+    old = get_policy("spottune-0.7", provisioning="refund-hop")
+    assert (old.restart_margin, old.hourly_hop) == (None, True)
+    paper = get_policy("spottune-0.7-paper")
+    assert (paper.restart_margin, paper.hourly_hop) == (None, True)  # the paper's design keeps its hops
+    restart = get_policy("spottune-0.7", provisioning="restart")
+    assert (restart.chooser, restart.restart_margin, restart.hourly_hop) == ("cheapest-market", None, False)
