@@ -439,8 +439,9 @@ def spec_policy(spec: ExperimentSpec) -> Policy:
     provisioner; with objective ``refund`` the guarded one without hourly hops, :func:`guarded`): the spec's ``predictor``, ``theta``, ``objective``, ``stopper``, ``rungs``,
     ``predictive_options`` and ``max_failures``, and the fields where a run has always been wired differently from the
     simulated ``spottune-<θ>`` policies: the orchestrator's default launch back-off (60 s), a deadline guard that counts
-    the pool's slowest checkpoint restore and has no budget cap, and failover (design E12) only on the backends whose
-    driver reports capacity refusals (``sim``, ``local``, and ``aws`` for ``aws.exclusion_s``).
+    the pool's slowest checkpoint restore and has no budget cap, and failover (design E12) on the backends whose
+    driver reports capacity refusals (``sim``, ``local``, ``aws`` for ``aws.exclusion_s``, ``ray`` when a market's
+    last node goes), kept on ``aws`` and ``ray`` under the guarded default.
 
     Parameters
     ----------
@@ -451,10 +452,13 @@ def spec_policy(spec: ExperimentSpec) -> Policy:
     Policy
         Named ``spec``.
     """
-    return guarded(Policy(name="spec", description=f"spottune run: θ={spec.theta:g}, predictor {spec.predictor}, objective "
+    policy = guarded(Policy(name="spec", description=f"spottune run: θ={spec.theta:g}, predictor {spec.predictor}, objective "
                   f"{spec.objective}, stopper {spec.stopper}", predictor=spec.predictor, theta=spec.theta,
                   objective=spec.objective, stopper=spec.stopper, rungs=spec.rungs,
-                  predictive_options=spec.predictive_options, failover=spec.backend in ("sim", "local", "aws"),
+                  predictive_options=spec.predictive_options, failover=spec.backend in ("sim", "local", "aws", "ray"),
                   exclusion_s=exclusion_s(spec) if spec.backend == "aws" else DEFAULT_EXCLUSION_S,
                   launch_retry_s=_ORCHESTRATOR_DEFAULTS["launch_retry_s"], max_failures=spec.max_failures,
                   guard_overhead="checkpoint-transfer", guard_budget_cap=False))
+    # [I] a cloud's refusal for capacity may last: aws and ray fail over whatever the provisioning (the guarded
+    # default's "no failover", R12, was measured on the simulator's refusals only)
+    return replace(policy, failover=True) if spec.backend in ("aws", "ray") else policy
