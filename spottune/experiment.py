@@ -74,6 +74,13 @@ PREDICTORS = tuple(k for k in PREDICTOR_KINDS if k not in EVALUATION_ONLY_PREDIC
 #: Provisioner objectives: ``refund`` (expected USD per useful step over the decision horizon, choosing
 #: the market and the max price; design R1) and ``paper`` (SpotTune's Eq 2 with the D1 max price).
 OBJECTIVES = ("refund", "paper")
+#: Provisioning of the SpotTune-provisioned policies (``spottune-<θ>``, ``optuna-*``): ``spottune`` (the default: with the
+#: refund objective, :class:`provisioner.GuardedProvisioner`, spot-restart's choice unless another candidate beats it by
+#: ``spottune.compose.provisioning.DEFAULT_RESTART_MARGIN``, no hourly hop; decision R12), ``refund-hop`` (the
+#: refund objective's choice unguarded, with hourly hops: the default before 2026-11-29), or ``restart`` (spot-restart's:
+#: cheapest market at each launch, max price = on-demand, no hop), which compares the stoppers on a provisioning that
+#: does not depend on when a trial will stop.
+PROVISIONINGS = ("spottune", "refund-hop", "restart")
 #: How the refund objective's performance matrix predicts an instance type a trial has not run on (design R9):
 #: ``pooled`` learns the speed ratios between types from all trials of the run (:class:`provisioner.PooledSpeedMatrix`),
 #: ``cores`` is the per-trial ``κ / cores`` rule (:class:`provisioner.PerformanceMatrix`; the paper's T starts from the
@@ -512,6 +519,7 @@ class _SpecFields(BaseModel):
                       _Rule(f"a number of seconds with 0 <= boot_s < {MAX_BOOT_S:g} (an instance is relaunched every "
                             "hour, so a longer boot never trains a step)")]
     objective: _one_of(OBJECTIVES)
+    provisioning: _one_of(PROVISIONINGS)
     time_value_usd_per_hour: Annotated[_Real, Field(ge=0), _Rule("a finite number of USD per trial-hour >= 0")]
     job_time_value_usd_per_hour: Annotated[_Real, Field(ge=0), _Rule("a finite number of USD per job-hour >= 0")]
     speed_model: _one_of(SPEED_MODELS)
@@ -721,6 +729,11 @@ class ExperimentSpec:
         :data:`provisioner.DELTA_LADDER_USD_PER_HOUR`) for the lowest expected USD per useful step over
         the decision horizon (refund only for a provider revocation before our own end; boot, restore and
         checkpoint counted); ``paper`` is SpotTune's Eq 2 with the D1 max price.
+    provisioning : {"spottune", "refund-hop", "restart"}, default "spottune"
+        ``spottune``: with objective ``refund``, spot-restart's choice unless another market or max price beats it
+        by a margin, no hourly hop (:class:`provisioner.GuardedProvisioner`, decision R12); ``refund-hop``: the
+        objective's choice unguarded, re-chosen every hour (the paper's hop; the default before 2026-11-29);
+        ``restart``: the cheapest market at each launch, max price = on-demand, no hop (:data:`PROVISIONINGS`).
     time_value_usd_per_hour : float, default 0.0
         ``refund`` objective: the value of an hour of a trial's wall-clock, USD per trial-hour; the
         provisioner minimises (expected USD + value · expected hours of the segment) per useful step, so a
@@ -848,6 +861,7 @@ class ExperimentSpec:
     train_days: float = 4.0
     boot_s: float = DEFAULT_BOOT_S
     objective: str = "refund"
+    provisioning: str = "spottune"
     time_value_usd_per_hour: float = 0.0
     job_time_value_usd_per_hour: float = DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR
     speed_model: str = "pooled"

@@ -151,3 +151,16 @@ def _kwargs(spec, exp):
     return dict(study=study, history=m.history, catalog=m.catalog, pool=m.pool, markets=m.markets,
                 revocation_model=m.revocation_model, billing=Billing(spec.billing), predictor=_predictor(exp),
                 seed=spec.seed, top_k=spec.top_k, boot_s=spec.boot_s, start_s=exp.start_s)
+
+
+def test_the_spec_names_its_provisioning():
+    from spottune.compose.provisioning import DEFAULT_RESTART_MARGIN
+
+    guarded, hop, restart = (spec_policy(ExperimentSpec(provisioning=p)) for p in ("spottune", "refund-hop", "restart"))
+    assert (guarded.chooser, guarded.restart_margin, guarded.hourly_hop, guarded.failover) == \
+        ("spottune", DEFAULT_RESTART_MARGIN, False, False)
+    assert (hop.chooser, hop.restart_margin, hop.hourly_hop, hop.failover) == ("spottune", None, True, True)
+    assert (restart.chooser, restart.max_price, restart.hourly_hop, restart.failover) == \
+        ("cheapest-market", "on-demand", False, False)
+    # a cloud's refusal may last: aws and ray fail over under the guarded default too
+    assert spec_policy(ExperimentSpec(backend="ray")).failover is True

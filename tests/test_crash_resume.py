@@ -25,7 +25,7 @@ SPEC = dict(workload="logreg", search_space={"lr": {"grid_search": [0.01, 0.05, 
                                              "l2": {"grid_search": [0.0, 0.01]}},
             max_steps=40, theta=0.5, top_k=2, predictor="constant",
             instance_types=["r3.large", "c3.xlarge", "m3.medium"], availability_zones=["us-east-1a", "us-east-1b"],
-            seed=7)
+            seed=7, provisioning="refund-hop")  # the hourly hop and its revocations give every named moment
 
 
 class Crash(Exception):

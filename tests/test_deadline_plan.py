@@ -118,7 +118,10 @@ def test_guard_mode_keeps_algorithm_1(monkeypatch, capsys):
 def test_guard_mode_runs_algorithm_1(tmp_path):
     from spottune import tune
 
-    tune(**{**SPEC, "max_steps": 40}, deadline_mode="guard", predictor="constant", output=tmp_path / "g")
+    # 1.5 USD: the 16 first launches commit their first hour at the max price (on-demand under the guarded
+    # provisioning, 1.07 USD/h); at 0.5 USD the budget guard stops the run before it starts (DB5)
+    tune(**{**SPEC, "max_steps": 40, "budget_usd": 1.5}, deadline_mode="guard", predictor="constant",
+         output=tmp_path / "g")
     st = json.loads((tmp_path / "g" / "summary.json").read_text())
     assert st["settings"]["theta"] == 0.7 and st["settings"]["plan_executed"] is False
     assert "plan_rounds" not in st["settings"] and len(st["selected_at_theta"]) == 3

@@ -27,7 +27,7 @@ from typing import Any
 
 import click
 
-from spottune.experiment import OBJECTIVES, PREDICTORS, SPEED_MODELS, STOPPERS, ExperimentSpec
+from spottune.experiment import OBJECTIVES, PREDICTORS, PROVISIONINGS, SPEED_MODELS, STOPPERS, ExperimentSpec
 
 #: Options of ``spottune run`` that only steer the command (everything else is an ExperimentSpec field).
 CLI_ONLY = ("config", "output", "progress", "dry_run", "ray_address")
@@ -134,6 +134,11 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
 @click.option("--max-failures", type=int, default=None, show_default=_default("max_failures"))
 @click.option("--objective", type=click.Choice(list(OBJECTIVES)), default=None, show_default=_default("objective"),
               help="refund: market and max price by expected USD per useful step over the horizon; paper: Eq 2.")
+@click.option("--provisioning", type=click.Choice(list(PROVISIONINGS)), default=None,
+              show_default=_default("provisioning"),
+              help="spottune: spot-restart's choice unless another market or max price beats it by a margin, no hourly "
+                   "hop (design R12); refund-hop: the objective's choice, re-chosen every hour; restart: cheapest market "
+                   "at each launch, max price = on-demand.")
 @click.option("--time-value-usd-per-hour", type=float, default=None, show_default=_default("time_value_usd_per_hour"),
               help="refund objective: value of a trial's wall-clock hour, USD per trial-hour (minimises (USD + value x "
                    "hours) per useful step; 0 = dollars only).")

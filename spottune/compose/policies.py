@@ -66,7 +66,7 @@ from spottune._pruning import PRUNERS
 from spottune.backends.aws._build import exclusion_s
 from spottune.compose.provisioning import DEFAULT_RESTART_MARGIN, GUARD_OVERHEADS
 from spottune.errors import ConfigError
-from spottune.experiment import (BARRIER_STOPPERS, DEFAULT_STOPPER, OBJECTIVES, PREDICTOR_KINDS, STOPPERS,
+from spottune.experiment import (BARRIER_STOPPERS, DEFAULT_STOPPER, OBJECTIVES, PREDICTOR_KINDS, PROVISIONINGS, STOPPERS,
                                  ExperimentSpec, check_predictive_rungs, parse_predictive_options)
 from spottune.orchestrator import OrchestratorConfig
 from spottune.orchestrator._config import check_rungs
@@ -82,13 +82,6 @@ KINDS = PREDICTOR_KINDS
 _ORCHESTRATOR_DEFAULTS = {f.name: f.default for f in fields(OrchestratorConfig)}
 
 CHOOSERS = ("spottune", "cheapest-market", "fixed-cheapest", "fixed-fastest", "bracket-type")
-#: Provisioning of the SpotTune-provisioned policies (``spottune-<θ>``, ``optuna-*``): ``spottune`` (the default: with the
-#: refund objective, :class:`provisioner.GuardedProvisioner`, spot-restart's choice unless another candidate beats it by
-#: :data:`spottune.compose.provisioning.DEFAULT_RESTART_MARGIN`, no hourly hop; decision R12), ``refund-hop`` (the
-#: refund objective's choice unguarded, with hourly hops: the default before 2026-11-29), or ``restart`` (spot-restart's:
-#: cheapest market at each launch, max price = on-demand, no hop), which compares the stoppers on a provisioning that
-#: does not depend on when a trial will stop.
-PROVISIONINGS = ("spottune", "refund-hop", "restart")
 NEVER_REVOKED_FACTOR = 10.0  #: single-spot max price = this x the highest price of the whole history
 
 
@@ -328,13 +321,27 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
     """
     if provisioning not in PROVISIONINGS:
         raise ConfigError(f"provisioning is {provisioning!r}, but must be one of {', '.join(PROVISIONINGS)}")
-    policy = _named_policy(name, objective, stopper, rungs, predictive_options)
+    return with_provisioning(_named_policy(name, objective, stopper, rungs, predictive_options), provisioning)
+
+
+def with_provisioning(policy: Policy, provisioning: str) -> Policy:
+    """``policy`` with ``provisioning`` (:data:`spottune.experiment.PROVISIONINGS`) when SpotTune provisions it
+    (chooser ``spottune``); any other policy unchanged.
+
+    Parameters
+    ----------
+    policy : Policy
+    provisioning : {"spottune", "refund-hop", "restart"}
+        ``spottune``: :func:`guarded`; ``refund-hop``: as it is; ``restart``: spot-restart's provisioning.
+
+    Returns
+    -------
+    Policy
+    """
     if provisioning == "restart" and policy.chooser == "spottune":
-        policy = replace(policy, **_RESTART_PROVISIONING, failover=False,
-                         description=f"{policy.description}; spot-restart provisioning")
-    elif provisioning == "spottune":
-        policy = guarded(policy)
-    return policy
+        return replace(policy, **_RESTART_PROVISIONING, failover=False,
+                       description=f"{policy.description}; spot-restart provisioning")
+    return guarded(policy) if provisioning == "spottune" else policy
 
 
 def guarded(policy: Policy) -> Policy:
@@ -436,7 +443,7 @@ def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_
 
 def spec_policy(spec: ExperimentSpec) -> Policy:
     """The policy ``spottune run`` executes for ``spec`` (θ barrier, top-k and early stopping of Algorithm 1, SpotTune's
-    provisioner; with objective ``refund`` the guarded one without hourly hops, :func:`guarded`): the spec's ``predictor``, ``theta``, ``objective``, ``stopper``, ``rungs``,
+    provisioner as ``spec.provisioning`` says, :func:`with_provisioning`): the spec's ``predictor``, ``theta``, ``objective``, ``stopper``, ``rungs``,
     ``predictive_options`` and ``max_failures``, and the fields where a run has always been wired differently from the
     simulated ``spottune-<θ>`` policies: the orchestrator's default launch back-off (60 s), a deadline guard that counts
     the pool's slowest checkpoint restore and has no budget cap, and failover (design E12) on the backends whose
@@ -452,13 +459,13 @@ def spec_policy(spec: ExperimentSpec) -> Policy:
     Policy
         Named ``spec``.
     """
-    policy = guarded(Policy(name="spec", description=f"spottune run: θ={spec.theta:g}, predictor {spec.predictor}, objective "
+    policy = with_provisioning(Policy(name="spec", description=f"spottune run: θ={spec.theta:g}, predictor {spec.predictor}, objective "
                   f"{spec.objective}, stopper {spec.stopper}", predictor=spec.predictor, theta=spec.theta,
                   objective=spec.objective, stopper=spec.stopper, rungs=spec.rungs,
                   predictive_options=spec.predictive_options, failover=spec.backend in ("sim", "local", "aws", "ray"),
                   exclusion_s=exclusion_s(spec) if spec.backend == "aws" else DEFAULT_EXCLUSION_S,
                   launch_retry_s=_ORCHESTRATOR_DEFAULTS["launch_retry_s"], max_failures=spec.max_failures,
-                  guard_overhead="checkpoint-transfer", guard_budget_cap=False))
+                  guard_overhead="checkpoint-transfer", guard_budget_cap=False), spec.provisioning)
     # [I] a cloud's refusal for capacity may last: aws and ray fail over whatever the provisioning (the guarded
     # default's "no failover", R12, was measured on the simulator's refusals only)
     return replace(policy, failover=True) if spec.backend in ("aws", "ray") else policy
