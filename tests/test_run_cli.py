@@ -166,3 +166,14 @@ def test_run_on_the_local_backend_end_to_end(tmp_path):
     best = summary["top_k"][0]["trial_id"]
     assert open_store(str(out / "checkpoints")).latest_good(best).step == 20
     assert len(list((out / "workers").glob("w*.log"))) >= 2
+
+
+@pytest.mark.process
+def test_python_dash_m_spottune_is_the_spottune_command():
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "spottune", "run", "--max-steps", "0"], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == ["error: max_steps is 0, but must be an integer >= 1 and <= 1,000,000"]
