@@ -40,7 +40,7 @@ LAYERS: dict[str, int] = {
     "evaluation": 9, "api": 9, "integrations": 9,
     "service": 10,
     "cli": 11,
-    "spottune": 12,
+    "spottune": 12, "__main__": 12,  # ``python -m spottune``: the command line, like the console script
 }
 
 
