@@ -88,3 +88,57 @@ def test_the_page_shows_the_trials_the_dollars_and_the_theta_barrier(run_folder,
         page.screenshot(path=str(FIGURE), full_page=True)
     finally:
         server.stop()
+
+
+LOCAL_SPEC = ("workload: logreg\nsearch_space: {lr: {grid_search: [0.05, 0.2]}}\nmax_steps: 20\ntheta: 0.5\ntop_k: 1\n"
+              "instance_types: [r3.large]\nzones: [us-east-1a]\npredictor: none\n")
+
+
+@pytest.mark.process
+def test_the_page_follows_a_local_run_as_it_writes_the_folder(tmp_path, browser):
+    """The page is open before the run starts; it shows each revocation notice within about a second of the run
+    writing it (it polls every second), and ends showing the finished run's cost, all without a reload."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from spottune.dashboard._app import DashboardServer
+    from tests._wait import wait_until
+
+    (tmp_path / "tiny.yaml").write_text(LOCAL_SPEC)
+    out = tmp_path / "res"
+    out.mkdir()
+    server = DashboardServer(out, port=0).start()
+    proc = None
+    try:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(server.url)
+        page.wait_for_selector("body[data-ready='1']", timeout=10_000)
+        assert page.inner_text("#status") == "waiting"
+        page.evaluate("window.loadedOnce = true")  # gone if the page reloaded
+        root = Path(__file__).resolve().parents[1]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+        proc = subprocess.Popen([sys.executable, "-m", "spottune", "run", "--config", str(tmp_path / "tiny.yaml"),
+                                 "--backend", "local", "--time-scale", "1200", "--no-progress", "--output", str(out)],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+        def notice_written() -> float | None:
+            events = out / "events.jsonl"
+            return time.monotonic() if events.exists() and "RevocationNotice" in events.read_text() else None
+
+        written = wait_until(notice_written, 60, interval_s=0.02, what="the run writes a revocation notice")
+        page.wait_for_function("Number(document.body.dataset.notices || 0) >= 1", timeout=5_000, polling=50)
+        lag = time.monotonic() - written
+        assert lag < 2.5, f"the notice reached the page {lag:.2f} s after the run wrote it"
+        assert proc.wait(timeout=90) == 0, proc.stderr.read()
+        page.wait_for_function("document.body.dataset.status === 'finished'", timeout=5_000, polling=100)
+        summary = json.loads((out / "summary.json").read_text())
+        assert round(float(page.inner_text("#total-usd")[1:]), 2) == round(summary["total_cost_usd"], 2)
+        assert page.locator("#trials-table tbody tr").count() == 2
+        assert page.evaluate("window.loadedOnce === true")
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        server.stop()
