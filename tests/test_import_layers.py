@@ -32,7 +32,7 @@ LAYERS: dict[str, int] = {
     "speed": 1, "cache": 1, "search_space": 1, "orchestrator": 1, "_pruning": 1, "scheduling": 1,
     "checkpoint": 2, "planning": 2,
     "trainable": 3, "results": 3,
-    "workloads": 4, "report": 4,
+    "workloads": 4, "report": 4, "dashboard": 4,
     "experiment": 5,
     "_early_stop": 6, "journal": 6,
     "backends": 7,

@@ -25,11 +25,12 @@ PROJECT_ERRORS = (SpottuneError, SpotMarketError, RevPredError, EarlyCurveError,
 
 
 def _register() -> None:
-    from spottune.cli import _aws, _curves, _prices, _run, _serve, _simulate
+    from spottune.cli import _aws, _curves, _dashboard, _prices, _run, _serve, _simulate
 
     cli.add_command(_aws.cleanup)
 
     cli.add_command(_curves.curves)
+    cli.add_command(_dashboard.dashboard)
     cli.add_command(_prices.prices)
     cli.add_command(_run.run)
     cli.add_command(_run.report)
