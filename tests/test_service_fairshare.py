@@ -1,5 +1,5 @@
 """The runner's org plan: the org budget's max-min fair split with demands learned from the teams' rewards, the
-team pick by ease.ml's GREEDY rule, and several studies at once, each capped at its share (decisions SV8, SV11, SV12)."""
+team pick by ease.ml's GREEDY rule, and several studies at once, each capped at its share (SV8, SV11, SV12)."""
 
 from __future__ import annotations
 

@@ -226,7 +226,8 @@ def create_app(store: Store, *, admin_token: str, runner: Any = None, backend: s
         if budget is not None and active:  # every active team asks for the whole budget: the entitled split
             alloc = max_min_fair([e for _, e in active], [budget] * len(active), budget)
             shares = {name: float(a) for (name, _), a in zip(active, alloc)}
-        rounds = [round_view(r) for r in s.scalars(select(OrgRound).order_by(OrgRound.id.desc()).limit(ORG_ROUNDS_SHOWN))]
+        latest = select(OrgRound).order_by(OrgRound.id.desc()).limit(ORG_ROUNDS_SHOWN)
+        rounds = [round_view(r) for r in s.scalars(latest)]
         learned: dict[str, list[float]] = {}
         plan = getattr(runner, "plan", None)
         for (name,) in s.execute(select(Team.name).order_by(Team.name)).all():
