@@ -66,7 +66,7 @@ class _Grid:  # what summarise reads of a ResultGrid
         return pd.DataFrame({"state": ["finished", "finished"]})
 
 
-def test_studies_run_at_once_one_per_team_first_each_capped_at_its_share(tmp_path):
+def test_studies_run_at_once_one_per_team_at_least_each_capped_at_its_share(tmp_path):
     # tune is replaced by a function that waits for the test's word: the runner's slots and caps are under test,
     # and real simulator runs would end before the test could look at them
     store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
@@ -87,11 +87,12 @@ def test_studies_run_at_once_one_per_team_first_each_capped_at_its_share(tmp_pat
         assert go[sid].wait(10)
         return _Grid()
 
-    runner = StudyRunner(store, tmp_path, tune=tune, poll_s=0.01, max_studies=2)
+    runner = StudyRunner(store, tmp_path, tune=tune, poll_s=0.01, max_studies=1)  # b1 starts beyond the one slot
     runner.start()
     try:
         wait_until(lambda: len(seen) == 2, 10, what="two studies run")
         assert seen == {"1": 2.0, "3": 2.0}  # a1, then b1 (b has none running), not a2
+        assert runner._next(full=True) is None  # a2 waits: a runs one already and the slot is taken
         go["1"].set()  # a1 ends on track at 2.0 per study: a's next probe is 1.0
         wait_until(lambda: "2" in seen, 10, what="a2 runs")
         assert seen["2"] == 1.0

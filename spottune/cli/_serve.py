@@ -39,7 +39,7 @@ def _client(url: str | None, token: str | None):  # noqa: ANN202
 @click.option("--backend", type=click.Choice(["sim"]), default="sim", show_default=True,
               help="Where studies run (this build: the simulator).")
 @click.option("--max-studies", default=4, show_default=True, type=click.IntRange(1, None),
-              help="Studies run at once; a freed slot goes first to a team with none running.")
+              help="Studies run at once; a team with work and none running starts one beyond them.")
 @click.option("--admin-token", envvar="SPOTTUNE_ADMIN_TOKEN", default=None,
               help="The admin's token (default $SPOTTUNE_ADMIN_TOKEN, else the one in <data dir>/admin-token, "
                    "made on first start).")

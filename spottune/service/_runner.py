@@ -1,7 +1,8 @@
 """The study runner: a background thread of the server that runs queued studies through :func:`spottune.tune`.
 
-Up to ``max_studies`` studies at once, each on its own thread (decision SV8). A freed slot goes to a team with a
-queued study and none running if there is one, picked among those by ease.ml's GREEDY rule with the HYBRID
+Up to ``max_studies`` studies at once, each on its own thread, and at least one per team with work (decision SV8):
+a team with a queued study and none running starts one even when the slots are taken. A freed slot goes to such a
+team if there is one, picked among those by ease.ml's GREEDY rule with the HYBRID
 fall-back to round robin (:class:`spottune.service._orgplan.OrgPlan`, SV12). With an org budget set, the starting
 study's ``max_usd_per_hour`` is its team's max-min fair allocation divided by the team's running studies, on
 demands learned from the teams' rewards (SV11); each such round is stored with its accounting. A study whose trial
@@ -57,7 +58,8 @@ def summarise(grid: Any) -> dict[str, Any]:
 
 
 class StudyRunner:
-    """Runs the store's queued studies, up to ``max_studies`` at once, from a daemon thread.
+    """Runs the store's queued studies, up to ``max_studies`` at once (and one per team with work), from a daemon
+    thread.
 
     Parameters
     ----------
@@ -69,7 +71,7 @@ class StudyRunner:
     poll_s : float, default 0.2
         Wall seconds between two looks at the queue when idle.
     max_studies : int, default 4
-        Studies run at once (slots), >= 1.
+        Studies run at once (slots), >= 1; a team with work and no running study starts one beyond them.
     plan : OrgPlan, optional
         The fair split and team pick (a fresh one by default).
     """
@@ -118,8 +120,11 @@ class StudyRunner:
             self._tune = tune
         return self._tune
 
-    def _next(self) -> int | None:
-        """Claim the next queued study for a free slot (its id), or None: nothing queued, or an org budget of 0."""
+    def _next(self, full: bool = False) -> int | None:
+        """Claim the next queued study for a free slot (its id), or None: nothing queued, or an org budget of 0.
+
+        With ``full`` (every one of the ``max_studies`` slots taken), only a team with no running study may start one:
+        each team with work runs at least one study."""
         with self.store.session.begin() as s:
             rows = s.execute(select(Study, Team.name).join(Team).where(Study.state == "queued")
                              .order_by(Study.id)).all()
@@ -131,6 +136,8 @@ class StudyRunner:
                 running[name] = running.get(name, 0) + 1
             queued = sorted({name for _, name in rows})
             idle = [t for t in queued if running.get(t, 0) == 0]
+            if full and not idle:
+                return None
             with self._lock:
                 team = self.plan.pick(idle or queued, self.results).team
                 study = next(st for st, name in rows if name == team)
@@ -228,7 +235,7 @@ class StudyRunner:
             for study_id, thread in list(self._running.items()):
                 if not thread.is_alive():
                     del self._running[study_id]
-            claimed = self._next() if len(self._running) < self.max_studies else None
+            claimed = self._next(full=len(self._running) >= self.max_studies)
             if claimed is None:
                 self._wake.wait(self.poll_s)
                 self._wake.clear()

@@ -43,7 +43,7 @@ class Service:
     tune : callable, optional
         Replaces :func:`spottune.tune` in the runner.
     max_studies : int, default 4
-        Studies run at once (decision SV8).
+        Studies run at once; a team with work and no running study starts one beyond them (decision SV8).
 
     Raises
     ------
