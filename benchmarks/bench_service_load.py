@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> dict:
         env = {**os.environ, "SPOTTUNE_ADMIN_TOKEN": ADMIN, "PYTHONPATH": str(ROOT)}
         server = subprocess.Popen([sys.executable, "-m", "spottune", "serve", "--data-dir", tmp, "--port", str(port),
                                    "--org-budget-usd-per-hour", "0", "--max-studies", "4"], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                  stdout=subprocess.DEVNULL, stderr=open(args.server_log, "w"))
         try:
             admin = ServiceClient(url, ADMIN)
             deadline = time.monotonic() + 60
@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--teams", type=int, default=20)
     ap.add_argument("--studies-per-team", type=int, default=10)
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--server-log", type=Path, default=Path(os.devnull), help="where the server's stderr goes")
     ap.add_argument("--markdown", action="store_true", help="print the table of the stored JSON")
     return run_or_print(ap.parse_args(argv), run, markdown)
 

@@ -20,11 +20,13 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 
 from spottune.errors import ConfigError
 
-__all__ = ["STUDY_STATES", "TERMINAL_STATES", "Base", "Org", "OrgRound", "Store", "Study", "Team", "hash_token", "new_token",
+__all__ = ["SQLITE_BUSY_TIMEOUT_S", "STUDY_STATES", "TERMINAL_STATES", "Base", "Org", "OrgRound", "Store", "Study", "Team", "hash_token", "new_token",
            "round_view", "study_view", "upgrade"]
 
 #: A study's states: queued (waiting for the runner), running, then one of the terminal states.
 STUDY_STATES = ("queued", "running", "finished", "failed", "cancelled")
+#: Wall seconds a SQLite writer waits for the database lock before it fails (SV7).
+SQLITE_BUSY_TIMEOUT_S = 30.0
 #: States a study never leaves.
 TERMINAL_STATES = ("finished", "failed", "cancelled")
 
@@ -142,10 +144,18 @@ class Store:
 
         self.url = url
         try:
-            args = {"check_same_thread": False} if url.startswith("sqlite") else {}
+            # SQLite: one writer at a time, so a writer waits up to SQLITE_BUSY_TIMEOUT_S for the lock (studies'
+            # threads and API calls write at once); WAL lets readers go on while one writes (SV7)
+            args = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S} if url.startswith("sqlite") else {}
             if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
                 Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
             self.engine = create_engine(url, connect_args=args)
+            if url.startswith("sqlite") and url != "sqlite:///:memory:":
+                from sqlalchemy import event
+
+                @event.listens_for(self.engine, "connect")
+                def _wal(dbapi_conn: Any, _: Any) -> None:
+                    dbapi_conn.execute("PRAGMA journal_mode=WAL")
             upgrade(self.engine)
         except (ArgumentError, NoSuchModuleError, OperationalError) as exc:
             raise ConfigError(f"--db is {url!r}, but the database cannot be opened: "
