@@ -75,9 +75,9 @@ def test_studies_run_at_once_one_per_team_at_least_each_capped_at_its_share(tmp_
         teams = [Team(name=n, entitlement=1.0, token_sha256=hash_token(n)) for n in ("a", "b")]
         s.add_all(teams)
         s.flush()
-        for team, name in ((teams[0], "a1"), (teams[0], "a2"), (teams[1], "b1")):
-            s.add(Study(team_id=team.id, name=name, spec_json=json.dumps({"workload": "linreg"}), state="queued",
-                        cancel_requested=False))
+        for team, name, cap in ((teams[0], "a1", None), (teams[0], "a2", None), (teams[1], "b1", 0.5)):
+            spec = {"workload": "linreg"} | ({"max_usd_per_hour": cap} if cap else {})
+            s.add(Study(team_id=team.id, name=name, spec_json=json.dumps(spec), state="queued", cancel_requested=False))
     seen: dict[str, float] = {}
     go = {n: threading.Event() for n in ("1", "2", "3")}
 
@@ -91,7 +91,7 @@ def test_studies_run_at_once_one_per_team_at_least_each_capped_at_its_share(tmp_
     runner.start()
     try:
         wait_until(lambda: len(seen) == 2, 10, what="two studies run")
-        assert seen == {"1": 2.0, "3": 2.0}  # a1, then b1 (b has none running), not a2
+        assert seen == {"1": 2.0, "3": 0.5}  # a1, then b1 (b has none running; its own cap is lower), not a2
         assert runner._next(full=True) is None  # a2 waits: a runs one already and the slot is taken
         go["1"].set()  # a1 ends on track at 2.0 per study: a's next probe is 1.0
         wait_until(lambda: "2" in seen, 10, what="a2 runs")
@@ -102,11 +102,13 @@ def test_studies_run_at_once_one_per_team_at_least_each_capped_at_its_share(tmp_
         for e in go.values():
             e.set()
         runner.stop()
+    # a2 was on track at 1.0: a's demand is at most 1.0; b1 ran under its own lower cap and taught nothing
+    assert (runner.plan.demand_interval("a"), runner.plan.demand_interval("b")) == ((0.0, 1.0), (0.0, 4.0))
     with store.session() as s:
         rounds = list(s.scalars(select(OrgRound).order_by(OrgRound.id)))
         assert [(r.study_id, json.loads(r.allocations_json), r.unallocated, r.unmet) for r in rounds] == [
             (1, {"a": 2.0, "b": 0.0}, 2.0, 0.0), (3, {"a": 2.0, "b": 2.0}, 0.0, 0.0),
             (2, {"a": 1.0, "b": 2.0}, 1.0, 0.0)]
-        assert [s.get(Study, i).max_usd_per_hour for i in (1, 2, 3)] == [2.0, 1.0, 2.0]
+        assert [s.get(Study, i).max_usd_per_hour for i in (1, 2, 3)] == [2.0, 1.0, 0.5]
         assert {s.get(Study, i).state for i in (1, 2, 3)} == {"finished"}
     store.engine.dispose()

@@ -146,10 +146,11 @@ class StudyRunner:
                     grant = self.plan.allocate(budget, entitlements, running, team)
                     own = json.loads(study.spec_json).get("max_usd_per_hour")
                     study.max_usd_per_hour = min(grant.max_usd_per_hour, own) if own else grant.max_usd_per_hour
+                    if not own or own >= grant.max_usd_per_hour:  # it runs at the grant: its reward teaches about it
+                        self._grants[study.id] = (team, grant)
                     s.add(OrgRound(study_id=study.id, budget_usd_per_hour=budget,
                                    allocations_json=json.dumps(grant.round.allocations),
                                    demands_json=json.dumps(grant.round.demands), **grant.accounting))
-                    self._grants[study.id] = (team, grant)
             study.state = "running"
             study.started_utc = datetime.now(UTC)
             study.output = str(self.data_dir / "studies" / str(study.id))
