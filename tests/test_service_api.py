@@ -147,13 +147,18 @@ def test_names_are_unique_and_a_refused_duplicate_changes_nothing(admin, teams):
 
 def test_cancel_a_running_and_a_queued_study_and_the_org_budget_split(service, admin, teams):
     vision, nlp = teams["vision"], teams["nlp"]
+    admin.set_org_budget(2.0)
     running = vision.submit(LONG, team="vision", name="long")
     wait_until(lambda: vision.study("long")["state"] == "running", 60, what="the long study runs")
+    # the first probe of a team's unit demand is half the budget's upper bound (binary search): 1.0 of 2.0
+    assert vision.study("long")["max_usd_per_hour"] == 1.0
+    admin.set_org_budget(0.0)  # a budget of 0 holds the queue: the next study stays queued
     queued = nlp.submit(LONG, team="nlp", name="waiting")
-    admin.set_org_budget(2.0)
     org = nlp.org()
-    assert org["budget_usd_per_hour"] == 2.0
-    assert org["shares_usd_per_hour"] == pytest.approx({"vision": 1.5, "nlp": 0.5})  # entitlements 3 : 1
+    assert org["budget_usd_per_hour"] == 0.0
+    assert org["shares_usd_per_hour"] == {"nlp": 0.0, "vision": 0.0}
+    last = org["rounds"][-1]
+    assert (last["study_id"], last["allocations_usd_per_hour"]["vision"], last["unmet"]) == (running["id"], 1.0, 0.0)
     assert nlp.cancel("waiting")["state"] == "cancelled"
     assert vision.cancel("long")["cancel_requested"] is True
     done = vision.wait("long", timeout_s=60)
@@ -161,6 +166,7 @@ def test_cancel_a_running_and_a_queued_study_and_the_org_budget_split(service, a
     assert nlp.study(queued["id"])["started_utc"] is None  # it never ran
     _refused(lambda: vision.cancel("long"), 409, "study long is cancelled already")
     assert admin.org()["shares_usd_per_hour"] == {} or "nlp" not in admin.org()["shares_usd_per_hour"]
+    admin.set_org_budget(None)
 
 
 def _cli(monkeypatch, capsys, *args):

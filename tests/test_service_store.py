@@ -81,7 +81,7 @@ def db_url(request, tmp_path):
     url = request.getfixturevalue("postgres_url")
     engine = create_engine(url)
     with engine.begin() as conn:  # a fresh schema for each test
-        conn.execute(text("DROP TABLE IF EXISTS studies, teams, org, alembic_version"))
+        conn.execute(text("DROP TABLE IF EXISTS org_rounds, studies, teams, org, alembic_version"))
     engine.dispose()
     return url
 
@@ -90,9 +90,9 @@ def test_the_migration_builds_the_schema_once(db_url):
     Store(db_url).engine.dispose()
     store = Store(db_url)  # a second start upgrades nothing
     names = set(inspect(store.engine).get_table_names())
-    assert names >= {"alembic_version", "org", "teams", "studies"}
+    assert names >= {"alembic_version", "org", "teams", "studies", "org_rounds"}
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0001"]
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0002"]
         assert conn.execute(text("SELECT id FROM org")).scalars().all() == [1]
     store.engine.dispose()
 

@@ -27,7 +27,7 @@ def _client(url: str | None, token: str | None):  # noqa: ANN202
 
 
 @click.command("serve", help="Run the multi-tenant service: teams, studies and the org budget behind an HTTP API; "
-               "queued studies run one at a time on the simulator.")
+               "queued studies run several at once on the simulator, each capped at its team's fair share.")
 @click.option("--db", "db_url", default=None,
               help="SQLAlchemy database URL (default: sqlite:///<data dir>/service.db).")
 @click.option("--data-dir", default="spottune-service", show_default=True, type=click.Path(file_okay=False),
@@ -38,11 +38,13 @@ def _client(url: str | None, token: str | None):  # noqa: ANN202
               help="The org's budget, USD/hour, split among the teams with work (kept in the database).")
 @click.option("--backend", type=click.Choice(["sim"]), default="sim", show_default=True,
               help="Where studies run (this build: the simulator).")
+@click.option("--max-studies", default=4, show_default=True, type=click.IntRange(1, None),
+              help="Studies run at once; a team with work and none running starts one beyond them.")
 @click.option("--admin-token", envvar="SPOTTUNE_ADMIN_TOKEN", default=None,
               help="The admin's token (default $SPOTTUNE_ADMIN_TOKEN, else the one in <data dir>/admin-token, "
                    "made on first start).")
 def serve(db_url: str | None, data_dir: str, host: str, port: int, org_budget_usd_per_hour: float | None,
-          backend: str, admin_token: str | None) -> None:
+          backend: str, max_studies: int, admin_token: str | None) -> None:
     from spottune.service import Service
     from spottune.service._store import new_token
 
@@ -58,7 +60,8 @@ def serve(db_url: str | None, data_dir: str, host: str, port: int, org_budget_us
             with os.fdopen(fd, "w") as f:
                 f.write(admin_token + "\n")
     service = Service(admin_token=admin_token, db_url=db_url, data_dir=folder, host=host, port=port,
-                      org_budget_usd_per_hour=org_budget_usd_per_hour, backend=backend)
+                      org_budget_usd_per_hour=org_budget_usd_per_hour, backend=backend,
+                      max_studies=max_studies)
     click.echo(f"spottune serve on http://{host}:{port} (store {service.store.url}; admin token in {token_file} "
                "unless given)", err=True)
     try:

@@ -1,11 +1,12 @@
-"""``spottune serve``: many teams, one org budget, studies run through :func:`spottune.tune` (decisions SV1, SV7-SV9).
+"""``spottune serve``: many teams, one org budget, studies run through :func:`spottune.tune` (decisions SV1, SV7-SV12).
 
 =======================  =================================================================================
 module                   concept
 =======================  =================================================================================
 :mod:`._store`           the database: teams, studies, the org budget (SQLAlchemy 2), Alembic migrations
 :mod:`._app`             the HTTP API (FastAPI) with bearer tokens: admin and one per team
-:mod:`._runner`          the thread that runs queued studies, one at a time, and continues killed ones
+:mod:`._runner`          the thread that runs queued studies, several at once, and continues killed ones
+:mod:`._orgplan`         the fair split of the org budget per starting study and the team pick
 :mod:`._server`          :class:`Service`: the three above served by uvicorn
 :mod:`.client`           :class:`ServiceClient`, the Python client (httpx)
 =======================  =================================================================================

@@ -9,7 +9,8 @@ route                                    who      what
 ``GET /v1/health``                       anyone   ``{"ok": true}``
 ``POST /v1/teams``                       admin    create a team ``{name, entitlement}``; returns its token once
 ``GET /v1/teams``                        admin    the teams
-``GET /v1/org``, ``PUT /v1/org``         any/adm  the org budget (USD/hour) and its max-min fair split
+``GET /v1/org``, ``PUT /v1/org``         any/adm  the org budget (USD/hour), its max-min fair split, the latest
+                                                  fair-share rounds with their accounting and learned demands
 ``POST /v1/studies``                     team     submit ``{team, name, spec, trial_budget}`` (admin: any team)
 ``GET /v1/studies[/{study}]``            team     its own studies (admin: all); ``study`` is an id or a name
 ``POST /v1/studies/{study}/cancel``      team     cancel one of its studies
@@ -33,10 +34,13 @@ from sqlalchemy.exc import IntegrityError
 
 from spottune.errors import SpottuneError
 from spottune.scheduling import max_min_fair
-from spottune.service._store import TERMINAL_STATES, Org, Store, Study, Team, hash_token, new_token, study_view
+from spottune.service._store import (TERMINAL_STATES, Org, OrgRound, Store, Study, Team, hash_token, new_token,
+                                     round_view, study_view)
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "tenant_refusal"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "ORG_ROUNDS_SHOWN", "create_app", "tenant_refusal"]
 
+#: Fair-share rounds GET /v1/org shows, the latest ones (SV11).
+ORG_ROUNDS_SHOWN = 24
 #: Largest request body accepted, bytes (a spec is a few kB).
 DEFAULT_MAX_BODY_BYTES = 1_000_000
 
@@ -222,7 +226,16 @@ def create_app(store: Store, *, admin_token: str, runner: Any = None, backend: s
         if budget is not None and active:  # every active team asks for the whole budget: the entitled split
             alloc = max_min_fair([e for _, e in active], [budget] * len(active), budget)
             shares = {name: float(a) for (name, _), a in zip(active, alloc)}
-        return {"budget_usd_per_hour": budget, "shares_usd_per_hour": shares}
+        latest = select(OrgRound).order_by(OrgRound.id.desc()).limit(ORG_ROUNDS_SHOWN)
+        rounds = [round_view(r) for r in s.scalars(latest)]
+        learned: dict[str, list[float]] = {}
+        plan = getattr(runner, "plan", None)
+        for (name,) in s.execute(select(Team.name).order_by(Team.name)).all():
+            interval = plan.demand_interval(name) if plan is not None else None
+            if interval is not None:
+                learned[name] = [interval[0], interval[1]]
+        return {"budget_usd_per_hour": budget, "shares_usd_per_hour": shares, "rounds": rounds[::-1],
+                "learned_unit_demands_usd_per_hour": learned}
 
     @app.get("/v1/org")
     def org(_: _Caller = Depends(caller)) -> dict[str, Any]:

@@ -1,11 +1,15 @@
 """The study runner: a background thread of the server that runs queued studies through :func:`spottune.tune`.
 
-One study at a time (decision SV8); a study whose trial budget is smaller than its search space tries that many
-configurations, picked by cost-aware GP-UCB (:mod:`spottune.service._budgeted`, SV10), the next one taken from the teams with queued studies in round-robin order
-(ease.ml's fall-back rule; GREEDY needs the studies' GP bounds, which the runner does not compute yet). A study
-runs exactly as ``spottune run`` would run its spec, in ``<data dir>/studies/<id>``; cancelling a running study
-stops it at its next event. A study left ``running`` by a killed server is continued from its journal
-(``tune(resume=...)``) when the runner starts again.
+Up to ``max_studies`` studies at once, each on its own thread, and at least one per team with work (decision SV8):
+a team with a queued study and none running starts one even when the slots are taken. A freed slot goes to such a
+team if there is one, picked among those by ease.ml's GREEDY rule with the HYBRID
+fall-back to round robin (:class:`spottune.service._orgplan.OrgPlan`, SV12). With an org budget set, the starting
+study's ``max_usd_per_hour`` is its team's max-min fair allocation divided by the team's running studies, on
+demands learned from the teams' rewards (SV11); each such round is stored with its accounting. A study whose trial
+budget is smaller than its search space tries that many configurations, picked by cost-aware GP-UCB
+(:mod:`spottune.service._budgeted`, SV10). A study runs exactly as ``spottune run`` would run its spec, in
+``<data dir>/studies/<id>``; cancelling a running study stops it at its next event. A study left ``running`` by a
+killed server is continued from its journal (``tune(resume=...)``) when the runner starts again.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from spottune.service._store import Store, Study, Team
+from spottune.service._orgplan import OrgPlan, StudyGrant, reward_of
+from spottune.service._store import Org, OrgRound, Store, Study, Team
 
 __all__ = ["StudyCancelled", "StudyRunner"]
 
@@ -40,6 +45,10 @@ def summarise(grid: Any) -> dict[str, Any]:
     """What the store keeps of a finished study: cost, trials and the best result (JSON-ready)."""
     summary = {k: grid.summary.get(k) for k in ("total_cost_usd", "jct_s", "steps_executed", "revocations") if k in grid.summary}
     try:
+        summary["trial_states"] = [str(x) for x in grid.get_dataframe()["state"]]
+    except Exception:  # noqa: BLE001  (a grid without trials: no states, the study teaches the fair share nothing)
+        summary["trial_states"] = []
+    try:
         best = grid.get_best_result()
         summary["best"] = {"trial_id": best.trial_id, "config": best.config, "value": best.value,
                            "metric": best.metric, "usd": best.usd}
@@ -49,7 +58,8 @@ def summarise(grid: Any) -> dict[str, Any]:
 
 
 class StudyRunner:
-    """Runs the store's queued studies, one at a time, on a daemon thread.
+    """Runs the store's queued studies, up to ``max_studies`` at once (and one per team with work), from a daemon
+    thread.
 
     Parameters
     ----------
@@ -60,17 +70,26 @@ class StudyRunner:
         The run function (default :func:`spottune.tune`); its keywords are ``output``, ``progress`` and ``resume``.
     poll_s : float, default 0.2
         Wall seconds between two looks at the queue when idle.
+    max_studies : int, default 4
+        Studies run at once (slots), >= 1; a team with work and no running study starts one beyond them.
+    plan : OrgPlan, optional
+        The fair split and team pick (a fresh one by default).
     """
 
     def __init__(self, store: Store, data_dir: str | Path, *, tune: Callable[..., Any] | None = None,
-                 poll_s: float = 0.2):
+                 poll_s: float = 0.2, max_studies: int = 4, plan: OrgPlan | None = None):
         self.store, self.data_dir, self.poll_s = store, Path(data_dir), poll_s
+        self.max_studies = max(1, int(max_studies))
+        self.plan = plan if plan is not None else OrgPlan()
         self._tune = tune
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._cancel: set[int] = set()
         self._lock = threading.Lock()
-        self._last_team: str | None = None
+        self._running: dict[int, threading.Thread] = {}
+        self._grants: dict[int, tuple[str, StudyGrant]] = {}
+        #: Per team, its finished studies' rewards in order (what the team pick learns from).
+        self.results: dict[str, list[float]] = {}
         self.thread = threading.Thread(target=self._loop, name="spottune-study-runner", daemon=True)
 
     def start(self) -> None:
@@ -82,6 +101,8 @@ class StudyRunner:
         self._stop.set()
         self._wake.set()
         self.thread.join(timeout_s)
+        for t in list(self._running.values()):
+            t.join(timeout_s)
 
     def notify(self) -> None:
         """A study was queued: look now instead of at the next poll."""
@@ -99,25 +120,41 @@ class StudyRunner:
             self._tune = tune
         return self._tune
 
-    def _next(self) -> tuple[int, bool] | None:
-        """Claim the next study: (id, resume?); a study left running by a killed server comes first."""
+    def _next(self, full: bool = False) -> int | None:
+        """Claim the next queued study for a free slot (its id), or None: nothing queued, or an org budget of 0.
+
+        With ``full`` (every one of the ``max_studies`` slots taken), only a team with no running study may start one:
+        each team with work runs at least one study."""
         with self.store.session.begin() as s:
-            left = s.scalar(select(Study).where(Study.state == "running").order_by(Study.id))
-            if left is not None:
-                return left.id, True
             rows = s.execute(select(Study, Team.name).join(Team).where(Study.state == "queued")
                              .order_by(Study.id)).all()
-            if not rows:
+            budget = s.get(Org, 1).budget_usd_per_hour  # type: ignore[union-attr]
+            if not rows or budget == 0:
                 return None
-            teams = sorted({name for _, name in rows})
-            later = [t for t in teams if self._last_team is not None and t > self._last_team]
-            team = later[0] if later else teams[0]
-            study = next(st for st, name in rows if name == team)
-            self._last_team = team
+            running: dict[str, int] = {}
+            for (name,) in s.execute(select(Team.name).join(Study).where(Study.state == "running")).all():
+                running[name] = running.get(name, 0) + 1
+            queued = sorted({name for _, name in rows})
+            idle = [t for t in queued if running.get(t, 0) == 0]
+            if full and not idle:
+                return None
+            with self._lock:
+                team = self.plan.pick(idle or queued, self.results).team
+                study = next(st for st, name in rows if name == team)
+                if budget is not None:
+                    entitlements = dict(s.execute(select(Team.name, Team.entitlement)).all())
+                    grant = self.plan.allocate(budget, entitlements, running, team)
+                    own = json.loads(study.spec_json).get("max_usd_per_hour")
+                    study.max_usd_per_hour = min(grant.max_usd_per_hour, own) if own else grant.max_usd_per_hour
+                    if not own or own >= grant.max_usd_per_hour:  # it runs at the grant: its reward teaches about it
+                        self._grants[study.id] = (team, grant)
+                    s.add(OrgRound(study_id=study.id, budget_usd_per_hour=budget,
+                                   allocations_json=json.dumps(grant.round.allocations),
+                                   demands_json=json.dumps(grant.round.demands), **grant.accounting))
             study.state = "running"
             study.started_utc = datetime.now(UTC)
             study.output = str(self.data_dir / "studies" / str(study.id))
-            return study.id, False
+            return study.id
 
     def _progress(self, study_id: int) -> Callable[..., None]:
         def check(*_: Any) -> None:
@@ -134,6 +171,8 @@ class StudyRunner:
         with self.store.session.begin() as s:
             study = s.get(Study, study_id)
             spec, out, budget = json.loads(study.spec_json), Path(study.output), study.trial_budget
+            if study.max_usd_per_hour is not None:  # the fair-share cap (SV11)
+                spec["max_usd_per_hour"] = study.max_usd_per_hour
             if study.cancel_requested:
                 self.cancel(study_id)
         tune = self._tune_fn()
@@ -167,12 +206,39 @@ class StudyRunner:
             study.error = error
         with self._lock:
             self._cancel.discard(study_id)
+            granted = self._grants.pop(study_id, None)
+            if state == "finished" and summary is not None:
+                if "tried" in summary:  # a trial-budget study: a tried configuration without a value was not on track
+                    states = ["finished" if r["value"] is not None else "failed" for r in summary["tried"]]
+                else:
+                    states = summary.get("trial_states", [])
+                reward = reward_of(states)
+                if reward is not None:
+                    with self.store.session() as s:
+                        team = s.scalar(select(Team.name).join(Study).where(Study.id == study_id))
+                    self.results.setdefault(team, []).append(reward)
+                    if granted is not None:
+                        self.plan.observe(granted[1], granted[0], reward)
+        self._wake.set()  # a slot is free
+
+    def _launch(self, study_id: int, resume: bool) -> None:
+        thread = threading.Thread(target=self.run_one, args=(study_id, resume), name=f"spottune-study-{study_id}",
+                                  daemon=True)
+        self._running[study_id] = thread
+        thread.start()
 
     def _loop(self) -> None:
+        with self.store.session() as s:  # studies a killed server left running continue first, each on a thread
+            left = list(s.scalars(select(Study.id).where(Study.state == "running").order_by(Study.id)))
+        for study_id in left:
+            self._launch(study_id, True)
         while not self._stop.is_set():
-            claimed = self._next()
+            for study_id, thread in list(self._running.items()):
+                if not thread.is_alive():
+                    del self._running[study_id]
+            claimed = self._next(full=len(self._running) >= self.max_studies)
             if claimed is None:
                 self._wake.wait(self.poll_s)
                 self._wake.clear()
                 continue
-            self.run_one(*claimed)
+            self._launch(claimed, False)

@@ -42,6 +42,8 @@ class Service:
     backend : {"sim"}, default "sim"
     tune : callable, optional
         Replaces :func:`spottune.tune` in the runner.
+    max_studies : int, default 4
+        Studies run at once; a team with work and no running study starts one beyond them (decision SV8).
 
     Raises
     ------
@@ -51,7 +53,7 @@ class Service:
 
     def __init__(self, *, admin_token: str, db_url: str | None = None, data_dir: str | Path = "spottune-service",
                  host: str = "127.0.0.1", port: int = 8000, org_budget_usd_per_hour: float | None = None,
-                 backend: str = "sim", tune: Any = None):
+                 backend: str = "sim", tune: Any = None, max_studies: int = 4):
         if backend not in BACKENDS:
             raise ConfigError(f"--backend is {backend!r}, but this build serves only {', '.join(BACKENDS)}")
         if org_budget_usd_per_hour is not None and not org_budget_usd_per_hour >= 0:
@@ -60,7 +62,7 @@ class Service:
         self.store = Store(db_url or default_db_url(self.data_dir))
         if org_budget_usd_per_hour is not None:
             self.store.set_org_budget(org_budget_usd_per_hour)
-        self.runner = StudyRunner(self.store, self.data_dir, tune=tune)
+        self.runner = StudyRunner(self.store, self.data_dir, tune=tune, max_studies=max_studies)
         self.app = create_app(self.store, admin_token=admin_token, runner=self.runner, backend=backend)
         self.server = uvicorn.Server(uvicorn.Config(self.app, host=host, port=port, log_level="warning",
                                                     access_log=False))

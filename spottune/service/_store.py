@@ -20,11 +20,13 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 
 from spottune.errors import ConfigError
 
-__all__ = ["STUDY_STATES", "TERMINAL_STATES", "Base", "Org", "Store", "Study", "Team", "hash_token", "new_token",
-           "study_view", "upgrade"]
+__all__ = ["SQLITE_BUSY_TIMEOUT_S", "STUDY_STATES", "TERMINAL_STATES", "Base", "Org", "OrgRound", "Store", "Study", "Team", "hash_token", "new_token",
+           "round_view", "study_view", "upgrade"]
 
 #: A study's states: queued (waiting for the runner), running, then one of the terminal states.
 STUDY_STATES = ("queued", "running", "finished", "failed", "cancelled")
+#: Wall seconds a SQLite writer waits for the database lock before it fails (SV7).
+SQLITE_BUSY_TIMEOUT_S = 30.0
 #: States a study never leaves.
 TERMINAL_STATES = ("finished", "failed", "cancelled")
 
@@ -85,6 +87,25 @@ class Study(Base):
     created_utc: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     started_utc: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     ended_utc: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    max_usd_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class OrgRound(Base):
+    """One fair-share round of the org budget (decision SV11): when, for which starting study, the budget, the
+    allocations and the learned demands per team (JSON, USD/hour) and the round's accounting: unallocated U,
+    over-allocated O, unmet M and loss ``min(U + O, M)`` (USD/hour)."""
+
+    __tablename__ = "org_rounds"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at_utc: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    study_id: Mapped[int | None] = mapped_column(ForeignKey("studies.id"), nullable=True)
+    budget_usd_per_hour: Mapped[float] = mapped_column(Float)
+    allocations_json: Mapped[str] = mapped_column(Text)
+    demands_json: Mapped[str] = mapped_column(Text)
+    unallocated: Mapped[float] = mapped_column(Float)
+    over_allocated: Mapped[float] = mapped_column(Float)
+    unmet: Mapped[float] = mapped_column(Float)
+    loss: Mapped[float] = mapped_column(Float)
 
 
 def upgrade(engine: Engine) -> None:
@@ -123,10 +144,18 @@ class Store:
 
         self.url = url
         try:
-            args = {"check_same_thread": False} if url.startswith("sqlite") else {}
+            # SQLite: one writer at a time, so a writer waits up to SQLITE_BUSY_TIMEOUT_S for the lock (studies'
+            # threads and API calls write at once); WAL lets readers go on while one writes (SV7)
+            args = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S} if url.startswith("sqlite") else {}
             if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
                 Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
             self.engine = create_engine(url, connect_args=args)
+            if url.startswith("sqlite") and url != "sqlite:///:memory:":
+                from sqlalchemy import event
+
+                @event.listens_for(self.engine, "connect")
+                def _wal(dbapi_conn: Any, _: Any) -> None:
+                    dbapi_conn.execute("PRAGMA journal_mode=WAL")
             upgrade(self.engine)
         except (ArgumentError, NoSuchModuleError, OperationalError) as exc:
             raise ConfigError(f"--db is {url!r}, but the database cannot be opened: "
@@ -160,9 +189,18 @@ def study_view(study: Study, team: str) -> dict[str, Any]:
     """A study as the API shows it (JSON-ready; times UTC, ISO 8601)."""
     return {
         "id": study.id, "name": study.name, "team": team, "state": study.state,
-        "trial_budget": study.trial_budget, "cancel_requested": study.cancel_requested,
+        "trial_budget": study.trial_budget, "max_usd_per_hour": study.max_usd_per_hour,
+        "cancel_requested": study.cancel_requested,
         "spec": json.loads(study.spec_json), "output": study.output,
         "summary": json.loads(study.summary_json) if study.summary_json else None, "error": study.error,
         "created_utc": _iso(study.created_utc), "started_utc": _iso(study.started_utc),
         "ended_utc": _iso(study.ended_utc),
     }
+
+
+def round_view(r: OrgRound) -> dict[str, Any]:
+    """A fair-share round as GET /v1/org shows it (JSON-ready; USD/hour)."""
+    return {"at_utc": _iso(r.at_utc), "study_id": r.study_id, "budget_usd_per_hour": r.budget_usd_per_hour,
+            "allocations_usd_per_hour": json.loads(r.allocations_json),
+            "demands_usd_per_hour": json.loads(r.demands_json), "unallocated": r.unallocated,
+            "over_allocated": r.over_allocated, "unmet": r.unmet, "loss": r.loss}

@@ -1,0 +1,180 @@
+"""The runner's org plan: the org budget split among the teams' running studies by max-min fairness on demands
+learned online, and the team that gets a freed slot by ease.ml's HYBRID rule (decisions SV11, SV12). Pure: no clock,
+no I/O; the runner stores what it returns.
+
+Each time a study starts, :meth:`OrgPlan.allocate` runs one round of :class:`spottune.scheduling.OnlineFairShare`
+(efficient mode) with each team's load = its running studies, this one included; the new study's cap is its team's
+allocation divided by that load (USD/hour), and the round's accounting is ``U, O, M, loss`` of
+:func:`spottune.scheduling.round_loss` against the demands the round was run on (the learned ones: load times the
+team's current probe). When a study ends, :meth:`OrgPlan.observe` feeds its reward (the share of its trials on track)
+back as met / not met against :data:`ON_TRACK_THRESHOLD`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from spottune.scheduling import (FREEZE_ROUNDS, FairShareRound, HybridTeamPicker, OnlineFairShare, TeamBound, TeamPick,
+                                 round_loss)
+
+__all__ = ["ON_TRACK_THRESHOLD", "OrgPlan", "StudyGrant", "reward_of"]
+
+#: A team's demand counts as met when at least this share of its study's trials were on track (τ, SV11).
+ON_TRACK_THRESHOLD = 0.95
+
+
+def reward_of(states: list[str]) -> float | None:
+    """A study's reward: the share of its trials that ended on track (``finished`` or ``stopped_early``).
+
+    Parameters
+    ----------
+    states : list of str
+        The trials' final states (:meth:`spottune.ResultGrid.get_dataframe`'s ``state`` column).
+
+    Returns
+    -------
+    float or None
+        In [0, 1]; None for a study without trials (it teaches nothing).
+    """
+    if not states:
+        return None
+    return sum(s in ("finished", "stopped_early") for s in states) / len(states)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StudyGrant:
+    """What a starting study gets.
+
+    Attributes
+    ----------
+    max_usd_per_hour : float
+        Its cap: the team's allocation divided by the team's running studies, this one included (USD/hour).
+    round : FairShareRound
+        The fair-share round it was computed in (kept to learn from the study's reward).
+    loads : dict of str to float
+        The loads (running studies per team) of that round.
+    accounting : dict of str to float
+        ``unallocated``, ``over_allocated``, ``unmet``, ``loss`` of the round (USD/hour).
+    """
+
+    max_usd_per_hour: float
+    round: FairShareRound
+    loads: dict[str, float]
+    accounting: dict[str, float]
+
+
+class OrgPlan:
+    """The fair split of the org budget and the team pick, kept across rounds.
+
+    Parameters
+    ----------
+    freeze_rounds : int, default 10
+        ease.ml's s, for :class:`spottune.scheduling.HybridTeamPicker`.
+    """
+
+    def __init__(self, *, freeze_rounds: int = FREEZE_ROUNDS):
+        self.picker = HybridTeamPicker(freeze_rounds=freeze_rounds)
+        self.fair: OnlineFairShare | None = None
+        self._key: tuple | None = None
+
+    def _fair_share(self, budget: float, entitlements: Mapping[str, float]) -> OnlineFairShare:
+        key = (budget, tuple(sorted(entitlements.items())))
+        if self.fair is None or key != self._key:  # a new team or budget: new mechanism, learned intervals kept
+            old = self.fair
+            self.fair = OnlineFairShare(entitlements, capacity_usd_per_hour=budget, theta_max_usd_per_hour=budget)
+            if old is not None:
+                for team, search in old.searches.items():
+                    if team in self.fair.searches and search.theta_max == budget:
+                        self.fair.searches[team] = search
+                self.fair.hour = old.hour
+            self._key = key
+        return self.fair
+
+    def allocate(self, budget_usd_per_hour: float, entitlements: Mapping[str, float], running: Mapping[str, int],
+                 team: str) -> StudyGrant:
+        """One fair-share round for a study of ``team`` that starts now.
+
+        Parameters
+        ----------
+        budget_usd_per_hour : float
+            The org budget, > 0 (USD/hour).
+        entitlements : mapping of str to float
+            Every team's entitlement, > 0.
+        running : mapping of str to int
+            Running studies per team, the starting one excluded.
+        team : str
+            The starting study's team.
+
+        Returns
+        -------
+        StudyGrant
+
+        Raises
+        ------
+        spottune.errors.ConfigError
+            On a budget <= 0 or an unknown team.
+        """
+        fair = self._fair_share(budget_usd_per_hour, entitlements)
+        loads = {t: float(running.get(t, 0)) for t in fair.entitlements}
+        loads[team] = loads.get(team, 0.0) + 1.0
+        rnd = fair.allocate(loads)
+        teams = list(fair.entitlements)
+        loss = round_loss([rnd.demands.get(t, 0.0) for t in teams], [rnd.allocations[t] for t in teams],
+                          budget_usd_per_hour)
+        accounting = {"unallocated": loss.unallocated, "over_allocated": loss.over_allocated, "unmet": loss.unmet,
+                      "loss": loss.loss}
+        return StudyGrant(max_usd_per_hour=rnd.allocations[team] / loads[team], round=rnd, loads=loads,
+                          accounting=accounting)
+
+    def observe(self, grant: StudyGrant, team: str, reward: float | None) -> None:
+        """Learn from a study that ended: its reward met the threshold or not (deterministic feedback).
+
+        Parameters
+        ----------
+        grant : StudyGrant
+            What :meth:`allocate` gave the study.
+        team : str
+        reward : float or None
+            :func:`reward_of` the study; None teaches nothing.
+        """
+        if reward is None or self.fair is None or team not in self.fair.entitlements:
+            return
+        self.fair.observe(grant.round, {t: grant.loads.get(t, 0.0) for t in self.fair.entitlements},
+                          {team: reward >= ON_TRACK_THRESHOLD})
+
+    def demand_interval(self, team: str) -> tuple[float, float] | None:
+        """The team's learned unit demand ``(low, high)``, USD/hour per running study, or None before any round."""
+        if self.fair is None or team not in self.fair.searches:
+            return None
+        return self.fair.interval(team)
+
+    def pick(self, teams: list[str], results: Mapping[str, list[float]]) -> TeamPick:
+        """The team whose queued study takes a freed slot (ease.ml GREEDY, HYBRID fall-back to round robin).
+
+        A team's bound is built from its finished studies' results, larger is better (SV12): ``best`` is the mean
+        of its last results (None before the first), ``ucb = best + sqrt(2 ln(N) / n)`` with ``n`` its results and
+        ``N`` all teams' (UCB1's bonus, since a study's result carries no GP posterior the runner could share).
+
+        Parameters
+        ----------
+        teams : list of str
+            The teams with a queued study (not empty).
+        results : mapping of str to list of float
+            Per team, its finished studies' rewards in order, each in [0, 1].
+
+        Returns
+        -------
+        spottune.scheduling.TeamPick
+        """
+        total = sum(len(results.get(t, [])) for t in teams)
+        bounds = {}
+        for t in teams:
+            seen = results.get(t, [])
+            if not seen:
+                bounds[t] = TeamBound(ucb=1.0, best=None)
+                continue
+            best = float(sum(seen) / len(seen))
+            bounds[t] = TeamBound(ucb=best + math.sqrt(2 * math.log(max(total, 1)) / len(seen)), best=best)
+        return self.picker.pick(bounds)
