@@ -212,6 +212,10 @@ def test_preemption_checkpoints_in_the_deadline_and_relaunches_on_another_market
     provider = [r for r in rec.ledger if r.ended_by == "provider"]
     assert len(provider) == 2 and all(r.reason == "capacity" for r in provider)
     assert all(r.charged_usd == 0 and r.refunded_usd > 0 for r in provider)  # revoked in the first hour
+    launched = {r["instance_id"]: r["started_s"] for r in rec.log if r["kind"] == "event" and r["type"] == "TrialLaunched"}
+    assert sorted(launched) == sorted(r.instance_id for r in rec.ledger) == ["i-00001", "i-00002", "i-00003", "i-00004"]
+    for row in rec.ledger:  # billed from the actor's placement on its node (decision R7), not from the launch
+        assert row.start_s == rec.meta["worker"][row.instance_id]["placed_s"] > launched[row.instance_id]
     for iid, inst in rec.meta["worker"].items():
         if inst.get("node") in drained:  # the notice came with the drain's deadline, the save before it
             assert inst["notice_s"] < next(r.end_s for r in rec.ledger if r.instance_id == iid)
