@@ -129,9 +129,25 @@ class SpotCloud:
             raise out["error"]
         return out["value"]
 
-    def follow(self, backend: Any, revocation_model: Any, max_price: float) -> None:
+    def follow(self, backend: Any, revocation_model: Any, max_price: float, after_step: int = 0) -> None:
         """Put each market's revocation (``revocation_model`` at the backend's start, ``max_price``) on the
-        backend's clock once :meth:`backend.run` has started it."""
+        backend's clock once :meth:`backend.run` has started it.
+
+        ``after_step`` > 0: a market's drain also waits until every trial has reported that step (it trains on
+        a placed actor), so that a segment whose boot outlasted the notice time on a loaded machine is still
+        drained mid-training instead of being placed on the fresh node (the deadline is then the minimum,
+        :data:`MIN_NOTICE_WALL_S`)."""
+
+        def trained() -> bool:
+            trials = backend.orchestrator.trials.values()
+            if backend.orchestrator.done:
+                raise AssertionError(f"the run ended before every trial reached step {after_step}")
+            return all(tr.step >= after_step for tr in trials)
+
+        def preempt_when_trained(market: Any, termination_s: float, clock: Any) -> None:
+            while not trained():
+                time.sleep(0.005)
+            self.preempt(market, termination_s, clock)
 
         def arm() -> None:
             clock = backend.clock
@@ -141,7 +157,7 @@ class SpotCloud:
                 rev = revocation_model.revocation(market, backend.start_s, instance_id="cloud",
                                                   max_price_usd_per_hour=max_price)
                 if rev.fulfilled and math.isfinite(rev.notice_s):
-                    clock.call_at(rev.notice_s, self._spawn, self.preempt, market, rev.termination_s, clock)
+                    clock.call_at(rev.notice_s, self._spawn, preempt_when_trained, market, rev.termination_s, clock)
 
         self._spawn(arm)
 

@@ -66,16 +66,20 @@ def orchestrator(ids, chooser, *, max_steps, theta=1.0, top_k=1, max_failures=1)
                                                 max_failures=max_failures), chooser)
 
 
-def run_both(tmp_path, configs, *, chooser, hist, cloud, follow=False, time_scale=1200.0, **config):
+def run_both(tmp_path, configs, *, chooser, hist, cloud, follow=False, follow_after_step=0, time_scale=1200.0,
+             **config):
     """The same experiment on the Ray cluster and in the simulator: ((orch, record), (orch, record))."""
     ids = sorted(configs)
     seeds = {t: 100 + i for i, t in enumerate(ids)}
     ray_orch = orchestrator(ids, chooser(hist), **config)
     backend = RayBackend(ray_orch, hist, Billing(), WORKLOAD, {t: (configs[t], seeds[t]) for t in ids},
                          FACTS.__getitem__, T0, RaySettings(store_url=str(tmp_path / "store"), time_scale=time_scale,
-                                                            pace_steps=True, watch_s=60.0, max_wall_s=60.0))
+                                                            pace_steps=True, watch_s=60.0, max_wall_s=60.0,
+                                                            place_s=30.0 * time_scale))
+    # a launch waits up to 30 wall seconds for its node (a Ray worker's start took over 10 s at load average 17:
+    # the default bound's LaunchFailed moved the preempted market's trials away before its spike)
     if follow:
-        cloud.follow(backend, LegacyBidRevocation(hist), MAX_PRICE)
+        cloud.follow(backend, LegacyBidRevocation(hist), MAX_PRICE, after_step=follow_after_step)
     t = time.monotonic()
     ray_rec = cloud.serve(backend.run)  # the main thread adds the cloud's fresh nodes
     ray_rec.meta["wall_s"] = time.monotonic() - t
@@ -183,11 +187,14 @@ def test_hourly_hops_theta_barrier_top_k_and_a_failing_trial(tmp_path, cloud):
 
 def test_preemption_checkpoints_in_the_deadline_and_relaunches_on_another_market(tmp_path, cloud):
     configs = {"t0": {"lr": 0.02}, "t1": {"lr": 0.05}}
-    # A rises above the max price at 45 min, for 10 min (a segment's boot, a Ray worker's start, is 1-2.5 wall
-    # seconds: 10-25 min at 600x); the cloud removes A's node 1 wall second (10 min) after the drain
-    hist = history(spike_at_s=2700.0)
+    # A rises above the max price at 45 min and stays there (a segment's boot, a Ray worker's start, is 1-2.5
+    # wall seconds, 10-25 min at 600x, but 5 s and more on a loaded machine); the cloud drains A's node at the
+    # notice or, if later, once both trials have reported a step (their actors are placed and training: a drain
+    # before the placement would leave them to the fresh node, unrevoked), and removes it 1 wall second (10 min)
+    # after the drain. A's price stays up, so the relaunch goes to B however late the drain came.
+    hist = history(spike_at_s=2700.0, spike_len_s=6 * 3600.0)
     (orch, rec), (sim_orch, sim) = run_both(tmp_path, configs, chooser=Cheapest, hist=hist, cloud=cloud, follow=True,
-                                            max_steps=60, top_k=2, time_scale=600.0)
+                                            follow_after_step=1, max_steps=60, top_k=2, time_scale=600.0)
     assert_same_results(orch, sim_orch)
     drained = {d["node_id"] for d in cloud.drains}
     assert len(drained) == 1
@@ -205,6 +212,11 @@ def test_preemption_checkpoints_in_the_deadline_and_relaunches_on_another_market
     provider = [r for r in rec.ledger if r.ended_by == "provider"]
     assert len(provider) == 2 and all(r.reason == "capacity" for r in provider)
     assert all(r.charged_usd == 0 and r.refunded_usd > 0 for r in provider)  # revoked in the first hour
+    launched = {r["instance_id"]: r["started_s"] for r in rec.log if r["kind"] == "event" and r["type"] == "TrialLaunched"}
+    # two segments on A, two on B (more when a segment on B reached its hourly hop on a slow machine)
+    assert sorted(launched) == sorted(r.instance_id for r in rec.ledger) and len(launched) >= 4
+    for row in rec.ledger:  # billed from the actor's placement on its node (decision R7), not from the launch
+        assert row.start_s == rec.meta["worker"][row.instance_id]["placed_s"] > launched[row.instance_id]
     for iid, inst in rec.meta["worker"].items():
         if inst.get("node") in drained:  # the notice came with the drain's deadline, the save before it
             assert inst["notice_s"] < next(r.end_s for r in rec.ledger if r.instance_id == iid)

@@ -56,7 +56,10 @@ class Instance:
     max_price : float
         The launch's max price, USD per instance-hour.
     started_s, notice_s, termination_s : float
-        Billing start, revocation notice and termination (engine seconds; inf: never).
+        Launch (the hourly tick's origin), revocation notice and termination (engine seconds; inf: never).
+    billing_start_s : float or None
+        Billing start when it is not ``started_s`` (engine seconds; inf: not yet, e.g. a ray segment whose
+        actor waits for a node, decision R7 of the Ray section); None: ``started_s``. See :attr:`bill_start_s`.
     seconds_per_step : float
         Simulated seconds per step on this instance type (:func:`spottune.speed.seconds_per_step`).
     vcpus : int
@@ -90,6 +93,12 @@ class Instance:
     executed: int = 0
     alive: bool = True
     hours_committed: int = 1
+    billing_start_s: float | None = None
+
+    @property
+    def bill_start_s(self) -> float:
+        """Engine seconds from which the instance is billed: :attr:`billing_start_s`, else :attr:`started_s`."""
+        return self.started_s if self.billing_start_s is None else self.billing_start_s
 
     # -- the events about this instance, at engine time t -----------------------------------------------
     def trial_launched(self, t: float) -> ev.TrialLaunched:
@@ -381,7 +390,7 @@ class ReplayDriver(Driver):
     def _accrued_usd(self, alive: list[Instance], now: float) -> float:
         """USD the ``alive`` instances have accrued by ``now`` at the replayed prices, plus, for a noticed one, the
         rest until its announced termination at its max price (it ends there whatever we do)."""
-        usd = sum(float(self._price_series(i, now).cost_usd(i.started_s, now)) for i in alive if now > i.started_s)
+        usd = sum(float(self._price_series(i, now).cost_usd(i.bill_start_s, now)) for i in alive if now > i.bill_start_s)
         return usd + sum(i.max_price * max(0.0, i.termination_s - now) / HOUR_S for i in alive if i.notice_s <= now)
 
     def _stop_for_budget(self, why: str) -> None:
@@ -477,7 +486,8 @@ class ReplayDriver(Driver):
         if not inst.alive:
             return
         inst.alive = False
-        row = self.billing.bill(self._price_series(inst, t), inst.started_s, t, ended_by, instance_id=inst.instance_id,
+        start = min(inst.bill_start_s, t)  # never placed (ray): nothing billed
+        row = self.billing.bill(self._price_series(inst, t), start, t, ended_by, instance_id=inst.instance_id,
                                 reason=reason, trial_id=inst.trial_id, max_price_usd_per_hour=inst.max_price)
         self.record.ledger.append(row)
         self.usd += row.charged_usd
@@ -488,7 +498,7 @@ class ReplayDriver(Driver):
                        and reason in (Cause.CAPACITY, Cause.CAPACITY_EVENT))
         if self.journal is not None:  # the billed record is also the journal of the InstanceEnded below
             self.journal.append("billed", id=inst.instance_id, trial_id=inst.trial_id, market=str(inst.market),
-                                started_s=inst.started_s, end_s=float(t), ended_by=ended_by, reason=str(reason),
+                                started_s=float(start), end_s=float(t), ended_by=ended_by, reason=str(reason),
                                 max_price=inst.max_price, executed=inst.executed, lost=lost,
                                 charged_usd=float(row.charged_usd), observed=observed,
                                 interrupted=bool(interrupted))

@@ -920,7 +920,9 @@ class WorkerDriver(ReplayDriver):
 
         inst = self._instances[rec["id"]]
         inst.alive = False
-        row = self.billing.bill(self._price_series(inst, rec["end_s"]), inst.started_s, rec["end_s"], rec["ended_by"],
+        # the journaled billing start (a ray segment's placement, else its launch)
+        row = self.billing.bill(self._price_series(inst, rec["end_s"]), float(rec["started_s"]), rec["end_s"],
+                                rec["ended_by"],
                                 instance_id=inst.instance_id, reason=rec["reason"], trial_id=inst.trial_id,
                                 max_price_usd_per_hour=inst.max_price)
         if float(row.charged_usd) != rec["charged_usd"]:

@@ -5,7 +5,8 @@
 
 - **launch**: a :class:`~._actor.SegmentActor` (``max_restarts=0``, ``max_concurrency=4``) pinned to a node of
   the chosen market by its resource or a ``label_selector`` (:mod:`._cluster`); a market the cluster does not
-  offer is answered ``LaunchFailed``. Billing starts at the launch.
+  offer is answered ``LaunchFailed``. Billing starts when the actor is placed on a node (the hourly tick
+  stays at the launch + 1 hour); a launch not placed within ``place_s`` fails and costs nothing (R7, R12).
 - **command**: the actor's second concurrency slot (its worker loop's stdin).
 - **kill**: ``ray.kill``.
 - **watch**: one reader thread per segment streams the actor's generator (the node id, then every report, then
@@ -405,7 +406,8 @@ class RayActorTransport:
         inst = ActorInstance(instance_id=iid, trial_id=action.trial_id, market=m,
                              max_price=action.max_price_usd_per_hour, started_s=t, notice_s=math.inf,
                              termination_s=math.inf, seconds_per_step=sps, vcpus=vcpus, step=action.resume_step,
-                             saved_step=action.resume_step, resume_step=action.resume_step, actor=actor, key=key)
+                             saved_step=action.resume_step, resume_step=action.resume_step, actor=actor, key=key,
+                             billing_start_s=math.inf)  # billed from its placement (_on_placed)
         inst.stats.update(trial=action.trial_id, market=key, launch_wall_s=d.clock.wall_s())
         d.add_instance(inst)
         d.at(t + max(MIN_PLACE_WALL_S, s.wall(s.place_s)) * s.time_scale,
@@ -480,7 +482,8 @@ class RayActorTransport:
         if not inst.alive or inst.gone:
             return  # its launch already failed (no node in time)
         inst.node_id = nid
-        inst.stats.update(node=nid, placed_wall_s=self.driver.clock.wall_s())
+        inst.billing_start_s = self.driver.now_s()  # billed from here (R7); its hourly tick stays at launch + 1 h
+        inst.stats.update(node=nid, placed_wall_s=self.driver.clock.wall_s(), placed_s=inst.billing_start_s)
         self._on_node.setdefault(nid, set()).add(inst.instance_id)
         node = self._nodes.get(nid)
         if node is None:
