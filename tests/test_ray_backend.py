@@ -249,7 +249,8 @@ def test_a_node_lost_without_drain_is_a_provider_end_and_a_dead_actor_a_failure(
     backend = RayBackend(orch, hist, Billing(), "tests._ray_cloud:Crash",
                          {t: (configs[t], 100 + i) for i, t in enumerate(sorted(configs))}, FACTS.__getitem__, T0,
                          RaySettings(store_url=str(tmp_path / "store"), time_scale=900.0, pace_steps=True,
-                                     watch_s=60.0, max_wall_s=60.0, prices={"c3.xlarge/us-east-1b": 0.5}))
+                                     watch_s=60.0, max_wall_s=60.0, prices={"c3.xlarge/us-east-1b": 0.5},
+                                     place_s=30 * 900.0))  # a loaded machine's Ray worker start is no capacity refusal
     cloud.lose_after(backend, A, "t0", 10)
     rec = cloud.serve(backend.run)
     cloud.join()
