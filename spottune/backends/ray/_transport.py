@@ -3,7 +3,7 @@
 :class:`RayActorTransport` is the ray backend's :class:`~spottune.backends._transport.WorkerTransport`
 (docs/design/decisions.md R1-R8):
 
-- **launch**: a :class:`~._actor.SegmentActor` (``max_restarts=0``, ``max_concurrency=4``) pinned to a node of
+- **launch**: a :class:`~._actor.SegmentActor` (``max_restarts=0``, ``max_concurrency=5``) pinned to a node of
   the chosen market by its resource or a ``label_selector`` (:mod:`._cluster`); a market the cluster does not
   offer is answered ``LaunchFailed``. Billing starts at the launch.
 - **command**: the actor's second concurrency slot (its worker loop's stdin).
