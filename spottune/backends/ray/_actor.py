@@ -155,7 +155,8 @@ class SegmentActor:
     def __init__(self, lease_wall_s: float | None = None) -> None:
         self._stdin = _Stdin()
         self._lines = _Lines()
-        self._stream = 0  # the streaming call now served (run: 0; each attach: one more)
+        self._stream = 0  # the streaming call now served (each run or attach: one more)
+        self._owner = 0  # the driver that may start the worker: 0 its launcher, then a resumed driver's token
         self._renewed = time.monotonic()
         self._released = threading.Event()
         self._started = False
@@ -181,11 +182,13 @@ class SegmentActor:
                 self._done.set()
 
     def run(self, argv: Sequence[str], storage_options: Mapping[str, Any] | None = None,
-            checkpoint_key: str | None = None) -> Iterator[str]:
+            checkpoint_key: str | None = None, owner: int = 0) -> Iterator[str]:
         """Yield this node's id, then the worker's report lines for the segment ``argv`` (worker arguments).
 
         ``storage_options`` (merged over ``--storage-options``) and ``checkpoint_key`` (hex; the actor
-        process's ``$SPOTTUNE_CHECKPOINT_KEY``) arrive as method arguments, never on a command line.
+        process's ``$SPOTTUNE_CHECKPOINT_KEY``) arrive as method arguments, never on a command line. A call
+        from a driver that no longer owns the actor (a resumed driver took it over before the worker started),
+        or once the worker started, yields nothing.
 
         Parameters
         ----------
@@ -195,6 +198,8 @@ class SegmentActor:
             Secret storage options.
         checkpoint_key : str, optional
             The experiment's checkpoint key, hex.
+        owner : int, default 0
+            The calling driver's token (0: the launching driver; a resumed one's from :meth:`take_over`).
 
         Yields
         ------
@@ -208,6 +213,12 @@ class SegmentActor:
         from spottune.backends.local.worker import parse_args, run
         from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV
 
+        with self._lines.cond:
+            if owner != self._owner or self._started or self._released.is_set():
+                return
+            self._started = True
+            self._stream += 1
+            mine = self._stream
         yield ray.get_runtime_context().get_node_id()
         args = parse_args(list(argv))
         args.storage_options = {**args.storage_options, **dict(storage_options or {})}
@@ -221,22 +232,29 @@ class SegmentActor:
                 self._done.set()
                 self._lines.close()
 
-        self._started = True
         threading.Thread(target=main, daemon=True, name="segment").start()
-        yield from self._lines.follow(lambda: self._stream == 0)
+        yield from self._lines.follow(lambda: self._stream == mine)
 
-    def take_over(self) -> dict[str, Any]:
-        """A resumed driver asks whether it can keep this segment: the lease is renewed; the answer says whether
-        the worker loop still runs (started, not released by a lease that ran out or by ``release``).
+    def take_over(self, owner: int) -> dict[str, Any]:
+        """A resumed driver asks whether it can keep this segment: the lease is renewed and the driver becomes the
+        actor's owner (a ``run`` of an earlier driver not yet started is refused from now on).
+
+        Parameters
+        ----------
+        owner : int
+            The resumed driver's token (positive, larger than any earlier driver's).
 
         Returns
         -------
         dict
-            ``live`` (bool) and ``step`` (int or None: the worker's last reported step, to date the steps it
-            trained while no driver read them).
+            ``live`` (bool: not released by a lease that ran out or by ``release``), ``started`` (bool: the worker
+            loop was started; if not, the owner calls ``run``) and ``step`` (int or None: the worker's last
+            reported step, to date the steps it trained while no driver read them).
         """
         self._renewed = time.monotonic()
-        return {"live": self._started and not self._released.is_set(), "step": self._lines.step}
+        with self._lines.cond:
+            self._owner = max(self._owner, int(owner))
+            return {"live": not self._released.is_set(), "started": self._started, "step": self._lines.step}
 
     def attach(self) -> Iterator[Any]:
         """Re-attach a resumed driver: yield this node's id, then ``(seq, line)`` from the first line not

@@ -143,6 +143,7 @@ class RayActorTransport:
         self._autoscaled: set[str] = set()  # markets the autoscaler's node types offer (they never leave the pool)
         self._saves: dict[str, Any] = {}  # instance id -> its worker's own save, taken over by a resume
         self._hours: set[str] = set()  # instances whose HourElapsed the resumed journal holds
+        self._owner = 0  # this driver's token for its actors (a resumed driver's: take_over)
         self._store: Any = None
 
     @property
@@ -395,16 +396,7 @@ class RayActorTransport:
         iid = d.sequential_id()
         vcpus, ecu = d.instance_facts(m.instance_type)
         sps = seconds_per_step(d.ref_sps, vcpus, ecu)
-        config, seed = d.trials[action.trial_id]
-        public, _ = split_secrets(dict(s.storage_options))  # credentials never leave this process
-        argv = ["--workload", self.workload, "--store", s.store_url,
-                *segment_argv(trial_id=action.trial_id, instance_id=iid, config=config, seed=seed,
-                              resume_step=action.resume_step, until_step=action.target_steps,
-                              step_wall_s=sps / s.time_scale if s.pace_steps else 0.0, imds_url=s.imds_url,
-                              poll_wall_s=max(_MIN_WALL_S, s.wall(s.poll_s)), max_steps=s.max_steps,
-                              keep=s.checkpoint_keep)]
-        from spottune.backends.ray._actor import segment_actor
-
+        argv, public = self._segment(action, iid, sps)
         actor = self._new_actor(iid, offered)
         # storage options and the key are method arguments (Ray's object store), never a command line
         stream = actor.run.options(num_returns="streaming").remote(argv, public, self.checkpoint_key)
@@ -421,6 +413,19 @@ class RayActorTransport:
              ("unplaced", inst, f"no node of {key} within {s.place_s:g} s"))
         reader = threading.Thread(target=self._read, args=(inst, stream), daemon=True, name=f"ray-{iid}")
         reader.start()
+
+    def _segment(self, action: Launch, iid: str, sps: float) -> tuple[list[str], dict[str, Any]]:
+        """The worker arguments of the segment ``action`` launches as ``iid``, and the public storage options."""
+        s, d = self.settings, self.driver
+        config, seed = d.trials[action.trial_id]
+        public, _ = split_secrets(dict(s.storage_options))  # credentials never leave this process
+        argv = ["--workload", self.workload, "--store", s.store_url,
+                *segment_argv(trial_id=action.trial_id, instance_id=iid, config=config, seed=seed,
+                              resume_step=action.resume_step, until_step=action.target_steps,
+                              step_wall_s=sps / s.time_scale if s.pace_steps else 0.0, imds_url=s.imds_url,
+                              poll_wall_s=max(_MIN_WALL_S, s.wall(s.poll_s)), max_steps=s.max_steps,
+                              keep=s.checkpoint_keep)]
+        return argv, public
 
     def _new_actor(self, iid: str, offered: OfferedMarket) -> Any:
         """A named detached :class:`~._actor.SegmentActor` for ``iid`` on a node of ``offered`` (an actor left
@@ -695,6 +700,7 @@ class RayActorTransport:
         d = self.driver
         connect(self.settings.address, log_to_driver=self.settings.log_to_driver)
         d.replay_journal()
+        self._owner = time.time_ns() // 1_000_000  # this driver's token: larger than any earlier driver's
         actors: dict[str, str] = {}
         released, kept_steps = [], {}
         for inst in d.instances.values():
@@ -707,11 +713,12 @@ class RayActorTransport:
             current = d.orchestrator.trials[inst.trial_id].instance_id == inst.instance_id
             if current and inst.phase is not Phase.SAVED and not inst.notified:
                 try:
-                    state = self._ray.get(actor.take_over.remote(), timeout=RELEASE_WALL_S)
+                    state = self._ray.get(actor.take_over.remote(self._owner), timeout=RELEASE_WALL_S)
                 except Exception as exc:  # noqa: BLE001 - it died meanwhile (its lease ran out): release finds out
                     state = {"live": False, "error": type(exc).__name__}
-                if state.get("live"):
+                if state.get("live") and (state.get("started") or not inst.launched):
                     inst.actor, inst.kept = actor, True
+                    inst.stats["kept_started"] = bool(state.get("started"))
                     actors[inst.instance_id] = "kept"
                     kept_steps[inst.instance_id] = state.get("step")
                     continue
@@ -818,7 +825,12 @@ class RayActorTransport:
             inst.to("checkpoint")
             self.command(inst, CheckpointCommand(reason=str(inst.pending.reason)))
         inst.stats.update(trial=inst.trial_id, market=inst.key, kept_wall_s=d.clock.wall_s())
-        stream = inst.actor.attach.options(num_returns="streaming").remote()
+        if inst.stats["kept_started"]:
+            stream = inst.actor.attach.options(num_returns="streaming").remote()
+        else:  # still booting: the dead driver's run never started the worker; this driver starts it
+            argv, public = self._segment(d.replayed_launches[inst.trial_id], inst.instance_id, inst.seconds_per_step)
+            stream = inst.actor.run.options(num_returns="streaming").remote(argv, public, self.checkpoint_key,
+                                                                            self._owner)
         threading.Thread(target=self._read, args=(inst, stream), daemon=True, name=f"ray-{inst.instance_id}").start()
 
     def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
