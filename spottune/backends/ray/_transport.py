@@ -675,8 +675,9 @@ class RayActorTransport:
            (:meth:`WorkerDriver.replay_journal`, as on the local backend: decision CS4).
         2. Every instance still alive in the journal whose actor still lives (found by name:
            :func:`~._actor.actor_name`) and is its trial's running segment (booting, training or checkpointing,
-           not yet saved) is **kept** if its worker still runs (``take_over``: its lease renewed): the driver
-           re-attaches to its report stream in :meth:`reconcile`. Any other live actor is released: its worker
+           not yet saved) is **kept** unless it was released (``take_over``: its lease renewed, this driver its
+           owner): the driver re-attaches to its report stream in :meth:`reconcile`, or starts its worker if
+           the dead driver's ``run`` never did (a booting actor). Any other live actor is released: its worker
            saves what it trained since its restore (a ``lease`` checkpoint) and stops, waited for at most
            :data:`RELEASE_WALL_S` wall seconds; then the actor is killed. An actor whose lease already ran out
            saved and ended on its own.
@@ -711,11 +712,14 @@ class RayActorTransport:
                 actors[inst.instance_id] = "gone"
                 continue
             current = d.orchestrator.trials[inst.trial_id].instance_id == inst.instance_id
-            if current and inst.phase is not Phase.SAVED and not inst.notified:
+            inst.stats["resume_state"] = {"current": current, "phase": inst.phase.name, "notified": inst.notified,
+                                          "launched": inst.launched}
+            if (current or not inst.launched) and inst.phase is not Phase.SAVED and not inst.notified:
                 try:
                     state = self._ray.get(actor.take_over.remote(self._owner), timeout=RELEASE_WALL_S)
                 except Exception as exc:  # noqa: BLE001 - it died meanwhile (its lease ran out): release finds out
                     state = {"live": False, "error": type(exc).__name__}
+                inst.stats["resume_state"].update(state)
                 if state.get("live") and (state.get("started") or not inst.launched):
                     inst.actor, inst.kept = actor, True
                     inst.stats["kept_started"] = bool(state.get("started"))
