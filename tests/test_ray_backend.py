@@ -406,15 +406,17 @@ def _named_actors():
 @pytest.mark.slow
 def test_a_killed_driver_resumes_from_its_actors_saves(tmp_path, cloud):
     """Decision R11: ``spottune run --backend ray`` SIGKILLed mid-training leaves its named detached actors
-    training; ``spottune resume`` at once has each save (``release``) and kills it; resumed later, after the
-    lease ran out, finds the actors gone after their own ``lease`` save. Either way each running trial continues
-    from its worker's save: every step is reported exactly once, the resume is journaled, no actor is left."""
+    training; ``spottune resume`` at once keeps them (it re-attaches to their report streams: no ``restart``
+    ledger row, no worker save taken); resumed later, after the lease ran out, finds the actors gone after their
+    own ``lease`` save and continues each running trial from it. Either way every step is reported exactly once,
+    the resume is journaled, no actor is left."""
     import json
     import os
     import signal
     import subprocess
     import sys
 
+    import pandas as pd
     from click.testing import CliRunner
 
     from spottune.cli import cli
@@ -426,11 +428,11 @@ def test_a_killed_driver_resumes_from_its_actors_saves(tmp_path, cloud):
             "max_steps: 60\ntheta: 1.0\ntop_k: 1\ninstance_types: [r3.large]\nzones: [us-east-1a]\npredictor: none\n")
     # the released run's lease (40 s wall at 120x) outlasts a slow resume; the other's is the 10 s floor; at 120x
     # an hour is 30 wall seconds, so that a segment rarely hops (a fresh segment has nothing to save) meanwhile
-    leases = {"release": "ray: {lease_s: 4800.0}\n", "lease": ""}
+    leases = {"keep": "ray: {lease_s: 4800.0}\n", "lease": ""}
     for case, lease in leases.items():
         (tmp_path / f"{case}.yaml").write_text(spec + lease)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    cases = ("release", "lease")
+    cases = ("keep", "lease")
     procs = {case: subprocess.Popen([sys.executable, "-c", "from spottune.cli import main; main()", "run",
                                      "--config", str(tmp_path / f"{case}.yaml"), "--backend", "ray", "--ray-address",
                                      cloud.cluster.address, "--time-scale", "120", "--no-progress",
@@ -460,8 +462,12 @@ def test_a_killed_driver_resumes_from_its_actors_saves(tmp_path, cloud):
         assert result.exit_code == 0, result.output
         assert len(read_journal(journal)) > before[case]
         (entry,) = json.loads((out / "summary.json").read_text())["settings"]["resumes"]
-        expect = {"release": "released", "lease": "gone"}[case]
+        expect = {"keep": "kept", "lease": "gone"}[case]
         assert list(entry["actors"].values()) == [expect, expect], case  # the two live segments' actors
+        assert entry["kept"] == (sorted(entry["actors"]) if case == "keep" else []), case
+        restarted = set(pd.read_csv(out / "ledger.csv").query("reason == 'restart'")["instance_id"])
+        if case == "keep":  # kept: billed to their segments' ends, not ended by the resume
+            assert entry["worker_saves"] == {} and not restarted & set(entry["kept"]), (entry, restarted)
         # a trial whose segment had not trained since its restore (an hourly hop just before) has no save to take
         assert set(entry["worker_saves"]) <= {"t00", "t01"}, case
         taken[case] = entry["worker_saves"]

@@ -51,7 +51,7 @@ from spottune.journal import decode_event
 from spottune.orchestrator import (CapacityRefused, Checkpoint, EndReason, Launch, LaunchFailed, MarketSignal,
                                    Orchestrator, Terminate)
 
-__all__ = ["TRANSITIONS", "Phase", "WorkerDriver", "WorkerInstance", "driver_attribute", "orphan_save"]
+__all__ = ["TRANSITIONS", "Phase", "WorkerDriver", "WorkerInstance", "driver_attribute", "journaled_report", "orphan_save"]
 
 
 class Phase(enum.Enum):
@@ -1061,6 +1061,34 @@ class WorkerDriver(ReplayDriver):
         """After a resume, with the clock running: the wake-ups the replay left pending go on the clock again."""
         for trial_id, at_s in self._resumed or ():
             self._wake_at(trial_id, at_s)
+
+
+def journaled_report(inst: WorkerInstance, report: Any) -> bool:
+    """A report of an instance kept across a resume that the journal already holds (handled and journaled
+    before the crash, then read again: decisions AWS14, R11): its ``ready`` once launched, a step not past
+    ``inst.step``, a save already confirmed.
+
+    Parameters
+    ----------
+    inst : WorkerInstance
+        The kept instance, as the journal's replay left it (then as its reports moved it).
+    report : Report
+        A decoded report of its worker (:mod:`spottune.backends.local._messages`).
+
+    Returns
+    -------
+    bool
+        True if the report must be dropped.
+    """
+    from spottune.backends.local._messages import Metric, Ready, Saved
+
+    if isinstance(report, Ready):
+        return inst.launched
+    if isinstance(report, Metric):
+        return int(report.step) <= inst.step
+    if isinstance(report, Saved):
+        return inst.phase is Phase.SAVED and inst.pending is None and int(report.step) <= inst.saved_step
+    return False
 
 
 def orphan_save(store: Callable[[], Any], inst: WorkerInstance, meta: dict[str, Any], worker_id: str | None = None) -> Any:

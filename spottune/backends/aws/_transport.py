@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spottune.speed import seconds_per_step
-from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance, orphan_save
+from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance, journaled_report, orphan_save
 from spottune.backends.aws._channel import Control, Envelope, Inbox, queue_name
 from spottune.backends.aws._discovery import cleanup, ended_by, find_instances
 from spottune.backends.aws._launch import (CAPACITY_CODES, TAG_EXPERIMENT, TAG_LAUNCH, TAG_TRIAL, LaunchRefused,
@@ -605,16 +605,8 @@ class Ec2Transport:
     @staticmethod
     def _journaled(inst: Ec2Instance, report: Any) -> bool:
         """A report of an adopted instance that the journal already holds (received, handled and journaled
-        before the crash, not yet deleted from the queue)."""
-        from spottune.backends.local._messages import Metric, Ready, Saved
-
-        if isinstance(report, Ready):
-            return inst.launched
-        if isinstance(report, Metric):
-            return int(report.step) <= inst.step
-        if isinstance(report, Saved):
-            return inst.phase is Phase.SAVED and inst.pending is None and int(report.step) <= inst.saved_step
-        return False
+        before the crash, not yet deleted from the queue): :func:`journaled_report`."""
+        return journaled_report(inst, report)
 
     # -- what the cloud says ------------------------------------------------------------------------------
     def _on_message(self, env: Envelope) -> None:

@@ -11,7 +11,7 @@ backends); only the effects differ, and they are the Ray-actor transport's
   ``market:<type>/<zone>`` or the labels ``ray.io/market-type``, ``ray.io/availability-zone``,
   ``ray.io/instance-type``) are the chooser's pool; a ``Launch`` for a market the cluster does not offer
   is answered ``LaunchFailed``.
-- **Launch** = a :class:`~._actor.SegmentActor` (``max_restarts=0``, ``max_concurrency=4``) pinned to a
+- **Launch** = a :class:`~._actor.SegmentActor` (``max_restarts=0``, ``max_concurrency=5``) pinned to a
   node of the chosen market by its resource or a ``label_selector``; billing starts at the ``Launch``
   (the autoscaler starts a node if none is free), ``TrialLaunched`` at the worker's ``ready``.
 - **Reports** stream from the actor's generator method (one reader thread per segment); **commands**

@@ -3,7 +3,7 @@
 :class:`RayActorTransport` is the ray backend's :class:`~spottune.backends._transport.WorkerTransport`
 (docs/design/decisions.md R1-R8):
 
-- **launch**: a :class:`~._actor.SegmentActor` (``max_restarts=0``, ``max_concurrency=4``) pinned to a node of
+- **launch**: a :class:`~._actor.SegmentActor` (``max_restarts=0``, ``max_concurrency=5``) pinned to a node of
   the chosen market by its resource or a ``label_selector`` (:mod:`._cluster`); a market the cluster does not
   offer is answered ``LaunchFailed``. Billing starts when the actor is placed on a node (the hourly tick
   stays at the launch + 1 hour); a launch not placed within ``place_s`` fails and costs nothing (R7, R12).
@@ -18,9 +18,11 @@
   market goes to ``meta["nodes"]`` (an estimate of the cluster's bill).
 - **crash safety** (decision R11): every actor is named (:func:`~._actor.actor_name`: the run's tag and the
   instance id, namespace ``spottune``) and detached, so it outlives a killed driver; a renewal thread renews
-  each live actor's lease every quarter of it. An actor whose lease runs out saves a ``lease`` checkpoint and
-  ends; :meth:`RayActorTransport.resume` finds the killed run's live actors by name, has them save at once
-  (``release``), kills them and continues each running trial from its worker's save.
+  each live actor's lease every quarter of it (with the number of report lines handled: the actor keeps the
+  rest). An actor whose lease runs out saves a ``lease`` checkpoint and ends; :meth:`RayActorTransport.resume`
+  finds the killed run's live actors by name and keeps each one still on its trial's segment (it re-attaches
+  to its report stream: ``attach``); any other it has save at once (``release``), kills, and continues its
+  trial from its worker's save.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 
 from spotmarket import Cause
 from spottune.speed import seconds_per_step
-from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance, orphan_save
+from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance, journaled_report, orphan_save
 from spottune.backends.local._messages import CheckpointCommand, Exited, Notice, decode_report, encode
 from spottune.backends.local._pool import segment_argv
 from spottune.backends.ray._cluster import (OfferedMarket, autoscaler_markets, cluster_markets, connect,
@@ -80,12 +82,18 @@ class ActorInstance(WorkerInstance):
         ``ray.kill`` was sent.
     key : str
         Its market, ``"<instance type>/<zone>"``.
+    acked : int
+        The number of its actor's report lines handled (sent with each renewal: the actor forgets them).
+    kept : bool
+        A resumed driver kept it (its reports the journal holds are dropped by step).
     """
 
     actor: Any = None
     node_id: str = ""
     killed: bool = False
     key: str = ""
+    acked: int = 0
+    kept: bool = False
 
 
 @dataclass(slots=True)
@@ -135,6 +143,8 @@ class RayActorTransport:
         self._threads: list[threading.Thread] = []
         self._autoscaled: set[str] = set()  # markets the autoscaler's node types offer (they never leave the pool)
         self._saves: dict[str, Any] = {}  # instance id -> its worker's own save, taken over by a resume
+        self._hours: set[str] = set()  # instances whose HourElapsed the resumed journal holds
+        self._owner = 0  # this driver's token for its actors (a resumed driver's: take_over)
         self._store: Any = None
 
     @property
@@ -236,7 +246,7 @@ class RayActorTransport:
         """
         handler = {"placed": self._on_placed, "died": self._on_died, "lost": self._on_lost, "drain": self._on_drain,
                    "node_up": self._on_node_up, "node_dead": self._on_node_dead,
-                   "unplaced": self._on_unplaced}.get(kind)
+                   "unplaced": self._on_unplaced, "ray_line": self._on_line}.get(kind)
         if handler is None:
             return False
         handler(*args)
@@ -257,7 +267,7 @@ class RayActorTransport:
             try:
                 for inst in list(self.driver.instances.values()):
                     if inst.alive and inst.actor is not None and not inst.killed:
-                        inst.actor.renew.remote()
+                        inst.actor.renew.remote(inst.acked)
             except Exception as exc:  # noqa: BLE001 - a dict resized meanwhile or a dead actor: next time
                 log.debug("ray backend: lease renewal: %s: %s", type(exc).__name__, exc)
 
@@ -387,16 +397,7 @@ class RayActorTransport:
         iid = d.sequential_id()
         vcpus, ecu = d.instance_facts(m.instance_type)
         sps = seconds_per_step(d.ref_sps, vcpus, ecu)
-        config, seed = d.trials[action.trial_id]
-        public, _ = split_secrets(dict(s.storage_options))  # credentials never leave this process
-        argv = ["--workload", self.workload, "--store", s.store_url,
-                *segment_argv(trial_id=action.trial_id, instance_id=iid, config=config, seed=seed,
-                              resume_step=action.resume_step, until_step=action.target_steps,
-                              step_wall_s=sps / s.time_scale if s.pace_steps else 0.0, imds_url=s.imds_url,
-                              poll_wall_s=max(_MIN_WALL_S, s.wall(s.poll_s)), max_steps=s.max_steps,
-                              keep=s.checkpoint_keep)]
-        from spottune.backends.ray._actor import segment_actor
-
+        argv, public = self._segment(action, iid, sps)
         actor = self._new_actor(iid, offered)
         # storage options and the key are method arguments (Ray's object store), never a command line
         stream = actor.run.options(num_returns="streaming").remote(argv, public, self.checkpoint_key)
@@ -414,6 +415,19 @@ class RayActorTransport:
              ("unplaced", inst, f"no node of {key} within {s.place_s:g} s"))
         reader = threading.Thread(target=self._read, args=(inst, stream), daemon=True, name=f"ray-{iid}")
         reader.start()
+
+    def _segment(self, action: Launch, iid: str, sps: float) -> tuple[list[str], dict[str, Any]]:
+        """The worker arguments of the segment ``action`` launches as ``iid``, and the public storage options."""
+        s, d = self.settings, self.driver
+        config, seed = d.trials[action.trial_id]
+        public, _ = split_secrets(dict(s.storage_options))  # credentials never leave this process
+        argv = ["--workload", self.workload, "--store", s.store_url,
+                *segment_argv(trial_id=action.trial_id, instance_id=iid, config=config, seed=seed,
+                              resume_step=action.resume_step, until_step=action.target_steps,
+                              step_wall_s=sps / s.time_scale if s.pace_steps else 0.0, imds_url=s.imds_url,
+                              poll_wall_s=max(_MIN_WALL_S, s.wall(s.poll_s)), max_steps=s.max_steps,
+                              keep=s.checkpoint_keep)]
+        return argv, public
 
     def _new_actor(self, iid: str, offered: OfferedMarket) -> Any:
         """A named detached :class:`~._actor.SegmentActor` for ``iid`` on a node of ``offered`` (an actor left
@@ -451,17 +465,25 @@ class RayActorTransport:
                     first = False
                     put(("placed", inst, str(item)))
                     continue
+                seq, line = item
                 try:
-                    report = decode_report(item)
+                    report = decode_report(line)
                 except ValueError:
-                    continue
+                    report = None
                 if isinstance(report, Exited):
                     code = int(report.code)
-                put(("line", inst, report))
+                put(("ray_line", inst, int(seq), report))
         except Exception as exc:  # noqa: BLE001 - RayActorError and its kin: the handler sorts them out
             put(("died", inst, exc))
             return
         put(("eof", inst, code))
+
+    def _on_line(self, inst: ActorInstance, seq: int, report: Any) -> None:
+        """Report line ``seq`` of the actor of ``inst``: handled (one a kept instance's journal holds is dropped),
+        then acknowledged with the next renewal."""
+        if report is not None and not (inst.kept and journaled_report(inst, report)):
+            self.driver.on_report(inst, report)
+        inst.acked = max(inst.acked, seq)
 
     def _on_unplaced(self, inst: ActorInstance, why: str, refuse: bool = True) -> None:
         """The launch of ``inst`` got no node: its actor is killed, it is billed to now (user, ``unplaced``), the market
@@ -649,18 +671,24 @@ class RayActorTransport:
 
     # -- crash safety ------------------------------------------------------------------------------------
     def resume(self, records: list[dict[str, Any]]) -> None:
-        """Continue a killed run: replay its journal, take over its live actors' saves, then relaunch (R11).
+        """Continue a killed run: replay its journal, keep its live actors still on their segments, take over the
+        others' saves, then relaunch (R11).
 
         1. Connect to the cluster; the journaled events are delivered again to the fresh orchestrator
            (:meth:`WorkerDriver.replay_journal`, as on the local backend: decision CS4).
         2. Every instance still alive in the journal whose actor still lives (found by name:
-           :func:`~._actor.actor_name`) is released: its worker saves what it trained since its restore
-           (a ``lease`` checkpoint) and stops, waited for at most :data:`RELEASE_WALL_S` wall seconds; then
-           the actor is killed. An actor whose lease already ran out saved and ended on its own.
+           :func:`~._actor.actor_name`) and is its trial's running segment (booting, training or checkpointing,
+           not yet saved) is **kept** unless it was released (``take_over``: its lease renewed, this driver its
+           owner): the driver re-attaches to its report stream in :meth:`reconcile`, or starts its worker if
+           the dead driver's ``run`` never did (a booting actor). Any other live actor is released: its worker
+           saves what it trained since its restore (a ``lease`` checkpoint) and stops, waited for at most
+           :data:`RELEASE_WALL_S` wall seconds; then the actor is killed. An actor whose lease already ran out
+           saved and ended on its own.
         3. The clock restarts at the last journaled time, or later by the steps a worker trained after its
-           last journaled report before it saved them (they took engine time, at its instance's speed).
-           :meth:`reconcile` then continues each running trial from its worker's save
-           (:meth:`WorkerDriver.adopt_orphan_save`), or relaunches it from its last confirmed checkpoint.
+           last journaled report (they took engine time, at its instance's speed): a save's steps, or a kept
+           worker's last reported step. :meth:`reconcile` then re-attaches each kept actor, continues each other
+           running trial from its worker's save (:meth:`WorkerDriver.adopt_orphan_save`), or relaunches it from
+           its last confirmed checkpoint.
 
         Parameters
         ----------
@@ -676,8 +704,9 @@ class RayActorTransport:
         d = self.driver
         connect(self.settings.address, log_to_driver=self.settings.log_to_driver)
         d.replay_journal()
+        self._owner = time.time_ns() // 1_000_000  # this driver's token: larger than any earlier driver's
         actors: dict[str, str] = {}
-        released = []
+        released, kept_steps = [], {}
         for inst in d.instances.values():
             if not inst.alive:
                 continue
@@ -685,6 +714,21 @@ class RayActorTransport:
             if actor is None:
                 actors[inst.instance_id] = "gone"
                 continue
+            current = d.orchestrator.trials[inst.trial_id].instance_id == inst.instance_id
+            inst.stats["resume_state"] = {"current": current, "phase": inst.phase.name, "notified": inst.notified,
+                                          "launched": inst.launched}
+            if (current or not inst.launched) and inst.phase is not Phase.SAVED and not inst.notified:
+                try:
+                    state = self._ray.get(actor.take_over.remote(self._owner), timeout=RELEASE_WALL_S)
+                except Exception as exc:  # noqa: BLE001 - it died meanwhile (its lease ran out): release finds out
+                    state = {"live": False, "error": type(exc).__name__}
+                inst.stats["resume_state"].update(state)
+                if state.get("live") and (state.get("started") or not inst.launched):
+                    inst.actor, inst.kept = actor, True
+                    inst.stats["kept_started"] = bool(state.get("started"))
+                    actors[inst.instance_id] = "kept"
+                    kept_steps[inst.instance_id] = state.get("step")
+                    continue
             released.append((inst.instance_id, actor, actor.release.remote(RELEASE_WALL_S)))
         for iid, actor, ref in released:
             try:
@@ -696,10 +740,27 @@ class RayActorTransport:
                 self._ray.kill(actor, no_restart=True)
             except Exception:  # noqa: BLE001 - already gone
                 pass
-        self._saves, stop_s = d.worker_saves(records, self._orphan_save, d.log_s)
+        self._saves, stop_s = d.worker_saves(records, lambda i: None if i.kept else self._orphan_save(i), d.log_s)
+        stop_s = max(stop_s, self._kept_until(records, kept_steps, d.log_s))
         d.log_s = stop_s
         d.restart_clock(stop_s)
-        d.note_resume({"at_s": d.log_s, "records": d.journal.n, "actors": actors}, journal=False)
+        d.note_resume({"at_s": d.log_s, "records": d.journal.n, "actors": actors, "kept": sorted(kept_steps)},
+                      journal=False)
+
+    def _kept_until(self, records: list[dict[str, Any]], steps: dict[str, int | None], since_s: float) -> float:
+        """Engine time a kept worker's steps beyond the journal end: its last journaled report's time plus those
+        steps at its instance's speed (they took engine time while no driver read them; as a save's, CS4)."""
+        reported: dict[str, float] = {}
+        for rec in records:
+            e = rec.get("e") if rec.get("k") == "event" else None
+            if e is not None and e.get("type") in ("TrialLaunched", "MetricReported"):
+                reported[e["instance_id"]] = float(e["time_s"])
+        stop_s = since_s
+        for iid, step in steps.items():
+            inst = self.driver.instances[iid]
+            if step is not None and step > inst.step:
+                stop_s = max(stop_s, reported.get(iid, since_s) + (step - inst.step) * inst.seconds_per_step)
+        return stop_s
 
     def _orphan_save(self, inst: ActorInstance) -> Any:
         """The checkpoint the worker of ``inst`` saved on its own (:func:`orphan_save`), or None."""
@@ -727,9 +788,12 @@ class RayActorTransport:
         d.rearm_wakeups()
         d.post_lost_events(d.now_s())
         taken: dict[str, int] = {}
-        now = d.now_s()  # every actor of the killed run ended by now (the instances are billed to it)
+        now = d.now_s()  # every actor of the killed run not kept ended by now (the instances are billed to it)
         for inst in list(d.instances.values()):
             if not inst.alive:
+                continue
+            if inst.kept:
+                self._adopt(inst)
                 continue
             tr = d.orchestrator.trials[inst.trial_id]
             inst.phase = Phase.KILLED  # its actor was killed by resume() or ended on its own
@@ -753,6 +817,28 @@ class RayActorTransport:
         entry = d.record.meta["resumes"][-1]
         entry["worker_saves"] = taken
         d.journal.resumed(entry)
+
+    def _adopt(self, inst: ActorInstance) -> None:
+        """Keep a live actor still on its trial's segment: re-attach to its report stream (from the first line the
+        dead driver did not acknowledge; those the journal holds are dropped by step), re-arm its hourly tick
+        (unless its ``HourElapsed`` is journaled) and a ``Checkpoint`` in flight (sent again: a worker that
+        already saved ignores it, its ``saved`` report answers). Its lease is renewed from now on."""
+        from spotmarket import HOUR_S
+
+        d = self.driver
+        if inst.instance_id not in self._hours:
+            d.timer(inst.started_s + HOUR_S, "hour", inst)
+        if inst.pending is not None and inst.phase is Phase.RUNNING:
+            inst.to("checkpoint")
+            self.command(inst, CheckpointCommand(reason=str(inst.pending.reason)))
+        inst.stats.update(trial=inst.trial_id, market=inst.key, kept_wall_s=d.clock.wall_s())
+        if inst.stats["kept_started"]:
+            stream = inst.actor.attach.options(num_returns="streaming").remote()
+        else:  # still booting: the dead driver's run never started the worker; this driver starts it
+            argv, public = self._segment(d.replayed_launches[inst.trial_id], inst.instance_id, inst.seconds_per_step)
+            stream = inst.actor.run.options(num_returns="streaming").remote(argv, public, self.checkpoint_key,
+                                                                            self._owner)
+        threading.Thread(target=self._read, args=(inst, stream), daemon=True, name=f"ray-{inst.instance_id}").start()
 
     def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
         """Rebuild the instance of a journaled fulfilled launch (its actor is found by name in :meth:`resume`).
@@ -794,6 +880,8 @@ class RayActorTransport:
         event : spottune.orchestrator.Event
             The replayed event.
         """
+        if type(event).__name__ == "HourElapsed":
+            self._hours.add(event.instance_id)
         if isinstance(event, RevocationNotice):
             inst = self.driver.instances.get(event.instance_id)
             if inst is not None and not inst.notified:
