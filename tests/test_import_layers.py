@@ -29,7 +29,7 @@ ROOT = Path(spottune.__file__).parent
 #: Layer of every unit; a unit imports only units of a strictly lower layer.
 LAYERS: dict[str, int] = {
     "errors": 0,
-    "speed": 1, "cache": 1, "search_space": 1, "orchestrator": 1, "_pruning": 1, "scheduling": 1,
+    "speed": 1, "cache": 1, "search_space": 1, "orchestrator": 1, "_pruning": 1, "scheduling": 1, "_serving": 1,
     "checkpoint": 2, "planning": 2,
     "trainable": 3, "results": 3,
     "workloads": 4, "report": 4, "dashboard": 4,

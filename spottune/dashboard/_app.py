@@ -114,18 +114,9 @@ class DashboardServer:
         ConfigError
             If the server did not start within ``timeout_s`` seconds (e.g. the port is taken).
         """
-        import threading
-        import time
+        from spottune._serving import serve_in_thread
 
-        from spottune.errors import ConfigError
-
-        self._thread = threading.Thread(target=self.server.run, name="spottune-dashboard", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise ConfigError(f"the dashboard did not start on {self.host}:{self.server.config.port}")
-            time.sleep(0.01)
+        self._thread = serve_in_thread(self.server, "spottune-dashboard", "the dashboard", self.host, timeout_s)
         return self
 
     def stop(self) -> None:

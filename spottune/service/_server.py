@@ -93,16 +93,10 @@ class Service:
 
     def start(self, timeout_s: float = 30.0) -> Service:
         """Serve on a daemon thread; return once it accepts connections."""
-        import time
+        from spottune._serving import serve_in_thread
 
         self.runner.start()
-        self._thread = threading.Thread(target=self.server.run, name="spottune-serve", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise ConfigError(f"the service did not start on {self.host}:{self.server.config.port}")
-            time.sleep(0.01)
+        self._thread = serve_in_thread(self.server, "spottune-serve", "the service", self.host, timeout_s)
         return self
 
     def stop(self) -> None:
