@@ -98,7 +98,8 @@ def test_the_page_shows_the_trials_the_dollars_and_the_theta_barrier(run_folder,
 
 
 LOCAL_SPEC = ("workload: logreg\nsearch_space: {lr: {grid_search: [0.05, 0.2]}}\nmax_steps: 20\ntheta: 0.5\ntop_k: 1\n"
-              "instance_types: [r3.large]\nzones: [us-east-1a]\npredictor: none\n")
+              "instance_types: [r3.large]\nzones: [us-east-1a]\npredictor: none\n"
+              "provisioning: refund-hop\n")  # max prices near the price (not on-demand): a revocation comes early
 
 
 @pytest.mark.process
@@ -130,6 +131,7 @@ def test_the_page_follows_a_local_run_as_it_writes_the_folder(tmp_path, browser)
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
         def notice_written() -> float | None:
+            assert proc.poll() is None or (out / "events.jsonl").exists(), proc.stderr.read()
             events = out / "events.jsonl"
             return time.monotonic() if events.exists() and "RevocationNotice" in events.read_text() else None
 
