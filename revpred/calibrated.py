@@ -182,8 +182,8 @@ class CalibratedRevocation:
             raise OneClassError(f"the training period holds only {'revoked' if y[0] else 'unrevoked'} queries; "
                                 "train on a longer period", revoked=bool(y[0]))
         X = self._X(train)
-        # [I] one OpenMP thread, as in _predict: on a busy 2-core machine OpenMP's spinning threads made one fit take
-        # 35 s that took 3.5 s on one thread (the same trees: the predictions were checked equal)
+        # [I] one OpenMP thread, as in _predict: on a busy machine OpenMP's spinning threads stall the fit; on one
+        # thread the trees are the same (the predictions were checked equal)
         with _threads().limit(limits=1, user_api="openmp"):
             self.model_ = HistGradientBoostingClassifier(
                 max_iter=self.max_iter, learning_rate=self.learning_rate, min_samples_leaf=self.min_samples_leaf,

@@ -1091,6 +1091,33 @@ def journaled_report(inst: WorkerInstance, report: Any) -> bool:
     return False
 
 
+class LazyStore:
+    """The run's checkpoint store, opened at its first call and kept (a resume reads the workers' own saves from it).
+
+    Parameters
+    ----------
+    url : str
+        The store's URL or folder (:func:`spottune.checkpoint.open_store`).
+    options : mapping
+        fsspec storage options.
+    checkpoint_key : str or None
+        The experiment's checkpoint key (hex); manifests are authenticated with it.
+    """
+
+    def __init__(self, url: str, options: Mapping[str, Any], checkpoint_key: str | None):
+        self.url, self.options, self.checkpoint_key = url, options, checkpoint_key
+        self._store: Any = None
+
+    def __call__(self) -> Any:
+        """The opened store (:class:`spottune.checkpoint.CheckpointStore`); raises as ``open_store`` does."""
+        if self._store is None:
+            from spottune.checkpoint import open_store
+            from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, store_key
+
+            self._store = open_store(self.url, self.options, key=store_key({CHECKPOINT_KEY_ENV: self.checkpoint_key}))
+        return self._store
+
+
 def orphan_save(store: Callable[[], Any], inst: WorkerInstance, meta: dict[str, Any], worker_id: str | None = None) -> Any:
     """Resume: the checkpoint the worker of ``inst`` saved on its own when its driver died (a ``lease`` save), or None.
 

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from spottune.speed import seconds_per_step
-from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance, journaled_report, orphan_save
+from spottune.backends._worker_driver import (LazyStore, Phase, WorkerDriver, WorkerInstance, journaled_report,
+                                              orphan_save)
 from spottune.backends.aws._channel import Control, Envelope, Inbox, queue_name
 from spottune.backends.aws._discovery import cleanup, ended_by, find_instances
 from spottune.backends.aws._launch import (CAPACITY_CODES, TAG_EXPERIMENT, TAG_LAUNCH, TAG_TRIAL, LaunchRefused,
@@ -458,16 +459,9 @@ class Ec2Transport:
     def _orphan_save(self, inst: Ec2Instance) -> Any:
         """The checkpoint the worker of ``inst`` saved on its own (a ``lease`` save, or one at a notice), or None
         (:func:`orphan_save`; the worker's instance id is the launch id)."""
-        def store() -> Any:
-            from spottune.checkpoint import open_store
-            from spottune.checkpoint._secrets import store_key
-
-            if self._store is None:
-                self._store = open_store(self.settings.store_url, self.settings.storage_options,
-                                         key=store_key({CHECKPOINT_KEY_ENV: self.checkpoint_key}))
-            return self._store
-
-        return orphan_save(store, inst, self.driver.record.meta, worker_id=inst.launch_id)
+        if self._store is None:
+            self._store = LazyStore(self.settings.store_url, self.settings.storage_options, self.checkpoint_key)
+        return orphan_save(self._store, inst, self.driver.record.meta, worker_id=inst.launch_id)
 
     def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
         """Rebuild the instance of a journaled fulfilled launch (reconciled with EC2 after the replay).

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spotmarket import Cause
-from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance, orphan_save
+from spottune.backends._worker_driver import LazyStore, Phase, WorkerDriver, WorkerInstance, orphan_save
 from spottune.backends.local._messages import CheckpointCommand, Notice
 from spottune.backends.local._pool import Worker, WorkerPool, kill_leftover_workers, segment_argv
 from spottune.backends.local.imds import ImdsEmulator
@@ -367,16 +367,9 @@ class ProcessTransport:
 
     def _orphan_save(self, inst: ProcessInstance) -> Any:
         """The checkpoint the worker of ``inst`` saved on its own when the driver died (:func:`orphan_save`), or None."""
-        def store() -> Any:
-            from spottune.checkpoint import open_store
-            from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, store_key
-
-            if self._store is None:
-                self._store = open_store(self.settings.store_url, self.settings.storage_options,
-                                         key=store_key({CHECKPOINT_KEY_ENV: self.pool.checkpoint_key}))
-            return self._store
-
-        return orphan_save(store, inst, self.driver.record.meta)
+        if self._store is None:
+            self._store = LazyStore(self.settings.store_url, self.settings.storage_options, self.pool.checkpoint_key)
+        return orphan_save(self._store, inst, self.driver.record.meta)
 
     def replay_launch(self, rec: dict[str, Any], action: Launch) -> None:
         """Rebuild the instance of a journaled fulfilled launch (its worker died with the killed run).

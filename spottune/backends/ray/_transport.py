@@ -38,7 +38,8 @@ from typing import Any
 
 from spotmarket import Cause
 from spottune.speed import seconds_per_step
-from spottune.backends._worker_driver import Phase, WorkerDriver, WorkerInstance, journaled_report, orphan_save
+from spottune.backends._worker_driver import (LazyStore, Phase, WorkerDriver, WorkerInstance, journaled_report,
+                                              orphan_save)
 from spottune.backends.local._messages import CheckpointCommand, Exited, Notice, decode_report, encode
 from spottune.backends.local._pool import segment_argv
 from spottune.backends.ray._cluster import (OfferedMarket, autoscaler_markets, cluster_markets, connect,
@@ -764,16 +765,9 @@ class RayActorTransport:
 
     def _orphan_save(self, inst: ActorInstance) -> Any:
         """The checkpoint the worker of ``inst`` saved on its own (:func:`orphan_save`), or None."""
-        def store() -> Any:
-            from spottune.checkpoint import open_store
-            from spottune.checkpoint._secrets import store_key
-
-            if self._store is None:
-                self._store = open_store(self.settings.store_url, self.settings.storage_options,
-                                         key=store_key({CHECKPOINT_KEY_ENV: self.checkpoint_key}))
-            return self._store
-
-        return orphan_save(store, inst, self.driver.record.meta)
+        if self._store is None:
+            self._store = LazyStore(self.settings.store_url, self.settings.storage_options, self.checkpoint_key)
+        return orphan_save(self._store, inst, self.driver.record.meta)
 
     def reconcile(self) -> None:
         """After a resume, on the driver thread with the clock running (see :meth:`resume`, step 3).
