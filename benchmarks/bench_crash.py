@@ -30,7 +30,7 @@ Backends:
 
 - ``ray``: the same with ``spottune run --backend ray`` on a Ray cluster that outlives the driver (a head and one
   node per market on 127.0.0.1, ``ray.cluster_utils.Cluster``, started by this process): the killed driver's
-  segment actors (named, detached) go on training until ``spottune resume`` releases them (decision R11). Per
+  segment actors (named, detached) go on training until ``spottune resume`` releases them (decision RY11). Per
   crash also ``actors`` (what became of each live actor) and ``lease_steps`` (one lease period in steps of the
   fastest instance: the bound on the steps redone).
 

@@ -399,7 +399,7 @@ class RayOptions:
         ``place_s / time_scale`` but never below 10 s.
     lease_s : float, default 600.0
         Engine seconds a segment actor waits after the driver's last lease renewal before it saves a
-        ``lease`` checkpoint and ends (the driver died; decision R11); the wall lease is
+        ``lease`` checkpoint and ends (the driver died; decision RY11); the wall lease is
         ``lease_s / time_scale`` but never below 10 s, renewed every quarter of it.
     """
 

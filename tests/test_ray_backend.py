@@ -215,7 +215,7 @@ def test_preemption_checkpoints_in_the_deadline_and_relaunches_on_another_market
     launched = {r["instance_id"]: r["started_s"] for r in rec.log if r["kind"] == "event" and r["type"] == "TrialLaunched"}
     # two segments on A, two on B (more when a segment on B reached its hourly hop on a slow machine)
     assert sorted(launched) == sorted(r.instance_id for r in rec.ledger) and len(launched) >= 4
-    for row in rec.ledger:  # billed from the actor's placement on its node (decision R7), not from the launch
+    for row in rec.ledger:  # billed from the actor's placement on its node (decision RY7), not from the launch
         assert row.start_s == rec.meta["worker"][row.instance_id]["placed_s"] > launched[row.instance_id]
     for iid, inst in rec.meta["worker"].items():
         if inst.get("node") in drained:  # the notice came with the drain's deadline, the save before it
@@ -383,7 +383,7 @@ def test_spottune_run_on_the_ray_backend_end_to_end(tmp_path, cloud):
 
 
 def test_the_backend_and_the_ray_tune_scheduler_share_no_code():
-    """Decision R10: neither ``spottune.backends.ray`` nor ``spottune.integrations`` imports the other."""
+    """Decision RY10: neither ``spottune.backends.ray`` nor ``spottune.integrations`` imports the other."""
     from tests.test_package_boundaries import imports_of, project_modules
 
     modules = project_modules()
@@ -405,7 +405,7 @@ def _named_actors():
 @pytest.mark.process
 @pytest.mark.slow
 def test_a_killed_driver_resumes_from_its_actors_saves(tmp_path, cloud):
-    """Decision R11: ``spottune run --backend ray`` SIGKILLed mid-training leaves its named detached actors
+    """Decision RY11: ``spottune run --backend ray`` SIGKILLed mid-training leaves its named detached actors
     training; ``spottune resume`` at once keeps them (it re-attaches to their report streams: no ``restart``
     ledger row, no worker save taken); resumed later, after the lease ran out, finds the actors gone after their
     own ``lease`` save and continues each running trial from it. Either way every step is reported exactly once,

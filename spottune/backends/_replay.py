@@ -59,7 +59,7 @@ class Instance:
         Launch (the hourly tick's origin), revocation notice and termination (engine seconds; inf: never).
     billing_start_s : float or None
         Billing start when it is not ``started_s`` (engine seconds; inf: not yet, e.g. a ray segment whose
-        actor waits for a node, decision R7 of the Ray section); None: ``started_s``. See :attr:`bill_start_s`.
+        actor waits for a node, decision RY7); None: ``started_s``. See :attr:`bill_start_s`.
     seconds_per_step : float
         Simulated seconds per step on this instance type (:func:`spottune.speed.seconds_per_step`).
     vcpus : int

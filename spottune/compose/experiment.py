@@ -196,7 +196,7 @@ def build(spec: ExperimentSpec, *, progress: Progress | None = None, output: str
     if spec.backend == "aws":
         live = live_market(spec, now_s=live_start_s)  # (history, now) from the EC2 API, or None: the replayed trace
     history, pool, offered = None if live is None else live[0], None, None
-    if spec.backend == "ray":  # the chooser's pool: the markets the cluster offers (decision R2)
+    if spec.backend == "ray":  # the chooser's pool: the markets the cluster offers (decision RY2)
         history = load_history(spec.prices)
         pool, offered = pool_markets(spec, history)
     api = on_demand_from_api(spec, log_fn=log_fn) if live is not None else None  # the Price List API, cached

@@ -10,7 +10,7 @@ are the worker's JSON lines (:mod:`spottune.backends.local._messages`), the comm
 - :meth:`SegmentActor.command` takes one command line (``{"cmd": "checkpoint", "reason": ...}``) on the
   actor's **second concurrency slot** (``max_concurrency=5``) while ``run`` streams.
 
-- :meth:`SegmentActor.renew` renews the driver's **lease** (decision R11). The actor is a named detached actor
+- :meth:`SegmentActor.renew` renews the driver's **lease** (decision RY11). The actor is a named detached actor
   (it outlives its driver); when no renewal has come for ``lease_wall_s`` wall seconds (the driver died), the
   actor closes its worker loop's stdin: the worker saves a ``lease`` checkpoint if it trained since its
   restore (as the local worker does at EOF on stdin), and the actor then ends its own process, so nothing

@@ -5,7 +5,7 @@ spottune never launches a node here: the cluster's autoscaler does (docs/guide/r
 ``checkpoint``, ``failed``), the deferral of notices before ``ready`` and the single-threaded queue loop are
 the worker driver's (:class:`spottune.backends._worker_driver.WorkerDriver`, shared with the local and aws
 backends); only the effects differ, and they are the Ray-actor transport's
-(:class:`spottune.backends.ray._transport.RayActorTransport`; docs/design/decisions.md R1-R8):
+(:class:`spottune.backends.ray._transport.RayActorTransport`; docs/design/decisions.md RY1-RY8):
 
 - **Markets are node types** (:mod:`._cluster`): the markets the cluster offers (custom resource
   ``market:<type>/<zone>`` or the labels ``ray.io/market-type``, ``ray.io/availability-zone``,
@@ -144,7 +144,7 @@ class RayBackend(Driver):
 
     def resume(self, records: list[dict[str, Any]]) -> None:
         """Continue a killed run from its journal: the killed run's live actors save what they trained and
-        are killed, each running trial continues from that save (:meth:`RayActorTransport.resume`, decision R11).
+        are killed, each running trial continues from that save (:meth:`RayActorTransport.resume`, decision RY11).
 
         Parameters
         ----------

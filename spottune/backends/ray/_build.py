@@ -1,7 +1,7 @@
 """The ray parts of an experiment, for the composition root (:func:`spottune.compose.build`).
 
 - :func:`pool_markets`: connect to the cluster (``ray.address``) and return the markets of the price
-  history the cluster offers (:func:`~._cluster.cluster_markets`): the chooser's pool (decision R2).
+  history the cluster offers (:func:`~._cluster.cluster_markets`): the chooser's pool (decision RY2).
 - :func:`settings_from_spec` and :func:`ray_backend`: :class:`RaySettings` from ``spec.ray`` and the driver.
 """
 

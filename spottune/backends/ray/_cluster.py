@@ -1,6 +1,6 @@
 """What the Ray backend reads from the cluster: Ray itself (imported lazily), its markets and its nodes.
 
-**Markets are node types** (docs/design/decisions.md R1). A node offers the spot market ``<instance type>/<zone>``
+**Markets are node types** (docs/design/decisions.md RY1). A node offers the spot market ``<instance type>/<zone>``
 when it has
 
 - the custom resource ``market:<instance type>/<zone>`` (e.g. ``market:m5.large/us-east-1a``; its

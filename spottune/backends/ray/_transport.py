@@ -1,12 +1,12 @@
 """The Ray-actor transport: each segment's worker is a Ray actor on a node of its spot market.
 
 :class:`RayActorTransport` is the ray backend's :class:`~spottune.backends._transport.WorkerTransport`
-(docs/design/decisions.md R1-R8):
+(docs/design/decisions.md RY1-RY8):
 
 - **launch**: a :class:`~._actor.SegmentActor` (``max_restarts=0``, ``max_concurrency=5``) pinned to a node of
   the chosen market by its resource or a ``label_selector`` (:mod:`._cluster`); a market the cluster does not
   offer is answered ``LaunchFailed``. Billing starts when the actor is placed on a node (the hourly tick
-  stays at the launch + 1 hour); a launch not placed within ``place_s`` fails and costs nothing (R7, R12).
+  stays at the launch + 1 hour); a launch not placed within ``place_s`` fails and costs nothing (RY7, RY12).
 - **command**: the actor's second concurrency slot (its worker loop's stdin).
 - **kill**: ``ray.kill``.
 - **watch**: one reader thread per segment streams the actor's generator (the node id, then every report, then
@@ -16,7 +16,7 @@
   any other actor death is ``SegmentFailed``.
 - **prices**: the price table's constant price for a market it names, else the replayed history; node time per
   market goes to ``meta["nodes"]`` (an estimate of the cluster's bill).
-- **crash safety** (decision R11): every actor is named (:func:`~._actor.actor_name`: the run's tag and the
+- **crash safety** (decision RY11): every actor is named (:func:`~._actor.actor_name`: the run's tag and the
   instance id, namespace ``spottune``) and detached, so it outlives a killed driver; a renewal thread renews
   each live actor's lease every quarter of it (with the number of report lines handled: the actor keeps the
   rest). An actor whose lease runs out saves a ``lease`` checkpoint and ends; :meth:`RayActorTransport.resume`
@@ -505,7 +505,7 @@ class RayActorTransport:
         if not inst.alive or inst.gone:
             return  # its launch already failed (no node in time)
         inst.node_id = nid
-        inst.billing_start_s = self.driver.now_s()  # billed from here (R7); its hourly tick stays at launch + 1 h
+        inst.billing_start_s = self.driver.now_s()  # billed from here (RY7); its hourly tick stays at launch + 1 h
         inst.stats.update(node=nid, placed_wall_s=self.driver.clock.wall_s(), placed_s=inst.billing_start_s)
         self._on_node.setdefault(nid, set()).add(inst.instance_id)
         node = self._nodes.get(nid)
@@ -673,7 +673,7 @@ class RayActorTransport:
     # -- crash safety ------------------------------------------------------------------------------------
     def resume(self, records: list[dict[str, Any]]) -> None:
         """Continue a killed run: replay its journal, keep its live actors still on their segments, take over the
-        others' saves, then relaunch (R11).
+        others' saves, then relaunch (RY11).
 
         1. Connect to the cluster; the journaled events are delivered again to the fresh orchestrator
            (:meth:`WorkerDriver.replay_journal`, as on the local backend: decision CS4).
