@@ -491,7 +491,7 @@ def _round_spec(raw: Mapping[str, Any], config: Mapping[str, Any], **also: Any) 
             "search": "random", "trial_budget": None, "rungs": [], **also}
 
 
-def run_rounds(raw: Mapping[str, Any], spec: ExperimentSpec, trial_budget: int, out: Path, *, tune: Any = None,
+def run_rounds(raw: Mapping[str, Any], spec: ExperimentSpec, trial_budget: int, out: Path, *, run_one: Any = None,
                progress: Any = False) -> dict[str, Any]:
     """Run ``trial_budget`` of the spec's configurations one after another, each picked by cost-aware GP-UCB from
     the results so far (:func:`spottune.scheduling.search_sequentially`), each a one-trial experiment.
@@ -512,8 +512,9 @@ def run_rounds(raw: Mapping[str, Any], spec: ExperimentSpec, trial_budget: int, 
         Configurations to try, >= 1 (capped at the number of candidates).
     out : Path
         The search's folder.
-    tune : callable, optional
-        Runs one round, ``tune(raw, output=..., progress=...)``; default :func:`tune`.
+    run_one : callable, optional
+        Runs one round, ``run_one(raw, output=..., progress=...)`` returning a :class:`ResultGrid`; default
+        :func:`tune`.
     progress : bool or callable, default False
         Passed to each round (as :func:`tune`'s).
 
@@ -532,7 +533,7 @@ def run_rounds(raw: Mapping[str, Any], spec: ExperimentSpec, trial_budget: int, 
     from spottune.results import read_results
     from spottune.scheduling import search_sequentially
 
-    run_one = tune if tune is not None else globals()["tune"]
+    run_one = run_one if run_one is not None else tune
     trials = spec.trials()
     configs = [t.config for t in trials]
     rounds: list[dict[str, Any]] = []
@@ -574,6 +575,9 @@ def run_rounds(raw: Mapping[str, Any], spec: ExperimentSpec, trial_budget: int, 
             "best": best}
 
 
+#: The spec fields that decide which configurations a search tries, in the order it tries them: a search folder
+#: continues only a search of the same (``search.json``; :func:`search_gp_ucb`).
+_PICKS = ("workload", "search_space", "num_samples", "seed", "metric", "mode", "max_steps", "search", "trial_budget")
 #: Summary counts of the rounds that add up over a search (:func:`search_gp_ucb`).
 _ADDED = ("total_cost_usd", "refunded_usd", "steps_executed", "steps_lost", "instances", "revocations", "hops",
           "failures", "events", "actions")
@@ -587,7 +591,9 @@ def search_gp_ucb(spec: ExperimentSpec, output: str | Path, *, progress: bool | 
     and ``summary.json`` of the trials that ran (trial ids of the candidates, ``t00`` ...; ledger instance ids
     prefixed by the round, ``r000-``), so :meth:`ResultGrid.from_path`, ``spottune report`` and the dashboard read it
     as any run. The summary adds the rounds' counts and USD, their JCT in sequence, and ``search`` (the rounds: which
-    configuration, its value and USD). Running the same spec into the same ``output`` again continues a killed search.
+    configuration, its value and USD). Running the same spec into the same ``output`` again continues a killed search
+(the same workload, search space, ``num_samples``, seed, metric, mode, ``max_steps`` and ``trial_budget``: the fields
+of ``search.json``).
 
     Parameters
     ----------
@@ -616,13 +622,17 @@ def search_gp_ucb(spec: ExperimentSpec, output: str | Path, *, progress: bool | 
     out = Path(output)
     marker = out / "search.json"
     settings = spec.to_dict()
+    picks = json.loads(json.dumps({k: settings[k] for k in _PICKS}, default=str))
     if out.is_dir() and any(out.iterdir()):
-        same = marker.exists() and json.loads(marker.read_text()) == json.loads(json.dumps(settings, default=str))
+        try:
+            same = json.loads(marker.read_text()) == picks
+        except (OSError, ValueError):
+            same = False
         if not same:
             raise ConfigError(f"output {str(out)!r} already holds files but no search of this spec; give a new "
                               "folder (or the same spec to continue its search)")
     out = prepare_output(out)
-    _write_atomic(marker, json.dumps(settings, indent=2, default=str) + "\n")
+    _write_atomic(marker, json.dumps(picks, indent=2) + "\n")
     found = run_rounds(spec.to_dict(include_derived=False), spec, spec.trial_budget, out, progress=progress)
     trials, ledgers, curves = [], [], []
     summary: dict[str, Any] = {k: 0 for k in _ADDED}

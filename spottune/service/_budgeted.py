@@ -45,7 +45,7 @@ def run_budgeted(raw: Mapping[str, Any], spec: Any, trial_budget: int, out: Path
         The study's summary: ``total_cost_usd`` (USD), ``trials_tried``, ``tried`` (per round: index, config, value,
         USD) and ``best`` (as :func:`spottune.service._runner.summarise` gives it, ``trial_id`` ``c<index>``).
     """
-    found = run_rounds(raw, spec, trial_budget, out, tune=tune, progress=progress)
+    found = run_rounds(raw, spec, trial_budget, out, run_one=tune, progress=progress)
     best = found["best"]
     if best is not None:
         index = next(r["index"] for r in found["tried"] if r["trial_id"] == best["trial_id"])
