@@ -576,6 +576,9 @@ class _SpecFields(BaseModel):
                            f"{n_trials} candidate configurations run)")
         if budget > n_trials:
             raise _Refused()
+        from spottune.scheduling import check_flat
+
+        check_flat(generate_configs(info.data["search_space"], info.data["num_samples"], 0))  # nesting, not values
         return budget
 
     @field_validator("top_k")

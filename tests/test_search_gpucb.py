@@ -26,10 +26,12 @@ SPACE = {"lr": {"grid_search": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3]}}
     ({"search": "gp-ucb", "trial_budget": 2, "rungs": "0.1:3"},
      "rungs is ((0.1, 3),), but must be empty with search 'gp-ucb' (its trials run one at a time, so there are no "
      "barriers to wait at)"),
+    ({"search": "gp-ucb", "trial_budget": 2, "search_space": {"net": {"width": {"grid_search": [8, 16]}}}},
+     "trial_budget needs a flat search space, but 'net' takes {'width': 8}"),
 ])
 def test_a_bad_search_or_trial_budget_is_one_line_naming_the_rule(options, message):
     with pytest.raises(ConfigError) as err:
-        ExperimentSpec(workload="linreg", search_space=SPACE, top_k=1, **options)
+        ExperimentSpec(**{"workload": "linreg", "search_space": SPACE, "top_k": 1, **options})
     assert str(err.value) == message
 
 
