@@ -21,6 +21,12 @@ first run counts as a loss of ``a*_i``) against cumulative cost, up to the small
 policies, over ``--rounds`` rounds. Target (ease.ml's claim as a test): HYBRID <= round robin <= random in >= 80 %
 of the seeds.
 
+Single user (ease.ml's cost-aware bound on its own, decision SV6): each test user alone runs its models by cost-aware
+GP-UCB and by the same GP-UCB with ``c = 1`` (paying the real costs either way), until its accuracy loss
+``a*_i - best_i`` is at most ``--loss`` (0.02); measured per seed: the test users' mean cumulative cost to get there
+(every user gets there: at worst it runs all 100 models). Target (ease.ml's claim): cost-aware needs less, as a ratio
+of the means over the seeds with a 95 % paired bootstrap interval below 1.
+
 Run: ``.venv/bin/python benchmarks/bench_easeml_syn.py [--seeds 50 --rounds 100]`` (about a minute);
 ``--markdown`` prints the table from the JSON.
 """
@@ -32,7 +38,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, run_or_print  # noqa: E402
+from _common import ROOT, bootstrap_interval, run_or_print  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "easeml_syn.json"
 POLICIES = ("hybrid", "round-robin", "random")
@@ -54,8 +60,11 @@ def syn(rng, n_users: int = 100, n_models: int = 100, sigma_m: float = 0.5, alph
 class _User:
     """One test user's cost-aware GP-UCB, computed lazily and shared by the policies."""
 
-    def __init__(self, kernel, x, cost):
-        self.k, self.x, self.cost = kernel, x, cost
+    def __init__(self, kernel, x, cost, aware: bool = True):
+        import numpy as np
+
+        self.k, self.x, self.cost, self.aware = kernel, x, cost, aware
+        self.pick_cost = cost if aware else np.ones_like(cost)  # c = 1: the bound ignores the cost, the user pays it
         self.steps: list[tuple[int, float, float, float]] = []  # (model, value, cost, ucb of the state before)
 
     def step(self, i: int) -> tuple[int, float, float, float]:
@@ -66,7 +75,7 @@ class _User:
         while len(self.steps) <= i:
             tried = [s[0] for s in self.steps]
             n = len(self.x)
-            beta = beta_t(len(tried) + 1, n, float(self.cost.max()))
+            beta = beta_t(len(tried) + 1, n, float(self.pick_cost.max()))
             if tried:
                 y = np.asarray([s[1] for s in self.steps])
                 kss = self.k[np.ix_(tried, tried)] + 1e-3 * np.eye(len(tried))
@@ -79,7 +88,7 @@ class _User:
             sigma = np.sqrt(var)
             left = np.setdiff1d(np.arange(n), tried)
             ucb = float((mu + np.sqrt(beta) * sigma)[left].max())
-            pick = int(left[np.argmax((mu + np.sqrt(beta / self.cost) * sigma)[left])])
+            pick = int(left[np.argmax((mu + np.sqrt(beta / self.pick_cost) * sigma)[left])])
             self.steps.append((pick, float(self.x[pick]), float(self.cost[pick]), ucb))
         return self.steps[i]
 
@@ -94,7 +103,7 @@ def _area(costs, losses, horizon: float) -> float:
     return area
 
 
-def one_seed(seed: int, rounds: int, n_test: int = 10) -> dict:
+def one_seed(seed: int, rounds: int, n_test: int = 10, loss_target: float = 0.02) -> dict:
     import numpy as np
 
     from spottune.scheduling import HybridTeamPicker, TeamBound
@@ -133,18 +142,40 @@ def one_seed(seed: int, rounds: int, n_test: int = 10) -> dict:
             losses.append(float((best_all - best).mean()))
         out[policy] = (costs, losses)
     horizon = min(v[0][-1] for v in out.values())
-    return {p: _area(c, l, horizon) for p, (c, l) in out.items()} | {"horizon": horizon}
+    single = {}
+    for aware in (True, False):
+        spent_to = []
+        for i, u in enumerate(test):
+            user = _User(kernel, q[u], cost[i], aware=aware)
+            spent, best_i = 0.0, -np.inf
+            for r in range(q.shape[1]):
+                _, value, c, _ = user.step(r)
+                spent, best_i = spent + c, max(best_i, value)
+                if best_all[i] - best_i <= loss_target + 1e-12:
+                    break
+            spent_to.append(spent)
+        single["cost-aware" if aware else "c=1"] = float(np.mean(spent_to))
+    return {p: _area(c, l, horizon) for p, (c, l) in out.items()} | {"horizon": horizon, "single_user": single}
 
 
 def run(args: argparse.Namespace) -> dict:
-    seeds = [one_seed(s, args.rounds) for s in range(args.seeds)]
+    import numpy as np
+
+    seeds = [one_seed(s, args.rounds, loss_target=args.loss) for s in range(args.seeds)]
+    single = np.array([[s["single_user"]["cost-aware"], s["single_user"]["c=1"]] for s in seeds])
     ordered = [s["hybrid"] <= s["round-robin"] <= s["random"] for s in seeds]
     hybrid_rr = [s["hybrid"] <= s["round-robin"] for s in seeds]
     rr_random = [s["round-robin"] <= s["random"] for s in seeds]
     mean = {p: sum(s[p] for s in seeds) / len(seeds) for p in POLICIES}
     return {"dataset": "SYN(0.5, 1.0)", "seeds": args.seeds, "rounds": args.rounds, "test_users": 10, "models": 100,
             "share_ordered": sum(ordered) / len(seeds), "share_hybrid_le_rr": sum(hybrid_rr) / len(seeds),
-            "share_rr_le_random": sum(rr_random) / len(seeds), "mean_area": mean, "per_seed": seeds}
+            "share_rr_le_random": sum(rr_random) / len(seeds), "mean_area": mean,
+            "single_user": {"loss_target": args.loss, "mean_cost": {"cost-aware": float(single[:, 0].mean()),
+                                                                    "c=1": float(single[:, 1].mean())},
+                            "ratio": float(single[:, 0].mean() / single[:, 1].mean()),
+                            "ci95": list(bootstrap_interval(single, lambda m: m[:, 0] / m[:, 1])),
+                            "share_cost_aware_lower": float((single[:, 0] < single[:, 1]).mean())},
+            "per_seed": seeds}
 
 
 def markdown(r: dict) -> str:
@@ -153,6 +184,16 @@ def markdown(r: dict) -> str:
     lines += [f"| seeds with HYBRID <= round robin <= random (target >= 80 %) | {100 * r['share_ordered']:.0f} % |",
               f"| seeds with HYBRID <= round robin | {100 * r['share_hybrid_le_rr']:.0f} % |",
               f"| seeds with round robin <= random | {100 * r['share_rr_le_random']:.0f} % |"]
+    su = r.get("single_user")
+    if su:
+        lo, hi = su["ci95"]
+        lines += [f"| single user: mean cost to loss <= {su['loss_target']:g}, cost-aware GP-UCB | "
+                  f"{su['mean_cost']['cost-aware']:.3f} |",
+                  f"| single user: mean cost to loss <= {su['loss_target']:g}, GP-UCB with c = 1 | "
+                  f"{su['mean_cost']['c=1']:.3f} |",
+                  f"| single user: cost-aware / (c = 1), 95 % paired bootstrap interval | {su['ratio']:.2f} "
+                  f"[{lo:.2f}, {hi:.2f}] |",
+                  f"| single user: seeds where cost-aware costs less | {100 * su['share_cost_aware_lower']:.0f} % |"]
     return "\n".join(lines)
 
 
@@ -160,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=100)
+    ap.add_argument("--loss", type=float, default=0.02, help="single user: the accuracy loss to reach")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--markdown", action="store_true", help="print the table of the stored JSON")
     return run_or_print(ap.parse_args(argv), run, markdown)

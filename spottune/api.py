@@ -38,7 +38,7 @@ from spottune.errors import ConfigError
 from spottune.experiment import ExperimentSpec
 from spottune.journal import JOURNAL_FILE, holds_run
 
-__all__ = ["Result", "ResultGrid", "tune"]
+__all__ = ["Result", "ResultGrid", "run_rounds", "search_gp_ucb", "tune"]
 
 log = logging.getLogger(__name__)
 
@@ -404,7 +404,10 @@ def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: s
     **options
         :class:`~spottune.experiment.ExperimentSpec` fields (``max_steps=60``, ``theta``, ``top_k``,
         ``workload``, ``search_space``, ``backend``, ``predictor``, ``seed``, ``storage_path``, ...);
-        with ``spec`` given they override it (None values are ignored).
+        with ``spec`` given they override it (None values are ignored). ``search="gp-ucb", trial_budget=n`` runs
+        ``n`` of the search space's configurations one after another, each picked by cost-aware GP-UCB
+        (:func:`search_gp_ucb`; decision SV13); a killed one continues when run again with the same spec and
+        ``output`` (not through ``resume``).
 
     Notes on the predictor's training and on gaps in the price data near the start go to the
     ``spottune.api`` logger (level WARNING).
@@ -449,6 +452,8 @@ def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: s
         spec = _spec(spec, options)
         check_supported(spec)
         target = Path(output) if output is not None else default_output()
+        if spec.search == "gp-ucb":
+            return search_gp_ucb(spec, target, progress=progress)
         undo = _Undo(target)
         try:
             out = prepare_output(target)  # before any loading or training
@@ -476,3 +481,195 @@ def tune(spec: ExperimentSpec | Mapping[str, Any] | None = None, /, *, output: s
     ledger = _ledger_frame(result["record"])
     trials = trials_frame(result["orchestrator"], ledger, result.get("configs", {}))
     return ResultGrid(out, trials, ledger, summary, curves_frame(result["orchestrator"]))
+
+
+# -- search: gp-ucb (decision SV13) -----------------------------------------------------------------------------------
+
+def _round_spec(raw: Mapping[str, Any], config: Mapping[str, Any], **also: Any) -> dict[str, Any]:
+    """The spec keys of one round: ``raw`` with the one configuration as its search space and ``top_k = 1``."""
+    return {**raw, "search_space": {k: {"grid_search": [v]} for k, v in config.items()}, "num_samples": 1, "top_k": 1,
+            "search": "random", "trial_budget": None, "rungs": [], **also}
+
+
+def run_rounds(raw: Mapping[str, Any], spec: ExperimentSpec, trial_budget: int, out: Path, *, run_one: Any = None,
+               progress: Any = False) -> dict[str, Any]:
+    """Run ``trial_budget`` of the spec's configurations one after another, each picked by cost-aware GP-UCB from
+    the results so far (:func:`spottune.scheduling.search_sequentially`), each a one-trial experiment.
+
+    Round ``r`` runs configuration ``k`` in ``out / "trial-<r:03d>-c<k>"``; a round whose folder holds a
+    ``summary.json`` is read back instead of run, so a killed search run again picks the same configurations. On the
+    sim backend round ``r`` starts where round ``r - 1`` ended (``start_utc`` + the rounds' JCT), as one machine
+    running them in turn would; with ``budget_usd`` each round may spend what the rounds before left, and the search
+    ends when nothing is left.
+
+    Parameters
+    ----------
+    raw : mapping
+        The spec's keys as submitted (:meth:`ExperimentSpec.to_dict`; each round runs them with its configuration).
+    spec : ExperimentSpec
+        The parsed spec: its candidate configurations (:meth:`ExperimentSpec.trials`), metric, mode and seed.
+    trial_budget : int
+        Configurations to try, >= 1 (capped at the number of candidates).
+    out : Path
+        The search's folder.
+    run_one : callable, optional
+        Runs one round, ``run_one(raw, output=..., progress=...)`` returning a :class:`ResultGrid`; default
+        :func:`tune`.
+    progress : bool or callable, default False
+        Passed to each round (as :func:`tune`'s).
+
+    Returns
+    -------
+    dict
+        ``total_cost_usd`` (USD), ``jct_s`` (seconds, the rounds' sum), ``trials_tried``, ``tried`` (per round:
+        ``round``, ``index``, ``trial_id``, ``config``, ``value`` (None for a failed trial), ``usd``, ``folder``) and
+        ``best`` (``trial_id``, ``config``, ``value``, ``metric``, ``usd``; None when no round finished).
+
+    Raises
+    ------
+    ConfigError
+        On a nested search space, or as a round's :func:`tune` raises it.
+    """
+    from spottune.results import read_results
+    from spottune.scheduling import search_sequentially
+
+    run_one = run_one if run_one is not None else tune
+    trials = spec.trials()
+    configs = [t.config for t in trials]
+    rounds: list[dict[str, Any]] = []
+    clock = {"jct_s": 0.0, "usd": 0.0}
+
+    def run(r: int, k: int) -> float | None:
+        also: dict[str, Any] = {}
+        if spec.budget_usd is not None:
+            left = spec.budget_usd - clock["usd"]
+            if left <= 0:
+                return None
+            also["budget_usd"] = left
+        if spec.backend == "sim" and clock["jct_s"] > 0:
+            also["start_utc"] = (spec.start + pd.Timedelta(seconds=clock["jct_s"])).isoformat()
+        folder = out / f"trial-{r:03d}-c{k}"
+        if (folder / "summary.json").exists():
+            done = read_results(folder)
+            frame, summary = done["trials"], done["summary"]
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+            grid = run_one(_round_spec(raw, configs[k], **also), output=folder, progress=progress)
+            frame, summary = grid.get_dataframe(), grid.summary
+        value = float(frame["metric"].iloc[0]) if len(frame) and pd.notna(frame["metric"].iloc[0]) else math.nan
+        usd = float(summary.get("total_cost_usd", 0.0))
+        clock["usd"] += usd
+        clock["jct_s"] += float(summary.get("jct_s") or 0.0)
+        rounds.append({"round": r, "index": k, "trial_id": trials[k].trial_id, "config": configs[k],
+                       "value": value if math.isfinite(value) else None, "usd": usd, "folder": folder.name})
+        return value
+
+    search_sequentially(configs, run, trial_budget=trial_budget, mode=spec.mode, random_state=spec.seed)
+    finite = [r for r in rounds if r["value"] is not None]
+    best = None
+    if finite:
+        b = (min if spec.mode == "min" else max)(finite, key=lambda r: r["value"])
+        best = {"trial_id": b["trial_id"], "config": b["config"], "value": b["value"], "metric": spec.metric,
+                "usd": b["usd"]}
+    return {"total_cost_usd": clock["usd"], "jct_s": clock["jct_s"], "trials_tried": len(rounds), "tried": rounds,
+            "best": best}
+
+
+#: The spec fields that decide which configurations a search tries, in the order it tries them: a search folder
+#: continues only a search of the same (``search.json``; :func:`search_gp_ucb`).
+_PICKS = ("workload", "search_space", "num_samples", "seed", "metric", "mode", "max_steps", "search", "trial_budget")
+#: Summary counts of the rounds that add up over a search (:func:`search_gp_ucb`).
+_ADDED = ("total_cost_usd", "refunded_usd", "steps_executed", "steps_lost", "instances", "revocations", "hops",
+          "failures", "events", "actions")
+
+
+def search_gp_ucb(spec: ExperimentSpec, output: str | Path, *, progress: bool | Any = False) -> ResultGrid:
+    """Run a ``search="gp-ucb"`` experiment (:func:`tune` calls this): :func:`run_rounds` over its candidates, then
+    one results folder for the whole search.
+
+    ``output`` holds the rounds' folders and, written at the end, ``trials.csv``, ``ledger.csv``, ``curves.csv``
+    and ``summary.json`` of the trials that ran (trial ids of the candidates, ``t00`` ...; ledger instance ids
+    prefixed by the round, ``r000-``), so :meth:`ResultGrid.from_path`, ``spottune report`` and the dashboard read it
+    as any run. The summary adds the rounds' counts and USD, their JCT in sequence, and ``search`` (the rounds: which
+    configuration, its value and USD). Running the same spec into the same ``output`` again continues a killed search
+(the same workload, search space, ``num_samples``, seed, metric, mode, ``max_steps`` and ``trial_budget``: the fields
+of ``search.json``).
+
+    Parameters
+    ----------
+    spec : ExperimentSpec
+        With ``search == "gp-ucb"`` and its ``trial_budget``.
+    output : str or Path
+        The search's folder (created).
+    progress : bool or callable, default False
+        As :func:`tune`'s, per round.
+
+    Returns
+    -------
+    ResultGrid
+        One row per configuration tried, in the order tried.
+
+    Raises
+    ------
+    ConfigError
+        A spec whose search is not ``gp-ucb``, an ``output`` that holds another run or search, or as :func:`tune`
+        raises for a round.
+    """
+    from spottune.results import _write_atomic, prepare_output, read_results
+
+    if spec.search != "gp-ucb" or spec.trial_budget is None:
+        raise ConfigError(f"search is {spec.search!r}, but search_gp_ucb runs search 'gp-ucb' with a trial_budget")
+    out = Path(output)
+    marker = out / "search.json"
+    settings = spec.to_dict()
+    picks = json.loads(json.dumps({k: settings[k] for k in _PICKS}, default=str))
+    if out.is_dir() and any(out.iterdir()):
+        try:
+            same = json.loads(marker.read_text()) == picks
+        except (OSError, ValueError):
+            same = False
+        if not same:
+            raise ConfigError(f"output {str(out)!r} already holds files but no search of this spec; give a new "
+                              "folder (or the same spec to continue its search)")
+    out = prepare_output(out)
+    _write_atomic(marker, json.dumps(picks, indent=2) + "\n")
+    found = run_rounds(spec.to_dict(include_derived=False), spec, spec.trial_budget, out, progress=progress)
+    trials, ledgers, curves = [], [], []
+    summary: dict[str, Any] = {k: 0 for k in _ADDED}
+    first_settings: dict[str, Any] = {}
+    for r in found["tried"]:
+        res = read_results(out / r["folder"])
+        tid = r["trial_id"]
+        trials.append(res["trials"].assign(trial_id=tid))
+        ledgers.append(res["ledger"].assign(trial_id=tid, instance_id=f"r{r['round']:03d}-" +
+                                            res["ledger"]["instance_id"].astype(str)))
+        curves.append(res["curves"].assign(trial_id=tid))
+        for k in _ADDED:
+            summary[k] += res["summary"].get(k) or 0
+        summary["budget_exhausted"] = summary.get("budget_exhausted") or res["summary"].get("budget_exhausted")
+        first_settings = first_settings or dict(res["summary"].get("settings") or {})
+    steps = summary["steps_executed"]
+    t = pd.concat(trials, ignore_index=True) if trials else pd.DataFrame(columns=["trial_id", "state", "steps"])
+    best = found["best"]
+    summary.update({
+        "jct_s": found["jct_s"], "jct_h": found["jct_s"] / 3600.0,
+        "share_steps_refunded": (float(sum(float(lg.loc[lg["refunded"], "steps"].sum()) for lg in ledgers)) / steps
+                                 if steps and ledgers and all("refunded" in lg for lg in ledgers) else 0.0),
+        "top_k": [{"trial_id": best["trial_id"], "metric": best["value"]}] if best else [],
+        "settings": {**first_settings, **{k: settings[k] for k in ("metric", "mode", "search", "trial_budget",
+                                                                    "num_samples", "seed")},
+                     "search_space": settings["search_space"]},
+        "search": found,
+    })
+    if len(t):  # the search keeps one model, the best value found
+        t["selected"] = False
+        t["rank"] = pd.NA
+        if best is not None:
+            t.loc[t["trial_id"] == best["trial_id"], ["selected", "rank"]] = [True, 1]
+    ledger = pd.concat(ledgers, ignore_index=True) if ledgers else pd.DataFrame()
+    curve = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(columns=["trial_id", "step", "value"])
+    _write_atomic(out / "ledger.csv", ledger.to_csv(index=False))
+    _write_atomic(out / "trials.csv", t.to_csv(index=False))
+    _write_atomic(out / "curves.csv", curve.to_csv(index=False))
+    _write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+    return ResultGrid.from_path(out)

@@ -55,7 +55,7 @@ from spottune.search_space import count_configs, generate_configs, has_domain, p
 from spottune.trainable import Trainable, parse_resources, trial_seed
 from spottune.workloads import Workload, get_workload
 
-__all__ = ["AWS_KEYS", "AwsOptions", "RAY_KEYS", "RayOptions", "BACKENDS", "BILLING", "DEADLINE_MODES", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "PREDICTOR_KINDS", "EVALUATION_ONLY_PREDICTORS", "SPEED_MODELS", "DEFAULT_STOPPER", "STOPPERS", "BARRIER_STOPPERS", "ExperimentSpec",
+__all__ = ["AWS_KEYS", "AwsOptions", "RAY_KEYS", "RayOptions", "BACKENDS", "BILLING", "DEADLINE_MODES", "SEARCHES", "DEFAULT_START_UTC", "MARKET_MODES", "OBJECTIVES", "PREDICTORS", "PREDICTOR_KINDS", "EVALUATION_ONLY_PREDICTORS", "SPEED_MODELS", "DEFAULT_STOPPER", "STOPPERS", "BARRIER_STOPPERS", "ExperimentSpec",
            "TrialSpec"]
 
 BACKENDS = ("sim", "local", "aws", "ray")
@@ -100,6 +100,12 @@ BARRIER_STOPPERS = ("barrier", "hparams")
 #: The default stopper (design ES18): the θ barrier ranked by the last value; ``paper`` is the faithful one.
 DEFAULT_STOPPER = "barrier"
 BILLING = ("second", "hour")
+#: How the trials' configurations are searched (decision SV13): ``random`` and ``grid`` (the same thing, Ray Tune's
+#: BasicVariantGenerator: every configuration of :func:`~spottune.search_space.generate_configs` runs, the grid's
+#: cross product ``num_samples`` times with the random domains drawn anew) or ``gp-ucb``: those configurations are the
+#: candidates, and ``trial_budget`` of them run one after another, each picked by cost-aware GP-UCB
+#: (:class:`spottune.scheduling.CostAwareGPUCB`, SV6) from the results so far.
+SEARCHES = ("random", "grid", "gp-ucb")
 #: What a run with both ``deadline`` and ``budget_usd`` executes (decision DB14): ``plan`` runs
 #: SEER's printed plan (``seer-predictive``: brackets, wall-clock rounds, elimination by EarlyCurve's predicted
 #: final value; sim backend only), ``guard`` runs SpotTune's Algorithm 1 under the budget cap and the deadline
@@ -498,6 +504,10 @@ class _SpecFields(BaseModel):
     search_space: Any
     num_samples: Annotated[_Int, Field(ge=1), _Rule("an integer >= 1")]
     top_k: Annotated[_Int, Field(ge=1), _Rule("an integer with 1 <= top_k <= {n_trials} (the number of trials)")]
+    search: _one_of(SEARCHES)
+    trial_budget: Annotated[_Int | None, Field(ge=1),
+                            _Rule("an integer with 1 <= trial_budget <= {n_trials} (the candidate configurations) with "
+                                  "search 'gp-ucb'")]
     prices: Annotated[_Name, _Rule("a price file path or dataset name")]
     storage_path: Annotated[Annotated[_Name, AfterValidator(_storage_url)] | None,
                             _Rule(f"a folder, a {', '.join(s + '://' for s in STORAGE_SCHEMES[1:])} URL, or None")]
@@ -550,6 +560,27 @@ class _SpecFields(BaseModel):
                               "loguniform or randint")
         return num_samples
 
+    @field_validator("trial_budget")
+    @classmethod
+    def _budget_of_candidates(cls, budget: int | None, info: ValidationInfo) -> int | None:
+        search, n_trials = info.data.get("search"), _n_trials(info.data)
+        if search is None or n_trials is None:
+            return budget
+        if search != "gp-ucb":
+            if budget is not None:
+                raise _Refused(f"None with search {search!r} (every configuration runs; a trial budget is a setting "
+                               "of search 'gp-ucb')")
+            return budget
+        if budget is None:
+            raise _Refused(f"an integer with 1 <= trial_budget <= {n_trials} with search 'gp-ucb' (how many of the "
+                           f"{n_trials} candidate configurations run)")
+        if budget > n_trials:
+            raise _Refused()
+        from spottune.scheduling import check_flat
+
+        check_flat(generate_configs(info.data["search_space"], info.data["num_samples"], 0))  # nesting, not values
+        return budget
+
     @field_validator("top_k")
     @classmethod
     def _top_k_of_trials(cls, top_k: int, info: ValidationInfo) -> int:
@@ -599,6 +630,9 @@ class _SpecFields(BaseModel):
             f, keep = rungs[0]
             raise ConfigError(f"rungs keep {keep} trials at {f:g}, but the experiment has {_n_trials(data)}; a rung "
                               "must keep fewer than all the trials (else it stops nothing)")
+        if rungs and data.get("search") == "gp-ucb":
+            raise _Refused("empty with search 'gp-ucb' (its trials run one at a time, so there are no barriers to "
+                           "wait at)", value=rungs)
         if rungs and data["stopper"] not in BARRIER_STOPPERS:
             raise _Refused(f"empty with stopper {data['stopper']!r} (rungs are barriers of stoppers 'barrier' and "
                            "'hparams'; 'rank' and 'predictive' have their own)", value=rungs)
@@ -672,6 +706,14 @@ class ExperimentSpec:
         Search space in Python or YAML form (:mod:`spottune.search_space`); default: the workload's.
     num_samples : int, optional
         Repetitions of the grid (Ray semantics); default: the workload's (1 for the built-ins).
+    search : {"random", "grid", "gp-ucb"}, default "random"
+        ``random`` and ``grid`` (the same: Ray Tune's default search) run every configuration of the search space,
+        ``num_samples`` x the grid size; ``gp-ucb`` takes those configurations as candidates and runs
+        ``trial_budget`` of them one after another, each picked by cost-aware GP-UCB from the results so far
+        (:data:`SEARCHES`; :func:`spottune.api.search_gp_ucb`; decisions SV6, SV13).
+    trial_budget : int, optional
+        ``search="gp-ucb"`` only (and then required): how many of the candidate configurations run,
+        ``1 <= trial_budget <=`` the number of candidates.
     metric : str, optional
         Metric that ranks trials (a key of ``step()``'s dict); default: the workload's.
     mode : {"min", "max"}, optional
@@ -840,6 +882,8 @@ class ExperimentSpec:
     workload: str = "digits-mlp"
     search_space: Mapping[str, Any] | None = None
     num_samples: int | None = None
+    search: str = "random"
+    trial_budget: int | None = None
     metric: str | None = None
     mode: str | None = None
     max_steps: int | None = None
@@ -950,6 +994,9 @@ class ExperimentSpec:
             The first invalid field, in one line (:func:`_check_fields`).
         """
         checked = _check_fields({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+        if self.search == "gp-ucb" and self.executes_plan:
+            raise ConfigError(f"deadline_mode is {self.deadline_mode!r}, but must be 'guard' with search 'gp-ucb' (a "
+                              "plan schedules every configuration at once; gp-ucb runs them one after another)")
         object.__setattr__(self, "predictive_options", checked.predictive_options)
         object.__setattr__(self, "rungs", checked.rungs)
 

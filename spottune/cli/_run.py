@@ -27,7 +27,7 @@ from typing import Any
 
 import click
 
-from spottune.experiment import OBJECTIVES, PREDICTORS, PROVISIONINGS, SPEED_MODELS, STOPPERS, ExperimentSpec
+from spottune.experiment import OBJECTIVES, PREDICTORS, PROVISIONINGS, SEARCHES, SPEED_MODELS, STOPPERS, ExperimentSpec
 
 #: Options of ``spottune run`` that only steer the command (everything else is an ExperimentSpec field).
 CLI_ONLY = ("config", "output", "progress", "dry_run", "ray_address")
@@ -108,6 +108,12 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
               help="Built-in workload or 'module:Class'.")
 @click.option("--num-samples", type=int, default=None,
               help="Repetitions of the search space (default: the workload's).")
+@click.option("--search", type=click.Choice(list(SEARCHES)), default=None, show_default=_default("search"),
+              help="random or grid (the same: every configuration of the search space runs) or gp-ucb: those "
+                   "configurations are candidates, --trial-budget of them run one after another, each picked by "
+                   "cost-aware GP-UCB from the results so far (decision SV13).")
+@click.option("--trial-budget", type=int, default=None,
+              help="With --search gp-ucb (required there): how many of the candidate configurations run.")
 @click.option("--theta", type=float, default=None, show_default=_default("theta"),
               help="Early-shutdown rate θ in (0, 1].")
 @click.option("--top-k", "top_k", type=int, default=None, show_default=_default("top_k"), help="Models to keep.")

@@ -9,21 +9,23 @@ module                  concept
                         and strategy-proof modes; noisy rewards: :class:`NoisyBinarySearchDemand`)
 :mod:`._units`          :class:`UnitQueues`: Cerebro's pending Q and in-flight Q', heartbeats, re-queueing
 :mod:`._teams`          :class:`HybridTeamPicker`: ease.ml's GREEDY team pick with the HYBRID fall-back
-:mod:`._gpucb`          :class:`CostAwareGPUCB`: ease.ml's cost-aware GP-UCB for the next configuration
+:mod:`._gpucb`          :class:`CostAwareGPUCB`: ease.ml's cost-aware GP-UCB for the next configuration;
+                        :func:`search_sequentially`, the single-study loop (SV13)
 ======================  ===========================================================================================
 
-Decisions SV1-SV6 and SV12 in ``docs/design/decisions.md`` ("Service").
+Decisions SV1-SV6, SV12 and SV13 in ``docs/design/decisions.md`` ("Service").
 """
 
 from spottune.scheduling._demands import (FAIR_SHARE_MODES, BinarySearchDemand, FairShareRound, NoisyBinarySearchDemand,
                                           OnlineFairShare)
 from spottune.scheduling._fairness import RoundLoss, max_min_fair, round_loss
-from spottune.scheduling._gpucb import CostAwareGPUCB, beta_t, cost_aware_ucb
+from spottune.scheduling._gpucb import (CostAwareGPUCB, beta_t, check_flat, cost_aware_ucb, encode_configs,
+                                       search_sequentially)
 from spottune.scheduling._teams import FREEZE_ROUNDS, HybridTeamPicker, TeamBound, TeamPick
 from spottune.scheduling._units import StaleUnit, Unit, UnitQueues
 
 __all__ = [
     "FAIR_SHARE_MODES", "FREEZE_ROUNDS", "BinarySearchDemand", "CostAwareGPUCB", "FairShareRound", "HybridTeamPicker",
     "NoisyBinarySearchDemand", "OnlineFairShare", "RoundLoss", "StaleUnit", "TeamBound", "TeamPick", "Unit", "UnitQueues", "beta_t",
-    "cost_aware_ucb", "max_min_fair", "round_loss",
+    "check_flat", "cost_aware_ucb", "encode_configs", "max_min_fair", "round_loss", "search_sequentially",
 ]
