@@ -7,6 +7,7 @@ second; the reader has no HTTP in it, so another server can reuse it. Decisions 
 from __future__ import annotations
 
 from spottune.dashboard._app import create_app  # FastAPI and uvicorn are imported only when a server is made
-from spottune.dashboard._data import ENDED_BY, ENDED_BY_COLOURS, ended_by, snapshot
+from spottune.dashboard._data import ENDED_BY, ENDED_BY_COLOURS, deadline_h, ended_by, prices, rungs, snapshot, step_cost
 
-__all__ = ["ENDED_BY", "ENDED_BY_COLOURS", "create_app", "ended_by", "snapshot"]
+__all__ = ["ENDED_BY", "ENDED_BY_COLOURS", "create_app", "deadline_h", "ended_by", "prices", "rungs", "snapshot",
+           "step_cost"]

@@ -14,6 +14,7 @@ import functools
 import json
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -311,13 +312,16 @@ def step_cost(ledger: pd.DataFrame | None) -> list[dict[str, Any]]:
     return sorted(out, key=lambda x: (x["usd_per_useful_step"] is None, x["usd_per_useful_step"] or 0.0, x["market"]))
 
 
-def snapshot(folder: str | os.PathLike[str]) -> dict[str, Any]:
+def snapshot(folder: str | os.PathLike[str] | None, *, missing_ok: bool = False) -> dict[str, Any]:
     """The dashboard's data for one results folder, as it stands now.
 
     Parameters
     ----------
     folder : path
         A results folder of ``spottune run`` (docs/guide/results.md), finished or still being written.
+    missing_ok : bool, default False
+        Treat a folder that does not exist yet, or None (a study of ``spottune serve`` not started yet), as an empty
+        one (status ``waiting``) instead of an error.
 
     Returns
     -------
@@ -338,8 +342,13 @@ def snapshot(folder: str | os.PathLike[str]) -> dict[str, Any]:
     ConfigError
         If ``folder`` is not a directory.
     """
+    if folder is None:
+        if not missing_ok:
+            raise ConfigError("no results folder given")
+        with tempfile.TemporaryDirectory() as empty:  # nothing to read: what an empty folder shows
+            return {**snapshot(empty), "folder": None}
     folder = Path(folder)
-    if not folder.is_dir():
+    if not folder.is_dir() and not (missing_ok and not folder.exists()):
         raise ConfigError(f"{str(folder)!r} is not a results folder (no such directory)")
     summary = None
     if (folder / "summary.json").exists():
