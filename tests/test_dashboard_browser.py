@@ -86,7 +86,37 @@ def test_the_page_shows_the_trials_the_dollars_and_the_theta_barrier(run_folder,
             cells = rows.nth(i).locator("td")
             assert int(cells.nth(3).inner_text()) == (barrier if cells.nth(1).inner_text() == "stopped_early" else 20)
         assert page.locator("#timeline-chart .bars path").count() == summary["instances"]  # one bar per instance run
+        # prices: a step line per market of the pool and a max-price line per market run on; the tables behind
+        ledger = pd.read_csv(run_folder / "ledger.csv")
+        pool = summary["settings"]["markets"]
+        assert page.locator("#prices-chart .scatterlayer .trace").count() == len(pool) + ledger["market"].nunique()
+        assert page.inner_text("#prices-source") == "replayed from us-east-1_2015.csv.gz"
+        page.click("#h-prices ~ details summary")
+        shown_max = page.locator("#max-prices-table tbody tr td:nth-child(6)").all_inner_texts()
+        assert [float(x) for x in shown_max] == list(ledger.sort_values("end_s", kind="stable")["max_price_usd_per_hour"])
+        assert {page.locator("#prices-table tbody tr").nth(i).get_attribute("data-market")
+                for i in range(page.locator("#prices-table tbody tr").count())} == set(pool)
+        # USD per useful step by market: the ledger's USD over its steps that count, as a person would divide
+        page.click("#h-step-cost ~ details summary")
+        useful = ledger.assign(m=ledger["market"].str.split("/").str[:2].str.join("/"),
+                               u=ledger["steps"] - ledger["lost_steps"]).groupby("m")[["charged_usd", "u"]].sum()
+        assert page.locator("#step-cost-chart .bars path").count() == len(useful)
+        for m, r in useful.iterrows():
+            cells = page.locator(f"#step-cost-table tr[data-market='{m}'] td")
+            assert cells.nth(6).inner_text() == f"${r['charged_usd'] / r['u']:.6f}"
+        page.click("#h-curves ~ details summary")
+        assert page.locator("#barriers-table tbody tr").all_inner_texts() == ["θ barrier\t10\t2"]
         assert errors == []
+        # a phone's width: one column, nothing wider than the screen (wide tables scroll inside their box)
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.wait_for_function("document.querySelector('#curves-chart .main-svg').getBoundingClientRect().width <= 370",
+                               timeout=5_000, polling=100)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        boxes = page.evaluate("[...document.querySelectorAll('main > section')].map((e) => e.getBoundingClientRect())"
+                              ".map((r) => [r.left, r.right])")
+        assert len(boxes) == 6 and all(0 <= left and right <= 390 for left, right in boxes)
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.evaluate("document.querySelectorAll('details').forEach((d) => { d.open = false; })")  # charts only
         shot = run_folder.parent / "dashboard.png"
         page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 20_000  # a drawn page, not a blank one
