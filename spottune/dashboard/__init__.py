@@ -1,7 +1,8 @@
 """The dashboard of one results folder: :func:`snapshot` reads it (pandas), :func:`create_app` serves it (FastAPI).
 
 ``spottune dashboard DIR`` (docs/guide/dashboard.md) serves one page that polls :func:`snapshot` as JSON every
-second; the reader has no HTTP in it, so another server can reuse it. Decisions DS1-DS3 (docs/design/decisions.md).
+second; the reader has no HTTP in it, so another server can reuse it. Decisions DS1-DS6 (docs/design/decisions.md);
+``spottune serve`` serves the same page per study (:mod:`spottune.service._pages`).
 """
 
 from __future__ import annotations

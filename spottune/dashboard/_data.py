@@ -5,7 +5,9 @@ and returns one JSON-ready dict: the trials, their learning curves and the θ ba
 with who ended it, the revocation notices, and the cumulative USD charged and refunded. While a run goes on only
 ``events.jsonl``, ``ledger.csv``, ``trials.csv`` and ``journal.jsonl`` exist (:class:`spottune.results.ResultsJournal`):
 the curves then come from the ``MetricReported`` events, the open segments from ``TrialLaunched`` events without
-their ``SegmentEnded``, the settings from the journal's ``spec`` line. Decision DS1 (docs/design/decisions.md).
+their ``SegmentEnded``, the settings from the journal's ``spec`` line. The rungs, the deadline, the pool's prices
+and the cost per useful step (:func:`rungs`, :func:`deadline_h`, :func:`prices`, :func:`step_cost`) come from the
+recorded spec, the spec's price dataset and ``ledger.csv``. Decisions DS1, DS2, DS4 (docs/design/decisions.md).
 """
 
 from __future__ import annotations
