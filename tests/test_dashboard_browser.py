@@ -93,7 +93,8 @@ def test_the_page_shows_the_trials_the_dollars_and_the_theta_barrier(run_folder,
         assert page.inner_text("#prices-source") == "replayed from us-east-1_2015.csv.gz"
         page.click("#h-prices ~ details summary")
         shown_max = page.locator("#max-prices-table tbody tr td:nth-child(6)").all_inner_texts()
-        assert [float(x) for x in shown_max] == list(ledger.sort_values("end_s", kind="stable")["max_price_usd_per_hour"])
+        by_end = ledger.sort_values("end_s", kind="stable")
+        assert [float(x) for x in shown_max] == list(by_end["max_price_usd_per_hour"])
         assert {page.locator("#prices-table tbody tr").nth(i).get_attribute("data-market")
                 for i in range(page.locator("#prices-table tbody tr").count())} == set(pool)
         # USD per useful step by market: the ledger's USD over its steps that count, as a person would divide

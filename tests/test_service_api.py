@@ -244,7 +244,8 @@ def test_the_study_dashboard_and_the_org_view_follow_the_tokens(service, admin, 
         assert snap["folder"] == f"study {study['id']}: vision/watched (finished)"
         assert (snap["status"], len(snap["trials"]), snap["total_usd"]) == (
             "finished", 2, pytest.approx(done["summary"]["total_cost_usd"]))
-    assert get(f"{service.url}/studies/watched/dashboard/api/snapshot", team_tokens["vision"]).status_code == 200  # by name
+    by_name = get(f"{service.url}/studies/watched/dashboard/api/snapshot", team_tokens["vision"])
+    assert by_name.status_code == 200 and by_name.json()["folder"].startswith(f"study {study['id']}: ")
     refused = get(base + "/api/snapshot", team_tokens["nlp"])
     assert (refused.status_code, refused.json()) == (404, {"detail": f"no study '{study['id']}' visible to team nlp"})
 

@@ -1,15 +1,14 @@
 """The service's web pages: each study's dashboard and the org view (decisions DS5, DS6).
 
-=============================================  =======  ==========================================================
-route                                          who      what
-=============================================  =======  ==========================================================
-``GET /studies/{study}/dashboard/``            anyone   the dashboard's page (:file:`spottune/dashboard/page.html`);
-                                                        it holds no data
-``GET /studies/{study}/dashboard/api/snapshot``  team   :func:`spottune.dashboard.snapshot` of the study's results
-                                                        folder; another team's study answers 404 as the API does
-``GET /org/``                                  anyone   the org view's page (:file:`spottune/dashboard/org.html`)
-``GET /org/api/snapshot``                      admin    :func:`org_snapshot`
-=============================================  =======  ==========================================================
+===============================================  ======  =========================================================
+route                                            who     what
+===============================================  ======  =========================================================
+``GET /studies/{study}/dashboard/``              anyone  the dashboard's page (``dashboard/page.html``), no data
+``GET /studies/{study}/dashboard/api/snapshot``  team    ``snapshot()`` of the study's results folder; 404 for
+                                                         another team's study, as the API answers
+``GET /org/``                                    anyone  the org view's page (``dashboard/org.html``), no data
+``GET /org/api/snapshot``                        admin   :func:`org_snapshot`
+===============================================  ======  =========================================================
 
 A page load cannot carry a bearer header, so the pages hold no data: they take the token from the address's
 fragment (``#token=...``, which the browser never sends to a server), keep it in the tab's ``sessionStorage`` and
@@ -67,11 +66,11 @@ def org_snapshot(s: Session, rounds_shown: int = ORG_ROUNDS_PAGE) -> dict[str, A
               "running": counts.get(t.name, (0, 0))[1]} for t in s.scalars(select(Team).order_by(Team.name))]
     entitlement = {t["name"]: t["entitlement"] for t in teams}
     rounds = [round_view(r) for r in s.scalars(select(OrgRound).order_by(OrgRound.id.desc()).limit(rounds_shown))]
-    for r in rounds[::-1]:
-        names = sorted(n for n in set(r["allocations_usd_per_hour"]) | set(r["demands_usd_per_hour"]) if n in entitlement)
+    for r in rounds:
+        names = sorted(n for n in {*r["allocations_usd_per_hour"], *r["demands_usd_per_hour"]} if n in entitlement)
         total = float(r["budget_usd_per_hour"])
-        split = max_min_fair([entitlement[n] for n in names], [total] * len(names), total) if names and total > 0 \
-            else [0.0] * len(names)
+        split = ([0.0] * len(names) if not names or total <= 0
+                 else max_min_fair([entitlement[n] for n in names], [total] * len(names), total))
         r["entitled_usd_per_hour"] = {n: float(a) for n, a in zip(names, split)}
     studies = []
     for st, name in s.execute(select(Study, Team.name).join(Team).order_by(Study.id)).all():
