@@ -36,10 +36,14 @@ def admin(service):
 
 
 @pytest.fixture(scope="module")
-def teams(service, admin):
-    tokens = {name: admin.create_team(name, entitlement)["token"] for name, entitlement in (("vision", 3.0),
-                                                                                             ("nlp", 1.0))}
-    clients = {name: ServiceClient(service.url, token) for name, token in tokens.items()}
+def team_tokens(admin):
+    return {name: admin.create_team(name, entitlement)["token"] for name, entitlement in (("vision", 3.0),
+                                                                                           ("nlp", 1.0))}
+
+
+@pytest.fixture(scope="module")
+def teams(service, team_tokens):
+    clients = {name: ServiceClient(service.url, token) for name, token in team_tokens.items()}
     yield clients
     for c in clients.values():
         c.close()
@@ -213,3 +217,52 @@ def test_the_cli_adds_a_team_submits_shows_and_cancels(service, tmp_path, monkey
     bad.write_text("theta: 2\n")
     code, out, err = _cli(monkeypatch, capsys, "submit", str(bad), "--team", "cli-team")
     assert (code, err) == (2, "error: spec: theta is 2.0, but must be 0 < theta <= 1 (HTTP 422)\n")
+
+
+def test_the_study_dashboard_and_the_org_view_follow_the_tokens(service, admin, teams, team_tokens):
+    """The pages hold no data; their api/snapshot answers as the API does: a team sees its own studies only (404
+    for another team's), the admin every study and the org view (decisions DS5, DS6)."""
+    from spottune.service._store import OrgRound
+
+    vision, nlp = teams["vision"], teams["nlp"]
+    study = vision.submit(QUICK, team="vision", name="watched")
+    done = vision.wait("watched", timeout_s=120)
+    base = f"{service.url}/studies/{study['id']}/dashboard"
+
+    def get(url, token=None, **kw):
+        return httpx.get(url, headers={"Authorization": f"Bearer {token}"} if token else {}, **kw)
+
+    page = get(base + "/")
+    assert page.status_code == 200 and 'poll("api/snapshot"' in page.text and "watched" not in page.text
+    moved = get(base)
+    assert moved.status_code == 307 and moved.headers["location"] == f"/studies/{study['id']}/dashboard/"
+    assert get(base + "/plotly.min.js").status_code == 200
+    assert get(base + "/api/snapshot").json() == {
+        "detail": "missing bearer token: send the header 'Authorization: Bearer <token>'"}
+    for token in (team_tokens["vision"], ADMIN):
+        snap = get(base + "/api/snapshot", token).json()
+        assert snap["folder"] == f"study {study['id']}: vision/watched (finished)"
+        assert (snap["status"], len(snap["trials"]), snap["total_usd"]) == (
+            "finished", 2, pytest.approx(done["summary"]["total_cost_usd"]))
+    by_name = get(f"{service.url}/studies/watched/dashboard/api/snapshot", team_tokens["vision"])
+    assert by_name.status_code == 200 and by_name.json()["folder"].startswith(f"study {study['id']}: ")
+    refused = get(base + "/api/snapshot", team_tokens["nlp"])
+    assert (refused.status_code, refused.json()) == (404, {"detail": f"no study '{study['id']}' visible to team nlp"})
+
+    # one fair-share round with known values (a real one needs a budget and a study start; this fixes its numbers)
+    with service.store.session.begin() as s:
+        s.add(OrgRound(study_id=study["id"], budget_usd_per_hour=8.0,
+                       allocations_json=json.dumps({"vision": 5.0, "nlp": 2.0}),
+                       demands_json=json.dumps({"vision": 5.0, "nlp": 3.0}),
+                       unallocated=1.0, over_allocated=0.0, unmet=1.0, loss=1.0))
+    assert get(f"{service.url}/org/api/snapshot", team_tokens["nlp"]).json() == {
+        "detail": "team nlp may not do this: it needs the admin token"}
+    assert get(f"{service.url}/org/").status_code == 200
+    org = get(f"{service.url}/org/api/snapshot", ADMIN).json()
+    assert {t["name"]: t["entitlement"] for t in org["teams"]}.items() >= {"vision": 3.0, "nlp": 1.0}.items()
+    last = org["rounds"][-1]
+    # the entitled split of 8 USD/hour between entitlements 3 and 1, each team asking for all of it
+    assert last["entitled_usd_per_hour"] == {"nlp": 2.0, "vision": 6.0}
+    assert (last["allocations_usd_per_hour"], last["loss"]) == ({"vision": 5.0, "nlp": 2.0}, 1.0)
+    assert {k: v for k, v in last.items() if k != "entitled_usd_per_hour"} == admin.org()["rounds"][-1]
+    assert study["id"] in {s["id"] for s in org["studies"] if s["team"] == "vision" and s["state"] == "finished"}

@@ -1,8 +1,9 @@
 """The dashboard's HTTP layer: one page, Plotly's JS from the ``plotly`` package, and the snapshot as JSON.
 
 Decision DS1 (docs/design/decisions.md): FastAPI serves ``/`` (the page, :file:`page.html`), ``/plotly.min.js`` (the
-bundle the ``plotly`` Python package ships; no CDN, works offline) and ``/api/snapshot`` (:func:`snapshot`), which
-the page polls every second.
+bundle the ``plotly`` Python package ships; no CDN, works offline), the page's ``style.css`` and ``common.js`` and
+``/api/snapshot`` (:func:`snapshot`), which the page polls every second. The page's URLs are relative, so
+``spottune serve`` serves the same page under ``/studies/<id>/dashboard/`` (DS5).
 """
 
 from __future__ import annotations
@@ -27,6 +28,54 @@ def plotly_js_path() -> Path:
     return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 
+#: Files the pages load besides Plotly's bundle, from this package, with their media types (decision DS4).
+ASSETS = {"style.css": "text/css", "common.js": "text/javascript"}
+
+
+def page_html(name: str = "page.html") -> str:
+    """A page of this package: ``page.html`` (one results folder) or ``org.html`` (the service's org view).
+
+    Every URL in a page is relative (``plotly.min.js``, ``style.css``, ``common.js``, ``api/snapshot``), so the
+    same page works at ``/`` of ``spottune dashboard`` and under a prefix of ``spottune serve`` (decision DS5).
+
+    Parameters
+    ----------
+    name : str
+        The file's name.
+
+    Returns
+    -------
+    str
+        The HTML.
+    """
+    return resources.files("spottune.dashboard").joinpath(name).read_text(encoding="utf-8")
+
+
+def asset_response(name: str):  # noqa: ANN201 - a starlette Response; imported lazily
+    """The response for one of the pages' static files: ``plotly.min.js`` (:func:`plotly_js_path`) or one of
+    :data:`ASSETS`.
+
+    Parameters
+    ----------
+    name : str
+        The file's name.
+
+    Returns
+    -------
+    starlette.responses.Response
+        The file, cacheable for a day; 404 for any other name.
+    """
+    from fastapi.responses import FileResponse, Response
+
+    cache = {"Cache-Control": "max-age=86400"}
+    if name == "plotly.min.js":
+        return FileResponse(plotly_js_path(), media_type="text/javascript", headers=cache)
+    if name in ASSETS:
+        path = resources.files("spottune.dashboard").joinpath(name)
+        return Response(path.read_bytes(), media_type=ASSETS[name], headers=cache)
+    return Response(status_code=404)
+
+
 def create_app(folder: str | os.PathLike[str]):  # noqa: ANN201 - a FastAPI app; fastapi is imported lazily
     """A FastAPI app serving the dashboard of one results folder.
 
@@ -38,23 +87,19 @@ def create_app(folder: str | os.PathLike[str]):  # noqa: ANN201 - a FastAPI app;
     Returns
     -------
     fastapi.FastAPI
-        Routes: ``GET /`` (the page), ``GET /plotly.min.js``, ``GET /api/snapshot`` (:func:`snapshot` as JSON).
+        Routes: ``GET /`` (the page), ``GET /plotly.min.js``, ``/style.css``, ``/common.js`` and
+        ``GET /api/snapshot`` (:func:`snapshot` as JSON).
     """
     from fastapi import FastAPI
-    from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+    from fastapi.responses import HTMLResponse, JSONResponse, Response
 
     folder = Path(folder)
-    page = resources.files("spottune.dashboard").joinpath("page.html").read_text(encoding="utf-8")
-    js = plotly_js_path()
+    page = page_html()
     app = FastAPI(title="spottune dashboard", docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.get("/", response_class=HTMLResponse)
     def index() -> HTMLResponse:
         return HTMLResponse(page)
-
-    @app.get("/plotly.min.js")
-    def plotly_js() -> FileResponse:
-        return FileResponse(js, media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
 
     @app.get("/favicon.ico")
     def favicon() -> Response:
@@ -63,6 +108,10 @@ def create_app(folder: str | os.PathLike[str]):  # noqa: ANN201 - a FastAPI app;
     @app.get("/api/snapshot")
     def api_snapshot() -> JSONResponse:
         return JSONResponse(snapshot(folder), headers={"Cache-Control": "no-store"})
+
+    @app.get("/{name}")
+    def asset(name: str) -> Response:
+        return asset_response(name)
 
     return app
 

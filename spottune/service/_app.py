@@ -15,6 +15,8 @@ route                                    who      what
 ``GET /v1/studies[/{study}]``            team     its own studies (admin: all); ``study`` is an id or a name
 ``POST /v1/studies/{study}/cancel``      team     cancel one of its studies
 =======================================  =======  ===========================================================
+
+The web pages (each study's dashboard, the org view) are :mod:`spottune.service._pages`'s.
 """
 
 from __future__ import annotations
@@ -329,4 +331,7 @@ def create_app(store: Store, *, admin_token: str, runner: Any = None, backend: s
             runner.cancel(view["id"])
         return view
 
+    from spottune.service._pages import add_pages  # the study dashboards and the org view (DS5, DS6)
+
+    add_pages(app, store, caller, _find)
     return app
