@@ -30,6 +30,10 @@ where effects come from (the [I] decisions of this backend):
   ``CheckpointSaved`` is sent when the worker reports the published, verified version. Real
   checkpoint and restore times are measured (``meta["worker"]``), not modelled.
 - **Terminate.** Kills the worker (the instance is gone) and bills up to now.
+- **Lost workers** (decision SV4). Every worker beats every ``heartbeat_wall_s`` wall seconds; one silent for
+  ``missed_beats`` beats, or SIGKILLed under the driver, is lost: its unit goes back to the queue and the trial
+  relaunches from its latest checkpoint on a new worker (``SegmentEnded(provider)``; ledger reason
+  ``worker-lost``). Each launch is a new worker (a pooled process or a new one).
 - **Billing** and the ledger are the simulator's (:class:`spotmarket.Billing`).
 
 The instance lifecycle is the driver's table (:data:`spottune.backends._worker_driver.TRANSITIONS`).
@@ -98,6 +102,13 @@ class LocalSettings:
         authenticates the store's manifests and function-API pickles. Default: the driver's
         ``$SPOTTUNE_CHECKPOINT_KEY`` if set, else a new random key per run (the composition root passes
         :func:`spottune.checkpoint._secrets.experiment_key`, kept in the results folder).
+    heartbeat_wall_s : float or None, default 2.0
+        Wall seconds between two ``beat`` reports of a worker while its segment runs; a worker silent for
+        ``missed_beats * heartbeat_wall_s`` wall seconds (hung, stopped) is lost: killed, and its unit (trial,
+        segment) relaunched from the trial's latest checkpoint (decision SV4). None: no heartbeats (a worker
+        is then lost only when its process is SIGKILLed).
+    missed_beats : int, default 3
+        Heartbeats a worker may miss before it is lost.
     """
 
     store_url: str
@@ -114,6 +125,8 @@ class LocalSettings:
     standby_timeout_s: float = 300.0
     store_outage_s: float = 120.0
     checkpoint_key: str | None = None
+    heartbeat_wall_s: float | None = 2.0
+    missed_beats: int = 3
 
 
 class LocalBackend(Driver):
@@ -165,7 +178,8 @@ class LocalBackend(Driver):
         self.driver = WorkerDriver(orchestrator, history, revocation_model, billing, instance_facts, start_s, progress,
                                    transport=self.transport, trials=trials, time_scale=settings.time_scale,
                                    reference_seconds_per_step=ref_sps, max_wall_s=settings.max_wall_s,
-                                   store_monitor=monitor)
+                                   store_monitor=monitor, heartbeat_wall_s=settings.heartbeat_wall_s,
+                                   missed_beats=settings.missed_beats)
         self.driver.record.meta.update(time_scale=settings.time_scale, store=settings.store_url,
                                        reference_seconds_per_step=ref_sps, poll_s=settings.poll_s)
 
