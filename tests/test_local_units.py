@@ -77,6 +77,7 @@ def test_a_killed_and_a_stopped_worker_lose_their_units_which_finish_once_elsewh
         assert len(reported(rec, tid)) == 40 + tr.lost_steps  # every lost step was run again, once
         ended = [r for r in rec.ledger if r.instance_id == hit[tid]["instance_id"]]
         assert [(r.ended_by, r.reason) for r in ended] == [("user", WORKER_LOST)]
+        assert {"instance_id": hit[tid]["instance_id"], "unit": f"{tid}:20-40", "why": "lost"} in units["requeued"]
         last = tr.instance_ids[-1]  # the last segment ran on a new worker
         assert last != hit[tid]["instance_id"] and rec.meta["worker"][last]["ready_wall_s"] > lost[tid]["wall_s"]
         launches = [r for r in rec.log if r["kind"] == "action" and r["type"] == "Launch" and r["trial_id"] == tid]

@@ -244,7 +244,7 @@ class WorkerDriver(ReplayDriver):
         self.heartbeat_wall_s = heartbeat_wall_s
         self._joined: set[str] = set()  # workers (instance ids) that took their unit
         self._units_meta: dict[str, Any] = {"heartbeat_wall_s": heartbeat_wall_s, "missed_beats": missed_beats,
-                                            "lost": [], "stale_reports": 0}
+                                            "lost": [], "requeued": [], "stale_reports": 0}
         self.record.meta["units"] = self._units_meta
         transport.bind(self)
 
@@ -560,6 +560,7 @@ class WorkerDriver(ReplayDriver):
         worker = inst.instance_id
         unit = self.units.fail(worker) or next((u for u in self.units.pending if u.trial_id == inst.trial_id
                                                 and worker in self._joined), None)
+        self._unit_requeued(inst, unit, "lost")
         self._units_meta["lost"].append({"instance_id": worker, "trial_id": inst.trial_id, "why": why,
                                          "unit": None if unit is None else unit.unit_id,
                                          "wall_s": round(self.clock.wall_s(), 3), "time_s": self.now_s()})
@@ -570,6 +571,10 @@ class WorkerDriver(ReplayDriver):
         self.end(inst, self.now_s(), "user", WORKER_LOST)
         self._q.put(("ended", inst, EndReason.PROVIDER))
 
+    def _unit_requeued(self, inst: WorkerInstance, unit: Unit | None, why: str) -> None:
+        if unit is not None:
+            self._units_meta["requeued"].append({"instance_id": inst.instance_id, "unit": unit.unit_id, "why": why})
+
     def units_summary(self) -> dict[str, Any]:
         """The units' state for the run record (``meta["units"]``).
 
@@ -577,10 +582,15 @@ class WorkerDriver(ReplayDriver):
         -------
         dict
             ``steps_done`` (trial -> steps of its completed units, counted once), ``checkpoints`` (trial -> its
-            latest checkpoint, ``<trial>@<step>:v<version>``), ``pending`` (unit ids in Q), ``in_flight``
-            (instance id -> unit id), plus the heartbeat settings, ``lost`` workers and ``stale_reports``.
+            latest checkpoint, ``<trial>@<step>:v<version>``), ``pending`` (unit ids in Q; a trial that ended,
+            finished, failed or stopped, has none left), ``in_flight``
+            (instance id -> unit id), plus the heartbeat settings, ``lost`` workers, ``requeued`` units (instance,
+            unit, why: ``lost``, ``failed``, ``provider`` or ``user``) and ``stale_reports``.
         """
         u = self.units
+        for trial_id, tr in self.orchestrator.trials.items():
+            if tr.state.is_terminal():  # a failed or stopped trial's unit left in Q will not run
+                u.withdraw(trial_id)
         self._units_meta.update(steps_done=dict(u.steps_done), checkpoints=dict(u.checkpoints),
                                 pending=[x.unit_id for x in u.pending],
                                 in_flight={w: x.unit_id for w, x in u.in_flight.items()})
@@ -777,7 +787,7 @@ class WorkerDriver(ReplayDriver):
             :data:`TRANSITIONS`).
         """
         inst.to("failed")
-        self.units.leave(inst.instance_id)
+        self._unit_requeued(inst, self.units.leave(inst.instance_id), "failed")
         if not inst.launched:  # setup or restore raised: the trainable failed on this instance
             self._launched(inst)
         self._deliver(inst.segment_failed(self.now_s(), error))
@@ -827,7 +837,8 @@ class WorkerDriver(ReplayDriver):
     def _segment_gone(self, inst: WorkerInstance, reason: EndReason) -> None:
         """The instance is gone: a provider end is billed (to its termination time), then ``SegmentEnded``, or
         ``LaunchFailed`` for one that died before it was ready (the contract, rules 2 and 6)."""
-        self.units.leave(inst.instance_id)  # a unit still held goes back to Q: the trial resumes it
+        # a unit still held goes back to Q: the trial resumes it from its latest checkpoint
+        self._unit_requeued(inst, self.units.leave(inst.instance_id), str(reason))
         if reason is EndReason.PROVIDER:
             self._end(inst, inst.termination_s, "provider", inst.reason)
         if reason is EndReason.PROVIDER and not inst.launched:
