@@ -529,6 +529,8 @@ class WorkerDriver(ReplayDriver):
             self._units_meta["stale_reports"] += 1
             return False
         if worker not in self._joined:
+            if not inst.alive or inst.gone:
+                return True  # the late output of a worker ended before it spoke: it never takes a unit
             self._joined.add(worker)
             self.units.dispatch(worker, now, trial_id=inst.trial_id)
         elif worker in self.units.last_beat_s:
