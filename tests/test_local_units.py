@@ -4,7 +4,7 @@ SIGKILLed and one SIGSTOPped (alive but silent) in the middle of a unit, not the
 The market, orchestrator and trainable are :mod:`tests.test_local_backend`'s. Each trial pauses at the θ barrier
 (step 20, a checkpoint: the first unit ``0-20`` completes) and continues (unit ``20-40``); at its 25th step its
 worker is lost. The unit goes back to the queue and the trial relaunches from its latest checkpoint (step 20) on a
-new worker; every step ends up counted once.
+new worker (each launch is a new worker: a warm process of the pool, or a new one); every step ends up counted once.
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ def test_a_killed_and_a_stopped_worker_lose_their_units_which_finish_once_elsewh
         assert {"instance_id": hit[tid]["instance_id"], "unit": f"{tid}:20-40", "why": "lost"} in units["requeued"]
         last = tr.instance_ids[-1]  # the last segment ran on a new worker
         assert last != hit[tid]["instance_id"] and rec.meta["worker"][last]["ready_wall_s"] > lost[tid]["wall_s"]
+        assert rec.meta["worker"][last]["worker"] != rec.meta["worker"][hit[tid]["instance_id"]]["worker"]
         launches = [r for r in rec.log if r["kind"] == "action" and r["type"] == "Launch" and r["trial_id"] == tid]
         assert [r["resume_step"] for r in launches] == [0, 20, 20]  # the last one resumes the latest checkpoint
     assert sum(executed - lost_ for executed, lost_ in rec.instance_steps.values()) == 80

@@ -274,6 +274,8 @@ def test_a_node_lost_without_drain_is_a_provider_end_and_a_dead_actor_a_failure(
     units = rec.meta["units"]
     assert {"instance_id": lost[0].instance_id, "unit": "t0:0-30", "why": "provider"} in units["requeued"]
     assert units["steps_done"] == {"t0": 30} and units["pending"] == [] and units["in_flight"] == {}
+    nodes = [rec.meta["worker"][i].get("node") for i in t0.instance_ids]  # the node that joined took the unit
+    assert nodes[0] == cloud.lost[0] and nodes[-1] not in (None, cloud.lost[0])
 
 
 class CheapestLearning(Cheapest):
