@@ -37,7 +37,7 @@ def test_a_killed_and_a_stopped_worker_lose_their_units_which_finish_once_elsewh
     backend = LocalBackend(orch, hist, LegacyBidRevocation(hist), Billing(), WORKLOAD,
                            {t: (c, 100 + i) for i, (t, c) in enumerate(sorted(CONFIGS.items()))}, FACTS.__getitem__,
                            T0, LocalSettings(store_url=str(tmp_path / "store"), time_scale=3600.0, max_wall_s=60.0,
-                                             heartbeat_wall_s=PERIOD_S, missed_beats=MISSED))
+                                             heartbeat_wall_s=PERIOD_S, missed_beats=MISSED, checkpoint_keep=1))
     hit: dict[str, dict] = {}
 
     def progress(now_s, orch_, usd):  # on the driver's thread, as each event is delivered
@@ -65,8 +65,14 @@ def test_a_killed_and_a_stopped_worker_lose_their_units_which_finish_once_elsewh
     assert lost["t0"]["wall_s"] - hit["t0"]["wall_s"] < MISSED * PERIOD_S  # seen at its exit, before any beat
     # the units: every step counted once, the latest checkpoint of each trial at its last step
     assert units["steps_done"] == {"t0": 40, "t1": 40} and units["pending"] == [] and units["in_flight"] == {}
-    assert sorted(units["checkpoints"]) == ["t0", "t1"]
-    assert all(units["checkpoints"][t].startswith(f"{t}@40:") for t in CONFIGS)
+    assert units["checkpoints"] == {"t0": "t0@40:v2", "t1": "t1@40:v2"}  # v1: the θ save; the lost worker saved none
+    # only the latest checkpoint is kept: the θ one (step 20), pinned by the segment that restored it, went once
+    # the last unit's save completed it
+    assert units["deleted_versions"] == {"t0": 1, "t1": 1}
+    for tid in CONFIGS:
+        manifests = sorted((tmp_path / "store" / tid / "manifests").glob("v*.json"))
+        assert [m.name for m in manifests] == ["v00000002.json"]
+        assert len(list((tmp_path / "store" / tid / "data").iterdir())) == 1
     curves = curves_frame(orch)
     for i, (tid, tr) in enumerate(sorted(orch.trials.items())):
         # a lost worker is neither a trainable failure (max_failures 0 would have failed the trial) nor a notice

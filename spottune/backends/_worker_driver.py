@@ -244,7 +244,10 @@ class WorkerDriver(ReplayDriver):
         self.heartbeat_wall_s = heartbeat_wall_s
         self._joined: set[str] = set()  # workers (instance ids) that took their unit
         self._units_meta: dict[str, Any] = {"heartbeat_wall_s": heartbeat_wall_s, "missed_beats": missed_beats,
-                                            "lost": [], "requeued": [], "stale_reports": 0}
+                                            "lost": [], "requeued": [], "stale_reports": 0, "deleted_versions": {}}
+        #: ``prune(trial_id)`` deletes the trial's superseded checkpoint versions once a unit's save completes it
+        #: (returns the versions deleted); None: the store's own retention only (a transport sets it).
+        self.prune_checkpoints: Callable[[str], list[int]] | None = None
         self.record.meta["units"] = self._units_meta
         transport.bind(self)
 
@@ -542,8 +545,16 @@ class WorkerDriver(ReplayDriver):
         worker = inst.instance_id
         unit = self.units.in_flight.get(worker)
         if unit is not None and unit.start_step <= step <= unit.end_step:
-            self.units.complete(worker, unit, time.monotonic(), checkpoint=f"{unit.trial_id}@{step}:v{version}",
-                                at_step=step)
+            old = self.units.complete(worker, unit, time.monotonic(), checkpoint=f"{unit.trial_id}@{step}:v{version}",
+                                      at_step=step)
+            if old is not None and self.prune_checkpoints is not None:
+                try:  # superseded: only the latest (checkpoint_keep newest) versions stay
+                    gone = self.prune_checkpoints(unit.trial_id)
+                except Exception as exc:  # noqa: BLE001 - an unreachable store: the worker's next save prunes
+                    self._units_meta.setdefault("prune_errors", []).append(f"{unit.trial_id}: {exc}")
+                else:
+                    self._units_meta["deleted_versions"][unit.trial_id] = \
+                        self._units_meta["deleted_versions"].get(unit.trial_id, 0) + len(gone)
         self.units.leave(worker)
 
     def worker_lost(self, inst: WorkerInstance, why: str) -> None:
@@ -587,7 +598,8 @@ class WorkerDriver(ReplayDriver):
             latest checkpoint, ``<trial>@<step>:v<version>``), ``pending`` (unit ids in Q; a trial that ended,
             finished, failed or stopped, has none left), ``in_flight``
             (instance id -> unit id), plus the heartbeat settings, ``lost`` workers, ``requeued`` units (instance,
-            unit, why: ``lost``, ``failed``, ``provider`` or ``user``) and ``stale_reports``.
+            unit, why: ``lost``, ``failed``, ``provider`` or ``user``), ``stale_reports`` and ``deleted_versions``
+            (trial -> superseded checkpoint versions deleted by :attr:`prune_checkpoints`).
         """
         u = self.units
         for trial_id, tr in self.orchestrator.trials.items():

@@ -49,7 +49,7 @@ from typing import Any
 
 from spottune.backends._base import Driver, Progress, RunRecord
 from spottune.backends._worker_driver import TRANSITIONS, Phase  # noqa: F401 - also importable from here
-from spottune.backends._worker_driver import WorkerDriver, driver_attribute
+from spottune.backends._worker_driver import LazyStore, WorkerDriver, driver_attribute
 from spottune.backends.local._transport import ProcessInstance, ProcessTransport
 from spottune.errors import BackendError
 from spottune.orchestrator import Orchestrator
@@ -81,7 +81,9 @@ class LocalSettings:
     reference_seconds_per_step : float, optional
         Overrides the workload's simulated seconds per step on the reference instance.
     checkpoint_keep : int, default 2
-        Versions kept per trial in the store.
+        Versions kept per trial in the store: the worker prunes older ones at each save (the version its
+        segment restored excepted), and the driver once the save completes the segment's unit (decision SV4),
+        so ``1`` keeps only the latest.
     max_wall_s : float, default 3600.0
         Give up (``BackendError``) after this many wall seconds.
     log_dir : str, optional
@@ -180,6 +182,9 @@ class LocalBackend(Driver):
                                    reference_seconds_per_step=ref_sps, max_wall_s=settings.max_wall_s,
                                    store_monitor=monitor, heartbeat_wall_s=settings.heartbeat_wall_s,
                                    missed_beats=settings.missed_beats)
+        store = LazyStore(settings.store_url, settings.storage_options, self.transport.pool.checkpoint_key)
+        keep = settings.checkpoint_keep
+        self.driver.prune_checkpoints = lambda trial_id: store().retain(trial_id, keep)  # decision SV4
         self.driver.record.meta.update(time_scale=settings.time_scale, store=settings.store_url,
                                        reference_seconds_per_step=ref_sps, poll_s=settings.poll_s)
 
