@@ -516,6 +516,8 @@ class _SpecFields(BaseModel):
     market_mode: _one_of(MARKET_MODES)
     max_failures: Annotated[_Int, Field(ge=0), _Rule("an integer >= 0")]
     checkpoint_keep: Annotated[_Int, Field(ge=1), _Rule("an integer >= 1")]
+    heartbeat_s: Annotated[_Real | None, Field(gt=0), _Rule("a number > 0 (wall seconds) or None")]
+    missed_beats: Annotated[_Int, Field(ge=1), _Rule("an integer >= 1")]
     time_scale: Annotated[_Real, Field(gt=0), AfterValidator(_at_least_real_time),
                           _Rule("a number > 0 (simulated s per wall s)")]
     max_usd_per_hour: _USD
@@ -752,6 +754,12 @@ class ExperimentSpec:
     checkpoint_keep : int, default 2
         Verified checkpoint versions kept per trial (>= 1); older ones are deleted only after a newer
         one is verified.
+    heartbeat_s : float or None, default 2.0
+        Local backend: wall seconds between two heartbeats of a worker process; a worker silent for
+        ``missed_beats * heartbeat_s`` is lost, killed, and its (trial, segment) unit relaunched from the
+        trial's latest checkpoint (decision SV4). None: no heartbeats.
+    missed_beats : int, default 3
+        Local backend: heartbeats a worker may miss before it is lost.
     time_scale : float, default 600.0
         Local and ray backends (and the aws backend replaying a trace against a test endpoint,
         ``aws.live_prices: false``): simulated seconds per wall-clock second (1 on a real Ray cluster) (600: one simulated hour = 6 s).
@@ -900,6 +908,8 @@ class ExperimentSpec:
     market_mode: str = "legacy"
     max_failures: int = 2
     checkpoint_keep: int = 2
+    heartbeat_s: float | None = 2.0
+    missed_beats: int = 3
     time_scale: float = 600.0
     predictor: str = "auto"
     train_days: float = 4.0

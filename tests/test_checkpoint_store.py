@@ -186,3 +186,19 @@ def test_restore_at_a_given_step(store, tmp_path):
     fallback = store.latest_good("t10", step=7)
     assert (fallback.version, fallback.step, fallback.requested_step, fallback.lost_steps) == (1, 5, 7, 2)
     assert store.latest_good("t10", step=4) is None  # nothing at or before step 4: fresh start
+
+
+def test_retain_deletes_all_but_the_newest_versions_even_a_pinned_one(store, tmp_path):
+    """A driver's prune once a newer save is confirmed (decision SV4): the version a segment restored is pinned
+    only in that segment's store, so it survives the save and goes here."""
+    store.pin("t05", 1)
+    for step in (10, 20, 30):
+        store.save("t05", _write(tmp_path / f"s{step}", w=str(step).encode()), step=step)
+    assert [v.step for v in store.versions("t05")] == [10, 20, 30]  # keep=2, plus the pinned version 1
+    assert store.retain("t05", 1) == [1, 2]
+    assert [(v.version, v.step) for v in store.versions("t05")] == [(3, 30)]
+    data_dirs = {p.split("/data/", 1)[1].split("/", 1)[0] for p in store.fs.find(f"{store.root}/t05/data")}
+    assert len(data_dirs) == 1  # the deleted versions' data went with their manifests
+    assert store.retain("t05", 1) == [] and store.restore("t05", tmp_path / "out").step == 30
+    with pytest.raises(ConfigError, match="keep is 0, but must be an integer >= 1"):
+        store.retain("t05", 0)

@@ -270,6 +270,12 @@ def test_a_node_lost_without_drain_is_a_provider_end_and_a_dead_actor_a_failure(
         assert row.charged_usd + row.refunded_usd == pytest.approx(price * (row.end_s - row.start_s) / 3600, rel=1e-9)
     ref = Walk(configs["t0"], seed=100)  # the relaunch from step 0 repeats the uninterrupted curve
     assert t0.losses == [ref.train()["loss"] for _ in range(30)]
+    # the units (decision SV4): the lost node's unit went back to Q and finished once on the fresh node
+    units = rec.meta["units"]
+    assert {"instance_id": lost[0].instance_id, "unit": "t0:0-30", "why": "provider"} in units["requeued"]
+    assert units["steps_done"] == {"t0": 30} and units["pending"] == [] and units["in_flight"] == {}
+    nodes = [rec.meta["worker"][i].get("node") for i in t0.instance_ids]  # the node that joined took the unit
+    assert nodes[0] == cloud.lost[0] and nodes[-1] not in (None, cloud.lost[0])
 
 
 class CheapestLearning(Cheapest):

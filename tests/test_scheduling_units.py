@@ -103,3 +103,26 @@ def test_bad_settings_are_refused():
         UnitQueues(heartbeat_period_s=0)
     with pytest.raises(SpottuneError, match="missed_beats is 0, but must be an integer >= 1"):
         UnitQueues(heartbeat_period_s=1, missed_beats=0)
+
+
+def test_a_driver_dispatches_by_trial_counts_an_early_save_and_requeues_what_a_leaving_worker_held():
+    """The worker driver's use (decision SV4): the orchestrator chose the trial, a notice saves before the unit's
+    end, a process seen dead fails at once, a revoked instance's worker leaves, a relaunch replaces its unit."""
+    a, b = Unit(trial_id="t0", start_step=0, end_step=10), Unit(trial_id="t1", start_step=0, end_step=10)
+    q = _queues(a, b)
+    assert q.dispatch("w1", 0.0, trial_id="t1") == b  # not the first in Q: the one of the worker's trial
+    assert q.dispatch("w2", 0.0, trial_id="t1") is None  # t1 is in flight
+    assert q.dispatch("w2", 0.0, trial_id="t0") == a
+    assert q.complete("w1", b, 1.0, checkpoint="ck/t1/4", at_step=4) is None  # saved at 4 of 10: 4 steps
+    with pytest.raises(SpottuneError, match="completed at step 11, outside the unit"):
+        q.complete("w2", a, 1.0, at_step=11)
+    assert q.fail("w2") == a and q.fail("w2") is None  # its process ended: no wait for missed beats
+    assert list(q.pending) == [a] and q.failed_workers == ["w2"]
+    rest = Unit(trial_id="t1", start_step=4, end_step=10)
+    q.submit(rest)
+    assert q.dispatch("w3", 2.0, trial_id="t1") == rest
+    assert q.leave("w3") == rest and "w3" not in q.last_beat_s  # revoked: back to the front of Q, unwatched
+    assert list(q.pending) == [rest, a]
+    assert q.withdraw("t1") == [rest] and list(q.pending) == [a]  # its relaunch submits the range it runs
+    assert q.expire(1000.0) == [] and q.failed_workers == ["w2", "w1"]  # silent w1 is dead but held no unit
+    assert q.steps_done == {"t1": 4} and list(q.pending) == [a]

@@ -17,6 +17,14 @@ worker is reached: a process, an EC2 instance, a Ray actor. That part is the bac
 - **the ends**: a provider end is billed to its termination and reported ``SegmentEnded(provider)`` (or
   ``LaunchFailed`` before ``ready``); a ``Terminate`` kills the worker (or recycles it), bills to now and
   reports ``SegmentEnded(user)``;
+- **units of work** (decision SV4, Cerebro's Q and Q'; :class:`spottune.scheduling.UnitQueues`, the driver's
+  :attr:`WorkerDriver.units`): a fulfilled launch puts its (trial, segment) unit in Q; the worker takes it into
+  Q' with its first report (it joins by its first heartbeat); every report is a heartbeat, and a worker started
+  with ``--heartbeat-s`` also sends ``beat``. A worker that misses ``missed_beats`` beats of ``heartbeat_wall_s``
+  (when the transport asks for heartbeats), or whose process is SIGKILLed under it, is lost
+  (:meth:`WorkerDriver.worker_lost`): it is killed, its instance billed to now (reason :data:`WORKER_LOST`) and
+  ended as ``SegmentEnded(provider)``, so its unit goes back to Q and the trial relaunches from its latest
+  checkpoint; its later reports are stale and dropped. A save completes the unit and counts its steps once;
 - **crash safety**: the journal replay that rebuilds the driver's state (:meth:`WorkerDriver.replay_journal`).
 
 Delivery, launch caps and billing are :class:`spottune.backends._replay.ReplayDriver`'s, shared with the
@@ -47,11 +55,12 @@ from spottune.backends._transport import WorkerTransport
 from spottune.backends.local._clock import ScaledClock
 from spottune.backends.local._messages import CheckpointCommand, Failed, Metric, Notice, Ready, Report, Saved
 from spottune.errors import BackendError
+from spottune.scheduling import Unit, UnitQueues
 from spottune.journal import decode_event
 from spottune.orchestrator import (CapacityRefused, Checkpoint, EndReason, Launch, LaunchFailed, MarketSignal,
                                    Orchestrator, Terminate)
 
-__all__ = ["TRANSITIONS", "Phase", "WorkerDriver", "WorkerInstance", "driver_attribute", "journaled_report", "orphan_save"]
+__all__ = ["TRANSITIONS", "WORKER_LOST", "Phase", "WorkerDriver", "WorkerInstance", "driver_attribute", "journaled_report", "orphan_save"]
 
 
 class Phase(enum.Enum):
@@ -93,6 +102,11 @@ TRANSITIONS: dict[tuple[Phase, str], Phase] = {
     (_P.KILLED, "failed"): _P.KILLED,
     (_P.KILLED, "kill"): _P.KILLED,
 }
+
+
+#: Ledger reason of an instance whose worker was lost (missed heartbeats, or SIGKILLed under the driver): the
+#: driver ends it (decision SV4).
+WORKER_LOST = "worker-lost"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -193,13 +207,25 @@ class WorkerDriver(ReplayDriver):
         :meth:`run` gives up (``BackendError``) after this many wall seconds.
     store_monitor : spottune.checkpoint.StoreMonitor, optional
         Launches pause while the checkpoint store is unreachable (:attr:`ReplayDriver.store_monitor`).
+    heartbeat_wall_s : float, optional
+        Wall seconds between two heartbeats of a live worker (its reports and ``beat`` lines); a worker silent for
+        ``missed_beats * heartbeat_wall_s`` is lost (:meth:`worker_lost`). None (default): no heartbeat watch, for a
+        transport whose workers do not beat (units are still accounted). Decision SV4.
+    missed_beats : int, default 3
+        Heartbeats a worker may miss before it is lost.
+
+    Raises
+    ------
+    spottune.errors.SpottuneError
+        If ``heartbeat_wall_s`` is not > 0 or ``missed_beats`` not >= 1 (:class:`~spottune.scheduling.UnitQueues`).
     """
 
     def __init__(self, orchestrator: Orchestrator, history: Any, revocation_model: Any, billing: Any,
                  instance_facts: Callable[[str], tuple[int, float | None]], start_s: float,
                  progress: Progress | None = None, *, transport: WorkerTransport,
                  trials: Mapping[str, tuple[Mapping[str, Any], int]], time_scale: float,
-                 reference_seconds_per_step: float, max_wall_s: float, store_monitor: Any = None):
+                 reference_seconds_per_step: float, max_wall_s: float, store_monitor: Any = None,
+                 heartbeat_wall_s: float | None = None, missed_beats: int = 3):
         self.name = transport.name
         super().__init__(orchestrator, history, revocation_model, billing, instance_facts, start_s, progress)
         if store_monitor is not None:
@@ -213,6 +239,16 @@ class WorkerDriver(ReplayDriver):
         self._q: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self._resumed: list[Any] | None = None  # what a resume left for run() to deliver; None: a fresh run
         self._replayed_launches: dict[str, Launch] = {}
+        #: Cerebro's Q and Q' of this run's (trial, segment) units, and the workers' heartbeats (wall seconds).
+        self.units = UnitQueues(heartbeat_period_s=heartbeat_wall_s or 1.0, missed_beats=missed_beats)
+        self.heartbeat_wall_s = heartbeat_wall_s
+        self._joined: set[str] = set()  # workers (instance ids) that took their unit
+        self._units_meta: dict[str, Any] = {"heartbeat_wall_s": heartbeat_wall_s, "missed_beats": missed_beats,
+                                            "lost": [], "requeued": [], "stale_reports": 0, "deleted_versions": {}}
+        #: ``prune(trial_id)`` deletes the trial's superseded checkpoint versions once a unit's save completes it
+        #: (returns the versions deleted); None: the store's own retention only (a transport sets it).
+        self.prune_checkpoints: Callable[[str], list[int]] | None = None
+        self.record.meta["units"] = self._units_meta
         transport.bind(self)
 
     # -- what transports use -------------------------------------------------------------------------
@@ -439,6 +475,7 @@ class WorkerDriver(ReplayDriver):
             self.clock.stop()
             t.close()
         self.record.meta["worker"] = {iid: inst.stats for iid, inst in self._instances.items()}
+        self.record.meta["units"] = self.units_summary()
         return self.record
 
     def _serve(self, give_up: float, end_s: float | None) -> None:
@@ -460,8 +497,118 @@ class WorkerDriver(ReplayDriver):
             try:
                 item = self._q.get(timeout=0.2)
             except queue.Empty:
+                self._expire_units()
                 continue
             self._handle(item)
+            if self._q.empty():  # every queued report handled: a silent worker is silent
+                self._expire_units()
+
+    # -- units of work (decision SV4) -------------------------------------------------------------------
+    def _expire_units(self) -> None:
+        """Every worker whose last heartbeat is ``missed_beats * heartbeat_wall_s`` old is lost."""
+        if self.heartbeat_wall_s is None:
+            return
+        n = len(self.units.failed_workers)
+        self.units.expire(time.monotonic())
+        for worker in self.units.failed_workers[n:]:
+            inst = self._instances.get(worker)
+            if inst is not None:
+                self.worker_lost(inst, f"missed {self.units.missed_beats} heartbeats of {self.heartbeat_wall_s} s")
+
+    def _unit_launched(self, action: Launch, before: set[str]) -> None:
+        """A fulfilled launch's unit (resume step to target step) goes to Q, replacing a re-queued one of its trial."""
+        for iid, inst in self._instances.items():
+            if iid not in before and inst.trial_id == action.trial_id:
+                self.units.withdraw(action.trial_id)
+                self.units.submit(Unit(trial_id=action.trial_id, start_step=int(action.resume_step),
+                                       end_step=max(int(action.resume_step), int(action.target_steps))))
+
+    def _unit_report(self, inst: WorkerInstance) -> bool:
+        """A report of ``inst``'s worker is its heartbeat; the first one takes its unit from Q into Q'.
+
+        Returns False (the report is stale: drop it) if the worker was declared lost."""
+        worker, now = inst.instance_id, time.monotonic()
+        if worker in self.units.failed_workers:
+            self._units_meta["stale_reports"] += 1
+            return False
+        if worker not in self._joined:
+            if not inst.alive or inst.gone:
+                return True  # the late output of a worker ended before it spoke: it never takes a unit
+            self._joined.add(worker)
+            self.units.dispatch(worker, now, trial_id=inst.trial_id)
+        elif worker in self.units.last_beat_s:
+            self.units.heartbeat(worker, now)
+        return True
+
+    def _unit_saved(self, inst: WorkerInstance, step: int, version: Any) -> None:
+        """A save completes the worker's unit at ``step`` (its steps counted once); the worker is then unwatched."""
+        worker = inst.instance_id
+        unit = self.units.in_flight.get(worker)
+        if unit is not None and unit.start_step <= step <= unit.end_step:
+            old = self.units.complete(worker, unit, time.monotonic(), checkpoint=f"{unit.trial_id}@{step}:v{version}",
+                                      at_step=step)
+            if old is not None and self.prune_checkpoints is not None:
+                try:  # superseded: only the latest (checkpoint_keep newest) versions stay
+                    gone = self.prune_checkpoints(unit.trial_id)
+                except Exception as exc:  # noqa: BLE001 - an unreachable store: the worker's next save prunes
+                    self._units_meta.setdefault("prune_errors", []).append(f"{unit.trial_id}: {exc}")
+                else:
+                    self._units_meta["deleted_versions"][unit.trial_id] = \
+                        self._units_meta["deleted_versions"].get(unit.trial_id, 0) + len(gone)
+        self.units.leave(worker)
+
+    def worker_lost(self, inst: WorkerInstance, why: str) -> None:
+        """The worker of ``inst`` is lost (missed heartbeats, or its process was SIGKILLed under the driver).
+
+        Its unit goes back to Q; the worker is killed (its later reports are stale), the instance billed to now
+        as ended by the user (reason :data:`WORKER_LOST`) and ended as ``SegmentEnded(provider)`` (``LaunchFailed``
+        before ``ready``), so the orchestrator relaunches the trial from its latest checkpoint (decision SV4).
+
+        Parameters
+        ----------
+        inst : WorkerInstance
+        why : str
+            One line, for ``meta["units"]["lost"]``.
+        """
+        worker = inst.instance_id
+        unit = self.units.fail(worker) or next((u for u in self.units.pending if u.trial_id == inst.trial_id
+                                                and worker in self._joined), None)
+        self._unit_requeued(inst, unit, "lost")
+        self._units_meta["lost"].append({"instance_id": worker, "trial_id": inst.trial_id, "why": why,
+                                         "unit": None if unit is None else unit.unit_id,
+                                         "wall_s": round(self.clock.wall_s(), 3), "time_s": self.now_s()})
+        inst.stats["lost"] = why
+        if not inst.alive or inst.gone:
+            return
+        self.kill(inst)  # its output already written is read first, then dropped as stale
+        self.end(inst, self.now_s(), "user", WORKER_LOST)
+        self._q.put(("ended", inst, EndReason.PROVIDER))
+
+    def _unit_requeued(self, inst: WorkerInstance, unit: Unit | None, why: str) -> None:
+        if unit is not None:
+            self._units_meta["requeued"].append({"instance_id": inst.instance_id, "unit": unit.unit_id, "why": why})
+
+    def units_summary(self) -> dict[str, Any]:
+        """The units' state for the run record (``meta["units"]``).
+
+        Returns
+        -------
+        dict
+            ``steps_done`` (trial -> steps of its completed units, counted once), ``checkpoints`` (trial -> its
+            latest checkpoint, ``<trial>@<step>:v<version>``), ``pending`` (unit ids in Q; a trial that ended,
+            finished, failed or stopped, has none left), ``in_flight``
+            (instance id -> unit id), plus the heartbeat settings, ``lost`` workers, ``requeued`` units (instance,
+            unit, why: ``lost``, ``failed``, ``provider`` or ``user``), ``stale_reports`` and ``deleted_versions``
+            (trial -> superseded checkpoint versions deleted by :attr:`prune_checkpoints`).
+        """
+        u = self.units
+        for trial_id, tr in self.orchestrator.trials.items():
+            if tr.state.is_terminal():  # a failed or stopped trial's unit left in Q will not run
+                u.withdraw(trial_id)
+        self._units_meta.update(steps_done=dict(u.steps_done), checkpoints=dict(u.checkpoints),
+                                pending=[x.unit_id for x in u.pending],
+                                in_flight={w: x.unit_id for w, x in u.in_flight.items()})
+        return self._units_meta
 
     def _handle(self, item: tuple[Any, ...]) -> None:
         """One queue item: ``(kind, *args)`` from a timer, a transport's thread or the driver itself."""
@@ -476,7 +623,9 @@ class WorkerDriver(ReplayDriver):
 
     # -- effects --------------------------------------------------------------------------------------
     def _launch(self, action: Launch) -> None:
+        before = set(self._instances)
         self.transport.launch(action)
+        self._unit_launched(action, before)
 
     def _terminate(self, action: Terminate) -> None:
         inst = self._instances[action.instance_id]
@@ -560,6 +709,8 @@ class WorkerDriver(ReplayDriver):
             checkpoint the store fell back to, reported with ``lost_steps``), or the report does not fit the
             instance's phase (:meth:`WorkerInstance.to`).
         """
+        if not self._unit_report(inst):
+            return  # its worker was declared lost: the unit is another worker's now (StaleUnit)
         if not inst.alive and not isinstance(report, Saved):
             return
         handler = {Ready: self._on_ready, Metric: self._on_metric, Saved: self._on_saved,
@@ -595,6 +746,7 @@ class WorkerDriver(ReplayDriver):
             return  # published too late: the orchestrator rolls back; the store keeps it as unconfirmed
         step = int(report.step)
         inst.to("saved")
+        self._unit_saved(inst, step, report.version)
         inst.saved_step = step
         self._checkpoint_step[inst.trial_id] = step
         inst.stats.setdefault("save_s", []).append(report.save_s)
@@ -649,6 +801,7 @@ class WorkerDriver(ReplayDriver):
             :data:`TRANSITIONS`).
         """
         inst.to("failed")
+        self._unit_requeued(inst, self.units.leave(inst.instance_id), "failed")
         if not inst.launched:  # setup or restore raised: the trainable failed on this instance
             self._launched(inst)
         self._deliver(inst.segment_failed(self.now_s(), error))
@@ -670,6 +823,9 @@ class WorkerDriver(ReplayDriver):
         """
         inst.stats["returncode"] = returncode
         if inst.phase in (Phase.KILLED, Phase.FAILED) or not inst.alive or returncode == 0:
+            return
+        if returncode == -9:  # SIGKILLed under us (an operator, the OOM killer): the worker is lost, not the trainable
+            self.worker_lost(inst, "the worker process was killed (SIGKILL)")
             return
         self.failed(inst, f"worker exited with code {returncode}: {inst.output_tail()}")
 
@@ -695,6 +851,8 @@ class WorkerDriver(ReplayDriver):
     def _segment_gone(self, inst: WorkerInstance, reason: EndReason) -> None:
         """The instance is gone: a provider end is billed (to its termination time), then ``SegmentEnded``, or
         ``LaunchFailed`` for one that died before it was ready (the contract, rules 2 and 6)."""
+        # a unit still held goes back to Q: the trial resumes it from its latest checkpoint
+        self._unit_requeued(inst, self.units.leave(inst.instance_id), str(reason))
         if reason is EndReason.PROVIDER:
             self._end(inst, inst.termination_s, "provider", inst.reason)
         if reason is EndReason.PROVIDER and not inst.launched:

@@ -339,6 +339,29 @@ class CheckpointStore(abc.ABC):
             The trial (a path-safe id such as ``t03``).
         """
 
+    @abc.abstractmethod
+    def retain(self, trial_id: str, keep: int) -> list[int]:
+        """Delete every version of the trial but its ``keep`` newest (a driver's prune once a newer save is
+        confirmed: the version a segment restored is pinned only in that segment's process; decision SV4).
+
+        Parameters
+        ----------
+        trial_id : str
+            The trial (a path-safe id such as ``t03``).
+        keep : int
+            Versions kept, >= 1.
+
+        Returns
+        -------
+        list of int
+            The versions deleted, oldest first.
+
+        Raises
+        ------
+        ConfigError
+            If ``keep`` < 1.
+        """
+
     # -- Trainable helpers --------------------------------------------------------------------------
     def save_trainable(self, trial_id: str, trainable: Trainable,
                        metadata: Mapping[str, Any] | None = None) -> CheckpointInfo:

@@ -436,6 +436,20 @@ class FsspecCheckpointStore(CheckpointStore):
     def delete(self, trial_id: str) -> None:
         self._rm(self._trial(trial_id))
 
+    def retain(self, trial_id: str, keep: int) -> list[int]:
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ConfigError(f"keep is {keep!r}, but must be an integer >= 1")
+        versions = self._manifest_versions(trial_id)
+        kept, gone = versions[-keep:], versions[:-keep]
+        if not gone:
+            return []
+        try:
+            current = self._read_manifest(trial_id, kept[-1]).location.rstrip("/").rsplit("/", 1)[-1]
+        except _Corrupt:
+            return []  # the newest is unreadable: keep the older ones as its fall-backs
+        self._prune(trial_id, keep=set(kept), current=current)
+        return gone
+
     # -- low-level ----------------------------------------------------------------------------------
     def _put(self, local: str, remote: str) -> None:
         if self._local:

@@ -1,7 +1,7 @@
 """``spottune serve`` and its client commands: ``submit``, ``status``, ``cancel`` and ``team add|list``.
 
-The server holds teams, studies and the org budget in a database and runs studies on the simulator
-(:mod:`spottune.service`, docs/guide/service.md). The client commands reach it at ``--url`` (``$SPOTTUNE_URL``,
+The server holds teams, studies and the org budget in a database and runs studies on the simulator or on local
+worker processes (:mod:`spottune.service`, docs/guide/service.md). The client commands reach it at ``--url`` (``$SPOTTUNE_URL``,
 default ``http://127.0.0.1:8000``) with ``--token`` (``$SPOTTUNE_TOKEN``): a team's token, or the admin's.
 """
 
@@ -27,7 +27,8 @@ def _client(url: str | None, token: str | None):  # noqa: ANN202
 
 
 @click.command("serve", help="Run the multi-tenant service: teams, studies and the org budget behind an HTTP API; "
-               "queued studies run several at once on the simulator, each capped at its team's fair share.")
+               "queued studies run several at once (on the simulator or local worker processes), each capped at its team's "
+               "fair share.")
 @click.option("--db", "db_url", default=None,
               help="SQLAlchemy database URL (default: sqlite:///<data dir>/service.db).")
 @click.option("--data-dir", default="spottune-service", show_default=True, type=click.Path(file_okay=False),
@@ -36,8 +37,9 @@ def _client(url: str | None, token: str | None):  # noqa: ANN202
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port (0: a free one).")
 @click.option("--org-budget-usd-per-hour", type=float, default=None,
               help="The org's budget, USD/hour, split among the teams with work (kept in the database).")
-@click.option("--backend", type=click.Choice(["sim"]), default="sim", show_default=True,
-              help="Where studies run (this build: the simulator).")
+@click.option("--backend", type=click.Choice(["sim", "local", "aws", "ray"]), default="sim", show_default=True,
+              help="Where studies run: sim (the simulator) or local (worker processes on this machine; a lost "
+                   "worker's unit is relaunched from its latest checkpoint); aws and ray are refused, with the reason.")
 @click.option("--max-studies", default=4, show_default=True, type=click.IntRange(1, None),
               help="Studies run at once; a team with work and none running starts one beyond them.")
 @click.option("--admin-token", envvar="SPOTTUNE_ADMIN_TOKEN", default=None,

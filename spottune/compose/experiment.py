@@ -237,7 +237,8 @@ def build(spec: ExperimentSpec, *, progress: Progress | None = None, output: str
         settings = LocalSettings(store_url=store_url(spec, folder), storage_options=dict(spec.storage_options),
                                  time_scale=spec.time_scale, max_steps=spec.max_steps,
                                  checkpoint_keep=spec.checkpoint_keep, log_dir=str(folder / "workers"),
-                                 checkpoint_key=experiment_key(folder))
+                                 checkpoint_key=experiment_key(folder), heartbeat_wall_s=spec.heartbeat_s,
+                                 missed_beats=spec.missed_beats)
         backend = LocalBackend(*parts, spec.workload, {t.trial_id: (t.config, t.seed) for t in trials}, market.facts,
                                start_s, settings, progress=progress)
     # one guard for every backend (ReplayDriver's, decision DB5); the aws backend has it from its settings too

@@ -91,8 +91,16 @@ class UnitQueues:
             raise StaleUnit(f"worker {worker}: declared dead at its missed heartbeats; join under a new name")
         self.last_beat_s[worker] = now_s
 
-    def dispatch(self, worker: str, now_s: float) -> Unit | None:
+    def dispatch(self, worker: str, now_s: float, *, trial_id: str | None = None) -> Unit | None:
         """Move the first pending unit whose trial is not in flight from Q to Q' on ``worker``.
+
+        Parameters
+        ----------
+        worker : str
+        now_s : float
+            Seconds (the caller's clock): the worker's heartbeat.
+        trial_id : str, optional
+            Only a unit of this trial (a driver whose orchestrator already chose the trial of the worker).
 
         Returns
         -------
@@ -109,13 +117,14 @@ class UnitQueues:
             return None
         busy = {u.trial_id for u in self.in_flight.values()}
         for unit in self.pending:
-            if unit.trial_id not in busy:
+            if unit.trial_id not in busy and trial_id in (None, unit.trial_id):
                 self.pending.remove(unit)
                 self.in_flight[worker] = unit
                 return unit
         return None
 
-    def complete(self, worker: str, unit: Unit, now_s: float, checkpoint: str | None = None) -> str | None:
+    def complete(self, worker: str, unit: Unit, now_s: float, checkpoint: str | None = None, *,
+                 at_step: int | None = None) -> str | None:
         """The unit ended on ``worker``: leave Q', count its steps once, keep only its trial's latest checkpoint.
 
         Parameters
@@ -126,6 +135,9 @@ class UnitQueues:
             Seconds (the caller's clock).
         checkpoint : str, optional
             Where the trial's checkpoint after this unit is.
+        at_step : int, optional
+            The step the unit's checkpoint holds, when the unit ended early (a spot notice or an hourly hop
+            saves before ``end_step``; the rest is another unit); default ``unit.end_step``.
 
         Returns
         -------
@@ -136,17 +148,82 @@ class UnitQueues:
         ------
         StaleUnit
             If ``worker`` does not hold ``unit`` (it was declared dead and the unit re-queued): nothing changes.
+        SpottuneError
+            If ``at_step`` is outside ``[unit.start_step, unit.end_step]``.
         """
         if self.in_flight.get(worker) != unit or worker in self.failed_workers:
             raise StaleUnit(f"worker {worker}: does not hold unit {unit.unit_id}; the report is ignored")
+        end = unit.end_step if at_step is None else int(at_step)
+        if not unit.start_step <= end <= unit.end_step:
+            raise SpottuneError(f"unit {unit.unit_id}: completed at step {end}, outside the unit")
         self.last_beat_s[worker] = now_s
         del self.in_flight[worker]
-        self.steps_done[unit.trial_id] = self.steps_done.get(unit.trial_id, 0) + unit.end_step - unit.start_step
+        self.steps_done[unit.trial_id] = self.steps_done.get(unit.trial_id, 0) + end - unit.start_step
         if checkpoint is None:
             return None
         old = self.checkpoints.get(unit.trial_id)
         self.checkpoints[unit.trial_id] = checkpoint
         return old if old != checkpoint else None
+
+    def fail(self, worker: str) -> Unit | None:
+        """Declare ``worker`` dead now (its process was seen to end: no need to wait for missed heartbeats).
+
+        Its unit goes to the front of Q, as :meth:`expire` does; a second call changes nothing.
+
+        Parameters
+        ----------
+        worker : str
+
+        Returns
+        -------
+        Unit or None
+            The re-queued unit (None if the worker held none or was already dead).
+        """
+        if worker in self.failed_workers:
+            return None
+        self.failed_workers.append(worker)
+        unit = self.in_flight.pop(worker, None)
+        if unit is not None:
+            self.pending.appendleft(unit)
+        return unit
+
+    def leave(self, worker: str) -> Unit | None:
+        """``worker`` leaves (its instance ended: a revocation, a hop, a failure): it is no longer watched.
+
+        A unit it still held goes to the front of Q, uncounted: the trial resumes it from its latest checkpoint.
+
+        Parameters
+        ----------
+        worker : str
+
+        Returns
+        -------
+        Unit or None
+            The re-queued unit, or None.
+        """
+        self.last_beat_s.pop(worker, None)
+        unit = self.in_flight.pop(worker, None)
+        if unit is not None:
+            self.pending.appendleft(unit)
+        return unit
+
+    def withdraw(self, trial_id: str) -> list[Unit]:
+        """Take ``trial_id``'s pending units out of Q (a driver replaces a re-queued unit by the range its
+        orchestrator relaunches, or drops it for a trial that stopped).
+
+        Parameters
+        ----------
+        trial_id : str
+
+        Returns
+        -------
+        list of Unit
+            The units taken out, in queue order.
+        """
+        out = [u for u in self.pending if u.trial_id == trial_id]
+        for u in out:
+            self.pending.remove(u)
+        return out
 
     def expire(self, now_s: float) -> list[Unit]:
         """Declare dead every worker whose last heartbeat is at least :attr:`timeout_s` old; re-queue its unit.

@@ -13,10 +13,17 @@ from spottune.service._app import create_app
 from spottune.service._runner import StudyRunner
 from spottune.service._store import Store
 
-__all__ = ["BACKENDS", "Service", "default_db_url"]
+__all__ = ["BACKENDS", "REFUSED_BACKENDS", "Service", "default_db_url"]
 
-#: Backends the service runs studies on in this build.
-BACKENDS = ("sim",)
+#: Backends the service runs studies on: the simulator, and real worker processes on the server's machine.
+BACKENDS = ("sim", "local")
+#: Backends ``spottune`` has but the service refuses, and why (one line each; decision SV8).
+REFUSED_BACKENDS = {
+    "aws": "the service runs a tenant's study in its own process with the server's AWS credentials, and has no "
+           "per-team AWS account or spending limit on EC2 yet; run `spottune run --backend aws` instead",
+    "ray": "a process holds one Ray connection (ray.init) and the service runs several studies at once in its "
+           "own process; run `spottune run --backend ray` instead",
+}
 
 
 def default_db_url(data_dir: str | Path) -> str:
@@ -39,7 +46,10 @@ class Service:
         0 picks a free port (see :attr:`port` once started).
     org_budget_usd_per_hour : float, optional
         Sets the org budget at start (USD/hour).
-    backend : {"sim"}, default "sim"
+    backend : {"sim", "local"}, default "sim"
+        Where studies run (:data:`BACKENDS`); a study's spec must name the same. ``local``: each trial segment is
+        a worker process on this machine (decision SV4 for lost workers); ``aws`` and ``ray`` are refused
+        (:data:`REFUSED_BACKENDS`).
     tune : callable, optional
         Replaces :func:`spottune.tune` in the runner.
     max_studies : int, default 4
@@ -54,6 +64,8 @@ class Service:
     def __init__(self, *, admin_token: str, db_url: str | None = None, data_dir: str | Path = "spottune-service",
                  host: str = "127.0.0.1", port: int = 8000, org_budget_usd_per_hour: float | None = None,
                  backend: str = "sim", tune: Any = None, max_studies: int = 4):
+        if backend in REFUSED_BACKENDS:
+            raise ConfigError(f"--backend {backend} is not served: {REFUSED_BACKENDS[backend]}")
         if backend not in BACKENDS:
             raise ConfigError(f"--backend is {backend!r}, but this build serves only {', '.join(BACKENDS)}")
         if org_budget_usd_per_hour is not None and not org_budget_usd_per_hour >= 0:

@@ -30,6 +30,10 @@ where effects come from (the [I] decisions of this backend):
   ``CheckpointSaved`` is sent when the worker reports the published, verified version. Real
   checkpoint and restore times are measured (``meta["worker"]``), not modelled.
 - **Terminate.** Kills the worker (the instance is gone) and bills up to now.
+- **Lost workers** (decision SV4). Every worker beats every ``heartbeat_wall_s`` wall seconds; one silent for
+  ``missed_beats`` beats, or SIGKILLed under the driver, is lost: its unit goes back to the queue and the trial
+  relaunches from its latest checkpoint on a new worker (``SegmentEnded(provider)``; ledger reason
+  ``worker-lost``). Each launch is a new worker (a pooled process or a new one).
 - **Billing** and the ledger are the simulator's (:class:`spotmarket.Billing`).
 
 The instance lifecycle is the driver's table (:data:`spottune.backends._worker_driver.TRANSITIONS`).
@@ -45,7 +49,7 @@ from typing import Any
 
 from spottune.backends._base import Driver, Progress, RunRecord
 from spottune.backends._worker_driver import TRANSITIONS, Phase  # noqa: F401 - also importable from here
-from spottune.backends._worker_driver import WorkerDriver, driver_attribute
+from spottune.backends._worker_driver import LazyStore, WorkerDriver, driver_attribute
 from spottune.backends.local._transport import ProcessInstance, ProcessTransport
 from spottune.errors import BackendError
 from spottune.orchestrator import Orchestrator
@@ -77,7 +81,9 @@ class LocalSettings:
     reference_seconds_per_step : float, optional
         Overrides the workload's simulated seconds per step on the reference instance.
     checkpoint_keep : int, default 2
-        Versions kept per trial in the store.
+        Versions kept per trial in the store: the worker prunes older ones at each save (the version its
+        segment restored excepted), and the driver once the save completes the segment's unit (decision SV4),
+        so ``1`` keeps only the latest.
     max_wall_s : float, default 3600.0
         Give up (``BackendError``) after this many wall seconds.
     log_dir : str, optional
@@ -98,6 +104,13 @@ class LocalSettings:
         authenticates the store's manifests and function-API pickles. Default: the driver's
         ``$SPOTTUNE_CHECKPOINT_KEY`` if set, else a new random key per run (the composition root passes
         :func:`spottune.checkpoint._secrets.experiment_key`, kept in the results folder).
+    heartbeat_wall_s : float or None, default 2.0
+        Wall seconds between two ``beat`` reports of a worker while its segment runs; a worker silent for
+        ``missed_beats * heartbeat_wall_s`` wall seconds (hung, stopped) is lost: killed, and its unit (trial,
+        segment) relaunched from the trial's latest checkpoint (decision SV4). None: no heartbeats (a worker
+        is then lost only when its process is SIGKILLed).
+    missed_beats : int, default 3
+        Heartbeats a worker may miss before it is lost.
     """
 
     store_url: str
@@ -114,6 +127,8 @@ class LocalSettings:
     standby_timeout_s: float = 300.0
     store_outage_s: float = 120.0
     checkpoint_key: str | None = None
+    heartbeat_wall_s: float | None = 2.0
+    missed_beats: int = 3
 
 
 class LocalBackend(Driver):
@@ -165,7 +180,11 @@ class LocalBackend(Driver):
         self.driver = WorkerDriver(orchestrator, history, revocation_model, billing, instance_facts, start_s, progress,
                                    transport=self.transport, trials=trials, time_scale=settings.time_scale,
                                    reference_seconds_per_step=ref_sps, max_wall_s=settings.max_wall_s,
-                                   store_monitor=monitor)
+                                   store_monitor=monitor, heartbeat_wall_s=settings.heartbeat_wall_s,
+                                   missed_beats=settings.missed_beats)
+        store = LazyStore(settings.store_url, settings.storage_options, self.transport.pool.checkpoint_key)
+        keep = settings.checkpoint_keep
+        self.driver.prune_checkpoints = lambda trial_id: store().retain(trial_id, keep)  # decision SV4
         self.driver.record.meta.update(time_scale=settings.time_scale, store=settings.store_url,
                                        reference_seconds_per_step=ref_sps, poll_s=settings.poll_s)
 

@@ -8,7 +8,7 @@ both sides only ever see the dataclasses below.
 Reports (worker -> backend)
     :class:`Ready` (``ready``), :class:`Metric` (``metric``), :class:`Notice` (``notice``),
     :class:`Saved` (``checkpoint``), :class:`Idle` (``idle``), :class:`Failed` (``failed``),
-    :class:`Exited` (``exit``), :class:`Standby` (``standby``).
+    :class:`Exited` (``exit``), :class:`Standby` (``standby``), :class:`Beat` (``beat``).
 Commands (backend -> worker)
     :class:`CheckpointCommand` (``{"cmd": "checkpoint", "reason": ...}``), :class:`ExitCommand`
     (``{"cmd": "exit"}``), :class:`SegmentCommand` (``{"argv": [...]}``).
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 __all__ = [
-    "CheckpointCommand", "Command", "ExitCommand", "Exited", "Failed", "Idle", "Metric", "Notice", "Ready",
+    "Beat", "CheckpointCommand", "Command", "ExitCommand", "Exited", "Failed", "Idle", "Metric", "Notice", "Ready",
     "Report", "Saved", "SegmentCommand", "Standby", "decode_command", "decode_report", "encode",
 ]
 
@@ -162,6 +162,20 @@ class Exited:
 
 
 @dataclass(frozen=True, slots=True)
+class Beat:
+    """The worker is alive: sent every ``--heartbeat-s`` wall seconds while a segment runs (decision SV4).
+
+    Parameters
+    ----------
+    step : int or None, default None
+        The trainable's step then (None before it is built).
+    """
+
+    kind: ClassVar[str] = "beat"
+    step: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Standby:
     """A ``--standby`` worker is warm (``warm_up_s`` wall seconds) and waits for a :class:`SegmentCommand`.
 
@@ -178,8 +192,9 @@ class Standby:
     warm_up_s: float | None = None
 
 
-Report = Ready | Metric | Notice | Saved | Idle | Failed | Exited | Standby
-_REPORTS: dict[str, type] = {cls.kind: cls for cls in (Ready, Metric, Notice, Saved, Idle, Failed, Exited, Standby)}
+Report = Ready | Metric | Notice | Saved | Idle | Failed | Exited | Standby | Beat
+_REPORTS: dict[str, type] = {cls.kind: cls for cls in (Ready, Metric, Notice, Saved, Idle, Failed, Exited, Standby,
+                                                       Beat)}
 
 
 # -- commands ----------------------------------------------------------------------------------------------

@@ -386,7 +386,7 @@ class WorkerPool:
 
 def segment_argv(*, trial_id: str, instance_id: str, config: Mapping[str, Any], seed: int, resume_step: int,
                  until_step: int, step_wall_s: float, imds_url: str, poll_wall_s: float, max_steps: int | None,
-                 keep: int) -> list[str]:
+                 keep: int, heartbeat_wall_s: float = 0.0) -> list[str]:
     """The arguments of one segment, for ``python -m spottune.backends.local.worker`` or a standby worker's ``argv``.
 
     The workload and the store are the pool's; see :func:`spottune.backends.local.worker.parse_args` for each one.
@@ -414,6 +414,8 @@ def segment_argv(*, trial_id: str, instance_id: str, config: Mapping[str, Any], 
         S_max, steps.
     keep : int
         Checkpoint versions the store keeps per trial.
+    heartbeat_wall_s : float, default 0.0
+        Wall seconds between the worker's ``beat`` reports (0: none; decision SV4).
 
     Returns
     -------
@@ -424,6 +426,8 @@ def segment_argv(*, trial_id: str, instance_id: str, config: Mapping[str, Any], 
             "--imds-url", imds_url, "--poll-s", repr(poll_wall_s), "--instance-id", instance_id]
     if max_steps is not None:
         argv += ["--max-steps", str(max_steps)]
+    if heartbeat_wall_s > 0:
+        argv += ["--heartbeat-s", repr(float(heartbeat_wall_s))]
     return argv
 
 

@@ -183,7 +183,7 @@ class ProcessTransport:
                             resume_step=action.resume_step, until_step=action.target_steps,
                             step_wall_s=inst.seconds_per_step / s.time_scale, imds_url=url,
                             poll_wall_s=max(_MIN_POLL_WALL_S, s.poll_s / s.time_scale), max_steps=s.max_steps,
-                            keep=s.checkpoint_keep)
+                            keep=s.checkpoint_keep, heartbeat_wall_s=s.heartbeat_wall_s or 0.0)
         inst.worker, warm = self.pool.segment(inst, argv)
         inst.stats.update(worker=inst.worker.name, warm=warm, spawn_wall_s=d.clock.wall_s())
 

@@ -42,6 +42,8 @@ Every report is one JSON object per line on stdout, with an ``event`` key (typed
 ``failed``     ``during`` (setup, restore, step, checkpoint), ``error`` (one line)
 ``exit``       ``code``
 ``standby``    ``pid``, ``warm_up_s``: a ``--standby`` worker is warm and waits for ``{"argv": [...]}``
+``beat``       ``step``: every ``--heartbeat-s`` wall seconds while a segment runs (from its start, before the
+               restore), so that the driver can tell a silent worker from a dead one (decision SV4)
 =============  ===============================================================================
 
 Exit codes: 0 after a checkpoint, an exit command or the driver's end; 1 if the trainable or the store failed
@@ -67,6 +69,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from spottune.backends.local._messages import (
+    Beat,
     CheckpointCommand,
     Command,
     Exited,
@@ -136,6 +139,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--imds-url", default=DEFAULT_IMDS_URL, help="IMDS root; 'none' disables polling")
     p.add_argument("--poll-s", type=float, default=5.0, help="wall seconds between IMDS polls")
     p.add_argument("--instance-id", default="", help="for the checkpoint metadata and logs")
+    p.add_argument("--heartbeat-s", type=float, default=0.0,
+                   help="wall seconds between two 'beat' reports while the segment runs; 0 = none (default)")
     args = p.parse_args(argv)
     for name in ("config", "storage_options"):
         try:
@@ -160,8 +165,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         except Exception as exc:  # unreadable, or not a key
             p.error(f"--checkpoint-key-file: {exc}")
         os.environ[CHECKPOINT_KEY_ENV] = raw  # read by the store and by function-API checkpoints
-    if args.until_step < 0 or args.step_wall_s < 0 or args.poll_s <= 0:
-        p.error("--until-step and --step-wall-s must be >= 0 and --poll-s > 0")
+    if args.until_step < 0 or args.step_wall_s < 0 or args.poll_s <= 0 or not args.heartbeat_s >= 0:
+        p.error("--until-step, --step-wall-s and --heartbeat-s must be >= 0 and --poll-s > 0")
     return args
 
 
@@ -483,8 +488,21 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
     sig = (signals or _Signals()).start(stdin or sys.stdin)
     sig.new_segment()
     segment = _Segment(args, _Out(stdout or sys.stdout, on_broken=sig.driver_gone), sig)
-    code = segment.start()
-    return code if code is not None else segment.loop()
+    done = threading.Event()
+    if getattr(args, "heartbeat_s", 0.0) > 0:
+        threading.Thread(target=_beat, args=(segment, args.heartbeat_s, done), daemon=True, name="beat").start()
+    try:
+        code = segment.start()
+        return code if code is not None else segment.loop()
+    finally:
+        done.set()
+
+
+def _beat(segment: "_Segment", every_s: float, done: threading.Event) -> None:
+    """Report ``beat`` every ``every_s`` wall seconds until ``done`` (the segment ended)."""
+    while not done.wait(every_s):
+        trainable = segment.trainable
+        segment.out(Beat(step=None if trainable is None else trainable.iteration))
 
 
 def _warm_up(workload: str, store: str | None, storage_options: dict[str, Any]) -> None:

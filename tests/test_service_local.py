@@ -1,0 +1,61 @@
+"""``spottune serve --backend local``: a study runs through ``spottune.tune`` on real worker processes of the
+server's machine (a real uvicorn server on 127.0.0.1); ``aws`` and ``ray`` are refused with the reason (SV8)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spottune.cli import main
+from spottune.service import Service, ServiceClient, ServiceError
+
+
+ADMIN = "local-admin"
+#: 2 trials of linear regression, 8 steps each, on worker processes (about 3 s of wall time).
+STUDY = {"workload": "linreg", "search_space": {"lr": {"grid_search": [0.01, 0.05]}}, "max_steps": 8, "theta": 1,
+         "top_k": 1, "predictor": "none", "backend": "local", "time_scale": 3600}
+
+
+@pytest.mark.server
+@pytest.mark.process
+@pytest.mark.slow
+def test_a_study_runs_on_local_worker_processes(tmp_path):
+    svc = Service(admin_token=ADMIN, data_dir=tmp_path, port=0, backend="local").start()
+    try:
+        with ServiceClient(svc.url, ADMIN) as admin:
+            assert admin.health() == {"ok": True, "backend": "local"}
+            token = admin.create_team("vision")["token"]
+        with ServiceClient(svc.url, token) as vision:
+            with pytest.raises(ServiceError) as info:  # a spec for another backend than the server's
+                vision.submit({**STUDY, "backend": "sim"}, team="vision", name="elsewhere")
+            assert info.value.status == 422
+            assert str(info.value) == "spec: backend is 'sim', but this server runs studies on 'local' (HTTP 422)"
+            study = vision.submit(STUDY, team="vision", name="procs")
+            done = vision.wait("procs", timeout_s=120)
+        assert done["state"] == "finished", done["error"]
+        out = tmp_path / "studies" / str(study["id"])
+        summary = json.loads((out / "summary.json").read_text())
+        assert done["summary"]["steps_executed"] == summary["steps_executed"] == 16 and summary["steps_lost"] == 0
+        settings = summary["settings"]
+        assert settings["units"]["steps_done"] == {"t00": 8, "t01": 8} and settings["units"]["lost"] == []
+        assert (settings["units"]["heartbeat_wall_s"], settings["units"]["missed_beats"]) == (2.0, 3)
+        workers = settings["worker"]  # each segment ran in a worker process that reported ready
+        assert len(workers) == 2 and all(w["ready_wall_s"] > 0 and w["worker"].startswith("w") for w in workers.values())
+        assert sorted(p.name for p in (out / "workers").glob("w*.log"))  # the processes' logs in the results
+        curves = (out / "curves.csv").read_text().splitlines()[1:]
+        assert sorted((r.split(",")[0], int(r.split(",")[1])) for r in curves) == \
+            [(t, s) for t in ("t00", "t01") for s in range(1, 9)]  # every step once
+    finally:
+        svc.stop()
+
+
+@pytest.mark.parametrize("backend, why", [("aws", "per-team AWS account"), ("ray", "one Ray connection")])
+def test_serve_refuses_aws_and_ray_in_one_line(tmp_path, monkeypatch, capsys, backend, why):
+    monkeypatch.setattr("sys.argv", ["spottune", "serve", "--backend", backend, "--data-dir", str(tmp_path),
+                                     "--port", "0", "--admin-token", ADMIN])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and why in err and "Traceback" not in err
+    assert err.startswith(f"error: --backend {backend} is not served: ") and err.count("\n") == 1
