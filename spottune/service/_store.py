@@ -173,6 +173,26 @@ class Store:
         """The team of this name, or None."""
         return s.scalar(select(Team).where(Team.name == name))
 
+    def ensure_team(self, name: str, entitlement: float = 1.0) -> str | None:
+        """Create team ``name`` unless it exists; return its new token (shown once), or None if it existed.
+
+        Parameters
+        ----------
+        name : str
+        entitlement : float, default 1.0
+            Its share of the org budget (a weight, > 0); an existing team's is left as it is.
+
+        Returns
+        -------
+        str or None
+        """
+        with self.session.begin() as s:
+            if self.team_by_name(s, name) is not None:
+                return None
+            token = new_token()
+            s.add(Team(name=name, entitlement=entitlement, token_sha256=hash_token(token)))
+        return token
+
     def set_org_budget(self, budget_usd_per_hour: float | None) -> None:
         """Set the org budget (USD/hour; None clears it)."""
         with self.session.begin() as s:
