@@ -251,3 +251,43 @@ def _useful_usd_hours(hours, reported_load_a):
 def test_a_team_that_inflates_its_load_gains_at_most_a_constant_in_the_strategy_proof_mode():
     gains = [_useful_usd_hours(hours, 2.0) - _useful_usd_hours(hours, 1.0) for hours in (300, 1200)]
     assert 0 <= gains[0] < 0.01 and gains[1] == pytest.approx(gains[0], abs=1e-9)  # bounded, not growing with T
+
+
+def test_minimums_come_first_and_caps_bound_the_demand():
+    # a's minimum 3 is above its entitled 2; b's cap 1 is below; c takes the rest of 6
+    assert max_min_fair([1, 1, 1], [5, 5, 5], 6.0, minimums=[3, 0, 0], caps=[None, 1, None]).tolist() == [3.0, 1.0, 2.0]
+    # a minimum below the fair share changes nothing (YARN's minResources): both get 5
+    assert max_min_fair([1, 1], [10, 10], 10.0, minimums=[4, 0]).tolist() == [5.0, 5.0]
+    # a minimum is granted only up to the demand; the rest goes to b
+    assert max_min_fair([1, 1], [2, 10], 10.0, minimums=[5, 0]).tolist() == [2.0, 8.0]
+    # minimums that exceed the capacity are cut in proportion (8:12 of 10)
+    assert max_min_fair([1, 1], [10, 20], 10.0, minimums=[8, 12]).tolist() == [4.0, 6.0]
+    # weights 1:3 of 8 would give b 6, its cap 3 holds it, a takes 5 (its demand 10 is not met)
+    assert max_min_fair([1, 3], [10, 10], 8.0, caps=[None, 3]).tolist() == [5.0, 3.0]
+    # caps above every demand: everyone gets its demand
+    assert max_min_fair([1, 1], [1, 2], 10.0, caps=[5, 5]).tolist() == [1.0, 2.0]
+
+
+def test_without_binding_bounds_the_water_filling_is_algorithm_1():
+    for e, d, cap in _cases():
+        bounded = max_min_fair(e, d, cap, caps=[None] * len(e))
+        assert bounded == pytest.approx(max_min_fair(e, d, cap), abs=1e-12)
+
+
+def test_bad_bounds_are_refused():
+    with pytest.raises(ConfigError, match=r"minimums\[1\] is -1.0, but must be a number >= 0"):
+        max_min_fair([1, 1], [1, 1], 1.0, minimums=[0, -1])
+    with pytest.raises(ConfigError, match=r"caps has 1 values, but must have one per team \(2\)"):
+        max_min_fair([1, 1], [1, 1], 1.0, caps=[1])
+
+
+def test_online_fair_share_honours_minimums_and_caps_and_caps_an_exploration_hour():
+    share = OnlineFairShare({"a": 1.0, "b": 1.0}, capacity_usd_per_hour=4.0, theta_max_usd_per_hour=4.0,
+                            minimums_usd_per_hour={"b": 3.0})
+    rnd = share.allocate({"a": 2.0, "b": 2.0})  # probes 2.0: demands 4 and 4; b's minimum 3 first
+    assert rnd.allocations == {"a": 1.0, "b": 3.0}
+    share.caps = {"b": 0.5}  # a cap below the minimum wins: the minimum is granted up to min(demand, cap)
+    assert share.allocate({"a": 2.0, "b": 2.0}).allocations == {"a": 3.5, "b": 0.5}
+    proof = OnlineFairShare({"a": 1.0}, capacity_usd_per_hour=4.0, theta_max_usd_per_hour=4.0,
+                            mode="strategy-proof", caps_usd_per_hour={"a": 1.5})
+    assert proof.allocate({"a": 1.0}).allocations == {"a": 1.5}  # the probe 2.0, held to the cap

@@ -71,7 +71,7 @@ def test_serve_with_a_team_then_submit_and_status_with_no_token(tmp_path, monkey
         code, out, err = _cli(monkeypatch, capsys, "status")
         assert (code, out) == (0, f"id\tteam\tname\tstate\tusd\n{study_id}\tvision\tdigits_mlp\tqueued\t-\n"), err
         code, out, _ = _cli(monkeypatch, capsys, "team", "list")
-        assert out == "nlp\t3\nvision\t1\n"
+        assert out == "nlp\t3\t-\t-\nvision\t1\t-\t-\n"
         token_file = team_token_file(tmp_path / "spottune-service", "nlp")
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
         with ServiceClient(url, token_file.read_text().strip()) as nlp:  # the team's own token works as one

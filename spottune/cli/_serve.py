@@ -66,8 +66,11 @@ def _team_entitlements(values: tuple[str, ...]) -> dict[str, float]:
 @click.option("--team", "teams", multiple=True, metavar="NAME[=ENTITLEMENT]",
               help="Create this team at start if it is missing (entitlement default 1); its token goes to "
                    "<data dir>/teams/NAME.token. Repeatable.")
+@click.option("--round-period-s", type=click.FloatRange(min=0, min_open=True), default=3600.0, show_default=True,
+              help="Seconds between two re-splits of the org budget over the running studies' caps.")
 def serve(db_url: str | None, data_dir: str, host: str, port: int, org_budget_usd_per_hour: float | None,
-          backend: str, max_studies: int, admin_token: str | None, teams: tuple[str, ...]) -> None:
+          backend: str, max_studies: int, admin_token: str | None, teams: tuple[str, ...],
+          round_period_s: float) -> None:
     from spottune.service import Service
     from spottune.service._server import team_token_file, write_secret
     from spottune.service._store import new_token
@@ -83,7 +86,7 @@ def serve(db_url: str | None, data_dir: str, host: str, port: int, org_budget_us
             write_secret(token_file, admin_token)
     service = Service(admin_token=admin_token, db_url=db_url, data_dir=folder, host=host, port=port,
                       org_budget_usd_per_hour=org_budget_usd_per_hour, backend=backend,
-                      max_studies=max_studies, teams=_team_entitlements(teams))
+                      max_studies=max_studies, teams=_team_entitlements(teams), round_period_s=round_period_s)
     for name in service.created_teams:
         click.echo(f"team {name} created; its token is in {team_token_file(folder, name)}", err=True)
     click.echo(f"spottune serve on http://{host}:{port} (store {service.store.url}; admin token in {token_file} "
@@ -103,20 +106,31 @@ def team() -> None:
 @click.argument("name")
 @click.option("--entitlement", type=float, default=1.0, show_default=True,
               help="The team's share of the org budget (weights, normalised over the teams).")
+@click.option("--min-usd-per-hour", type=click.FloatRange(min=0), default=None,
+              help="Guaranteed minimum of the team's share of the org budget, USD/hour (up to its demand).")
+@click.option("--max-usd-per-hour", type=click.FloatRange(min=0), default=None,
+              help="Cap on the team's share of the org budget, USD/hour.")
 @_URL
 @_TOKEN
-def team_add(name: str, entitlement: float, url: str | None, token: str | None) -> None:
+def team_add(name: str, entitlement: float, min_usd_per_hour: float | None, max_usd_per_hour: float | None,
+             url: str | None, token: str | None) -> None:
     with _client(url, token) as c:
-        click.echo(c.create_team(name, entitlement)["token"])
+        click.echo(c.create_team(name, entitlement, min_usd_per_hour=min_usd_per_hour,
+                                 max_usd_per_hour=max_usd_per_hour)["token"])
 
 
-@team.command("list", help="The teams and their entitlements.")
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+@team.command("list", help="The teams: name, entitlement, guaranteed minimum and cap (USD/hour; - for none).")
 @_URL
 @_TOKEN
 def team_list(url: str | None, token: str | None) -> None:
     with _client(url, token) as c:
         for t in c.teams():
-            click.echo(f"{t['name']}\t{t['entitlement']:g}")
+            click.echo(f"{t['name']}\t{t['entitlement']:g}\t{_usd(t.get('min_usd_per_hour'))}\t"
+                       f"{_usd(t.get('max_usd_per_hour'))}")
 
 
 @click.command("submit", help="Submit a study: an experiment spec (YAML, the keys of `spottune run --config`) for a "

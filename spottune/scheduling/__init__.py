@@ -12,7 +12,7 @@ module                  concept
 :mod:`._gpucb`          :class:`CostAwareGPUCB`: ease.ml's cost-aware GP-UCB for the next configuration
 ======================  ===========================================================================================
 
-Decisions SV1-SV6 and SV12 in ``docs/design/decisions.md`` ("Service").
+Decisions SV1-SV6, SV12 and SV13 in ``docs/design/decisions.md`` ("Service").
 """
 
 from spottune.scheduling._demands import (FAIR_SHARE_MODES, BinarySearchDemand, FairShareRound, NoisyBinarySearchDemand,

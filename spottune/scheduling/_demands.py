@@ -173,6 +173,10 @@ class OnlineFairShare:
     threshold : float, optional
         With a threshold τ the feedback is noisy: :meth:`observe_rewards` takes each team's reward and each probe is
         decided by :class:`NoisyBinarySearchDemand`'s sequential test. Without, :meth:`observe` takes met / not met.
+    minimums_usd_per_hour, caps_usd_per_hour : mapping of str to float, optional
+        Per team, a guaranteed minimum and a cap (USD/hour) that every MMF hour honours (``max_min_fair``'s
+        ``minimums`` and ``caps``, decision SV13); an exploration hour gives at most the team's cap. Kept in the
+        attributes ``minimums`` and ``caps``, which a caller may change between hours.
 
     Raises
     ------
@@ -182,7 +186,8 @@ class OnlineFairShare:
 
     def __init__(self, entitlements: Mapping[str, float], *, capacity_usd_per_hour: float,
                  theta_max_usd_per_hour: float, mode: str = "efficient", tolerance_usd_per_hour: float | None = None,
-                 threshold: float | None = None):
+                 threshold: float | None = None, minimums_usd_per_hour: Mapping[str, float] | None = None,
+                 caps_usd_per_hour: Mapping[str, float] | None = None):
         if not entitlements:
             raise ConfigError("entitlements is empty, but must name at least one team")
         if mode not in FAIR_SHARE_MODES:
@@ -194,6 +199,8 @@ class OnlineFairShare:
             t: (BinarySearchDemand(theta_max_usd_per_hour, tolerance_usd_per_hour) if threshold is None else
                 NoisyBinarySearchDemand(theta_max_usd_per_hour, threshold, tolerance_usd_per_hour))
             for t in self.entitlements}
+        self.minimums: dict[str, float] = dict(minimums_usd_per_hour or {})
+        self.caps: dict[str, float] = dict(caps_usd_per_hour or {})
         self.hour = 0
         self._plan: list[str | None] = []  # strategy-proof: the coming hours, a team to explore or None
         self._bracket = 0
@@ -212,7 +219,11 @@ class OnlineFairShare:
 
     def _mmf(self, demands: dict[str, float]) -> dict[str, float]:
         teams = list(self.entitlements)
-        alloc = max_min_fair([self.entitlements[t] for t in teams], [demands[t] for t in teams], self.capacity)
+        bounds: dict[str, list[float | None]] = {}
+        if self.minimums or self.caps:
+            bounds = {"minimums": [self.minimums.get(t) for t in teams], "caps": [self.caps.get(t) for t in teams]}
+        alloc = max_min_fair([self.entitlements[t] for t in teams], [demands[t] for t in teams], self.capacity,
+                             **bounds)
         return dict(zip(teams, map(float, alloc)))
 
     def allocate(self, loads: Mapping[str, float]) -> FairShareRound:
@@ -243,7 +254,7 @@ class OnlineFairShare:
         team = self._plan.pop(0)
         if team is not None:  # report-independent: the probe alone, everyone else gets nothing
             alloc = {t: 0.0 for t in n}
-            alloc[team] = min(n[team] * self.searches[team].probe(), self.capacity)
+            alloc[team] = min(n[team] * self.searches[team].probe(), self.capacity, self.caps.get(team, math.inf))
             return FairShareRound(hour=hour, allocations=alloc, exploring=team)
         demands = {t: n[t] * self.searches[t].high for t in n}
         return FairShareRound(hour=hour, allocations=self._mmf(demands), demands=demands)

@@ -70,6 +70,8 @@ class Service:
         Replaces :func:`spottune.tune` in the runner.
     max_studies : int, default 4
         Studies run at once; a team with work and no running study starts one beyond them (decision SV8).
+    round_period_s : float, default 3600.0
+        Wall seconds between two rounds of the org budget over the running studies (decision SV13).
     teams : mapping of str to float, optional
         Teams to create at start if missing, with their entitlements (> 0); the token of each one created is
         written to :func:`team_token_file` (mode 0600). Existing teams are left as they are (decision SV9).
@@ -84,7 +86,7 @@ class Service:
     def __init__(self, *, admin_token: str, db_url: str | None = None, data_dir: str | Path = "spottune-service",
                  host: str = "127.0.0.1", port: int = 8000, org_budget_usd_per_hour: float | None = None,
                  backend: str = "sim", tune: Any = None, max_studies: int = 4,
-                 teams: Mapping[str, float] | None = None):
+                 teams: Mapping[str, float] | None = None, round_period_s: float = 3600.0):
         if backend not in BACKENDS:
             raise ConfigError(f"--backend is {backend!r}, but this build serves only {', '.join(BACKENDS)}")
         if org_budget_usd_per_hour is not None and not org_budget_usd_per_hour >= 0:
@@ -94,7 +96,10 @@ class Service:
         if org_budget_usd_per_hour is not None:
             self.store.set_org_budget(org_budget_usd_per_hour)
         self.created_teams = self._ensure_teams(teams or {})
-        self.runner = StudyRunner(self.store, self.data_dir, tune=tune, max_studies=max_studies)
+        if not round_period_s > 0:
+            raise ConfigError(f"--round-period-s is {round_period_s!r}, but must be > 0")
+        self.runner = StudyRunner(self.store, self.data_dir, tune=tune, max_studies=max_studies,
+                                  round_period_s=round_period_s)
         self.app = create_app(self.store, admin_token=admin_token, runner=self.runner, backend=backend)
         self.server = uvicorn.Server(uvicorn.Config(self.app, host=host, port=port, log_level="warning",
                                                     access_log=False))

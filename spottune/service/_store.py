@@ -58,7 +58,9 @@ class Org(Base):
 
 
 class Team(Base):
-    """A team: a name, its entitlement (share of the org budget, > 0) and the digest of its token."""
+    """A team: a name, its entitlement (share of the org budget, > 0), the digest of its token, an optional
+    guaranteed minimum and cap on its share (USD/hour, SV13) and its learned unit demand (the interval
+    ``[demand_low, demand_high]`` USD/hour per running study, learned with ``theta_max``; SV13)."""
 
     __tablename__ = "teams"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -66,6 +68,12 @@ class Team(Base):
     entitlement: Mapped[float] = mapped_column(Float, default=1.0)
     token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
     created_utc: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    min_usd_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_usd_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    demand_low_usd_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    demand_high_usd_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    demand_theta_max_usd_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    demand_probes: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class Study(Base):
@@ -192,6 +200,21 @@ class Store:
             token = new_token()
             s.add(Team(name=name, entitlement=entitlement, token_sha256=hash_token(token)))
         return token
+
+    def learned_demands(self) -> dict[str, dict[str, float]]:
+        """Every team's stored learned unit demand: ``{team: {low, high, theta_max, probes}}`` (USD/hour; SV13)."""
+        with self.session() as s:
+            return {t.name: {"low": t.demand_low_usd_per_hour, "high": t.demand_high_usd_per_hour,
+                             "theta_max": t.demand_theta_max_usd_per_hour, "probes": t.demand_probes or 0}
+                    for t in s.scalars(select(Team).where(Team.demand_theta_max_usd_per_hour.is_not(None)))}
+
+    def save_learned_demands(self, learned: dict[str, dict[str, float]]) -> None:
+        """Store learned unit demands (:meth:`spottune.service._orgplan.OrgPlan.learned`'s answer; SV13)."""
+        with self.session.begin() as s:
+            for team in s.scalars(select(Team).where(Team.name.in_(list(learned)))):
+                d = learned[team.name]
+                team.demand_low_usd_per_hour, team.demand_high_usd_per_hour = d["low"], d["high"]
+                team.demand_theta_max_usd_per_hour, team.demand_probes = d["theta_max"], int(d["probes"])
 
     def set_org_budget(self, budget_usd_per_hour: float | None) -> None:
         """Set the org budget (USD/hour; None clears it)."""
