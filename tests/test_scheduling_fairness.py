@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from spottune.errors import ConfigError
-from spottune.scheduling import BinarySearchDemand, OnlineFairShare, max_min_fair, round_loss
+from spottune.scheduling import BinarySearchDemand, NonparametricTreeDemand, OnlineFairShare, max_min_fair, round_loss
 
 
 def _cases(n_cases=300, seed=7):
@@ -291,3 +291,82 @@ def test_online_fair_share_honours_minimums_and_caps_and_caps_an_exploration_hou
     proof = OnlineFairShare({"a": 1.0}, capacity_usd_per_hour=4.0, theta_max_usd_per_hour=4.0,
                             mode="strategy-proof", caps_usd_per_hour={"a": 1.5})
     assert proof.allocate({"a": 1.0}).allocations == {"a": 1.5}  # the probe 2.0, held to the cap
+
+
+@pytest.mark.slow  # 10^4 hours of 4 teams on the tree: about 3 s on a loaded 2-core machine
+def test_the_nonparametric_tree_learns_noisy_demands_and_its_average_loss_falls_with_time():
+    """Kandasamy et al.'s nonparametric model (Algorithm 3 on the tree): f_i(x) = 1 - exp(-beta_i x) plus
+    N(0, 0.05), τ = 0.95, L = the largest beta (f's largest slope), so θ_i = ln(20) / beta_i."""
+    beta = {"a": 30.0, "b": 12.0, "c": 8.0, "d": 5.0}
+    theta = {t: np.log(20.0) / b for t, b in beta.items()}
+    loads, capacity, teams = dict.fromkeys(beta, 1.0), 1.5, sorted(beta)
+    rng = np.random.default_rng(0)
+    share = OnlineFairShare(dict.fromkeys(beta, 1.0), capacity_usd_per_hour=capacity, theta_max_usd_per_hour=1.0,
+                            threshold=0.95, noisy_search="tree", lipschitz=30.0, noise_scale=0.05)
+    demand = np.array([theta[t] for t in teams])
+    entitled = np.minimum(capacity / len(teams), demand)  # the entitlement-only counterfactual's useful USD/hour
+    losses, shortfall = [], np.zeros(len(teams))
+    for _ in range(10_000):
+        rnd = share.allocate(loads)
+        alloc = np.array([rnd.allocations[t] for t in teams])
+        losses.append(round_loss(demand, alloc, capacity).loss)
+        shortfall += entitled - np.minimum(alloc, demand)
+        share.observe_rewards(rnd, loads, {t: 1 - np.exp(-beta[t] * rnd.allocations[t]) + rng.normal(0, 0.05)
+                                           for t in teams})
+    cum = np.cumsum(losses)
+    assert cum[-1] / 10_000 < 0.5 * cum[999] / 1000  # measured 0.0009 against 0.0073
+    assert (shortfall / 10_000 <= 0.02).all()  # measured at most 0.0002
+    for t in teams:  # the recommendation ends within 0.01 of θ (0.0077 for d, whose payoff is the flattest at θ)
+        assert abs(share.searches[t].probe() - theta[t]) < 0.01
+        assert share.searches[t].depth >= 10
+
+
+def test_the_trees_bounds_are_monotone_and_trap_a_noiseless_payoff():
+    # f(x) = x on [0, 1], τ = 0.3: θ = 0.3; L = 1 is f's slope; a tiny noise scale makes the bounds tight fast
+    tree = NonparametricTreeDemand(1.0, 0.3, lipschitz=1.0, noise_scale=0.001, upper_bound=True)
+    assert (tree.probe(), tree.high) == (0.5, 1.0)  # nothing known: the middle of [0, theta_max], bound theta_max
+    for _ in range(200):
+        x = tree.probe()
+        tree.observe_reward(x, x)
+    assert tree._bracket()[0] <= 0.3 <= tree.high < 0.3 + 1 / 16
+    for x in np.linspace(0, 1, 41):
+        lower, upper = tree.bounds(x)
+        assert lower <= x <= upper  # the bounds trap f
+    lowers = [tree.bounds(x)[0] for x in np.linspace(0, 1, 41)]
+    assert lowers == sorted(lowers)  # and are monotone
+
+
+def _noisy_useful_usd_hours(hours, reported_load_a, search):
+    """Team a's useful USD-hours in the strategy-proof mode with noisy rewards (f = 1 - exp(-beta x) + N(0, 0.05),
+    τ = 0.6), linear brackets, when it reports ``reported_load_a`` for its true 1; the same noise either way."""
+    thetas, tau = {"a": 0.45, "b": 0.2, "c": 0.3}, 0.6
+    beta = {t: -np.log(1 - tau) / th for t, th in thetas.items()}
+    extra = {"noisy_search": "tree", "lipschitz": max(beta.values())} if search == "tree" else {}
+    share = OnlineFairShare(dict.fromkeys(thetas, 1.0), capacity_usd_per_hour=0.9, theta_max_usd_per_hour=1.0,
+                            mode="strategy-proof", threshold=tau, noise_scale=0.05, brackets="linear", **extra)
+    reported = {"a": reported_load_a, "b": 1.0, "c": 1.0}
+    rng = np.random.default_rng(0)
+    useful = []
+    for _ in range(hours):
+        rnd = share.allocate(reported)
+        useful.append(min(rnd.allocations["a"], thetas["a"]))
+        noise = dict(zip(sorted(thetas), rng.normal(0, 0.05, 3)))
+        share.observe_rewards(rnd, reported, {t: 1 - np.exp(-beta[t] * rnd.allocations[t]) + noise[t] for t in thetas})
+    return np.cumsum(useful), share
+
+
+def test_with_noisy_rewards_the_tree_gives_a_team_that_inflates_its_load_nothing_and_hoeffding_little():
+    # the strategy-proof mode on both noisy searches; the teams' upper bounds are learnt in either case
+    honest, share = _noisy_useful_usd_hours(3000, 1.0, "tree")
+    lying, _ = _noisy_useful_usd_hours(3000, 2.0, "tree")
+    gain = lying - honest
+    assert gain.max() <= 0.0  # the tree: the inflated load never gains (measured -0.81 USD-hours at 3,000 hours)
+    assert (share.searches["b"].high, share.searches["c"].high) == (0.25, 0.5)
+    honest, share = _noisy_useful_usd_hours(3000, 1.0, "hoeffding")
+    lying, _ = _noisy_useful_usd_hours(3000, 2.0, "hoeffding")
+    gain = lying - honest
+    # Hoeffding-pooled search: the gain grows, but slower than T (1.29, 1.51, 1.70 USD-hours at 1,000, 2,000 and
+    # 3,000 hours, all from a's exploration hours): asymptotically strategy-proof, not within a constant
+    assert 0 < gain[999] and gain[-1] < 2 * gain[999]
+    assert gain[-1] / 3000 < 0.001
+    assert (share.searches["b"].high, share.searches["c"].high) == (0.25, 0.3125)
