@@ -123,6 +123,9 @@ def test_the_hourly_round_splits_the_budget_over_running_studies_with_minimums_a
     hour = plan.rebalance(4.0, ents, {"a": 2, "b": 2}, {"b": TeamBounds(min_usd_per_hour=3.0)})
     assert (hour.round.allocations, hour.loads) == ({"a": 1.0, "b": 3.0, "c": 0.0}, {"a": 2.0, "b": 2.0, "c": 0.0})
     assert hour.accounting == {"unallocated": 0.0, "over_allocated": 0.0, "unmet": 4.0, "loss": 0.0}
+    # each team's useful USD/hour against the entitlement-only split (a third of 4.0 each, up to the demand)
+    assert hour.utility == {"a": {"useful": 1.0, "entitled": 4 / 3}, "b": {"useful": 3.0, "entitled": 4 / 3},
+                            "c": {"useful": 0.0, "entitled": 0.0}}
     # a's cap 0.5 holds it below its entitled 2.0: b gets the rest up to its demand, 0.5 stays unallocated
     hour = plan.rebalance(4.0, ents, {"a": 1, "b": 1}, {"a": TeamBounds(max_usd_per_hour=0.5)})
     assert hour.round.allocations == {"a": 0.5, "b": 2.0, "c": 0.0}
@@ -191,6 +194,8 @@ def test_each_round_moves_the_caps_of_running_studies_and_their_backends_read_th
     with store.session() as s:
         last = s.scalars(select(OrgRound).order_by(OrgRound.id.desc())).first()
         assert (last.study_id, json.loads(last.allocations_json)) == (None, {"a": 1.0, "b": 3.0})
+        assert json.loads(last.utility_json) == {"a": {"useful": 1.0, "entitled": 2.0},
+                                                 "b": {"useful": 3.0, "entitled": 2.0}}
         assert [s.get(Study, i).max_usd_per_hour for i in (a1, b1, b2)] == [1.0, 1.5, 1.5]
     # each ended on track at its last round's share: a's unit demand is at most 1.0, b's at most 1.5
     assert (runner.plan.demand_interval("a"), runner.plan.demand_interval("b")) == ((0.0, 1.0), (0.0, 1.5))

@@ -6,7 +6,9 @@ on track); θ is unknown, below a known ``theta_max``, and found by binary searc
 Two modes (decision SV3): ``efficient`` (their Algorithm 3: MMF on the current probe every hour, learning from
 every hour's feedback) and ``strategy-proof`` (their Algorithm 2: brackets that open with one report-independent
 exploration hour per team, where only that team is served, followed by ``2**bracket`` hours of MMF on the
-upper bounds, so inflating a report gains nothing once the bound is tight). Pure: no clock, no I/O.
+upper bounds, so inflating a report gains nothing once the bound is tight). Noisy rewards: a Hoeffding-pooled
+binary search, or the paper's nonparametric tree (decision SV14). Minimums and caps per team bound every MMF hour
+(SV13). Pure: no clock, no I/O.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spottune.scheduling import (FREEZE_ROUNDS, BinarySearchDemand, FairShareRound, HybridTeamPicker, OnlineFairShare,
                                  TeamBound, TeamPick, round_loss)
@@ -57,12 +57,16 @@ class StudyGrant:
         The loads (running studies per team) of that round.
     accounting : dict of str to float
         ``unallocated``, ``over_allocated``, ``unmet``, ``loss`` of the round (USD/hour).
+    utility : dict of str to dict
+        Per team, ``useful`` = min(allocation, demand) and ``entitled`` = min(entitled share of the budget, demand):
+        what the team got of what it needed, against the entitlement-only split (USD/hour; SV13).
     """
 
     max_usd_per_hour: float
     round: FairShareRound
     loads: dict[str, float]
     accounting: dict[str, float]
+    utility: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +108,7 @@ class OrgPlan:
         return self.fair
 
     def _round(self, budget: float, entitlements: Mapping[str, float], loads: dict[str, float],
-               bounds: Mapping[str, TeamBounds] | None) -> tuple[FairShareRound, dict[str, float]]:
+               bounds: Mapping[str, TeamBounds] | None) -> tuple[FairShareRound, dict[str, float], dict[str, dict]]:
         fair = self._fair_share(budget, entitlements)
         bounds = bounds or {}
         fair.minimums = {t: b.min_usd_per_hour for t, b in bounds.items() if b.min_usd_per_hour is not None}
@@ -113,8 +117,11 @@ class OrgPlan:
         rnd = fair.allocate(loads)
         teams = list(fair.entitlements)
         loss = round_loss([rnd.demands.get(t, 0.0) for t in teams], [rnd.allocations[t] for t in teams], budget)
+        total = sum(fair.entitlements.values())
+        utility = {t: {"useful": min(rnd.allocations[t], rnd.demands.get(t, 0.0)),
+                       "entitled": min(fair.entitlements[t] / total * budget, rnd.demands.get(t, 0.0))} for t in teams}
         return rnd, {"unallocated": loss.unallocated, "over_allocated": loss.over_allocated, "unmet": loss.unmet,
-                     "loss": loss.loss}
+                     "loss": loss.loss}, utility
 
     def rebalance(self, budget_usd_per_hour: float, entitlements: Mapping[str, float], running: Mapping[str, int],
                   bounds: Mapping[str, TeamBounds] | None = None) -> StudyGrant:
@@ -142,9 +149,9 @@ class OrgPlan:
             On a budget <= 0.
         """
         loads = {t: float(n) for t, n in running.items()}
-        rnd, accounting = self._round(budget_usd_per_hour, entitlements, loads, bounds)
+        rnd, accounting, utility = self._round(budget_usd_per_hour, entitlements, loads, bounds)
         return StudyGrant(max_usd_per_hour=0.0, round=rnd, loads={t: loads.get(t, 0.0) for t in rnd.allocations},
-                          accounting=accounting)
+                          accounting=accounting, utility=utility)
 
     def allocate(self, budget_usd_per_hour: float, entitlements: Mapping[str, float], running: Mapping[str, int],
                  team: str, bounds: Mapping[str, TeamBounds] | None = None) -> StudyGrant:
@@ -174,10 +181,10 @@ class OrgPlan:
         """
         loads = {t: float(n) for t, n in running.items()}
         loads[team] = loads.get(team, 0.0) + 1.0
-        rnd, accounting = self._round(budget_usd_per_hour, entitlements, loads, bounds)
+        rnd, accounting, utility = self._round(budget_usd_per_hour, entitlements, loads, bounds)
         loads = {t: loads.get(t, 0.0) for t in rnd.allocations}
         return StudyGrant(max_usd_per_hour=rnd.allocations[team] / loads[team], round=rnd, loads=loads,
-                          accounting=accounting)
+                          accounting=accounting, utility=utility)
 
     def observe(self, grant: StudyGrant, team: str, reward: float | None) -> None:
         """Learn from a study that ended: its reward met the threshold or not (deterministic feedback).

@@ -197,7 +197,8 @@ class StudyRunner:
                         self._grants[study.id] = (team, grant)
                     s.add(OrgRound(study_id=study.id, budget_usd_per_hour=budget,
                                    allocations_json=json.dumps(grant.round.allocations),
-                                   demands_json=json.dumps(grant.round.demands), **grant.accounting))
+                                   demands_json=json.dumps(grant.round.demands),
+                                   utility_json=json.dumps(grant.utility), **grant.accounting))
             study.state = "running"
             study.started_utc = datetime.now(UTC)
             study.output = str(self.data_dir / "studies" / str(study.id))
@@ -240,13 +241,15 @@ class StudyRunner:
                     caps[study.id] = study.max_usd_per_hour = min(share, own) if own else share
                     if not own or own >= share:  # it runs at the share: its reward teaches about it
                         self._grants[study.id] = (team, StudyGrant(max_usd_per_hour=share, round=grant.round,
-                                                                   loads=grant.loads, accounting=grant.accounting))
+                                                                   loads=grant.loads, accounting=grant.accounting,
+                                                                   utility=grant.utility))
                     else:
                         self._grants.pop(study.id, None)
                 self.caps.update(caps)
             s.add(OrgRound(study_id=None, budget_usd_per_hour=budget,
                            allocations_json=json.dumps(grant.round.allocations),
-                           demands_json=json.dumps(grant.round.demands), **grant.accounting))
+                           demands_json=json.dumps(grant.round.demands), utility_json=json.dumps(grant.utility),
+                           **grant.accounting))
         return caps
 
     def _progress(self, study_id: int) -> _StudyProgress:

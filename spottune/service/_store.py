@@ -101,7 +101,8 @@ class Study(Base):
 class OrgRound(Base):
     """One fair-share round of the org budget (decision SV11): when, for which starting study, the budget, the
     allocations and the learned demands per team (JSON, USD/hour) and the round's accounting: unallocated U,
-    over-allocated O, unmet M and loss ``min(U + O, M)`` (USD/hour)."""
+    over-allocated O, unmet M and loss ``min(U + O, M)`` (USD/hour), and per team its useful allocation and that of
+    the entitlement-only split (JSON ``{team: {"useful": ..., "entitled": ...}}``, USD/hour; SV13)."""
 
     __tablename__ = "org_rounds"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -114,6 +115,7 @@ class OrgRound(Base):
     over_allocated: Mapped[float] = mapped_column(Float)
     unmet: Mapped[float] = mapped_column(Float)
     loss: Mapped[float] = mapped_column(Float)
+    utility_json: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 def upgrade(engine: Engine) -> None:
@@ -246,4 +248,5 @@ def round_view(r: OrgRound) -> dict[str, Any]:
     return {"at_utc": _iso(r.at_utc), "study_id": r.study_id, "budget_usd_per_hour": r.budget_usd_per_hour,
             "allocations_usd_per_hour": json.loads(r.allocations_json),
             "demands_usd_per_hour": json.loads(r.demands_json), "unallocated": r.unallocated,
-            "over_allocated": r.over_allocated, "unmet": r.unmet, "loss": r.loss}
+            "over_allocated": r.over_allocated, "unmet": r.unmet, "loss": r.loss,
+            "utility_usd_per_hour": json.loads(r.utility_json) if r.utility_json else None}

@@ -1,4 +1,4 @@
-"""Teams' guaranteed minimum and cap, and their learned unit demands (2026-11-29).
+"""Teams' guaranteed minimum and cap, their learned unit demands, and each round's per-team utility (2026-11-29).
 
 Revision ID: 0003
 Revises: 0002
@@ -24,10 +24,14 @@ def upgrade() -> None:
         for name in _COLUMNS:
             batch.add_column(sa.Column(name, sa.Float, nullable=True))
         batch.add_column(sa.Column("demand_probes", sa.Integer, nullable=True))
+    with op.batch_alter_table("org_rounds") as batch:  # per team: useful USD/hour and its entitlement-only one
+        batch.add_column(sa.Column("utility_json", sa.Text, nullable=True))
 
 
 def downgrade() -> None:
     """Drop them."""
+    with op.batch_alter_table("org_rounds") as batch:
+        batch.drop_column("utility_json")
     with op.batch_alter_table("teams") as batch:
         batch.drop_column("demand_probes")
         for name in reversed(_COLUMNS):
