@@ -238,8 +238,8 @@ def test_a_restarted_server_continues_from_the_stored_learned_demands(tmp_path):
     assert store.learned_demands() == {"a": {"low": 0.0, "high": 2.0, "theta_max": 4.0, "probes": 1}}
     store.engine.dispose()
     again = StudyRunner(Store(f"sqlite:///{tmp_path / 'db.sqlite'}"), tmp_path, tune=tune)
-    assert again.plan.demand_interval("a") is None  # no round yet; the next one starts from the stored interval
-    assert again.plan.allocate(4.0, {"a": 1.0}, {}, "a").max_usd_per_hour == 1.0
+    assert again.plan.demand_interval("a") == (0.0, 2.0)  # before any round: the stored interval
+    assert again.plan.allocate(4.0, {"a": 1.0}, {}, "a").max_usd_per_hour == 1.0  # probes its middle
     assert again.plan.demand_interval("a") == (0.0, 2.0)
     again.store.engine.dispose()
 

@@ -113,8 +113,7 @@ class OrgPlan:
         bounds = bounds or {}
         fair.minimums = {t: b.min_usd_per_hour for t, b in bounds.items() if b.min_usd_per_hour is not None}
         fair.caps = {t: b.max_usd_per_hour for t, b in bounds.items() if b.max_usd_per_hour is not None}
-        loads = {t: loads.get(t, 0.0) for t in fair.entitlements}
-        rnd = fair.allocate(loads)
+        rnd = fair.allocate(loads)  # refuses a team without an entitlement
         teams = list(fair.entitlements)
         loss = round_loss([rnd.demands.get(t, 0.0) for t in teams], [rnd.allocations[t] for t in teams], budget)
         total = sum(fair.entitlements.values())
@@ -222,10 +221,12 @@ class OrgPlan:
         self.fair, self._key = None, None  # rebuilt at the next round, from these
 
     def demand_interval(self, team: str) -> tuple[float, float] | None:
-        """The team's learned unit demand ``(low, high)``, USD/hour per running study, or None before any round."""
-        if self.fair is None or team not in self.fair.searches:
-            return None
-        return self.fair.interval(team)
+        """The team's learned unit demand ``(low, high)``, USD/hour per running study (the stored one until the next
+        round), or None before any round."""
+        if self.fair is not None and team in self.fair.searches:
+            return self.fair.interval(team)
+        search = self._restored.get(team)
+        return (search.low, search.high) if search is not None else None
 
     def pick(self, teams: list[str], results: Mapping[str, list[float]]) -> TeamPick:
         """The team whose queued study takes a freed slot (ease.ml GREEDY, HYBRID fall-back to round robin).
