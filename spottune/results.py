@@ -261,6 +261,13 @@ class ResultsJournal:
         self._ledger.write(",".join([*LEDGER_COLUMNS, "steps", "lost_steps", "refunded"]) + "\n")
         self._ledger.flush()
 
+    def bind_backend(self, backend: Any) -> None:
+        """Hand the run's backend to ``progress`` if it takes one (its own ``bind_backend``): ``spottune serve``
+        moves a running study's ``max_usd_per_hour`` through it (decision SV14)."""
+        bind = getattr(self.progress, "bind_backend", None)
+        if bind is not None:
+            bind(backend)
+
     def __call__(self, now_s: float, orch: Any, usd: float) -> None:
         if self.record is not None:
             self.flush(orch)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from spottune.errors import ConfigError
-from spottune.scheduling import BinarySearchDemand, OnlineFairShare, max_min_fair, round_loss
+from spottune.scheduling import BinarySearchDemand, NonparametricTreeDemand, OnlineFairShare, max_min_fair, round_loss
 
 
 def _cases(n_cases=300, seed=7):
@@ -251,3 +251,122 @@ def _useful_usd_hours(hours, reported_load_a):
 def test_a_team_that_inflates_its_load_gains_at_most_a_constant_in_the_strategy_proof_mode():
     gains = [_useful_usd_hours(hours, 2.0) - _useful_usd_hours(hours, 1.0) for hours in (300, 1200)]
     assert 0 <= gains[0] < 0.01 and gains[1] == pytest.approx(gains[0], abs=1e-9)  # bounded, not growing with T
+
+
+def test_minimums_come_first_and_caps_bound_the_demand():
+    # a's minimum 3 is above its entitled 2; b's cap 1 is below; c takes the rest of 6
+    assert max_min_fair([1, 1, 1], [5, 5, 5], 6.0, minimums=[3, 0, 0], caps=[None, 1, None]).tolist() == [3.0, 1.0, 2.0]
+    # a minimum below the fair share changes nothing (YARN's minResources): both get 5
+    assert max_min_fair([1, 1], [10, 10], 10.0, minimums=[4, 0]).tolist() == [5.0, 5.0]
+    # a minimum is granted only up to the demand; the rest goes to b
+    assert max_min_fair([1, 1], [2, 10], 10.0, minimums=[5, 0]).tolist() == [2.0, 8.0]
+    # minimums that exceed the capacity are cut in proportion (8:12 of 10)
+    assert max_min_fair([1, 1], [10, 20], 10.0, minimums=[8, 12]).tolist() == [4.0, 6.0]
+    # weights 1:3 of 8 would give b 6, its cap 3 holds it, a takes 5 (its demand 10 is not met)
+    assert max_min_fair([1, 3], [10, 10], 8.0, caps=[None, 3]).tolist() == [5.0, 3.0]
+    # caps above every demand: everyone gets its demand
+    assert max_min_fair([1, 1], [1, 2], 10.0, caps=[5, 5]).tolist() == [1.0, 2.0]
+
+
+def test_without_binding_bounds_the_water_filling_is_algorithm_1():
+    for e, d, cap in _cases():
+        bounded = max_min_fair(e, d, cap, caps=[None] * len(e))
+        assert bounded == pytest.approx(max_min_fair(e, d, cap), abs=1e-12)
+
+
+def test_bad_bounds_are_refused():
+    with pytest.raises(ConfigError, match=r"minimums\[1\] is -1.0, but must be a number >= 0"):
+        max_min_fair([1, 1], [1, 1], 1.0, minimums=[0, -1])
+    with pytest.raises(ConfigError, match=r"caps has 1 values, but must have one per team \(2\)"):
+        max_min_fair([1, 1], [1, 1], 1.0, caps=[1])
+
+
+def test_online_fair_share_honours_minimums_and_caps_and_caps_an_exploration_hour():
+    share = OnlineFairShare({"a": 1.0, "b": 1.0}, capacity_usd_per_hour=4.0, theta_max_usd_per_hour=4.0,
+                            minimums_usd_per_hour={"b": 3.0})
+    rnd = share.allocate({"a": 2.0, "b": 2.0})  # probes 2.0: demands 4 and 4; b's minimum 3 first
+    assert rnd.allocations == {"a": 1.0, "b": 3.0}
+    share.caps = {"b": 0.5}  # a cap below the minimum wins: the minimum is granted up to min(demand, cap)
+    assert share.allocate({"a": 2.0, "b": 2.0}).allocations == {"a": 3.5, "b": 0.5}
+    proof = OnlineFairShare({"a": 1.0}, capacity_usd_per_hour=4.0, theta_max_usd_per_hour=4.0,
+                            mode="strategy-proof", caps_usd_per_hour={"a": 1.5})
+    assert proof.allocate({"a": 1.0}).allocations == {"a": 1.5}  # the probe 2.0, held to the cap
+
+
+@pytest.mark.slow  # 10^4 hours of 4 teams on the tree: about 3 s on a loaded 2-core machine
+def test_the_nonparametric_tree_learns_noisy_demands_and_its_average_loss_falls_with_time():
+    """Kandasamy et al.'s nonparametric model (Algorithm 3 on the tree): f_i(x) = 1 - exp(-beta_i x) plus
+    N(0, 0.05), τ = 0.95, L = the largest beta (f's largest slope), so θ_i = ln(20) / beta_i."""
+    beta = {"a": 30.0, "b": 12.0, "c": 8.0, "d": 5.0}
+    theta = {t: np.log(20.0) / b for t, b in beta.items()}
+    loads, capacity, teams = dict.fromkeys(beta, 1.0), 1.5, sorted(beta)
+    rng = np.random.default_rng(0)
+    share = OnlineFairShare(dict.fromkeys(beta, 1.0), capacity_usd_per_hour=capacity, theta_max_usd_per_hour=1.0,
+                            threshold=0.95, noisy_search="tree", lipschitz=30.0, noise_scale=0.05)
+    demand = np.array([theta[t] for t in teams])
+    entitled = np.minimum(capacity / len(teams), demand)  # the entitlement-only counterfactual's useful USD/hour
+    losses, shortfall = [], np.zeros(len(teams))
+    for _ in range(10_000):
+        rnd = share.allocate(loads)
+        alloc = np.array([rnd.allocations[t] for t in teams])
+        losses.append(round_loss(demand, alloc, capacity).loss)
+        shortfall += entitled - np.minimum(alloc, demand)
+        share.observe_rewards(rnd, loads, {t: 1 - np.exp(-beta[t] * rnd.allocations[t]) + rng.normal(0, 0.05)
+                                           for t in teams})
+    cum = np.cumsum(losses)
+    assert cum[-1] / 10_000 < 0.5 * cum[999] / 1000  # measured 0.0009 against 0.0073
+    assert (shortfall / 10_000 <= 0.02).all()  # measured at most 0.0002
+    for t in teams:  # the recommendation ends within 0.01 of θ (0.0077 for d, whose payoff is the flattest at θ)
+        assert abs(share.searches[t].probe() - theta[t]) < 0.01
+        assert share.searches[t].depth >= 10
+
+
+def test_the_trees_bounds_are_monotone_and_trap_a_noiseless_payoff():
+    # f(x) = x on [0, 1], τ = 0.3: θ = 0.3; L = 1 is f's slope; a tiny noise scale makes the bounds tight fast
+    tree = NonparametricTreeDemand(1.0, 0.3, lipschitz=1.0, noise_scale=0.001, upper_bound=True)
+    assert (tree.probe(), tree.high) == (0.5, 1.0)  # nothing known: the middle of [0, theta_max], bound theta_max
+    for _ in range(200):
+        x = tree.probe()
+        tree.observe_reward(x, x)
+    assert tree._bracket()[0] <= 0.3 <= tree.high < 0.3 + 1 / 16
+    for x in np.linspace(0, 1, 41):
+        lower, upper = tree.bounds(x)
+        assert lower <= x <= upper  # the bounds trap f
+    lowers = [tree.bounds(x)[0] for x in np.linspace(0, 1, 41)]
+    assert lowers == sorted(lowers)  # and are monotone
+
+
+def _noisy_useful_usd_hours(hours, reported_load_a, search):
+    """Team a's useful USD-hours in the strategy-proof mode with noisy rewards (f = 1 - exp(-beta x) + N(0, 0.05),
+    τ = 0.6), linear brackets, when it reports ``reported_load_a`` for its true 1; the same noise either way."""
+    thetas, tau = {"a": 0.45, "b": 0.2, "c": 0.3}, 0.6
+    beta = {t: -np.log(1 - tau) / th for t, th in thetas.items()}
+    extra = {"noisy_search": "tree", "lipschitz": max(beta.values())} if search == "tree" else {}
+    share = OnlineFairShare(dict.fromkeys(thetas, 1.0), capacity_usd_per_hour=0.9, theta_max_usd_per_hour=1.0,
+                            mode="strategy-proof", threshold=tau, noise_scale=0.05, brackets="linear", **extra)
+    reported = {"a": reported_load_a, "b": 1.0, "c": 1.0}
+    rng = np.random.default_rng(0)
+    useful = []
+    for _ in range(hours):
+        rnd = share.allocate(reported)
+        useful.append(min(rnd.allocations["a"], thetas["a"]))
+        noise = dict(zip(sorted(thetas), rng.normal(0, 0.05, 3)))
+        share.observe_rewards(rnd, reported, {t: 1 - np.exp(-beta[t] * rnd.allocations[t]) + noise[t] for t in thetas})
+    return np.cumsum(useful), share
+
+
+def test_with_noisy_rewards_the_tree_gives_a_team_that_inflates_its_load_nothing_and_hoeffding_little():
+    # the strategy-proof mode on both noisy searches; the teams' upper bounds are learnt in either case
+    honest, share = _noisy_useful_usd_hours(3000, 1.0, "tree")
+    lying, _ = _noisy_useful_usd_hours(3000, 2.0, "tree")
+    gain = lying - honest
+    assert gain.max() <= 0.0  # the tree: the inflated load never gains (measured -0.81 USD-hours at 3,000 hours)
+    assert (share.searches["b"].high, share.searches["c"].high) == (0.25, 0.5)
+    honest, share = _noisy_useful_usd_hours(3000, 1.0, "hoeffding")
+    lying, _ = _noisy_useful_usd_hours(3000, 2.0, "hoeffding")
+    gain = lying - honest
+    # Hoeffding-pooled search: the gain grows, but slower than T (1.29, 1.51, 1.70 USD-hours at 1,000, 2,000 and
+    # 3,000 hours, all from a's exploration hours): asymptotically strategy-proof, not within a constant
+    assert 0 < gain[999] and gain[-1] < 2 * gain[999]
+    assert gain[-1] / 3000 < 0.001
+    assert (share.searches["b"].high, share.searches["c"].high) == (0.25, 0.3125)

@@ -92,7 +92,7 @@ def test_the_migration_builds_the_schema_once(db_url):
     names = set(inspect(store.engine).get_table_names())
     assert names >= {"alembic_version", "org", "teams", "studies", "org_rounds"}
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0002"]
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0003"]
         assert conn.execute(text("SELECT id FROM org")).scalars().all() == [1]
     store.engine.dispose()
 
@@ -116,5 +116,41 @@ def test_the_api_rules_hold_on_each_store(db_url, tmp_path):
             assert [(s["team"], s["name"]) for s in admin.studies()] == [("vision", "s"), ("nlp", "s")]
             with pytest.raises(ServiceError, match=r"study name 's' is used by several teams: give its id"):
                 admin.study("s")
+            capped = admin.create_team("capped", 1.0, min_usd_per_hour=0.5, max_usd_per_hour=2.0)
+            assert {k: capped[k] for k in ("min_usd_per_hour", "max_usd_per_hour")} == {
+                "min_usd_per_hour": 0.5, "max_usd_per_hour": 2.0}
+            assert [(t["name"], t["min_usd_per_hour"], t["max_usd_per_hour"]) for t in admin.teams()] == [
+                ("capped", 0.5, 2.0), ("nlp", None, None), ("vision", None, None)]
+            with pytest.raises(ServiceError, match=r"^body: Value error, min_usd_per_hour is 3, but must be at most "
+                                                   r"max_usd_per_hour 2 \(HTTP 422\)$"):
+                admin.create_team("upside-down", min_usd_per_hour=3.0, max_usd_per_hour=2.0)
+        learned = {"vision": {"low": 0.25, "high": 0.5, "theta_max": 4.0, "probes": 3}}
+        svc.store.save_learned_demands(learned)
+        assert svc.store.learned_demands() == learned
     finally:
         svc.stop()
+
+
+def test_a_database_of_revision_0002_is_upgraded_with_its_teams_kept(tmp_path):
+    from alembic import command
+    from alembic.config import Config
+
+    import spottune.service._store as store_module
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = create_engine(url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(store_module.__file__).parent / "migrations"))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0002")
+        conn.execute(text("INSERT INTO teams (name, entitlement, token_sha256, created_utc) "
+                          "VALUES ('vision', 2.0, 'x', '2026-11-29 00:00:00')"))
+    engine.dispose()
+    store = Store(url)
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["0003"]
+        assert conn.execute(text("SELECT name, entitlement, min_usd_per_hour, demand_high_usd_per_hour "
+                                 "FROM teams")).all() == [("vision", 2.0, None, None)]
+    assert store.learned_demands() == {}
+    store.engine.dispose()

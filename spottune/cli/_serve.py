@@ -2,12 +2,13 @@
 
 The server holds teams, studies and the org budget in a database and runs studies on the simulator or on local
 worker processes (:mod:`spottune.service`, docs/guide/service.md). The client commands reach it at ``--url`` (``$SPOTTUNE_URL``,
-default ``http://127.0.0.1:8000``) with ``--token`` (``$SPOTTUNE_TOKEN``): a team's token, or the admin's.
+default ``http://127.0.0.1:8000``) with ``--token`` (``$SPOTTUNE_TOKEN``): a team's token, or the admin's; with
+neither, the admin token file ``./spottune-service/admin-token`` that ``spottune serve`` writes in the folder it is
+started from, so serve, submit and status work from one folder with no token handling (decision SV9).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
@@ -15,15 +16,34 @@ import click
 _URL = click.option("--url", envvar="SPOTTUNE_URL", default=None,
                     help="The service (default $SPOTTUNE_URL, else http://127.0.0.1:8000).")
 _TOKEN = click.option("--token", envvar="SPOTTUNE_TOKEN", default=None,
-                      help="Bearer token: a team's, or the admin's (default $SPOTTUNE_TOKEN).")
+                      help="Bearer token: a team's, or the admin's (default $SPOTTUNE_TOKEN, else the admin token "
+                           "in ./spottune-service/admin-token).")
+#: The admin token file a client command reads when given no token: the one ``spottune serve`` writes by default.
+DEFAULT_ADMIN_TOKEN_FILE = Path("spottune-service") / "admin-token"
 
 
 def _client(url: str | None, token: str | None):  # noqa: ANN202
     from spottune.service.client import ServiceClient, ServiceError
 
+    if not token and DEFAULT_ADMIN_TOKEN_FILE.is_file():
+        token = DEFAULT_ADMIN_TOKEN_FILE.read_text().strip()
     if not token:
-        raise ServiceError("no token: give --token or set SPOTTUNE_TOKEN (a team's token, or the admin's)")
+        raise ServiceError(f"no token: give --token, set SPOTTUNE_TOKEN, or run from the folder where `spottune "
+                           f"serve` wrote {DEFAULT_ADMIN_TOKEN_FILE}")
     return ServiceClient(url, token)
+
+
+def _team_entitlements(values: tuple[str, ...]) -> dict[str, float]:
+    from spottune.errors import ConfigError
+
+    teams: dict[str, float] = {}
+    for value in values:
+        name, sep, share = value.partition("=")
+        try:
+            teams[name] = float(share) if sep else 1.0
+        except ValueError:
+            raise ConfigError(f"--team is {value!r}, but must be NAME or NAME=ENTITLEMENT (a number > 0)") from None
+    return teams
 
 
 @click.command("serve", help="Run the multi-tenant service: teams, studies and the org budget behind an HTTP API; "
@@ -45,9 +65,16 @@ def _client(url: str | None, token: str | None):  # noqa: ANN202
 @click.option("--admin-token", envvar="SPOTTUNE_ADMIN_TOKEN", default=None,
               help="The admin's token (default $SPOTTUNE_ADMIN_TOKEN, else the one in <data dir>/admin-token, "
                    "made on first start).")
+@click.option("--team", "teams", multiple=True, metavar="NAME[=ENTITLEMENT]",
+              help="Create this team at start if it is missing (entitlement default 1); its token goes to "
+                   "<data dir>/teams/NAME.token. Repeatable.")
+@click.option("--round-period-s", type=click.FloatRange(min=0, min_open=True), default=3600.0, show_default=True,
+              help="Seconds between two re-splits of the org budget over the running studies' caps.")
 def serve(db_url: str | None, data_dir: str, host: str, port: int, org_budget_usd_per_hour: float | None,
-          backend: str, max_studies: int, admin_token: str | None) -> None:
+          backend: str, max_studies: int, admin_token: str | None, teams: tuple[str, ...],
+          round_period_s: float) -> None:
     from spottune.service import Service
+    from spottune.service._server import team_token_file, write_secret
     from spottune.service._store import new_token
 
     folder = Path(data_dir)
@@ -58,12 +85,12 @@ def serve(db_url: str | None, data_dir: str, host: str, port: int, org_budget_us
             admin_token = token_file.read_text().strip()
         else:
             admin_token = new_token()
-            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(admin_token + "\n")
+            write_secret(token_file, admin_token)
     service = Service(admin_token=admin_token, db_url=db_url, data_dir=folder, host=host, port=port,
                       org_budget_usd_per_hour=org_budget_usd_per_hour, backend=backend,
-                      max_studies=max_studies)
+                      max_studies=max_studies, teams=_team_entitlements(teams), round_period_s=round_period_s)
+    for name in service.created_teams:
+        click.echo(f"team {name} created; its token is in {team_token_file(folder, name)}", err=True)
     click.echo(f"spottune serve on http://{host}:{port} (store {service.store.url}; admin token in {token_file} "
                "unless given)", err=True)
     try:
@@ -81,20 +108,31 @@ def team() -> None:
 @click.argument("name")
 @click.option("--entitlement", type=float, default=1.0, show_default=True,
               help="The team's share of the org budget (weights, normalised over the teams).")
+@click.option("--min-usd-per-hour", type=click.FloatRange(min=0), default=None,
+              help="Guaranteed minimum of the team's share of the org budget, USD/hour (up to its demand).")
+@click.option("--max-usd-per-hour", type=click.FloatRange(min=0), default=None,
+              help="Cap on the team's share of the org budget, USD/hour.")
 @_URL
 @_TOKEN
-def team_add(name: str, entitlement: float, url: str | None, token: str | None) -> None:
+def team_add(name: str, entitlement: float, min_usd_per_hour: float | None, max_usd_per_hour: float | None,
+             url: str | None, token: str | None) -> None:
     with _client(url, token) as c:
-        click.echo(c.create_team(name, entitlement)["token"])
+        click.echo(c.create_team(name, entitlement, min_usd_per_hour=min_usd_per_hour,
+                                 max_usd_per_hour=max_usd_per_hour)["token"])
 
 
-@team.command("list", help="The teams and their entitlements.")
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+@team.command("list", help="The teams: name, entitlement, guaranteed minimum and cap (USD/hour; - for none).")
 @_URL
 @_TOKEN
 def team_list(url: str | None, token: str | None) -> None:
     with _client(url, token) as c:
         for t in c.teams():
-            click.echo(f"{t['name']}\t{t['entitlement']:g}")
+            click.echo(f"{t['name']}\t{t['entitlement']:g}\t{_usd(t.get('min_usd_per_hour'))}\t"
+                       f"{_usd(t.get('max_usd_per_hour'))}")
 
 
 @click.command("submit", help="Submit a study: an experiment spec (YAML, the keys of `spottune run --config`) for a "

@@ -112,6 +112,8 @@ class Experiment:
         workload = spec.get_workload()
         if hasattr(self.backend.progress, "attach"):  # a spottune.results.ResultsJournal: written as the run goes
             self.backend.progress.attach(self.backend.record, self.configs)
+        if hasattr(self.backend.progress, "bind_backend"):  # a caller that moves the caps as the run goes (SV14)
+            self.backend.progress.bind_backend(self.backend)
         record = self.backend.run()
         record.meta.update(workload=workload.name, market_mode=spec.market_mode, predictor=self.predictor_desc,
                            theta=orch.config.theta, top_k=orch.config.top_k, max_steps=spec.max_steps, seed=spec.seed,

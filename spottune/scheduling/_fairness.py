@@ -30,12 +30,48 @@ def _vector(name: str, values: Sequence[float], *, positive: bool) -> np.ndarray
     return arr
 
 
-def max_min_fair(entitlements: Sequence[float], demands: Sequence[float], capacity: float = 1.0) -> np.ndarray:
+def _bounded(name: str, values: Sequence[float | None] | None, n: int, default: float) -> np.ndarray:
+    if values is None:
+        return np.full(n, default)
+    arr = np.asarray([default if v is None else v for v in values], dtype=float)
+    if arr.shape != (n,):
+        raise ConfigError(f"{name} has {arr.size} values, but must have one per team ({n})")
+    bad = np.isnan(arr) | (arr < 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ConfigError(f"{name}[{i}] is {float(arr[i])!r}, but must be a number >= 0 (or None)")
+    return arr
+
+
+def _water_fill(e: np.ndarray, lo: np.ndarray, hi: np.ndarray, capacity: float) -> np.ndarray:
+    """``clamp(e_i · R, lo_i, hi_i)`` with the level R at which the sum is ``capacity`` (exact, piecewise linear)."""
+    if hi.sum() <= capacity:
+        return hi.copy()
+    if lo.sum() >= capacity:  # the guarantees alone exceed the capacity: each is cut in proportion
+        return lo * (capacity / lo.sum()) if lo.sum() > 0 else np.zeros_like(lo)
+    points = np.unique(np.concatenate([[0.0], lo / e, hi / e]))
+    level = np.clip(np.outer(points, e), lo, hi).sum(axis=1)  # non-decreasing in the level
+    k = int(np.searchsorted(level, capacity, side="right")) - 1
+    r0, r1 = points[k], points[k + 1]  # level[k] <= capacity < level[k + 1]: sum(hi) > capacity
+    free = (lo / e <= r0) & (hi / e >= r1)  # teams on the water line between r0 and r1 (the same breakpoints)
+    r = r0 + (capacity - level[k]) / e[free].sum()
+    return np.clip(e * r, lo, hi)
+
+
+def max_min_fair(entitlements: Sequence[float], demands: Sequence[float], capacity: float = 1.0, *,
+                 minimums: Sequence[float | None] | None = None,
+                 caps: Sequence[float | None] | None = None) -> np.ndarray:
     """Split ``capacity`` among teams by max-min fairness with entitlements (Algorithm 1 [R]).
 
     Teams are visited by ``demand / entitlement`` ascending; a team whose demand fits its entitled part of what
     is left gets its demand, and once one does not fit, every remaining team gets its entitled part of the rest.
     A team never gets more than its demand (capacity may stay unallocated).
+
+    With ``minimums`` or ``caps`` (per team, as YARN's FairScheduler ``minResources`` / ``maxResources``,
+    decision SV14) the split is the weighted water-filling that Algorithm 1 computes, with bounds: team i gets
+    ``clamp(e_i · R, lo_i, hi_i)`` where ``hi_i = min(demand_i, cap_i)``, ``lo_i = min(minimum_i, hi_i)`` and the
+    level R makes the sum the capacity (or every team gets ``hi_i`` when that fits). Minimums come first: when
+    they alone exceed the capacity, each team gets its ``lo_i`` cut in proportion and nothing else.
 
     Parameters
     ----------
@@ -45,21 +81,28 @@ def max_min_fair(entitlements: Sequence[float], demands: Sequence[float], capaci
         Each team's demand (reported or learned), >= 0, in the capacity's unit (USD/hour for the org budget).
     capacity : float, default 1.0
         What is split (the org's USD/hour), >= 0.
+    minimums : sequence of float or None, optional
+        Each team's guaranteed minimum (the capacity's unit, >= 0; None: 0), granted up to its demand.
+    caps : sequence of float or None, optional
+        Each team's cap (the capacity's unit, >= 0; None: none): a ceiling on its demand.
 
     Returns
     -------
     allocations : ndarray of shape (n_teams,)
-        In the capacity's unit; ``allocations <= demands`` and ``allocations.sum() <= capacity``.
+        In the capacity's unit; ``allocations <= min(demands, caps)`` and ``allocations.sum() <= capacity``.
 
     Raises
     ------
     ConfigError
-        On a length mismatch, a non-finite or negative demand, an entitlement <= 0 or a negative capacity.
+        On a length mismatch, a non-finite or negative demand, an entitlement <= 0, a negative capacity, minimum
+        or cap.
 
     Examples
     --------
     >>> max_min_fair([0.25] * 4, [0.1, 0.3, 0.5, 0.6]).round(6).tolist()
     [0.1, 0.3, 0.3, 0.3]
+    >>> max_min_fair([1, 1, 1], [5, 5, 5], 6.0, minimums=[3, 0, 0], caps=[None, 1, None]).round(6).tolist()
+    [3.0, 1.0, 2.0]
     """
     e = _vector("entitlements", entitlements, positive=True)
     d = _vector("demands", demands, positive=False)
@@ -67,6 +110,10 @@ def max_min_fair(entitlements: Sequence[float], demands: Sequence[float], capaci
         raise ConfigError(f"demands has {len(d)} values, but must have one per team ({len(e)})")
     if not (math.isfinite(capacity) and capacity >= 0):
         raise ConfigError(f"capacity is {capacity!r}, but must be a finite number >= 0")
+    if minimums is not None or caps is not None:
+        hi = np.minimum(d, _bounded("caps", caps, len(d), np.inf))
+        lo = np.minimum(_bounded("minimums", minimums, len(d), 0.0), hi)
+        return _water_fill(e / e.sum(), lo, hi, float(capacity))
     a = np.zeros_like(d)
     rest, weight = float(capacity), float(e.sum())
     order = np.argsort(d / e, kind="stable")

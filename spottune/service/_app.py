@@ -7,7 +7,8 @@ is a JSON ``{"detail": "<one line>"}`` with a 4xx status, and a refused request 
 route                                    who      what
 =======================================  =======  ===========================================================
 ``GET /v1/health``                       anyone   ``{"ok": true}``
-``POST /v1/teams``                       admin    create a team ``{name, entitlement}``; returns its token once
+``POST /v1/teams``                       admin    create a team ``{name, entitlement, min_usd_per_hour,
+                                                  max_usd_per_hour}``; returns its token once
 ``GET /v1/teams``                        admin    the teams
 ``GET /v1/org``, ``PUT /v1/org``         any/adm  the org budget (USD/hour), its max-min fair split, the latest
                                                   fair-share rounds with their accounting and learned demands
@@ -30,7 +31,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
@@ -53,6 +54,20 @@ class _TeamIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=_NAME.pattern)
     entitlement: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    min_usd_per_hour: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    max_usd_per_hour: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _min_below_max(self) -> _TeamIn:
+        lo, hi = self.min_usd_per_hour, self.max_usd_per_hour
+        if lo is not None and hi is not None and lo > hi:
+            raise ValueError(f"min_usd_per_hour is {lo:g}, but must be at most max_usd_per_hour {hi:g}")
+        return self
+
+
+def _team_view(t: Team) -> dict[str, Any]:
+    return {"name": t.name, "entitlement": t.entitlement, "min_usd_per_hour": t.min_usd_per_hour,
+            "max_usd_per_hour": t.max_usd_per_hour}
 
 
 class _OrgIn(BaseModel):
@@ -210,15 +225,19 @@ def create_app(store: Store, *, admin_token: str, runner: Any = None, backend: s
         token = new_token()
         try:
             with store.session.begin() as s:
-                s.add(Team(name=body.name, entitlement=body.entitlement, token_sha256=hash_token(token)))
+                team = Team(name=body.name, entitlement=body.entitlement, token_sha256=hash_token(token),
+                            min_usd_per_hour=body.min_usd_per_hour, max_usd_per_hour=body.max_usd_per_hour)
+                s.add(team)
+                s.flush()
+                view = _team_view(team)
         except IntegrityError:
             raise _fail(409, f"team {body.name!r} exists already") from None
-        return {"name": body.name, "entitlement": body.entitlement, "token": token}
+        return {**view, "token": token}
 
     @app.get("/v1/teams")
     def teams(_: _Caller = Depends(admin)) -> list[dict[str, Any]]:
         with store.session() as s:
-            return [{"name": t.name, "entitlement": t.entitlement} for t in s.scalars(select(Team).order_by(Team.name))]
+            return [_team_view(t) for t in s.scalars(select(Team).order_by(Team.name))]
 
     def _org(s: Any) -> dict[str, Any]:
         budget = s.get(Org, 1).budget_usd_per_hour

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from spottune.scheduling import (FREEZE_ROUNDS, FairShareRound, HybridTeamPicker, OnlineFairShare, TeamBound, TeamPick,
-                                 round_loss)
+from spottune.scheduling import (FREEZE_ROUNDS, BinarySearchDemand, FairShareRound, HybridTeamPicker, OnlineFairShare,
+                                 TeamBound, TeamPick, round_loss)
 
-__all__ = ["ON_TRACK_THRESHOLD", "OrgPlan", "StudyGrant", "reward_of"]
+__all__ = ["ON_TRACK_THRESHOLD", "OrgPlan", "StudyGrant", "TeamBounds", "reward_of"]
 
 #: A team's demand counts as met when at least this share of its study's trials were on track (τ, SV11).
 ON_TRACK_THRESHOLD = 0.95
@@ -57,12 +57,24 @@ class StudyGrant:
         The loads (running studies per team) of that round.
     accounting : dict of str to float
         ``unallocated``, ``over_allocated``, ``unmet``, ``loss`` of the round (USD/hour).
+    utility : dict of str to dict
+        Per team, ``useful`` = min(allocation, demand) and ``entitled`` = min(entitled share of the budget, demand):
+        what the team got of what it needed, against the entitlement-only split (USD/hour; SV14).
     """
 
     max_usd_per_hour: float
     round: FairShareRound
     loads: dict[str, float]
     accounting: dict[str, float]
+    utility: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TeamBounds:
+    """A team's guaranteed minimum and cap on its share of the org budget (USD/hour; None: none; SV14)."""
+
+    min_usd_per_hour: float | None = None
+    max_usd_per_hour: float | None = None
 
 
 class OrgPlan:
@@ -78,22 +90,70 @@ class OrgPlan:
         self.picker = HybridTeamPicker(freeze_rounds=freeze_rounds)
         self.fair: OnlineFairShare | None = None
         self._key: tuple | None = None
+        self._restored: dict[str, BinarySearchDemand] = {}
 
     def _fair_share(self, budget: float, entitlements: Mapping[str, float]) -> OnlineFairShare:
         key = (budget, tuple(sorted(entitlements.items())))
         if self.fair is None or key != self._key:  # a new team or budget: new mechanism, learned intervals kept
             old = self.fair
             self.fair = OnlineFairShare(entitlements, capacity_usd_per_hour=budget, theta_max_usd_per_hour=budget)
+            kept = dict(self._restored)
             if old is not None:
-                for team, search in old.searches.items():
-                    if team in self.fair.searches and search.theta_max == budget:
-                        self.fair.searches[team] = search
+                kept.update(old.searches)
                 self.fair.hour = old.hour
+            for team, search in kept.items():
+                if team in self.fair.searches and search.theta_max == budget:
+                    self.fair.searches[team] = search
             self._key = key
         return self.fair
 
+    def _round(self, budget: float, entitlements: Mapping[str, float], loads: dict[str, float],
+               bounds: Mapping[str, TeamBounds] | None) -> tuple[FairShareRound, dict[str, float], dict[str, dict]]:
+        fair = self._fair_share(budget, entitlements)
+        bounds = bounds or {}
+        fair.minimums = {t: b.min_usd_per_hour for t, b in bounds.items() if b.min_usd_per_hour is not None}
+        fair.caps = {t: b.max_usd_per_hour for t, b in bounds.items() if b.max_usd_per_hour is not None}
+        rnd = fair.allocate(loads)  # refuses a team without an entitlement
+        teams = list(fair.entitlements)
+        loss = round_loss([rnd.demands.get(t, 0.0) for t in teams], [rnd.allocations[t] for t in teams], budget)
+        total = sum(fair.entitlements.values())
+        utility = {t: {"useful": min(rnd.allocations[t], rnd.demands.get(t, 0.0)),
+                       "entitled": min(fair.entitlements[t] / total * budget, rnd.demands.get(t, 0.0))} for t in teams}
+        return rnd, {"unallocated": loss.unallocated, "over_allocated": loss.over_allocated, "unmet": loss.unmet,
+                     "loss": loss.loss}, utility
+
+    def rebalance(self, budget_usd_per_hour: float, entitlements: Mapping[str, float], running: Mapping[str, int],
+                  bounds: Mapping[str, TeamBounds] | None = None) -> StudyGrant:
+        """The hourly round (SV14): the org budget split afresh among the teams' running studies.
+
+        Parameters
+        ----------
+        budget_usd_per_hour : float
+            The org budget, > 0 (USD/hour).
+        entitlements : mapping of str to float
+            Every team's entitlement, > 0.
+        running : mapping of str to int
+            Running studies per team.
+        bounds : mapping of str to TeamBounds, optional
+            Teams' guaranteed minimums and caps.
+
+        Returns
+        -------
+        StudyGrant
+            Its ``max_usd_per_hour`` is 0; a running study of team ``t`` gets ``round.allocations[t] / loads[t]``.
+
+        Raises
+        ------
+        spottune.errors.ConfigError
+            On a budget <= 0.
+        """
+        loads = {t: float(n) for t, n in running.items()}
+        rnd, accounting, utility = self._round(budget_usd_per_hour, entitlements, loads, bounds)
+        return StudyGrant(max_usd_per_hour=0.0, round=rnd, loads={t: loads.get(t, 0.0) for t in rnd.allocations},
+                          accounting=accounting, utility=utility)
+
     def allocate(self, budget_usd_per_hour: float, entitlements: Mapping[str, float], running: Mapping[str, int],
-                 team: str) -> StudyGrant:
+                 team: str, bounds: Mapping[str, TeamBounds] | None = None) -> StudyGrant:
         """One fair-share round for a study of ``team`` that starts now.
 
         Parameters
@@ -106,6 +166,8 @@ class OrgPlan:
             Running studies per team, the starting one excluded.
         team : str
             The starting study's team.
+        bounds : mapping of str to TeamBounds, optional
+            Teams' guaranteed minimums and caps (SV14).
 
         Returns
         -------
@@ -116,17 +178,12 @@ class OrgPlan:
         spottune.errors.ConfigError
             On a budget <= 0 or an unknown team.
         """
-        fair = self._fair_share(budget_usd_per_hour, entitlements)
-        loads = {t: float(running.get(t, 0)) for t in fair.entitlements}
+        loads = {t: float(n) for t, n in running.items()}
         loads[team] = loads.get(team, 0.0) + 1.0
-        rnd = fair.allocate(loads)
-        teams = list(fair.entitlements)
-        loss = round_loss([rnd.demands.get(t, 0.0) for t in teams], [rnd.allocations[t] for t in teams],
-                          budget_usd_per_hour)
-        accounting = {"unallocated": loss.unallocated, "over_allocated": loss.over_allocated, "unmet": loss.unmet,
-                      "loss": loss.loss}
+        rnd, accounting, utility = self._round(budget_usd_per_hour, entitlements, loads, bounds)
+        loads = {t: loads.get(t, 0.0) for t in rnd.allocations}
         return StudyGrant(max_usd_per_hour=rnd.allocations[team] / loads[team], round=rnd, loads=loads,
-                          accounting=accounting)
+                          accounting=accounting, utility=utility)
 
     def observe(self, grant: StudyGrant, team: str, reward: float | None) -> None:
         """Learn from a study that ended: its reward met the threshold or not (deterministic feedback).
@@ -144,11 +201,32 @@ class OrgPlan:
         self.fair.observe(grant.round, {t: grant.loads.get(t, 0.0) for t in self.fair.entitlements},
                           {team: reward >= ON_TRACK_THRESHOLD})
 
+    def learned(self) -> dict[str, dict[str, float]]:
+        """Every team's learned unit demand, to store: ``{team: {low, high, theta_max, probes}}`` (USD/hour)."""
+        searches = dict(self._restored)
+        if self.fair is not None:
+            searches.update(self.fair.searches)
+        return {t: {"low": s.low, "high": s.high, "theta_max": s.theta_max, "probes": s.probes}
+                for t, s in searches.items()}
+
+    def restore(self, learned: Mapping[str, Mapping[str, float]]) -> None:
+        """Continue from learned unit demands (what :meth:`learned` returned, e.g. read back from the store).
+
+        An interval is used while the org budget equals its ``theta_max`` (as when the budget changes, SV11).
+        """
+        for team, d in learned.items():
+            search = BinarySearchDemand(d["theta_max"])
+            search.low, search.high, search.probes = float(d["low"]), float(d["high"]), int(d["probes"])
+            self._restored[team] = search
+        self.fair, self._key = None, None  # rebuilt at the next round, from these
+
     def demand_interval(self, team: str) -> tuple[float, float] | None:
-        """The team's learned unit demand ``(low, high)``, USD/hour per running study, or None before any round."""
-        if self.fair is None or team not in self.fair.searches:
-            return None
-        return self.fair.interval(team)
+        """The team's learned unit demand ``(low, high)``, USD/hour per running study (the stored one until the next
+        round), or None before any round."""
+        if self.fair is not None and team in self.fair.searches:
+            return self.fair.interval(team)
+        search = self._restored.get(team)
+        return (search.low, search.high) if search is not None else None
 
     def pick(self, teams: list[str], results: Mapping[str, list[float]]) -> TeamPick:
         """The team whose queued study takes a freed slot (ease.ml GREEDY, HYBRID fall-back to round robin).

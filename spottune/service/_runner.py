@@ -10,6 +10,12 @@ budget is smaller than its search space tries that many configurations, picked b
 (:mod:`spottune.service._budgeted`, SV10). A study runs exactly as ``spottune run`` would run its spec, in
 ``<data dir>/studies/<id>``; cancelling a running study stops it at its next event. A study left ``running`` by a
 killed server is continued from its journal (``tune(resume=...)``) when the runner starts again.
+
+Every ``round_period_s`` (default an hour) of the server's clock, a round re-splits the org budget among the teams
+with running studies and moves each running study's cap to its team's new allocation divided by the team's running
+studies (SV14). The study's backend reads the cap at its next launch: the runner hands it to the backend from the
+study's progress callback (``bind_backend``). The teams' learned demands are stored after each lesson and read back
+at start, so a restarted server continues from them.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +32,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from spottune.service._orgplan import OrgPlan, StudyGrant, reward_of
+from spottune.service._orgplan import OrgPlan, StudyGrant, TeamBounds, reward_of
 from spottune.service._store import Org, OrgRound, Store, Study, Team
 
 __all__ = ["StudyCancelled", "StudyRunner"]
@@ -57,6 +65,35 @@ def summarise(grid: Any) -> dict[str, Any]:
     return summary
 
 
+class _StudyProgress:
+    """A study's progress callback: stops it when cancelled or when the server stops, and hands the study's current
+    cap (``runner.caps``, USD/hour) to its backend, which checks it at every launch (SV14)."""
+
+    def __init__(self, runner: StudyRunner, study_id: int):
+        self.runner, self.study_id = runner, study_id
+        self.backend: Any = None
+
+    def bind_backend(self, backend: Any) -> None:
+        """Called once by the run with its backend (:class:`spottune.backends.Driver`)."""
+        self.backend = backend
+        self._apply_cap()
+
+    def _apply_cap(self) -> None:
+        cap = self.runner.caps.get(self.study_id)
+        if self.backend is not None and cap is not None and self.backend.max_usd_per_hour != cap:
+            self.backend.max_usd_per_hour = cap
+
+    def __call__(self, *_: Any) -> None:
+        runner = self.runner
+        if runner._stop.is_set():
+            raise StudyCancelled("the server is stopping")
+        with runner._lock:
+            cancelled = self.study_id in runner._cancel
+        if cancelled:
+            raise StudyCancelled(f"study {self.study_id} was cancelled")
+        self._apply_cap()
+
+
 class StudyRunner:
     """Runs the store's queued studies, up to ``max_studies`` at once (and one per team with work), from a daemon
     thread.
@@ -73,14 +110,23 @@ class StudyRunner:
     max_studies : int, default 4
         Studies run at once (slots), >= 1; a team with work and no running study starts one beyond them.
     plan : OrgPlan, optional
-        The fair split and team pick (a fresh one by default).
+        The fair split and team pick (a fresh one by default); it continues from the learned demands in the store.
+    round_period_s : float, default 3600.0
+        Wall seconds of the server between two rounds of the org budget over the running studies (SV14).
     """
 
     def __init__(self, store: Store, data_dir: str | Path, *, tune: Callable[..., Any] | None = None,
-                 poll_s: float = 0.2, max_studies: int = 4, plan: OrgPlan | None = None):
+                 poll_s: float = 0.2, max_studies: int = 4, plan: OrgPlan | None = None,
+                 round_period_s: float = 3600.0):
         self.store, self.data_dir, self.poll_s = store, Path(data_dir), poll_s
         self.max_studies = max(1, int(max_studies))
         self.plan = plan if plan is not None else OrgPlan()
+        learned = store.learned_demands()
+        if learned:
+            self.plan.restore(learned)
+        self.round_period_s = float(round_period_s)
+        #: Each running study's current cap, USD/hour (what its backend checks at its next launch).
+        self.caps: dict[int, float] = {}
         self._tune = tune
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -142,37 +188,81 @@ class StudyRunner:
                 team = self.plan.pick(idle or queued, self.results).team
                 study = next(st for st, name in rows if name == team)
                 if budget is not None:
-                    entitlements = dict(s.execute(select(Team.name, Team.entitlement)).all())
-                    grant = self.plan.allocate(budget, entitlements, running, team)
+                    entitlements, bounds = self._terms(s)
+                    grant = self.plan.allocate(budget, entitlements, running, team, bounds)
                     own = json.loads(study.spec_json).get("max_usd_per_hour")
                     study.max_usd_per_hour = min(grant.max_usd_per_hour, own) if own else grant.max_usd_per_hour
+                    self.caps[study.id] = study.max_usd_per_hour
                     if not own or own >= grant.max_usd_per_hour:  # it runs at the grant: its reward teaches about it
                         self._grants[study.id] = (team, grant)
                     s.add(OrgRound(study_id=study.id, budget_usd_per_hour=budget,
                                    allocations_json=json.dumps(grant.round.allocations),
-                                   demands_json=json.dumps(grant.round.demands), **grant.accounting))
+                                   demands_json=json.dumps(grant.round.demands),
+                                   utility_json=json.dumps(grant.utility), **grant.accounting))
             study.state = "running"
             study.started_utc = datetime.now(UTC)
             study.output = str(self.data_dir / "studies" / str(study.id))
             return study.id
 
-    def _progress(self, study_id: int) -> Callable[..., None]:
-        def check(*_: Any) -> None:
-            if self._stop.is_set():
-                raise StudyCancelled("the server is stopping")
+    @staticmethod
+    def _terms(s: Any) -> tuple[dict[str, float], dict[str, TeamBounds]]:
+        """Every team's entitlement, and the minimums and caps of those that have one."""
+        entitlements, bounds = {}, {}
+        for name, ent, lo, hi in s.execute(select(Team.name, Team.entitlement, Team.min_usd_per_hour,
+                                                  Team.max_usd_per_hour)).all():
+            entitlements[name] = ent
+            if lo is not None or hi is not None:
+                bounds[name] = TeamBounds(lo, hi)
+        return entitlements, bounds
+
+    def rebalance(self) -> dict[int, float] | None:
+        """One hourly round (SV14): split the org budget among the teams with running studies, move each running
+        study's cap to its team's allocation divided by the team's running studies (or the spec's own cap, if
+        lower), and store the round (``study_id`` None).
+
+        Returns
+        -------
+        dict of int to float or None
+            The running studies' new caps (USD/hour); None when no budget > 0 is set or nothing runs.
+        """
+        with self.store.session.begin() as s:
+            budget = s.get(Org, 1).budget_usd_per_hour  # type: ignore[union-attr]
+            rows = s.execute(select(Study, Team.name).join(Team).where(Study.state == "running")).all()
+            if not budget or not rows:
+                return None
+            running = Counter(name for _, name in rows)
+            caps: dict[int, float] = {}
             with self._lock:
-                cancelled = study_id in self._cancel
-            if cancelled:
-                raise StudyCancelled(f"study {study_id} was cancelled")
-        return check
+                entitlements, bounds = self._terms(s)
+                grant = self.plan.rebalance(budget, entitlements, running, bounds)
+                for study, team in rows:
+                    share = grant.round.allocations[team] / grant.loads[team]
+                    own = json.loads(study.spec_json).get("max_usd_per_hour")
+                    caps[study.id] = study.max_usd_per_hour = min(share, own) if own else share
+                    if not own or own >= share:  # it runs at the share: its reward teaches about it
+                        self._grants[study.id] = (team, StudyGrant(max_usd_per_hour=share, round=grant.round,
+                                                                   loads=grant.loads, accounting=grant.accounting,
+                                                                   utility=grant.utility))
+                    else:
+                        self._grants.pop(study.id, None)
+                self.caps.update(caps)
+            s.add(OrgRound(study_id=None, budget_usd_per_hour=budget,
+                           allocations_json=json.dumps(grant.round.allocations),
+                           demands_json=json.dumps(grant.round.demands), utility_json=json.dumps(grant.utility),
+                           **grant.accounting))
+        return caps
+
+    def _progress(self, study_id: int) -> _StudyProgress:
+        return _StudyProgress(self, study_id)
 
     def run_one(self, study_id: int, resume: bool) -> None:
         """Run (or continue) one claimed study and record how it ended."""
         with self.store.session.begin() as s:
             study = s.get(Study, study_id)
             spec, out, budget = json.loads(study.spec_json), Path(study.output), study.trial_budget
-            if study.max_usd_per_hour is not None:  # the fair-share cap (SV11)
+            if study.max_usd_per_hour is not None:  # the fair-share cap (SV11), moved by each round (SV14)
                 spec["max_usd_per_hour"] = study.max_usd_per_hour
+                self.caps[study_id] = study.max_usd_per_hour
             if study.cancel_requested:
                 self.cancel(study_id)
         tune = self._tune_fn()
@@ -204,8 +294,10 @@ class StudyRunner:
             study.state, study.ended_utc = state, datetime.now(UTC)
             study.summary_json = json.dumps(summary) if summary is not None else None
             study.error = error
+        learned = None
         with self._lock:
             self._cancel.discard(study_id)
+            self.caps.pop(study_id, None)
             granted = self._grants.pop(study_id, None)
             if state == "finished" and summary is not None:
                 if "tried" in summary:  # a trial-budget study: a tried configuration without a value was not on track
@@ -219,6 +311,9 @@ class StudyRunner:
                     self.results.setdefault(team, []).append(reward)
                     if granted is not None:
                         self.plan.observe(granted[1], granted[0], reward)
+                        learned = self.plan.learned()
+        if learned is not None:  # a restarted server continues from it (SV14)
+            self.store.save_learned_demands(learned)
         self._wake.set()  # a slot is free
 
     def _launch(self, study_id: int, resume: bool) -> None:
@@ -232,13 +327,20 @@ class StudyRunner:
             left = list(s.scalars(select(Study.id).where(Study.state == "running").order_by(Study.id)))
         for study_id in left:
             self._launch(study_id, True)
+        next_round = time.monotonic() + self.round_period_s
         while not self._stop.is_set():
+            if time.monotonic() >= next_round:
+                next_round += self.round_period_s
+                try:
+                    self.rebalance()
+                except Exception as exc:  # noqa: BLE001  (a failed round is logged; caps stay as they were)
+                    log.warning("fair-share round failed: %s", _one_line(exc))
             for study_id, thread in list(self._running.items()):
                 if not thread.is_alive():
                     del self._running[study_id]
             claimed = self._next(full=len(self._running) >= self.max_studies)
             if claimed is None:
-                self._wake.wait(self.poll_s)
+                self._wake.wait(max(0.0, min(self.poll_s, next_round - time.monotonic())))
                 self._wake.clear()
                 continue
             self._launch(claimed, False)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from spottune.service._app import create_app
 from spottune.service._runner import StudyRunner
 from spottune.service._store import Store
 
-__all__ = ["BACKENDS", "REFUSED_BACKENDS", "Service", "default_db_url"]
+__all__ = ["BACKENDS", "REFUSED_BACKENDS", "Service", "default_db_url", "team_token_file", "write_secret"]
 
 #: Backends the service runs studies on: the simulator, and real worker processes on the server's machine.
 BACKENDS = ("sim", "local")
@@ -29,6 +31,30 @@ REFUSED_BACKENDS = {
 def default_db_url(data_dir: str | Path) -> str:
     """``sqlite:///<data_dir>/service.db``: the default store, a SQLite file."""
     return f"sqlite:///{Path(data_dir) / 'service.db'}"
+
+
+def team_token_file(data_dir: str | Path, team: str) -> Path:
+    """``<data_dir>/teams/<team>.token``: where the service writes the token of a team it creates at start."""
+    return Path(data_dir) / "teams" / f"{team}.token"
+
+
+def write_secret(path: str | Path, secret: str) -> None:
+    """Write ``secret`` and a newline to ``path``, readable by its owner only (mode 0600 from its creation).
+
+    The file is written beside ``path`` and renamed over it, so a reader sees the old secret or the new one whole.
+
+    Parameters
+    ----------
+    path : str or Path
+    secret : str
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    os.replace(tmp, path)
 
 
 class Service:
@@ -54,16 +80,23 @@ class Service:
         Replaces :func:`spottune.tune` in the runner.
     max_studies : int, default 4
         Studies run at once; a team with work and no running study starts one beyond them (decision SV8).
+    round_period_s : float, default 3600.0
+        Wall seconds between two rounds of the org budget over the running studies (decision SV14).
+    teams : mapping of str to float, optional
+        Teams to create at start if missing, with their entitlements (> 0); the token of each one created is
+        written to :func:`team_token_file` (mode 0600). Existing teams are left as they are (decision SV9).
 
     Raises
     ------
     ConfigError
-        On an unknown backend, a negative budget or a database that cannot be opened.
+        On an unknown backend, a negative budget, a bad team name or entitlement, or a database that cannot be
+        opened.
     """
 
     def __init__(self, *, admin_token: str, db_url: str | None = None, data_dir: str | Path = "spottune-service",
                  host: str = "127.0.0.1", port: int = 8000, org_budget_usd_per_hour: float | None = None,
-                 backend: str = "sim", tune: Any = None, max_studies: int = 4):
+                 backend: str = "sim", tune: Any = None, max_studies: int = 4,
+                 teams: Mapping[str, float] | None = None, round_period_s: float = 3600.0):
         if backend in REFUSED_BACKENDS:
             raise ConfigError(f"--backend {backend} is not served: {REFUSED_BACKENDS[backend]}")
         if backend not in BACKENDS:
@@ -74,12 +107,33 @@ class Service:
         self.store = Store(db_url or default_db_url(self.data_dir))
         if org_budget_usd_per_hour is not None:
             self.store.set_org_budget(org_budget_usd_per_hour)
-        self.runner = StudyRunner(self.store, self.data_dir, tune=tune, max_studies=max_studies)
+        self.created_teams = self._ensure_teams(teams or {})
+        if not round_period_s > 0:
+            raise ConfigError(f"--round-period-s is {round_period_s!r}, but must be > 0")
+        self.runner = StudyRunner(self.store, self.data_dir, tune=tune, max_studies=max_studies,
+                                  round_period_s=round_period_s)
         self.app = create_app(self.store, admin_token=admin_token, runner=self.runner, backend=backend)
         self.server = uvicorn.Server(uvicorn.Config(self.app, host=host, port=port, log_level="warning",
                                                     access_log=False))
         self.host = host
         self._thread: threading.Thread | None = None
+
+    def _ensure_teams(self, teams: Mapping[str, float]) -> list[str]:
+        from spottune.service._app import _NAME
+
+        for name, entitlement in teams.items():
+            if not _NAME.match(name):
+                raise ConfigError(f"--team name is {name!r}, but must be letters, digits, '_', '.' or '-' (at most 64, "
+                                  "starting with a letter or digit)")
+            if not (isinstance(entitlement, (int, float)) and 0 < entitlement < float("inf")):
+                raise ConfigError(f"--team {name}={entitlement!r}: the entitlement must be a finite number > 0")
+        created = []
+        for name, entitlement in teams.items():
+            token = self.store.ensure_team(name, float(entitlement))
+            if token is not None:
+                write_secret(team_token_file(self.data_dir, name), token)
+                created.append(name)
+        return created
 
     @property
     def port(self) -> int:

@@ -58,7 +58,9 @@ class Org(Base):
 
 
 class Team(Base):
-    """A team: a name, its entitlement (share of the org budget, > 0) and the digest of its token."""
+    """A team: a name, its entitlement (share of the org budget, > 0), the digest of its token, an optional
+    guaranteed minimum and cap on its share (USD/hour, SV14) and its learned unit demand (the interval
+    ``[demand_low, demand_high]`` USD/hour per running study, learned with ``theta_max``; SV14)."""
 
     __tablename__ = "teams"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -66,6 +68,12 @@ class Team(Base):
     entitlement: Mapped[float] = mapped_column(Float, default=1.0)
     token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
     created_utc: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    min_usd_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_usd_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    demand_low_usd_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    demand_high_usd_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    demand_theta_max_usd_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    demand_probes: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class Study(Base):
@@ -93,7 +101,8 @@ class Study(Base):
 class OrgRound(Base):
     """One fair-share round of the org budget (decision SV11): when, for which starting study, the budget, the
     allocations and the learned demands per team (JSON, USD/hour) and the round's accounting: unallocated U,
-    over-allocated O, unmet M and loss ``min(U + O, M)`` (USD/hour)."""
+    over-allocated O, unmet M and loss ``min(U + O, M)`` (USD/hour), and per team its useful allocation and that of
+    the entitlement-only split (JSON ``{team: {"useful": ..., "entitled": ...}}``, USD/hour; SV14)."""
 
     __tablename__ = "org_rounds"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -106,6 +115,7 @@ class OrgRound(Base):
     over_allocated: Mapped[float] = mapped_column(Float)
     unmet: Mapped[float] = mapped_column(Float)
     loss: Mapped[float] = mapped_column(Float)
+    utility_json: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 def upgrade(engine: Engine) -> None:
@@ -173,6 +183,41 @@ class Store:
         """The team of this name, or None."""
         return s.scalar(select(Team).where(Team.name == name))
 
+    def ensure_team(self, name: str, entitlement: float = 1.0) -> str | None:
+        """Create team ``name`` unless it exists; return its new token (shown once), or None if it existed.
+
+        Parameters
+        ----------
+        name : str
+        entitlement : float, default 1.0
+            Its share of the org budget (a weight, > 0); an existing team's is left as it is.
+
+        Returns
+        -------
+        str or None
+        """
+        with self.session.begin() as s:
+            if self.team_by_name(s, name) is not None:
+                return None
+            token = new_token()
+            s.add(Team(name=name, entitlement=entitlement, token_sha256=hash_token(token)))
+        return token
+
+    def learned_demands(self) -> dict[str, dict[str, float]]:
+        """Every team's stored learned unit demand: ``{team: {low, high, theta_max, probes}}`` (USD/hour; SV14)."""
+        with self.session() as s:
+            return {t.name: {"low": t.demand_low_usd_per_hour, "high": t.demand_high_usd_per_hour,
+                             "theta_max": t.demand_theta_max_usd_per_hour, "probes": t.demand_probes or 0}
+                    for t in s.scalars(select(Team).where(Team.demand_theta_max_usd_per_hour.is_not(None)))}
+
+    def save_learned_demands(self, learned: dict[str, dict[str, float]]) -> None:
+        """Store learned unit demands (:meth:`spottune.service._orgplan.OrgPlan.learned`'s answer; SV14)."""
+        with self.session.begin() as s:
+            for team in s.scalars(select(Team).where(Team.name.in_(list(learned)))):
+                d = learned[team.name]
+                team.demand_low_usd_per_hour, team.demand_high_usd_per_hour = d["low"], d["high"]
+                team.demand_theta_max_usd_per_hour, team.demand_probes = d["theta_max"], int(d["probes"])
+
     def set_org_budget(self, budget_usd_per_hour: float | None) -> None:
         """Set the org budget (USD/hour; None clears it)."""
         with self.session.begin() as s:
@@ -203,4 +248,5 @@ def round_view(r: OrgRound) -> dict[str, Any]:
     return {"at_utc": _iso(r.at_utc), "study_id": r.study_id, "budget_usd_per_hour": r.budget_usd_per_hour,
             "allocations_usd_per_hour": json.loads(r.allocations_json),
             "demands_usd_per_hour": json.loads(r.demands_json), "unallocated": r.unallocated,
-            "over_allocated": r.over_allocated, "unmet": r.unmet, "loss": r.loss}
+            "over_allocated": r.over_allocated, "unmet": r.unmet, "loss": r.loss,
+            "utility_usd_per_hour": json.loads(r.utility_json) if r.utility_json else None}

@@ -90,9 +90,26 @@ class ServiceClient:
         """``{"ok": True, "backend": ...}``."""
         return self._call("GET", "/v1/health")
 
-    def create_team(self, name: str, entitlement: float = 1.0) -> dict[str, Any]:
-        """Admin: create a team; the answer holds its ``token`` (shown once)."""
-        return self._call("POST", "/v1/teams", json={"name": name, "entitlement": entitlement})
+    def create_team(self, name: str, entitlement: float = 1.0, *, min_usd_per_hour: float | None = None,
+                    max_usd_per_hour: float | None = None) -> dict[str, Any]:
+        """Admin: create a team; the answer holds its ``token`` (shown once).
+
+        Parameters
+        ----------
+        name : str
+        entitlement : float, default 1.0
+            Its share of the org budget (a weight, > 0).
+        min_usd_per_hour, max_usd_per_hour : float, optional
+            A guaranteed minimum and a cap on its share of the org budget, USD/hour (decision SV14).
+
+        Returns
+        -------
+        dict
+            ``name``, ``entitlement``, ``min_usd_per_hour``, ``max_usd_per_hour``, ``token``.
+        """
+        return self._call("POST", "/v1/teams", json={"name": name, "entitlement": entitlement,
+                                                       "min_usd_per_hour": min_usd_per_hour,
+                                                       "max_usd_per_hour": max_usd_per_hour})
 
     def teams(self) -> list[dict[str, Any]]:
         """Admin: the teams and their entitlements."""
