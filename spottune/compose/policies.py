@@ -109,7 +109,9 @@ class Policy:
     early_curve : bool
         EarlyCurve ranking at θ and the plateau rule; False ranks by the last value and never plateaus.
     max_price : {"d1", "never-revoked", "on-demand"}
-        D1 (current + U[0.00001, 0.2] USD/h), far above every recorded price, or the on-demand price.
+        D1 (current + U[0.00001, 0.2] USD/h), :data:`NEVER_REVOKED_FACTOR` times the highest recorded price (the
+        paper's never-revoked single-spot baseline, §IV-A4), or the on-demand price (USD/h; AWS's default max price,
+        design E14).
     capacity : {"spot", "on-demand"}
         On-demand: never revoked, billed at the on-demand price.
     pruner : {"median", "sha", "hyperband"} or None
