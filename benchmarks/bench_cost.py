@@ -251,20 +251,28 @@ def two_part_markdown(folder=None):
                   f"trained steps, {steps * low:.0f}-{steps * high:.0f} USD at the test studies' {low:.4f}-{high:.4f} "
                   f"USD per trained step (mean USD ÷ mean steps of each policy there), against a saving of "
                   f"{bar - ours:.2f} USD per study over the peer."]
-    pooled = json.loads((folder / PROVISIONING_JSON).read_text())["summary"]["pooled"]
-    cells = {k: v for k, v in pooled.items() if k.startswith("spottune ")}
+    summary = json.loads((folder / PROVISIONING_JSON).read_text())["summary"]
     lines += ["", f"**Provisioning, stopper held fixed** (`benchmarks/bench_provisioning.py`, `{PROVISIONING_JSON}`): "
-              "`spottune-0.7` under SpotTune's default provisioning against spot-restart's (the cheapest market at "
-              "each launch at the on-demand price, no failover), the same stopper; geometric mean of the cells' cost "
-              "ratios, paired bootstrap interval."]
-    for key, v in cells.items():
+              "`spottune-0.7` (the θ barrier, top-3) under SpotTune's default provisioning against the same policy "
+              "under spot-restart's provisioning (the cheapest market at each launch at the on-demand price) and under "
+              "spot-restart-failover's (the same with SkyPilot's failover after a capacity refusal); pooled: geometric "
+              "mean of the cells' cost ratios (2 traces × 3 workloads × 2 market modes) with a paired bootstrap "
+              "interval; per mode the range of the cells' ratios."]
+    for peer, key in (("spot-restart", "spottune"), ("spot-restart-failover", "spottune vs restart-failover")):
+        v = summary["pooled"].get(f"{key} spottune-0.7")
+        if v is None:
+            continue
         lo, hi = v["cost_ratio_ci"]
-        lines.append(f"- `{key.split()[-1]}`: {v['cost_ratio']:.2f}x spot-restart's cost [{lo:.2f}, {hi:.2f}] over {v['cells']} "
-                     "cells (2 traces × 3 workloads × 2 market modes).")
-    lines += ["- Against spot-restart with SkyPilot-style failover (`spot-restart-failover`, the stronger peer in the "
-              "modern market) with the stopper held fixed: not measured; the modern tables below compare it with "
-              "stopping mixed in.", ""]
-    return lines
+        modes = []
+        for mode in ("legacy", "modern"):
+            cells = [c[key] for name, c in summary["cells"].items() if f" {mode} " in name and key in c]
+            if cells:
+                cost = [c["cost_ratio"] for c in cells]
+                jct = [c["jct_ratio"] for c in cells]
+                modes.append(f"{mode} {min(cost):.2f}-{max(cost):.2f}x its cost at {min(jct):.2f}-{max(jct):.2f}x its JCT")
+        lines.append(f"- against {peer}: {v['cost_ratio']:.2f}x its cost [{lo:.2f}, {hi:.2f}] over {v['cells']} cells; "
+                     + "; ".join(modes) + ".")
+    return lines + [""]
 
 
 SUPPLEMENTARY = OUT.with_name("cost_supplementary.json")

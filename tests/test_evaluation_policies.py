@@ -315,7 +315,8 @@ def test_restart_provisioning_gives_the_spottune_provisioned_policies_spot_resta
 def test_simulate_refuses_a_deadline_under_restart_provisioning_and_an_unknown_speed_model(tmp_path):
     from spottune.cli._simulate import simulate_all
 
-    with pytest.raises(ConfigError, match="--deadline needs --provisioning spottune or refund-hop, not 'restart'"):
-        simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, deadline="6h", provisioning="restart")
+    for provisioning in ("restart", "restart-failover"):
+        with pytest.raises(ConfigError, match=f"--deadline needs --provisioning spottune or refund-hop, not '{provisioning}'"):
+            simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, deadline="6h", provisioning=provisioning)
     with pytest.raises(ConfigError, match="--speed-model is 'linear', but must be one of pooled, cores"):
         simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, speed_model="linear")

@@ -317,7 +317,8 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
         ``refund-hop``: the refund objective's choice unguarded, with hourly hops (the default before 2026-11-29);
         ``restart`` gives the SpotTune-provisioned policies (``spottune-<θ>...``, ``optuna-...``) spot-restart's
         provisioning instead (cheapest market at each launch, max price = on-demand, no hourly hop, no predictor;
-        :data:`PROVISIONINGS`); the other policies keep their own.
+        :data:`PROVISIONINGS`); ``restart-failover`` the same with ``spot-restart-failover``'s failover after a
+        capacity refusal (design E12); the other policies keep their own.
     predictive_options : mapping or str, optional
         Settings of the ``spottune-<θ>...`` policies with stopper ``predictive`` and θ < 1
         (:attr:`Policy.predictive_options`); other policies ignore them, as θ = 1 ignores ``rungs``.
@@ -344,16 +345,18 @@ def with_provisioning(policy: Policy, provisioning: str) -> Policy:
     Parameters
     ----------
     policy : Policy
-    provisioning : {"spottune", "refund-hop", "restart"}
-        ``spottune``: :func:`guarded`; ``refund-hop``: as it is; ``restart``: spot-restart's provisioning.
+    provisioning : {"spottune", "refund-hop", "restart", "restart-failover"}
+        ``spottune``: :func:`guarded`; ``refund-hop``: as it is; ``restart``: spot-restart's provisioning;
+        ``restart-failover``: spot-restart-failover's (the same with SkyPilot's failover, design E12).
 
     Returns
     -------
     Policy
     """
-    if provisioning == "restart" and policy.chooser == "spottune":
-        return replace(policy, **_RESTART_PROVISIONING, failover=False,
-                       description=f"{policy.description}; spot-restart provisioning")
+    if provisioning in ("restart", "restart-failover") and policy.chooser == "spottune":
+        failover = provisioning == "restart-failover"
+        return replace(policy, **_RESTART_PROVISIONING, failover=failover,
+                       description=f"{policy.description}; spot-restart{'-failover' if failover else ''} provisioning")
     return guarded(policy) if provisioning == "spottune" else policy
 
 
