@@ -47,3 +47,16 @@ def test_the_usd_target_reports_the_top3_interval_of_ours_and_the_bar():
     assert t["top3_ci95"] == pytest.approx([0.75127, 0.99873], abs=1e-5)
     assert t["peer_top3_ci95"] == pytest.approx([0.025 ** (1 / 20), 1.0])
     assert bench._top3_cell(rows, "ours-p") == "0.95 (19/20; 0.75-1.00)"
+
+
+def test_the_wider_peer_grid_takes_the_cheapest_setting_at_the_top3_bar():
+    grid = _module("bench_peer_grid")
+    stored = ([{"policy": "optuna-sha-r1-rf4", "cost_usd": 2.0, "pick_top3": 1.0}] * 20
+              + [{"policy": "spottune-0.2 --top-k 2", "cost_usd": 1.5, "pick_top3": 1.0}] * 20)
+    new = ([{"policy": "optuna-sha-r1-rf5", "cost_usd": 1.8, "pick_top3": float(i > 0)} for i in range(20)]  # 19/20
+           + [{"policy": "optuna-sha-r1-rf8", "cost_usd": 1.0, "pick_top3": float(i > 1)} for i in range(20)])  # 18/20
+    target = {"policy": "spottune-0.2 --top-k 2", "cost_usd": 1.5, "peer": "optuna-sha-r1-rf4", "ratio": 0.75}
+    s = grid.summarise("w", stored, new, target)
+    assert s["bar"] == "optuna-sha-r1-rf5" and (s["bar_cost_usd"], s["ratio"]) == pytest.approx((1.8, 1.5 / 1.8))
+    assert s["settings"]["optuna-sha-r1-rf8"]["top3_hits"] == 18 and "spottune-0.2 --top-k 2" not in s["settings"]
+    assert s["settings"]["optuna-sha-r1-rf5"]["top3_ci95"] == pytest.approx([0.75127, 0.99873], abs=1e-5)
