@@ -131,3 +131,39 @@ def bootstrap_interval(values: Any, stat: Callable[[Any], Any], n: int = 10_000,
     means = v[np.random.default_rng(seed).integers(0, len(v), size=(n, len(v)))].mean(axis=1)
     lo, hi = np.percentile(stat(means), [50 * (1 - level), 50 * (1 + level)])
     return float(lo), float(hi)
+
+
+def rate_interval(hits: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) interval of a rate from ``hits`` successes in ``n`` independent units, e.g. the top-3
+    rate over test studies ("19 of 20 studies returned a true top-3 trial": 0.751-0.999).
+
+    Parameters
+    ----------
+    hits : int
+        Units that succeeded (0 <= hits <= n).
+    n : int
+        Units (studies).
+    level : float, default 0.95
+        Confidence level.
+
+    Returns
+    -------
+    (float, float)
+        Lower and upper bound, (nan, nan) when ``n`` is 0.
+
+    Raises
+    ------
+    ValueError
+        If ``hits`` is outside 0..n.
+
+    Notes
+    -----
+    ``scipy.stats.binomtest(hits, n).proportion_ci(level, method="exact")``
+    (https://docs.scipy.org/doc/scipy/reference/generated/scipy.stats.binomtest.html).
+    """
+    from scipy.stats import binomtest
+
+    if n == 0:
+        return float("nan"), float("nan")
+    ci = binomtest(int(hits), int(n)).proportion_ci(confidence_level=level, method="exact")
+    return float(ci.low), float(ci.high)

@@ -11,6 +11,11 @@ the ratio of mean costs (SpotTune's ÷ restart's) with a paired bootstrap interv
 resampled in both arms), JCT ÷ restart's beside it, and the pooled ratio (geometric mean of the cells' ratios, each
 cell's starts resampled).
 
+The arm ``restart-failover`` (2026-11-29) runs the same policy under ``spottune simulate --provisioning
+restart-failover`` (spot-restart with SkyPilot's failover after a capacity refusal, design E12); the summary gives
+every other arm's ratio to it as well (``<arm> vs restart-failover``). ``--starts-from FILE`` runs each cell on exactly
+the starts of an earlier run's rows (a new arm beside stored ones; ``--merge`` then joins them).
+
 The arm ``reference`` (``spottune-0.7`` only) is the same objective told what it cannot know: hindsight revocation
 probabilities (predictor ``hindsight``) and the simulator's true speed ratios between instance types (the speed
 oracle below; the honest-speed rule off). The gap between ``spottune`` and ``reference`` is what estimation costs.
@@ -102,7 +107,22 @@ def margin(value: float | None):
 #: arm -> (policies, simulate keyword arguments, speed oracle patched in)
 ARMS = {"spottune": (POLICIES, {"provisioning": "spottune"}, False),
         "restart": (POLICIES, {"provisioning": "restart"}, False),
+        "restart-failover": (POLICIES, {"provisioning": "restart-failover"}, False),
         "reference": (("spottune-0.7-hindsight",), {"provisioning": "spottune", "speed_model": "cores"}, True)}
+
+
+#: The arms every other arm is compared with: spot-restart (each arm's ratio) and SkyPilot's failover (``... vs
+#: restart-failover``), the same stopper in every arm.
+BASES = ("restart", "restart-failover")
+
+
+def _starts_from(path: Path) -> dict[tuple[str, str, str], str]:
+    """(trace, workload, mode) -> the comma-separated starts of that cell's rows in an earlier run's JSON
+    (``--starts-from``: a new arm on exactly the starts of the stored ones)."""
+    cells: dict = {}
+    for r in json.loads(path.read_text())["rows"]:
+        cells.setdefault((r["trace"], r["workload"], r["market_mode"]), set()).add(r["start"])
+    return {k: ",".join(sorted(v)) for k, v in cells.items()}
 
 
 def _starts(trace: str, workload: str, mode: str, n: int, tuning: bool, indices: str = "") -> str:
@@ -127,8 +147,9 @@ def run(args) -> dict:
         rows = [r for part in parts for r in part["rows"]]
         arms = list(dict.fromkeys(a for part in parts for a in part["config"]["arms"]))
         cases = [c for part in parts for c in part["config"].get("cases", [])]
+        earlier = [m for part in parts for m in part["config"].get("merged") or []]  # a merged file's own parts
         config = {**parts[0]["config"], "arms": arms, "cases": cases,
-                  "merged": [Path(f).name for f in args.merge.split(",")]}
+                  "merged": earlier + [Path(f).name for f in args.merge.split(",")]}
         return {"config": config, "rows": rows, "summary": summarise(rows, arms)}
     cases = [tuple(c.split(":")) for c in args.cases.split(",")] if args.cases else list(CASES)
     pols = tuple(args.policies.split(","))
@@ -139,8 +160,10 @@ def run(args) -> dict:
         arms = {a: (tuple(p for p in v[0] if p.replace("-hindsight", "") in pols), *v[1:], None)
                 for a, v in ARMS.items() if a in args.arms.split(",")}
     rows = []
+    stored = _starts_from(args.starts_from) if args.starts_from else None
     for trace, workload, mode in cases:
-        times = _starts(trace, workload, mode, args.starts, args.tuning, args.indices)
+        times = stored[(trace, workload, mode)] if stored else \
+            _starts(trace, workload, mode, args.starts, args.tuning, args.indices)
         for arm, (policies, kwargs, oracle, m) in arms.items():
             with tempfile.TemporaryDirectory() as d, (speed_oracle() if oracle else contextlib.nullcontext()), margin(m):
                 table = simulate_all(workload, ",".join(policies), args.starts, mode, Path(d), jobs=args.jobs,
@@ -152,14 +175,16 @@ def run(args) -> dict:
             print(f"{trace} {workload} {mode} {arm}: done", file=sys.stderr, flush=True)
             args.out.with_suffix(".partial.json").write_text(json.dumps({"config": {"arms": list(arms)}, "rows": rows}))
     return {"config": {"starts": args.starts, "tuning": args.tuning, "cases": cases, "arms": list(arms), "policies": pols,
+                       "starts_from": str(args.starts_from) if args.starts_from else None,
                        "jobs": args.jobs, "margins": list(args.margins) if args.tuning else None},
             "rows": rows, "summary": summarise(rows, list(arms))}
 
 
 def summarise(rows: list[dict], arms: list[str]) -> dict:
     """Per (trace, workload, mode, policy) and arm: the ratio of mean cost to restart's with a paired bootstrap
-    interval over the starts, and the ratio of mean JCT; ``pooled``: per arm and policy, the geometric mean of the
-    cells' cost ratios with its interval (each cell's starts resampled together)."""
+    interval over the starts, and the ratio of mean JCT; with a ``restart-failover`` arm also each other arm's ratio
+    to it (key ``<arm> vs restart-failover``); ``pooled``: per arm and policy, the geometric mean of the cells' cost
+    ratios with its interval (each cell's starts resampled together)."""
     import numpy as np
 
     from _common import bootstrap_interval
@@ -169,14 +194,16 @@ def summarise(rows: list[dict], arms: list[str]) -> dict:
         cells.setdefault((r["trace"], r["workload"], r["market_mode"], r["policy"]), {}) \
             .setdefault(r["provisioning"], {})[r["start"]] = r
     out, logs = {}, {}
-    rng = np.random.default_rng(0)
+    # the pooled intervals against restart draw from one stream (as before the failover arm); every comparison that
+    # involves the failover arm from another, so adding it moves no earlier figure
+    rngs = {False: np.random.default_rng(0), True: np.random.default_rng(1)}
     for key, by_arm in cells.items():
-        base = by_arm.get("restart")
-        if not base:
-            continue
         entry = {}
-        for arm, runs in by_arm.items():
-            if arm == "restart":
+        comparisons = [(arm, arm, "restart") for arm in by_arm if arm != "restart"] + \
+            [(f"{arm} vs restart-failover", arm, "restart-failover") for arm in by_arm if arm not in BASES]
+        for label, arm, base_arm in comparisons:
+            base, runs = by_arm.get(base_arm), by_arm[arm]
+            if not base:
                 continue
             common = sorted(set(runs) & set(base))
             pair = np.array([[runs[s]["cost_usd"], base[s]["cost_usd"], runs[s]["jct_h"], base[s]["jct_h"]]
@@ -185,12 +212,13 @@ def summarise(rows: list[dict], arms: list[str]) -> dict:
                 continue
             ratio = pair[:, 0].mean() / pair[:, 1].mean()
             lo, hi = bootstrap_interval(pair[:, :2], lambda m: m[:, 0] / m[:, 1])
-            entry[arm] = {"n": len(pair), "cost_usd": pair[:, 0].mean(), "restart_cost_usd": pair[:, 1].mean(),
+            entry[label] = {"n": len(pair), "base": base_arm, "cost_usd": pair[:, 0].mean(), "restart_cost_usd": pair[:, 1].mean(),
                           "cost_ratio": ratio, "cost_ratio_ci": [lo, hi], "jct_ratio": pair[:, 2].mean() / pair[:, 3].mean()}
-            idx = rng.integers(0, len(pair), size=(2000, len(pair)))
+            idx = rngs["restart-failover" in (arm, base_arm)].integers(0, len(pair), size=(2000, len(pair)))
             boot = pair[idx, 0].mean(axis=1) / pair[idx, 1].mean(axis=1)
-            logs.setdefault((arm, key[3]), []).append((np.log(ratio), np.log(boot)))
-        out[" ".join(key)] = entry
+            logs.setdefault((label, key[3]), []).append((np.log(ratio), np.log(boot)))
+        if entry:
+            out[" ".join(key)] = entry
     pooled = {}
     for (arm, policy), items in logs.items():
         point = float(np.exp(np.mean([a for a, _ in items])))
@@ -201,9 +229,13 @@ def summarise(rows: list[dict], arms: list[str]) -> dict:
 
 
 def markdown(r: dict) -> str:
-    arms = [a for a in r["config"]["arms"] if a != "restart"]
-    lines = ["| trace, workload, mode, policy | " + " | ".join(f"{a}: cost ÷ restart [95 % CI], JCT ÷ restart (starts)"
-                                                      for a in arms) + " |",
+    arms = list(dict.fromkeys(a for v in r["summary"]["cells"].values() for a in v))
+
+    def head(a):
+        base = "restart-failover" if a.endswith(" vs restart-failover") else "restart"
+        return f"{a.removesuffix(' vs restart-failover')}: cost ÷ {base} [95 % CI], JCT ÷ {base} (starts)"
+
+    lines = ["| trace, workload, mode, policy | " + " | ".join(head(a) for a in arms) + " |",
              "| --- |" + " --- |" * len(arms)]
     for key, v in r["summary"]["cells"].items():
         cells = [f"{v[a]['cost_ratio']:.2f} [{v[a]['cost_ratio_ci'][0]:.2f}, {v[a]['cost_ratio_ci'][1]:.2f}], "
@@ -220,9 +252,12 @@ def main(argv=None) -> int:
     ap.add_argument("--starts", type=int, default=20, help="evaluation starts per cell (tuning: 2 (n - 1) between them)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--cases", default="", help="trace:workload:mode,... (default: all 12 cells)")
-    ap.add_argument("--arms", default="spottune,restart,reference")
+    ap.add_argument("--arms", default="spottune,restart,reference",
+                    help=f"comma-separated, among {','.join(ARMS)}")
     ap.add_argument("--policies", default=",".join(POLICIES), help="policies of the evaluation arms")
     ap.add_argument("--indices", default="", help="comma-separated indices of the starts to run (default: all)")
+    ap.add_argument("--starts-from", type=Path, default=None,
+                    help="an earlier run's JSON: run each cell on exactly its starts (a new arm beside stored ones)")
     ap.add_argument("--merge", default="", help="comma-separated JSON files of earlier runs: summarise their rows")
     ap.add_argument("--margins", type=lambda t: tuple(float(x) for x in t.split(",")), default=MARGINS)
     ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, or provisioning_margin_tuning.json with --tuning")

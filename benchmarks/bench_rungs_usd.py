@@ -26,7 +26,8 @@ the default provisioning and predictor, 120 s boot), every policy alike, so the 
   (``optuna-sha``: S_max // 27, rf 3).
 
 ``top-3`` is the step benchmarks' (the returned trial is among the true top 3), computed from the row's
-``chosen_best``. ``target`` holds the early-stopping work's test: each pick of ours against the cheapest peer row with mean test
+``chosen_best``; the tables give it with the count of studies and its exact (Clopper-Pearson) 95 % interval
+(``_common.rate_interval``), since 19 of 20 studies is compatible with a true rate of 0.75. ``target`` holds the early-stopping work's test: each pick of ours against the cheapest peer row with mean test
 top-3 ≥ 0.95, including every peer setting that a ``--reuse`` run tested on all the same test studies (a setting
 picked with fewer tuning studies keeps its place in the bar). The studies are drawn from the whole recorded pool, half
 of which the split-0 tuning studies drew from: a mild overlap.
@@ -340,12 +341,20 @@ def run(args) -> dict:
             "target": {w: target(summary[w], [r for r in rows if r["workload"] == w]) for w in workloads}}
 
 
+def top3_counts(rows: list[dict], policy: str) -> tuple[int, int]:
+    """(studies whose pick is in the true top 3, studies) of ``policy`` among ``rows`` (one set's test rows)."""
+    hits = [r["pick_top3"] for r in rows if r["policy"] == policy]
+    return int(round(sum(hits))), len(hits)
+
+
 def target(summary: dict[str, dict], rows: list[dict] = ()) -> dict[str, dict]:
     """the early-stopping first target on one set, per pick of ours ("ours", "ours, step pick"): its test USD and top-3, the
     cheapest peer with mean test top-3 >= TARGET_TOP3, the ratio, whether ours reaches the bar at <= 0.8x, and the
     ratio's 95 % bootstrap interval over the test studies in ``rows`` (paired by study; for that peer, taken as
-    fixed: the choice of the bar is not resampled)."""
-    from _common import bootstrap_interval
+    fixed: the choice of the bar is not resampled). The top-3 rates of ours and of the peer come with their exact 95 %
+    interval over the test studies (``top3_hits`` of ``top3_n``, ``top3_ci95``; :func:`_common.rate_interval`): "top-3
+    ≥ 0.95" on 19 of 20 studies is compatible with a true rate of 0.75."""
+    from _common import bootstrap_interval, rate_interval
 
     peers = {p: v for p, v in summary.items() if not v["role"].startswith("ours")}
     ok = {p: v for p, v in peers.items() if v["pick_top3"] >= TARGET_TOP3 - 1e-12}
@@ -357,30 +366,48 @@ def target(summary: dict[str, dict], rows: list[dict] = ()) -> dict[str, dict]:
             ratio = v["cost_usd"] / ok[peer]["cost_usd"] if peer else float("nan")
             seeds = sorted(s for p, s in cost if p == policy and (peer, s) in cost)
             ci = bootstrap_interval([[cost[(policy, s)], cost[(peer, s)]] for s in seeds], lambda m: m[:, 0] / m[:, 1])
+            hits, n = top3_counts(rows, policy)
+            peer_hits, peer_n = top3_counts(rows, peer) if peer else (0, 0)
             out[v["role"]] = {"policy": policy, "cost_usd": v["cost_usd"], "top3": v["pick_top3"], "peer": peer,
+                              "top3_hits": hits, "top3_n": n, "top3_ci95": list(rate_interval(hits, n)),
+                              "peer_top3": ok[peer]["pick_top3"] if peer else float("nan"),
+                              "peer_top3_ci95": list(rate_interval(peer_hits, peer_n)),
                               "peer_cost_usd": ok[peer]["cost_usd"] if peer else float("nan"), "ratio": ratio,
                               "ratio_ci95": list(ci),
                               "met": bool(peer and v["pick_top3"] >= TARGET_TOP3 - 1e-12 and ratio <= 0.8)}
     return out
 
 
+def _top3_cell(rows: list[dict], policy: str) -> str:
+    """"0.95 (19/20; 0.75-1.00)": the top-3 rate, the count of studies and its exact 95 % interval."""
+    from _common import rate_interval
+
+    hits, n = top3_counts(rows, policy)
+    if not n:
+        return "-"
+    lo, hi = rate_interval(hits, n)
+    return f"{hits / n:.2f} ({hits}/{n}; {lo:.2f}-{hi:.2f})"
+
+
 def markdown(r: dict) -> str:
     lines = []
     for workload, s in r["summary"].items():
+        rows = [x for x in r.get("rows", []) if x["workload"] == workload]
         lines += [f"**{workload}** ({r['config']['seeds']} test studies, legacy; each method tuned on "
                   f"{r['config']['tune_seeds']} studies: {', '.join(f'{k} {v}' for k, v in r['picks'][workload].items())})", "",
-                  "| policy | role | USD (mean ± sd) | JCT h | steps | top-1 | top-3 (pick in the true top 3) "
-                  "| regret | ours ÷ this (USD) | ours − this, paired USD |",
+                  "| policy | role | USD (mean ± sd) | JCT h | steps | top-1 | top-3 (pick in the true top 3; studies; "
+                  "exact 95 % interval) | regret | ours ÷ this (USD) | ours − this, paired USD |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for policy, v in s.items():
             lines.append(f"| {policy} | {v['role']} | {v['cost_usd']:.3f} ± {v['cost_usd_sd']:.3f} | {v['jct_h']:.2f} | "
-                         f"{v['steps_executed']:.0f} | {v['top1']:.2f} | {v['pick_top3']:.2f} | "
+                         f"{v['steps_executed']:.0f} | {v['top1']:.2f} | {_top3_cell(rows, policy)} | "
                          f"{v['regret']:.4f} | {v['ours_cost_ratio']:.2f} | "
                          f"{v['ours_minus_this_usd']:+.3f} ± {v['ours_minus_this_se']:.3f} |")
         lines.append("")
         for role, t in r.get("target", {}).get(workload, {}).items():
-            lines.append(f"- {role} ({t['policy']}): {t['cost_usd']:.3f} USD at top-3 {t['top3']:.2f}; cheapest peer at "
-                         f"top-3 ≥ {TARGET_TOP3}: {t['peer']} {t['peer_cost_usd']:.3f} USD; ratio {t['ratio']:.2f}"
+            lines.append(f"- {role} ({t['policy']}): {t['cost_usd']:.3f} USD at top-3 {_top3_cell(rows, t['policy'])}; "
+                         f"cheapest peer at top-3 ≥ {TARGET_TOP3}: {t['peer']} {t['peer_cost_usd']:.3f} USD at top-3 "
+                         f"{_top3_cell(rows, t['peer']) if t['peer'] else '-'}; ratio {t['ratio']:.2f}"
                          + (f" (95 % interval {t['ratio_ci95'][0]:.2f}-{t['ratio_ci95'][1]:.2f}, studies resampled)"
                             if all(isinstance(c, float) and np.isfinite(c) for c in t.get("ratio_ci95") or [None])
                             else "") + "; "

@@ -77,10 +77,11 @@ OBJECTIVES = ("refund", "paper")
 #: Provisioning of the SpotTune-provisioned policies (``spottune-<θ>``, ``optuna-*``): ``spottune`` (the default: with the
 #: refund objective, :class:`provisioner.GuardedProvisioner`, spot-restart's choice unless another candidate beats it by
 #: ``spottune.compose.provisioning.DEFAULT_RESTART_MARGIN``, no hourly hop; decision R12), ``refund-hop`` (the
-#: refund objective's choice unguarded, with hourly hops: the default before 2026-11-29), or ``restart`` (spot-restart's:
+#: refund objective's choice unguarded, with hourly hops: the default before 2026-11-29), ``restart`` (spot-restart's:
 #: cheapest market at each launch, max price = on-demand, no hop), which compares the stoppers on a provisioning that
-#: does not depend on when a trial will stop.
-PROVISIONINGS = ("spottune", "refund-hop", "restart")
+#: does not depend on when a trial will stop, or ``restart-failover`` (``restart`` that, after a capacity refusal,
+#: leaves that market out for 30 min and relaunches at once in the next cheapest: SkyPilot's failover, design E12).
+PROVISIONINGS = ("spottune", "refund-hop", "restart", "restart-failover")
 #: How the refund objective's performance matrix predicts an instance type a trial has not run on (design R9):
 #: ``pooled`` learns the speed ratios between types from all trials of the run (:class:`provisioner.PooledSpeedMatrix`),
 #: ``cores`` is the per-trial ``κ / cores`` rule (:class:`provisioner.PerformanceMatrix`; the paper's T starts from the
@@ -779,11 +780,12 @@ class ExperimentSpec:
         :data:`provisioner.DELTA_LADDER_USD_PER_HOUR`) for the lowest expected USD per useful step over
         the decision horizon (refund only for a provider revocation before our own end; boot, restore and
         checkpoint counted); ``paper`` is SpotTune's Eq 2 with the D1 max price.
-    provisioning : {"spottune", "refund-hop", "restart"}, default "spottune"
+    provisioning : {"spottune", "refund-hop", "restart", "restart-failover"}, default "spottune"
         ``spottune``: with objective ``refund``, spot-restart's choice unless another market or max price beats it
         by a margin, no hourly hop (:class:`provisioner.GuardedProvisioner`, decision R12); ``refund-hop``: the
         objective's choice unguarded, re-chosen every hour (the paper's hop; the default before 2026-11-29);
-        ``restart``: the cheapest market at each launch, max price = on-demand, no hop (:data:`PROVISIONINGS`).
+        ``restart``: the cheapest market at each launch, max price = on-demand, no hop; ``restart-failover``:
+        ``restart`` with SkyPilot's failover after a capacity refusal (:data:`PROVISIONINGS`).
     time_value_usd_per_hour : float, default 0.0
         ``refund`` objective: the value of an hour of a trial's wall-clock, USD per trial-hour; the
         provisioner minimises (expected USD + value · expected hours of the segment) per useful step, so a

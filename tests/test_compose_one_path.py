@@ -162,5 +162,8 @@ def test_the_spec_names_its_provisioning():
     assert (hop.chooser, hop.restart_margin, hop.hourly_hop, hop.failover) == ("spottune", None, True, True)
     assert (restart.chooser, restart.max_price, restart.hourly_hop, restart.failover) == \
         ("cheapest-market", "on-demand", False, False)
+    failover = spec_policy(ExperimentSpec(provisioning="restart-failover"))  # SkyPilot's failover on the sim backend
+    assert (failover.chooser, failover.max_price, failover.hourly_hop, failover.failover) == \
+        ("cheapest-market", "on-demand", False, True)
     # a cloud's refusal may last: aws and ray fail over under the guarded default too
     assert spec_policy(ExperimentSpec(backend="ray")).failover is True

@@ -12,6 +12,7 @@ from provisioner import (
     FixedTypeChooser,
     GuardedProvisioner,
     InstanceCatalog,
+    MaxPriceRule,
     Pool,
     Provisioner,
     RefundProvisioner,
@@ -132,8 +133,11 @@ def test_recipes_assemble_the_right_parts():
     assert isinstance(asm.chooser.predictor, OraclePredictor)
     asm, _ = _run("single-fastest")
     assert isinstance(asm.chooser, FixedTypeChooser) and asm.chooser.instance_type == "c3.xlarge"
-    assert isinstance(asm.chooser.max_price_rule, FixedMaxPrice)
-    assert asm.chooser.max_price_rule.max_price_usd_per_hour == pytest.approx(10 * 0.50)
+    rule = asm.chooser.max_price_rule  # the on-demand price, as a careful user bids (design E14)
+    assert isinstance(rule, MaxPriceRule) and rule.cap_at_on_demand and rule.delta_low_usd_per_hour >= 1e6
+    paper, _ = _run("single-cheapest-never-revoked")  # the paper's assumption: above every recorded price
+    assert isinstance(paper.chooser.max_price_rule, FixedMaxPrice)
+    assert paper.chooser.max_price_rule.max_price_usd_per_hour == pytest.approx(10 * 0.50)
     cfg = asm.orchestrator.config
     assert (cfg.theta, cfg.hourly_hop) == (1.0, False) and isinstance(asm.orchestrator.predictor, LastValue)
     asm, _ = _run("single-cheapest")
@@ -148,12 +152,34 @@ def test_recipes_assemble_the_right_parts():
 
 
 @pytest.mark.parametrize("name", ["single-cheapest", "single-fastest"])
-def test_single_spot_is_never_revoked_and_never_hops(name):
-    asm, record = _run(name)
+def test_single_spot_never_hops_and_is_never_revoked_below_its_bid(name):
+    asm, record = _run(name, history=_history(spike=False))
     trials = asm.orchestrator.trials.values()
     assert all(tr.state is TrialState.FINISHED for tr in trials)
     assert sum(tr.revocations for tr in trials) == 0 and sum(tr.hops for tr in trials) == 0
     assert len(record.ledger) == 4 and all(str(r.ended_by) == "user" for r in record.ledger)
+
+
+def test_the_single_spot_bid_decides_whether_a_spike_is_paid():
+    # r3.large at 0.02 USD/h, 0.50 from +2400 s to +3000 s; on demand 0.175 USD/h. 30 steps of 300 s, 120 s boot.
+    # Bid 10x the highest price (the paper's assumption): never revoked, each trial pays the spike's 600 s at 0.50:
+    # 0.02 * (9121 - 600) + 0.50 * 600 USD-seconds over 0..9121 s (boot 120 + 9000 + end checkpoint 1).
+    asm, record = _run("single-cheapest-never-revoked")
+    assert sum(tr.revocations for tr in asm.orchestrator.trials.values()) == 0
+    assert [(r.start_s - T0, r.end_s - T0) for r in record.ledger] == [(0.0, 9121.0)] * 4
+    assert sum(r.charged_usd for r in record.ledger) == pytest.approx(4 * (0.02 * 8521 + 0.50 * 600) / 3600)
+    # Bid the on-demand price: revoked by the spike (notice +2400, termination +2520, in the first hour: refunded
+    # 0.02 * 2400 + 0.50 * 120 USD-seconds), relaunched once the price is back under the bid, 7 steps kept
+    # (2280 s of training at the notice): 120 s boot + 1 s restore + 23 * 300 s + 1 s end checkpoint at 0.02.
+    asm, record = _run("single-cheapest")
+    assert sum(tr.revocations for tr in asm.orchestrator.trials.values()) == 4
+    first, second = record.ledger[:4], record.ledger[4:]
+    assert [(r.end_s - T0, str(r.ended_by)) for r in first] == [(2520.0, "provider")] * 4
+    assert sum(r.charged_usd for r in first) == 0.0
+    assert sum(r.refunded_usd for r in first) == pytest.approx(4 * (0.02 * 2400 + 0.50 * 120) / 3600)
+    assert all(3000.0 <= r.start_s - T0 < 3300.0 and r.end_s - r.start_s == 7022.0 for r in second)
+    assert sum(r.charged_usd for r in second) == pytest.approx(4 * 0.02 * 7022 / 3600)
+    assert sum(r.charged_usd for r in record.ledger) < 0.5 * 4 * (0.02 * 8521 + 0.50 * 600) / 3600
 
 
 def test_on_demand_is_billed_at_the_on_demand_price():
@@ -289,7 +315,8 @@ def test_restart_provisioning_gives_the_spottune_provisioned_policies_spot_resta
 def test_simulate_refuses_a_deadline_under_restart_provisioning_and_an_unknown_speed_model(tmp_path):
     from spottune.cli._simulate import simulate_all
 
-    with pytest.raises(ConfigError, match="--deadline needs --provisioning spottune or refund-hop, not 'restart'"):
-        simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, deadline="6h", provisioning="restart")
+    for provisioning in ("restart", "restart-failover"):
+        with pytest.raises(ConfigError, match=f"--deadline needs --provisioning spottune or refund-hop, not '{provisioning}'"):
+            simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, deadline="6h", provisioning=provisioning)
     with pytest.raises(ConfigError, match="--speed-model is 'linear', but must be one of pooled, cores"):
         simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, speed_model="linear")

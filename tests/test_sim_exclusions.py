@@ -204,3 +204,8 @@ def test_which_policies_fail_over():
         "spot-restart": False, "single-cheapest": False, "single-fastest": False, "on-demand": False}
     assert get_policy("spottune-0.7", provisioning="restart").failover is False
     assert get_policy("spottune-0.7", provisioning="refund-hop").failover is True
+    # restart-failover: spot-restart-failover's provisioning under another policy's stopper
+    rf, sr = get_policy("spottune-0.7", provisioning="restart-failover"), get_policy("spot-restart-failover")
+    assert rf.failover is True and rf.theta == 0.7 and rf.early_curve
+    assert [getattr(rf, f) for f in ("chooser", "predictor", "max_price", "hourly_hop", "failover", "exclusion_s")] == \
+        [getattr(sr, f) for f in ("chooser", "predictor", "max_price", "hourly_hop", "failover", "exclusion_s")]

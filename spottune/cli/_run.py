@@ -144,7 +144,8 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
               show_default=_default("provisioning"),
               help="spottune: spot-restart's choice unless another market or max price beats it by a margin, no hourly "
                    "hop (design R12); refund-hop: the objective's choice, re-chosen every hour; restart: cheapest market "
-                   "at each launch, max price = on-demand.")
+                   "at each launch, max price = on-demand; restart-failover: the same, failing over to the next "
+                   "market after a capacity refusal.")
 @click.option("--time-value-usd-per-hour", type=float, default=None, show_default=_default("time_value_usd_per_hour"),
               help="refund objective: value of a trial's wall-clock hour, USD per trial-hour (minimises (USD + value x "
                    "hours) per useful step; 0 = dollars only).")

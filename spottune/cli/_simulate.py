@@ -105,11 +105,12 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     job_time_value_usd_per_hour : float, default :data:`spottune.experiment.DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR`
         Value of the job's wall-clock hour in the same objective, USD per job-hour, shared by the trials heading to
         the same stop (R11; 0 = off).
-    provisioning : {"spottune", "refund-hop", "restart"}, default "spottune"
+    provisioning : {"spottune", "refund-hop", "restart", "restart-failover"}, default "spottune"
         Provisioning of the SpotTune and Optuna policies: the SpotTune provisioner (spot-restart's choice unless another
-        beats it by the margin, no hop; design R12), the unguarded refund objective with hourly hops, or
+        beats it by the margin, no hop; design R12), the unguarded refund objective with hourly hops,
         spot-restart's (cheapest market at each launch, max price = on-demand, no hop), which compares stoppers on a
-        provisioning that does not depend on when a trial will stop (:func:`spottune.evaluation.get_policy`).
+        provisioning that does not depend on when a trial will stop, or spot-restart-failover's (the same with
+        SkyPilot's failover after a capacity refusal; :func:`spottune.evaluation.get_policy`).
     speed_model : {"pooled", "cores"}, default "pooled"
         The refund objective's performance matrix (``spottune.experiment.SPEED_MODELS``, design R9).
     predictive_options : mapping or str, optional
@@ -159,7 +160,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     from spottune.planning import DEADLINE_RULES, parse_duration
 
     deadline_s = None if deadline is None else parse_duration(deadline)
-    if deadline_s is not None and provisioning == "restart":
+    if deadline_s is not None and provisioning in ("restart", "restart-failover"):
         raise ConfigError(f"--deadline needs --provisioning spottune or refund-hop, not {provisioning!r} (the deadline guard works "
                           "through SpotTune's provisioner)")
     if budget_usd is not None and not budget_usd > 0:
@@ -300,7 +301,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
               help="Provisioning of the SpotTune and Optuna policies: spottune = the SpotTune provisioner (spot-restart's "
                    "choice unless another market and max price beat it by a margin, no hourly hop); refund-hop = the "
                    "refund objective's choice with hourly hops (the default before 2026-11-29); restart = spot-restart's (cheapest market at each launch, max price = on-demand, no hop), to "
-                   "compare stoppers on a provisioning that does not depend on when a trial will stop.")
+                   "compare stoppers on a provisioning that does not depend on when a trial will stop; "
+                   "restart-failover = the same with SkyPilot's failover after a capacity refusal.")
 @click.option("--speed-model", type=click.Choice(list(SPEED_MODELS)), default=SPEED_MODELS[0], show_default=True,
               help="Refund objective of the SpotTune policies: speed on instance types a trial has not run on; pooled = "
                    "speed ratios learned from all trials of the run (design R9), cores = the spec's kappa / cores.")

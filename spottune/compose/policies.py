@@ -22,9 +22,13 @@ spottune-<θ>[-<pred>]      SpotTune with predictor <pred> (default ``auto``; ``
                            ``spottune-0.7``, ``spottune-0.7-paper``, ``spottune-0.7-constant-paper``,
                            θ sweep.
 single-cheapest            one instance per trial of the cheapest type (lowest on-demand price in the
-                           pool), in its cheapest zone at launch; max price 10x the highest recorded
-                           price (never revoked by price), no hop, θ = 1, no early stopping (D9).
+                           pool), in its cheapest zone at launch; max price = the on-demand price (what
+                           a careful user bids: AWS's default max price; design E14), relaunch from the
+                           last checkpoint after a revocation, no hop, θ = 1, no early stopping (D9).
 single-fastest             the same on the fastest type (fewest seconds per step, speed model).
+single-cheapest-           single-cheapest as the paper assumes it (§IV-A4: a max price "much higher
+never-revoked              than its market price such that it would not be revoked"): 10x the highest
+                           recorded price, so it pays every price spike. Not in the default list.
 on-demand                  the single-cheapest recipe on on-demand capacity: never revoked, billed per
                            second at the catalog's on-demand price, no refund.
 spot-restart               cheapest market at each launch, max price = on-demand price (the default of
@@ -82,7 +86,9 @@ KINDS = PREDICTOR_KINDS
 _ORCHESTRATOR_DEFAULTS = {f.name: f.default for f in fields(OrchestratorConfig)}
 
 CHOOSERS = ("spottune", "cheapest-market", "fixed-cheapest", "fixed-fastest", "bracket-type")
-NEVER_REVOKED_FACTOR = 10.0  #: single-spot max price = this x the highest price of the whole history
+#: ``single-cheapest-never-revoked``'s max price = this x the highest price of the whole history (the paper's
+#: assumption, §IV-A4); the default single-spot baselines bid the on-demand price (design E14).
+NEVER_REVOKED_FACTOR = 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,7 +109,9 @@ class Policy:
     early_curve : bool
         EarlyCurve ranking at θ and the plateau rule; False ranks by the last value and never plateaus.
     max_price : {"d1", "never-revoked", "on-demand"}
-        D1 (current + U[0.00001, 0.2] USD/h), far above every recorded price, or the on-demand price.
+        D1 (current + U[0.00001, 0.2] USD/h), :data:`NEVER_REVOKED_FACTOR` times the highest recorded price (the
+        paper's never-revoked single-spot baseline, §IV-A4), or the on-demand price (USD/h; AWS's default max price,
+        design E14).
     capacity : {"spot", "on-demand"}
         On-demand: never revoked, billed at the on-demand price.
     pruner : {"median", "sha", "hyperband"} or None
@@ -232,16 +240,21 @@ class Policy:
         return self.chooser == "spottune"
 
 
-_SINGLE = dict(predictor="none", theta=1.0, hourly_hop=False, early_curve=False, max_price="never-revoked",
+#: The single-spot baselines bid the on-demand price (AWS's default max price, what a careful user bids; design
+#: E14): a spike above it revokes them, and they relaunch from the last checkpoint when the price is back under it.
+_SINGLE = dict(predictor="none", theta=1.0, hourly_hop=False, early_curve=False, max_price="on-demand",
                failover=False)
 #: spot-restart's provisioning: the cheapest market at each launch, max price = on-demand, no hop, no predictor
 _RESTART_PROVISIONING = dict(chooser="cheapest-market", predictor="none", hourly_hop=False, max_price="on-demand")
 _RESTART = dict(theta=1.0, early_curve=False, **_RESTART_PROVISIONING)
 FIXED: dict[str, Policy] = {p.name: p for p in [
-    Policy(name="single-cheapest", description="Single-Spot Cheapest: cheapest type, never revoked, no hop, θ=1",
-           chooser="fixed-cheapest", **_SINGLE),
-    Policy(name="single-fastest", description="Single-Spot Fastest: fastest type, never revoked, no hop, θ=1",
-           chooser="fixed-fastest", **_SINGLE),
+    Policy(name="single-cheapest", description="Single-Spot Cheapest: cheapest type, max price = on-demand, restart "
+           "from checkpoint after a revocation, no hop, θ=1", chooser="fixed-cheapest", **_SINGLE),
+    Policy(name="single-fastest", description="Single-Spot Fastest: fastest type, max price = on-demand, restart "
+           "from checkpoint after a revocation, no hop, θ=1", chooser="fixed-fastest", **_SINGLE),
+    Policy(name="single-cheapest-never-revoked", description="Single-Spot Cheapest as the paper assumes it: max price "
+           "10x the highest recorded price, never revoked by price, no hop, θ=1", chooser="fixed-cheapest",
+           **{**_SINGLE, "max_price": "never-revoked"}),
     Policy(name="on-demand", description="cheapest type on on-demand capacity, no hop, θ=1",
            chooser="fixed-cheapest", capacity="on-demand", **_SINGLE),
     Policy(name="spot-restart", description="cheapest market, max price = on-demand, restart from checkpoint "
@@ -304,7 +317,8 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
         ``refund-hop``: the refund objective's choice unguarded, with hourly hops (the default before 2026-11-29);
         ``restart`` gives the SpotTune-provisioned policies (``spottune-<θ>...``, ``optuna-...``) spot-restart's
         provisioning instead (cheapest market at each launch, max price = on-demand, no hourly hop, no predictor;
-        :data:`PROVISIONINGS`); the other policies keep their own.
+        :data:`PROVISIONINGS`); ``restart-failover`` the same with ``spot-restart-failover``'s failover after a
+        capacity refusal (design E12); the other policies keep their own.
     predictive_options : mapping or str, optional
         Settings of the ``spottune-<θ>...`` policies with stopper ``predictive`` and θ < 1
         (:attr:`Policy.predictive_options`); other policies ignore them, as θ = 1 ignores ``rungs``.
@@ -331,16 +345,18 @@ def with_provisioning(policy: Policy, provisioning: str) -> Policy:
     Parameters
     ----------
     policy : Policy
-    provisioning : {"spottune", "refund-hop", "restart"}
-        ``spottune``: :func:`guarded`; ``refund-hop``: as it is; ``restart``: spot-restart's provisioning.
+    provisioning : {"spottune", "refund-hop", "restart", "restart-failover"}
+        ``spottune``: :func:`guarded`; ``refund-hop``: as it is; ``restart``: spot-restart's provisioning;
+        ``restart-failover``: spot-restart-failover's (the same with SkyPilot's failover, design E12).
 
     Returns
     -------
     Policy
     """
-    if provisioning == "restart" and policy.chooser == "spottune":
-        return replace(policy, **_RESTART_PROVISIONING, failover=False,
-                       description=f"{policy.description}; spot-restart provisioning")
+    if provisioning in ("restart", "restart-failover") and policy.chooser == "spottune":
+        failover = provisioning == "restart-failover"
+        return replace(policy, **_RESTART_PROVISIONING, failover=failover,
+                       description=f"{policy.description}; spot-restart{'-failover' if failover else ''} provisioning")
     return guarded(policy) if provisioning == "spottune" else policy
 
 

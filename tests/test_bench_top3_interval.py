@@ -1,0 +1,62 @@
+"""The benchmarks' top-3 rates come with an exact interval over the test studies (benchmarks/_common.py,
+benchmarks/bench_rungs_usd.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _module(name):
+    sys.path.insert(0, str(BENCH))  # the benchmark scripts import their sibling _common
+    try:
+        spec = importlib.util.spec_from_file_location(f"_t_{name}", BENCH / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_rate_interval_is_clopper_pearson():
+    common = _module("_common")
+    # 20 of 20: the lower bound solves p^20 = 0.025; 0 of 20: the upper bound solves (1 - p)^20 = 0.025
+    assert common.rate_interval(20, 20) == pytest.approx((0.025 ** (1 / 20), 1.0))
+    assert common.rate_interval(0, 20) == pytest.approx((0.0, 1 - 0.025 ** (1 / 20)))
+    lo, hi = common.rate_interval(19, 20)  # "top-3 0.95" on 20 studies
+    assert lo == pytest.approx(0.75127, abs=1e-5) and hi == pytest.approx(0.99873, abs=1e-5)
+    assert all(math.isnan(x) for x in common.rate_interval(0, 0))
+    with pytest.raises(ValueError):
+        common.rate_interval(3, 2)
+
+
+def test_the_usd_target_reports_the_top3_interval_of_ours_and_the_bar():
+    bench = _module("bench_rungs_usd")
+    rows = ([{"policy": "ours-p", "seed": s, "cost_usd": 1.0, "pick_top3": float(s != 0)} for s in range(20)]
+            + [{"policy": "peer-p", "seed": s, "cost_usd": 2.0, "pick_top3": 1.0} for s in range(20)])
+    summary = {"ours-p": {"role": "ours", "cost_usd": 1.0, "pick_top3": 0.95},
+               "peer-p": {"role": "tuned here", "cost_usd": 2.0, "pick_top3": 1.0}}
+    t = bench.target(summary, rows)["ours"]
+    assert (t["top3_hits"], t["top3_n"], t["peer"], t["ratio"]) == (19, 20, "peer-p", 0.5)
+    assert t["top3_ci95"] == pytest.approx([0.75127, 0.99873], abs=1e-5)
+    assert t["peer_top3_ci95"] == pytest.approx([0.025 ** (1 / 20), 1.0])
+    assert bench._top3_cell(rows, "ours-p") == "0.95 (19/20; 0.75-1.00)"
+
+
+def test_the_wider_peer_grid_takes_the_cheapest_setting_at_the_top3_bar():
+    grid = _module("bench_peer_grid")
+    stored = ([{"policy": "optuna-sha-r1-rf4", "cost_usd": 2.0, "pick_top3": 1.0}] * 20
+              + [{"policy": "spottune-0.2 --top-k 2", "cost_usd": 1.5, "pick_top3": 1.0}] * 20)
+    new = ([{"policy": "optuna-sha-r1-rf5", "cost_usd": 1.8, "pick_top3": float(i > 0)} for i in range(20)]  # 19/20
+           + [{"policy": "optuna-sha-r1-rf8", "cost_usd": 1.0, "pick_top3": float(i > 1)} for i in range(20)])  # 18/20
+    target = {"policy": "spottune-0.2 --top-k 2", "cost_usd": 1.5, "peer": "optuna-sha-r1-rf4", "ratio": 0.75}
+    s = grid.summarise("w", stored, new, target)
+    assert s["bar"] == "optuna-sha-r1-rf5" and (s["bar_cost_usd"], s["ratio"]) == pytest.approx((1.8, 1.5 / 1.8))
+    assert s["settings"]["optuna-sha-r1-rf8"]["top3_hits"] == 18 and "spottune-0.2 --top-k 2" not in s["settings"]
+    assert s["settings"]["optuna-sha-r1-rf5"]["top3_ci95"] == pytest.approx([0.75127, 0.99873], abs=1e-5)
