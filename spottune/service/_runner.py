@@ -8,8 +8,9 @@ study's ``max_usd_per_hour`` is its team's max-min fair allocation divided by th
 demands learned from the teams' rewards (SV11); each such round is stored with its accounting. A study whose trial
 budget is smaller than its search space tries that many configurations, picked by cost-aware GP-UCB
 (:mod:`spottune.service._budgeted`, SV10). A study runs exactly as ``spottune run`` would run its spec, in
-``<data dir>/studies/<id>``; cancelling a running study stops it at its next event. A study left ``running`` by a
-killed server is continued from its journal (``tune(resume=...)``) when the runner starts again.
+``<data dir>/studies/<id>`` (on aws and ray with the org's settings written into the spec first, SV16); cancelling
+a running study stops it at its next event. A study left ``running`` by a killed server is continued from its
+journal (``tune(resume=...)``) when the runner starts again.
 
 Every ``round_period_s`` (default an hour) of the server's clock, a round re-splits the org budget among the teams
 with running studies and moves each running study's cap to its team's new allocation divided by the team's running
