@@ -72,3 +72,30 @@ def test_serve_on_aws_without_the_orgs_settings_is_one_line(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err == f"error: {why}\n"
 
+
+
+def test_each_run_of_an_aws_study_gets_its_own_prefix_and_experiment(tmp_path):
+    """The org's settings written into a run's spec (SV16): a trial-budget study's round gets its own folder of the
+    store and its own experiment name; the spec parses; a run outside the studies folder is refused."""
+    import hashlib
+
+    from spottune.errors import ConfigError
+    from spottune.experiment import ExperimentSpec
+    from spottune.service import AwsServing
+
+    aws = AwsServing(storage_path="s3://org-bucket/serve/", image="img", ami="ami-1", region="eu-west-1",
+                     subnets={"eu-west-1a": "subnet-1"}, storage_endpoint_url="http://s3.example")
+    studies = tmp_path / "studies"
+    digest = hashlib.sha256(b"s3://org-bucket/serve").hexdigest()[:8]
+    got = aws.study_spec({"workload": "linreg", "backend": "aws", "aws": {"lease_s": 60.0}},
+                         studies / "7" / "trial-000-c3", studies)
+    assert got == {"workload": "linreg", "backend": "aws",
+                   "storage_path": "s3://org-bucket/serve/studies/7/trial-000-c3/checkpoints",
+                   "storage_options": {"endpoint_url": "http://s3.example"},
+                   "aws": {"lease_s": 60.0, "bucket": "org-bucket", "prefix": "serve/studies/7/trial-000-c3",
+                           "experiment": f"study-7-trial-000-c3-{digest}", "region": "eu-west-1", "image": "img",
+                           "ami": "ami-1", "instance_profile": "spottune-worker", "subnets": {"eu-west-1a": "subnet-1"},
+                           "security_groups": [], "live_prices": True}}
+    assert ExperimentSpec.from_dict(got).storage_path == got["storage_path"]
+    with pytest.raises(ConfigError, match="is not under the service's studies folder"):
+        aws.study_spec({"backend": "aws"}, tmp_path / "elsewhere", studies)

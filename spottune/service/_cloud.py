@@ -47,7 +47,7 @@ def _split_s3(url: str) -> tuple[str, str]:
 
 
 def experiment_name(storage_path: str, study: str) -> str:
-    """The experiment name of a served study: ``study-<study>-<8 hex digits of SHA-256 of storage_path>``.
+    """The experiment name of a served study: ``study-<study>-<8 hex digits of SHA-256 of s3://BUCKET/PREFIX>``.
 
     It is the ``spottune:experiment`` tag of the study's instances and names its SQS queue, both account-wide, and
     every instance with the tag is terminated at the run's end: the digest keeps two servers of one account (two
@@ -65,7 +65,8 @@ def experiment_name(storage_path: str, study: str) -> str:
     -------
     str
     """
-    digest = hashlib.sha256(storage_path.encode()).hexdigest()[:8]
+    bucket, prefix = _split_s3(storage_path)  # one digest for every spelling of the path (slashes at the ends)
+    digest = hashlib.sha256(f"s3://{bucket}/{prefix}".encode()).hexdigest()[:8]
     return f"study-{study.replace('/', '-')}-{digest}"
 
 
