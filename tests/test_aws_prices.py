@@ -14,7 +14,7 @@ import pytest
 
 from spotmarket import Billing
 from spotmarket.prices import Market, load_history
-from spottune.backends.aws._build import live_market
+from spottune.backends.aws._build import LIVE_HOLD_S, live_market
 from spottune.backends.aws._prices import ApiPrices
 from spottune.experiment import ExperimentSpec
 from tests._aws_host import REGION, moto_server
@@ -57,12 +57,13 @@ def test_live_market_reads_the_window_before_now(ec2):
     spec = ExperimentSpec(backend="aws", instance_types=("r3.large", "c3.xlarge"), train_days=1.0,
                           aws={"bucket": "b", "endpoint_url": "unused"})
     history, now = live_market(spec, ec2=ec2, now_s=T)
-    assert now == T and history.end_s == T
+    assert now == T and history.end_s == T + LIVE_HOLD_S  # the prices read now stay in force (AWS17)
     markets = {str(m) for m in history.markets}
     assert markets == {f"{z}/{t}/Linux/UNIX" for z in ("us-east-1a", "us-east-1b", "us-east-1e")
                        for t in ("r3.large", "c3.xlarge")}
     for m in history.markets:
         assert history[m].price_at(T) == TRACE[m].price_at(T)
+        assert history[m].price_at(T + LIVE_HOLD_S) == TRACE[m].price_at(T)  # a relaunch later finds a price
         assert history[m].start_s <= T - 86400  # train_days of history (plus 6 h) before the start
 
 

@@ -484,3 +484,44 @@ def test_a_killed_driver_resumes_from_its_actors_saves(tmp_path, cloud):
         assert steps == {"t00": list(range(1, 61)), "t01": list(range(1, 61))}, case  # none redone, none missing
     assert any(taken.values()), taken  # the trials continued from their workers' saves
     assert _named_actors() == []
+
+
+def test_two_studies_served_at_once_share_the_servers_ray_connection(tmp_path, cloud):
+    """``spottune serve --backend ray``: the server connects once at its start and two teams' studies run at the same
+    time in its threads, each its own run (its actors named by its run tag, its own store); a spec naming the org's
+    cluster or prices is refused (decision SV16)."""
+    import csv
+    from datetime import datetime
+
+    from spottune.service import Service, ServiceClient, ServiceError
+    from spottune.service._cloud import RayServing
+
+    # 1 trial, 8 steps of 20 s at 80x: 2 wall seconds of paced training each, so the two runs overlap
+    study = {"workload": "linreg", "max_steps": 8, "theta": 1.0, "top_k": 1, "instance_types": ["r3.large"],
+             "zones": ["us-east-1a"], "predictor": "none", "backend": "ray", "time_scale": 80}
+    svc = Service(admin_token="ray-admin", data_dir=tmp_path, port=0, backend="ray",
+                  ray=RayServing(address=cloud.cluster.address)).start()
+    try:
+        with ServiceClient(svc.url, "ray-admin") as admin:
+            tokens = {team: admin.create_team(team)["token"] for team in ("vision", "speech")}
+        clients = {team: ServiceClient(svc.url, token) for team, token in tokens.items()}
+        with pytest.raises(ServiceError) as info:
+            clients["vision"].submit({**study, "ray": {"prices": {"r3.large/us-east-1a": 0.0}}}, team="vision",
+                                     name="free")
+        assert str(info.value) == ("spec: ray.prices is {'r3.large/us-east-1a': 0.0}, but on the service the org sets "
+                                   "ray.address, ray.prices, ray.imds_url (HTTP 422)")
+        for lr, (team, client) in zip((0.01, 0.05), clients.items()):
+            client.submit({**study, "search_space": {"lr": {"grid_search": [lr]}}}, team=team, name=f"{team}-ray")
+        done = {team: client.wait(f"{team}-ray", timeout_s=90) for team, client in clients.items()}
+        for client in clients.values():
+            client.close()
+    finally:
+        svc.stop()
+    assert {team: d["state"] for team, d in done.items()} == {"vision": "finished", "speech": "finished"}, done
+    (a0, a1), (b0, b1) = [[datetime.fromisoformat(d[k]) for k in ("started_utc", "ended_utc")] for d in done.values()]
+    assert a0 < b1 and b0 < a1  # at the same time
+    for d in done.values():
+        with open(tmp_path / "studies" / str(d["id"]) / "trials.csv") as f:
+            assert [(r["state"], r["steps"]) for r in csv.DictReader(f)] == [("finished", "8")]
+        with open(tmp_path / "studies" / str(d["id"]) / "ledger.csv") as f:
+            assert {r["market"] for r in csv.DictReader(f)} == {"us-east-1a/r3.large/Linux/UNIX"}

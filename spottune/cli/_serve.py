@@ -1,7 +1,7 @@
 """``spottune serve`` and its client commands: ``submit``, ``status``, ``cancel`` and ``team add|list``.
 
-The server holds teams, studies and the org budget in a database and runs studies on the simulator or on local
-worker processes (:mod:`spottune.service`, docs/guide/service.md). The client commands reach it at ``--url`` (``$SPOTTUNE_URL``,
+The server holds teams, studies and the org budget in a database and runs studies on the simulator, on local
+worker processes, on EC2 spot instances or on a Ray cluster (:mod:`spottune.service`, docs/guide/service.md). The client commands reach it at ``--url`` (``$SPOTTUNE_URL``,
 default ``http://127.0.0.1:8000``) with ``--token`` (``$SPOTTUNE_TOKEN``): a team's token, or the admin's; with
 neither, the admin token file ``./spottune-service/admin-token`` that ``spottune serve`` writes in the folder it is
 started from, so serve, submit and status work from one folder with no token handling (decision SV9).
@@ -46,9 +46,21 @@ def _team_entitlements(values: tuple[str, ...]) -> dict[str, float]:
     return teams
 
 
+def _subnets(values: tuple[str, ...]) -> dict[str, str]:
+    from spottune.errors import ConfigError
+
+    subnets: dict[str, str] = {}
+    for value in values:
+        zone, sep, subnet = value.partition("=")
+        if not (sep and zone and subnet):
+            raise ConfigError(f"--aws-subnet is {value!r}, but must be ZONE=SUBNET (e.g. us-east-1a=subnet-0abc)")
+        subnets[zone] = subnet
+    return subnets
+
+
 @click.command("serve", help="Run the multi-tenant service: teams, studies and the org budget behind an HTTP API; "
-               "queued studies run several at once (on the simulator or local worker processes), each capped at its team's "
-               "fair share.")
+               "queued studies run several at once (on the simulator, local worker processes, EC2 spot instances or a Ray "
+               "cluster), each capped at its team's fair share.")
 @click.option("--db", "db_url", default=None,
               help="SQLAlchemy database URL (default: sqlite:///<data dir>/service.db).")
 @click.option("--data-dir", default="spottune-service", show_default=True, type=click.Path(file_okay=False),
@@ -58,8 +70,29 @@ def _team_entitlements(values: tuple[str, ...]) -> dict[str, float]:
 @click.option("--org-budget-usd-per-hour", type=float, default=None,
               help="The org's budget, USD/hour, split among the teams with work (kept in the database).")
 @click.option("--backend", type=click.Choice(["sim", "local", "aws", "ray"]), default="sim", show_default=True,
-              help="Where studies run: sim (the simulator) or local (worker processes on this machine; a lost "
-                   "worker's unit is relaunched from its latest checkpoint); aws and ray are refused, with the reason.")
+              help="Where studies run: sim (the simulator), local (worker processes on this machine; a lost "
+                   "worker's unit is relaunched from its latest checkpoint), aws (EC2 spot instances of this "
+                   "machine's AWS account; needs --storage-path s3://..., --aws-image, --aws-ami and an org budget) "
+                   "or ray (the cluster at --ray-address, connected to once).")
+@click.option("--storage-path", default=None, metavar="URL",
+              help="Checkpoint store of the studies, s3://BUCKET/PREFIX (aws: required; ray: optional, default each "
+                   "study's results folder); study ID uses PREFIX/studies/ID/.")
+@click.option("--storage-endpoint-url", default=None, metavar="URL",
+              help="S3 endpoint of --storage-path (an S3-compatible server; default AWS's). Credentials come from "
+                   "the environment (AWS_ACCESS_KEY_ID, a profile, the instance role).")
+@click.option("--aws-region", default="us-east-1", show_default=True, help="aws: the region of every study.")
+@click.option("--aws-image", default=None, help="aws: the worker image URI (ECR) every instance runs.")
+@click.option("--aws-ami", default=None, help="aws: the host AMI (with Docker) of every instance.")
+@click.option("--aws-instance-profile", default="spottune-worker", show_default=True,
+              help="aws: the instance profile every instance runs as (it must reach PREFIX/studies/*).")
+@click.option("--aws-subnet", "aws_subnets", multiple=True, metavar="ZONE=SUBNET",
+              help="aws: the subnet of an availability zone (default VPC otherwise). Repeatable.")
+@click.option("--aws-security-group", "aws_security_groups", multiple=True,
+              help="aws: a security group of every instance. Repeatable.")
+@click.option("--aws-endpoint-url", default=None, metavar="URL",
+              help="aws: the EC2, S3 and SQS endpoint (a moto server for a trial; default AWS's).")
+@click.option("--ray-address", default="auto", show_default=True,
+              help="ray: the cluster (auto, HOST:PORT of the head's GCS, or ray://HOST:10001).")
 @click.option("--max-studies", default=4, show_default=True, type=click.IntRange(1, None),
               help="Studies run at once; a team with work and none running starts one beyond them.")
 @click.option("--admin-token", envvar="SPOTTUNE_ADMIN_TOKEN", default=None,
@@ -72,8 +105,11 @@ def _team_entitlements(values: tuple[str, ...]) -> dict[str, float]:
               help="Seconds between two re-splits of the org budget over the running studies' caps.")
 def serve(db_url: str | None, data_dir: str, host: str, port: int, org_budget_usd_per_hour: float | None,
           backend: str, max_studies: int, admin_token: str | None, teams: tuple[str, ...],
-          round_period_s: float) -> None:
+          round_period_s: float, storage_path: str | None, storage_endpoint_url: str | None, aws_region: str,
+          aws_image: str | None, aws_ami: str | None, aws_instance_profile: str, aws_subnets: tuple[str, ...],
+          aws_security_groups: tuple[str, ...], aws_endpoint_url: str | None, ray_address: str) -> None:
     from spottune.service import Service
+    from spottune.service._cloud import AwsServing, RayServing
     from spottune.service._server import team_token_file, write_secret
     from spottune.service._store import new_token
 
@@ -86,9 +122,23 @@ def serve(db_url: str | None, data_dir: str, host: str, port: int, org_budget_us
         else:
             admin_token = new_token()
             write_secret(token_file, admin_token)
+    aws = ray = None
+    if backend == "aws":
+        if storage_path is None:
+            from spottune.errors import ConfigError
+
+            raise ConfigError("--backend aws needs --storage-path s3://BUCKET/PREFIX (EC2 instances cannot reach the "
+                              "server's folders)")
+        aws = AwsServing(storage_path=storage_path, storage_endpoint_url=storage_endpoint_url, region=aws_region,
+                         endpoint_url=aws_endpoint_url, image=aws_image, ami=aws_ami,
+                         instance_profile=aws_instance_profile, subnets=_subnets(aws_subnets),
+                         security_groups=aws_security_groups)
+    elif backend == "ray":
+        ray = RayServing(address=ray_address, storage_path=storage_path, storage_endpoint_url=storage_endpoint_url)
     service = Service(admin_token=admin_token, db_url=db_url, data_dir=folder, host=host, port=port,
                       org_budget_usd_per_hour=org_budget_usd_per_hour, backend=backend,
-                      max_studies=max_studies, teams=_team_entitlements(teams), round_period_s=round_period_s)
+                      max_studies=max_studies, teams=_team_entitlements(teams), round_period_s=round_period_s,
+                      aws=aws, ray=ray)
     for name in service.created_teams:
         click.echo(f"team {name} created; its token is in {team_token_file(folder, name)}", err=True)
     click.echo(f"spottune serve on http://{host}:{port} (store {service.store.url}; admin token in {token_file} "

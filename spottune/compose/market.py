@@ -184,8 +184,9 @@ def gap_warnings(market: MarketSetup, start_s: float) -> list[str]:
 def check_start(market: MarketSetup, start_s: float, train_days: float, *, live: bool = False) -> None:
     """The start must leave ``train_days`` of price history of every pool market before it, inside the history.
 
-    A replay needs prices after its start (``start_s < history.end_s``); live prices (the aws backend) end
-    at now, and the run starts then: ``start_s == history.end_s`` is allowed (decision AWS16).
+    A replay needs prices after its start (``start_s < history.end_s``); live prices (the aws backend) are read
+    up to now, the run starts then, and ``start_s == history.end_s`` is allowed (decision AWS16; the last prices are
+    held past now for the run, AWS17).
 
     Parameters
     ----------

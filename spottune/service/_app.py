@@ -172,7 +172,7 @@ def tenant_refusal(spec: Any) -> str | None:
 
 
 def create_app(store: Store, *, admin_token: str, runner: Any = None, backend: str = "sim",
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, cloud: Any = None) -> FastAPI:
     """The FastAPI application over ``store``.
 
     Parameters
@@ -185,6 +185,9 @@ def create_app(store: Store, *, admin_token: str, runner: Any = None, backend: s
     backend : str, default "sim"
         The backend this server runs studies on; a spec naming another is refused.
     max_body_bytes : int, default :data:`DEFAULT_MAX_BODY_BYTES`
+    cloud : AwsServing or RayServing, optional
+        The org's settings of the cloud backend (SV16): a spec naming one of them is refused (``cloud.refusal``);
+        on aws the org budget may not be removed (every study runs under its fair-share cap).
 
     Returns
     -------
@@ -265,6 +268,9 @@ def create_app(store: Store, *, admin_token: str, runner: Any = None, backend: s
 
     @app.put("/v1/org")
     def set_org(body: _OrgIn, _: _Caller = Depends(admin)) -> dict[str, Any]:
+        if backend == "aws" and body.budget_usd_per_hour is None:
+            raise _fail(422, "budget_usd_per_hour is None, but a server on the aws backend keeps an org budget: every "
+                             "study runs under its share of it (decision SV16)")
         store.set_org_budget(body.budget_usd_per_hour)
         with store.session() as s:
             return _org(s)
@@ -286,7 +292,7 @@ def create_app(store: Store, *, admin_token: str, runner: Any = None, backend: s
             raise _fail(422, f"spec: {str(exc).splitlines()[0]}") from None
         if spec.backend != backend:
             raise _fail(422, f"spec: backend is {spec.backend!r}, but this server runs studies on {backend!r}")
-        refusal = tenant_refusal(spec)
+        refusal = tenant_refusal(spec) or (cloud.refusal(spec) if cloud is not None else None)
         if refusal is not None:
             raise _fail(422, f"spec: {refusal}")
         if body.trial_budget is not None and body.trial_budget < spec.n_trials:

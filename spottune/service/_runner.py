@@ -8,8 +8,9 @@ study's ``max_usd_per_hour`` is its team's max-min fair allocation divided by th
 demands learned from the teams' rewards (SV11); each such round is stored with its accounting. A study whose trial
 budget is smaller than its search space tries that many configurations, picked by cost-aware GP-UCB
 (:mod:`spottune.service._budgeted`, SV10). A study runs exactly as ``spottune run`` would run its spec, in
-``<data dir>/studies/<id>``; cancelling a running study stops it at its next event. A study left ``running`` by a
-killed server is continued from its journal (``tune(resume=...)``) when the runner starts again.
+``<data dir>/studies/<id>`` (on aws and ray with the org's settings written into the spec first, SV16); cancelling
+a running study stops it at its next event. A study left ``running`` by a killed server is continued from its
+journal (``tune(resume=...)``) when the runner starts again.
 
 Every ``round_period_s`` (default an hour) of the server's clock, a round re-splits the org budget among the teams
 with running studies and moves each running study's cap to its team's new allocation divided by the team's running
@@ -113,12 +114,16 @@ class StudyRunner:
         The fair split and team pick (a fresh one by default); it continues from the learned demands in the store.
     round_period_s : float, default 3600.0
         Wall seconds of the server between two rounds of the org budget over the running studies (SV14).
+    cloud : AwsServing or RayServing, optional
+        The org's settings of a cloud backend (:mod:`spottune.service._cloud`, SV16): each run's spec gets them
+        (``cloud.study_spec``) before it starts; a resume reads the spec its folder kept.
     """
 
     def __init__(self, store: Store, data_dir: str | Path, *, tune: Callable[..., Any] | None = None,
                  poll_s: float = 0.2, max_studies: int = 4, plan: OrgPlan | None = None,
-                 round_period_s: float = 3600.0):
+                 round_period_s: float = 3600.0, cloud: Any = None):
         self.store, self.data_dir, self.poll_s = store, Path(data_dir), poll_s
+        self.cloud = cloud
         self.max_studies = max(1, int(max_studies))
         self.plan = plan if plan is not None else OrgPlan()
         learned = store.learned_demands()
@@ -164,7 +169,16 @@ class StudyRunner:
             from spottune.api import tune
 
             self._tune = tune
-        return self._tune
+        if self.cloud is None:
+            return self._tune
+        base, cloud, studies = self._tune, self.cloud, self.data_dir / "studies"
+
+        def tune_in_cloud(spec: Any = None, /, **kw: Any) -> Any:  # each run (a budgeted study's rounds too) its own
+            if spec is None:
+                return base(**kw)
+            return base(cloud.study_spec(spec, kw["output"], studies), **kw)
+
+        return tune_in_cloud
 
     def _next(self, full: bool = False) -> int | None:
         """Claim the next queued study for a free slot (its id), or None: nothing queued, or an org budget of 0.

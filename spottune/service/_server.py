@@ -17,15 +17,12 @@ from spottune.service._store import Store
 
 __all__ = ["BACKENDS", "REFUSED_BACKENDS", "Service", "default_db_url", "team_token_file", "write_secret"]
 
-#: Backends the service runs studies on: the simulator, and real worker processes on the server's machine.
-BACKENDS = ("sim", "local")
-#: Backends ``spottune`` has but the service refuses, and why (one line each; decision SV8).
-REFUSED_BACKENDS = {
-    "aws": "the service runs a tenant's study in its own process with the server's AWS credentials, and has no "
-           "per-team AWS account or spending limit on EC2 yet; run `spottune run --backend aws` instead",
-    "ray": "a process holds one Ray connection (ray.init) and the service runs several studies at once in its "
-           "own process; run `spottune run --backend ray` instead",
-}
+#: Backends the service runs studies on: the simulator, real worker processes on the server's machine, EC2 spot
+#: instances of the org's account (with an S3 checkpoint store and an org budget) and a Ray cluster (one connection
+#: shared by every study; decisions SV8, SV16).
+BACKENDS = ("sim", "local", "aws", "ray")
+#: Backends ``spottune`` has but the service refuses, and why (one line each; decision SV8): none.
+REFUSED_BACKENDS: dict[str, str] = {}
 
 
 def default_db_url(data_dir: str | Path) -> str:
@@ -72,10 +69,10 @@ class Service:
         0 picks a free port (see :attr:`port` once started).
     org_budget_usd_per_hour : float, optional
         Sets the org budget at start (USD/hour).
-    backend : {"sim", "local"}, default "sim"
+    backend : {"sim", "local", "aws", "ray"}, default "sim"
         Where studies run (:data:`BACKENDS`); a study's spec must name the same. ``local``: each trial segment is
-        a worker process on this machine (decision SV4 for lost workers); ``aws`` and ``ray`` are refused
-        (:data:`REFUSED_BACKENDS`).
+        a worker process on this machine (decision SV4 for lost workers); ``aws``: EC2 spot instances of the org's
+        account, configured by ``aws``; ``ray``: the Ray cluster of ``ray`` (decision SV16).
     tune : callable, optional
         Replaces :func:`spottune.tune` in the runner.
     max_studies : int, default 4
@@ -85,18 +82,27 @@ class Service:
     teams : mapping of str to float, optional
         Teams to create at start if missing, with their entitlements (> 0); the token of each one created is
         written to :func:`team_token_file` (mode 0600). Existing teams are left as they are (decision SV9).
+    aws : AwsServing, optional
+        The org's settings of the aws backend (checkpoint store, region, image, AMI, instance profile...); required
+        with ``backend="aws"``, which also needs an org budget (given, or kept in the database).
+    ray : RayServing, optional
+        The org's settings of the ray backend (cluster address, optional shared store); default
+        ``RayServing()`` (address ``auto``) with ``backend="ray"``. The server connects to the cluster at once.
 
     Raises
     ------
     ConfigError
-        On an unknown backend, a negative budget, a bad team name or entitlement, or a database that cannot be
-        opened.
+        On an unknown backend, a negative budget, a bad team name or entitlement, a database that cannot be
+        opened, ``backend="aws"`` without ``aws`` or without an org budget.
+    BackendError
+        With ``backend="ray"``, when Ray is missing or the cluster cannot be reached.
     """
 
     def __init__(self, *, admin_token: str, db_url: str | None = None, data_dir: str | Path = "spottune-service",
                  host: str = "127.0.0.1", port: int = 8000, org_budget_usd_per_hour: float | None = None,
                  backend: str = "sim", tune: Any = None, max_studies: int = 4,
-                 teams: Mapping[str, float] | None = None, round_period_s: float = 3600.0):
+                 teams: Mapping[str, float] | None = None, round_period_s: float = 3600.0,
+                 aws: Any = None, ray: Any = None):
         if backend in REFUSED_BACKENDS:
             raise ConfigError(f"--backend {backend} is not served: {REFUSED_BACKENDS[backend]}")
         if backend not in BACKENDS:
@@ -107,16 +113,39 @@ class Service:
         self.store = Store(db_url or default_db_url(self.data_dir))
         if org_budget_usd_per_hour is not None:
             self.store.set_org_budget(org_budget_usd_per_hour)
-        self.created_teams = self._ensure_teams(teams or {})
         if not round_period_s > 0:
             raise ConfigError(f"--round-period-s is {round_period_s!r}, but must be > 0")
+        cloud = self._cloud(backend, aws, ray)
+        self.created_teams = self._ensure_teams(teams or {})
         self.runner = StudyRunner(self.store, self.data_dir, tune=tune, max_studies=max_studies,
-                                  round_period_s=round_period_s)
-        self.app = create_app(self.store, admin_token=admin_token, runner=self.runner, backend=backend)
+                                  round_period_s=round_period_s, cloud=cloud)
+        self.app = create_app(self.store, admin_token=admin_token, runner=self.runner, backend=backend, cloud=cloud)
         self.server = uvicorn.Server(uvicorn.Config(self.app, host=host, port=port, log_level="warning",
                                                     access_log=False))
         self.host = host
         self._thread: threading.Thread | None = None
+
+    def _cloud(self, backend: str, aws: Any, ray: Any) -> Any:
+        """The org's settings of a cloud backend (None for sim and local); connects to the Ray cluster."""
+        if backend == "aws":
+            if aws is None:
+                raise ConfigError("--backend aws needs --storage-path s3://BUCKET/PREFIX, --aws-image and --aws-ami "
+                                  "(docs/guide/service.md)")
+            from spottune.service._store import Org
+
+            with self.store.session() as s:
+                budget = s.get(Org, 1).budget_usd_per_hour  # type: ignore[union-attr]
+            if budget is None:
+                raise ConfigError("--backend aws needs --org-budget-usd-per-hour (or a budget kept in the database): "
+                                  "every study on the org's account runs under its share of it")
+            return aws
+        if backend == "ray":
+            from spottune.service._cloud import RayServing
+
+            ray = ray if ray is not None else RayServing()
+            ray.connect()  # once: every study's driver thread shares this process's connection
+            return ray
+        return None
 
     def _ensure_teams(self, teams: Mapping[str, float]) -> list[str]:
         from spottune.service._app import _NAME

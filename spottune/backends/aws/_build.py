@@ -23,6 +23,9 @@ __all__ = ["aws_backend", "exclusion_s", "live_market", "on_demand_from_api", "s
 #: The ``spec.aws`` keys passed on to :class:`AwsSettings` as they are (``experiment`` falls back to the output
 #: folder's name).
 _SETTING_KEYS = tuple(k for k in AWS_KEYS if k != "experiment")
+#: Seconds past now that the prices read at a live start stay in force (30 days): the provisioner reads prices once,
+#: at the start, and a relaunch later in the run (a θ pause, an hourly hop, a revocation) needs a known price then.
+LIVE_HOLD_S = 30 * 86400
 
 
 def live_market(spec: Any, *, ec2: Any = None, now_s: float | None = None) -> tuple[Any, float] | None:
@@ -40,8 +43,9 @@ def live_market(spec: Any, *, ec2: Any = None, now_s: float | None = None) -> tu
     Returns
     -------
     tuple of (spotmarket.prices.PriceHistory, float) or None
-        The recent spot prices (USD per instance-hour) of the pool, ending at now, and now as the history
-        stores it (``history.end_s``: ``now_s`` to the nanosecond); None without live prices.
+        The recent spot prices (USD per instance-hour) of the pool, the last ones held for :data:`LIVE_HOLD_S`
+        seconds past now, and now as a nanosecond timestamp stores it (``now_s`` to the nanosecond); None without
+        live prices.
 
     Raises
     ------
@@ -68,11 +72,13 @@ def live_market(spec: Any, *, ec2: Any = None, now_s: float | None = None) -> tu
         raise ConfigError(f"describe_spot_price_history returned no price for {', '.join(spec.instance_types)}")
     import pandas as pd
 
-    history = PriceHistory(records_to_table(recs, source="describe_spot_price_history"),
-                           end=pd.Timestamp(now, unit="s", tz="UTC"))
-    # the start is the history's own end: the float -> nanosecond timestamp -> float round trip moves now
-    # by up to a microsecond either way, and a start past the end would be refused (decision AWS16)
-    return history, float(history.end_s)
+    table = records_to_table(recs, source="describe_spot_price_history")
+    end = pd.Timestamp(now, unit="s", tz="UTC")
+    # the start is now as a nanosecond timestamp stores it: the float -> timestamp -> float round trip moves now by
+    # up to a microsecond either way, and a start past the last record would be refused (decision AWS16). The
+    # prices read now stay in force after it (AWS17): without them a relaunch after the start found no market.
+    start = float(PriceHistory(table, end=end).end_s)
+    return PriceHistory(table, end=end + pd.Timedelta(seconds=LIVE_HOLD_S)), start
 
 
 def on_demand_from_api(spec: Any, *, pricing: Any = None, cache_path: str | Path | None = None,
