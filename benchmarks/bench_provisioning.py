@@ -47,6 +47,11 @@ CASES = tuple((t, w, m) for t in TRACES for w in WORKLOADS for m in MODES)
 POLICIES = ("spottune-0.7", "spottune-1.0")
 METRICS = ("cost_usd", "jct_h", "refunded_share", "top3", "instances", "hops", "revocations")
 MARGINS = (0.0, 0.1, 0.25)
+SHRINKS = (0.5,)
+#: two tuning candidates whose pooled tuning ratios differ by less than this are tied (:func:`select`)
+TIE = 0.01
+#: a tuning candidate with a cell's cost ratio above this on the tuning starts is not eligible (:func:`select`)
+CELL_LIMIT = 1.02
 
 
 @contextlib.contextmanager
@@ -87,16 +92,65 @@ def speed_oracle():
 
 
 @contextlib.contextmanager
-def margin(value: float | None):
-    """Set the guarded provisioner's margin of the policies built inside the block (forked workers inherit it)."""
-    from spottune.compose import policies
+def margin(value: float | None, shrink: float | None = None):
+    """Set the guarded provisioner's margin (and p shrinkage) of the policies built inside the block (forked workers
+    inherit them); None keeps the default."""
+    from spottune.compose import policies, provisioning
 
-    old = policies.DEFAULT_RESTART_MARGIN
+    old, old_w = policies.DEFAULT_RESTART_MARGIN, provisioning.GUARD_P_SHRINK
     policies.DEFAULT_RESTART_MARGIN = old if value is None else float(value)
+    provisioning.GUARD_P_SHRINK = old_w if shrink is None else float(shrink)
     try:
         yield
     finally:
-        policies.DEFAULT_RESTART_MARGIN = old
+        policies.DEFAULT_RESTART_MARGIN, provisioning.GUARD_P_SHRINK = old, old_w
+
+
+def tuning_arm(m: float, w: float) -> str:
+    """The name of the tuning candidate of margin ``m`` and p shrinkage ``w``: ``m<m>-w<w>``."""
+    return f"m{m:g}-w{w:g}"
+
+
+def select(summary: dict, candidates: list[tuple[float, float]], policy: str = "spottune-0.7") -> dict:
+    """The guarded provisioner's (margin, p shrinkage) chosen on the tuning starts, by the rule fixed before the
+    grid ran (docs/design/decisions.md, R12):
+
+    1. eligible: the candidates whose cost ratio to restart stays <= :data:`CELL_LIMIT` in every tuning cell (no
+       harm; none eligible: all are);
+    2. among them the smallest pooled cost ratio (geometric mean of the cells' ratios);
+    3. candidates within :data:`TIE` of it are tied; a tie goes to the more conservative: the larger margin, then
+       the larger shrinkage.
+
+    Parameters
+    ----------
+    summary : dict
+        :func:`summarise`'s output over the tuning rows.
+    candidates : list of (float, float)
+        The (margin, shrinkage) pairs of the grid.
+    policy : str, default "spottune-0.7"
+
+    Returns
+    -------
+    dict
+        ``margin``, ``shrink``, ``pooled`` (the chosen one's pooled ratio) and ``table``: per candidate its pooled
+        ratio, worst cell ratio and eligibility.
+    """
+    table = {}
+    for m, w in candidates:
+        arm = tuning_arm(m, w)
+        pooled = summary["pooled"].get(f"{arm} {policy}")
+        cells = [v[arm]["cost_ratio"] for k, v in summary["cells"].items() if k.endswith(policy) and arm in v]
+        if pooled is None or not cells:
+            continue
+        table[arm] = {"margin": m, "shrink": w, "pooled": pooled["cost_ratio"], "worst_cell": max(cells)}
+    eligible = [a for a, v in table.items() if v["worst_cell"] <= CELL_LIMIT] or list(table)
+    for a, v in table.items():
+        v["eligible"] = a in eligible
+    best = min(table[a]["pooled"] for a in eligible)
+    tied = [a for a in eligible if table[a]["pooled"] <= best + TIE]
+    chosen = max(tied, key=lambda a: (table[a]["margin"], table[a]["shrink"]))
+    return {"margin": table[chosen]["margin"], "shrink": table[chosen]["shrink"], "pooled": table[chosen]["pooled"],
+            "table": table}
 
 
 #: arm -> (policies, simulate keyword arguments, speed oracle patched in)
@@ -129,20 +183,29 @@ def run(args) -> dict:
         cases = [c for part in parts for c in part["config"].get("cases", [])]
         config = {**parts[0]["config"], "arms": arms, "cases": cases,
                   "merged": [Path(f).name for f in args.merge.split(",")]}
-        return {"config": config, "rows": rows, "summary": summarise(rows, arms)}
+        summary = summarise(rows, arms)
+        sel = {}
+        if config.get("tuning"):
+            sel = {"selection": select(summary, [(m, w) for m in config["margins"] for w in config.get("shrinks") or
+                                                 [0.5]])}
+        return {"config": config, "rows": rows, "summary": summary, **sel}
     cases = [tuple(c.split(":")) for c in args.cases.split(",")] if args.cases else list(CASES)
     pols = tuple(args.policies.split(","))
     if args.tuning:
-        arms = {**{f"margin-{m:g}": (POLICIES[:1], {"provisioning": "spottune"}, False, m) for m in args.margins},
+        arms = {**{tuning_arm(m, w): (POLICIES[:1], {"provisioning": "spottune"}, False, (m, w))
+                   for m in args.margins for w in args.shrinks},
                 "restart": (POLICIES[:1], {"provisioning": "restart"}, False, None)}
+        if "reference" in args.arms.split(","):  # the hindsight reference beside the grid (diagnosis)
+            arms["reference"] = (*ARMS["reference"], None)
     else:
-        arms = {a: (tuple(p for p in v[0] if p.replace("-hindsight", "") in pols), *v[1:], None)
+        arms = {a: (tuple(p for p in v[0] if p.replace("-hindsight", "") in pols), *v[1:], (None, None))
                 for a, v in ARMS.items() if a in args.arms.split(",")}
     rows = []
     for trace, workload, mode in cases:
         times = _starts(trace, workload, mode, args.starts, args.tuning, args.indices)
         for arm, (policies, kwargs, oracle, m) in arms.items():
-            with tempfile.TemporaryDirectory() as d, (speed_oracle() if oracle else contextlib.nullcontext()), margin(m):
+            with tempfile.TemporaryDirectory() as d, (speed_oracle() if oracle else contextlib.nullcontext()), \
+                    margin(*(m or (None, None))):
                 table = simulate_all(workload, ",".join(policies), args.starts, mode, Path(d), jobs=args.jobs,
                                      progress=False, start_times=times, prices=TRACES[trace], **kwargs)
             rows += [{"trace": trace, "workload": workload, "market_mode": mode, "provisioning": arm,
@@ -151,9 +214,12 @@ def run(args) -> dict:
                       **{k: float(r[k]) for k in METRICS}} for r in table.to_dict("records")]
             print(f"{trace} {workload} {mode} {arm}: done", file=sys.stderr, flush=True)
             args.out.with_suffix(".partial.json").write_text(json.dumps({"config": {"arms": list(arms)}, "rows": rows}))
+    summary = summarise(rows, list(arms))
     return {"config": {"starts": args.starts, "tuning": args.tuning, "cases": cases, "arms": list(arms), "policies": pols,
-                       "jobs": args.jobs, "margins": list(args.margins) if args.tuning else None},
-            "rows": rows, "summary": summarise(rows, list(arms))}
+                       "jobs": args.jobs, "margins": list(args.margins) if args.tuning else None,
+                       "shrinks": list(args.shrinks) if args.tuning else None, "indices": args.indices},
+            "rows": rows, "summary": summary, **({"selection": select(summary, [
+                (m, w) for m in args.margins for w in args.shrinks])} if args.tuning else {})}
 
 
 def summarise(rows: list[dict], arms: list[str]) -> dict:
@@ -225,6 +291,8 @@ def main(argv=None) -> int:
     ap.add_argument("--indices", default="", help="comma-separated indices of the starts to run (default: all)")
     ap.add_argument("--merge", default="", help="comma-separated JSON files of earlier runs: summarise their rows")
     ap.add_argument("--margins", type=lambda t: tuple(float(x) for x in t.split(",")), default=MARGINS)
+    ap.add_argument("--shrinks", type=lambda t: tuple(float(x) for x in t.split(",")), default=SHRINKS,
+                    help="p shrinkages of the tuning grid (with --margins)")
     ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, or provisioning_margin_tuning.json with --tuning")
     ap.add_argument("--tuning", action="store_true", help="the margins on the tuning starts (choose there)")
     ap.add_argument("--markdown", action="store_true", help="print the table from the JSON and exit")
