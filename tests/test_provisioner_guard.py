@@ -115,3 +115,42 @@ def test_the_default_provisioning_is_guarded_without_hops():
     assert (paper.restart_margin, paper.hourly_hop) == (None, True)  # the paper's design keeps its hops
     restart = get_policy("spottune-0.7", provisioning="restart")
     assert (restart.chooser, restart.restart_margin, restart.hourly_hop) == ("cheapest-market", None, False)
+
+
+def _bench_provisioning():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_provisioning.py"
+    spec = importlib.util.spec_from_file_location("bench_provisioning_under_test", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_tuning_selection_rule_excludes_harm_then_takes_the_cheapest_and_breaks_ties_conservatively():
+    bench = _bench_provisioning()
+    p = "spottune-0.7"
+
+    def summary(ratios):  # arm -> (pooled ratio, [cell ratios])
+        cells = {}
+        for arm, (_, per_cell) in ratios.items():
+            for i, r in enumerate(per_cell):
+                cells.setdefault(f"t w{i} modern {p}", {})[arm] = {"cost_ratio": r}
+        return {"cells": cells, "pooled": {f"{a} {p}": {"cost_ratio": v[0]} for a, v in ratios.items()}}
+
+    grid = [(0.1, 0.5), (0.25, 0.5), (0.1, 0.75), (0.25, 0.75)]
+    # m0.1-w0.5 is the cheapest pooled (0.90) but one cell costs 1.03 > 1.02: not eligible; of the eligible,
+    # m0.1-w0.75 (0.930) and m0.25-w0.5 (0.938) are tied within 0.01, and the tie goes to the larger margin
+    out = bench.select(summary({"m0.1-w0.5": (0.90, [0.77, 1.03]), "m0.25-w0.5": (0.938, [0.90, 0.98]),
+                                "m0.1-w0.75": (0.930, [0.90, 0.96]), "m0.25-w0.75": (0.95, [0.93, 0.97])}), grid, p)
+    assert (out["margin"], out["shrink"], out["pooled"]) == (0.25, 0.5, 0.938)
+    assert [a for a, v in out["table"].items() if not v["eligible"]] == ["m0.1-w0.5"]
+    assert out["table"]["m0.1-w0.5"]["worst_cell"] == 1.03
+    # a gap of more than 0.01 is no tie: the cheapest eligible setting wins, however aggressive
+    out = bench.select(summary({"m0.1-w0.5": (0.90, [0.85, 0.95]), "m0.25-w0.5": (0.92, [0.90, 0.94]),
+                                "m0.1-w0.75": (0.95, [0.93, 0.97]), "m0.25-w0.75": (0.96, [0.95, 0.97])}), grid, p)
+    assert (out["margin"], out["shrink"]) == (0.1, 0.5)
+    # none eligible: all compete; equal pooled ratios go to the larger margin, then the larger shrinkage
+    out = bench.select(summary({"m0.1-w0.5": (0.95, [0.9, 1.1]), "m0.25-w0.5": (0.95, [0.9, 1.1]),
+                                "m0.1-w0.75": (0.95, [0.9, 1.1]), "m0.25-w0.75": (0.95, [0.9, 1.1])}), grid, p)
+    assert (out["margin"], out["shrink"]) == (0.25, 0.75) and bench.tuning_arm(0.25, 0.75) == "m0.25-w0.75"
