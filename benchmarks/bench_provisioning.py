@@ -92,26 +92,36 @@ def speed_oracle():
 
 
 @contextlib.contextmanager
-def margin(value: float | None, shrink: float | None = None):
-    """Set the guarded provisioner's margin (and p shrinkage) of the policies built inside the block (forked workers
-    inherit them); None keeps the default."""
+def margin(value: float | None, shrink: float | None = None, robust: bool | None = None):
+    """Set the guarded provisioner's margin (p shrinkage, robust-p test) of the policies built inside the block
+    (forked workers inherit them); None keeps the default."""
     from spottune.compose import policies, provisioning
 
-    old, old_w = policies.DEFAULT_RESTART_MARGIN, provisioning.GUARD_P_SHRINK
+    old, old_w, old_r = policies.DEFAULT_RESTART_MARGIN, provisioning.GUARD_P_SHRINK, provisioning.GUARD_ROBUST_P
     policies.DEFAULT_RESTART_MARGIN = old if value is None else float(value)
     provisioning.GUARD_P_SHRINK = old_w if shrink is None else float(shrink)
+    provisioning.GUARD_ROBUST_P = old_r if robust is None else bool(robust)
     try:
         yield
     finally:
-        policies.DEFAULT_RESTART_MARGIN, provisioning.GUARD_P_SHRINK = old, old_w
+        policies.DEFAULT_RESTART_MARGIN, provisioning.GUARD_P_SHRINK, provisioning.GUARD_ROBUST_P = old, old_w, old_r
 
 
-def tuning_arm(m: float, w: float) -> str:
-    """The name of the tuning candidate of margin ``m`` and p shrinkage ``w``: ``m<m>-w<w>``."""
-    return f"m{m:g}-w{w:g}"
+VARIANTS = ("plain", "robust")
 
 
-def select(summary: dict, candidates: list[tuple[float, float]], policy: str = "spottune-0.7") -> dict:
+def tuning_arm(m: float, w: float, robust: bool = False) -> str:
+    """The name of the tuning candidate of margin ``m``, p shrinkage ``w`` and the robust-p test:
+    ``m<m>-w<w>`` (``-robust``)."""
+    return f"m{m:g}-w{w:g}" + ("-robust" if robust else "")
+
+
+def grid(margins, shrinks, variants) -> list[tuple[float, float, bool]]:
+    """The tuning candidates (margin, shrinkage, robust) of the grid."""
+    return [(m, w, v == "robust") for v in variants for m in margins for w in shrinks]
+
+
+def select(summary: dict, candidates: list[tuple], policy: str = "spottune-0.7") -> dict:
     """The guarded provisioner's (margin, p shrinkage) chosen on the tuning starts, by the rule fixed before the
     grid ran (docs/design/decisions.md, R12):
 
@@ -119,38 +129,40 @@ def select(summary: dict, candidates: list[tuple[float, float]], policy: str = "
        harm; none eligible: all are);
     2. among them the smallest pooled cost ratio (geometric mean of the cells' ratios);
     3. candidates within :data:`TIE` of it are tied; a tie goes to the more conservative: the larger margin, then
-       the larger shrinkage.
+       the larger shrinkage, then the robust-p test.
 
     Parameters
     ----------
     summary : dict
         :func:`summarise`'s output over the tuning rows.
-    candidates : list of (float, float)
-        The (margin, shrinkage) pairs of the grid.
+    candidates : list of (float, float) or (float, float, bool)
+        The (margin, shrinkage[, robust]) settings of the grid.
     policy : str, default "spottune-0.7"
 
     Returns
     -------
     dict
-        ``margin``, ``shrink``, ``pooled`` (the chosen one's pooled ratio) and ``table``: per candidate its pooled
-        ratio, worst cell ratio and eligibility.
+        ``margin``, ``shrink``, ``robust``, ``pooled`` (the chosen one's pooled ratio) and ``table``: per
+        candidate its pooled ratio, worst cell ratio and eligibility.
     """
     table = {}
-    for m, w in candidates:
-        arm = tuning_arm(m, w)
+    for m, w, *rest in candidates:
+        robust = bool(rest and rest[0])
+        arm = tuning_arm(m, w, robust)
         pooled = summary["pooled"].get(f"{arm} {policy}")
         cells = [v[arm]["cost_ratio"] for k, v in summary["cells"].items() if k.endswith(policy) and arm in v]
         if pooled is None or not cells:
             continue
-        table[arm] = {"margin": m, "shrink": w, "pooled": pooled["cost_ratio"], "worst_cell": max(cells)}
+        table[arm] = {"margin": m, "shrink": w, "robust": robust, "pooled": pooled["cost_ratio"],
+                      "worst_cell": max(cells)}
     eligible = [a for a, v in table.items() if v["worst_cell"] <= CELL_LIMIT] or list(table)
     for a, v in table.items():
         v["eligible"] = a in eligible
     best = min(table[a]["pooled"] for a in eligible)
     tied = [a for a in eligible if table[a]["pooled"] <= best + TIE]
-    chosen = max(tied, key=lambda a: (table[a]["margin"], table[a]["shrink"]))
-    return {"margin": table[chosen]["margin"], "shrink": table[chosen]["shrink"], "pooled": table[chosen]["pooled"],
-            "table": table}
+    chosen = max(tied, key=lambda a: (table[a]["margin"], table[a]["shrink"], table[a]["robust"]))
+    return {"margin": table[chosen]["margin"], "shrink": table[chosen]["shrink"], "robust": table[chosen]["robust"],
+            "pooled": table[chosen]["pooled"], "table": table}
 
 
 #: arm -> (policies, simulate keyword arguments, speed oracle patched in)
@@ -186,26 +198,27 @@ def run(args) -> dict:
         summary = summarise(rows, arms)
         sel = {}
         if config.get("tuning"):
-            sel = {"selection": select(summary, [(m, w) for m in config["margins"] for w in config.get("shrinks") or
-                                                 [0.5]])}
+            sel = {"selection": select(summary, [c for part in parts for c in grid(
+                part["config"]["margins"], part["config"].get("shrinks") or [0.5],
+                part["config"].get("variants") or ["plain"])])}
         return {"config": config, "rows": rows, "summary": summary, **sel}
     cases = [tuple(c.split(":")) for c in args.cases.split(",")] if args.cases else list(CASES)
     pols = tuple(args.policies.split(","))
     if args.tuning:
-        arms = {**{tuning_arm(m, w): (POLICIES[:1], {"provisioning": "spottune"}, False, (m, w))
-                   for m in args.margins for w in args.shrinks},
+        arms = {**{tuning_arm(*c): (POLICIES[:1], {"provisioning": "spottune"}, False, c)
+                   for c in grid(args.margins, args.shrinks, args.variants)},
                 "restart": (POLICIES[:1], {"provisioning": "restart"}, False, None)}
         if "reference" in args.arms.split(","):  # the hindsight reference beside the grid (diagnosis)
             arms["reference"] = (*ARMS["reference"], None)
     else:
-        arms = {a: (tuple(p for p in v[0] if p.replace("-hindsight", "") in pols), *v[1:], (None, None))
+        arms = {a: (tuple(p for p in v[0] if p.replace("-hindsight", "") in pols), *v[1:], (None, None, None))
                 for a, v in ARMS.items() if a in args.arms.split(",")}
     rows = []
     for trace, workload, mode in cases:
         times = _starts(trace, workload, mode, args.starts, args.tuning, args.indices)
         for arm, (policies, kwargs, oracle, m) in arms.items():
             with tempfile.TemporaryDirectory() as d, (speed_oracle() if oracle else contextlib.nullcontext()), \
-                    margin(*(m or (None, None))):
+                    margin(*(m or (None, None, None))):
                 table = simulate_all(workload, ",".join(policies), args.starts, mode, Path(d), jobs=args.jobs,
                                      progress=False, start_times=times, prices=TRACES[trace], **kwargs)
             rows += [{"trace": trace, "workload": workload, "market_mode": mode, "provisioning": arm,
@@ -217,9 +230,10 @@ def run(args) -> dict:
     summary = summarise(rows, list(arms))
     return {"config": {"starts": args.starts, "tuning": args.tuning, "cases": cases, "arms": list(arms), "policies": pols,
                        "jobs": args.jobs, "margins": list(args.margins) if args.tuning else None,
-                       "shrinks": list(args.shrinks) if args.tuning else None, "indices": args.indices},
-            "rows": rows, "summary": summary, **({"selection": select(summary, [
-                (m, w) for m in args.margins for w in args.shrinks])} if args.tuning else {})}
+                       "shrinks": list(args.shrinks) if args.tuning else None,
+                       "variants": list(args.variants) if args.tuning else None, "indices": args.indices},
+            "rows": rows, "summary": summary, **({"selection": select(
+                summary, grid(args.margins, args.shrinks, args.variants))} if args.tuning else {})}
 
 
 def summarise(rows: list[dict], arms: list[str]) -> dict:
@@ -293,6 +307,8 @@ def main(argv=None) -> int:
     ap.add_argument("--margins", type=lambda t: tuple(float(x) for x in t.split(",")), default=MARGINS)
     ap.add_argument("--shrinks", type=lambda t: tuple(float(x) for x in t.split(",")), default=SHRINKS,
                     help="p shrinkages of the tuning grid (with --margins)")
+    ap.add_argument("--variants", type=lambda t: tuple(t.split(",")), default=VARIANTS[:1],
+                    help="guard tests of the tuning grid: plain (the margin at p'), robust (also at w = 0 and 1)")
     ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, or provisioning_margin_tuning.json with --tuning")
     ap.add_argument("--tuning", action="store_true", help="the margins on the tuning starts (choose there)")
     ap.add_argument("--markdown", action="store_true", help="print the table from the JSON and exit")
