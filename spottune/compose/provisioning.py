@@ -31,8 +31,9 @@ __all__ = ["DEFAULT_RESTART_MARGIN", "GUARD_OVERHEADS", "GUARD_P_SHRINK", "GUARD
 #: spot-restart's is taken only when its step cost is below (1 − m) times the restart candidate's. Chosen on the
 #: tuning starts of both shipped traces (docs/design/decisions.md, R12; ``benchmarks/bench_provisioning.py --tuning``).
 DEFAULT_RESTART_MARGIN = 0.1
-#: [I] The guarded provisioner's shrinkage of p towards the round's mean at the same rung (decision R5's correction,
-#: R12): half the way, so that a refund bet that rests on one market's high p is priced at the pool's rate for half.
+#: The guarded provisioner's shrinkage w of p towards the round's mean at the same rung (decision R5's correction,
+#: R12): three quarters of the way, so that a refund bet that rests on one market's high p is priced mostly at the
+#: pool's rate. Chosen with :data:`DEFAULT_RESTART_MARGIN` on the tuning starts of both shipped traces.
 GUARD_P_SHRINK = 0.75
 #: Whether the guarded provisioner leaves restart's choice only when the move also wins at the predictor's own p and
 #: at the pool's rate (``robust_p`` of :class:`provisioner.GuardedProvisioner`; decision R12).
