@@ -15,13 +15,14 @@ The arm ``reference`` (``spottune-0.7`` only) is the same objective told what it
 probabilities (predictor ``hindsight``) and the simulator's true speed ratios between instance types (the speed
 oracle below; the honest-speed rule off). The gap between ``spottune`` and ``reference`` is what estimation costs.
 
-``--tuning`` runs the margins ``--margins`` of the guarded provisioner (``spottune-0.7``) and restart on the tuning
-starts between the evaluation ones (:func:`spottune.evaluation.tuning_starts`) -> ``provisioning_margin_tuning.json``; the
-default margin was chosen there (rule: the smallest pooled cost ratio; docs/design/decisions.md, R12). Nothing is
-chosen on the evaluation starts.
+``--tuning`` runs the grid ``--margins`` x ``--shrinks`` x ``--variants`` (plain, robust: the robust-p test) of the
+guarded provisioner (``spottune-0.7``) and restart on the tuning starts between the evaluation ones
+(:func:`spottune.evaluation.tuning_starts` of the ``--starts`` evaluation starts; ``--indices`` picks some) ->
+``provisioning_margin_tuning.json`` with :func:`select`'s choice; the defaults were chosen there (docs/design/decisions.md,
+R12: ``--starts 20 --indices 0,6,12,18,25,31``). Nothing is chosen on the evaluation starts.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_provisioning.py --starts 20 --jobs 2`` (the full size:
-12 cells x 20 starts; several hours on two quiet cores); ``--cases`` picks cells (``trace:workload:mode``, comma-
+12 cells x 20 starts x 5 runs; about an hour on two cores); ``--cases`` picks cells (``trace:workload:mode``, comma-
 separated), ``--markdown`` prints the table from the JSON.
 """
 
