@@ -20,13 +20,14 @@ The arm ``reference`` (``spottune-0.7`` only) is the same objective told what it
 probabilities (predictor ``hindsight``) and the simulator's true speed ratios between instance types (the speed
 oracle below; the honest-speed rule off). The gap between ``spottune`` and ``reference`` is what estimation costs.
 
-``--tuning`` runs the margins ``--margins`` of the guarded provisioner (``spottune-0.7``) and restart on the tuning
-starts between the evaluation ones (:func:`spottune.evaluation.tuning_starts`) -> ``provisioning_margin_tuning.json``; the
-default margin was chosen there (rule: the smallest pooled cost ratio; docs/design/decisions.md, R12). Nothing is
-chosen on the evaluation starts.
+``--tuning`` runs the grid ``--margins`` x ``--shrinks`` x ``--variants`` (plain, robust: the robust-p test) of the
+guarded provisioner (``spottune-0.7``) and restart on the tuning starts between the evaluation ones
+(:func:`spottune.evaluation.tuning_starts` of the ``--starts`` evaluation starts; ``--indices`` picks some) ->
+``provisioning_margin_tuning.json`` with :func:`select`'s choice; the defaults were chosen there (docs/design/decisions.md,
+R12: ``--starts 20 --indices 0,6,12,18,25,31``). Nothing is chosen on the evaluation starts.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_provisioning.py --starts 20 --jobs 2`` (the full size:
-12 cells x 20 starts; several hours on two quiet cores); ``--cases`` picks cells (``trace:workload:mode``, comma-
+12 cells x 20 starts x 5 runs; about an hour on two cores); ``--cases`` picks cells (``trace:workload:mode``, comma-
 separated), ``--markdown`` prints the table from the JSON.
 """
 
@@ -52,6 +53,11 @@ CASES = tuple((t, w, m) for t in TRACES for w in WORKLOADS for m in MODES)
 POLICIES = ("spottune-0.7", "spottune-1.0")
 METRICS = ("cost_usd", "jct_h", "refunded_share", "top3", "instances", "hops", "revocations")
 MARGINS = (0.0, 0.1, 0.25)
+SHRINKS = (0.5,)
+#: two tuning candidates whose pooled tuning ratios differ by less than this are tied (:func:`select`)
+TIE = 0.01
+#: a tuning candidate with a cell's cost ratio above this on the tuning starts is not eligible (:func:`select`)
+CELL_LIMIT = 1.02
 
 
 @contextlib.contextmanager
@@ -92,16 +98,77 @@ def speed_oracle():
 
 
 @contextlib.contextmanager
-def margin(value: float | None):
-    """Set the guarded provisioner's margin of the policies built inside the block (forked workers inherit it)."""
-    from spottune.compose import policies
+def margin(value: float | None, shrink: float | None = None, robust: bool | None = None):
+    """Set the guarded provisioner's margin (p shrinkage, robust-p test) of the policies built inside the block
+    (forked workers inherit them); None keeps the default."""
+    from spottune.compose import policies, provisioning
 
-    old = policies.DEFAULT_RESTART_MARGIN
+    old, old_w, old_r = policies.DEFAULT_RESTART_MARGIN, provisioning.GUARD_P_SHRINK, provisioning.GUARD_ROBUST_P
     policies.DEFAULT_RESTART_MARGIN = old if value is None else float(value)
+    provisioning.GUARD_P_SHRINK = old_w if shrink is None else float(shrink)
+    provisioning.GUARD_ROBUST_P = old_r if robust is None else bool(robust)
     try:
         yield
     finally:
-        policies.DEFAULT_RESTART_MARGIN = old
+        policies.DEFAULT_RESTART_MARGIN, provisioning.GUARD_P_SHRINK, provisioning.GUARD_ROBUST_P = old, old_w, old_r
+
+
+VARIANTS = ("plain", "robust")
+
+
+def tuning_arm(m: float, w: float, robust: bool = False) -> str:
+    """The name of the tuning candidate of margin ``m``, p shrinkage ``w`` and the robust-p test:
+    ``m<m>-w<w>`` (``-robust``)."""
+    return f"m{m:g}-w{w:g}" + ("-robust" if robust else "")
+
+
+def grid(margins, shrinks, variants) -> list[tuple[float, float, bool]]:
+    """The tuning candidates (margin, shrinkage, robust) of the grid."""
+    return [(m, w, v == "robust") for v in variants for m in margins for w in shrinks]
+
+
+def select(summary: dict, candidates: list[tuple], policy: str = "spottune-0.7") -> dict:
+    """The guarded provisioner's (margin, p shrinkage) chosen on the tuning starts, by the rule fixed before the
+    grid ran (docs/design/decisions.md, R12):
+
+    1. eligible: the candidates whose cost ratio to restart stays <= :data:`CELL_LIMIT` in every tuning cell (no
+       harm; none eligible: all are);
+    2. among them the smallest pooled cost ratio (geometric mean of the cells' ratios);
+    3. candidates within :data:`TIE` of it are tied; a tie goes to the more conservative: the larger margin, then
+       the larger shrinkage, then the robust-p test.
+
+    Parameters
+    ----------
+    summary : dict
+        :func:`summarise`'s output over the tuning rows.
+    candidates : list of (float, float) or (float, float, bool)
+        The (margin, shrinkage[, robust]) settings of the grid.
+    policy : str, default "spottune-0.7"
+
+    Returns
+    -------
+    dict
+        ``margin``, ``shrink``, ``robust``, ``pooled`` (the chosen one's pooled ratio) and ``table``: per
+        candidate its pooled ratio, worst cell ratio and eligibility.
+    """
+    table = {}
+    for m, w, *rest in candidates:
+        robust = bool(rest and rest[0])
+        arm = tuning_arm(m, w, robust)
+        pooled = summary["pooled"].get(f"{arm} {policy}")
+        cells = [v[arm]["cost_ratio"] for k, v in summary["cells"].items() if k.endswith(policy) and arm in v]
+        if pooled is None or not cells:
+            continue
+        table[arm] = {"margin": m, "shrink": w, "robust": robust, "pooled": pooled["cost_ratio"],
+                      "worst_cell": max(cells)}
+    eligible = [a for a, v in table.items() if v["worst_cell"] <= CELL_LIMIT] or list(table)
+    for a, v in table.items():
+        v["eligible"] = a in eligible
+    best = min(table[a]["pooled"] for a in eligible)
+    tied = [a for a in eligible if table[a]["pooled"] <= best + TIE]
+    chosen = max(tied, key=lambda a: (table[a]["margin"], table[a]["shrink"], table[a]["robust"]))
+    return {"margin": table[chosen]["margin"], "shrink": table[chosen]["shrink"], "robust": table[chosen]["robust"],
+            "pooled": table[chosen]["pooled"], "table": table}
 
 
 #: arm -> (policies, simulate keyword arguments, speed oracle patched in)
@@ -150,14 +217,23 @@ def run(args) -> dict:
         earlier = [m for part in parts for m in part["config"].get("merged") or []]  # a merged file's own parts
         config = {**parts[0]["config"], "arms": arms, "cases": cases,
                   "merged": earlier + [Path(f).name for f in args.merge.split(",")]}
-        return {"config": config, "rows": rows, "summary": summarise(rows, arms)}
+        summary = summarise(rows, arms)
+        sel = {}
+        if config.get("tuning"):
+            sel = {"selection": select(summary, [c for part in parts for c in grid(
+                part["config"]["margins"], part["config"].get("shrinks") or [0.5],
+                part["config"].get("variants") or ["plain"])])}
+        return {"config": config, "rows": rows, "summary": summary, **sel}
     cases = [tuple(c.split(":")) for c in args.cases.split(",")] if args.cases else list(CASES)
     pols = tuple(args.policies.split(","))
     if args.tuning:
-        arms = {**{f"margin-{m:g}": (POLICIES[:1], {"provisioning": "spottune"}, False, m) for m in args.margins},
+        arms = {**{tuning_arm(*c): (POLICIES[:1], {"provisioning": "spottune"}, False, c)
+                   for c in grid(args.margins, args.shrinks, args.variants)},
                 "restart": (POLICIES[:1], {"provisioning": "restart"}, False, None)}
+        if "reference" in args.arms.split(","):  # the hindsight reference beside the grid (diagnosis)
+            arms["reference"] = (*ARMS["reference"], None)
     else:
-        arms = {a: (tuple(p for p in v[0] if p.replace("-hindsight", "") in pols), *v[1:], None)
+        arms = {a: (tuple(p for p in v[0] if p.replace("-hindsight", "") in pols), *v[1:], (None, None, None))
                 for a, v in ARMS.items() if a in args.arms.split(",")}
     rows = []
     stored = _starts_from(args.starts_from) if args.starts_from else None
@@ -165,7 +241,8 @@ def run(args) -> dict:
         times = stored[(trace, workload, mode)] if stored else \
             _starts(trace, workload, mode, args.starts, args.tuning, args.indices)
         for arm, (policies, kwargs, oracle, m) in arms.items():
-            with tempfile.TemporaryDirectory() as d, (speed_oracle() if oracle else contextlib.nullcontext()), margin(m):
+            with tempfile.TemporaryDirectory() as d, (speed_oracle() if oracle else contextlib.nullcontext()), \
+                    margin(*(m or (None, None, None))):
                 table = simulate_all(workload, ",".join(policies), args.starts, mode, Path(d), jobs=args.jobs,
                                      progress=False, start_times=times, prices=TRACES[trace], **kwargs)
             rows += [{"trace": trace, "workload": workload, "market_mode": mode, "provisioning": arm,
@@ -174,10 +251,14 @@ def run(args) -> dict:
                       **{k: float(r[k]) for k in METRICS}} for r in table.to_dict("records")]
             print(f"{trace} {workload} {mode} {arm}: done", file=sys.stderr, flush=True)
             args.out.with_suffix(".partial.json").write_text(json.dumps({"config": {"arms": list(arms)}, "rows": rows}))
+    summary = summarise(rows, list(arms))
     return {"config": {"starts": args.starts, "tuning": args.tuning, "cases": cases, "arms": list(arms), "policies": pols,
                        "starts_from": str(args.starts_from) if args.starts_from else None,
-                       "jobs": args.jobs, "margins": list(args.margins) if args.tuning else None},
-            "rows": rows, "summary": summarise(rows, list(arms))}
+                       "jobs": args.jobs, "margins": list(args.margins) if args.tuning else None,
+                       "shrinks": list(args.shrinks) if args.tuning else None,
+                       "variants": list(args.variants) if args.tuning else None, "indices": args.indices},
+            "rows": rows, "summary": summary, **({"selection": select(
+                summary, grid(args.margins, args.shrinks, args.variants))} if args.tuning else {})}
 
 
 def summarise(rows: list[dict], arms: list[str]) -> dict:
@@ -260,6 +341,10 @@ def main(argv=None) -> int:
                     help="an earlier run's JSON: run each cell on exactly its starts (a new arm beside stored ones)")
     ap.add_argument("--merge", default="", help="comma-separated JSON files of earlier runs: summarise their rows")
     ap.add_argument("--margins", type=lambda t: tuple(float(x) for x in t.split(",")), default=MARGINS)
+    ap.add_argument("--shrinks", type=lambda t: tuple(float(x) for x in t.split(",")), default=SHRINKS,
+                    help="p shrinkages of the tuning grid (with --margins)")
+    ap.add_argument("--variants", type=lambda t: tuple(t.split(",")), default=VARIANTS[:1],
+                    help="guard tests of the tuning grid: plain (the margin at p'), robust (also at w = 0 and 1)")
     ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, or provisioning_margin_tuning.json with --tuning")
     ap.add_argument("--tuning", action="store_true", help="the margins on the tuning starts (choose there)")
     ap.add_argument("--markdown", action="store_true", help="print the table from the JSON and exit")

@@ -20,6 +20,11 @@ measured (design R12):
 * **revocation probability**: the objective prices ``p' = (1 − w) · p + w · p₀`` (:func:`provisioner.shrink_p`,
   ``p_shrink`` w, p₀ the round's mean at the same rung), the optimizer's-curse correction of decision R5: the
   argmin picks the candidates whose p is most over-estimated, and a refund bet lives on a high p;
+* **robust p** (``robust_p``, off by default): the chosen candidate must also beat ``(1 − m)`` times the restart
+  candidate with the predictor's own p (w = 0) and with the pool's rate at its rung (w = 1), not only with the
+  shrunk p' between them. p's error is not known per market; the two ends bound where a calibrated but noisy p
+  and the base rate put it, so a move is taken only when its gain survives both (a worst case over the set,
+  rather than one point of it);
 * **the margin** m covers what the two corrections leave (the estimates' remaining error and the correlated bet of
   trials that decide together). It is chosen on tuning starts (``benchmarks/bench_provisioning.py --tuning``).
 
@@ -58,6 +63,10 @@ class GuardedProvisioner(RefundProvisioner):
         speed-up from extra vCPUs until measured); False: the matrix's own prediction.
     reference_cores : float, default :data:`REFERENCE_CORES` (2)
         c_ref of the honest speed rule, vCPUs.
+    robust_p : bool, default False
+        Leave the restart choice only when the chosen candidate beats ``(1 − m)`` times the restart candidate's step
+        cost at each of p' (``p_shrink`` w), the predictor's p (w = 0) and the pool's rate (w = 1) (module
+        docstring; decision R12).
 
     Attributes
     ----------
@@ -81,7 +90,7 @@ class GuardedProvisioner(RefundProvisioner):
     order = ("restart_guard", "step_cost_usd", "expected_usd", "max_price_usd_per_hour")
 
     def __init__(self, *args, margin: float = 0.25, honest_speed: bool = True,
-                 reference_cores: float = REFERENCE_CORES, **kwargs):
+                 reference_cores: float = REFERENCE_CORES, robust_p: bool = False, **kwargs):
         if isinstance(margin, bool) or not (isinstance(margin, (int, float)) and 0.0 <= margin <= 1.0):
             raise ProvisionerConfigError(f"margin is {margin!r}, but must be a fraction in [0, 1]")
         if not (isinstance(reference_cores, (int, float)) and math.isfinite(reference_cores) and reference_cores > 0):
@@ -90,9 +99,12 @@ class GuardedProvisioner(RefundProvisioner):
         self.margin = float(margin)
         self.honest_speed = bool(honest_speed)
         self.reference_cores = float(reference_cores)
+        self.robust_p = bool(robust_p)
         self._cores = np.array([float(self.catalog[m.instance_type].vcpus) for m in self.markets])
         self._measured_types: set[str] = set()
         self.decisions = {"restart": 0, "left": 0}
+        if self.robust_p:
+            self.decisions["kept_by_robust_p"] = 0
 
     def record_segment(self, trial_id, instance_type: str, seconds: float, steps: int) -> float:
         """As :meth:`provisioner.BaseChooser.record_segment`; also marks ``instance_type`` as measured (seconds of
@@ -166,6 +178,13 @@ class GuardedProvisioner(RefundProvisioner):
         c_r = cost[:, j, -1]  # (k,): the restart candidate's step cost per trial
         best = np.min(np.where(launchable, cost_c, np.inf), axis=1)
         leave = ~np.isfinite(c_r) | (best < (1.0 - self.margin) * c_r)
+        if self.robust_p and (leave & np.isfinite(c_r)).any():
+            survive = self._robust_leave(now_s, current, mean, available, T, T_restart, plan, launchable, cost_c,
+                                         b, b_all, j)
+            kept = leave & np.isfinite(c_r) & ~survive
+            self.decisions["kept_by_robust_p"] += int(kept.sum())
+            leave &= ~kept
+            self._last_round = (cost, usd, steps, b_all, p_all, ok, p_obj)  # this round's, as priced (w)
         stay = np.flatnonzero(~leave)
         self.decisions["left"] += int(leave.sum())
         self.decisions["restart"] += int(stay.size)
@@ -185,6 +204,30 @@ class GuardedProvisioner(RefundProvisioner):
             guard[stay, j] = 0.0
         extra["restart_guard"] = guard
         return b, launchable, p, cost_c, hour_cost, extra
+
+    def _robust_leave(self, now_s, current, mean, available, T, T_restart, plan, launchable, cost_c, b, b_all,
+                      j) -> np.ndarray:
+        """(k,) bool: each trial's best candidate (by ``cost_c``, at its max price ``b``) beats ``(1 − m)`` times the
+        restart candidate (market ``j`` at the on-demand rung) at p_shrink 0 and 1 too (``robust_p``)."""
+        k = cost_c.shape[0]
+        filled = np.where(launchable, cost_c, np.inf)
+        jc = np.argmin(filled, axis=1)  # (k,) each trial's best market
+        rung = np.array([int(np.argmin(np.abs(b_all[jc[i]] - b[i, jc[i]]))) for i in range(k)])
+        out = np.isfinite(filled[np.arange(k), jc])
+        old = self.p_shrink
+        try:
+            for w in (0.0, 1.0):
+                self.p_shrink = w
+                RefundProvisioner._evaluate(self, now_s, current, mean, available, self.honest_seconds_per_step(T),
+                                            plan)
+                c_leave = self._last_round[0]
+                if T_restart is not T:
+                    RefundProvisioner._evaluate(self, now_s, current, mean, available, T_restart, plan)
+                c_restart = self._last_round[0][:, j, -1]
+                out &= c_leave[np.arange(k), jc, rung] < (1.0 - self.margin) * c_restart
+        finally:
+            self.p_shrink = old
+        return out
 
     def _order_keys(self, *, step_cost, seconds_per_step, current, mean, **extra):
         return [extra["restart_guard"], step_cost, extra["expected_usd"], extra["max_price"]]

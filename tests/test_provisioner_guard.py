@@ -115,3 +115,63 @@ def test_the_default_provisioning_is_guarded_without_hops():
     assert (paper.restart_margin, paper.hourly_hop) == (None, True)  # the paper's design keeps its hops
     restart = get_policy("spottune-0.7", provisioning="restart")
     assert (restart.chooser, restart.restart_margin, restart.hourly_hop) == ("cheapest-market", None, False)
+
+
+def _bench_provisioning():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_provisioning.py"
+    spec = importlib.util.spec_from_file_location("bench_provisioning_under_test", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_tuning_selection_rule_excludes_harm_then_takes_the_cheapest_and_breaks_ties_conservatively():
+    bench = _bench_provisioning()
+    p = "spottune-0.7"
+
+    def summary(ratios):  # arm -> (pooled ratio, [cell ratios])
+        cells = {}
+        for arm, (_, per_cell) in ratios.items():
+            for i, r in enumerate(per_cell):
+                cells.setdefault(f"t w{i} modern {p}", {})[arm] = {"cost_ratio": r}
+        return {"cells": cells, "pooled": {f"{a} {p}": {"cost_ratio": v[0]} for a, v in ratios.items()}}
+
+    grid = [(0.1, 0.5), (0.25, 0.5), (0.1, 0.75), (0.25, 0.75)]
+    # m0.1-w0.5 is the cheapest pooled (0.90) but one cell costs 1.03 > 1.02: not eligible; of the eligible,
+    # m0.1-w0.75 (0.930) and m0.25-w0.5 (0.938) are tied within 0.01, and the tie goes to the larger margin
+    out = bench.select(summary({"m0.1-w0.5": (0.90, [0.77, 1.03]), "m0.25-w0.5": (0.938, [0.90, 0.98]),
+                                "m0.1-w0.75": (0.930, [0.90, 0.96]), "m0.25-w0.75": (0.95, [0.93, 0.97])}), grid, p)
+    assert (out["margin"], out["shrink"], out["pooled"]) == (0.25, 0.5, 0.938)
+    assert [a for a, v in out["table"].items() if not v["eligible"]] == ["m0.1-w0.5"]
+    assert out["table"]["m0.1-w0.5"]["worst_cell"] == 1.03
+    # a gap of more than 0.01 is no tie: the cheapest eligible setting wins, however aggressive
+    out = bench.select(summary({"m0.1-w0.5": (0.90, [0.85, 0.95]), "m0.25-w0.5": (0.92, [0.90, 0.94]),
+                                "m0.1-w0.75": (0.95, [0.93, 0.97]), "m0.25-w0.75": (0.96, [0.95, 0.97])}), grid, p)
+    assert (out["margin"], out["shrink"]) == (0.1, 0.5)
+    # none eligible: all compete; equal pooled ratios go to the larger margin, then the larger shrinkage
+    out = bench.select(summary({"m0.1-w0.5": (0.95, [0.9, 1.1]), "m0.25-w0.5": (0.95, [0.9, 1.1]),
+                                "m0.1-w0.75": (0.95, [0.9, 1.1]), "m0.25-w0.75": (0.95, [0.9, 1.1])}), grid, p)
+    assert (out["margin"], out["shrink"]) == (0.25, 0.75) and bench.tuning_arm(0.25, 0.75) == "m0.25-w0.75"
+
+
+def test_the_robust_p_test_keeps_restart_unless_the_bet_also_wins_at_the_pool_rate():
+    # the bet of the first test (r4.large @1a at 0.0201 USD/h, the predictor's p = 0.9; @1b's p is 0 at its own tight
+    # rung, so the rung's pool rate p0 = 0.45). Step cost ÷ restart's: 0.2696 at p = 0.9 (w = 0), 0.5534 at
+    # p' = 0.675 (w = 0.5), 0.7388 at p0 = 0.45 (w = 1).
+    restart = refund_step_cost_usd(0.0, 0.02, 0.5, 3600.0, **KW)
+    ratio = {p: refund_step_cost_usd(p, 0.02, 0.5, 3600.0, **KW) / restart for p in (0.9, 0.675, 0.45)}
+    assert [round(ratio[p], 4) for p in (0.9, 0.675, 0.45)] == [0.2696, 0.5534, 0.7388]
+    prices, pred = {R4A: 0.02, R4B: 0.05}, TablePredictor(tight(R4A, 0.02))
+
+    def run(m, robust):
+        g = guarded(prices, pred, margin=m, p_shrink=0.5, robust_p=robust)
+        c = g.choose("t", NOW, resume_step=5)
+        return c.max_price_usd_per_hour, g.decisions
+
+    # m = 0.4: 0.5534 < 0.6 leaves on p' alone; the robust test also asks 0.7388 < 0.6 at the pool rate: kept
+    assert run(0.4, False) == (0.0201, {"restart": 0, "left": 1})
+    assert run(0.4, True) == (0.13, {"restart": 1, "left": 0, "kept_by_robust_p": 1})
+    # m = 0.2: 0.7388 < 0.8 and 0.2696 < 0.8 too: the bet survives both ends
+    assert run(0.2, True) == (0.0201, {"restart": 0, "left": 1, "kept_by_robust_p": 0})

@@ -53,12 +53,12 @@ from spottune.compose.policies import (CHOOSERS, DEFAULT_POLICIES, ELASTIC, FIXE
 from spottune.compose.predictors import (CALIBRATED_HISTORY_DAYS, CALIBRATED_P_CAP, PREDICTOR_KINDS,
                                          calibrated_predictor, constant_hazard, empirical_rate_predictor,
                                          make_predictor, selection_p_cap)
-from spottune.compose.provisioning import (DEFAULT_RESTART_MARGIN, GUARD_OVERHEADS, GUARD_P_SHRINK, curve_model,
-                                          deadline_guard, make_provisioner)
+from spottune.compose.provisioning import (DEFAULT_RESTART_MARGIN, GUARD_OVERHEADS, GUARD_P_SHRINK, GUARD_ROBUST_P,
+                                           curve_model, deadline_guard, make_provisioner)
 
 __all__ = [
     "CALIBRATED_HISTORY_DAYS", "CALIBRATED_P_CAP", "CHOOSERS", "DAY_S", "DEFAULT_POLICIES", "DEFAULT_RESTART_MARGIN", "ELASTIC", "FIXED",
-    "GAP_WARNING_S", "GUARD_OVERHEADS", "GUARD_P_SHRINK", "LEAN_THETA", "NEVER_REVOKED_FACTOR", "PREDICTOR_KINDS", "PROVISIONINGS",
+    "GAP_WARNING_S", "GUARD_OVERHEADS", "GUARD_P_SHRINK", "GUARD_ROBUST_P", "LEAN_THETA", "NEVER_REVOKED_FACTOR", "PREDICTOR_KINDS", "PROVISIONINGS",
     "THETA_SWEEP", "Assembly", "Experiment", "MarketSetup", "Policy", "assemble", "build", "build_market",
     "calibrated_predictor", "check_start", "check_supported", "constant_hazard", "curve_model", "deadline_guard",
     "dry_run", "elastic_schedule", "empirical_rate_predictor", "executed_schedule", "first_round_commitment_usd",

@@ -24,16 +24,20 @@ from spottune.planning import DeadlineGuard
 from spottune.planning._brackets import RESTORE_CHECKPOINT_S
 from spottune.speed import DEFAULT_BOOT_S, REFERENCE_GPUS, REFERENCE_VCPUS, seconds_per_step, transfer_seconds
 
-__all__ = ["DEFAULT_RESTART_MARGIN", "GUARD_OVERHEADS", "GUARD_P_SHRINK", "PlateauRule", "curve_model", "deadline_guard",
+__all__ = ["DEFAULT_RESTART_MARGIN", "GUARD_OVERHEADS", "GUARD_P_SHRINK", "GUARD_ROBUST_P", "PlateauRule", "curve_model", "deadline_guard",
            "make_provisioner"]
 
 #: The margin m of SpotTune's default provisioning (:class:`provisioner.GuardedProvisioner`): another candidate than
 #: spot-restart's is taken only when its step cost is below (1 − m) times the restart candidate's. Chosen on the
 #: tuning starts of both shipped traces (docs/design/decisions.md, R12; ``benchmarks/bench_provisioning.py --tuning``).
-DEFAULT_RESTART_MARGIN = 0.25
-#: [I] The guarded provisioner's shrinkage of p towards the round's mean at the same rung (decision R5's correction,
-#: R12): half the way, so that a refund bet that rests on one market's high p is priced at the pool's rate for half.
-GUARD_P_SHRINK = 0.5
+DEFAULT_RESTART_MARGIN = 0.1
+#: The guarded provisioner's shrinkage w of p towards the round's mean at the same rung (decision R5's correction,
+#: R12): three quarters of the way, so that a refund bet that rests on one market's high p is priced mostly at the
+#: pool's rate. Chosen with :data:`DEFAULT_RESTART_MARGIN` on the tuning starts of both shipped traces.
+GUARD_P_SHRINK = 0.75
+#: Whether the guarded provisioner leaves restart's choice only when the move also wins at the predictor's own p and
+#: at the pool's rate (``robust_p`` of :class:`provisioner.GuardedProvisioner`; decision R12).
+GUARD_ROBUST_P = False
 
 #: How :func:`deadline_guard` counts the seconds of a launch that do not train, besides the boot:
 #: ``checkpoint-transfer``, the slowest checkpoint restore of the pool's instance types (checkpoint bandwidth model,
@@ -137,7 +141,7 @@ def make_provisioner(history: PriceHistory, catalog: InstanceCatalog, pool: Pool
         # [I] the guard's honest speed of an unmeasured type counts vCPUs (reference 2) even for a GPU trainable
         return GuardedProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf,
                                   p_cap=selection_p_cap(predictor), exclusions=exclusions, margin=restart_margin,
-                                  p_shrink=GUARD_P_SHRINK, reference_cores=REFERENCE_VCPUS)
+                                  p_shrink=GUARD_P_SHRINK, reference_cores=REFERENCE_VCPUS, robust_p=GUARD_ROBUST_P)
     return RefundProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf,
                              p_cap=selection_p_cap(predictor), exclusions=exclusions)
 
