@@ -275,7 +275,8 @@ def two_part_markdown(folder=None):
         lo, hi = v["cost_ratio_ci"]
         modes = []
         for mode in ("legacy", "modern"):
-            cells = [c[key] for name, c in summary["cells"].items() if f" {mode} " in name and key in c]
+            cells = [c[key] for name, c in summary["cells"].items()
+                     if f" {mode} " in name and name.endswith(" spottune-0.7") and key in c]
             if cells:
                 cost = [c["cost_ratio"] for c in cells]
                 jct = [c["jct_ratio"] for c in cells]

@@ -19,6 +19,8 @@ the starts of an earlier run's rows (a new arm beside stored ones; ``--merge`` t
 The arm ``reference`` (``spottune-0.7`` only) is the same objective told what it cannot know: hindsight revocation
 probabilities (predictor ``hindsight``) and the simulator's true speed ratios between instance types (the speed
 oracle below; the honest-speed rule off). The gap between ``spottune`` and ``reference`` is what estimation costs.
+``--gap`` splits it on the tuning starts (``--indices`` picks some): ``speeds`` is ``spottune-0.7`` told only the true
+speeds (the estimated p), ``hindsight-p`` only the hindsight p (honest speeds) -> ``provisioning_gap.json``.
 
 ``--tuning`` runs the grid ``--margins`` x ``--shrinks`` x ``--variants`` (plain, robust: the robust-p test) of the
 guarded provisioner (``spottune-0.7``) and restart on the tuning starts between the evaluation ones
@@ -175,7 +177,10 @@ def select(summary: dict, candidates: list[tuple], policy: str = "spottune-0.7")
 ARMS = {"spottune": (POLICIES, {"provisioning": "spottune"}, False),
         "restart": (POLICIES, {"provisioning": "restart"}, False),
         "restart-failover": (POLICIES, {"provisioning": "restart-failover"}, False),
-        "reference": (("spottune-0.7-hindsight",), {"provisioning": "spottune", "speed_model": "cores"}, True)}
+        "reference": (("spottune-0.7-hindsight",), {"provisioning": "spottune", "speed_model": "cores"}, True),
+        # the reference's two parts, apart (``--gap``): true speeds with the estimated p, hindsight p with honest speeds
+        "speeds": (("spottune-0.7",), {"provisioning": "spottune", "speed_model": "cores"}, True),
+        "hindsight-p": (("spottune-0.7-hindsight",), {"provisioning": "spottune"}, False)}
 
 
 #: The arms every other arm is compared with: spot-restart (each arm's ratio) and SkyPilot's failover (``... vs
@@ -239,7 +244,7 @@ def run(args) -> dict:
     stored = _starts_from(args.starts_from) if args.starts_from else None
     for trace, workload, mode in cases:
         times = stored[(trace, workload, mode)] if stored else \
-            _starts(trace, workload, mode, args.starts, args.tuning, args.indices)
+            _starts(trace, workload, mode, args.starts, args.tuning or args.gap, args.indices)
         for arm, (policies, kwargs, oracle, m) in arms.items():
             with tempfile.TemporaryDirectory() as d, (speed_oracle() if oracle else contextlib.nullcontext()), \
                     margin(*(m or (None, None, None))):
@@ -252,7 +257,7 @@ def run(args) -> dict:
             print(f"{trace} {workload} {mode} {arm}: done", file=sys.stderr, flush=True)
             args.out.with_suffix(".partial.json").write_text(json.dumps({"config": {"arms": list(arms)}, "rows": rows}))
     summary = summarise(rows, list(arms))
-    return {"config": {"starts": args.starts, "tuning": args.tuning, "cases": cases, "arms": list(arms), "policies": pols,
+    return {"config": {"starts": args.starts, "tuning": args.tuning, "gap": args.gap, "cases": cases, "arms": list(arms), "policies": pols,
                        "starts_from": str(args.starts_from) if args.starts_from else None,
                        "jobs": args.jobs, "margins": list(args.margins) if args.tuning else None,
                        "shrinks": list(args.shrinks) if args.tuning else None,
@@ -347,9 +352,13 @@ def main(argv=None) -> int:
                     help="guard tests of the tuning grid: plain (the margin at p'), robust (also at w = 0 and 1)")
     ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, or provisioning_margin_tuning.json with --tuning")
     ap.add_argument("--tuning", action="store_true", help="the margins on the tuning starts (choose there)")
+    ap.add_argument("--gap", action="store_true",
+                    help="where the gap to the reference lies, on the tuning starts: arms spottune, restart, speeds "
+                         "(true speeds), hindsight-p and reference -> provisioning_gap.json")
     ap.add_argument("--markdown", action="store_true", help="print the table from the JSON and exit")
     args = ap.parse_args(argv)
-    args.out = args.out or (OUT.with_name("provisioning_margin_tuning.json") if args.tuning else OUT)
+    args.out = args.out or (OUT.with_name("provisioning_margin_tuning.json") if args.tuning else
+                            OUT.with_name("provisioning_gap.json") if args.gap else OUT)
     return run_or_print(args, run, markdown)
 
 
