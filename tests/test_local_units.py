@@ -65,13 +65,16 @@ def test_a_killed_and_a_stopped_worker_lose_their_units_which_finish_once_elsewh
     assert lost["t0"]["wall_s"] - hit["t0"]["wall_s"] < MISSED * PERIOD_S  # seen at its exit, before any beat
     # the units: every step counted once, the latest checkpoint of each trial at its last step
     assert units["steps_done"] == {"t0": 40, "t1": 40} and units["pending"] == [] and units["in_flight"] == {}
-    assert units["checkpoints"] == {"t0": "t0@40:v2", "t1": "t1@40:v2"}  # v1: the θ save; the lost worker saved none
+    # v1: the θ save, v2 the last unit's save at step 40; the lost worker saved none. On a loaded machine a segment
+    # can outlast its instance's hour (1 wall second at 3600x) and save at the hourly tick too, one version more.
+    version = {tid: int(units["checkpoints"][tid].removeprefix(f"{tid}@40:v")) for tid in CONFIGS}
+    assert all(v >= 2 for v in version.values()), units["checkpoints"]
     # only the latest checkpoint is kept: the θ one (step 20), pinned by the segment that restored it, went once
-    # the last unit's save completed it
-    assert units["deleted_versions"] == {"t0": 1, "t1": 1}
+    # the last unit's save completed it, and so did any hourly one before it
+    assert units["deleted_versions"] == {tid: v - 1 for tid, v in version.items()}
     for tid in CONFIGS:
         manifests = sorted((tmp_path / "store" / tid / "manifests").glob("v*.json"))
-        assert [m.name for m in manifests] == ["v00000002.json"]
+        assert [m.name for m in manifests] == [f"v{version[tid]:08d}.json"]
         assert len(list((tmp_path / "store" / tid / "data").iterdir())) == 1
     curves = curves_frame(orch)
     for i, (tid, tr) in enumerate(sorted(orch.trials.items())):
@@ -88,5 +91,6 @@ def test_a_killed_and_a_stopped_worker_lose_their_units_which_finish_once_elsewh
         assert last != hit[tid]["instance_id"] and rec.meta["worker"][last]["ready_wall_s"] > lost[tid]["wall_s"]
         assert rec.meta["worker"][last]["worker"] != rec.meta["worker"][hit[tid]["instance_id"]]["worker"]
         launches = [r for r in rec.log if r["kind"] == "action" and r["type"] == "Launch" and r["trial_id"] == tid]
-        assert [r["resume_step"] for r in launches] == [0, 20, 20]  # the last one resumes the latest checkpoint
+        resumes = [r["resume_step"] for r in launches]  # the third resumes the latest checkpoint (the θ one); a
+        assert resumes[:3] == [0, 20, 20] and len(resumes) <= 3 + version[tid] - 2, resumes  # later one: an hourly save
     assert sum(executed - lost_ for executed, lost_ in rec.instance_steps.values()) == 80
