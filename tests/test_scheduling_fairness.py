@@ -203,31 +203,38 @@ def test_the_noisy_search_decides_a_probe_once_its_confidence_interval_clears_th
     assert (search.low, search.high) == (0.2, 0.5)
 
 
-@pytest.mark.slow  # 10^4 hours of 4 teams: about 3 s on a loaded 2-core machine
-def test_noisy_rewards_average_loss_falls_with_time_and_truthful_teams_keep_their_entitlement():
-    """Payoffs f_i(x) = 1 - exp(-beta_i x) plus Gaussian noise (sd 0.05), τ = 0.95, so θ_i = ln(20) / beta_i."""
-    beta = {"a": 30.0, "b": 12.0, "c": 8.0, "d": 5.0}
-    theta = {t: np.log(20.0) / b for t, b in beta.items()}
-    loads = dict.fromkeys(beta, 1.0)
-    capacity = 1.5
+#: The noisy tests' teams: payoffs f_i(x) = 1 - exp(-beta_i x) plus N(0, 0.05), so θ_i = ln(20) / beta_i at τ = 0.95.
+NOISY_BETA = {"a": 30.0, "b": 12.0, "c": 8.0, "d": 5.0}
+
+
+def _noisy_hours(share: OnlineFairShare, hours: int = 10_000) -> tuple[np.ndarray, np.ndarray]:
+    """``hours`` rounds of ``share`` over :data:`NOISY_BETA`'s teams (load 1 each, capacity 1.5, seed 0): the
+    cumulative loss per hour and each team's summed shortfall against the entitlement-only counterfactual."""
+    teams, loads, capacity = sorted(NOISY_BETA), dict.fromkeys(NOISY_BETA, 1.0), 1.5
     rng = np.random.default_rng(0)
-    share = OnlineFairShare(dict.fromkeys(beta, 1.0), capacity_usd_per_hour=capacity, theta_max_usd_per_hour=1.0,
-                            threshold=0.95)
-    teams = sorted(beta)
-    demand = np.array([theta[t] for t in teams])
+    demand = np.array([np.log(20.0) / NOISY_BETA[t] for t in teams])
     entitled = np.minimum(capacity / len(teams), demand)  # the entitlement-only counterfactual's useful USD/hour
     losses, shortfall = [], np.zeros(len(teams))
-    for _ in range(10_000):
+    for _ in range(hours):
         rnd = share.allocate(loads)
         alloc = np.array([rnd.allocations[t] for t in teams])
         losses.append(round_loss(demand, alloc, capacity).loss)
         shortfall += entitled - np.minimum(alloc, demand)
-        share.observe_rewards(rnd, loads, {t: 1 - np.exp(-beta[t] * rnd.allocations[t]) + rng.normal(0, 0.05)
+        share.observe_rewards(rnd, loads, {t: 1 - np.exp(-NOISY_BETA[t] * rnd.allocations[t]) + rng.normal(0, 0.05)
                                            for t in teams})
-    cum = np.cumsum(losses)
+    return np.cumsum(losses), shortfall
+
+
+@pytest.mark.slow  # 10^4 hours of 4 teams: about 3 s on a loaded 2-core machine
+def test_noisy_rewards_average_loss_falls_with_time_and_truthful_teams_keep_their_entitlement():
+    """Payoffs f_i(x) = 1 - exp(-beta_i x) plus Gaussian noise (sd 0.05), τ = 0.95, so θ_i = ln(20) / beta_i."""
+    share = OnlineFairShare(dict.fromkeys(NOISY_BETA, 1.0), capacity_usd_per_hour=1.5, theta_max_usd_per_hour=1.0,
+                            threshold=0.95)
+    cum, shortfall = _noisy_hours(share)
     assert cum[-1] / 10_000 < 0.5 * cum[999] / 1000
     assert (shortfall / 10_000 <= 0.02).all()
-    for t in teams:  # near θ the payoff's slope is beta (1 - τ): the search ends where rewards no longer tell apart
+    beta = NOISY_BETA
+    for t in sorted(beta):  # near θ the payoff's slope is beta (1 - τ): the search ends where rewards no longer tell apart
         low, high = share.interval(t)
         assert high - low < 0.01
         assert 1 - np.exp(-beta[t] * low) < 0.95 + 0.01 and 1 - np.exp(-beta[t] * high) > 0.95 - 0.01
@@ -297,26 +304,13 @@ def test_online_fair_share_honours_minimums_and_caps_and_caps_an_exploration_hou
 def test_the_nonparametric_tree_learns_noisy_demands_and_its_average_loss_falls_with_time():
     """Kandasamy et al.'s nonparametric model (Algorithm 3 on the tree): f_i(x) = 1 - exp(-beta_i x) plus
     N(0, 0.05), τ = 0.95, L = the largest beta (f's largest slope), so θ_i = ln(20) / beta_i."""
-    beta = {"a": 30.0, "b": 12.0, "c": 8.0, "d": 5.0}
-    theta = {t: np.log(20.0) / b for t, b in beta.items()}
-    loads, capacity, teams = dict.fromkeys(beta, 1.0), 1.5, sorted(beta)
-    rng = np.random.default_rng(0)
-    share = OnlineFairShare(dict.fromkeys(beta, 1.0), capacity_usd_per_hour=capacity, theta_max_usd_per_hour=1.0,
+    share = OnlineFairShare(dict.fromkeys(NOISY_BETA, 1.0), capacity_usd_per_hour=1.5, theta_max_usd_per_hour=1.0,
                             threshold=0.95, noisy_search="tree", lipschitz=30.0, noise_scale=0.05)
-    demand = np.array([theta[t] for t in teams])
-    entitled = np.minimum(capacity / len(teams), demand)  # the entitlement-only counterfactual's useful USD/hour
-    losses, shortfall = [], np.zeros(len(teams))
-    for _ in range(10_000):
-        rnd = share.allocate(loads)
-        alloc = np.array([rnd.allocations[t] for t in teams])
-        losses.append(round_loss(demand, alloc, capacity).loss)
-        shortfall += entitled - np.minimum(alloc, demand)
-        share.observe_rewards(rnd, loads, {t: 1 - np.exp(-beta[t] * rnd.allocations[t]) + rng.normal(0, 0.05)
-                                           for t in teams})
-    cum = np.cumsum(losses)
+    cum, shortfall = _noisy_hours(share)
     assert cum[-1] / 10_000 < 0.5 * cum[999] / 1000  # measured 0.0009 against 0.0073
     assert (shortfall / 10_000 <= 0.02).all()  # measured at most 0.0002
-    for t in teams:  # the recommendation ends within 0.01 of θ (0.0077 for d, whose payoff is the flattest at θ)
+    theta = {t: np.log(20.0) / b for t, b in NOISY_BETA.items()}
+    for t in sorted(NOISY_BETA):  # the recommendation ends within 0.01 of θ (0.0077 for d, whose payoff is the flattest at θ)
         assert abs(share.searches[t].probe() - theta[t]) < 0.01
         assert share.searches[t].depth >= 10
 

@@ -3,9 +3,7 @@ vision``, ``spottune status``, with no token given (decision SV9)."""
 
 from __future__ import annotations
 
-import socket
 import stat
-import sys
 import threading
 from pathlib import Path
 
@@ -14,29 +12,12 @@ import pytest
 from spottune.service import Service, ServiceClient
 from spottune.service._server import team_token_file
 from tests._wait import wait_until
+from tests.test_service_api import _cli
+from tests.test_service_crash import _free_port
 
 pytestmark = pytest.mark.server
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "digits_mlp.yaml"
-
-
-def _cli(monkeypatch, capsys, *args):
-    from spottune.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["spottune", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_serve_with_a_team_then_submit_and_status_with_no_token(tmp_path, monkeypatch, capsys):
