@@ -22,7 +22,8 @@ oracle below; the honest-speed rule off). The gap between ``spottune`` and ``ref
 ``--gap`` splits it on the tuning starts (``--indices`` picks some): ``speeds`` is ``spottune-0.7`` told only the true
 speeds (the estimated p), ``hindsight-p`` only the hindsight p (honest speeds) -> ``provisioning_gap.json``.
 
-``--tuning`` runs the grid ``--margins`` x ``--shrinks`` x ``--variants`` (plain, robust: the robust-p test) of the
+``--tuning`` runs the grid ``--margins`` x ``--shrinks`` x ``--variants`` (plain, robust: the robust-p test) x
+``--probes`` (probe segments in flight on unmeasured types, decision R13) of the
 guarded provisioner (``spottune-0.7``) and restart on the tuning starts between the evaluation ones
 (:func:`spottune.evaluation.tuning_starts` of the ``--starts`` evaluation starts; ``--indices`` picks some) ->
 ``provisioning_margin_tuning.json`` with :func:`select`'s choice; the defaults were chosen there (docs/design/decisions.md,
@@ -100,33 +101,36 @@ def speed_oracle():
 
 
 @contextlib.contextmanager
-def margin(value: float | None, shrink: float | None = None, robust: bool | None = None):
-    """Set the guarded provisioner's margin (p shrinkage, robust-p test) of the policies built inside the block
-    (forked workers inherit them); None keeps the default."""
+def margin(value: float | None, shrink: float | None = None, robust: bool | None = None, probes: int | None = None):
+    """Set the guarded provisioner's margin (p shrinkage, robust-p test, probes in flight) of the policies built inside
+    the block (forked workers inherit them); None keeps the default."""
     from spottune.compose import policies, provisioning
 
-    old, old_w, old_r = policies.DEFAULT_RESTART_MARGIN, provisioning.GUARD_P_SHRINK, provisioning.GUARD_ROBUST_P
-    policies.DEFAULT_RESTART_MARGIN = old if value is None else float(value)
-    provisioning.GUARD_P_SHRINK = old_w if shrink is None else float(shrink)
-    provisioning.GUARD_ROBUST_P = old_r if robust is None else bool(robust)
+    old = (policies.DEFAULT_RESTART_MARGIN, provisioning.GUARD_P_SHRINK, provisioning.GUARD_ROBUST_P,
+           provisioning.GUARD_PROBES)
+    policies.DEFAULT_RESTART_MARGIN = old[0] if value is None else float(value)
+    provisioning.GUARD_P_SHRINK = old[1] if shrink is None else float(shrink)
+    provisioning.GUARD_ROBUST_P = old[2] if robust is None else bool(robust)
+    provisioning.GUARD_PROBES = old[3] if probes is None else int(probes)
     try:
         yield
     finally:
-        policies.DEFAULT_RESTART_MARGIN, provisioning.GUARD_P_SHRINK, provisioning.GUARD_ROBUST_P = old, old_w, old_r
+        (policies.DEFAULT_RESTART_MARGIN, provisioning.GUARD_P_SHRINK, provisioning.GUARD_ROBUST_P,
+         provisioning.GUARD_PROBES) = old
 
 
 VARIANTS = ("plain", "robust")
 
 
-def tuning_arm(m: float, w: float, robust: bool = False) -> str:
-    """The name of the tuning candidate of margin ``m``, p shrinkage ``w`` and the robust-p test:
-    ``m<m>-w<w>`` (``-robust``)."""
-    return f"m{m:g}-w{w:g}" + ("-robust" if robust else "")
+def tuning_arm(m: float, w: float, robust: bool = False, probes: int = 0) -> str:
+    """The name of the tuning candidate of margin ``m``, p shrinkage ``w``, the robust-p test and ``probes`` probe
+    segments in flight: ``m<m>-w<w>`` (``-robust``) (``-probe<n>``)."""
+    return f"m{m:g}-w{w:g}" + ("-robust" if robust else "") + (f"-probe{probes}" if probes else "")
 
 
-def grid(margins, shrinks, variants) -> list[tuple[float, float, bool]]:
-    """The tuning candidates (margin, shrinkage, robust) of the grid."""
-    return [(m, w, v == "robust") for v in variants for m in margins for w in shrinks]
+def grid(margins, shrinks, variants, probes=(0,)) -> list[tuple[float, float, bool, int]]:
+    """The tuning candidates (margin, shrinkage, robust, probes) of the grid."""
+    return [(m, w, v == "robust", n) for n in probes for v in variants for m in margins for w in shrinks]
 
 
 def select(summary: dict, candidates: list[tuple], policy: str = "spottune-0.7") -> dict:
@@ -137,39 +141,41 @@ def select(summary: dict, candidates: list[tuple], policy: str = "spottune-0.7")
        harm; none eligible: all are);
     2. among them the smallest pooled cost ratio (geometric mean of the cells' ratios);
     3. candidates within :data:`TIE` of it are tied; a tie goes to the more conservative: the larger margin, then
-       the larger shrinkage, then the robust-p test.
+       the larger shrinkage, then the robust-p test, then fewer probes (decision R13's rule, fixed before its grid).
 
     Parameters
     ----------
     summary : dict
         :func:`summarise`'s output over the tuning rows.
-    candidates : list of (float, float) or (float, float, bool)
-        The (margin, shrinkage[, robust]) settings of the grid.
+    candidates : list of (float, float), (float, float, bool) or (float, float, bool, int)
+        The (margin, shrinkage[, robust[, probes]]) settings of the grid.
     policy : str, default "spottune-0.7"
 
     Returns
     -------
     dict
-        ``margin``, ``shrink``, ``robust``, ``pooled`` (the chosen one's pooled ratio) and ``table``: per
+        ``margin``, ``shrink``, ``robust``, ``probes``, ``pooled`` (the chosen one's pooled ratio) and ``table``: per
         candidate its pooled ratio, worst cell ratio and eligibility.
     """
     table = {}
     for m, w, *rest in candidates:
         robust = bool(rest and rest[0])
-        arm = tuning_arm(m, w, robust)
+        probes = int(rest[1]) if len(rest) > 1 else 0
+        arm = tuning_arm(m, w, robust, probes)
         pooled = summary["pooled"].get(f"{arm} {policy}")
         cells = [v[arm]["cost_ratio"] for k, v in summary["cells"].items() if k.endswith(policy) and arm in v]
         if pooled is None or not cells:
             continue
-        table[arm] = {"margin": m, "shrink": w, "robust": robust, "pooled": pooled["cost_ratio"],
+        table[arm] = {"margin": m, "shrink": w, "robust": robust, "probes": probes, "pooled": pooled["cost_ratio"],
                       "worst_cell": max(cells)}
     eligible = [a for a, v in table.items() if v["worst_cell"] <= CELL_LIMIT] or list(table)
     for a, v in table.items():
         v["eligible"] = a in eligible
     best = min(table[a]["pooled"] for a in eligible)
     tied = [a for a in eligible if table[a]["pooled"] <= best + TIE]
-    chosen = max(tied, key=lambda a: (table[a]["margin"], table[a]["shrink"], table[a]["robust"]))
+    chosen = max(tied, key=lambda a: (table[a]["margin"], table[a]["shrink"], table[a]["robust"], -table[a]["probes"]))
     return {"margin": table[chosen]["margin"], "shrink": table[chosen]["shrink"], "robust": table[chosen]["robust"],
+            "probes": table[chosen]["probes"],
             "pooled": table[chosen]["pooled"], "table": table}
 
 
@@ -227,13 +233,13 @@ def run(args) -> dict:
         if config.get("tuning"):
             sel = {"selection": select(summary, [c for part in parts for c in grid(
                 part["config"]["margins"], part["config"].get("shrinks") or [0.5],
-                part["config"].get("variants") or ["plain"])])}
+                part["config"].get("variants") or ["plain"], part["config"].get("probes") or [0])])}
         return {"config": config, "rows": rows, "summary": summary, **sel}
     cases = [tuple(c.split(":")) for c in args.cases.split(",")] if args.cases else list(CASES)
     pols = tuple(args.policies.split(","))
     if args.tuning:
         arms = {**{tuning_arm(*c): (POLICIES[:1], {"provisioning": "spottune"}, False, c)
-                   for c in grid(args.margins, args.shrinks, args.variants)},
+                   for c in grid(args.margins, args.shrinks, args.variants, args.probes)},
                 "restart": (POLICIES[:1], {"provisioning": "restart"}, False, None)}
         if "reference" in args.arms.split(","):  # the hindsight reference beside the grid (diagnosis)
             arms["reference"] = (*ARMS["reference"], None)
@@ -261,9 +267,10 @@ def run(args) -> dict:
                        "starts_from": str(args.starts_from) if args.starts_from else None,
                        "jobs": args.jobs, "margins": list(args.margins) if args.tuning else None,
                        "shrinks": list(args.shrinks) if args.tuning else None,
-                       "variants": list(args.variants) if args.tuning else None, "indices": args.indices},
+                       "variants": list(args.variants) if args.tuning else None,
+                       "probes": list(args.probes) if args.tuning else None, "indices": args.indices},
             "rows": rows, "summary": summary, **({"selection": select(
-                summary, grid(args.margins, args.shrinks, args.variants))} if args.tuning else {})}
+                summary, grid(args.margins, args.shrinks, args.variants, args.probes))} if args.tuning else {})}
 
 
 def summarise(rows: list[dict], arms: list[str]) -> dict:
@@ -348,6 +355,8 @@ def main(argv=None) -> int:
     ap.add_argument("--margins", type=lambda t: tuple(float(x) for x in t.split(",")), default=MARGINS)
     ap.add_argument("--shrinks", type=lambda t: tuple(float(x) for x in t.split(",")), default=SHRINKS,
                     help="p shrinkages of the tuning grid (with --margins)")
+    ap.add_argument("--probes", type=lambda t: tuple(int(x) for x in t.split(",")), default=(0,),
+                    help="probe segments in flight of the tuning grid (decision R13; 0 = none)")
     ap.add_argument("--variants", type=lambda t: tuple(t.split(",")), default=VARIANTS[:1],
                     help="guard tests of the tuning grid: plain (the margin at p'), robust (also at w = 0 and 1)")
     ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, or provisioning_margin_tuning.json with --tuning")

@@ -25,6 +25,13 @@ measured (design R12):
   shrunk p' between them. p's error is not known per market; the two ends bound where a calibrated but noisy p
   and the base rate put it, so a move is taken only when its gain survives both (a worst case over the set,
   rather than one point of it);
+* **a probe trial** (``probes``, decision R13): the honest speed rule never finds out whether a larger type is worth its
+  price, since no trial is ever sent there to be measured. A trial that keeps the restart choice is sent instead to an
+  unmeasured type when that type's candidate, priced at the matrix's own (optimistic) speed, beats ``(1 − m)`` times
+  the restart candidate; at most ``probes`` such segments are in flight at once, one per type, each on the trial whose
+  bet is cheapest in expected USD. The segment trains the trial as any other does; when it ends, the type is measured
+  (pooled across trials) for every later launch. The bet of one trial is bounded; the correlated bet of all trials on
+  a guessed speed is what the honest rule forbids;
 * **the margin** m covers what the two corrections leave (the estimates' remaining error and the correlated bet of
   trials that decide together). It is chosen on tuning starts (``benchmarks/bench_provisioning.py --tuning``).
 
@@ -39,8 +46,8 @@ import math
 
 import numpy as np
 
-from provisioner._cost import expected_hour_cost_usd
-from provisioner._pooled_speed import PooledSpeedMatrix
+from provisioner._cost import HOUR_S, expected_hour_cost_usd
+from provisioner._pooled_speed import DEFAULT_SIGMAS, PooledSpeedMatrix
 from provisioner._refund_provisioner import RefundProvisioner
 from provisioner.errors import ProvisionerConfigError
 
@@ -67,16 +74,22 @@ class GuardedProvisioner(RefundProvisioner):
         Leave the restart choice only when the chosen candidate beats ``(1 − m)`` times the restart candidate's step
         cost at each of p' (``p_shrink`` w), the predictor's p (w = 0) and the pool's rate (w = 1) (module
         docstring; decision R12).
+    probes : int >= 0, default 0
+        Probe segments in flight at most (module docstring; decision R13): a trial that keeps the restart choice is
+        sent to an unmeasured instance type when its candidate there, at the matrix's own speed, beats ``(1 − m)``
+        times the restart candidate; one probe per type, until a segment on that type is recorded (or the probe's
+        horizon plus an hour has passed without one). 0: no probes. Needs ``honest_speed``.
 
     Attributes
     ----------
     decisions : dict of str -> int
-        Choices made: ``"restart"`` (the restart candidate kept) and ``"left"`` (another candidate won by the margin).
+        Choices made: ``"restart"`` (the restart candidate kept), ``"left"`` (another candidate won by the margin) and,
+        with ``probes``, ``"probe"`` (a trial sent to an unmeasured type; counted in ``"restart"`` too).
 
     Raises
     ------
     ProvisionerConfigError
-        ``margin`` outside [0, 1] or ``reference_cores`` not > 0, or as :class:`~provisioner.RefundProvisioner`.
+        ``margin`` outside [0, 1], ``reference_cores`` not > 0, ``probes`` not an int >= 0, or as :class:`~provisioner.RefundProvisioner`.
 
     Notes
     -----
@@ -90,9 +103,11 @@ class GuardedProvisioner(RefundProvisioner):
     order = ("restart_guard", "step_cost_usd", "expected_usd", "max_price_usd_per_hour")
 
     def __init__(self, *args, margin: float = 0.25, honest_speed: bool = True,
-                 reference_cores: float = REFERENCE_CORES, robust_p: bool = False, **kwargs):
+                 reference_cores: float = REFERENCE_CORES, robust_p: bool = False, probes: int = 0, probe_z: float = 1.0, **kwargs):
         if isinstance(margin, bool) or not (isinstance(margin, (int, float)) and 0.0 <= margin <= 1.0):
             raise ProvisionerConfigError(f"margin is {margin!r}, but must be a fraction in [0, 1]")
+        if isinstance(probes, bool) or not isinstance(probes, (int, np.integer)) or probes < 0:
+            raise ProvisionerConfigError(f"probes is {probes!r}, but must be an int >= 0 (probe segments in flight)")
         if not (isinstance(reference_cores, (int, float)) and math.isfinite(reference_cores) and reference_cores > 0):
             raise ProvisionerConfigError(f"reference_cores is {reference_cores!r}, but must be > 0 vCPUs")
         super().__init__(*args, **kwargs)
@@ -100,11 +115,17 @@ class GuardedProvisioner(RefundProvisioner):
         self.honest_speed = bool(honest_speed)
         self.reference_cores = float(reference_cores)
         self.robust_p = bool(robust_p)
+        self.probes = int(probes)
+        self.probe_z = float(probe_z)
+        #: instance type -> the time (seconds since the epoch) after which its probe counts as lost
+        self._probing: dict[str, float] = {}
         self._cores = np.array([float(self.catalog[m.instance_type].vcpus) for m in self.markets])
         self._measured_types: set[str] = set()
         self.decisions = {"restart": 0, "left": 0}
         if self.robust_p:
             self.decisions["kept_by_robust_p"] = 0
+        if self.probes:
+            self.decisions["probe"] = 0
 
     def record_segment(self, trial_id, instance_type: str, seconds: float, steps: int) -> float:
         """As :meth:`provisioner.BaseChooser.record_segment`; also marks ``instance_type`` as measured (seconds of
@@ -112,6 +133,7 @@ class GuardedProvisioner(RefundProvisioner):
         out = super().record_segment(trial_id, instance_type, seconds, steps)
         if steps > 0 and seconds > 0:
             self._measured_types.add(instance_type)
+            self._probing.pop(instance_type, None)
         return out
 
     def honest_seconds_per_step(self, T: np.ndarray, *, leaving: bool = True) -> np.ndarray:
@@ -202,8 +224,43 @@ class GuardedProvisioner(RefundProvisioner):
                 extra["p_objective"][stay, j] = p_obj[j, -1]
             guard[stay] = 1.0
             guard[stay, j] = 0.0
+            if self.probes and self.honest_speed:
+                self._probe(now_s, current, mean, available, T, plan, stay, c_r,
+                            (b, launchable, p, cost_c, hour_cost, extra, guard))
         extra["restart_guard"] = guard
         return b, launchable, p, cost_c, hour_cost, extra
+
+    def _probe(self, now_s, current, mean, available, T, plan, stay, c_r, out) -> None:
+        """Send some of the trials that keep the restart choice (``stay``) to unmeasured types (``probes``): edits the
+        round's arrays ``out`` = (b, launchable, p, cost_c, hour_cost, extra, guard) in place, row by row."""
+        self._probing = {u: until for u, until in self._probing.items() if until > now_s}
+        free = self.probes - len(self._probing)
+        types = np.array([m.instance_type for m in self.markets])
+        open_ = np.array([t not in self._measured_types and t not in self._probing for t in types])
+        if free <= 0 or not open_.any():
+            return
+        sigma = getattr(self.performance, "sigmas", DEFAULT_SIGMAS)["sigma_type"]
+        T_up = T * np.where(open_, math.exp(-self.probe_z * sigma), 1.0)[None, :]  # the upper bound of the type's speed
+        b_o, ok_o, p_o, cost_o, hour_o, extra_o = RefundProvisioner._evaluate(self, now_s, current, mean, available,
+                                                                              T_up, plan)
+        b, launchable, p, cost_c, hour_cost, extra, guard = out
+        bet = ok_o[stay] & open_[None, :] & (cost_o[stay] < (1.0 - self.margin) * c_r[stay, None])
+        usd = extra_o["expected_usd"][stay]
+        while free > 0 and bet.any():
+            a, j = np.unravel_index(np.argmin(np.where(bet, usd, np.inf)), bet.shape)
+            i = stay[a]
+            for arr, new in ((b, b_o), (launchable, ok_o), (p, p_o), (cost_c, cost_o), (hour_cost, hour_o)):
+                arr[i] = new[i]
+            for key, v in extra_o.items():
+                if key in extra and isinstance(v, np.ndarray) and v.shape == cost_o.shape:
+                    extra[key][i] = v[i]
+            guard[i] = 1.0
+            guard[i, j] = 0.0
+            self._probing[str(types[j])] = now_s + float(extra_o["horizon_s"][i, j]) + HOUR_S
+            bet[a] = False
+            bet[:, types == types[j]] = False
+            free -= 1
+            self.decisions["probe"] += 1
 
     def _robust_leave(self, now_s, current, mean, available, T, T_restart, plan, launchable, cost_c, b, b_all,
                       j) -> np.ndarray:

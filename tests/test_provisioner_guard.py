@@ -154,6 +154,15 @@ def test_the_tuning_selection_rule_excludes_harm_then_takes_the_cheapest_and_bre
     out = bench.select(summary({"m0.1-w0.5": (0.95, [0.9, 1.1]), "m0.25-w0.5": (0.95, [0.9, 1.1]),
                                 "m0.1-w0.75": (0.95, [0.9, 1.1]), "m0.25-w0.75": (0.95, [0.9, 1.1])}), grid, p)
     assert (out["margin"], out["shrink"]) == (0.25, 0.75) and bench.tuning_arm(0.25, 0.75) == "m0.25-w0.75"
+    # probes (decision R13): a tie goes to fewer probes; a probe setting wins only by more than 0.01
+    probe_grid = [(0.1, 0.75, False, 0), (0.1, 0.75, False, 3)]
+    assert bench.tuning_arm(0.1, 0.75, False, 3) == "m0.1-w0.75-probe3"
+    out = bench.select(summary({"m0.1-w0.75": (0.95, [0.93, 0.97]), "m0.1-w0.75-probe3": (0.945, [0.9, 0.99])}),
+                       probe_grid, p)
+    assert out["probes"] == 0
+    out = bench.select(summary({"m0.1-w0.75": (0.95, [0.93, 0.97]), "m0.1-w0.75-probe3": (0.93, [0.9, 0.96])}),
+                       probe_grid, p)
+    assert (out["probes"], out["pooled"]) == (3, 0.93)
 
 
 def test_the_robust_p_test_keeps_restart_unless_the_bet_also_wins_at_the_pool_rate():
@@ -175,3 +184,28 @@ def test_the_robust_p_test_keeps_restart_unless_the_bet_also_wins_at_the_pool_ra
     assert run(0.4, True) == (0.13, {"restart": 1, "left": 0, "kept_by_robust_p": 1})
     # m = 0.2: 0.7388 < 0.8 and 0.2696 < 0.8 too: the bet survives both ends
     assert run(0.2, True) == (0.0201, {"restart": 0, "left": 1, "kept_by_robust_p": 0})
+
+
+def test_one_trial_probes_an_unmeasured_type_and_the_rest_keep_restart_until_it_is_measured():
+    # the g2.2xlarge case above: honestly priced the bet loses (0.944 > 0.9), at the cores rule's 0.125 s/step it wins
+    # by far. With one probe in flight one trial of the round is sent to g2 at its optimistic speed (z = 0: the
+    # matrix's own), the other keeps restart; no second probe until g2 is measured or the probe is lost (its
+    # horizon, 3600 s, plus an hour).
+    prices, pred = {R4A: 0.02, G2: 0.07}, TablePredictor(tight(G2, 0.07))
+    ch = guarded(prices, pred, margin=0.1, probes=1, probe_z=0.0)
+    first = ch.choose_many(["a", "b"], NOW, None, [5, 5])
+    assert [c.market for c in first] == [G2, R4A]
+    assert first[0].expected_step_cost_usd == pytest.approx(refund_step_cost_usd(0.9, 0.07, 0.125, 3600.0, **KW))
+    assert first[1].max_price_usd_per_hour == pytest.approx(0.13)
+    assert ch.decisions == {"restart": 2, "left": 0, "probe": 1}
+    assert [c.market for c in ch.choose_many(["a", "b"], NOW + 7199.0, None, [5, 5])] == [R4A, R4A]  # in flight
+    assert [c.market for c in ch.choose_many(["a", "b"], NOW + 7200.0, None, [5, 5])] == [G2, R4A]  # lost: again
+    ch.record_segment("a", "g2.2xlarge", 300.0, 2400)  # measured at 0.125 s/step: every trial may now leave
+    assert [c.market for c in ch.choose_many(["a", "b"], NOW + 7300.0, None, [5, 5])] == [G2, G2]
+    # z = 1: the optimistic speed is the matrix's times exp(-sigma_type); probes = 0 (the default) never probes
+    up = guarded(prices, pred, margin=0.1, probes=1).choose_many(["a"], NOW, None, [5])[0]
+    assert up.expected_step_cost_usd == pytest.approx(
+        refund_step_cost_usd(0.9, 0.07, 0.125 * np.exp(-0.3), 3600.0, **KW))
+    assert guarded(prices, pred, margin=0.1).choose_many(["a", "b"], NOW, None, [5, 5])[0].market == R4A
+    with pytest.raises(ProvisionerConfigError, match="probes"):
+        guarded(prices, pred, probes=-1)

@@ -24,7 +24,7 @@ from spottune.planning import DeadlineGuard
 from spottune.planning._brackets import RESTORE_CHECKPOINT_S
 from spottune.speed import DEFAULT_BOOT_S, REFERENCE_GPUS, REFERENCE_VCPUS, seconds_per_step, transfer_seconds
 
-__all__ = ["DEFAULT_RESTART_MARGIN", "GUARD_OVERHEADS", "GUARD_P_SHRINK", "GUARD_ROBUST_P", "PlateauRule", "curve_model", "deadline_guard",
+__all__ = ["DEFAULT_RESTART_MARGIN", "GUARD_OVERHEADS", "GUARD_P_SHRINK", "GUARD_PROBES", "GUARD_ROBUST_P", "PlateauRule", "curve_model", "deadline_guard",
            "make_provisioner"]
 
 #: The margin m of SpotTune's default provisioning (:class:`provisioner.GuardedProvisioner`): another candidate than
@@ -38,6 +38,11 @@ GUARD_P_SHRINK = 0.75
 #: Whether the guarded provisioner leaves restart's choice only when the move also wins at the predictor's own p and
 #: at the pool's rate (``robust_p`` of :class:`provisioner.GuardedProvisioner`; decision R12).
 GUARD_ROBUST_P = False
+#: Probe segments the guarded provisioner may have in flight on instance types no trial has measured (``probes`` of
+#: :class:`provisioner.GuardedProvisioner`; decision R13).
+GUARD_PROBES = 0
+#: z of the probe's optimistic speed: the matrix's prediction times ``exp(-z * sigma_type)`` (decision R13).
+GUARD_PROBE_Z = 1.0
 
 #: How :func:`deadline_guard` counts the seconds of a launch that do not train, besides the boot:
 #: ``checkpoint-transfer``, the slowest checkpoint restore of the pool's instance types (checkpoint bandwidth model,
@@ -141,7 +146,8 @@ def make_provisioner(history: PriceHistory, catalog: InstanceCatalog, pool: Pool
         # [I] the guard's honest speed of an unmeasured type counts vCPUs (reference 2) even for a GPU trainable
         return GuardedProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf,
                                   p_cap=selection_p_cap(predictor), exclusions=exclusions, margin=restart_margin,
-                                  p_shrink=GUARD_P_SHRINK, reference_cores=REFERENCE_VCPUS, robust_p=GUARD_ROBUST_P)
+                                  p_shrink=GUARD_P_SHRINK, reference_cores=REFERENCE_VCPUS, robust_p=GUARD_ROBUST_P,
+                                  probes=GUARD_PROBES, probe_z=GUARD_PROBE_Z)
     return RefundProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf,
                              p_cap=selection_p_cap(predictor), exclusions=exclusions)
 
