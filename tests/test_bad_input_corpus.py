@@ -371,6 +371,8 @@ CASES = [
     ("run-speed-model-unknown", "spottune", f"{RUN} --speed-model magic", "'magic' is not one of"),
     ("run-billing-unknown", "spottune", f"{RUN} --billing minute", "'minute' is not one of"),
     ("run-ray-address-empty", "spottune", f"{RUN} --backend ray --ray-address ''", "ray.address"),
+    # a cluster address nothing listens at fails at once (Ray's own client would retry it for minutes)
+    ("run-ray-address-dead", "spottune", f"{RUN} --backend ray --ray-address 127.0.0.1:9", "nothing answers at"),
     ("run-unknown-flag", "spottune", f"{RUN} --tehta 0.5", "No such option"),
     ("run-extra-argument", "spottune", f"{RUN} surplus", "unexpected extra argument"),
     ("run-config-missing", "spottune", f"{RUN} --config {{out}}/none.yaml", "does not exist"),

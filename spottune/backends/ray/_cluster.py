@@ -16,6 +16,7 @@ options that pin a segment to such a node. Draining nodes and their deadlines co
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -73,10 +74,13 @@ def connect(address: str = "auto", *, log_to_driver: bool = False) -> Any:
     Raises
     ------
     BackendError
-        :data:`MISSING_RAY`, or one line naming the address if the cluster cannot be reached.
+        :data:`MISSING_RAY`, or one line naming the address if the cluster cannot be reached (a ``host:port`` or
+        ``ray://host:port`` that accepts no TCP connection within :data:`CONNECT_TIMEOUT_S` fails at once: Ray's own
+        client retries a dead address for minutes).
     """
     ray = import_ray()
     if not ray.is_initialized():
+        _check_reachable(address)
         try:
             ray.init(address=address, log_to_driver=log_to_driver, include_dashboard=False, configure_logging=False)
         except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, ValueError: one line
@@ -84,6 +88,24 @@ def connect(address: str = "auto", *, log_to_driver: bool = False) -> Any:
             raise BackendError(f"ray backend: cannot connect to the Ray cluster at {address!r}: "
                                f"{type(exc).__name__}: {first}") from None
     return ray
+
+
+#: Seconds :func:`connect` waits for a TCP connection to a ``host:port`` address before it gives up.
+CONNECT_TIMEOUT_S = 5.0
+
+
+def _check_reachable(address: str) -> None:
+    """Raise :class:`BackendError` (one line) if ``address`` names a ``host:port`` (optionally ``ray://``) that accepts
+    no TCP connection within :data:`CONNECT_TIMEOUT_S`; other addresses (``auto``, ``local``) are left to Ray."""
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise BackendError(f"ray backend: cannot connect to the Ray cluster at {address!r}: nothing answers at "
+                           f"{hostport} ({type(exc).__name__}: {exc.strerror or exc})") from None
 
 
 def market_resource(instance_type: str, availability_zone: str) -> str:
