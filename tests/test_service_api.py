@@ -266,3 +266,26 @@ def test_the_study_dashboard_and_the_org_view_follow_the_tokens(service, admin, 
     assert (last["allocations_usd_per_hour"], last["loss"]) == ({"vision": 5.0, "nlp": 2.0}, 1.0)
     assert {k: v for k, v in last.items() if k != "entitled_usd_per_hour"} == admin.org()["rounds"][-1]
     assert study["id"] in {s["id"] for s in org["studies"] if s["team"] == "vision" and s["state"] == "finished"}
+
+
+def test_the_admin_changes_a_teams_bounds_and_a_refused_change_changes_nothing(service, admin, teams, monkeypatch,
+                                                                              capsys):
+    view = admin.update_team("nlp", min_usd_per_hour=0.5, max_usd_per_hour=2.0)
+    assert view == {"name": "nlp", "entitlement": 1.0, "min_usd_per_hour": 0.5, "max_usd_per_hour": 2.0}
+    _refused(lambda: admin.update_team("nlp", min_usd_per_hour=3.0), 422,
+             "min_usd_per_hour would be 3, but must be at most max_usd_per_hour 2")
+    _refused(lambda: admin.update_team("nlp", entitlement=None), 422,
+             "body: Value error, entitlement is None, but must be a number > 0")
+    _refused(lambda: admin.update_team("nlp", token="x"), 422, "token: Extra inputs are not permitted")
+    _refused(lambda: admin.update_team("nobody", entitlement=2.0), 404, "no team named 'nobody'")
+    _refused(lambda: teams["nlp"].update_team("nlp", entitlement=9.0), 403,
+             "team nlp may not do this: it needs the admin token")
+    assert next(t for t in admin.teams() if t["name"] == "nlp") == view  # nothing changed by the refusals
+    # left out keeps, None removes a bound; the CLI does the same
+    assert admin.update_team("nlp", max_usd_per_hour=None) == {**view, "max_usd_per_hour": None}
+    monkeypatch.setenv("SPOTTUNE_URL", service.url)
+    code, out, err = _cli(monkeypatch, capsys, "team", "set", "nlp", "--min-usd-per-hour", "none", "--entitlement",
+                          "1", "--token", ADMIN)
+    assert (code, out, err) == (0, "nlp\t1\t-\t-\n", "")
+    code, out, err = _cli(monkeypatch, capsys, "team", "set", "nlp", "--token", ADMIN)
+    assert code == 2 and err.count("\n") == 1 and "nothing to change" in err

@@ -171,6 +171,42 @@ def team_add(name: str, entitlement: float, min_usd_per_hour: float | None, max_
                                  max_usd_per_hour=max_usd_per_hour)["token"])
 
 
+def _bound(text: str | None) -> float | None:
+    """A bound option's value: a number of USD/hour >= 0, or ``none`` (removes the bound)."""
+    if text is None or text.lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a number of USD/hour nor 'none'") from None
+    if not (value >= 0 and value != float("inf")):
+        raise click.BadParameter(f"{text!r} must be >= 0 and finite, or 'none'")
+    return value
+
+
+@team.command("set", help="Change a team's entitlement, guaranteed minimum or cap; the next fair-share round uses "
+              "them. Options left out keep their value.")
+@click.argument("name")
+@click.option("--entitlement", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="The team's share of the org budget (a weight).")
+@click.option("--min-usd-per-hour", "lo", default=None, metavar="USD|none",
+              help="Guaranteed minimum, USD/hour; 'none' removes it.")
+@click.option("--max-usd-per-hour", "hi", default=None, metavar="USD|none", help="Cap, USD/hour; 'none' removes it.")
+@_URL
+@_TOKEN
+def team_set(name: str, entitlement: float | None, lo: str | None, hi: str | None, url: str | None,
+             token: str | None) -> None:
+    changes: dict[str, float | None] = {} if entitlement is None else {"entitlement": entitlement}
+    for key, text in (("min_usd_per_hour", lo), ("max_usd_per_hour", hi)):
+        if text is not None:
+            changes[key] = _bound(text)
+    if not changes:
+        raise click.UsageError("nothing to change: give --entitlement, --min-usd-per-hour or --max-usd-per-hour")
+    with _client(url, token) as c:
+        t = c.update_team(name, **changes)
+    click.echo(f"{t['name']}\t{t['entitlement']:g}\t{_usd(t.get('min_usd_per_hour'))}\t{_usd(t.get('max_usd_per_hour'))}")
+
+
 def _usd(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
 

@@ -65,6 +65,21 @@ class _TeamIn(BaseModel):
         return self
 
 
+class _TeamPatch(BaseModel):
+    """The fields of a team an admin may change; a field left out keeps its value, ``null`` removes a bound."""
+
+    model_config = ConfigDict(extra="forbid")
+    entitlement: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    min_usd_per_hour: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    max_usd_per_hour: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _entitlement_is_a_number(self) -> _TeamPatch:
+        if "entitlement" in self.model_fields_set and self.entitlement is None:
+            raise ValueError("entitlement is None, but must be a number > 0")
+        return self
+
+
 def _team_view(t: Team) -> dict[str, Any]:
     return {"name": t.name, "entitlement": t.entitlement, "min_usd_per_hour": t.min_usd_per_hour,
             "max_usd_per_hour": t.max_usd_per_hour}
@@ -236,6 +251,22 @@ def create_app(store: Store, *, admin_token: str, runner: Any = None, backend: s
         except IntegrityError:
             raise _fail(409, f"team {body.name!r} exists already") from None
         return {**view, "token": token}
+
+    @app.patch("/v1/teams/{name}")
+    def update_team(name: str, body: _TeamPatch, _: _Caller = Depends(admin)) -> dict[str, Any]:
+        with store.session.begin() as s:
+            team = store.team_by_name(s, name)
+            if team is None:
+                raise _fail(404, f"no team named {name!r}")
+            changes = body.model_dump(include=body.model_fields_set)
+            lo = changes.get("min_usd_per_hour", team.min_usd_per_hour)
+            hi = changes.get("max_usd_per_hour", team.max_usd_per_hour)
+            if lo is not None and hi is not None and lo > hi:
+                raise _fail(422, f"min_usd_per_hour would be {lo:g}, but must be at most max_usd_per_hour {hi:g}")
+            for key, value in changes.items():  # read by the next fair-share round (SV14)
+                setattr(team, key, value)
+            s.flush()
+            return _team_view(team)
 
     @app.get("/v1/teams")
     def teams(_: _Caller = Depends(admin)) -> list[dict[str, Any]]:

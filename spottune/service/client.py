@@ -111,6 +111,30 @@ class ServiceClient:
                                                        "min_usd_per_hour": min_usd_per_hour,
                                                        "max_usd_per_hour": max_usd_per_hour})
 
+    def update_team(self, name: str, **changes: float | None) -> dict[str, Any]:
+        """Admin: change a team's ``entitlement``, ``min_usd_per_hour`` or ``max_usd_per_hour`` (keywords; None removes
+        a bound). The next fair-share round uses them (decision SV14).
+
+        Parameters
+        ----------
+        name : str
+            The team.
+        **changes : float or None
+            ``entitlement`` (a weight, > 0), ``min_usd_per_hour`` / ``max_usd_per_hour`` (USD/hour, >= 0, or None).
+
+        Returns
+        -------
+        dict
+            The team as ``teams()`` lists it.
+
+        Raises
+        ------
+        ServiceError
+            404 for an unknown team, 422 for another key, a bad value or a minimum above the cap (nothing is
+            changed), 403 without the admin token.
+        """
+        return self._call("PATCH", f"/v1/teams/{name}", json=changes)
+
     def teams(self) -> list[dict[str, Any]]:
         """Admin: the teams and their entitlements."""
         return self._call("GET", "/v1/teams")
