@@ -12,10 +12,11 @@ Both sides are priced with the provisioner's *honest* estimates, which err again
 measured (design R12):
 
 * **speed of an unmeasured type**: the burden of proof is on leaving. On an instance type no trial has run on yet,
-  a candidate that leaves the restart choice gets no speed-up from vCPUs above the reference core count c_ref
+  a candidate that leaves the restart choice gets no speed-up from cores (the performance matrix's units: vCPUs, or GPUs
+  for a GPU trainable) above the reference count c_ref
   (``reference_cores``): the matrix's prediction times ``(cores / c_ref)^β`` for ``cores > c_ref`` (β the pooled
   matrix's fitted exponent, 1 for the per-trial ``κ / cores`` rule); the restart candidate gets no slow-down from
-  fewer vCPUs (the same factor for ``cores < c_ref``). A larger type is thus chosen for its price (or refund), never
+  fewer cores (the same factor for ``cores < c_ref``). A larger type is thus chosen for its price (or refund), never
   for a guessed speed; once a trial has run on a type, the measurement (pooled across trials) replaces the guess;
 * **revocation probability**: the objective prices ``p' = (1 − w) · p + w · p₀`` (:func:`provisioner.shrink_p`,
   ``p_shrink`` w, p₀ the round's mean at the same rung), the optimizer's-curse correction of decision R5: the
@@ -67,9 +68,10 @@ class GuardedProvisioner(RefundProvisioner):
         restart candidate's (module docstring; decision R12).
     honest_speed : bool, default True
         Price an instance type no trial has measured at the seconds per step of the reference core count (no
-        speed-up from extra vCPUs until measured); False: the matrix's own prediction.
+        speed-up from extra cores until measured); False: the matrix's own prediction.
     reference_cores : float, default :data:`REFERENCE_CORES` (2)
-        c_ref of the honest speed rule, vCPUs.
+        c_ref of the honest speed rule, in the performance matrix's units (vCPUs; GPUs for a matrix built with
+        ``units="gpus"``, where the reference is 1).
     robust_p : bool, default False
         Leave the restart choice only when the chosen candidate beats ``(1 − m)`` times the restart candidate's step
         cost at each of p' (``p_shrink`` w), the predictor's p (w = 0) and the pool's rate (w = 1) (module
@@ -109,7 +111,7 @@ class GuardedProvisioner(RefundProvisioner):
         if isinstance(probes, bool) or not isinstance(probes, (int, np.integer)) or probes < 0:
             raise ProvisionerConfigError(f"probes is {probes!r}, but must be an int >= 0 (probe segments in flight)")
         if not (isinstance(reference_cores, (int, float)) and math.isfinite(reference_cores) and reference_cores > 0):
-            raise ProvisionerConfigError(f"reference_cores is {reference_cores!r}, but must be > 0 vCPUs")
+            raise ProvisionerConfigError(f"reference_cores is {reference_cores!r}, but must be > 0 (the matrix's units)")
         super().__init__(*args, **kwargs)
         self.margin = float(margin)
         self.honest_speed = bool(honest_speed)
@@ -119,7 +121,8 @@ class GuardedProvisioner(RefundProvisioner):
         self.probe_z = float(probe_z)
         #: instance type -> the time (seconds since the epoch) after which its probe counts as lost
         self._probing: dict[str, float] = {}
-        self._cores = np.array([float(self.catalog[m.instance_type].vcpus) for m in self.markets])
+        # the performance matrix's own units (vCPUs, or GPUs for a GPU trainable), per market
+        self._cores = np.asarray(self.performance.cores, dtype=float)[self._type_col]
         self._measured_types: set[str] = set()
         self.decisions = {"restart": 0, "left": 0}
         if self.robust_p:

@@ -209,3 +209,21 @@ def test_one_trial_probes_an_unmeasured_type_and_the_rest_keep_restart_until_it_
     assert guarded(prices, pred, margin=0.1).choose_many(["a", "b"], NOW, None, [5, 5])[0].market == R4A
     with pytest.raises(ProvisionerConfigError, match="probes"):
         guarded(prices, pred, probes=-1)
+
+
+def test_a_gpu_trainable_counts_gpus_in_the_honest_speed_rule():
+    # p2.xlarge (4 vCPUs, 1 GPU) 0.09 USD/h is restart's market; g2.2xlarge (8 vCPUs, 1 GPU) 0.10 USD/h, p = 0.9 at
+    # its tight rungs. On a GPU matrix (reference 1 GPU) both run kappa / 1 = 1 s/step, so the bet is priced at its
+    # own speed and leaves (0.30 < 0.9); counted in vCPUs from 2 (8 / 2) it was taken as 4x slower and kept.
+    from provisioner import PerformanceMatrix
+
+    p2, g2 = Market("us-east-1a", "p2.xlarge"), G2
+    prices, pred = {p2: 0.09, g2: 0.10}, TablePredictor(tight(g2, 0.10))
+    cat = InstanceCatalog.load()
+    bet = refund_step_cost_usd(0.9, 0.10, 1.0, 3600.0, **KW)
+    assert bet / refund_step_cost_usd(0.0, 0.09, 1.0, 3600.0, **KW) == pytest.approx(0.2996, abs=1e-4)
+    gpus = guarded(prices, pred, margin=0.1, reference_cores=1.0,
+                   performance=PerformanceMatrix.from_catalog(cat, ["g2.2xlarge", "p2.xlarge"], units="gpus"))
+    c = gpus.choose("t", NOW, resume_step=5)
+    assert c.market == g2 and c.expected_step_cost_usd == pytest.approx(bet)
+    assert gpus.honest_seconds_per_step(np.ones((1, 2))).tolist() == [[1.0, 1.0]]  # 1 GPU each: the reference

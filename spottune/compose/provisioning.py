@@ -143,10 +143,10 @@ def make_provisioner(history: PriceHistory, catalog: InstanceCatalog, pool: Pool
     perf = (PooledSpeedMatrix.from_catalog(catalog, sorted(types), units=units, reference_cores=ref_units, **kappa)
             if speed_model == "pooled" else PerformanceMatrix.from_catalog(catalog, sorted(types), units=units, **kappa))
     if restart_margin is not None:
-        # [I] the guard's honest speed of an unmeasured type counts vCPUs (reference 2) even for a GPU trainable
+        # the guard's honest speed counts the matrix's units: vCPUs from 2, or GPUs from 1 for a GPU trainable
         return GuardedProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf,
                                   p_cap=selection_p_cap(predictor), exclusions=exclusions, margin=restart_margin,
-                                  p_shrink=GUARD_P_SHRINK, reference_cores=REFERENCE_VCPUS, robust_p=GUARD_ROBUST_P,
+                                  p_shrink=GUARD_P_SHRINK, reference_cores=ref_units, robust_p=GUARD_ROBUST_P,
                                   probes=GUARD_PROBES, probe_z=GUARD_PROBE_Z)
     return RefundProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf,
                              p_cap=selection_p_cap(predictor), exclusions=exclusions)
