@@ -39,7 +39,7 @@ from provisioner._refund import (
     revocation_within,
 )
 from provisioner._curse import LaunchLedger, shrink_p
-from provisioner._guarded import GuardedProvisioner
+from provisioner._guarded import DEFAULT_GUARD_MARGIN, DEFAULT_GUARD_P_SHRINK, GuardedProvisioner
 from provisioner._refund_provisioner import P_CAP, RefundProvisioner
 from provisioner.errors import (
     CatalogError,
@@ -57,6 +57,8 @@ __all__ = [
     "Choice",
     "DEFAULT_ALPHA",
     "DEFAULT_EXCLUSION_S",
+    "DEFAULT_GUARD_MARGIN",
+    "DEFAULT_GUARD_P_SHRINK",
     "DELTA_LADDER_USD_PER_HOUR",
     "Explanation",
     "P_CAP",

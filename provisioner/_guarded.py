@@ -54,6 +54,10 @@ from provisioner.errors import ProvisionerConfigError
 
 #: [I] The reference core count of the honest speed rule: a workload declares its speed on a 2-vCPU instance.
 REFERENCE_CORES = 2.0
+#: The margin m, chosen on the tuning starts of both shipped traces (decision R12; ``bench_provisioning.py --tuning``).
+DEFAULT_GUARD_MARGIN = 0.1
+#: The shrinkage w of p towards the round's mean at the same rung, chosen with :data:`DEFAULT_GUARD_MARGIN` (R12).
+DEFAULT_GUARD_P_SHRINK = 0.75
 
 
 class GuardedProvisioner(RefundProvisioner):
@@ -62,8 +66,9 @@ class GuardedProvisioner(RefundProvisioner):
     Parameters
     ----------
     *args, **kwargs
-        As :class:`~provisioner.RefundProvisioner` (``p_shrink`` is the revocation probability's shrinkage).
-    margin : float in [0, 1], default 0.25
+        As :class:`~provisioner.RefundProvisioner`; ``p_shrink`` (the revocation probability's shrinkage) defaults to
+        :data:`DEFAULT_GUARD_P_SHRINK` (0.75) here.
+    margin : float in [0, 1], default :data:`DEFAULT_GUARD_MARGIN` (0.1)
         m: another candidate is taken only when its step cost (USD per useful step) is below ``(1 − m)`` times the
         restart candidate's (module docstring; decision R12).
     honest_speed : bool, default True
@@ -104,7 +109,7 @@ class GuardedProvisioner(RefundProvisioner):
     policy = "spottune-guarded"
     order = ("restart_guard", "step_cost_usd", "expected_usd", "max_price_usd_per_hour")
 
-    def __init__(self, *args, margin: float = 0.25, honest_speed: bool = True,
+    def __init__(self, *args, margin: float = DEFAULT_GUARD_MARGIN, honest_speed: bool = True,
                  reference_cores: float = REFERENCE_CORES, robust_p: bool = False, probes: int = 0, probe_z: float = 1.0, **kwargs):
         if isinstance(margin, bool) or not (isinstance(margin, (int, float)) and 0.0 <= margin <= 1.0):
             raise ProvisionerConfigError(f"margin is {margin!r}, but must be a fraction in [0, 1]")

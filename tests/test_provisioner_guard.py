@@ -21,6 +21,7 @@ KW = dict(boot_s=120.0, restore_s=2.0, checkpoint_s=2.0)  # a resumed trial: boo
 
 
 def guarded(prices, predictor, **kw):
+    kw.setdefault("p_shrink", 0.0)  # the cases price the predictor's own p (the default shrinks it, decision R12)
     return GuardedProvisioner(history(prices), InstanceCatalog.load(), predictor, Pool(), np.random.default_rng(0),
                               objective=OBJ, **kw)
 

@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from earlycurve import EarlyCurve, FinalMetricPredictor, LastValue, is_plateau
-from provisioner import (GuardedProvisioner, InstanceCatalog, MarketExclusions, MaxPriceSource, PerformanceMatrix, Pool,
+from provisioner import (DEFAULT_GUARD_MARGIN, DEFAULT_GUARD_P_SHRINK, GuardedProvisioner, InstanceCatalog,
+                         MarketExclusions, MaxPriceSource, PerformanceMatrix, Pool,
                          PooledSpeedMatrix, Provisioner, RefundProvisioner, RefundStepCost)
 from revpred.protocol import RevocationPredictor
 from spotmarket.prices import Market, PriceHistory
@@ -30,11 +31,11 @@ __all__ = ["DEFAULT_RESTART_MARGIN", "GUARD_OVERHEADS", "GUARD_P_SHRINK", "GUARD
 #: The margin m of SpotTune's default provisioning (:class:`provisioner.GuardedProvisioner`): another candidate than
 #: spot-restart's is taken only when its step cost is below (1 − m) times the restart candidate's. Chosen on the
 #: tuning starts of both shipped traces (docs/design/decisions.md, R12; ``benchmarks/bench_provisioning.py --tuning``).
-DEFAULT_RESTART_MARGIN = 0.1
+DEFAULT_RESTART_MARGIN = DEFAULT_GUARD_MARGIN
 #: The guarded provisioner's shrinkage w of p towards the round's mean at the same rung (decision R5's correction,
 #: R12): three quarters of the way, so that a refund bet that rests on one market's high p is priced mostly at the
 #: pool's rate. Chosen with :data:`DEFAULT_RESTART_MARGIN` on the tuning starts of both shipped traces.
-GUARD_P_SHRINK = 0.75
+GUARD_P_SHRINK = DEFAULT_GUARD_P_SHRINK
 #: Whether the guarded provisioner leaves restart's choice only when the move also wins at the predictor's own p and
 #: at the pool's rate (``robust_p`` of :class:`provisioner.GuardedProvisioner`; decision R12).
 GUARD_ROBUST_P = False
