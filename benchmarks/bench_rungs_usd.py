@@ -35,7 +35,9 @@ of which the split-0 tuning studies drew from: a mild overlap.
 With ``--provisioning restart`` every compared policy runs on spot-restart's provisioning instead of SpotTune's
 (``spottune simulate --provisioning restart``: cheapest market at each launch, max price = on-demand, no hop), the whole
 protocol (tuning and test) again: the stoppers compared without the provisioner's choices, which depend on when a
-trial will next stop (``--out benchmarks/results/rungs_usd_restart.json``).
+trial will next stop. With ``--retest FILE --keep-picks`` the picks of FILE (made on SpotTune's provisioning) stay and
+only the test studies run on spot-restart's (docs/design/earlycurve.md §8.14, ``--out
+benchmarks/results/rungs_usd_restart.json``).
 
 The sets: the recorded studies (``opda-alexnet``, ``opda-convnext``, ``cakelab-resnet32``) and the built-in workloads'
 random-search studies (``builtin-digits-mlp``, ``builtin-logreg``, ``builtin-linear-svm``: 16 of the 128 curves of
@@ -249,15 +251,33 @@ def pick(means: dict[str, dict[str, float]], prefix: str) -> str:
     return min(cands, key=lambda p: (-cands[p]["pick_top3"], cands[p]["cost_usd"], p))
 
 
+def require_tuning_rows(reuse: dict, workload: str, tune: list[tuple], names: list[str]) -> None:
+    """Raise SystemExit unless ``reuse`` holds the row of every name in ``names`` on every tuning study ``tune`` of
+    ``workload`` (``--keep-picks``: the picks are the earlier run's, so none is replayed here).
+
+    Raises
+    ------
+    SystemExit
+        Naming the first missing row and how many are missing."""
+    missing = [(seed, start, n) for seed, start in tune for n in names if (workload, seed, start, n) not in reuse]
+    if missing:
+        seed, start, n = missing[0]
+        raise SystemExit(f"--keep-picks: {len(missing)} tuning rows of {workload} are not in the --retest file "
+                         f"(first: {n!r}, seed {seed}, {start})")
+
+
 def run(args) -> dict:
     import json
 
     workloads = args.workloads.split(",")
     reuse, retested = {}, {}  # retested: per set, the peers an earlier run (--retest) tested, replayed here
+    picks_provisioning = args.provisioning
     for path, tuning_only in [(p, False) for p in args.reuse] + [(p, True) for p in args.retest]:
         old = json.loads(path.read_text())
-        if old["config"].get("provisioning", "spottune") != args.provisioning:
-            raise SystemExit(f"{path} was run with another provisioning than {args.provisioning}")
+        if old["config"].get("provisioning", "spottune") != args.provisioning and not (tuning_only and args.keep_picks):
+            raise SystemExit(f"{path} was run with another provisioning than {args.provisioning}"
+                             + (" (--keep-picks tests its picks on this one)" if tuning_only else ""))
+        picks_provisioning = old["config"].get("provisioning", "spottune") if tuning_only else args.provisioning
         for r in old["rows"] + old.get("tuning_rows", []):
             if not (tuning_only and r["seed"] < TUNE_SEED0):
                 reuse[(r["workload"], r["seed"], r["start"], r["policy"])] = r
@@ -271,6 +291,8 @@ def run(args) -> dict:
                                 **hparams_candidates(args.hparams, workload)}
         sha, hb = (BUILTIN_GRID, BUILTIN_GRID) if workload.startswith("builtin-") else (SHA_GRID, HB_GRID)
         grid = [f"optuna-sha-r{r}-rf{rf}" for r, rf in sha] + [f"optuna-hyperband-r{r}-rf{rf}" for r, rf in hb]
+        if args.keep_picks:  # the picks stay the earlier run's: no tuning row may be replayed on this provisioning
+            require_tuning_rows(reuse, workload, tune, [*grid, *candidates[workload]])
         trows = [r for seed, start in tune
                  for r in _rows(workload, seed, start, grid, args.jobs, reuse=reuse, provisioning=args.provisioning)]
         trows += _ours_rows([(workload, seed, start, c["candidate"], reuse, args.provisioning)
@@ -328,7 +350,8 @@ def run(args) -> dict:
     return {"config": {"reused_from": [str(p.resolve().relative_to(ROOT)) if p.resolve().is_relative_to(ROOT) else str(p)
                                        for p in args.reuse], "seeds": args.seeds, "test_seed0": args.test_seed0, "tune_seeds": args.tune_seeds, "tune_seed0": TUNE_SEED0,
                        "starts": list(STARTS), "tune_starts": list(TUNE_STARTS), "market_mode": "legacy",
-                       "provisioning": args.provisioning,
+                       "provisioning": args.provisioning, "keep_picks": args.keep_picks,
+                       "picks_provisioning": picks_provisioning,
                        "target_top3": TARGET_TOP3, "sha_grid": SHA_GRID, "hyperband_grid": HB_GRID,
                        "builtin_grid": BUILTIN_GRID, "k_candidates": K_CANDIDATES, "sets": SETS,
                        "predictive_sets": PREDICTIVE_SETS, "predictive_theta": PREDICTIVE_THETA,
@@ -434,6 +457,10 @@ def main(argv=None) -> int:
                     help="a JSON of an earlier run whose tuning rows are taken (so the picks stay its picks) and whose "
                          "test studies are replayed with today's code, its tested peers included (e.g. the picks made "
                          "before design R11, tested with it); repeatable")
+    ap.add_argument("--keep-picks", action="store_true",
+                    help="with --retest FILE run on another provisioning: keep FILE's picks, chosen on its tuning rows "
+                         "and provisioning, and replay only the test studies on --provisioning (every tuning row must "
+                         "be in FILE)")
     from spottune.compose import PROVISIONINGS
 
     ap.add_argument("--provisioning", choices=PROVISIONINGS, default=PROVISIONINGS[0],
@@ -456,6 +483,8 @@ def main(argv=None) -> int:
         extra_candidates(args.extra_candidates)
     except ValueError as exc:
         ap.error(str(exc))  # one line, exit code 2
+    if args.keep_picks and not args.retest:
+        ap.error("--keep-picks keeps the picks of a --retest FILE: give one")
     for path in [*args.reuse, *args.retest]:
         if not path.is_file():
             ap.error(f"{path}: no such file (--reuse and --retest take an earlier run's JSON)")

@@ -60,3 +60,21 @@ def test_the_wider_peer_grid_takes_the_cheapest_setting_at_the_top3_bar():
     assert s["bar"] == "optuna-sha-r1-rf5" and (s["bar_cost_usd"], s["ratio"]) == pytest.approx((1.8, 1.5 / 1.8))
     assert s["settings"]["optuna-sha-r1-rf8"]["top3_hits"] == 18 and "spottune-0.2 --top-k 2" not in s["settings"]
     assert s["settings"]["optuna-sha-r1-rf5"]["top3_ci95"] == pytest.approx([0.75127, 0.99873], abs=1e-5)
+
+
+def test_keep_picks_tests_an_earlier_runs_picks_on_another_provisioning_only_if_every_tuning_row_is_stored(tmp_path):
+    bench = _module("bench_rungs_usd")
+    tune = [(100, "2015-05-27T12:00Z"), (101, "2015-07-12T12:00Z")]
+    reuse = {("w", seed, start, name): {} for seed, start in tune for name in ("optuna-sha-r1-rf2", "ours")}
+    bench.require_tuning_rows(reuse, "w", tune, ["optuna-sha-r1-rf2", "ours"])  # all stored: nothing replayed
+    del reuse[("w", 101, "2015-07-12T12:00Z", "ours")]
+    with pytest.raises(SystemExit, match=r"1 tuning rows of w .*first: 'ours', seed 101"):
+        bench.require_tuning_rows(reuse, "w", tune, ["optuna-sha-r1-rf2", "ours"])
+    old = tmp_path / "old.json"
+    old.write_text('{"config": {"provisioning": "spottune"}, "rows": [], "tuning_rows": []}')
+    argv = ["--retest", str(old), "--provisioning", "restart", "--workloads", "opda-alexnet", "--out", str(tmp_path / "o")]
+    with pytest.raises(SystemExit, match="another provisioning than restart .*--keep-picks"):
+        bench.main(argv)
+    with pytest.raises(SystemExit) as exc:  # --keep-picks needs the run whose picks it keeps
+        bench.main(["--keep-picks", "--provisioning", "restart", "--out", str(tmp_path / "o")])
+    assert exc.value.code == 2 and not (tmp_path / "o").exists()
