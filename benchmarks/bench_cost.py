@@ -201,37 +201,20 @@ def markdown(results):
 
 
 #: The JSONs of the two-part saving (:func:`two_part_markdown`): the stoppers with the provisioning held fixed (five
-#: sets, then ConvNeXt's ``hparams`` pick) and the provisioning with the stopper held fixed.
+#: sets, then ConvNeXt's ``hparams`` pick) on the refund provisioning with hourly hops the picks were tuned on, the same
+#: picks with every method on spot-restart's provisioning (the stoppers alone; ``bench_rungs_usd.py --keep-picks
+#: --provisioning restart``), and the provisioning with the stopper held fixed.
 STOPPING_JSONS = ("rungs_usd_r11_retest.json", "rungs_usd_convnext_hparams.json")
+STOPPING_RESTART_JSONS = ("rungs_usd_restart.json", "rungs_usd_convnext_restart.json")
 PROVISIONING_JSON = "provisioning.json"
 #: Recorded ConvNeXt runs, those one study samples, and progress steps per run (docs/design/decisions.md E7).
 CONVNEXT_RUNS, STUDY_TRIALS, STUDY_STEPS = 288, 16, 50
 
 
-def two_part_markdown(folder=None):
-    """docs/design/cost.md's first section: the saving in two parts, each against the strongest peer measured for it,
-    read from the stored JSONs (nothing replayed): early stopping with the provisioning held fixed
-    (``bench_rungs_usd.py``: ours against the cheapest Optuna SHA/Hyperband setting with test top-3 >= 0.95, each
-    tuned on separate studies; top-3 with its count of studies and exact 95 % interval, ``_common.rate_interval``; the
-    prior that stopper ``hparams`` learns from, priced at the test studies' USD per trained step), and provisioning
-    with the stopper held fixed (``bench_provisioning.py``, pooled over its cells)."""
+def _stopping_rows(folder, names) -> tuple[list[str], tuple | None]:
+    """The table rows of :func:`two_part_markdown` from ``bench_rungs_usd.py`` JSONs, and ConvNeXt's ``hparams`` prior
+    (workload, ours USD, peer USD, lowest and highest USD per trained step) when one of them holds that pick."""
     from _common import rate_interval
-
-    folder = OUT.parent if folder is None else folder
-    paths = [folder / n for n in (*STOPPING_JSONS, PROVISIONING_JSON)]
-    if not all(p.exists() for p in paths):
-        return []
-    lines = ["## The saving in two parts", "",
-             "Each part against the strongest peer measured for it; single-cheapest, the paper's baseline, follows in "
-             "the tables below, where stopping and provisioning are mixed (θ 0.7 against baselines that train every "
-             "trial to the end).", "",
-             f"**Early stopping, provisioning held fixed** (`benchmarks/bench_rungs_usd.py`: "
-             f"`{STOPPING_JSONS[0]}`, ConvNeXt `{STOPPING_JSONS[1]}`): every method on the same provisioning inside "
-             "`spottune simulate`, each tuned on its own tuning studies; the peer is the cheapest Optuna "
-             "SuccessiveHalvingPruner (asynchronous, ASHA's rule) or HyperbandPruner setting with test top-3 >= 0.95. "
-             "Top-3: studies whose pick is in the true top 3, with the exact (Clopper-Pearson) 95 % interval.", "",
-             "| set | ours ÷ peer USD (95 % interval, studies resampled) | ours top-3 | the peer | peer top-3 |",
-             "| --- | --- | --- | --- | --- |"]
 
     def top3(rows, policy):
         hits = [r["pick_top3"] for r in rows if r["policy"] == policy]
@@ -239,8 +222,8 @@ def two_part_markdown(folder=None):
         lo, hi = rate_interval(k, n)
         return f"{k}/{n} ({lo:.2f}-{hi:.2f})"
 
-    prior = None
-    for name in STOPPING_JSONS:
+    lines, prior = [], None
+    for name in names:
         data = json.loads((folder / name).read_text())
         for workload, roles in data["target"].items():
             t = roles["ours"]
@@ -252,6 +235,42 @@ def two_part_markdown(folder=None):
             if "hparams" in t["policy"]:
                 per_step = [v["cost_usd"] / v["steps_executed"] for v in data["summary"][workload].values()]
                 prior = (workload, t["cost_usd"], t["peer_cost_usd"], min(per_step), max(per_step))
+    return lines, prior
+
+
+def two_part_markdown(folder=None):
+    """docs/design/cost.md's first section: the saving in two parts, each against the strongest peer measured for it,
+    read from the stored JSONs (nothing replayed): early stopping with the provisioning held fixed
+    (``bench_rungs_usd.py``: ours against the cheapest Optuna SHA/Hyperband setting with test top-3 >= 0.95, each
+    tuned on separate studies; top-3 with its count of studies and exact 95 % interval, ``_common.rate_interval``; the
+    prior that stopper ``hparams`` learns from, priced at the test studies' USD per trained step), once on the
+    provisioning the picks were tuned on and once with every method on spot-restart's (the stoppers alone, when its
+    JSONs are there), and provisioning with the stopper held fixed (``bench_provisioning.py``, pooled over its cells)."""
+    folder = OUT.parent if folder is None else folder
+    paths = [folder / n for n in (*STOPPING_JSONS, PROVISIONING_JSON)]
+    if not all(p.exists() for p in paths):
+        return []
+    head = ["| set | ours ÷ peer USD (95 % interval, studies resampled) | ours top-3 | the peer | peer top-3 |",
+            "| --- | --- | --- | --- | --- |"]
+    rows, prior = _stopping_rows(folder, STOPPING_JSONS)
+    lines = ["## The saving in two parts", "",
+             "Each part against the strongest peer measured for it; single-cheapest, the paper's baseline, follows in "
+             "the tables below, where stopping and provisioning are mixed (θ 0.7 against baselines that train every "
+             "trial to the end).", "",
+             f"**Early stopping, provisioning held fixed** (`benchmarks/bench_rungs_usd.py`: "
+             f"`{STOPPING_JSONS[0]}`, ConvNeXt `{STOPPING_JSONS[1]}`): every method on the same provisioning inside "
+             "`spottune simulate` (the refund objective with hourly hops, SpotTune's default when these were measured, "
+             "today's `--provisioning refund-hop`), each tuned on its own tuning studies; the peer is the cheapest "
+             "Optuna SuccessiveHalvingPruner (asynchronous, ASHA's rule) or HyperbandPruner setting with test top-3 "
+             ">= 0.95. Top-3: studies whose pick is in the true top 3, with the exact (Clopper-Pearson) 95 % interval.",
+             "", *head, *rows]
+    if all((folder / n).exists() for n in STOPPING_RESTART_JSONS):
+        alone, _ = _stopping_rows(folder, STOPPING_RESTART_JSONS)
+        lines += ["", f"**The stoppers alone** (`{STOPPING_RESTART_JSONS[0]}`, `{STOPPING_RESTART_JSONS[1]}`): the same "
+                  "picks, not tuned again, with every method on spot-restart's provisioning (the cheapest market at "
+                  "each launch at the on-demand price, no hop), which does not react to when a trial will next stop; "
+                  "the peer chosen by the same rule on these test rows ([earlycurve.md](earlycurve.md) §8.14).", "",
+                  *head, *alone]
     if prior:
         workload, ours, bar, low, high = prior
         runs = CONVNEXT_RUNS - STUDY_TRIALS
