@@ -479,7 +479,7 @@ def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_
 def spec_policy(spec: ExperimentSpec) -> Policy:
     """The policy ``spottune run`` executes for ``spec`` (θ barrier, top-k and early stopping of Algorithm 1, SpotTune's
     provisioner as ``spec.provisioning`` says, :func:`with_provisioning`): the spec's ``predictor``, ``theta``, ``objective``, ``stopper``, ``rungs``,
-    ``predictive_options`` and ``max_failures``, and the fields where a run has always been wired differently from the
+    ``predictive_options``, ``max_failures`` and ``max_concurrent_trials``, and the fields where a run has always been wired differently from the
     simulated ``spottune-<θ>`` policies: the orchestrator's default launch back-off (60 s), a deadline guard that counts
     the pool's slowest checkpoint restore and has no budget cap, and failover (design E12) on the backends whose
     driver reports capacity refusals (``sim``, ``local``, ``aws`` for ``aws.exclusion_s``, ``ray`` when a market's
@@ -500,7 +500,8 @@ def spec_policy(spec: ExperimentSpec) -> Policy:
                   predictive_options=spec.predictive_options, failover=spec.backend in ("sim", "local", "aws", "ray"),
                   exclusion_s=exclusion_s(spec) if spec.backend == "aws" else DEFAULT_EXCLUSION_S,
                   launch_retry_s=_ORCHESTRATOR_DEFAULTS["launch_retry_s"], max_failures=spec.max_failures,
-                  guard_overhead="checkpoint-transfer", guard_budget_cap=False), spec.provisioning)
+                  guard_overhead="checkpoint-transfer", guard_budget_cap=False,
+                  max_concurrent_trials=spec.max_concurrent_trials), spec.provisioning)
     # [I] a cloud's refusal for capacity may last: aws and ray fail over whatever the provisioning (the guarded
     # default's "no failover", R12, was measured on the simulator's refusals only)
     return replace(policy, failover=True) if spec.backend in ("aws", "ray") else policy
