@@ -20,7 +20,8 @@ stored rows were run with, checked by replaying one stored row, ``bench_peer_gri
   (``_common.rate_interval``).
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_async_peers.py --workloads opda-alexnet --out A.json``
-(one set per run, 10-20 min on two cores), then ``--merge A.json,B.json --out
+(one set per run; tuning and test 20-40 min on two shared cores; ``--no-tune`` tests §8.18's picks at N workers
+instead, a few minutes), then ``--merge A.json,B.json --out
 benchmarks/results/rungs_usd_async.json``; ``--markdown`` prints the table from the JSON.
 """
 
@@ -51,6 +52,30 @@ def _cell(rows: list[dict], policy: str) -> dict:
             "top3_ci95": list(rate_interval(hits, len(rs)))}
 
 
+def retest(ns: SimpleNamespace, stored: dict) -> dict:
+    """``--no-tune``: §8.18's picks (ours, SHA, Hyperband; tuned with every trial at once) and the step benchmarks'
+    peer picks and ``optuna-sha``, tested at ``ns.max_concurrent_trials`` workers on the test studies; the same keys
+    as ``bench_rungs_usd.run``'s output (no tuning rows)."""
+    import bench_rungs_usd as bru
+
+    test = [(seed, bru.STARTS[seed % 2]) for seed in range(ns.test_seed0, ns.test_seed0 + ns.seeds)]
+    out = {"config": {"provisioning": ns.provisioning, "max_concurrent_trials": ns.max_concurrent_trials,
+                      "seeds": ns.seeds, "tune_seeds": 0, "tuned": "no: §8.18's picks re-tested"},
+           "candidates": {}, "picks": {}, "tuning": {}, "tuning_rows": [], "rows": [], "target": {}}
+    for w in ns.workloads.split(","):
+        picks = stored["picks"][w]
+        cand = stored["candidates"][w][picks["ours"]]["candidate"]
+        peers = list(dict.fromkeys([picks["sha"], picks["hyperband"], *bru.SETS[w][1], "optuna-sha"]))
+        rows = bru._ours_rows([(w, seed, start, tuple(cand), None, ns.provisioning, ns.max_concurrent_trials)
+                               for seed, start in test], ns.jobs)
+        rows += [x for seed, start in test for x in bru._rows(w, seed, start, peers, ns.jobs, provisioning=ns.provisioning,
+                                                              max_concurrent_trials=ns.max_concurrent_trials)]
+        out["picks"][w], out["candidates"][w] = picks, {picks["ours"]: stored["candidates"][w][picks["ours"]]}
+        out["rows"] += rows
+        out["target"][w] = {"ours": {"policy": picks["ours"]}}
+    return out
+
+
 def run(args) -> dict:
     import bench_rungs_usd as bru
     from bench_peer_grid import PROVISIONING, check_replay
@@ -69,7 +94,7 @@ def run(args) -> dict:
     ns = SimpleNamespace(workloads=args.workloads, seeds=args.seeds, test_seed0=0, tune_seeds=args.tune_seeds, jobs=args.jobs,
                          reuse=[], retest=[], provisioning=PROVISIONING, extra_candidates="", hparams=None,
                          max_concurrent_trials=args.workers)
-    r = bru.run(ns)
+    r = retest(ns, stored) if args.no_tune else bru.run(ns)
     sets = {}
     for w in workloads:
         rows = [x for x in r["rows"] if x["workload"] == w]
@@ -91,14 +116,15 @@ def run(args) -> dict:
         ours_all = _cell(stored_rows, before["policy"])
         bar_all = _cell(stored_rows, before["peer"])
         bar_cost = ok[bar]["cost_usd"] if bar else float("nan")
-        sets[w] = {"workers": args.workers, "picks_at_workers": r["picks"][w], "picks_all_at_once": stored["picks"][w],
+        sets[w] = {"workers": args.workers, "retuned_at_workers": not args.no_tune, "picks_at_workers": r["picks"][w], "picks_all_at_once": stored["picks"][w],
                    "retested_all_at_once_settings": again, "peers": table, "bar": bar,
                    "bar_cell": ok.get(bar), "ours_at_workers": ours_n, "ours_all_at_once": ours_all,
                    "bar_all_at_once": bar_all,
                    "ratio_ours_all_at_once": ours_all["cost_usd"] / bar_cost,
                    "ratio_ours_at_workers": ours_n["cost_usd"] / bar_cost,
                    "ratio_all_at_once_stored": before["ratio"]}
-    r["config"] = {**r["config"], "stored": str(args.stored.relative_to(ROOT)), "workers": args.workers}
+    r["config"] = {**r["config"], "stored": str(args.stored.relative_to(ROOT)), "workers": args.workers,
+                   "retuned_at_workers": not args.no_tune}
     r["sets"] = sets
     for k in ("summary", "target"):
         r.pop(k, None)  # per-policy figures are in sets[w]["peers"]; the bar here is sets[w]["bar"]
@@ -114,13 +140,14 @@ def _fmt(c: dict | None) -> str:
 
 
 def markdown(r: dict) -> str:
-    lines = ["| set | peers' picks tuned at N workers (SHA; Hyperband) | the bar at N workers: cheapest peer at top-3 ≥ "
+    lines = ["| set | peers' SHA and Hyperband picks, tuned at N workers (re-tested: §8.18's picks) | the bar at N workers: cheapest peer at top-3 ≥ "
              "0.95 | ours at N workers | ours, every trial at once (§8.18) | ours at once ÷ bar at N | ours at N ÷ bar "
              "at N | §8.18's ratio (all at once) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for w, s in r["sets"].items():
         p = s["picks_at_workers"]
-        lines.append(f"| {w} (N = {s['workers']}) | {_fmt(s['peers'].get(p['sha']))}; "
+        lines.append(f"| {w} (N = {s['workers']}{'' if s.get('retuned_at_workers', True) else ', re-tested'}) | "
+                     f"{_fmt(s['peers'].get(p['sha']))}; "
                      f"{_fmt(s['peers'].get(p['hyperband']))} | {_fmt(s['bar_cell'])} | {_fmt(s['ours_at_workers'])} | "
                      f"{_fmt(s['ours_all_at_once'])} | **{s['ratio_ours_all_at_once']:.2f}** | "
                      f"**{s['ratio_ours_at_workers']:.2f}** | {s['ratio_all_at_once_stored']:.2f} |")
@@ -137,6 +164,8 @@ def main(argv=None) -> int:
     ap.add_argument("--stored", type=Path, default=STORED, help="bench_rungs_usd.py's JSON with ours' test rows")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--no-tune", action="store_true", help="test §8.18's picks at N workers instead of tuning every "
+                    "method again (a set whose tuning does not fit the time)")
     ap.add_argument("--merge", default="", help="comma-separated JSONs of earlier runs (one set each): join them")
     ap.add_argument("--markdown", action="store_true", help="print the table from the JSON and exit")
     args = ap.parse_args(argv)
