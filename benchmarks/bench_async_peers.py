@@ -80,12 +80,22 @@ def run(args) -> dict:
     import bench_rungs_usd as bru
     from bench_peer_grid import PROVISIONING, check_replay
 
-    if args.merge:  # runs of single sets (each under 20 minutes), joined
-        parts = [json.loads(Path(f).read_text()) for f in args.merge.split(",")]
-        return {"config": {**parts[0]["config"], "merged": [Path(f).name for f in args.merge.split(",")]},
-                **{k: {w: v for part in parts for w, v in part[k].items()}
+    if args.merge:  # runs of single sets, joined; a set's --no-tune run is keyed "<set> (re-tested)"
+        names = args.merge.split(",")
+        parts = [json.loads(Path(f).read_text()) for f in names]
+
+        def key(part: dict, w: str) -> str:
+            return w if part["config"].get("retuned_at_workers", True) else f"{w} (re-tested)"
+
+        stored = json.loads(args.stored.read_text())
+        for part in parts:
+            for w, st in part["sets"].items():
+                st.update(intervals(w, st, part["rows"], stored))
+        return {"config": {"parts": {Path(f).name: part["config"] for f, part in zip(names, parts)}},
+                **{k: {key(part, w): v for part in parts for w, v in part[k].items()}
                    for k in ("candidates", "picks", "tuning", "sets")},
-                **{k: [r for part in parts for r in part[k]] for k in ("tuning_rows", "rows")}}
+                "tuning_rows": [r for part in parts for r in part["tuning_rows"]],
+                "rows": [{**r, "part": Path(f).name} for f, part in zip(names, parts) for r in part["rows"]]}
 
     stored = json.loads(args.stored.read_text())
     workloads = args.workloads.split(",")
@@ -123,12 +133,31 @@ def run(args) -> dict:
                    "ratio_ours_all_at_once": ours_all["cost_usd"] / bar_cost,
                    "ratio_ours_at_workers": ours_n["cost_usd"] / bar_cost,
                    "ratio_all_at_once_stored": before["ratio"]}
+        sets[w].update(intervals(w, sets[w], rows, stored))
     r["config"] = {**r["config"], "stored": str(args.stored.relative_to(ROOT)), "workers": args.workers,
                    "retuned_at_workers": not args.no_tune}
     r["sets"] = sets
     for k in ("summary", "target"):
         r.pop(k, None)  # per-policy figures are in sets[w]["peers"]; the bar here is sets[w]["bar"]
     return r
+
+
+def intervals(workload: str, s: dict, rows: list[dict], stored: dict) -> dict:
+    """95 % bootstrap intervals of the two USD ratios against the bar at N workers (``_common.bootstrap_interval``,
+    studies resampled, paired by study; the bar's choice taken as fixed)."""
+    from _common import bootstrap_interval
+
+    def by_seed(rs: list[dict], policy: str) -> dict:
+        return {r["seed"]: r["cost_usd"] for r in rs if r["workload"] == workload and r["policy"] == policy}
+
+    bar = by_seed(rows, s["bar"])
+    out = {}
+    for name, mine in (("ratio_ours_at_workers_ci95", by_seed(rows, s["ours_at_workers"]["policy"])),
+                       ("ratio_ours_all_at_once_ci95", by_seed(stored["rows"], s["ours_all_at_once"]["policy"]))):
+        seeds = sorted(set(mine) & set(bar))
+        out[name] = list(bootstrap_interval([[mine[k], bar[k]] for k in seeds],
+                                            lambda m: m[:, 0] / m[:, 1]))
+    return out
 
 
 def _fmt(c: dict | None) -> str:
@@ -146,11 +175,15 @@ def markdown(r: dict) -> str:
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for w, s in r["sets"].items():
         p = s["picks_at_workers"]
-        lines.append(f"| {w} (N = {s['workers']}{'' if s.get('retuned_at_workers', True) else ', re-tested'}) | "
+        ci = {k: "" if k not in s else f" ({s[k][0]:.2f}-{s[k][1]:.2f})"
+              for k in ("ratio_ours_all_at_once_ci95", "ratio_ours_at_workers_ci95")}
+        lines.append(f"| {w.removesuffix(' (re-tested)')} (N = {s['workers']}"
+                     f"{'' if s.get('retuned_at_workers', True) else ', re-tested'}) | "
                      f"{_fmt(s['peers'].get(p['sha']))}; "
                      f"{_fmt(s['peers'].get(p['hyperband']))} | {_fmt(s['bar_cell'])} | {_fmt(s['ours_at_workers'])} | "
-                     f"{_fmt(s['ours_all_at_once'])} | **{s['ratio_ours_all_at_once']:.2f}** | "
-                     f"**{s['ratio_ours_at_workers']:.2f}** | {s['ratio_all_at_once_stored']:.2f} |")
+                     f"{_fmt(s['ours_all_at_once'])} | **{s['ratio_ours_all_at_once']:.2f}**"
+                     f"{ci['ratio_ours_all_at_once_ci95']} | **{s['ratio_ours_at_workers']:.2f}**"
+                     f"{ci['ratio_ours_at_workers_ci95']} | {s['ratio_all_at_once_stored']:.2f} |")
     return "\n".join(lines)
 
 
