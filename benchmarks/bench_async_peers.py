@@ -91,7 +91,8 @@ def run(args) -> dict:
         for part in parts:
             for w, st in part["sets"].items():
                 st.update(intervals(w, st, part["rows"], stored))
-        return {"config": {"parts": {Path(f).name: part["config"] for f, part in zip(names, parts)}},
+        return {"config": {"parts": {Path(f).name: {**part["config"], "provenance": part.get("provenance")}
+                                     for f, part in zip(names, parts)}},
                 **{k: {key(part, w): v for part in parts for w, v in part[k].items()}
                    for k in ("candidates", "picks", "tuning", "sets")},
                 "tuning_rows": [r for part in parts for r in part["tuning_rows"]],
