@@ -10,7 +10,7 @@ that stays under 0.8 here is robust to the grid; one that rises says the grid ma
 The stored rows were run with the provisioning of 2026-11-27 (the refund objective with hourly hops), which is
 ``--provisioning refund-hop`` today; ``--check`` replays one stored peer row per set and fails if it differs.
 
-Not covered: fewer workers than trials (``spottune simulate`` launches every trial at once, as the stored peers did).
+Fewer workers than trials: ``bench_async_peers.py`` (the peers tuned and tested with 4 trials at once).
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_peer_grid.py [--workloads cakelab-resnet32,builtin-digits-mlp]
 [--jobs 2]`` (about 5 min per set on two cores; ``--merge a.json,b.json`` joins runs of one set each);
@@ -56,12 +56,7 @@ def run(args) -> dict:
         rows = [r for r in stored["rows"] if r["workload"] == workload]
         target = stored["target"][workload]["ours"]
         studies = sorted({(r["seed"], r["start"]) for r in rows if r["policy"] == target["policy"]})
-        peer_row = next(r for r in rows if r["policy"] == target["peer"])
-        replay = _rows(workload, peer_row["seed"], peer_row["start"], [target["peer"]], 1, provisioning=PROVISIONING)[0]
-        same = all(abs(replay[m] - peer_row[m]) < 1e-9 for m in ("cost_usd", "jct_h", "steps_executed"))
-        if not same:
-            raise SystemExit(f"{workload}: the stored peer row does not replay ({peer_row['cost_usd']} against "
-                             f"{replay['cost_usd']} USD); the provisioning differs")
+        check_replay(workload, stored)
         new = []
         for seed, start in studies:
             new += _rows(workload, seed, start, extra, args.jobs, provisioning=PROVISIONING)
@@ -69,6 +64,19 @@ def run(args) -> dict:
         out["rows"] += new
         out["sets"][workload] = {**summarise(workload, rows, new, target, extra), "extra": extra}
     return out
+
+
+def check_replay(workload: str, stored: dict) -> None:
+    """Replay the stored bar's first test row of ``workload`` (every trial at once, ``PROVISIONING``) and stop with a
+    one-line error unless its USD, JCT and steps are the stored ones: the stored rows are then today's figures."""
+    from bench_rungs_usd import _rows
+
+    target = stored["target"][workload]["ours"]
+    peer_row = next(r for r in stored["rows"] if r["workload"] == workload and r["policy"] == target["peer"])
+    replay = _rows(workload, peer_row["seed"], peer_row["start"], [target["peer"]], 1, provisioning=PROVISIONING)[0]
+    if not all(abs(replay[m] - peer_row[m]) < 1e-9 for m in ("cost_usd", "jct_h", "steps_executed")):
+        raise SystemExit(f"{workload}: the stored peer row does not replay ({peer_row['cost_usd']} against "
+                         f"{replay['cost_usd']} USD); the provisioning differs")
 
 
 def summarise(workload: str, stored_rows: list[dict], new_rows: list[dict], target: dict,

@@ -54,6 +54,9 @@ peers it tested included, with today's code (docs/design/earlycurve.md §8.18: t
 ``--markdown`` prints the tables from the JSON. ``--extra-candidates`` adds settings of ours by hand (docs/design/earlycurve.md
 §8.17: a first rung at 2 steps on ConvNeXt, added after §8.16's miss), tuned and picked by the same rule as the rest;
 ``--hparams FILE`` adds ``bench_hparams.py``'s candidates of stopper ``hparams`` (§8.19) the same way.
+``--max-concurrent-trials N`` runs every policy, tuning and test, with at most N trials at once (the others wait in
+trial order; design D14): the asynchronous peers as they are meant to run with N workers (§8.20,
+``bench_async_peers.py``).
 """
 
 from __future__ import annotations
@@ -102,12 +105,14 @@ METRICS = ("cost_usd", "jct_h", "top1", "pick_top3", "top3", "regret", "steps_ex
 
 def _rows(workload: str, seed: int, start: str, policies: list[str], jobs: int, rungs: str | None = None,
           top_k: int = 3, label: str | None = None, reuse: dict | None = None,
-          provisioning: str = "spottune", predictive_options: str | None = None, stopper: str | None = None) -> list[dict]:
+          provisioning: str = "spottune", predictive_options: str | None = None, stopper: str | None = None,
+          max_concurrent_trials: int | None = None) -> list[dict]:
     """One ``spottune simulate`` call (one study, one start, every policy): a row per policy, named by the policy or,
     for one policy of ours, by ``label``.
 
     ``reuse`` maps (workload, seed, start, row name) to a stored row of an earlier run of this bench: a replay is
-    deterministic for its seed, so a stored row is what the run would give; only the missing policies run."""
+    deterministic for its seed, so a stored row is what the run would give; only the missing policies run.
+    ``max_concurrent_trials``: at most that many trials at once (``spottune simulate --max-concurrent-trials``)."""
     from spottune.cli._simulate import simulate_all
     from spottune.evaluation._studies import load_study
 
@@ -121,6 +126,7 @@ def _rows(workload: str, seed: int, start: str, policies: list[str], jobs: int, 
     with tempfile.TemporaryDirectory() as d:
         table = simulate_all(workload, ",".join(todo), 1, "legacy", Path(d), seed=seed, jobs=jobs, progress=False,
                              start_times=start, rungs=rungs, top_k=top_k, provisioning=provisioning,
+                             max_concurrent_trials=max_concurrent_trials,
                              **({"stopper": "predictive", "predictive_options": predictive_options}
                                 if predictive_options else {"stopper": stopper} if stopper else {}))
     for row in table.to_dict("records"):
@@ -217,11 +223,11 @@ def hparams_candidates(path: Path | None, workload: str) -> dict[str, dict]:
 
 
 def _ours_row(task: tuple) -> list[dict]:
-    workload, seed, start, cand, reuse, provisioning = task
+    workload, seed, start, cand, reuse, provisioning, *concurrency = task
     options = cand[3] if len(cand) > 3 else None
     stopper = cand[4] if len(cand) > 4 else None
     return _rows(workload, seed, start, [cand[0]], 1, cand[1], cand[2], label(cand), reuse, provisioning, options,
-                 stopper)
+                 stopper, *concurrency)
 
 
 def _ours_rows(tasks: list[tuple], jobs: int) -> list[dict]:
@@ -277,6 +283,8 @@ def run(args) -> dict:
         if old["config"].get("provisioning", "spottune") != args.provisioning and not (tuning_only and args.keep_picks):
             raise SystemExit(f"{path} was run with another provisioning than {args.provisioning}"
                              + (" (--keep-picks tests its picks on this one)" if tuning_only else ""))
+        if old["config"].get("max_concurrent_trials") != args.max_concurrent_trials and not (tuning_only and args.keep_picks):
+            raise SystemExit(f"{path} was run with another --max-concurrent-trials than {args.max_concurrent_trials}")
         picks_provisioning = old["config"].get("provisioning", "spottune") if tuning_only else args.provisioning
         for r in old["rows"] + old.get("tuning_rows", []):
             if not (tuning_only and r["seed"] < TUNE_SEED0):
@@ -294,8 +302,9 @@ def run(args) -> dict:
         if args.keep_picks:  # the picks stay the earlier run's: no tuning row may be replayed on this provisioning
             require_tuning_rows(reuse, workload, tune, [*grid, *candidates[workload]])
         trows = [r for seed, start in tune
-                 for r in _rows(workload, seed, start, grid, args.jobs, reuse=reuse, provisioning=args.provisioning)]
-        trows += _ours_rows([(workload, seed, start, c["candidate"], reuse, args.provisioning)
+                 for r in _rows(workload, seed, start, grid, args.jobs, reuse=reuse, provisioning=args.provisioning,
+                               max_concurrent_trials=args.max_concurrent_trials)]
+        trows += _ours_rows([(workload, seed, start, c["candidate"], reuse, args.provisioning, args.max_concurrent_trials)
                              for c in candidates[workload].values() for seed, start in tune], args.jobs)
         tuning_rows += trows
         means = _means(trows)
@@ -315,10 +324,11 @@ def run(args) -> dict:
                            "optuna-sha": "simulate's default"}
         if step_pick:
             roles[workload].setdefault(label(step_pick), "ours, step pick")
-        rows += _ours_rows([(workload, seed, start, c, reuse, args.provisioning)
+        rows += _ours_rows([(workload, seed, start, c, reuse, args.provisioning, args.max_concurrent_trials)
                             for c in dict.fromkeys([ours, step_pick]) if c for seed, start in test], args.jobs)
         rows += [r for seed, start in test
-                 for r in _rows(workload, seed, start, peers, args.jobs, reuse=reuse, provisioning=args.provisioning)]
+                 for r in _rows(workload, seed, start, peers, args.jobs, reuse=reuse, provisioning=args.provisioning,
+                                max_concurrent_trials=args.max_concurrent_trials)]
         # a peer setting an earlier run (--reuse) tested on all of these studies keeps its place in the bar
         earlier: dict[str, list[dict]] = {}
         for (w, seed, start, name), r in reuse.items():
@@ -350,8 +360,8 @@ def run(args) -> dict:
     return {"config": {"reused_from": [str(p.resolve().relative_to(ROOT)) if p.resolve().is_relative_to(ROOT) else str(p)
                                        for p in args.reuse], "seeds": args.seeds, "test_seed0": args.test_seed0, "tune_seeds": args.tune_seeds, "tune_seed0": TUNE_SEED0,
                        "starts": list(STARTS), "tune_starts": list(TUNE_STARTS), "market_mode": "legacy",
-                       "provisioning": args.provisioning, "keep_picks": args.keep_picks,
-                       "picks_provisioning": picks_provisioning,
+                       "provisioning": args.provisioning, "max_concurrent_trials": args.max_concurrent_trials,
+                       "keep_picks": args.keep_picks, "picks_provisioning": picks_provisioning,
                        "target_top3": TARGET_TOP3, "sha_grid": SHA_GRID, "hyperband_grid": HB_GRID,
                        "builtin_grid": BUILTIN_GRID, "k_candidates": K_CANDIDATES, "sets": SETS,
                        "predictive_sets": PREDICTIVE_SETS, "predictive_theta": PREDICTIVE_THETA,
@@ -473,8 +483,14 @@ def main(argv=None) -> int:
     ap.add_argument("--hparams", type=Path, default=None,
                     help="bench_hparams.py's JSON: its candidates of stopper hparams join ours, tuned and picked by "
                          "the same rule (docs/design/earlycurve.md §8.19)")
+    ap.add_argument("--max-concurrent-trials", type=int, default=None,
+                    help="at most N trials of every policy at once, the others waiting in trial order (spottune "
+                         "simulate --max-concurrent-trials; design D14): the asynchronous peers with N workers, "
+                         "tuned and tested so (docs/design/earlycurve.md §8.20)")
     ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")
     args = ap.parse_args(argv)
+    if args.max_concurrent_trials is not None and args.max_concurrent_trials < 1:
+        ap.error(f"--max-concurrent-trials {args.max_concurrent_trials}: must be an integer >= 1")
     if not 0 <= args.test_seed0 <= TUNE_SEED0 - args.seeds:
         ap.error(f"--test-seed0 {args.test_seed0}: the test seeds must lie in 0..{TUNE_SEED0 - 1}, below the tuning seeds")
     if args.hparams is not None and not args.hparams.is_file():

@@ -545,6 +545,7 @@ class _SpecFields(BaseModel):
     deadline_mode: _one_of(DEADLINE_MODES)
     resources: Any
     on_demand_prices: Annotated[_Name | None, _Rule("an on-demand price file path, or None")]
+    max_concurrent_trials: Annotated[_Int | None, Field(ge=1), _Rule("an integer >= 1, or None (every trial at once)")]
 
     @field_validator("num_samples")
     @classmethod
@@ -881,6 +882,11 @@ class ExperimentSpec:
     on_demand_prices : str, optional
         A CSV of on-demand prices (``instance_type, region, os, on_demand_price_usd_per_hour``, USD per
         instance-hour) that wins over the bundled tables (``spottune run --on-demand-prices FILE``; decisions.md IC1).
+    max_concurrent_trials : int, optional
+        At most this many trials hold an instance or are launching at once (Ray Tune's name); the others wait in trial
+        order and launch when a trial ends, is stopped or pauses at a barrier (design D14; ``spottune run
+        --max-concurrent-trials``). None: every trial at once (Algorithm 1). Refused with search ``gp-ucb`` and with
+        an executed plan (``deadline_mode`` ``plan`` or ``seer``), which set their own parallelism.
 
     Raises
     ------
@@ -935,6 +941,7 @@ class ExperimentSpec:
     ray: Mapping[str, Any] = field(default_factory=dict)
     resources: Mapping[str, float] | None = None
     on_demand_prices: str | None = None
+    max_concurrent_trials: int | None = None
     _derived: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
 
     # -- construction -------------------------------------------------------------------------------
@@ -1006,6 +1013,11 @@ class ExperimentSpec:
             The first invalid field, in one line (:func:`_check_fields`).
         """
         checked = _check_fields({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+        if self.max_concurrent_trials is not None and (self.search == "gp-ucb" or self.executes_plan):
+            raise ConfigError(f"max_concurrent_trials is {self.max_concurrent_trials!r}, but must be None with "
+                              + ("search 'gp-ucb' (it runs the configurations one after another)"
+                                 if self.search == "gp-ucb" else
+                                 f"deadline_mode {self.deadline_mode!r} (a plan sets its own parallelism; use 'guard')"))
         if self.search == "gp-ucb" and self.executes_plan:
             raise ConfigError(f"deadline_mode is {self.deadline_mode!r}, but must be 'guard' with search 'gp-ucb' (a "
                               "plan schedules every configuration at once; gp-ucb runs them one after another)")

@@ -80,7 +80,7 @@ def _common_parts(exp):
 
 def _named(spec):
     return get_policy(f"spottune-{spec.theta:g}-{spec.predictor}", spec.objective, spec.stopper, spec.rungs,
-                      predictive_options=spec.predictive_options)
+                      predictive_options=spec.predictive_options, max_concurrent_trials=spec.max_concurrent_trials)
 
 
 SPECS = {
@@ -88,6 +88,7 @@ SPECS = {
     "paper objective and stopper": dict(objective="paper", stopper="paper"),
     "rank stopper, cores speed model, time value": dict(stopper="rank", speed_model="cores",
                                                         time_value_usd_per_hour=0.5),
+    "two trials at once": dict(max_concurrent_trials=2),
 }
 
 
@@ -105,6 +106,7 @@ def test_run_and_simulate_build_the_same_orchestrator_for_the_same_spec(extra):
     common = _common_parts(exp)
     assert describe(sim.orchestrator, common) == describe(exp.orchestrator, common)
     assert type(sim.orchestrator.chooser) is type(exp.orchestrator.chooser)
+    assert exp.orchestrator.config.max_concurrent_trials == extra.get("max_concurrent_trials")
     assert sim.revocation_model is exp.backend.revocation_model
 
 

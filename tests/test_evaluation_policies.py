@@ -56,14 +56,14 @@ def _study(n=4, steps=30, sps=300.0):
     return toy_study(n, steps, sps, checkpoint_size_mb=0.0)
 
 
-def _run(name, history=None, study=None, predictor=None, cov=0.0, provisioning="spottune"):
+def _run(name, history=None, study=None, predictor=None, cov=0.0, provisioning="spottune", max_concurrent_trials=None):
     history = history or _history()
     study = study or _study()
     catalog = InstanceCatalog.load()
     pool = Pool()
     markets = pool.resolve(history, catalog)
     revocations = LegacyBidRevocation(history)
-    policy = get_policy(name, provisioning=provisioning)
+    policy = get_policy(name, provisioning=provisioning, max_concurrent_trials=max_concurrent_trials)
     if policy.uses_predictor and predictor is None:
         predictor = OraclePredictor(revocations) if policy.predictor == "hindsight" else ConstantRevocation(0.0)
     asm = assemble(policy, study=study, history=history, catalog=catalog, pool=pool, markets=markets,
@@ -320,3 +320,82 @@ def test_simulate_refuses_a_deadline_under_restart_provisioning_and_an_unknown_s
             simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, deadline="6h", provisioning=provisioning)
     with pytest.raises(ConfigError, match="--speed-model is 'linear', but must be one of pooled, cores"):
         simulate_all("digits-mlp", "spottune-0.7", 1, "legacy", tmp_path, speed_model="linear")
+
+
+# -- fewer trials at once than trials (max_concurrent_trials, design D14) ------------------------------------------
+def _most_at_once(ledger):
+    """The most instances alive at once in a run's ledger (an instance ending at t does not overlap one starting at t)."""
+    edges = sorted([(r.start_s, 1) for r in ledger] + [(r.end_s, -1) for r in ledger])
+    live = most = 0
+    for _, d in edges:
+        live += d
+        most = max(most, live)
+    return most
+
+
+@pytest.mark.parametrize("name", ["spot-restart", "spottune-0.5", "optuna-sha-r3-rf3"])
+def test_two_workers_for_four_trials_never_hold_more_than_two_instances(name):
+    # no spike: nothing is revoked (a revoked instance runs on until the provider ends it, design E12's refund rule,
+    # and may overlap its trial's relaunch; that is the same with or without a limit)
+    asm, record = _run(name, history=_history(spike=False), max_concurrent_trials=2)
+    every, _ = _run(name, history=_history(spike=False))
+    assert _most_at_once(record.ledger) == 2
+    states = {t: tr.state for t, tr in asm.orchestrator.trials.items()}
+    assert all(s in (TrialState.FINISHED, TrialState.STOPPED_EARLY) for s in states.values())
+    assert states == {t: tr.state for t, tr in every.orchestrator.trials.items()}  # these curves never cross
+    assert asm.orchestrator.done and asm.orchestrator.top_k == every.orchestrator.top_k
+
+
+def test_waiting_trials_launch_when_a_trial_ends_is_pruned_or_pauses():
+    # r3.large at 300 s per step, 30 steps, 120 s boot, 1 s checkpoints; trials t0..t3 in order
+    _, record = _run("spot-restart", history=_history(spike=False), max_concurrent_trials=2)
+    assert [(r.trial_id, r.start_s - T0, r.end_s - T0) for r in record.ledger] == [  # ends: the next two launch
+        ("t0", 0.0, 9121.0), ("t1", 0.0, 9121.0), ("t2", 9121.0, 18242.0), ("t3", 9121.0, 18242.0)]
+    _, record = _run("spottune-0.5", history=_history(spike=False), max_concurrent_trials=2)
+    rows = [(r.trial_id, r.start_s - T0, r.end_s - T0, str(r.reason)) for r in record.ledger]
+    assert rows == [  # paused at the θ barrier (step 15), then the barrier's 3 kept trials two at a time
+        ("t0", 0.0, 4621.0, "theta"), ("t1", 0.0, 4621.0, "theta"), ("t2", 4621.0, 9242.0, "theta"),
+        ("t3", 4621.0, 9242.0, "theta"), ("t0", 9242.0, 13864.0, "end"), ("t1", 9242.0, 13864.0, "end"),
+        ("t2", 13864.0, 18486.0, "end")]
+    _, record = _run("optuna-sha-r3-rf3", history=_history(spike=False), max_concurrent_trials=2)
+    assert [(r.trial_id, r.start_s - T0, r.end_s - T0, str(r.reason)) for r in record.ledger] == [  # pruned at step 3
+        ("t1", 0.0, 1020.0, "prune"), ("t2", 1020.0, 2040.0, "prune"), ("t3", 2040.0, 3060.0, "prune"),
+        ("t0", 0.0, 9121.0, "end")]
+
+
+# USD of today's runs (every trial at once), computed before max_concurrent_trials existed: None keeps them exactly
+TODAY_USD = {("spot-restart", False): 0.1560444444444445, ("spottune-0.5", False): 0.45254444444444436,
+             ("optuna-sha-r3-rf3", False): 0.1358777777777778, ("spottune-0.5", True): 0.06308333333333331,
+             ("optuna-hyperband", True): 0.05502777777777777}
+
+
+@pytest.mark.parametrize(("name", "crossing"), list(TODAY_USD))
+def test_no_limit_is_todays_run(name, crossing):
+    asm, record = _run(name, study=_crossing_study() if crossing else None, max_concurrent_trials=None)
+    assert sum(r.charged_usd for r in record.ledger) == pytest.approx(TODAY_USD[(name, crossing)], abs=1e-12)
+    assert asm.orchestrator.config.max_concurrent_trials is None and asm.orchestrator.waiting == []
+
+
+def test_an_asynchronous_pruner_meets_the_earlier_trials_values_with_one_worker():
+    # SHA, min_resource 1, rf 2: promoted iff value <= the max(n // 2, 1)-th smallest of the n values at the rung.
+    # t0 is slow (120 s per step) and worse (2 / k + 0.5), t1 and t2 fast (60 s per step): 1 / k + 0.3 and + 0.4.
+    # All at once t1 reaches step 1 first (1.3, alone: kept), t2 next (1.4 > 1.3: pruned), then t0 (2.5: pruned).
+    # One at a time t0 comes first and is alone at every rung (kept to the end); t1 then meets t0's values (1.3 <=
+    # 1.3 at step 1, kept), and t2 meets both (1.4 > 1.3: pruned).
+    ab = {"t0": (2.0, 0.5, 120.0), "t1": (1.0, 0.3, 60.0), "t2": (1.0, 0.4, 60.0)}
+    study = Study(name="toy", trial_ids=list(ab), configs={t: {"i": i} for i, t in enumerate(ab)},
+                  curves={t: [{"loss": a / k + b} for k in range(1, 10)] for t, (a, b, _) in ab.items()},
+                  metric="loss", mode="min", max_steps=9, reference_seconds_per_step={t: v[2] for t, v in ab.items()},
+                  checkpoint_size_mb=0.0)
+    every, _ = _run("optuna-sha-r1-rf2", study=study, history=_history(spike=False))
+    assert every.stop_rule.pruned == {"t2": 1, "t0": 1}
+    one, record = _run("optuna-sha-r1-rf2", study=study, history=_history(spike=False), max_concurrent_trials=1)
+    assert one.stop_rule.pruned == {"t2": 1} and _most_at_once(record.ledger) == 1
+    assert one.orchestrator.top_k == ("t1", "t0")
+
+
+def test_max_concurrent_trials_is_refused_for_an_elastic_schedule_and_below_one():
+    assert get_policy("optuna-sha", max_concurrent_trials=4).max_concurrent_trials == 4
+    for name, n in (("seer", 2), ("e-grid", 2), ("spottune-0.7", 0), ("optuna-sha", -1)):
+        with pytest.raises(ConfigError, match="max_concurrent_trials"):
+            get_policy(name, max_concurrent_trials=n)

@@ -138,6 +138,10 @@ def run_experiment(spec: ExperimentSpec | Mapping[str, Any], progress: Any = Non
               help="Predictor training window before --start, days.")
 @click.option("--seed", type=int, default=None, show_default=_default("seed"))
 @click.option("--max-failures", type=int, default=None, show_default=_default("max_failures"))
+@click.option("--max-concurrent-trials", type=int, default=None,
+              help="At most N trials hold an instance or are launching at once; the others wait in trial order and "
+                   "launch when a trial ends, is stopped or pauses at a barrier (Ray Tune's max_concurrent_trials; "
+                   "design D14) [default: every trial at once].")
 @click.option("--objective", type=click.Choice(list(OBJECTIVES)), default=None, show_default=_default("objective"),
               help="refund: market and max price by expected USD per useful step over the horizon; paper: Eq 2.")
 @click.option("--provisioning", type=click.Choice(list(PROVISIONINGS)), default=None,

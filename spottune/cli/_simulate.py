@@ -47,7 +47,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                  budget_usd: float | None = None, deadline_rule: str = "slack",
                  time_value_usd_per_hour: float = 0.0, provisioning: str = "spottune",
                  speed_model: str = "pooled", predictive_options: Any = None,
-                 job_time_value_usd_per_hour: float = DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR) -> Any:
+                 job_time_value_usd_per_hour: float = DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR,
+                 max_concurrent_trials: int | None = None) -> Any:
     """Run every (policy, start, market mode) combination and write the table; returns the DataFrame.
 
     Parameters
@@ -116,6 +117,10 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     predictive_options : mapping or str, optional
         With stopper ``predictive``: the rule's settings instead of the shipped defaults, a mapping or JSON object
         text (:func:`spottune.experiment.parse_predictive_options`); refused with another stopper.
+    max_concurrent_trials : int, optional
+        At most this many trials of every policy hold an instance or are launching at once; the others wait in trial
+        order and launch when a trial ends, is stopped or pauses at a barrier (Ray Tune's ``max_concurrent_trials``;
+        design D14). None: every trial at once. Refused for the SEER family (their plans set their parallelism).
 
     Raises
     ------
@@ -155,8 +160,10 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     if speed_model not in SPEED_MODELS:
         raise ConfigError(f"--speed-model is {speed_model!r}, but must be one of {', '.join(SPEED_MODELS)}")
     options = parse_predictive_options(predictive_options, stopper)  # refused up front with another stopper
+    if max_concurrent_trials is not None and not (isinstance(max_concurrent_trials, int) and max_concurrent_trials >= 1):
+        raise ConfigError(f"--max-concurrent-trials is {max_concurrent_trials!r}, but must be an integer >= 1")
     pols = parse_policies(policies + (",theta-sweep" if theta_sweep else ""), objective, stopper, rungs, provisioning,
-                          options)
+                          options, max_concurrent_trials)
     from spottune.planning import DEADLINE_RULES, parse_duration
 
     deadline_s = None if deadline is None else parse_duration(deadline)
@@ -202,7 +209,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
                   objective=objective, boot_s=boot, stopper=stopper, rungs=rungs, top_k=top_k, deadline_s=deadline_s, budget_usd=budget_usd,
                   deadline_rule=deadline_rule, time_value_usd_per_hour=float(time_value_usd_per_hour),
                   job_time_value_usd_per_hour=float(job_time_value_usd_per_hour),
-                  provisioning=provisioning, speed_model=speed_model, predictive_options=options)
+                  provisioning=provisioning, speed_model=speed_model, predictive_options=options,
+                  max_concurrent_trials=max_concurrent_trials)
              for m in modes for i, s in enumerate(starts_s) for p in pols]
     rows, walls = [None] * len(tasks), [0.0] * len(tasks)
     t0 = time.perf_counter()
@@ -229,7 +237,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
             "starts": sorted(set(table["start"])), "seed": seed, "objective": objective, "boot_s": boot, "stopper": stopper, "rungs": rungs, "predictive_options": options, "top_k": top_k,
             "time_value_usd_per_hour": time_value_usd_per_hour,
             "job_time_value_usd_per_hour": job_time_value_usd_per_hour, "provisioning": provisioning,
-            "speed_model": speed_model,
+            "speed_model": speed_model, "max_concurrent_trials": max_concurrent_trials,
             "policy_objectives": {p.name: p.objective for p in pols if p.uses_predictor},
             "deadline_s": deadline_s, "budget_usd": budget_usd, "deadline_rule": deadline_rule,
             "jobs": jobs, "runs": len(tasks), "wall_s": wall, "run_wall_s": walls,
@@ -306,13 +314,17 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
 @click.option("--speed-model", type=click.Choice(list(SPEED_MODELS)), default=SPEED_MODELS[0], show_default=True,
               help="Refund objective of the SpotTune policies: speed on instance types a trial has not run on; pooled = "
                    "speed ratios learned from all trials of the run (design R9), cores = the spec's kappa / cores.")
+@click.option("--max-concurrent-trials", type=click.IntRange(min=1), default=None,
+              help="At most N trials of every policy hold an instance or are launching at once; the others wait in "
+                   "trial order and launch when a trial ends, is stopped or pauses at a barrier (as Ray Tune's "
+                   "max_concurrent_trials, Optuna with N workers; design D14) [default: every trial at once].")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def simulate(workload: str, policies: str, starts: int, start_times: str | None, market_mode: str, output: str,
              seed: int, theta_sweep: bool, jobs: int, max_steps: int | None, prices: str | None,
              instance_types: str | None, zones: str | None, objective: str, boot_s: float | None,
              stopper: str, rungs: str | None, top_k: int, deadline: str | None, budget_usd: float | None, deadline_rule: str,
              time_value_usd_per_hour: float, job_time_value_usd_per_hour: float, provisioning: str, speed_model: str,
-             predictive_options: str | None, progress: bool) -> None:
+             predictive_options: str | None, max_concurrent_trials: int | None, progress: bool) -> None:
     from spottune.evaluation import summarise, to_markdown
     from spottune.evaluation._lower_bound import undefined_ratio_note
     from spottune.evaluation._runner import gap_note
@@ -323,7 +335,8 @@ def simulate(workload: str, policies: str, starts: int, start_times: str | None,
                          stopper=stopper, rungs=rungs, top_k=top_k, deadline=deadline, budget_usd=budget_usd, deadline_rule=deadline_rule,
                          time_value_usd_per_hour=time_value_usd_per_hour, provisioning=provisioning,
                          speed_model=speed_model, predictive_options=predictive_options,
-                         job_time_value_usd_per_hour=job_time_value_usd_per_hour)
+                         job_time_value_usd_per_hour=job_time_value_usd_per_hour,
+                         max_concurrent_trials=max_concurrent_trials)
     s = summarise(table, ["cost_usd", "jct_h", "pcr_norm", "top3", "refunded_share", "cost_vs_lower_bound"])
     cols = ["market_mode", "policy", "cost_usd_mean", "jct_h_mean", "pcr_norm_mean", "top3_mean",
             "refunded_share_mean", "cost_vs_lower_bound_mean", "n"]

@@ -212,7 +212,8 @@ def policy_orchestrator(policy: Policy, *, trial_ids: Sequence[str], configs: Ma
         revocation_model, billing = NeverRevoked(), OnDemandBilling(catalog)
     config = OrchestratorConfig(max_steps=max_steps, theta=policy.theta, top_k=top_k, metric=metric, mode=mode,
                                 max_failures=policy.max_failures, hourly_hop=policy.hourly_hop,
-                                launch_retry_s=policy.launch_retry_s, rungs=policy.rungs)
+                                launch_retry_s=policy.launch_retry_s, rungs=policy.rungs,
+                                max_concurrent_trials=policy.max_concurrent_trials)
     stop_rule, ranking = None, {}
     if policy.pruner is not None:
         stop_rule = OptunaStopRule(make_pruner(policy.pruner, max_steps, *(policy.pruner_settings or ())),

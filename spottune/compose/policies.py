@@ -162,12 +162,18 @@ class Policy:
         (spot-restart's choice unless another candidate's step cost is below ``1 − margin`` times its; decision R12);
         None: the unguarded :class:`provisioner.RefundProvisioner`. :func:`get_policy` sets
         :data:`spottune.compose.provisioning.DEFAULT_RESTART_MARGIN` and no hourly hop for provisioning ``spottune``.
+    max_concurrent_trials : int or None, default None
+        At most this many trials hold an instance or are launching at once, the others wait in trial order
+        (:attr:`spottune.orchestrator.OrchestratorConfig.max_concurrent_trials`, design D14; ``spottune simulate
+        --max-concurrent-trials``); None: every trial at once. Refused for the elastic schedules, which plan their own
+        parallelism.
 
     Raises
     ------
     ConfigError
         On an unknown chooser, predictor, max price, capacity, objective, stopper, schedule, guard overhead or
-        pruner, θ outside (0, 1], or rungs that do not fit θ.
+        pruner, θ outside (0, 1], rungs that do not fit θ, or ``max_concurrent_trials`` that is not an integer >= 1
+        or is given to an elastic schedule.
     """
 
     name: str
@@ -193,6 +199,7 @@ class Policy:
     guard_overhead: str = "fixed"
     guard_budget_cap: bool = True
     restart_margin: float | None = None
+    max_concurrent_trials: int | None = None
 
     def __post_init__(self) -> None:
         if self.chooser not in CHOOSERS:
@@ -219,6 +226,11 @@ class Policy:
         if self.guard_overhead not in GUARD_OVERHEADS:
             raise ConfigError(f"policy {self.name}: guard_overhead is {self.guard_overhead!r}, but must be one of "
                               f"{GUARD_OVERHEADS}")
+        n = self.max_concurrent_trials
+        if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and n >= 1 and self.schedule is None):
+            raise ConfigError(f"policy {self.name}: max_concurrent_trials is {n!r}, but must be an integer >= 1"
+                              + (" and is refused for an elastic schedule (it plans its own parallelism)"
+                                 if self.schedule is not None else ""))
         if self.pruner is not None and self.pruner not in PRUNERS:
             raise ConfigError(f"policy {self.name}: pruner is {self.pruner!r}, but must be one of {PRUNERS}")
         if self.rungs and self.stopper not in BARRIER_STOPPERS:
@@ -293,7 +305,8 @@ _SPOTTUNE = re.compile(r"^spottune-(?P<theta>[01](?:\.\d+)?)(?:-(?P<pred>[a-z][a
 
 def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER,
                rungs: str | Sequence[tuple[float, int]] = (), provisioning: str = "spottune",
-               predictive_options: Mapping[str, Any] | str | None = None) -> Policy:
+               predictive_options: Mapping[str, Any] | str | None = None,
+               max_concurrent_trials: int | None = None) -> Policy:
     """The policy called ``name`` (see the module table), provisioned as ``provisioning`` says.
 
     Parameters
@@ -322,6 +335,8 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
     predictive_options : mapping or str, optional
         Settings of the ``spottune-<θ>...`` policies with stopper ``predictive`` and θ < 1
         (:attr:`Policy.predictive_options`); other policies ignore them, as θ = 1 ignores ``rungs``.
+    max_concurrent_trials : int or None, default None
+        Trials at once, every policy (:attr:`Policy.max_concurrent_trials`, design D14); None: all.
 
     Returns
     -------
@@ -331,11 +346,13 @@ def get_policy(name: str, objective: str = "refund", stopper: str = DEFAULT_STOP
     Raises
     ------
     ConfigError
-        If the name, the objective or the provisioning is unknown, or the rungs do not fit the policy's θ.
+        If the name, the objective or the provisioning is unknown, the rungs do not fit the policy's θ, or
+        ``max_concurrent_trials`` is refused (:class:`Policy`).
     """
     if provisioning not in PROVISIONINGS:
         raise ConfigError(f"provisioning is {provisioning!r}, but must be one of {', '.join(PROVISIONINGS)}")
-    return with_provisioning(_named_policy(name, objective, stopper, rungs, predictive_options), provisioning)
+    policy = with_provisioning(_named_policy(name, objective, stopper, rungs, predictive_options), provisioning)
+    return policy if max_concurrent_trials is None else replace(policy, max_concurrent_trials=max_concurrent_trials)
 
 
 def with_provisioning(policy: Policy, provisioning: str) -> Policy:
@@ -422,7 +439,8 @@ def _named_policy(name: str, objective: str, stopper: str, rungs: str | Sequence
 
 def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER,
                    rungs: str | Sequence[tuple[float, int]] = (), provisioning: str = "spottune",
-                   predictive_options: Mapping[str, Any] | str | None = None) -> list[Policy]:
+                   predictive_options: Mapping[str, Any] | str | None = None,
+                   max_concurrent_trials: int | None = None) -> list[Policy]:
     """Comma-separated policy names (``default`` = :data:`DEFAULT_POLICIES`), duplicates dropped.
 
     ``objective`` is the default objective of SpotTune policies without a suffix, ``stopper`` and ``rungs`` their
@@ -434,7 +452,7 @@ def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_
     text : str
         Comma-separated names (``spottune simulate --policies``); ``default`` and ``theta-sweep`` expand to
         their lists.
-    objective, stopper, rungs, provisioning, predictive_options
+    objective, stopper, rungs, provisioning, predictive_options, max_concurrent_trials
         As in :func:`get_policy`.
 
     Returns
@@ -454,13 +472,14 @@ def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_
                 names.append(n)
     if not names:
         raise ConfigError("--policies is empty")
-    return [get_policy(n, objective, stopper, rungs, provisioning, predictive_options) for n in names]
+    return [get_policy(n, objective, stopper, rungs, provisioning, predictive_options, max_concurrent_trials)
+            for n in names]
 
 
 def spec_policy(spec: ExperimentSpec) -> Policy:
     """The policy ``spottune run`` executes for ``spec`` (θ barrier, top-k and early stopping of Algorithm 1, SpotTune's
     provisioner as ``spec.provisioning`` says, :func:`with_provisioning`): the spec's ``predictor``, ``theta``, ``objective``, ``stopper``, ``rungs``,
-    ``predictive_options`` and ``max_failures``, and the fields where a run has always been wired differently from the
+    ``predictive_options``, ``max_failures`` and ``max_concurrent_trials``, and the fields where a run has always been wired differently from the
     simulated ``spottune-<θ>`` policies: the orchestrator's default launch back-off (60 s), a deadline guard that counts
     the pool's slowest checkpoint restore and has no budget cap, and failover (design E12) on the backends whose
     driver reports capacity refusals (``sim``, ``local``, ``aws`` for ``aws.exclusion_s``, ``ray`` when a market's
@@ -481,7 +500,8 @@ def spec_policy(spec: ExperimentSpec) -> Policy:
                   predictive_options=spec.predictive_options, failover=spec.backend in ("sim", "local", "aws", "ray"),
                   exclusion_s=exclusion_s(spec) if spec.backend == "aws" else DEFAULT_EXCLUSION_S,
                   launch_retry_s=_ORCHESTRATOR_DEFAULTS["launch_retry_s"], max_failures=spec.max_failures,
-                  guard_overhead="checkpoint-transfer", guard_budget_cap=False), spec.provisioning)
+                  guard_overhead="checkpoint-transfer", guard_budget_cap=False,
+                  max_concurrent_trials=spec.max_concurrent_trials), spec.provisioning)
     # [I] a cloud's refusal for capacity may last: aws and ray fail over whatever the provisioning (the guarded
     # default's "no failover", R12, was measured on the simulator's refusals only)
     return replace(policy, failover=True) if spec.backend in ("aws", "ray") else policy

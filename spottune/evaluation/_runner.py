@@ -82,6 +82,8 @@ class Task:
         Replay the study's trials in an order drawn per start (``numpy.random.default_rng([seed, start_index])``),
         the same for every policy at that start: a policy that samples the first trials of the study (E-Hyperband,
         E-Grid) does not inherit the file's order (DB16).
+    max_concurrent_trials : int or None, default None
+        At most this many trials at once, the others waiting in trial order (design D14); None: all at once.
     """
 
     workload: str
@@ -111,6 +113,7 @@ class Task:
     job_time_value_usd_per_hour: float = DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR
     provisioning: str = "spottune"
     speed_model: str = "pooled"
+    max_concurrent_trials: int | None = None
 
 
 def default_starts(history: Any, markets: list, n: int, *, train_days: float = TRAIN_DAYS,
@@ -394,7 +397,7 @@ def run_task(task: Task) -> tuple[dict[str, Any], float]:
 
     t0 = time.perf_counter()
     policy = get_policy(task.policy, task.objective, task.stopper, task.rungs, task.provisioning,
-                        task.predictive_options)
+                        task.predictive_options, task.max_concurrent_trials)
     env = environment(task.workload, task.seed, task.market_mode, task.prices, task.max_steps, task.instance_types,
                       task.zones)
     study = env["study"]

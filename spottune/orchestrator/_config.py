@@ -90,7 +90,8 @@ class OrchestratorConfig:
     ------
     ConfigError
         On ``max_steps`` < 1, θ outside (0, 1], ``top_k`` < 1, a mode other than ``min`` / ``max``, a negative
-        ``max_failures``, ``launch_retry_s`` <= 0, or rungs :func:`check_rungs` refuses.
+        ``max_failures``, ``launch_retry_s`` <= 0, rungs :func:`check_rungs` refuses, or ``max_concurrent_trials``
+        neither None nor an integer >= 1.
     """
 
     max_steps: int
@@ -102,6 +103,7 @@ class OrchestratorConfig:
     launch_retry_s: float = 60.0
     hourly_hop: bool = True
     rungs: tuple[tuple[float, int], ...] = ()
+    max_concurrent_trials: int | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.max_steps, int) and self.max_steps >= 1):
@@ -116,6 +118,9 @@ class OrchestratorConfig:
             raise ConfigError(f"`max_failures` is {self.max_failures!r}, but must be an integer >= 0")
         if not self.launch_retry_s > 0:
             raise ConfigError(f"`launch_retry_s` is {self.launch_retry_s!r}, but must be > 0")
+        n = self.max_concurrent_trials
+        if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+            raise ConfigError(f"`max_concurrent_trials` is {n!r}, but must be an integer >= 1 or None")
         object.__setattr__(self, "rungs", check_rungs(self.rungs, self.theta, self.top_k, self.max_steps))
 
     @property

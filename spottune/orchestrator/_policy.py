@@ -7,7 +7,9 @@ receive and for actions we send, validating first and assigning after, so a reje
 the trial unchanged.
 
 Decisions ([I]: what Algorithm 1 leaves open; decisions D1-D13 of ``docs/design/decisions.md``):
-- launch every trial at ``ExperimentStarted``; relaunch at once after a revocation checkpoint (the
+- launch every trial at ``ExperimentStarted`` (with ``config.max_concurrent_trials``, the first that many; the
+  others wait in trial order for a trial to end, stop or pause at a barrier; design D14); relaunch at once after a
+  revocation checkpoint (the
   revoked instance is left for the provider to terminate so its first hour stays refundable);
 - after one hour on an instance: checkpoint (HOP), terminate, re-provision; if a notice arrived
   meanwhile, the instance is not terminated by us (refund); no hop when no step finished on the instance
@@ -225,6 +227,8 @@ class Orchestrator:
         self.selection_done = config.theta >= 1  #: the θ barrier has been passed (or there is none)
         self.selected: tuple[str, ...] = ()  #: the top-k chosen at the θ barrier
         self.top_k: tuple[str, ...] = ()  #: the final answer, best first
+        #: trials waiting for a slot under ``config.max_concurrent_trials`` (PENDING or KEPT), in launch order
+        self.waiting: list[str] = []
 
     # -- public -------------------------------------------------------------------------------------
     @property
@@ -314,8 +318,7 @@ class Orchestrator:
                 raise UnexpectedEvent("*", "started", "ExperimentStarted")
             self.started_s = event.time_s
             out: list[Action] = []
-            for tr in self.trials.values():
-                self._launch(tr, event.time_s, out)
+            self._admit(list(self.trials.values()), event.time_s, out)
             return out
         tr = self.trials.get(event.trial_id)
         if tr is None or self.started_s is None:
@@ -392,7 +395,8 @@ class Orchestrator:
                 else:
                     out.append(ScheduleWakeUp(trial_id=tr.trial_id, at_s=t + self.config.launch_retry_s))
             case WakeUp():
-                if tr.state in (TrialState.PENDING, TrialState.PREEMPTED, TrialState.HOPPING, TrialState.KEPT):
+                if tr.state in (TrialState.PENDING, TrialState.PREEMPTED, TrialState.HOPPING, TrialState.KEPT) \
+                        and tr.trial_id not in self.waiting:  # a waiting trial launches when a slot frees (D14)
                     self._launch(tr, t, out)
             case MetricReported():
                 if old_state is TrialState.RUNNING:
@@ -580,8 +584,34 @@ class Orchestrator:
         back-off)."""
         return {} if self._learner is None else self._learner.excluded(t)
 
+    # -- concurrency --------------------------------------------------------------------------------
+    def _admit(self, trials: Sequence[TrialRecord], t: float, out: list[Action]) -> None:
+        """Launch ``trials`` now, in order; under ``config.max_concurrent_trials`` queue them and launch as many as
+        there are free slots (design D14)."""
+        if self.config.max_concurrent_trials is None:
+            for tr in trials:
+                self._launch(tr, t, out)
+            return
+        self.waiting.extend(tr.trial_id for tr in trials)
+        self._fill(t, out)
+
+    def _fill(self, t: float, out: list[Action]) -> None:
+        """Launch waiting trials, first queued first, while fewer than ``config.max_concurrent_trials`` trials hold
+        a slot: a trial holds one from its admission until it ends, is stopped or pauses at a barrier (a paused trial
+        has no instance), relaunches after a revocation or a hop included."""
+        limit = self.config.max_concurrent_trials
+        if limit is None or not self.waiting:
+            return
+        queued = set(self.waiting)
+        holding = sum(1 for tid, tr in self.trials.items() if tid not in queued and not tr.state.is_terminal()
+                      and tr.state is not TrialState.PAUSED_AT_THETA)
+        while self.waiting and holding < limit:
+            self._launch(self.trials[self.waiting.pop(0)], t, out)
+            holding += 1
+
     # -- barrier and the end ------------------------------------------------------------------------
     def _progress(self, t: float, out: list[Action]) -> None:
+        self._fill(t, out)  # a trial ended, stopped or paused: its slot goes to the next waiting trial
         while not self.selection_done:  # a barrier whose kept trials had all ended is passed at once
             if not all(tr.state is TrialState.PAUSED_AT_THETA or tr.state.is_terminal()
                        for tr in self.trials.values()):
@@ -659,6 +689,12 @@ class Orchestrator:
             if tr.trial_id in kept:
                 tr.target_steps = target
                 self._keep(tr)
+        if self.config.max_concurrent_trials is not None:  # the kept trials wait for slots, in trial order (D14)
+            for tr in paused:
+                if tr.trial_id not in kept:
+                    self._act(tr, Stop(trial_id=tr.trial_id, reason=StopReason.NOT_TOP_K), StopReason.NOT_TOP_K, out)
+            self._admit([tr for tr in paused if tr.trial_id in kept], t, out)
+            return
         for tr in paused:
             if tr.trial_id in kept:
                 self._launch(tr, t, out)

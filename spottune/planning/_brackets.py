@@ -178,13 +178,17 @@ class BracketOrchestrator(Orchestrator):
     Raises
     ------
     ConfigError
-        If the schedule needs more trials than given.
+        If the schedule needs more trials than given, or ``config.max_concurrent_trials`` is set (a schedule plans its
+        own parallelism).
     """
 
     def __init__(self, trial_ids: Sequence[str], config: OrchestratorConfig, chooser: TypeChooser, schedule: Any, *,
                  instance_type: Callable[[float], str], seconds_per_step: Callable[[str, str], float],
                  overhead_s: float, predictor: Any = None, wall_clock: bool = False, step_time_cov: float = 0.0):
         n = schedule.n_trials
+        if config.max_concurrent_trials is not None:  # a schedule plans its own parallelism (its rounds' trials)
+            raise ConfigError(f"{schedule.name}: max_concurrent_trials is for Algorithm 1's orchestrator; an elastic "
+                              "schedule runs the trials its plan sets")
         if n > len(trial_ids):
             raise ConfigError(f"{schedule.name}: the schedule samples {n} trials, the study has {len(trial_ids)}")
         super().__init__(list(trial_ids)[:n], config, chooser, predictor=predictor)
