@@ -206,6 +206,9 @@ def markdown(results):
 #: --provisioning restart``), and the provisioning with the stopper held fixed.
 STOPPING_JSONS = ("rungs_usd_r11_retest.json", "rungs_usd_convnext_hparams.json")
 STOPPING_RESTART_JSONS = ("rungs_usd_restart.json", "rungs_usd_convnext_restart.json")
+#: The stoppers alone with every method tuned on spot-restart's provisioning too (``bench_rungs_usd.py --provisioning
+#: restart``, the sets where the picks above miss; docs/design/earlycurve.md §8.14).
+STOPPING_RESTART_TUNED_JSON = "rungs_usd_restart_tuned.json"
 PROVISIONING_JSON = "provisioning.json"
 #: Recorded ConvNeXt runs, those one study samples, and progress steps per run (docs/design/decisions.md E7).
 CONVNEXT_RUNS, STUDY_TRIALS, STUDY_STEPS = 288, 16, 50
@@ -245,7 +248,8 @@ def two_part_markdown(folder=None):
     tuned on separate studies; top-3 with its count of studies and exact 95 % interval, ``_common.rate_interval``; the
     prior that stopper ``hparams`` learns from, priced at the test studies' USD per trained step), once on the
     provisioning the picks were tuned on and once with every method on spot-restart's (the stoppers alone, when its
-    JSONs are there), and provisioning with the stopper held fixed (``bench_provisioning.py``, pooled over its cells)."""
+    JSONs are there; tuned there too, when ``STOPPING_RESTART_TUNED_JSON`` is there), and provisioning with the stopper
+    held fixed (``bench_provisioning.py``, pooled over its cells)."""
     folder = OUT.parent if folder is None else folder
     paths = [folder / n for n in (*STOPPING_JSONS, PROVISIONING_JSON)]
     if not all(p.exists() for p in paths):
@@ -271,6 +275,11 @@ def two_part_markdown(folder=None):
                   "each launch at the on-demand price, no hop), which does not react to when a trial will next stop; "
                   "the peer chosen by the same rule on these test rows ([earlycurve.md](earlycurve.md) §8.14).", "",
                   *head, *alone]
+        if (folder / STOPPING_RESTART_TUNED_JSON).exists():
+            tuned, _ = _stopping_rows(folder, (STOPPING_RESTART_TUNED_JSON,))
+            lines += ["", f"Tuned there too (`{STOPPING_RESTART_TUNED_JSON}`): every method, ours and the peers, tuned "
+                      "again by the same rule on its tuning studies replayed on spot-restart's provisioning, then "
+                      "tested on the same test studies.", "", *head, *tuned]
     if prior:
         workload, ours, bar, low, high = prior
         runs = CONVNEXT_RUNS - STUDY_TRIALS
