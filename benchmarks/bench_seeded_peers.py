@@ -21,7 +21,8 @@ among the seeded and the stored unseeded peers together (``target_any``); ``benc
 with the ratio's bootstrap interval over the test studies and exact intervals of the top-3 rates.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_seeded_peers.py [--tune-seeds 24] [--jobs 2]
-[--reuse FILE]`` (ConvNeXt: about 1-2 min per tuning study for the 27 settings on two cores, 10 min for the test).
+[--reuse FILE]`` (ConvNeXt: 1-3 min per tuning study for the 27 settings on two loaded cores, 40 min for 24 studies, 3 min
+for the test).
 The rows written so far go to ``<out>.partial.json`` after every tuning study; ``--reuse`` of that file (or of a
 finished run) takes its rows instead of replaying them. ``--markdown`` prints the tables from the JSON.
 """
@@ -77,7 +78,7 @@ def _check_replay(workload: str, stored_rows: list[dict]) -> None:
 
 
 def run(args) -> dict:
-    from bench_rungs_usd import HB_GRID, SHA_GRID, _means, _rows, pick, target
+    from bench_rungs_usd import BUILTIN_GRID, HB_GRID, SHA_GRID, _means, _rows, pick, target
 
     stored = json.loads(args.stored.read_text())
     reuse = {}
@@ -85,22 +86,28 @@ def run(args) -> dict:
         old = json.loads(path.read_text())
         for r in old.get("tuning_rows", []) + old.get("rows", []):
             reuse[(r["workload"], r["seed"], r["start"], r["policy"])] = r
-    tune_all = list(dict.fromkeys((r["seed"], r["start"]) for r in stored["tuning_rows"]))
+    tune_all = list(dict.fromkeys((r["seed"], r["start"]) for r in stored["tuning_rows"]))  # in the stored order
     if args.tune_seeds > len(tune_all):
         raise SystemExit(f"--tune-seeds {args.tune_seeds}: the stored run has {len(tune_all)} tuning studies")
     tune = tune_all[:args.tune_seeds]
-    grid = ([f"optuna-sha-r{r}-rf{rf}{SUFFIX}" for r, rf in SHA_GRID]
-            + [f"optuna-hyperband-r{r}-rf{rf}{SUFFIX}" for r, rf in HB_GRID])
+
+    def grid(workload: str) -> list[str]:  # bench_rungs_usd's grids: the built-in sets' wider one
+        sha, hb = (BUILTIN_GRID, BUILTIN_GRID) if workload.startswith("builtin-") else (SHA_GRID, HB_GRID)
+        return ([f"optuna-sha-r{r}-rf{rf}{SUFFIX}" for r, rf in sha]
+                + [f"optuna-hyperband-r{r}-rf{rf}{SUFFIX}" for r, rf in hb])
+
+    workloads = args.workloads.split(",")
     out = {"config": {"stored": str(args.stored.resolve().relative_to(ROOT)), "provisioning": PROVISIONING,
-                      "tune_seeds": args.tune_seeds, "tuning_studies": tune, "grid": grid, "jobs": args.jobs,
+                      "tune_seeds": args.tune_seeds, "tuning_studies": tune, "grid": {w: grid(w) for w in workloads},
+                      "jobs": args.jobs,
                       "reused_from": [str(p) for p in args.reuse], "target_top3": stored["config"]["target_top3"]},
            "picks": {}, "stored_picks": {}, "tuning": {}, "tuning_rows": [], "rows": [], "summary": {},
            "target_seeded": {}, "target_any": {}}
     partial = args.out.with_suffix(".partial.json")
-    for workload in args.workloads.split(","):
+    for workload in workloads:
         _check_replay(workload, stored["rows"])
         for seed, start in tune:
-            out["tuning_rows"] += _rows(workload, seed, start, grid, args.jobs, reuse=reuse, provisioning=PROVISIONING)
+            out["tuning_rows"] += _rows(workload, seed, start, grid(workload), args.jobs, reuse=reuse, provisioning=PROVISIONING)
             write_json(partial, out, default=float)
             print(f"{workload} tuning seed {seed}: done", file=sys.stderr, flush=True)
         mine = [r for r in out["tuning_rows"] if r["workload"] == workload]
