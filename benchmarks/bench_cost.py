@@ -206,6 +206,8 @@ def markdown(results):
 #: --provisioning restart``), and the provisioning with the stopper held fixed.
 STOPPING_JSONS = ("rungs_usd_r11_retest.json", "rungs_usd_convnext_hparams.json")
 STOPPING_RESTART_JSONS = ("rungs_usd_restart.json", "rungs_usd_convnext_restart.json")
+#: ConvNeXt's peers given the ``hparams`` pick's previous runs (``bench_seeded_peers.py``, design ES22).
+SEEDED_JSON = "rungs_usd_convnext_seeded.json"
 #: The stoppers alone with every method tuned on spot-restart's provisioning too (``bench_rungs_usd.py --provisioning
 #: restart``, the sets where the picks above miss; docs/design/earlycurve.md §8.14).
 STOPPING_RESTART_TUNED_JSON = "rungs_usd_restart_tuned.json"
@@ -284,11 +286,20 @@ def two_part_markdown(folder=None):
         workload, ours, bar, low, high = prior
         runs = CONVNEXT_RUNS - STUDY_TRIALS
         steps = runs * STUDY_STEPS
-        lines += ["", f"The `hparams` pick on {workload} learns from the {runs} recorded runs its study did not sample, "
-                  f"which the peers are not given: {runs / STUDY_TRIALS:.0f} studies of full training, {steps:,} "
-                  f"trained steps, {steps * low:.0f}-{steps * high:.0f} USD at the test studies' {low:.4f}-{high:.4f} "
-                  f"USD per trained step (mean USD ÷ mean steps of each policy there), against a saving of "
-                  f"{bar - ours:.2f} USD per study over the peer."]
+        text = (f"The `hparams` pick on {workload} learns from the {runs} recorded runs its study did not sample, "
+                f"{runs / STUDY_TRIALS:.0f} studies of full training, {steps:,} trained steps, "
+                f"{steps * low:.0f}-{steps * high:.0f} USD at the test studies' {low:.4f}-{high:.4f} USD per trained "
+                f"step (mean USD ÷ mean steps of each policy there), against a saving of {bar - ours:.2f} USD per "
+                "study over the peer.")
+        if (folder / SEEDED_JSON).exists():
+            t = json.loads((folder / SEEDED_JSON).read_text())["target_seeded"][workload]["ours"]
+            lo, hi = t["ratio_ci95"]
+            text += (" Given the same runs (their Optuna study seeded with them, design ES22) and re-tuned on the same "
+                     f"studies, the peers are dearer: the pick is {t['ratio']:.2f}x ({lo:.2f}-{hi:.2f}) the cheapest "
+                     f"seeded peer at top-3 ≥ 0.95, {t['peer']} at {t['peer_cost_usd']:.3f} USD, "
+                     f"{round(t['peer_top3'] * t['top3_n'])}/{t['top3_n']} (`benchmarks/bench_seeded_peers.py`, "
+                     f"`{SEEDED_JSON}`; [earlycurve.md](earlycurve.md) §8.19).")
+        lines += ["", text]
     summary = json.loads((folder / PROVISIONING_JSON).read_text())["summary"]
     lines += ["", f"**Provisioning, stopper held fixed** (`benchmarks/bench_provisioning.py`, `{PROVISIONING_JSON}`): "
               "`spottune-0.7` (the θ barrier, top-3) under SpotTune's default provisioning against the same policy "

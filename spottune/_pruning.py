@@ -12,6 +12,16 @@ its final loss, which is what ``MedianPruner`` compares against.
 ``SuccessiveHalvingPruner(min_resource=max(1, max_steps // 27), reduction_factor=3)`` (``"auto"`` needs
 a completed trial, which a fully parallel study does not have before the end);
 ``HyperbandPruner(min_resource=max(1, max_steps // 27), max_resource=max_steps, reduction_factor=3)``.
+
+Previous runs (opt-in, policies ``optuna-...-seeded``; decision ES22): before the first trial the mirrored study
+gets one COMPLETE trial per previous run of the search space, so the pruner compares the new trials with them. Each
+is replayed through the pruner's own calls, ``study.ask()``, ``trial.report(loss, step)`` and
+``trial.should_prune()`` at every step of its recorded curve below ``max_steps`` (the decision is ignored: a
+previous run was trained to the end), then ``study.tell(trial, final)``. Adding trials built by
+``optuna.trial.create_trial(intermediate_values=...)`` with ``study.add_trials`` would not do:
+``SuccessiveHalvingPruner`` (and Hyperband's brackets) compare against the rung values that its ``prune()`` stores
+in the trial's system attributes, which such a trial does not have, so SHA and Hyperband would ignore it. Only
+``MedianPruner`` reads ``intermediate_values``.
 """
 
 from __future__ import annotations
@@ -77,6 +87,11 @@ class OptunaStopRule:
         ``S_max``, steps; a report at this step completes the Optuna trial.
     study_name : str, default="spottune-sim"
         Fixed, so Hyperband's bracket assignment is reproducible.
+    previous_runs : sequence of (steps, losses), default ()
+        Completed runs of the same search space, in a fixed order, each its steps (1 .. ``max_steps``, increasing) and
+        the loss at each; the loss at ``max_steps`` (else the last one) is its final value. They become COMPLETE trials
+        numbered 0 .. n-1 before the orchestrator's trials (module docstring); they are never launched or billed, and
+        ``pruned`` never names them.
 
     Attributes
     ----------
@@ -84,16 +99,35 @@ class OptunaStopRule:
         Step at which each pruned trial was stopped.
     """
 
-    def __init__(self, pruner: Any, trial_ids: Sequence[str], max_steps: int, study_name: str = "spottune-sim"):
+    def __init__(self, pruner: Any, trial_ids: Sequence[str], max_steps: int, study_name: str = "spottune-sim",
+                 previous_runs: Sequence[tuple[Sequence[int], Sequence[float]]] = ()):
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.max_steps = int(max_steps)
         self.study = optuna.create_study(study_name=study_name, direction="minimize", pruner=pruner,
                                          sampler=optuna.samplers.RandomSampler(seed=0))
+        self.n_previous = 0
+        for steps, losses in previous_runs:
+            self._seed(steps, losses)
         self._trials = {tid: self.study.ask() for tid in trial_ids}
         self._done: set[str] = set()
         self.pruned: dict[str, int] = {}
+
+    def _seed(self, steps: Sequence[int], losses: Sequence[float]) -> None:
+        """One previous run as a COMPLETE trial whose rung values the pruner recorded itself (module docstring)."""
+        pairs = [(int(s), float(v)) for s, v in zip(steps, losses)]
+        if not pairs or any(b[0] <= a[0] for a, b in zip(pairs, pairs[1:])) or pairs[0][0] < 1:
+            raise ValueError("a previous run needs increasing steps >= 1 and a loss at each")
+        final = next((v for s, v in pairs if s == self.max_steps), pairs[-1][1])
+        trial = self.study.ask()
+        for step, loss in pairs:
+            if step >= self.max_steps:
+                break
+            trial.report(loss, step)
+            trial.should_prune()  # records the rung values; the run was trained to the end whatever it says
+        self.study.tell(trial, final)
+        self.n_previous += 1
 
     def should_stop(self, trial_id: str, step: int, loss: float) -> bool:
         """Report ``loss`` at ``step`` to the mirrored Optuna trial and return ``should_prune()``.

@@ -570,6 +570,8 @@ CASES = [
     ("simulate-rungs-inf", "spottune", f"{SIM} --rungs inf:3", "rungs is 'inf:3'"),
     ("simulate-hparams-without-runs", "spottune",
      f"{SIM} --workload cakelab-resnet32 --policies spottune-0.2 --stopper hparams", "has none"),
+    ("simulate-seeded-peer-without-runs", "spottune",
+     f"{SIM} --workload cakelab-resnet32 --policies optuna-sha-r1-rf3-seeded", "has none"),
     # -- revpred train / eval --------------------------------------------------------------------------------
     ("revpred-train-start-word", "revpred", f"{TRAIN} --train-start soon --train-end 2015-05-02", "soon"),
     ("revpred-train-end-word", "revpred", f"{TRAIN} --train-start 2015-05-01 --train-end later", "later"),

@@ -293,6 +293,69 @@ def test_optuna_peers_at_given_settings():
             get_policy(bad)
 
 
+def _seeded_rule(previous):
+    import optuna
+
+    rule = OptunaStopRule(optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2), ["a", "b"], 4,
+                          previous_runs=[((1, 2, 3, 4), (v, v, v, v)) for v in previous])
+    return rule, [rule.should_stop(t, 1, loss) for t, loss in (("a", 0.5), ("b", 0.15))]
+
+
+def test_a_seeded_sha_pruner_compares_new_trials_with_the_previous_runs():
+    # SHA, min_resource 1, eta 2: at step 1 a trial is promoted iff its value <= the max(n // 2, 1)-th smallest of the
+    # n values recorded there, its own included. Unseeded: "a" 0.5 is alone (kept), "b" 0.15 the smallest (kept).
+    # Seeded with three previous runs at 0.1, 0.2, 0.3: "a" 0.5 against [0.1, 0.2, 0.3, 0.5] needs <= the 2nd
+    # smallest 0.2 (pruned at step 1); "b" 0.15 against [0.1, 0.15, 0.2, 0.3, 0.5] is <= the 2nd smallest (kept).
+    rule, stops = _seeded_rule(())
+    assert stops == [False, False] and rule.pruned == {} and rule.n_previous == 0
+    rule, stops = _seeded_rule((0.1, 0.2, 0.3))
+    assert stops == [True, False] and rule.pruned == {"a": 1} and rule.n_previous == 3
+    # the previous runs are COMPLETE trials 0-2 with their final value and every step below max_steps; the study's
+    # own trials come after them
+    seeded = rule.study.get_trials()[:3]
+    assert [(t.number, t.state.name, t.value) for t in seeded] == [(0, "COMPLETE", 0.1), (1, "COMPLETE", 0.2),
+                                                                   (2, "COMPLETE", 0.3)]
+    assert seeded[1].intermediate_values == {1: 0.2, 2: 0.2, 3: 0.2}
+    assert [t.number for t in rule.study.get_trials()[3:]] == [3, 4]
+    # worse previous runs let "a" through: 0.5 <= the 2nd smallest of [0.5, 0.6, 0.7, 0.8]
+    assert _seeded_rule((0.6, 0.7, 0.8))[1] == [False, False]
+    with pytest.raises(ValueError):
+        OptunaStopRule(optuna_sha(), ["a"], 4, previous_runs=[((2, 1), (0.1, 0.2))])
+
+
+def optuna_sha():
+    import optuna
+
+    return optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2)
+
+
+def test_seeded_optuna_policies_start_from_the_studys_previous_runs_which_never_run():
+    # optuna-sha-r1-rf3-seeded on the crossing study with 9 previous runs at a constant loss of 1.65 (rungs at steps 1,
+    # 3 and 9, eta 3: promoted iff <= the max(n // 3, 1)-th smallest of the n values there). Step 1 (a + b, trials in
+    # launch order): t0 1.9 (n = 10, 3rd smallest 1.65), t1 1.8, t2 2.0 pruned; t3 1.6 (n = 13, 4th smallest 1.65)
+    # kept; t4 2.3, t5 1.7 pruned; t6 1.5 kept; t7 2.1 pruned; t8 1.55 (n = 18, 6th smallest 1.65) kept. Steps 3 and 9:
+    # t3, t6 and t8 are all below 1.65, as many as the rank allowed (kept). Unseeded, t0, t1, t3 and t6 survive
+    # (EXPECTED_PRUNING).
+    study = _crossing_study()
+    study.extra["previous_runs"] = [(list(range(1, 28)), [1.65] * 27, 27, {"i": -1 - j}) for j in range(9)]
+    asm, record = _run("optuna-sha-r1-rf3-seeded", study=study)
+    trials = asm.orchestrator.trials
+    pruned = {t: tr.pruned_at for t, tr in trials.items() if tr.state is TrialState.STOPPED_EARLY}
+    assert pruned == {"t0": 1, "t1": 1, "t2": 1, "t4": 1, "t5": 1, "t7": 1}
+    assert asm.orchestrator.top_k == ("t6", "t8", "t3")
+    assert asm.stop_rule.n_previous == 9 and len(asm.stop_rule.study.get_trials()) == 18
+    assert set(trials) == set(study.trial_ids)  # the previous runs are not trials of the run: never launched or billed
+    assert {row.trial_id for row in record.ledger} == set(study.trial_ids)
+    p = get_policy("optuna-hyperband-r2-rf4-seeded")
+    assert (p.pruner, p.pruner_settings, p.seeded, p.name) == ("hyperband", (2, 4), True, "optuna-hyperband-r2-rf4-seeded")
+    assert get_policy("optuna-sha-seeded").seeded and not get_policy("optuna-sha").seeded
+    for bad in ("spottune-0.7-seeded", "spot-restart-seeded", "optuna-sha-seeded-seeded"):
+        with pytest.raises(ConfigError):
+            get_policy(bad)
+    with pytest.raises(ConfigError, match="previous runs"):  # a study without previous runs
+        _run("optuna-sha-seeded", study=_crossing_study())
+
+
 def test_restart_provisioning_gives_the_spottune_provisioned_policies_spot_restarts_provisioning():
     # --provisioning restart: stoppers compared on a provisioning that does not depend on when a trial will stop
     # the spike above on-demand 40 min in revokes every trial still running then: all 4 under the θ 0.5 barrier

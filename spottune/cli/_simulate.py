@@ -188,6 +188,10 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     if any(p.stopper == "hparams" and p.theta < 1 for p in pols) and not env["study"].extra.get("previous_runs"):
         raise ConfigError(f"--stopper hparams learns from previous runs of the search space, and {workload!r} has none "
                           "(the opda and builtin-* random-search studies have them)")
+    seeded = [p.name for p in pols if p.seeded]
+    if seeded and not env["study"].extra.get("previous_runs"):
+        raise ConfigError(f"policies {', '.join(seeded)} start from previous runs of the search space, and "
+                          f"{workload!r} has none (the opda and builtin-* random-search studies have them)")
     for p in pols:
         if p.rungs:
             check_rungs(p.rungs, p.theta, top_k, s_max)

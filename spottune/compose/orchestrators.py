@@ -124,7 +124,8 @@ def policy_orchestrator(policy: Policy, *, trial_ids: Sequence[str], configs: Ma
                         time_value_usd_per_hour: float = 0.0,
                         job_time_value_usd_per_hour: float = DEFAULT_JOB_TIME_VALUE_USD_PER_HOUR,
                         speed_model: str = "pooled",
-                        learned: Callable[[OrchestratorConfig], FinalMetricPredictor | None] | None = None) -> Assembly:
+                        learned: Callable[[OrchestratorConfig], FinalMetricPredictor | None] | None = None,
+                        previous_runs: Sequence[tuple[Any, Any, float, Mapping[str, Any]]] | None = None) -> Assembly:
     """The orchestrator of a (non-elastic) policy: chooser, configuration, early stopping and deadline guard.
 
     Parameters
@@ -177,6 +178,10 @@ def policy_orchestrator(policy: Policy, *, trial_ids: Sequence[str], configs: Ma
         The final-metric predictor learned from earlier runs, for the configuration's barriers: a run's curve file
         (``stopper_curves``), or a study's previous runs (stopper ``hparams``). With stopper ``hparams`` it also
         ranks the rungs (with ``configs``).
+    previous_runs : sequence of (steps, loss, max_steps, hyperparameters), optional
+        Finished previous runs of the search space, in loss scale (:attr:`spottune.evaluation.Study.extra`
+        ``previous_runs``): a ``seeded`` Optuna policy's mirrored study starts from them as COMPLETE trials, never
+        launched nor billed (:class:`spottune._pruning.OptunaStopRule`, decision ES22); other policies ignore them.
 
     Returns
     -------
@@ -185,7 +190,8 @@ def policy_orchestrator(policy: Policy, *, trial_ids: Sequence[str], configs: Ma
     Raises
     ------
     ConfigError
-        A SpotTune chooser without a predictor, or a deadline without a start.
+        A SpotTune chooser without a predictor, a deadline without a start, or a ``seeded`` policy without
+        previous runs.
     """
     rng = np.random.default_rng(seed)
     rule = _max_price_rule(policy, history, markets)
@@ -216,8 +222,11 @@ def policy_orchestrator(policy: Policy, *, trial_ids: Sequence[str], configs: Ma
                                 max_concurrent_trials=policy.max_concurrent_trials)
     stop_rule, ranking = None, {}
     if policy.pruner is not None:
+        if policy.seeded and not previous_runs:
+            raise ConfigError(f"policy {policy.name} starts from previous runs of the search space, and there are none")
+        seeds = [(steps, loss) for steps, loss, *_ in previous_runs or ()] if policy.seeded else []
         stop_rule = OptunaStopRule(make_pruner(policy.pruner, max_steps, *(policy.pruner_settings or ())),
-                                   list(trial_ids), max_steps)
+                                   list(trial_ids), max_steps, previous_runs=seeds)
     if policy.early_curve:
         at_theta = learned(config) if learned is not None else None
         if policy.stopper == "hparams" and at_theta is not None:  # docs/design/earlycurve.md §8.19
@@ -326,7 +335,8 @@ def assemble(policy: Policy, *, study: StudyLike, history: PriceHistory, catalog
         checkpoint_size_mb=float(getattr(study, "checkpoint_size_mb", 1.0)),
         reference_seconds_per_step=_study_reference(study), start_s=start_s, deadline_s=deadline_s,
         budget_usd=budget_usd, deadline_rule=deadline_rule, time_value_usd_per_hour=time_value_usd_per_hour,
-        job_time_value_usd_per_hour=job_time_value_usd_per_hour, speed_model=speed_model, learned=learned)
+        job_time_value_usd_per_hour=job_time_value_usd_per_hour, speed_model=speed_model, learned=learned,
+        previous_runs=study.extra.get("previous_runs") if policy.seeded else None)
 
 
 def elastic_schedule(kind: str, *, study: StudyLike, history: PriceHistory, catalog: InstanceCatalog,

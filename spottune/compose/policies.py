@@ -40,7 +40,10 @@ spot-restart-failover      spot-restart that fails over like SkyPilot: a market 
                            cheapest (design E12; every SpotTune policy fails over so).
 optuna-median / -sha /     SpotTune's provisioning (RevPred, hop) at θ = 1 without EarlyCurve; stop
 optuna-hyperband           decisions by Optuna's MedianPruner / SuccessiveHalvingPruner / HyperbandPruner
-                           (:mod:`spottune._pruning`).
+                           (:mod:`spottune._pruning`). ``optuna-sha-r3-rf4``: min_resource and reduction
+                           factor given. The suffix ``-seeded`` (``optuna-sha-seeded``,
+                           ``optuna-hyperband-r1-rf3-seeded``) starts the mirrored Optuna study from the
+                           study's previous runs as COMPLETE trials, never launched nor billed (decision ES22).
 seer                       SEER as published (SoCC'21, Algorithm 1, eta 4, nu 2): its plan for the run's
                            deadline and budget (``spottune simulate --deadline --budget-usd``), brackets
                            on the cheapest-per-vCPU type with P[i] vCPUs, elimination by the current value,
@@ -119,6 +122,10 @@ class Policy:
     pruner_settings : (int, int) or None
         SHA's or Hyperband's ``(min_resource, reduction_factor)`` (policy ``optuna-sha-r3-rf4``); None: the module
         settings of :func:`spottune._pruning.make_pruner`.
+    seeded : bool, default False
+        With ``pruner``: the mirrored Optuna study starts from the study's previous runs, each a COMPLETE trial whose
+        rung values the pruner compares new trials with (policy ``optuna-sha-r3-rf4-seeded``;
+        :class:`spottune._pruning.OptunaStopRule` ``previous_runs``, decision ES22).
     objective : {"refund", "paper"}
         SpotTune chooser only: the provisioner's objective (``refund`` ignores ``max_price``: it chooses
         the max price from the ladder).
@@ -172,8 +179,8 @@ class Policy:
     ------
     ConfigError
         On an unknown chooser, predictor, max price, capacity, objective, stopper, schedule, guard overhead or
-        pruner, θ outside (0, 1], rungs that do not fit θ, or ``max_concurrent_trials`` that is not an integer >= 1
-        or is given to an elastic schedule.
+        pruner, θ outside (0, 1], rungs that do not fit θ, ``seeded`` without a pruner, or ``max_concurrent_trials``
+        that is not an integer >= 1 or is given to an elastic schedule.
     """
 
     name: str
@@ -187,6 +194,7 @@ class Policy:
     capacity: str = "spot"
     pruner: str | None = None
     pruner_settings: tuple[int, int] | None = None
+    seeded: bool = False
     objective: str = "refund"
     stopper: str = DEFAULT_STOPPER
     rungs: tuple[tuple[float, int], ...] = ()
@@ -233,6 +241,8 @@ class Policy:
                                  if self.schedule is not None else ""))
         if self.pruner is not None and self.pruner not in PRUNERS:
             raise ConfigError(f"policy {self.name}: pruner is {self.pruner!r}, but must be one of {PRUNERS}")
+        if self.seeded and self.pruner is None:
+            raise ConfigError(f"policy {self.name}: seeded needs an Optuna pruner")
         if self.rungs and self.stopper not in BARRIER_STOPPERS:
             raise ConfigError(f"policy {self.name}: rungs need stopper barrier or hparams, not {self.stopper!r}")
         try:  # S_max is the run's: simulate_all checks the rung steps against it
@@ -299,6 +309,8 @@ DEFAULT_POLICIES = ("spottune-0.7", "spottune-1.0", "spottune-0.7-revpred-paper"
                     "spot-restart-failover", "optuna-median", "optuna-sha", "optuna-hyperband")
 THETA_SWEEP = tuple(f"spottune-{t / 10:.1f}" for t in range(1, 11))
 
+#: Suffix of an Optuna policy whose mirrored study starts from the study's previous runs (decision ES22).
+SEEDED_SUFFIX = "-seeded"
 _OPTUNA = re.compile(r"^optuna-(?P<kind>sha|hyperband)-r(?P<r>\d+)-rf(?P<rf>\d+)$")
 _SPOTTUNE = re.compile(r"^spottune-(?P<theta>[01](?:\.\d+)?)(?:-(?P<pred>[a-z][a-z-]*?))?(?:-(?P<obj>refund|paper))?$")
 
@@ -401,6 +413,11 @@ def _named_policy(name: str, objective: str, stopper: str, rungs: str | Sequence
                   predictive_options: Mapping[str, Any] | str | None = None) -> Policy:
     if objective not in OBJECTIVES:
         raise ConfigError(f"objective is {objective!r}, but must be one of {', '.join(OBJECTIVES)}")
+    base = name.removesuffix(SEEDED_SUFFIX)
+    if base != name and (base in FIXED and FIXED[base].pruner is not None or _OPTUNA.match(base)):
+        policy = _named_policy(base, objective, stopper, rungs, predictive_options)  # decision ES22
+        return replace(policy, name=name, seeded=True,
+                       description=f"{policy.description}, seeded with the study's previous runs")
     if name in FIXED:
         fixed = FIXED[name]
         return replace(fixed, objective=objective) if fixed.chooser == "spottune" else fixed
@@ -434,7 +451,8 @@ def _named_policy(name: str, objective: str, stopper: str, rungs: str | Sequence
                       + (f", rungs{at}" if rungs else "") + (f", settings {options}" if options else ""), theta=theta,
                       predictor=pred, objective=obj, stopper=stopper, rungs=rungs, predictive_options=options)
     raise ConfigError(f"policy {name!r} is unknown; use spottune-<θ>[-{'|'.join(KINDS)}][-{'|'.join(OBJECTIVES)}], "
-                      f"optuna-sha|hyperband-r<min_resource>-rf<reduction factor> or one of {', '.join(FIXED)}")
+                      f"optuna-sha|hyperband-r<min_resource>-rf<reduction factor> or one of {', '.join(FIXED)} (an "
+                      f"optuna-... policy may end in {SEEDED_SUFFIX})")
 
 
 def parse_policies(text: str, objective: str = "refund", stopper: str = DEFAULT_STOPPER,
