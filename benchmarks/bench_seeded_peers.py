@@ -38,10 +38,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, run_or_print, write_json  # noqa: E402
+from bench_peer_grid import PROVISIONING, check_replay  # noqa: E402  (the stored rows' provisioning)
 
 OUT = ROOT / "benchmarks" / "results" / "rungs_usd_convnext_seeded.json"
 STORED = ROOT / "benchmarks" / "results" / "rungs_usd_convnext_hparams.json"
-PROVISIONING = "refund-hop"  # the stored rows' provisioning (the default of 2026-11-27)
 SUFFIX = "-seeded"
 
 
@@ -64,17 +64,6 @@ def _summary(rows: list[dict], roles: dict[str, str], ours: str) -> dict[str, di
                        "ours_minus_this_usd": float(diff.mean()),
                        "ours_minus_this_se": float(diff.std(ddof=1) / np.sqrt(len(diff)))}
     return out
-
-
-def _check_replay(workload: str, stored_rows: list[dict]) -> None:
-    """Replay one stored peer row with today's code and PROVISIONING; SystemExit if it differs."""
-    from bench_rungs_usd import _rows
-
-    row = next(r for r in stored_rows if r["workload"] == workload and r["policy"].startswith("optuna-"))
-    again = _rows(workload, row["seed"], row["start"], [row["policy"]], 1, provisioning=PROVISIONING)[0]
-    if any(abs(again[m] - row[m]) > 1e-9 for m in ("cost_usd", "jct_h", "steps_executed")):
-        raise SystemExit(f"{workload}: the stored row {row['policy']} seed {row['seed']} does not replay "
-                         f"({row['cost_usd']} against {again['cost_usd']} USD); the provisioning differs")
 
 
 def run(args) -> dict:
@@ -105,7 +94,7 @@ def run(args) -> dict:
            "target_seeded": {}, "target_any": {}}
     partial = args.out.with_suffix(".partial.json")
     for workload in workloads:
-        _check_replay(workload, stored["rows"])
+        check_replay(workload, stored)
         for seed, start in tune:
             out["tuning_rows"] += _rows(workload, seed, start, grid(workload), args.jobs, reuse=reuse, provisioning=PROVISIONING)
             write_json(partial, out, default=float)

@@ -129,9 +129,12 @@ def test_the_page_shows_the_trials_the_dollars_and_the_theta_barrier(run_folder,
         server.stop()
 
 
-LOCAL_SPEC = ("workload: logreg\nsearch_space: {lr: {grid_search: [0.05, 0.2]}}\nmax_steps: 20\ntheta: 0.5\ntop_k: 1\n"
+# max prices near the price (not on-demand): the price crosses them 331 s into the run. 30 steps to the θ barrier take
+# 500-700 s of the run at 1,200x on a quiet machine (logreg steps are a few ms of wall time each), so the crossing
+# revokes both trials before they pause there; with 10 steps a fast machine reached θ first and saw no notice.
+LOCAL_SPEC = ("workload: logreg\nsearch_space: {lr: {grid_search: [0.05, 0.2]}}\nmax_steps: 60\ntheta: 0.5\ntop_k: 1\n"
               "instance_types: [r3.large]\nzones: [us-east-1a]\npredictor: none\n"
-              "provisioning: refund-hop\n")  # max prices near the price (not on-demand): a revocation comes early
+              "provisioning: refund-hop\n")
 
 
 @pytest.mark.process

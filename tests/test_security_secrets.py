@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from spottune.errors import ConfigError
+from tests._wait import wait_until
 
 USERINFO = "alice:pa55w0rd"
 ENDPOINT = f"http://{USERINFO}@127.0.0.1:9/"
@@ -33,7 +34,12 @@ def test_a_real_worker_process_has_no_storage_option_on_its_command_line(tmp_pat
                       on_line=lambda *a: None, on_eof=lambda *a: None, log_dir=tmp_path)
     try:
         worker = pool.spawn_standby()
-        cmd = _cmdline(worker.proc.pid)
+        # /proc/PID/cmdline is empty (or the parent's) until the child has exec'd: wait for the worker's own
+        def exec_done() -> str:
+            c = _cmdline(worker.proc.pid)
+            return c if "spottune.backends.local.worker" in c else ""
+
+        cmd = wait_until(exec_done, 10, what="the worker's command line")
         assert "spottune.backends.local.worker" in cmd and "--storage-options-file" in cmd
         assert "pa55w0rd" not in cmd and "alice" not in cmd and "endpoint_url" not in cmd
         path = Path(cmd.split("--storage-options-file ", 1)[1].split()[0])

@@ -289,3 +289,6 @@ def test_the_admin_changes_a_teams_bounds_and_a_refused_change_changes_nothing(s
     assert (code, out, err) == (0, "nlp\t1\t-\t-\n", "")
     code, out, err = _cli(monkeypatch, capsys, "team", "set", "nlp", "--token", ADMIN)
     assert code == 2 and err.count("\n") == 1 and "nothing to change" in err
+    code, out, err = _cli(monkeypatch, capsys, "team", "set", "nlp", "--max-usd-per-hour", "lots", "--token", ADMIN)
+    assert (code, out, err) == (2, "", "error: Invalid value for --max-usd-per-hour: 'lots' is not a number of "
+                                       "USD/hour nor 'none'\n")

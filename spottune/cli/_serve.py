@@ -171,16 +171,17 @@ def team_add(name: str, entitlement: float, min_usd_per_hour: float | None, max_
                                  max_usd_per_hour=max_usd_per_hour)["token"])
 
 
-def _bound(text: str | None) -> float | None:
-    """A bound option's value: a number of USD/hour >= 0, or ``none`` (removes the bound)."""
+def _bound(text: str | None, option: str) -> float | None:
+    """A bound option's value: a number of USD/hour >= 0, or ``none`` (removes the bound); ``option`` names it in the
+    error (click.BadParameter)."""
     if text is None or text.lower() == "none":
         return None
     try:
         value = float(text)
     except ValueError:
-        raise click.BadParameter(f"{text!r} is not a number of USD/hour nor 'none'") from None
+        raise click.BadParameter(f"{text!r} is not a number of USD/hour nor 'none'", param_hint=option) from None
     if not (value >= 0 and value != float("inf")):
-        raise click.BadParameter(f"{text!r} must be >= 0 and finite, or 'none'")
+        raise click.BadParameter(f"{text!r} must be >= 0 and finite, or 'none'", param_hint=option)
     return value
 
 
@@ -199,7 +200,7 @@ def team_set(name: str, entitlement: float | None, lo: str | None, hi: str | Non
     changes: dict[str, float | None] = {} if entitlement is None else {"entitlement": entitlement}
     for key, text in (("min_usd_per_hour", lo), ("max_usd_per_hour", hi)):
         if text is not None:
-            changes[key] = _bound(text)
+            changes[key] = _bound(text, "--" + key.replace("_", "-"))
     if not changes:
         raise click.UsageError("nothing to change: give --entitlement, --min-usd-per-hour or --max-usd-per-hour")
     with _client(url, token) as c:
