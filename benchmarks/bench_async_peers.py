@@ -66,7 +66,7 @@ def retest(ns: SimpleNamespace, stored: dict) -> dict:
         picks = stored["picks"][w]
         cand = stored["candidates"][w][picks["ours"]]["candidate"]
         peers = list(dict.fromkeys([picks["sha"], picks["hyperband"], *bru.SETS[w][1], "optuna-sha"]))
-        rows = bru._ours_rows([(w, seed, start, tuple(cand), None, ns.provisioning, ns.max_concurrent_trials)
+        rows = bru._ours_rows([(w, seed, start, tuple(cand), None, ns.provisioning, ns.max_concurrent_trials, False)
                                for seed, start in test], ns.jobs)
         rows += [x for seed, start in test for x in bru._rows(w, seed, start, peers, ns.jobs, provisioning=ns.provisioning,
                                                               max_concurrent_trials=ns.max_concurrent_trials)]

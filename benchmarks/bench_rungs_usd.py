@@ -106,13 +106,15 @@ METRICS = ("cost_usd", "jct_h", "top1", "pick_top3", "top3", "regret", "steps_ex
 def _rows(workload: str, seed: int, start: str, policies: list[str], jobs: int, rungs: str | None = None,
           top_k: int = 3, label: str | None = None, reuse: dict | None = None,
           provisioning: str = "spottune", predictive_options: str | None = None, stopper: str | None = None,
-          max_concurrent_trials: int | None = None) -> list[dict]:
+          max_concurrent_trials: int | None = None, halves: bool = False) -> list[dict]:
     """One ``spottune simulate`` call (one study, one start, every policy): a row per policy, named by the policy or,
     for one policy of ours, by ``label``.
 
     ``reuse`` maps (workload, seed, start, row name) to a stored row of an earlier run of this bench: a replay is
     deterministic for its seed, so a stored row is what the run would give; only the missing policies run.
-    ``max_concurrent_trials``: at most that many trials at once (``spottune simulate --max-concurrent-trials``)."""
+    ``max_concurrent_trials``: at most that many trials at once (``spottune simulate --max-concurrent-trials``).
+    ``halves``: a tuning seed's study samples the tuning half of the set's curves, a test seed's the test half
+    (``<set>@tuning`` / ``<set>@test``; the row keeps the set's name)."""
     from spottune.cli._simulate import simulate_all
     from spottune.evaluation._studies import load_study
 
@@ -122,9 +124,10 @@ def _rows(workload: str, seed: int, start: str, policies: list[str], jobs: int, 
     todo = [p for p, r in zip(policies, stored) if r is None]
     if not todo:
         return out
-    top3 = load_study(workload, seed).ranking()[:3]
+    study = f"{workload}@{'tuning' if seed >= TUNE_SEED0 else 'test'}" if halves else workload
+    top3 = load_study(study, seed).ranking()[:3]
     with tempfile.TemporaryDirectory() as d:
-        table = simulate_all(workload, ",".join(todo), 1, "legacy", Path(d), seed=seed, jobs=jobs, progress=False,
+        table = simulate_all(study, ",".join(todo), 1, "legacy", Path(d), seed=seed, jobs=jobs, progress=False,
                              start_times=start, rungs=rungs, top_k=top_k, provisioning=provisioning,
                              max_concurrent_trials=max_concurrent_trials,
                              **({"stopper": "predictive", "predictive_options": predictive_options}
@@ -223,11 +226,11 @@ def hparams_candidates(path: Path | None, workload: str) -> dict[str, dict]:
 
 
 def _ours_row(task: tuple) -> list[dict]:
-    workload, seed, start, cand, reuse, provisioning, *concurrency = task
+    workload, seed, start, cand, reuse, provisioning, concurrency, halves = task
     options = cand[3] if len(cand) > 3 else None
     stopper = cand[4] if len(cand) > 4 else None
     return _rows(workload, seed, start, [cand[0]], 1, cand[1], cand[2], label(cand), reuse, provisioning, options,
-                 stopper, *concurrency)
+                 stopper, concurrency, halves)
 
 
 def _ours_rows(tasks: list[tuple], jobs: int) -> list[dict]:
@@ -285,6 +288,9 @@ def run(args) -> dict:
                              + (" (--keep-picks tests its picks on this one)" if tuning_only else ""))
         if old["config"].get("max_concurrent_trials") != args.max_concurrent_trials and not (tuning_only and args.keep_picks):
             raise SystemExit(f"{path} was run with another --max-concurrent-trials than {args.max_concurrent_trials}")
+        if old["config"].get("halves", False) != args.halves:
+            raise SystemExit(f"{path} drew its studies from {'halves of ' if old['config'].get('halves') else ''}the "
+                             f"curve files, this run from {'their halves' if args.halves else 'the whole files'}")
         picks_provisioning = old["config"].get("provisioning", "spottune") if tuning_only else args.provisioning
         for r in old["rows"] + old.get("tuning_rows", []):
             if not (tuning_only and r["seed"] < TUNE_SEED0):
@@ -303,9 +309,9 @@ def run(args) -> dict:
             require_tuning_rows(reuse, workload, tune, [*grid, *candidates[workload]])
         trows = [r for seed, start in tune
                  for r in _rows(workload, seed, start, grid, args.jobs, reuse=reuse, provisioning=args.provisioning,
-                               max_concurrent_trials=args.max_concurrent_trials)]
-        trows += _ours_rows([(workload, seed, start, c["candidate"], reuse, args.provisioning, args.max_concurrent_trials)
-                             for c in candidates[workload].values() for seed, start in tune], args.jobs)
+                               max_concurrent_trials=args.max_concurrent_trials, halves=args.halves)]
+        trows += _ours_rows([(workload, seed, start, c["candidate"], reuse, args.provisioning, args.max_concurrent_trials,
+                              args.halves) for c in candidates[workload].values() for seed, start in tune], args.jobs)
         tuning_rows += trows
         means = _means(trows)
         picks[workload] = {"ours": pick(means, "spottune-"), "sha": pick(means, "optuna-sha-r"),
@@ -324,11 +330,11 @@ def run(args) -> dict:
                            "optuna-sha": "simulate's default"}
         if step_pick:
             roles[workload].setdefault(label(step_pick), "ours, step pick")
-        rows += _ours_rows([(workload, seed, start, c, reuse, args.provisioning, args.max_concurrent_trials)
+        rows += _ours_rows([(workload, seed, start, c, reuse, args.provisioning, args.max_concurrent_trials, args.halves)
                             for c in dict.fromkeys([ours, step_pick]) if c for seed, start in test], args.jobs)
         rows += [r for seed, start in test
                  for r in _rows(workload, seed, start, peers, args.jobs, reuse=reuse, provisioning=args.provisioning,
-                                max_concurrent_trials=args.max_concurrent_trials)]
+                                max_concurrent_trials=args.max_concurrent_trials, halves=args.halves)]
         # a peer setting an earlier run (--reuse) tested on all of these studies keeps its place in the bar
         earlier: dict[str, list[dict]] = {}
         for (w, seed, start, name), r in reuse.items():
@@ -361,6 +367,7 @@ def run(args) -> dict:
                                        for p in args.reuse], "seeds": args.seeds, "test_seed0": args.test_seed0, "tune_seeds": args.tune_seeds, "tune_seed0": TUNE_SEED0,
                        "starts": list(STARTS), "tune_starts": list(TUNE_STARTS), "market_mode": "legacy",
                        "provisioning": args.provisioning, "max_concurrent_trials": args.max_concurrent_trials,
+                       "halves": args.halves,
                        "keep_picks": args.keep_picks, "picks_provisioning": picks_provisioning,
                        "target_top3": TARGET_TOP3, "sha_grid": SHA_GRID, "hyperband_grid": HB_GRID,
                        "builtin_grid": BUILTIN_GRID, "k_candidates": K_CANDIDATES, "sets": SETS,
@@ -487,6 +494,10 @@ def main(argv=None) -> int:
                     help="at most N trials of every policy at once, the others waiting in trial order (spottune "
                          "simulate --max-concurrent-trials; design D14): the asynchronous peers with N workers, "
                          "tuned and tested so (docs/design/earlycurve.md §8.20)")
+    ap.add_argument("--halves", action="store_true",
+                    help="configuration-disjoint studies: tuning studies from the tuning half of each set's curves, "
+                         "test studies from the test half (the step benchmarks' split; spottune simulate --workload "
+                         "SET@tuning / SET@test)")
     ap.add_argument("--markdown", action="store_true", help="print the tables from the JSON and exit")
     args = ap.parse_args(argv)
     if args.max_concurrent_trials is not None and args.max_concurrent_trials < 1:

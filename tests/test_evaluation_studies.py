@@ -14,6 +14,8 @@ from spottune.evaluation._studies import is_study
     ("opda-alexnet:1", False), ("opda-alexnet:x", False), ("opda-alexnet:", False), ("digits-mlp:64", False),
     ("nope", False), ("opda-alexnet:64:2", False), ("cakelab-resnet32", True), ("cakelab-resnet32:8", True),
     ("builtin-digits-mlp", True), ("builtin-logreg:32", True), ("builtin-linear-svm", True), ("builtin-gbt", False),
+    ("opda-alexnet@test", True), ("cakelab-resnet32@tuning", True), ("builtin-logreg:32@test", True),
+    ("opda-alexnet@train", False), ("opda-alexnet@", False), ("digits-mlp@test", False), ("nope@test", False),
 ])
 def test_is_study(name, ok):
     assert is_study(name) is ok
@@ -66,3 +68,42 @@ def test_a_random_search_builtin_study_samples_the_recorded_curves_at_the_worklo
     assert set(study.reference_seconds_per_step.values()) == {360.0}
     assert len(load_study("builtin-logreg:32", seed=3).trial_ids) == 32
     assert load_study("builtin-digits-mlp", seed=1).configs != study.configs
+
+
+# the halves of the step benchmarks' split (earlycurve.evaluation.split_pool, seed 0) over each set's curve file
+HALF_SETS = {"opda-alexnet": "opda_alexnet_imagenet_tuning.jsonl.gz", "opda-convnext": "opda_convnext-tiny_imagenet_tuning.jsonl.gz",
+             "cakelab-resnet32": "cakelab_resnet32_cifar10_curves.csv.gz",
+             "builtin-digits-mlp": "builtin/builtin_digits-mlp_curves.csv.gz",
+             "builtin-logreg": "builtin/builtin_logreg_curves.csv.gz",
+             "builtin-linear-svm": "builtin/builtin_linear-svm_curves.csv.gz"}
+
+
+def _config_key(config: dict) -> str:
+    """The recorded curve a trial replays: opda's iteration, cakelab's and the random searches' curve id."""
+    return str(config.get("iteration", config.get("curve_id", config.get("config_id"))))
+
+
+@pytest.mark.parametrize("name", sorted(HALF_SETS))
+def test_a_half_study_samples_only_its_half_of_the_step_benchmarks_split(name):
+    from earlycurve.evaluation import StudyPool, load_curves, split_pool
+    from spottune.evaluation._studies import learning_curves_dir
+
+    curves = load_curves(learning_curves_dir() / HALF_SETS[name], name)
+    pool = StudyPool.from_curves(curves, 16)
+    halves = {h: {c.curve_id.rpartition("#")[2] if name.startswith("opda") else c.curve_id
+                  for c in (curves.curves[i] for i in rows)} for h, rows in split_pool(pool, 0).items()}
+    assert halves["tuning"].isdisjoint(halves["test"]) and len(halves["tuning"]) == len(curves.curves) // 2
+    seen = {}
+    for half in ("tuning", "test"):
+        keys = [_config_key(c) for seed in range(3) for c in load_study(f"{name}@{half}", seed).configs.values()]
+        assert set(keys) <= halves[half], half
+        seen[half] = set(keys)
+    assert len(seen["tuning"]) > 16 and len(seen["test"]) > 16  # the seeds sample different configurations
+    assert load_study(f"{name}@test", 3).source.endswith("(the test half), seed 3")
+    whole = load_study(name, 3)  # without a half: the whole file, as before
+    assert "half" not in whole.source
+
+
+def test_a_half_too_small_for_the_study_is_refused():
+    with pytest.raises(ConfigError, match=r"opda-alexnet: only 182 complete curves, 200 asked"):
+        load_study("opda-alexnet:200@tuning")

@@ -156,7 +156,26 @@ def split_pool(pool: StudyPool, seed: int = 0) -> dict[str, np.ndarray]:
     dict of str -> ndarray of int
         ``"tuning"`` and ``"test"`` row indices (decision ES2).
     """
-    n = pool.grid.shape[0]
+    return split_indices(pool.grid.shape[0], seed)
+
+
+def split_indices(n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Disjoint ``"tuning"`` and ``"test"`` halves of ``range(n)`` (sorted), from ``default_rng([seed, 0])``.
+
+    :func:`split_pool` on a pool of ``n`` curves; ``spottune simulate``'s recorded studies ``<set>@tuning`` and
+    ``<set>@test`` sample from the same halves of the set's curves (decision ES2).
+
+    Parameters
+    ----------
+    n : int
+        Curves, >= 0.
+    seed : int, default 0
+
+    Returns
+    -------
+    dict of str -> ndarray of int
+        ``"tuning"`` (``n // 2`` indices) and ``"test"`` (the rest).
+    """
     perm = np.random.default_rng([seed, 0]).permutation(n)
     return {"tuning": np.sort(perm[: n // 2]), "test": np.sort(perm[n // 2:])}
 

@@ -62,6 +62,8 @@ RECORDED_STEPS = 50
 #: S_max of a recorded study when not given: :data:`RECORDED_STEPS`, or the study's own recorded points.
 RECORDED_DEFAULT_STEPS = {"cakelab-resnet32": 16}
 N_CONFIGS = 16
+#: The halves of a recorded study's curves (``"opda-alexnet@tuning"``, ``"opda-alexnet@test"``; :func:`load_study`).
+HALVES = ("tuning", "test")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -196,19 +198,25 @@ def load_study(name: str, seed: int = 0, *, max_steps: int | None = None, n_conf
     ConfigError
         A size that is not an integer >= 2 or larger than the recorded study's complete curves.
     """
-    if is_study(name) and ":" in name:
+    full = name
+    name, _, half = name.partition("@")
+    if is_study(full) and ":" in name:
         name, size = name.split(":")
         n_configs = int(size)
     if name in RECORDED:
         steps = max_steps or RECORDED_DEFAULT_STEPS.get(name, RECORDED_STEPS)
         loader = _random_search if name in RANDOM_SEARCH else _cakelab if name.startswith("cakelab") else _recorded
-        return loader(name, seed, steps, n_configs)
+        return loader(name, seed, steps, n_configs, half or None)
     return _builtin(name, seed, max_steps, cache)
 
 
 def is_study(name: str) -> bool:
     """Whether ``name`` is a study :func:`load_study` reads: one of :func:`list_studies`, or a recorded study with
-    a size of at least 2 configurations (``"opda-alexnet:64"``)."""
+    a size of at least 2 configurations (``"opda-alexnet:64"``) or one half of its curves (``"opda-alexnet@test"``,
+    :data:`HALVES`)."""
+    name, at, half = name.partition("@")
+    if at and (half not in HALVES or name.partition(":")[0] not in RECORDED):
+        return False
     base, sep, size = name.partition(":")
     if not sep:
         return name in list_studies()
@@ -250,13 +258,13 @@ def _builtin(name: str, seed: int, max_steps: int | None, cache: Path | None) ->
                  checkpoint_size_mb=float(wl.checkpoint_size_mb), source=f"real training, cached in {path}")
 
 
-def _recorded(name: str, seed: int, steps: int, n: int) -> Study:
+def _recorded(name: str, seed: int, steps: int, n: int, half: str | None = None) -> Study:
     fname, size_mb = RECORDED[name]
     path = learning_curves_dir() / fname
     with gzip.open(path, "rt") as fh:
         rows = [json.loads(line) for line in fh]
-    complete = sorted((r for r in rows if r["learning_curve"] and not r["nan_train_loss"]
-                       and len(r["learning_curve"]) == r["epochs"]), key=lambda r: r["iteration"])
+    in_file = [r for r in rows if r["learning_curve"] and not r["nan_train_loss"] and len(r["learning_curve"]) == r["epochs"]]
+    complete = sorted(in_file, key=lambda r: r["iteration"])
     ids = [f"t{i:02d}" for i in range(n)]
 
     def on_grid(r: dict, key: str) -> np.ndarray:
@@ -266,7 +274,8 @@ def _recorded(name: str, seed: int, steps: int, n: int) -> Study:
 
     hyper = ("epochs", "batch_size", "lr", "lr_peak_epoch", "momentum", "weight_decay", "label_smoothing")
     curves, configs, speed = {}, {}, {}
-    sample = _sample(name, len(complete), n, seed)
+    allowed = _half(name, half, [r["iteration"] for r in in_file], [r["iteration"] for r in complete])
+    sample = _sample(name, len(complete), n, seed, allowed)
     taken = set(sample)
     for tid, j in zip(ids, sample):
         r = complete[j]
@@ -278,7 +287,7 @@ def _recorded(name: str, seed: int, steps: int, n: int) -> Study:
                 for j, r in enumerate(complete) if j not in taken]
     return Study(name=name, trial_ids=ids, configs=configs, curves=curves, metric="loss", mode="min", max_steps=steps,
                  reference_seconds_per_step=speed, checkpoint_size_mb=size_mb,
-                 source=f"{path.name}: {n} of {len(complete)} complete curves, seed {seed}",
+                 source=f"{path.name}: {n} of {len(complete)} complete curves{_of(half)}, seed {seed}",
                  extra={"previous_runs": _previous_runs(previous, steps)})
 
 
@@ -289,26 +298,51 @@ def _previous_runs(curves: list[tuple[np.ndarray, dict]], steps: int) -> list[tu
     return [(grid, np.asarray(values, dtype=float), steps, config) for values, config in curves]
 
 
-def _sample(name: str, n_complete: int, n: int, seed: int) -> list[int]:
-    """Indices of the ``n`` complete curves a recorded study of ``seed`` replays, sorted."""
-    if n_complete < n:
-        raise ConfigError(f"{name}: only {n_complete} complete curves, {n} asked")
-    return np.sort(np.random.default_rng(seed).choice(n_complete, size=n, replace=False)).tolist()
+def _sample(name: str, n_complete: int, n: int, seed: int, allowed: list[int] | None = None) -> list[int]:
+    """Indices of the ``n`` complete curves a recorded study of ``seed`` replays, sorted; only from ``allowed`` (a
+    half, :func:`_half`) when given."""
+    pool = np.arange(n_complete) if allowed is None else np.asarray(allowed, dtype=int)
+    if len(pool) < n:
+        raise ConfigError(f"{name}: only {len(pool)} complete curves, {n} asked")
+    return np.sort(np.random.default_rng(seed).choice(pool, size=n, replace=False)).tolist()
 
 
-def _cakelab(name: str, seed: int, steps: int, n: int) -> Study:
+def _of(half: str | None) -> str:
+    return "" if half is None else f" (the {half} half)"
+
+
+def _half(name: str, half: str | None, loader_ids: list[str], ids: list[str]) -> list[int] | None:
+    """Positions in ``ids`` (the loader's curves as the study sorts them) of the ``half`` of the set's curves.
+
+    The halves are the step benchmarks' (``earlycurve.evaluation.split_indices`` over the curves in the order the
+    curve file's loader returns them, ``loader_ids``; decision ES2), so a study of ``<set>@test`` shares no
+    configuration with a study of ``<set>@tuning`` nor with those benchmarks' tuning studies. None: every curve.
+    """
+    if half is None:
+        return None
+    if half not in HALVES:
+        raise ConfigError(f"{name}@{half}: the half must be one of {', '.join(HALVES)}")
+    from earlycurve.evaluation import split_indices
+
+    chosen = {loader_ids[i] for i in split_indices(len(loader_ids))[half]}
+    return [j for j, cid in enumerate(ids) if cid in chosen]
+
+
+def _cakelab(name: str, seed: int, steps: int, n: int, half: str | None = None) -> Study:
     import pandas as pd
 
     from earlycurve.evaluation import load_cakelab
 
     fname, size_mb = RECORDED[name]
     path = learning_curves_dir() / fname
-    complete = sorted(load_cakelab(path, name).curves, key=lambda c: c.curve_id)  # the step benchmarks' rule
+    in_file = load_cakelab(path, name).curves
+    complete = sorted(in_file, key=lambda c: c.curve_id)  # the step benchmarks' rule
+    allowed = _half(name, half, [c.curve_id for c in in_file], [c.curve_id for c in complete])
     wall = pd.read_csv(path, usecols=["curve_id", "wall_time"]).groupby("curve_id")["wall_time"]
     span_s = wall.max() - wall.min()
     ids = [f"t{i:02d}" for i in range(n)]
     curves, configs, speed = {}, {}, {}
-    for tid, j in zip(ids, _sample(name, len(complete), n, seed)):
+    for tid, j in zip(ids, _sample(name, len(complete), n, seed, allowed)):
         c = complete[j]
         loss = np.interp(np.arange(1, steps + 1) * c.steps[-1] / steps, c.steps, c.values)
         curves[tid] = [{"loss": float(v), "accuracy": float(1.0 - v)} for v in loss]
@@ -317,21 +351,23 @@ def _cakelab(name: str, seed: int, steps: int, n: int) -> Study:
         speed[tid] = float(span_s[c.curve_id]) / steps
     return Study(name=name, trial_ids=ids, configs=configs, curves=curves, metric="loss", mode="min", max_steps=steps,
                  reference_seconds_per_step=speed, checkpoint_size_mb=size_mb,
-                 source=f"{path.name}: {n} of {len(complete)} complete curves, seed {seed}")
+                 source=f"{path.name}: {n} of {len(complete)} complete curves{_of(half)}, seed {seed}")
 
 
-def _random_search(name: str, seed: int, steps: int, n: int) -> Study:
+def _random_search(name: str, seed: int, steps: int, n: int, half: str | None = None) -> Study:
     from earlycurve.evaluation import load_curves
     from spottune.workloads import get_workload
 
     wl = get_workload(RANDOM_SEARCH[name])
     path = learning_curves_dir() / RECORDED[name][0]
-    complete = sorted(load_curves(path, name).curves, key=lambda c: c.curve_id)
+    in_file = load_curves(path, name).curves
+    complete = sorted(in_file, key=lambda c: c.curve_id)
     ids = [f"t{i:02d}" for i in range(n)]
     frac = np.arange(1, steps + 1) / steps
     on_grid = lambda c: np.interp(frac * c.max_steps, c.steps, c.values)  # noqa: E731 (the step benchmarks' grid)
     curves, configs = {}, {}
-    sample = _sample(name, len(complete), n, seed)
+    allowed = _half(name, half, [c.curve_id for c in in_file], [c.curve_id for c in complete])
+    sample = _sample(name, len(complete), n, seed, allowed)
     taken = set(sample)
     for tid, j in zip(ids, sample):
         c = complete[j]
@@ -342,5 +378,5 @@ def _random_search(name: str, seed: int, steps: int, n: int) -> Study:
     return Study(name=name, trial_ids=ids, configs=configs, curves=curves, metric=str(wl.metric), mode=wl.mode,
                  max_steps=steps, reference_seconds_per_step={t: speed for t in ids},
                  checkpoint_size_mb=float(wl.checkpoint_size_mb),
-                 source=f"{path.name}: {n} of {len(complete)} random-search curves, seed {seed}",
+                 source=f"{path.name}: {n} of {len(complete)} random-search curves{_of(half)}, seed {seed}",
                  extra={"previous_runs": _previous_runs(previous, steps)})
