@@ -86,5 +86,5 @@ def test_cli_rejects_an_unknown_workload_in_one_line(tmp_path, monkeypatch, caps
     assert out == ""
     assert err == ("error: --workload is 'nope', but must be one of digits-mlp, gbt, linear-svm, linreg, logreg, "
                    "builtin-digits-mlp, builtin-linear-svm, builtin-logreg, cakelab-resnet32, opda-alexnet, opda-convnext "
-                   "(a recorded study may name its size: opda-alexnet:64)\n")
+                   "(a recorded study may name its size, opda-alexnet:64, and a half of its curves, opda-alexnet@test)\n")
     assert not out_dir.exists()

@@ -136,7 +136,8 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
 
     if not is_study(workload):
         raise ConfigError(f"--workload is {workload!r}, but must be one of {', '.join(list_studies())} "
-                          "(a recorded study may name its size: opda-alexnet:64)")
+                          "(a recorded study may name its size, opda-alexnet:64, and a half of its curves, "
+                          "opda-alexnet@test)")
     modes = ["legacy", "modern"] if market_mode == "both" else [market_mode]
     for m in modes:
         if m not in ("legacy", "modern"):
@@ -256,7 +257,9 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
 @click.option("--workload", default="digits-mlp", show_default=True,
               help="Built-in workload or recorded study (opda-alexnet, opda-convnext, cakelab-resnet32, and the "
                    "random-search built-ins builtin-digits-mlp, builtin-logreg, builtin-linear-svm; with a size, "
-                   "opda-alexnet:64: that many configurations sampled, default 16).")
+                   "opda-alexnet:64: that many configurations sampled, default 16; with a half, opda-alexnet@tuning "
+                   "or opda-alexnet@test: sampled from that half of its curves only, so tuning and test studies "
+                   "share no configuration).")
 @click.option("--policies", default="default", show_default=True,
               help="Comma-separated policy names, or 'default' / 'theta-sweep'.")
 @click.option("--starts", type=click.IntRange(min=1), default=10, show_default=True,
