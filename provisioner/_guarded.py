@@ -110,8 +110,7 @@ class GuardedProvisioner(RefundProvisioner):
     order = ("restart_guard", "step_cost_usd", "expected_usd", "max_price_usd_per_hour")
 
     def __init__(self, *args, margin: float = DEFAULT_GUARD_MARGIN, honest_speed: bool = True,
-                 reference_cores: float = REFERENCE_CORES, robust_p: bool = False, probes: int = 0, probe_z: float = 1.0,
-                 restart_ladder: bool = False, **kwargs):
+                 reference_cores: float = REFERENCE_CORES, robust_p: bool = False, probes: int = 0, probe_z: float = 1.0, **kwargs):
         if isinstance(margin, bool) or not (isinstance(margin, (int, float)) and 0.0 <= margin <= 1.0):
             raise ProvisionerConfigError(f"margin is {margin!r}, but must be a fraction in [0, 1]")
         if isinstance(probes, bool) or not isinstance(probes, (int, np.integer)) or probes < 0:
@@ -125,7 +124,6 @@ class GuardedProvisioner(RefundProvisioner):
         self.robust_p = bool(robust_p)
         self.probes = int(probes)
         self.probe_z = float(probe_z)
-        self.restart_ladder = bool(restart_ladder)
         #: instance type -> the time (seconds since the epoch) after which its probe counts as lost
         self._probing: dict[str, float] = {}
         # the performance matrix's own units (vCPUs, or GPUs for a GPU trainable), per market
@@ -224,18 +222,14 @@ class GuardedProvisioner(RefundProvisioner):
             b, launchable, p, cost_c, hour_cost = (a.copy() for a in (b, launchable, p, cost_c, hour_cost))
             extra = {key: (v.copy() if isinstance(v, np.ndarray) and v.shape == (k, n) else v)
                      for key, v in extra.items()}
-            # the restart market at its on-demand max price, or (restart_ladder) at the max price of its ladder with the
-            # lowest step cost: the same market, so only the revocation bet differs
-            rung = (np.argmin(np.where(ok[j][None, :], cost[stay, j, :], np.inf), axis=1) if self.restart_ladder
-                    else np.full(stay.size, cost.shape[2] - 1))
-            b[stay, j], p[stay, j], launchable[stay, j] = b_all[j, rung], p_all[j, rung], True
-            cost_c[stay, j] = cost[stay, j, rung]
-            hour_cost[stay, j] = expected_hour_cost_usd(p_all[j, rung], np.full(stay.size, mean[j]))
-            extra["expected_usd"][stay, j] = usd[stay, j, rung]
-            extra["expected_useful_steps"][stay, j] = steps[stay, j, rung]
-            extra["max_price"][stay, j] = b_all[j, rung]
+            b[stay, j], p[stay, j], launchable[stay, j] = b_all[j, -1], p_all[j, -1], True
+            cost_c[stay, j] = c_r[stay]
+            hour_cost[stay, j] = expected_hour_cost_usd(np.array([p_all[j, -1]]), np.array([mean[j]]))[0]
+            extra["expected_usd"][stay, j] = usd[stay, j, -1]
+            extra["expected_useful_steps"][stay, j] = steps[stay, j, -1]
+            extra["max_price"][stay, j] = b_all[j, -1]
             if "p_objective" in extra:
-                extra["p_objective"][stay, j] = p_obj[j, rung]
+                extra["p_objective"][stay, j] = p_obj[j, -1]
             guard[stay] = 1.0
             guard[stay, j] = 0.0
             if self.probes and self.honest_speed:

@@ -44,9 +44,6 @@ GUARD_ROBUST_P = False
 GUARD_PROBES = 0
 #: z of the probe's optimistic speed: the matrix's prediction times ``exp(-z * sigma_type)`` (decision R13).
 GUARD_PROBE_Z = 1.0
-#: Whether a trial that keeps spot-restart's market takes the max price of that market's ladder with the lowest step
-#: cost instead of the on-demand price (``restart_ladder`` of :class:`provisioner.GuardedProvisioner`).
-GUARD_RESTART_LADDER = False
 
 #: How :func:`deadline_guard` counts the seconds of a launch that do not train, besides the boot:
 #: ``checkpoint-transfer``, the slowest checkpoint restore of the pool's instance types (checkpoint bandwidth model,
@@ -151,7 +148,7 @@ def make_provisioner(history: PriceHistory, catalog: InstanceCatalog, pool: Pool
         return GuardedProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf,
                                   p_cap=selection_p_cap(predictor), exclusions=exclusions, margin=restart_margin,
                                   p_shrink=GUARD_P_SHRINK, reference_cores=ref_units, robust_p=GUARD_ROBUST_P,
-                                  probes=GUARD_PROBES, probe_z=GUARD_PROBE_Z, restart_ladder=GUARD_RESTART_LADDER)
+                                  probes=GUARD_PROBES, probe_z=GUARD_PROBE_Z)
     return RefundProvisioner(history, catalog, predictor, pool, rng, objective=cost, performance=perf,
                              p_cap=selection_p_cap(predictor), exclusions=exclusions)
 
