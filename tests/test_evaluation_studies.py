@@ -107,3 +107,12 @@ def test_a_half_study_samples_only_its_half_of_the_step_benchmarks_split(name):
 def test_a_half_too_small_for_the_study_is_refused():
     with pytest.raises(ConfigError, match=r"opda-alexnet: only 182 complete curves, 200 asked"):
         load_study("opda-alexnet:200@tuning")
+
+
+@pytest.mark.parametrize(("name", "max_steps"), [("opda-alexnet:24@test", None), ("cakelab-resnet32", None),
+                                                  ("builtin-logreg", 20), ("logreg", None), ("digits-mlp", 7)])
+def test_the_study_shape_is_the_loaded_studys(name, max_steps):
+    from spottune.evaluation._studies import study_shape
+
+    study = load_study(name, 1, max_steps=max_steps)
+    assert study_shape(name, 1, max_steps) == (len(study.trial_ids), study.max_steps)

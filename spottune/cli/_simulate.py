@@ -132,7 +132,7 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     from spottune.evaluation import Task, make_table, parse_policies, summarise
     from spottune.evaluation._predictors import LEARNED, ensure_model_set
     from spottune.evaluation._runner import TRAIN_DAYS, environment, run_task
-    from spottune.evaluation._studies import is_study, list_studies
+    from spottune.evaluation._studies import is_study, list_studies, study_shape
 
     if not is_study(workload):
         raise ConfigError(f"--workload is {workload!r}, but must be one of {', '.join(list_studies())} "
@@ -178,21 +178,12 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
     elastic = [p.name for p in pols if p.schedule is not None]
     if elastic and (deadline_s is None or budget_usd is None):
         raise ConfigError(f"policies {', '.join(elastic)} need --deadline and --budget-usd")
-    types_, zones_ = _names(instance_types), _names(zones)
-    env = environment(workload, seed, modes[0], prices, max_steps, types_, zones_)  # loads curves (training them once)
     from spottune.orchestrator import check_rungs
 
-    n_trials = len(env["study"].trial_ids)
+    # the settings against the study before a built-in workload's curves are trained
+    n_trials, s_max = study_shape(workload, seed, max_steps)
     if not 1 <= top_k <= n_trials:
         raise ConfigError(f"--top-k is {top_k}, but must be between 1 and the study's {n_trials} trials")
-    s_max = env["study"].max_steps
-    if any(p.stopper == "hparams" and p.theta < 1 for p in pols) and not env["study"].extra.get("previous_runs"):
-        raise ConfigError(f"--stopper hparams learns from previous runs of the search space, and {workload!r} has none "
-                          "(the opda and builtin-* random-search studies have them)")
-    seeded = [p.name for p in pols if p.seeded]
-    if seeded and not env["study"].extra.get("previous_runs"):
-        raise ConfigError(f"policies {', '.join(seeded)} start from previous runs of the search space, and "
-                          f"{workload!r} has none (the opda and builtin-* random-search studies have them)")
     for p in pols:
         if p.rungs:
             check_rungs(p.rungs, p.theta, top_k, s_max)
@@ -203,6 +194,15 @@ def simulate_all(workload: str, policies: str, starts: int, market_mode: str, ou
         if p.pruner_settings and p.pruner_settings[0] >= s_max:
             raise ConfigError(f"policy {p.name}: min_resource {p.pruner_settings[0]} must be below the study's "
                               f"{s_max} steps (else nothing is pruned)")
+    types_, zones_ = _names(instance_types), _names(zones)
+    env = environment(workload, seed, modes[0], prices, max_steps, types_, zones_)  # loads curves (training them once)
+    if any(p.stopper == "hparams" and p.theta < 1 for p in pols) and not env["study"].extra.get("previous_runs"):
+        raise ConfigError(f"--stopper hparams learns from previous runs of the search space, and {workload!r} has none "
+                          "(the opda and builtin-* random-search studies have them)")
+    seeded = [p.name for p in pols if p.seeded]
+    if seeded and not env["study"].extra.get("previous_runs"):
+        raise ConfigError(f"policies {', '.join(seeded)} start from previous runs of the search space, and "
+                          f"{workload!r} has none (the opda and builtin-* random-search studies have them)")
     env["catalog"].check_on_demand(env["markets"])  # the baselines need it: fail now, not after training
     starts_s = _starts(env["history"], env["markets"], starts, start_times)
     hi = min(starts_s)

@@ -204,10 +204,38 @@ def load_study(name: str, seed: int = 0, *, max_steps: int | None = None, n_conf
         name, size = name.split(":")
         n_configs = int(size)
     if name in RECORDED:
-        steps = max_steps or RECORDED_DEFAULT_STEPS.get(name, RECORDED_STEPS)
+        steps = study_shape(name, max_steps=max_steps)[1]
         loader = _random_search if name in RANDOM_SEARCH else _cakelab if name.startswith("cakelab") else _recorded
         return loader(name, seed, steps, n_configs, half or None)
     return _builtin(name, seed, max_steps, cache)
+
+
+def study_shape(name: str, seed: int = 0, max_steps: int | None = None) -> tuple[int, int]:
+    """(trials, S_max in steps) of the study :func:`load_study` would load, without loading it (a built-in
+    workload's curves are trained on first use: settings can be checked against the study first).
+
+    Parameters
+    ----------
+    name : str
+        A name :func:`is_study` accepts.
+    seed : int
+        As :func:`load_study` (a built-in workload's search space may depend on it).
+    max_steps : int, optional
+        As :func:`load_study`.
+
+    Returns
+    -------
+    (int, int)
+        The study's trials, and ``max_steps`` when given, else its default S_max (the workload's, or the recorded
+        study's).
+    """
+    base, _, size = name.partition("@")[0].partition(":")
+    if base in RECORDED:
+        return int(size or N_CONFIGS), int(max_steps or RECORDED_DEFAULT_STEPS.get(base, RECORDED_STEPS))
+    from spottune.workloads import get_workload
+
+    wl = get_workload(base)
+    return len(wl.configs(seed)), int(max_steps or wl.max_steps)
 
 
 def is_study(name: str) -> bool:
