@@ -177,7 +177,9 @@ def load_study(name: str, seed: int = 0, *, max_steps: int | None = None, n_conf
     ----------
     name : str
         See :func:`list_studies`; a recorded study may name its size, ``"opda-alexnet:64"`` (``n_configs``
-        configurations sampled).
+        configurations sampled), and a half of its curves to sample from, ``"opda-alexnet@tuning"`` or
+        ``"opda-alexnet@test"`` (the step benchmarks' split, decision ES2: studies of the two halves share no
+        configuration).
     seed : int
         Seeds the built-in trainables (``trial_seed(seed, i)``) or the sample of recorded configurations.
     max_steps : int, optional
