@@ -211,14 +211,18 @@ SEEDED_JSON = "rungs_usd_convnext_seeded.json"
 #: The stoppers alone with every method tuned on spot-restart's provisioning too (``bench_rungs_usd.py --provisioning
 #: restart``, the sets where the picks above miss; docs/design/earlycurve.md §8.14).
 STOPPING_RESTART_TUNED_JSON = "rungs_usd_restart_tuned.json"
+#: The stoppers on configurations never seen in tuning: tuning and test studies from disjoint halves of each set's
+#: curves, every method re-tuned under today's defaults (``bench_rungs_usd.py --halves``; docs/design/earlycurve.md §8.21).
+STOPPING_HALVES_JSONS = ("rungs_usd_halves.json", "rungs_usd_convnext_halves.json")
 PROVISIONING_JSON = "provisioning.json"
 #: Recorded ConvNeXt runs, those one study samples, and progress steps per run (docs/design/decisions.md E7).
 CONVNEXT_RUNS, STUDY_TRIALS, STUDY_STEPS = 288, 16, 50
 
 
-def _stopping_rows(folder, names) -> tuple[list[str], tuple | None]:
-    """The table rows of :func:`two_part_markdown` from ``bench_rungs_usd.py`` JSONs, and ConvNeXt's ``hparams`` prior
-    (workload, ours USD, peer USD, lowest and highest USD per trained step) when one of them holds that pick."""
+def _stopping_rows(folder, names, step_picks: bool = False) -> tuple[list[str], tuple | None]:
+    """The table rows of :func:`two_part_markdown` from ``bench_rungs_usd.py`` JSONs (``step_picks``: ours' step pick
+    too, where it is another setting), and ConvNeXt's ``hparams`` prior (workload, ours USD, peer USD, lowest and
+    highest USD per trained step) when one of them holds that pick."""
     from _common import rate_interval
 
     def top3(rows, policy):
@@ -231,12 +235,14 @@ def _stopping_rows(folder, names) -> tuple[list[str], tuple | None]:
     for name in names:
         data = json.loads((folder / name).read_text())
         for workload, roles in data["target"].items():
-            t = roles["ours"]
             rows = [r for r in data["rows"] if r["workload"] == workload]
-            lo, hi = t["ratio_ci95"]
-            label = workload + (" (`--stopper hparams`)" if "hparams" in t["policy"] else "")
-            lines.append(f"| {label} | {t['ratio']:.2f} ({lo:.2f}-{hi:.2f}) | {top3(rows, t['policy'])} | {t['peer']} | "
-                         f"{top3(rows, t['peer'])} |")
+            for role, t in roles.items() if step_picks else [("ours", roles["ours"])]:
+                lo, hi = t["ratio_ci95"]
+                label = (workload + (" (`--stopper hparams`)" if "hparams" in t["policy"] else "")
+                         + ("" if role == "ours" else f", {role}"))
+                lines.append(f"| {label} | {t['ratio']:.2f} ({lo:.2f}-{hi:.2f}) | {top3(rows, t['policy'])} | "
+                             f"{t['peer']} | {top3(rows, t['peer'])} |")
+            t = roles["ours"]
             if "hparams" in t["policy"]:
                 per_step = [v["cost_usd"] / v["steps_executed"] for v in data["summary"][workload].values()]
                 prior = (workload, t["cost_usd"], t["peer_cost_usd"], min(per_step), max(per_step))
@@ -245,7 +251,8 @@ def _stopping_rows(folder, names) -> tuple[list[str], tuple | None]:
 
 def two_part_markdown(folder=None):
     """docs/design/cost.md's first section: the saving in two parts, each against the strongest peer measured for it,
-    read from the stored JSONs (nothing replayed): early stopping with the provisioning held fixed
+    read from the stored JSONs (nothing replayed): early stopping on configurations never seen in tuning
+    (``STOPPING_HALVES_JSONS``, when they are there), then with the provisioning held fixed
     (``bench_rungs_usd.py``: ours against the cheapest Optuna SHA/Hyperband setting with test top-3 >= 0.95, each
     tuned on separate studies; top-3 with its count of studies and exact 95 % interval, ``_common.rate_interval``; the
     prior that stopper ``hparams`` learns from, priced at the test studies' USD per trained step), once on the
@@ -259,10 +266,20 @@ def two_part_markdown(folder=None):
     head = ["| set | ours ÷ peer USD (95 % interval, studies resampled) | ours top-3 | the peer | peer top-3 |",
             "| --- | --- | --- | --- | --- |"]
     rows, prior = _stopping_rows(folder, STOPPING_JSONS)
+    unseen = []  # first: the strictest protocol, when its JSONs are there
+    if all((folder / n).exists() for n in STOPPING_HALVES_JSONS):
+        unseen = [f"**On configurations never seen in tuning** (`{STOPPING_HALVES_JSONS[0]}`, ConvNeXt "
+                  f"`{STOPPING_HALVES_JSONS[1]}`): the tuning and the test studies of a set sample disjoint halves of "
+                  "its recorded curves (`spottune simulate --workload SET@tuning` / `SET@test`), every method re-tuned "
+                  "by the same rule under today's defaults (the guarded provisioning), then tested; ours' step pick "
+                  "(screened on the step benchmarks' tuning half) beside the rule's pick where they differ "
+                  "([earlycurve.md](earlycurve.md) §8.21). The tables after it are the earlier protocol, whose tuning "
+                  "and test studies share most configurations.", "",
+                  *head, *_stopping_rows(folder, STOPPING_HALVES_JSONS, step_picks=True)[0], ""]
     lines = ["## The saving in two parts", "",
              "Each part against the strongest peer measured for it; single-cheapest, the paper's baseline, follows in "
              "the tables below, where stopping and provisioning are mixed (θ 0.7 against baselines that train every "
-             "trial to the end).", "",
+             "trial to the end).", "", *unseen,
              f"**Early stopping, provisioning held fixed** (`benchmarks/bench_rungs_usd.py`: "
              f"`{STOPPING_JSONS[0]}`, ConvNeXt `{STOPPING_JSONS[1]}`): every method on the same provisioning inside "
              "`spottune simulate` (the refund objective with hourly hops, SpotTune's default when these were measured, "
