@@ -78,3 +78,25 @@ def test_keep_picks_tests_an_earlier_runs_picks_on_another_provisioning_only_if_
     with pytest.raises(SystemExit) as exc:  # --keep-picks needs the run whose picks it keeps
         bench.main(["--keep-picks", "--provisioning", "restart", "--out", str(tmp_path / "o")])
     assert exc.value.code == 2 and not (tmp_path / "o").exists()
+
+
+def test_halves_draw_the_tuning_studies_from_one_half_and_refuse_rows_of_the_whole_files(tmp_path, monkeypatch):
+    bench = _module("bench_rungs_usd")
+    asked = []
+
+    def simulate_all(workload, *args, **kwargs):  # records the study each row replays (no replay: a stub)
+        asked.append(workload)
+        raise StopIteration
+
+    import spottune.cli._simulate as sim
+
+    monkeypatch.setattr(sim, "simulate_all", simulate_all)
+    for seed in (100, 19):
+        with pytest.raises(StopIteration):
+            bench._rows("builtin-logreg", seed, "2015-05-05T00:00Z", ["optuna-sha"], 1, halves=True)
+    assert asked == ["builtin-logreg@tuning", "builtin-logreg@test"]
+    old = tmp_path / "old.json"
+    old.write_text('{"config": {"provisioning": "spottune"}, "rows": [], "tuning_rows": []}')
+    with pytest.raises(SystemExit, match="drew its studies from the curve files, this run from their halves"):
+        bench.main(["--halves", "--reuse", str(old), "--workloads", "builtin-logreg", "--out", str(tmp_path / "o")])
+    assert not (tmp_path / "o").exists()
