@@ -230,6 +230,11 @@ def study_shape(name: str, seed: int = 0, max_steps: int | None = None) -> tuple
     (int, int)
         The study's trials, and ``max_steps`` when given, else its default S_max (the workload's, or the recorded
         study's).
+
+    Raises
+    ------
+    ConfigError
+        ``name`` is neither a recorded study nor a built-in workload (:func:`spottune.workloads.get_workload`).
     """
     base, _, size = name.partition("@")[0].partition(":")
     if base in RECORDED:
