@@ -407,7 +407,9 @@ class Ec2Transport:
            that ended while the orchestrator was down without a save is billed as its state reason says
            (``Server.SpotInstanceTermination``: provider, first hour refunded) and its trial relaunches from
            its last confirmed checkpoint; any other (a ``Terminate`` in flight) is terminated (user,
-           ``restart``); a tagged instance the journal does not know is terminated.
+           ``restart``); a tagged instance the journal does not know is terminated. Every instance is sorted
+           (and listed in ``record.meta["resumes"]``) before any is billed or a save adopted: an adopted save
+           delivers its steps at once, and the orchestrator may launch on them before the reconcile returns.
         3. The engine clock restarts at the last journaled time, or later by the steps a worker saved after its
            last journaled report (at its instance's speed: they took engine time); a replayed market stands
            still, as in the local backend; at ``time_scale`` 1 (a real run: engine time is wall time) it
@@ -517,8 +519,9 @@ class Ec2Transport:
         now = d.now_s()
         tagged = {t.instance_id: t for t in find_instances(self.ec2, self.settings.experiment)}
         by_launch = {t.launch_id: t for t in tagged.values()}
-        done: dict[str, Any] = {"terminated": [], "ended_while_down": [], "adopted": [], "kept": [], "unknown": [],
-                                "intents_launched": [], "intents_not_launched": [], "worker_saves": {}}
+        done: dict[str, Any] = d.record.meta["resumes"][-1]  # filled as it goes
+        done.update({"terminated": [], "ended_while_down": [], "adopted": [], "kept": [], "unknown": [],
+                     "intents_launched": [], "intents_not_launched": [], "worker_saves": {}})
         for trial_id, intent in self._unresolved:  # launch intents without an outcome: look them up by tag
             lid = str(intent.get("instance_id", ""))
             found = by_launch.get(lid)
@@ -534,6 +537,7 @@ class Ec2Transport:
             self.replay_launch(rec, action)
             done["intents_launched"].append(found.instance_id)
         d.post_lost_events(now)
+        ending: list[tuple[Ec2Instance, float, str, str, Any]] = []  # (instance, end, by, reason, its save or None)
         for inst in list(d.instances.values()):
             if not inst.alive:
                 continue
@@ -562,7 +566,15 @@ class Ec2Transport:
                 inst.terminated_seen = True
                 d.kill(inst)
                 done["ended_while_down"].append(inst.instance_id)
-            if lease and d.adopt_orphan_save(inst, save.step, save.metadata.get("metrics")):
+            ending.append((inst, end_s, by, code, save if lease else None))
+        unknown = [i for i in tagged.values() if i.alive and i.instance_id not in d.instances]
+        if unknown:  # tagged with the experiment, but no journaled launch of ours: not wanted
+            self.ec2.terminate_instances(InstanceIds=[i.instance_id for i in unknown])
+            done["unknown"] = [i.instance_id for i in unknown]
+        # last, once every instance is sorted: an adopted save delivers its steps at once, and the orchestrator
+        # may act on them (a launch) before this returns
+        for inst, end_s, by, code, save in ending:
+            if save is not None and d.adopt_orphan_save(inst, save.step, save.metadata.get("metrics")):
                 done["worker_saves"][inst.trial_id] = int(save.step)  # the trial continues from its worker's save
                 d.end(inst, end_s, by, code)
                 continue
@@ -571,12 +583,7 @@ class Ec2Transport:
                 d.post(inst.segment_ended(now, EndReason.PROVIDER))
             else:
                 d.post(LaunchFailed(time_s=now, trial_id=inst.trial_id, error="orchestrator restarted"))
-        unknown = [i for i in tagged.values() if i.alive and i.instance_id not in d.instances]
-        if unknown:  # tagged with the experiment, but no journaled launch of ours: not wanted
-            self.ec2.terminate_instances(InstanceIds=[i.instance_id for i in unknown])
-            done["unknown"] = [i.instance_id for i in unknown]
-        d.record.meta["resumes"][-1].update(done)
-        d.journal.resumed(d.record.meta["resumes"][-1])
+        d.journal.resumed(done)
 
     def _adopt(self, inst: Ec2Instance) -> None:
         """Keep a live instance still on its trial's segment: read its reports again, re-arm its hourly tick

@@ -336,7 +336,8 @@ class ProcessTransport:
         d = self.driver
         d.rearm_wakeups()
         d.post_lost_events(d.now_s())
-        taken: dict[str, int] = {}
+        entry = d.record.meta["resumes"][-1]  # filled as it goes: a delivered step can launch (and crash) at once
+        taken: dict[str, int] = entry.setdefault("worker_saves", {})  # trial -> the step its worker saved
         for inst in list(d.instances.values()):
             if not inst.alive:
                 continue
@@ -361,8 +362,6 @@ class ProcessTransport:
                 d.post(inst.segment_ended(d.now_s(), EndReason.PROVIDER))
             else:
                 d.post(LaunchFailed(time_s=d.now_s(), trial_id=inst.trial_id, error="orchestrator restarted"))
-        entry = d.record.meta["resumes"][-1]
-        entry["worker_saves"] = taken  # trial -> the step its worker saved when the driver died, continued from
         d.journal.resumed(entry)
 
     def _orphan_save(self, inst: ProcessInstance) -> Any:

@@ -781,7 +781,8 @@ class RayActorTransport:
         d = self.driver
         d.rearm_wakeups()
         d.post_lost_events(d.now_s())
-        taken: dict[str, int] = {}
+        entry = d.record.meta["resumes"][-1]  # filled as it goes: a delivered step can launch (and crash) at once
+        taken: dict[str, int] = entry.setdefault("worker_saves", {})  # trial -> the step its worker saved
         now = d.now_s()  # every actor of the killed run not kept ended by now (the instances are billed to it)
         for inst in list(d.instances.values()):
             if not inst.alive:
@@ -808,8 +809,6 @@ class RayActorTransport:
                 d.post(inst.segment_ended(now, EndReason.PROVIDER))
             else:
                 d.post(LaunchFailed(time_s=now, trial_id=inst.trial_id, error="orchestrator restarted"))
-        entry = d.record.meta["resumes"][-1]
-        entry["worker_saves"] = taken
         d.journal.resumed(entry)
 
     def _adopt(self, inst: ActorInstance) -> None:
