@@ -2,8 +2,8 @@
 
 The scenario of ``tests/test_aws_backend.py`` (four ``Walk`` trials, A spikes at 1800 s and revokes its
 instances, the relaunches go to B) on a moto server with the harness playing the hosts. The orchestrator
-crashes in-process just before the journal records the outcome of the first relaunch after the spike:
-that launch's intent has no outcome (the instance exists, tagged), the trials' other instances are
+crashes in-process just before the journal records the outcome of the first relaunch after the spike
+made while a trial trains on B (``CrashAtRelaunch``): that launch's intent has no outcome (the instance exists, tagged), the trials' other instances are
 running or revoked. The crashed backend's own clean-up is disabled (a ``kill -9`` runs none); while it is
 down, EC2 interrupts one running instance (``Server.SpotInstanceTermination``). The first resumed run crashes
 too, between the journaled intent of its second launch and its ``run_instances``. The second resume must
@@ -72,10 +72,24 @@ def _backend(url, tmp_path, experiment, journal):
     return orch, backend
 
 
-def _crash_at_first_relaunch(n, record):
-    if (record["k"] == "outcome" and record["op"] == "launch" and record["fulfilled"]
-            and record["time_s"] > T0 + 1800.0):
-        raise Crash(f"crash before record {n}: the outcome of launch {record['launch']}")
+class CrashAtRelaunch:
+    """The journal's fault hook: the crash comes just before the outcome of the first relaunch after the spike
+    (1800 s) while an instance on B trains (not billed), so that EC2 can interrupt one while the orchestrator is
+    down. On a loaded machine the trial that started on B may already wait at θ's barrier by the first relaunch;
+    the second one finds the first relaunched trial training on B."""
+
+    def __init__(self):
+        self.on_b = set()
+
+    def __call__(self, n, record):
+        e = record.get("e") or {}
+        if record["k"] == "event" and e.get("type") == "TrialLaunched" and str(e["market"]).startswith("us-east-1b"):
+            self.on_b.add(e["instance_id"])
+        elif record["k"] == "billed":
+            self.on_b.discard(record["id"])
+        elif (record["k"] == "outcome" and record["op"] == "launch" and record["fulfilled"]
+                and record["time_s"] > T0 + 1800.0 and self.on_b):
+            raise Crash(f"crash before record {n}: the outcome of launch {record['launch']}")
 
 
 def test_a_crashed_orchestrator_resumes_to_the_uninterrupted_result(moto, local, tmp_path):  # noqa: F811
@@ -83,7 +97,7 @@ def test_a_crashed_orchestrator_resumes_to_the_uninterrupted_result(moto, local,
     two resumes reach the uninterrupted result (module doc)."""
     exp = "exp-resume"
     path = tmp_path / JOURNAL_FILE
-    journal = Journal(path, spec={"test": exp}, fault=_crash_at_first_relaunch)
+    journal = Journal(path, spec={"test": exp}, fault=CrashAtRelaunch())
     orch, backend = _backend(moto, tmp_path, exp, journal)
     backend.transport.sweep = lambda: None  # a killed process cleans nothing up
     hosts = Ec2Hosts(moto, exp, workload=WORKLOAD, store=backend.settings.store_url, log_dir=tmp_path,
