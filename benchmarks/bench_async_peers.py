@@ -103,7 +103,8 @@ def run(args) -> dict:
     for w in workloads:
         check_replay(w, stored)
     ns = SimpleNamespace(workloads=args.workloads, seeds=args.seeds, test_seed0=0, tune_seeds=args.tune_seeds, jobs=args.jobs,
-                         reuse=[], retest=[], provisioning=PROVISIONING, extra_candidates="", hparams=None,
+                         reuse=[], retest=[], keep_picks=False, halves=False, provisioning=PROVISIONING,
+                         extra_candidates="", hparams=None,
                          max_concurrent_trials=args.workers)
     r = retest(ns, stored) if args.no_tune else bru.run(ns)
     sets = {}
