@@ -1,17 +1,17 @@
 """Crash safety on the aws backend (decision CS6): the orchestrator dies mid-run, ``AwsBackend.resume`` continues it.
 
-The scenario of ``tests/test_aws_backend.py`` (four ``Walk`` trials, A spikes at 1800 s and revokes its
-instances, the relaunches go to B) on a moto server with the harness playing the hosts. The orchestrator
-crashes in-process just before the journal records the outcome of the first relaunch after the spike
-made while a trial trains on B (``CrashAtRelaunch``): that launch's intent has no outcome (the instance exists, tagged), the trials' other instances are
-running or revoked. The crashed backend's own clean-up is disabled (a ``kill -9`` runs none); while it is
-down, EC2 interrupts one running instance (``Server.SpotInstanceTermination``). The first resumed run crashes
-too, between the journaled intent of its second launch and its ``run_instances``. The second resume must
-reach the final metrics and top-k of the uninterrupted run (the local backend on the same market and
-seeds), bill every instance ever launched exactly once, feed the predictor the signals it had, keep every
-instance still on its trial's segment (adopted: no ledger row ``restart``, decision AWS14), and end with no
-tagged instance running. The first launch of the run is refused for capacity (the market exclusion
-it causes, outside ``handle``, must come back on replay).
+The scenario of ``tests/test_aws_backend.py`` (four ``Walk`` trials, A spikes at 1800 s and revokes its instances,
+the relaunches go to B) on a moto server with the harness playing the hosts. The orchestrator crashes in-process
+just before the journal records the outcome of the first relaunch after the spike made while a trial trains on B
+(``CrashAtRelaunch``): that launch's intent has no outcome (the instance exists, tagged), the trials' other
+instances are running or revoked. The crashed backend's own clean-up is disabled (a ``kill -9`` runs none); while
+it is down, EC2 interrupts one running instance (``Server.SpotInstanceTermination``). The first resumed run crashes
+too, between the journaled intent of its second launch and its ``run_instances``. The second resume must reach the
+final metrics and top-k of the uninterrupted run (the local backend on the same market and seeds), bill every
+instance ever launched exactly once, feed the predictor the signals it had, keep every instance still on its
+trial's segment (adopted: no ledger row ``restart``, decision AWS14), and end with no tagged instance running. The
+first launch of the run is refused for capacity (the market exclusion it causes, outside ``handle``, must come back
+on replay).
 
 A second scenario stays down past the lease: the agents save their workers' steps (``lease``) and power off;
 the resumed run continues each trial from that save, so it redoes no step.
