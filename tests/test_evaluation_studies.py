@@ -116,3 +116,27 @@ def test_the_study_shape_is_the_loaded_studys(name, max_steps):
 
     study = load_study(name, 1, max_steps=max_steps)
     assert study_shape(name, 1, max_steps) == (len(study.trial_ids), study.max_steps)
+
+
+def test_a_curve_file_is_read_once_and_again_once_it_changed(tmp_path, monkeypatch):
+    """Studies of one file share its parsed curves (a benchmark builds one per seed and half); a changed file (here:
+    only its first 20 configurations kept) is read again, so the studies follow the file."""
+    import gzip
+    import shutil
+
+    from spottune.evaluation import _studies
+
+    src = _studies.learning_curves_dir() / "builtin" / "builtin_logreg_curves.csv.gz"
+    dst = tmp_path / "learning_curves" / "builtin" / src.name
+    dst.parent.mkdir(parents=True)
+    shutil.copyfile(src, dst)
+    monkeypatch.setenv("SPOTTUNE_DATA", str(tmp_path))
+    _studies._read_recorded.cache_clear()
+    assert load_study("builtin-logreg", seed=0).source.startswith(f"{src.name}: 16 of 128 random-search curves")
+    assert load_study("builtin-logreg", seed=1).configs != load_study("builtin-logreg", seed=0).configs
+    assert _studies._read_recorded.cache_info().misses == 1  # three studies, one read
+    lines = gzip.decompress(src.read_bytes()).decode().splitlines()
+    kept = [lines[0]] + [x for x in lines[1:] if int(x.split(",")[0].rpartition("-")[2]) < 20]
+    dst.write_bytes(gzip.compress(("\n".join(kept) + "\n").encode()))
+    assert load_study("builtin-logreg", seed=0).source.startswith(f"{src.name}: 16 of 20 random-search curves")
+    assert _studies._read_recorded.cache_info().misses == 2

@@ -33,6 +33,7 @@ per instance type like every workload.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
@@ -363,14 +364,33 @@ def _half(name: str, half: str | None, loader_ids: list[str], ids: list[str]) ->
     return [j for j, cid in enumerate(ids) if cid in chosen]
 
 
+def _recorded_curves(path: Path, name: str, cakelab: bool = False) -> tuple:
+    """The curves of a recorded set's file, in file order (``earlycurve.evaluation.load_cakelab`` with ``cakelab``,
+    else ``load_curves``), read once per process while the file is unchanged (:func:`_read_recorded`)."""
+    st = path.stat()
+    return _read_recorded(str(path), name, cakelab, (st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=8)
+def _read_recorded(path: str, name: str, cakelab: bool, stamp: tuple[int, int]) -> tuple:
+    """:func:`_recorded_curves`' read, cached on the file's path, name, modification time and size: a benchmark or
+    test builds many studies of one file (each seed and half), and parsing the file takes most of a study's time. The
+    curves are frozen and their arrays read-only; the studies copy what they keep."""
+    from earlycurve.evaluation import load_cakelab, load_curves
+
+    curves = tuple((load_cakelab if cakelab else load_curves)(Path(path), name).curves)
+    for c in curves:
+        c.steps.setflags(write=False)
+        c.values.setflags(write=False)
+    return curves
+
+
 def _cakelab(name: str, seed: int, steps: int, n: int, half: str | None = None) -> Study:
     import pandas as pd
 
-    from earlycurve.evaluation import load_cakelab
-
     fname, size_mb = RECORDED[name]
     path = learning_curves_dir() / fname
-    in_file = load_cakelab(path, name).curves
+    in_file = _recorded_curves(path, name, cakelab=True)
     complete = sorted(in_file, key=lambda c: c.curve_id)  # the step benchmarks' rule
     allowed = _half(name, half, [c.curve_id for c in in_file], [c.curve_id for c in complete])
     wall = pd.read_csv(path, usecols=["curve_id", "wall_time"]).groupby("curve_id")["wall_time"]
@@ -390,12 +410,11 @@ def _cakelab(name: str, seed: int, steps: int, n: int, half: str | None = None) 
 
 
 def _random_search(name: str, seed: int, steps: int, n: int, half: str | None = None) -> Study:
-    from earlycurve.evaluation import load_curves
     from spottune.workloads import get_workload
 
     wl = get_workload(RANDOM_SEARCH[name])
     path = learning_curves_dir() / RECORDED[name][0]
-    in_file = load_curves(path, name).curves
+    in_file = _recorded_curves(path, name)
     complete = sorted(in_file, key=lambda c: c.curve_id)
     ids = [f"t{i:02d}" for i in range(n)]
     frac = np.arange(1, steps + 1) / steps
@@ -409,7 +428,7 @@ def _random_search(name: str, seed: int, steps: int, n: int, half: str | None = 
         curves[tid] = [{wl.metric: float(v)} for v in on_grid(c)]
         configs[tid] = {"config_id": c.curve_id, **c.config}
     speed = float(wl.reference_seconds_per_step) * wl.max_steps / steps
-    previous = [(on_grid(c), c.config) for j, c in enumerate(complete) if j not in taken]
+    previous = [(on_grid(c), dict(c.config)) for j, c in enumerate(complete) if j not in taken]
     return Study(name=name, trial_ids=ids, configs=configs, curves=curves, metric=str(wl.metric), mode=wl.mode,
                  max_steps=steps, reference_seconds_per_step={t: speed for t in ids},
                  checkpoint_size_mb=float(wl.checkpoint_size_mb),
