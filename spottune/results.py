@@ -18,6 +18,7 @@ import json
 import math
 import os
 import secrets
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -221,14 +222,20 @@ def prepare_output(out: str | os.PathLike[str]) -> Path:
     return out
 
 
+#: Wall seconds between two rewrites of ``trials.csv`` while only trials' step counts moved (:class:`ResultsJournal`).
+TRIALS_EVERY_WALL_S = 1.0
+
+
 class ResultsJournal:
     """Writes ``events.jsonl``, ``ledger.csv`` and ``trials.csv`` while a run goes on.
 
     Use it as the backend's progress callback (it forwards every call to ``progress``). After every
     delivered event it appends the new event and action records to ``events.jsonl`` and the newly
     billed instance runs to ``ledger.csv`` (flushed, so a killed run keeps them), and rewrites
-    ``trials.csv`` atomically when a trial changes state or step count. :func:`write_results` then
-    rewrites all three atomically (the ledger sorted by start time).
+    ``trials.csv`` atomically when a trial changes state, or, when only step counts moved, at most once every
+    :data:`TRIALS_EVERY_WALL_S` wall seconds (a replay reports steps far faster than anyone reads them, and each
+    rewrite prices every trial). :func:`write_results` then rewrites all three atomically (the ledger sorted by
+    start time).
 
     Parameters
     ----------
@@ -246,6 +253,8 @@ class ResultsJournal:
         self._n_log = 0
         self._n_ledger = 0
         self._trial_key: tuple = ()
+        self._trial_states: tuple = ()
+        self._trials_wall_s = -math.inf
         self._events: Any = None
         self._ledger: Any = None
 
@@ -256,6 +265,7 @@ class ResultsJournal:
         self.close()
         self.record, self.configs = record, dict(configs or {})
         self._n_log = self._n_ledger = 0
+        self._trial_key, self._trial_states, self._trials_wall_s = (), (), -math.inf
         self._events = open(self.out / "events.jsonl", "w", encoding="utf-8", newline="")
         self._ledger = open(self.out / "ledger.csv", "w", encoding="utf-8", newline="")
         self._ledger.write(",".join([*LEDGER_COLUMNS, "steps", "lost_steps", "refunded"]) + "\n")
@@ -291,8 +301,10 @@ class ResultsJournal:
             self._n_ledger = len(rec.ledger)
         if orch is not None:
             key = tuple((t, str(tr.state), tr.step) for t, tr in orch.trials.items())
-            if key != self._trial_key:
-                self._trial_key = key
+            states, now = tuple(k[:2] for k in key), time.monotonic()
+            if key != self._trial_key and (states != self._trial_states
+                                           or now - self._trials_wall_s >= TRIALS_EVERY_WALL_S):
+                self._trial_key, self._trial_states, self._trials_wall_s = key, states, now
                 ledger = _ledger_frame(rec)
                 _write_atomic(self.out / "trials.csv", trials_frame(orch, ledger, self.configs).to_csv(index=False))
 

@@ -385,3 +385,39 @@ def test_a_run_that_dies_midway_keeps_its_events_and_ledger(tmp_path):
     assert len(events) == len(journal.record.log) > 40 and events[0]["type"] == "ExperimentStarted"
     assert len(pd.read_csv(out / "ledger.csv")) == len(journal.record.ledger)
     assert len(pd.read_csv(out / "trials.csv")) == 16 and not (out / "summary.json").exists()
+
+
+@pytest.mark.parametrize("every_wall_s", [0.0, 3600.0])
+def test_trials_csv_follows_every_state_change_and_the_steps_at_most_once_a_wall_second(tmp_path, monkeypatch,
+                                                                                     every_wall_s):
+    """``trials.csv`` is rewritten at every change of a trial's state; a change of step counts alone waits for
+    ``TRIALS_EVERY_WALL_S`` (0: every one is written; an hour: none is, in this replay of a few wall seconds)."""
+    from spottune import results
+    from spottune.cli._run import run_experiment
+    from spottune.experiment import ExperimentSpec
+
+    monkeypatch.setattr(results, "TRIALS_EVERY_WALL_S", every_wall_s)
+    out = results.prepare_output(tmp_path / "res")
+    written, seen = [], []
+    write = results._write_atomic
+
+    def counting(path, text):
+        if path.name == "trials.csv":
+            written.append(text)
+        return write(path, text)
+
+    monkeypatch.setattr(results, "_write_atomic", counting)
+
+    def look(now_s, orch, usd):
+        key = tuple((t, str(tr.state), tr.step) for t, tr in orch.trials.items())
+        if not seen or seen[-1] != key:
+            seen.append(key)
+
+    journal = results.ResultsJournal(out, progress=look)
+    spec = ExperimentSpec(max_steps=6, theta=0.5, top_k=2, predictor="none", instance_types=["r3.large"],
+                          availability_zones=["us-east-1a"])
+    run_experiment(spec, progress=journal, output=out)
+    states = [tuple(k[:2] for k in key) for key in seen]
+    state_changes = 1 + sum(a != b for a, b in zip(states, states[1:]))
+    assert len(seen) > state_changes  # steps moved without a state change: the case throttled
+    assert len(written) == (len(seen) if every_wall_s == 0.0 else state_changes)
