@@ -212,7 +212,7 @@ SEEDED_JSON = "rungs_usd_convnext_seeded.json"
 #: restart``, the sets where the picks above miss; docs/design/earlycurve.md §8.14).
 STOPPING_RESTART_TUNED_JSON = "rungs_usd_restart_tuned.json"
 #: The stoppers on configurations never seen in tuning: tuning and test studies from disjoint halves of each set's
-#: curves, every method re-tuned under today's defaults (``bench_rungs_usd.py --halves``; docs/design/earlycurve.md §8.21).
+#: curves, every method re-tuned under today's defaults (``bench_rungs_usd.py --halves``; earlycurve.md §8.21).
 STOPPING_HALVES_JSONS = ("rungs_usd_halves.json", "rungs_usd_convnext_halves.json")
 PROVISIONING_JSON = "provisioning.json"
 #: Recorded ConvNeXt runs, those one study samples, and progress steps per run (docs/design/decisions.md E7).

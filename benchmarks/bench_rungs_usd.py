@@ -310,8 +310,9 @@ def run(args) -> dict:
         trows = [r for seed, start in tune
                  for r in _rows(workload, seed, start, grid, args.jobs, reuse=reuse, provisioning=args.provisioning,
                                max_concurrent_trials=args.max_concurrent_trials, halves=args.halves)]
-        trows += _ours_rows([(workload, seed, start, c["candidate"], reuse, args.provisioning, args.max_concurrent_trials,
-                              args.halves) for c in candidates[workload].values() for seed, start in tune], args.jobs)
+        trows += _ours_rows([(workload, seed, start, c["candidate"], reuse, args.provisioning,
+                              args.max_concurrent_trials, args.halves)
+                             for c in candidates[workload].values() for seed, start in tune], args.jobs)
         tuning_rows += trows
         means = _means(trows)
         picks[workload] = {"ours": pick(means, "spottune-"), "sha": pick(means, "optuna-sha-r"),
@@ -330,8 +331,9 @@ def run(args) -> dict:
                            "optuna-sha": "simulate's default"}
         if step_pick:
             roles[workload].setdefault(label(step_pick), "ours, step pick")
-        rows += _ours_rows([(workload, seed, start, c, reuse, args.provisioning, args.max_concurrent_trials, args.halves)
-                            for c in dict.fromkeys([ours, step_pick]) if c for seed, start in test], args.jobs)
+        rows += _ours_rows([(workload, seed, start, c, reuse, args.provisioning, args.max_concurrent_trials,
+                             args.halves) for c in dict.fromkeys([ours, step_pick]) if c for seed, start in test],
+                           args.jobs)
         rows += [r for seed, start in test
                  for r in _rows(workload, seed, start, peers, args.jobs, reuse=reuse, provisioning=args.provisioning,
                                 max_concurrent_trials=args.max_concurrent_trials, halves=args.halves)]

@@ -233,7 +233,7 @@ class ResultsJournal:
     delivered event it appends the new event and action records to ``events.jsonl`` and the newly
     billed instance runs to ``ledger.csv`` (flushed, so a killed run keeps them), and rewrites
     ``trials.csv`` atomically when a trial changes state, or, when only step counts moved, at most once every
-    :data:`TRIALS_EVERY_WALL_S` wall seconds (a replay reports steps far faster than anyone reads them, and each
+    ``trials_every_wall_s`` wall seconds (a replay reports steps far faster than anyone reads them, and each
     rewrite prices every trial). :func:`write_results` then rewrites all three atomically (the ledger sorted by
     start time).
 
@@ -243,11 +243,15 @@ class ResultsJournal:
         The results folder (see :func:`prepare_output`).
     progress : callable (now_s, orchestrator, usd) -> None, optional
         Called after the journal has written (a progress bar).
+    trials_every_wall_s : float, default :data:`TRIALS_EVERY_WALL_S`
+        Wall seconds between two rewrites of ``trials.csv`` while only step counts move (0: at every change).
     """
 
-    def __init__(self, out: str | os.PathLike[str], progress: Any = None):
+    def __init__(self, out: str | os.PathLike[str], progress: Any = None,
+                 trials_every_wall_s: float = TRIALS_EVERY_WALL_S):
         self.out = Path(out)
         self.progress = progress
+        self.trials_every_wall_s = float(trials_every_wall_s)
         self.record: Any = None
         self.configs: dict[str, Any] = {}
         self._n_log = 0
@@ -303,7 +307,7 @@ class ResultsJournal:
             key = tuple((t, str(tr.state), tr.step) for t, tr in orch.trials.items())
             states, now = tuple(k[:2] for k in key), time.monotonic()
             if key != self._trial_key and (states != self._trial_states
-                                           or now - self._trials_wall_s >= TRIALS_EVERY_WALL_S):
+                                           or now - self._trials_wall_s >= self.trials_every_wall_s):
                 self._trial_key, self._trial_states, self._trials_wall_s = key, states, now
                 ledger = _ledger_frame(rec)
                 _write_atomic(self.out / "trials.csv", trials_frame(orch, ledger, self.configs).to_csv(index=False))

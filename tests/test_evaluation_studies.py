@@ -71,7 +71,8 @@ def test_a_random_search_builtin_study_samples_the_recorded_curves_at_the_worklo
 
 
 # the halves of the step benchmarks' split (earlycurve.evaluation.split_pool, seed 0) over each set's curve file
-HALF_SETS = {"opda-alexnet": "opda_alexnet_imagenet_tuning.jsonl.gz", "opda-convnext": "opda_convnext-tiny_imagenet_tuning.jsonl.gz",
+HALF_SETS = {"opda-alexnet": "opda_alexnet_imagenet_tuning.jsonl.gz",
+             "opda-convnext": "opda_convnext-tiny_imagenet_tuning.jsonl.gz",
              "cakelab-resnet32": "cakelab_resnet32_cifar10_curves.csv.gz",
              "builtin-digits-mlp": "builtin/builtin_digits-mlp_curves.csv.gz",
              "builtin-logreg": "builtin/builtin_logreg_curves.csv.gz",
@@ -107,6 +108,10 @@ def test_a_half_study_samples_only_its_half_of_the_step_benchmarks_split(name):
 def test_a_half_too_small_for_the_study_is_refused():
     with pytest.raises(ConfigError, match=r"opda-alexnet: only 182 complete curves, 200 asked"):
         load_study("opda-alexnet:200@tuning")
+    with pytest.raises(ConfigError, match=r"digits-mlp@test: only a recorded study has halves"):
+        load_study("digits-mlp@test")  # a built-in workload trains its own curves: it has no halves
+    with pytest.raises(ConfigError, match=r"opda-alexnet@half: the half must be one of tuning, test"):
+        load_study("opda-alexnet@half")
 
 
 @pytest.mark.parametrize(("name", "max_steps"), [("opda-alexnet:24@test", None), ("cakelab-resnet32", None),

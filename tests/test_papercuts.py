@@ -391,17 +391,16 @@ def test_a_run_that_dies_midway_keeps_its_events_and_ledger(tmp_path):
 def test_trials_csv_follows_every_state_change_and_the_steps_at_most_once_a_wall_second(tmp_path, monkeypatch,
                                                                                      every_wall_s):
     """``trials.csv`` is rewritten at every change of a trial's state; a change of step counts alone waits for
-    ``TRIALS_EVERY_WALL_S`` (0: every one is written; an hour: none is, in this replay of a few wall seconds)."""
+    ``trials_every_wall_s`` (0: every one is written; an hour: none is, in this replay of a few wall seconds)."""
     from spottune import results
     from spottune.cli._run import run_experiment
     from spottune.experiment import ExperimentSpec
 
-    monkeypatch.setattr(results, "TRIALS_EVERY_WALL_S", every_wall_s)
     out = results.prepare_output(tmp_path / "res")
     written, seen = [], []
     write = results._write_atomic
 
-    def counting(path, text):
+    def counting(path, text):  # a spy: every write still happens
         if path.name == "trials.csv":
             written.append(text)
         return write(path, text)
@@ -413,7 +412,7 @@ def test_trials_csv_follows_every_state_change_and_the_steps_at_most_once_a_wall
         if not seen or seen[-1] != key:
             seen.append(key)
 
-    journal = results.ResultsJournal(out, progress=look)
+    journal = results.ResultsJournal(out, progress=look, trials_every_wall_s=every_wall_s)
     spec = ExperimentSpec(max_steps=6, theta=0.5, top_k=2, predictor="none", instance_types=["r3.large"],
                           availability_zones=["us-east-1a"])
     run_experiment(spec, progress=journal, output=out)

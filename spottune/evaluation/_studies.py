@@ -199,10 +199,13 @@ def load_study(name: str, seed: int = 0, *, max_steps: int | None = None, n_conf
     Raises
     ------
     ConfigError
-        A size that is not an integer >= 2 or larger than the recorded study's complete curves.
+        A size that is not an integer >= 2 or larger than the recorded study's complete curves; a half of a study
+        that is not recorded, or a half other than :data:`HALVES`.
     """
     full = name
     name, _, half = name.partition("@")
+    if half and name.partition(":")[0] not in RECORDED:
+        raise ConfigError(f"{full}: only a recorded study has halves of its curves ({', '.join(RECORDED)})")
     if is_study(full) and ":" in name:
         name, size = name.split(":")
         n_configs = int(size)
@@ -299,7 +302,8 @@ def _recorded(name: str, seed: int, steps: int, n: int, half: str | None = None)
     path = learning_curves_dir() / fname
     with gzip.open(path, "rt") as fh:
         rows = [json.loads(line) for line in fh]
-    in_file = [r for r in rows if r["learning_curve"] and not r["nan_train_loss"] and len(r["learning_curve"]) == r["epochs"]]
+    in_file = [r for r in rows
+               if r["learning_curve"] and not r["nan_train_loss"] and len(r["learning_curve"]) == r["epochs"]]
     complete = sorted(in_file, key=lambda r: r["iteration"])
     ids = [f"t{i:02d}" for i in range(n)]
 
