@@ -12,18 +12,48 @@ The public API::
 ``tune``, :class:`ResultGrid`, :class:`Result` (:mod:`spottune.api`), :class:`ExperimentSpec`
 (:mod:`spottune.experiment`), :class:`Trainable` (:mod:`spottune.trainable`) and the search-space
 helpers ``grid_search``, ``choice``, ``uniform``, ``loguniform``, ``randint``
-(:mod:`spottune.search_space`). Importing spottune does not import torch; a run imports it when its
-workload or predictor needs it.
+(:mod:`spottune.search_space`).
+
+The names are loaded on first use (PEP 562 module ``__getattr__``): importing a submodule, e.g. the
+worker process ``spottune.backends.local.worker`` or the EC2 agent, does not pay for the API's imports
+(scipy, pandas: about 2 s of CPU per process). Importing spottune does not import torch either; a run
+imports it when its workload or predictor needs it.
 """
 
-from spottune.api import Result, ResultGrid, tune
-from spottune.errors import ConfigError, SpottuneError
-from spottune.experiment import ExperimentSpec
-from spottune.search_space import choice, grid_search, loguniform, randint, uniform
-from spottune.trainable import Trainable
+from __future__ import annotations
 
-__all__ = [
-    "ConfigError", "ExperimentSpec", "Result", "ResultGrid", "SpottuneError", "Trainable", "choice", "grid_search",
-    "loguniform", "randint", "tune", "uniform",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the names are, for type checkers and IDEs; at run time __getattr__ loads them
+    from spottune.api import Result, ResultGrid, tune
+    from spottune.errors import ConfigError, SpottuneError
+    from spottune.experiment import ExperimentSpec
+    from spottune.search_space import choice, grid_search, loguniform, randint, uniform
+    from spottune.trainable import Trainable
+
+#: public name -> the module that defines it
+_API = {
+    "ConfigError": "spottune.errors", "SpottuneError": "spottune.errors",
+    "ExperimentSpec": "spottune.experiment",
+    "Result": "spottune.api", "ResultGrid": "spottune.api", "tune": "spottune.api",
+    "Trainable": "spottune.trainable",
+    "choice": "spottune.search_space", "grid_search": "spottune.search_space", "loguniform": "spottune.search_space",
+    "randint": "spottune.search_space", "uniform": "spottune.search_space",
+}
+
+__all__ = sorted(_API)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name on first use (and keep it in the module, so the next use is a plain lookup)."""
+    if name not in _API:
+        raise AttributeError(f"module 'spottune' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_API[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))

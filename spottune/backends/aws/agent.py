@@ -10,8 +10,10 @@ Run as ``python -m spottune.backends.aws.agent --segment s3://bucket/prefix/<exp
    backend;
 3. relays every report line of the worker to the experiment's SQS FIFO queue (:class:`~._channel.Outbox`,
    deduplicated by launch id and sequence number), then its exit code;
-4. polls IMDSv2 ``events/recommendations/rebalance`` (an early hint, relayed once) and the segment's
-   command object in S3 (``checkpoint``, ``exit``: handed to the worker's stdin);
+4. polls IMDSv2 ``events/recommendations/rebalance`` (an early hint, relayed once; read once before the worker
+   starts too, so that a hint posted while the host booted reaches the orchestrator before the worker's first
+   report, which may be the notice) and the segment's command object in S3 (``checkpoint``, ``exit``: handed
+   to the worker's stdin);
 5. checks the orchestrator's lease in S3 at every poll: if it is stale (the orchestrator died), it tells a
    worker still training to checkpoint (reason ``lease``) and waits for the save at most
    ``lease_save_wall_s`` (default 60 s), then kills the worker and exits with code 3: the user data then
@@ -54,6 +56,9 @@ from spottune.backends.aws._channel import Control, Outbox
 from spottune.backends.local._messages import (CheckpointCommand, Exited, Saved, SegmentCommand, Standby,
                                                decode_report, encode)
 from spottune.backends.local.imds import DEFAULT_IMDS_URL, ImdsClient
+# (at the top, not where they are used: a standby agent pays every import before its segment arrives)
+from spottune.backends.local.worker import parse_args
+from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, write_private
 
 __all__ = ["Agent", "LEASE_EXIT_CODE", "REFUSED_EXIT_CODE", "main", "standby"]
 
@@ -172,8 +177,6 @@ class Agent:
     def _refusal(self, argv: list[str]) -> str:
         """Why the segment's worker arguments are refused ("" if they are not): a workload other than the
         user data's, or arguments the worker would not accept."""
-        from spottune.backends.local.worker import parse_args
-
         if not self.workload:
             return "no workload named by the user data ($SPOTTUNE_WORKLOAD); refusing the segment"
         err = io.StringIO()
@@ -191,8 +194,6 @@ class Agent:
     def _private_files(self, folder: str) -> list[str]:
         """Write the segment's storage options and the checkpoint key to 0600 files in ``folder``; the
         worker arguments that name them."""
-        from spottune.checkpoint._secrets import CHECKPOINT_KEY_ENV, write_private
-
         options = os.path.join(folder, "storage-options.json")
         write_private(options, json.dumps(dict(self.seg.get("storage_options") or {})))
         out = ["--storage-options-file", options]
@@ -202,7 +203,20 @@ class Agent:
             out += ["--checkpoint-key-file", os.path.join(folder, "checkpoint.key")]
         return out
 
+    def _relay_rebalance(self, imds: ImdsClient) -> bool:
+        """Send IMDS's rebalance recommendation to the queue if it is posted; True once sent."""
+        try:
+            body = imds.get(_REBALANCE_PATH)
+        except (OSError, ValueError):
+            return False
+        if body is None:
+            return False
+        self.outbox.send("rebalance", body)
+        return True
+
     def _run(self, argv: list[str], warm: subprocess.Popen | None) -> int:
+        imds = ImdsClient(self.imds_url)
+        rebalance_sent = self._relay_rebalance(imds)  # before the worker can report a notice
         if warm is None:
             self.proc = subprocess.Popen([self.python, "-m", "spottune.backends.local.worker", *argv],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
@@ -212,11 +226,9 @@ class Agent:
         if threading.current_thread() is threading.main_thread():  # host shutdown: let the worker save first
             signal.signal(signal.SIGTERM, lambda *_: self.proc.send_signal(signal.SIGTERM))
         threading.Thread(target=self._relay, daemon=True, name="relay").start()
-        imds = ImdsClient(self.imds_url)
         poll = float(self.seg.get("poll_wall_s", 5.0))
         lease_every = float(self.seg.get("lease_check_wall_s", poll))
         linger_until: float | None = None
-        rebalance_sent = False
         next_lease = 0.0
         try:
             while True:
@@ -227,14 +239,7 @@ class Agent:
                     return LEASE_EXIT_CODE
                 next_lease = max(next_lease, time.monotonic()) + lease_every if time.monotonic() >= next_lease else next_lease
                 self._commands()
-                if not rebalance_sent:
-                    try:
-                        body = imds.get(_REBALANCE_PATH)
-                    except (OSError, ValueError):
-                        body = None
-                    if body is not None:
-                        self.outbox.send("rebalance", body)
-                        rebalance_sent = True
+                rebalance_sent = rebalance_sent or self._relay_rebalance(imds)
                 if self.exited.is_set():
                     if linger_until is None:
                         linger_until = time.monotonic() + float(self.seg.get("linger_wall_s", 600.0))
