@@ -22,8 +22,9 @@ imports it when its workload or predictor needs it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from spottune._lazy import attach
 
 if TYPE_CHECKING:  # what the names are, for type checkers and IDEs; at run time __getattr__ loads them
     from spottune.api import Result, ResultGrid, tune
@@ -44,16 +45,4 @@ _API = {
 
 __all__ = sorted(_API)
 __version__ = "0.1.0"
-
-
-def __getattr__(name: str) -> Any:
-    """Load a public name on first use (and keep it in the module, so the next use is a plain lookup)."""
-    if name not in _API:
-        raise AttributeError(f"module 'spottune' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_API[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_API))
+__getattr__, __dir__ = attach(__name__, _API)

@@ -7,7 +7,7 @@ import only units of a lower layer of :data:`LAYERS`; imports point down, from t
 facade) through the composition root (``compose``) and the things it wires (backends, journal, the experiment spec,
 planning, the orchestrator) to the leaves (errors, the speed model). In words:
 
-- ``errors`` imports nothing of spottune; the speed model, the cache paths, the search-space grammar, the pure
+- ``errors`` and ``_lazy`` (a package's names loaded on first use) import nothing of spottune; the speed model, the cache paths, the search-space grammar, the pure
   orchestrator and the Optuna stop rules only ``errors``;
 - ``planning`` (plans, the deadline guard, the bracket orchestrator) sits on the orchestrator and the speed model;
 - the experiment spec sits on planning, workloads and the trainable API; the stoppers, results and the journal on it;
@@ -28,7 +28,7 @@ ROOT = Path(spottune.__file__).parent
 
 #: Layer of every unit; a unit imports only units of a strictly lower layer.
 LAYERS: dict[str, int] = {
-    "errors": 0,
+    "errors": 0, "_lazy": 0,
     "speed": 1, "cache": 1, "search_space": 1, "orchestrator": 1, "_pruning": 1, "scheduling": 1, "_serving": 1,
     "checkpoint": 2, "planning": 2,
     "trainable": 3, "results": 3,

@@ -14,8 +14,7 @@ The names are imported on first use (PEP 562), so that a worker or an agent impo
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from spottune._lazy import attach
 
 _WHERE = {
     "Driver": "spottune.backends._base", "Progress": "spottune.backends._base", "RunRecord": "spottune.backends._base",
@@ -28,15 +27,4 @@ _WHERE = {
 }
 
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
+__getattr__, __dir__ = attach(__name__, _WHERE)
