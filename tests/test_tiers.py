@@ -132,7 +132,8 @@ def test_fixed_sleeps_are_found_outside_a_polling_loop():
 
 #: sleeps that are what the test emulates, not a wait: (file, function)
 EMULATED = {("test_worker_process.py", "save_checkpoint"),  # a slow checkpoint upload
-            ("_ray_cloud.py", "preempt")}  # the provider ends the drained nodes at the notice's deadline
+            ("_ray_cloud.py", "preempt"),  # the provider ends the drained nodes at the notice's deadline
+            ("test_aws_agent.py", "get_command")}  # a slow read of the segment's command object from S3
 
 
 def test_no_test_waits_with_a_fixed_sleep():
