@@ -112,6 +112,22 @@ def run_or_print(args: Any, run: Callable[[Any], dict], markdown: Callable[[dict
     return 0
 
 
+def repeats_main(argv: list[str] | None, doc: str, out: Path, run: Callable[[Any], dict],
+                 markdown: Callable[[dict], str], repeats: int) -> int:
+    """``main`` of a benchmark whose only setting is ``--repeats`` (default ``repeats``): its ``--out`` (default
+    ``out``) and ``--markdown`` as :func:`run_or_print` reads them; ``--repeats`` below 1 is a usage error (exit 2)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=repeats)
+    ap.add_argument("--out", type=Path, default=out)
+    ap.add_argument("--markdown", action="store_true", help="print the table from the JSON and exit")
+    args = ap.parse_args(argv)
+    if args.repeats < 1:
+        ap.error(f"--repeats {args.repeats}: must be an integer >= 1")
+    return run_or_print(args, run, markdown)
+
+
 def bootstrap_interval(values: Any, stat: Callable[[Any], Any], n: int = 10_000, level: float = 0.95,
                        seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of ``stat`` over paired units (studies, starts).

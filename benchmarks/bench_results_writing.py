@@ -14,7 +14,6 @@ prints the table from the JSON.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -22,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, run_or_print  # noqa: E402
+from _common import ROOT, repeats_main  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "results_writing.json"
 RULES = {"every change": 0.0, "today": None}  # None: the default, spottune.results.TRIALS_EVERY_WALL_S
@@ -94,14 +93,7 @@ def markdown(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=OUT)
-    ap.add_argument("--markdown", action="store_true", help="print the table from the JSON and exit")
-    args = ap.parse_args(argv)
-    if args.repeats < 1:
-        ap.error(f"--repeats {args.repeats}: must be an integer >= 1")
-    return run_or_print(args, run, markdown)
+    return repeats_main(argv, __doc__, OUT, run, markdown, repeats=3)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ def attach(package: str, where: Mapping[str, str]) -> tuple[Callable[[str], Any]
         ``__getattr__(name)``: the name's value, imported once and kept in the package (the next use is a plain
         lookup); raises ``AttributeError`` for a name not in ``where``. ``__dir__()``: the package's names and
         those of ``where``, sorted.
+
+    Source: PEP 562, module ``__getattr__`` and ``__dir__`` (https://peps.python.org/pep-0562/).
     """
 
     def __getattr__(name: str) -> Any:

@@ -245,10 +245,20 @@ class ResultsJournal:
         Called after the journal has written (a progress bar).
     trials_every_wall_s : float, default :data:`TRIALS_EVERY_WALL_S`
         Wall seconds between two rewrites of ``trials.csv`` while only step counts move (0: at every change).
+
+    Raises
+    ------
+    ConfigError
+        If ``trials_every_wall_s`` is not a finite number >= 0.
     """
 
     def __init__(self, out: str | os.PathLike[str], progress: Any = None,
                  trials_every_wall_s: float = TRIALS_EVERY_WALL_S):
+        from spottune.errors import ConfigError
+
+        if not (isinstance(trials_every_wall_s, (int, float)) and 0 <= trials_every_wall_s < math.inf):
+            raise ConfigError(f"trials_every_wall_s is {trials_every_wall_s!r}, but must be a finite number of "
+                              "wall seconds >= 0")
         self.out = Path(out)
         self.progress = progress
         self.trials_every_wall_s = float(trials_every_wall_s)

@@ -420,3 +420,12 @@ def test_trials_csv_follows_every_state_change_and_the_steps_at_most_once_a_wall
     state_changes = 1 + sum(a != b for a, b in zip(states, states[1:]))
     assert len(seen) > state_changes  # steps moved without a state change: the case throttled
     assert len(written) == (len(seen) if every_wall_s == 0.0 else state_changes)
+
+
+@pytest.mark.parametrize("every_wall_s", [-1.0, math.nan, math.inf, "1"])
+def test_a_results_journal_refuses_a_throttle_that_is_not_a_finite_number_of_seconds(tmp_path, every_wall_s):
+    from spottune.errors import ConfigError
+    from spottune.results import ResultsJournal
+
+    with pytest.raises(ConfigError, match="trials_every_wall_s is .*, but must be a finite number of wall seconds >= 0"):
+        ResultsJournal(tmp_path, trials_every_wall_s=every_wall_s)
