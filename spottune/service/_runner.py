@@ -303,11 +303,21 @@ class StudyRunner:
         except Exception as exc:  # noqa: BLE001  (the study fails with a one-line reason; the service lives on)
             log.warning("study %s failed: %s", study_id, _one_line(exc))
             state, error = "failed", _one_line(exc)
-        with self.store.session.begin() as s:
-            study = s.get(Study, study_id)
-            study.state, study.ended_utc = state, datetime.now(UTC)
-            study.summary_json = json.dumps(summary) if summary is not None else None
-            study.error = error
+        try:
+            learned = self._learn(study_id, state, summary)
+        finally:  # the row last: its team counts as idle from then on, and its next study is granted on what this taught
+            with self.store.session.begin() as s:
+                study = s.get(Study, study_id)
+                study.state, study.ended_utc = state, datetime.now(UTC)
+                study.summary_json = json.dumps(summary) if summary is not None else None
+                study.error = error
+        if learned is not None:  # a restarted server continues from it (SV14)
+            self.store.save_learned_demands(learned)
+        self._wake.set()  # a slot is free
+
+    def _learn(self, study_id: int, state: str, summary: dict[str, Any] | None) -> Any:
+        """Forget an ended study's cap and grant; a finished one's reward goes to its team's results and, if it ran at
+        its grant, to the plan. Returns the plan's learned demands when they changed, else None."""
         learned = None
         with self._lock:
             self._cancel.discard(study_id)
@@ -326,9 +336,7 @@ class StudyRunner:
                     if granted is not None:
                         self.plan.observe(granted[1], granted[0], reward)
                         learned = self.plan.learned()
-        if learned is not None:  # a restarted server continues from it (SV14)
-            self.store.save_learned_demands(learned)
-        self._wake.set()  # a slot is free
+        return learned
 
     def _launch(self, study_id: int, resume: bool) -> None:
         thread = threading.Thread(target=self.run_one, args=(study_id, resume), name=f"spottune-study-{study_id}",
