@@ -1,5 +1,5 @@
 # Entry points: `make run` (the main job on bundled defaults) and `make test` (every test: what CI runs; about
-# 9.5 min on 2 cores, 7.5 min on two workers then 2 min for the Ray tests alone; the aim is under 10 min). While
+# 9-10 min on 2 cores, 7-8 min on two workers then 2 min for the Ray tests alone; the aim is under 10 min). While
 # editing, `make check` runs the fast tier: the tests that need no server, no process of their own, no Ray cluster
 # and no wall-clock pacing (about 1 min on 2 cores); run `make test` before you push. `make durations` re-records
 # each test's time (tests/durations.json), which keeps the `slow` markers honest (tests/conftest.py: Tiers). Each
